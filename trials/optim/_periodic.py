@@ -1,0 +1,191 @@
+"""Periodic Row-wise Muon and its row-norm-only ablation, as thin `torch.optim.Optimizer` loops.
+
+For each matrix W (m x n) with its own step counter t (starting at 0) and momentum buffer B:
+
+    B   <- lerp(B, g, 1 - mu)                          torch.optim.Muon's momentum, exactly
+    U   <- lerp(g, B, mu) if nesterov else B           out of place: g and B are never modified here
+    eta <- adjust_lr(lr, shape)                        torch.optim.Muon's adjust_lr_fn semantics
+    if t % K == 0:  O <- NS5(U)                        refresh: step 0 is one, and K = 1 is vanilla Muon
+    else:           O <- U / ||U_i,:||  (m <= n)       unit rows; unit columns when m > n
+                    eta <- gamma * eta                 gamma is a relative step size
+    W   <- W * (1 - lr * weight_decay) - eta * O       decoupled decay with the unadjusted lr, never scaled by gamma
+    t   <- t + 1
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.optim import Optimizer
+
+from ._functional import ADJUST_LR_FNS, NS_COEFFICIENTS, adjust_lr, newton_schulz5, normalize_rows_or_columns
+
+__all__ = ["PeriodicRowMuon", "RowNormMuon"]
+
+
+def _check_hyperparameters(
+    *,
+    lr: float,
+    weight_decay: float,
+    momentum: float,
+    gamma: float,
+    ns_coefficients: tuple[float, float, float],
+    ns_steps: int,
+    eps: float,
+    adjust_lr_fn: str | None,
+) -> None:
+    if not lr >= 0.0:
+        raise ValueError(f"lr must be >= 0, got {lr}")
+    if not weight_decay >= 0.0:
+        raise ValueError(f"weight_decay must be >= 0, got {weight_decay}")
+    if not 0.0 <= momentum < 1.0:
+        raise ValueError(f"momentum must be in [0, 1), got {momentum}")
+    if not gamma > 0.0:
+        raise ValueError(f"gamma must be > 0 (a relative step size; the paper's default is 0.15), got {gamma}")
+    if len(ns_coefficients) != 3:
+        raise ValueError(f"ns_coefficients must be three floats (a, b, c), got {ns_coefficients!r}")
+    if not (isinstance(ns_steps, int) and 1 <= ns_steps < 100):
+        raise ValueError(f"ns_steps must be an int in [1, 99], got {ns_steps!r}")
+    if not eps > 0.0:
+        raise ValueError(f"eps must be > 0, got {eps}")
+    if adjust_lr_fn not in ADJUST_LR_FNS:
+        raise ValueError(f"adjust_lr_fn={adjust_lr_fn!r} is not supported; allowed: {list(ADJUST_LR_FNS)}")
+
+
+class PeriodicRowMuon(Optimizer):
+    """Muon with a full Newton-Schulz refresh every `refresh_every` steps and gamma-scaled row norm in between.
+
+    Args mirror `torch.optim.Muon` (same names, same defaults), plus `refresh_every` (K, the paper's 3) and
+    `gamma` (the row-norm step ratio, the paper's 0.15). Only 2-D parameters are accepted: route biases, norms and
+    embeddings to AdamW (see `route_parameters`). `refresh_every=1` is exactly `torch.optim.Muon`.
+
+    Counters for logging: `ns5_calls` and `rownorm_calls` (one per matrix update of that kind).
+    """
+
+    def __init__(
+        self,
+        params: Iterable[Tensor] | Iterable[dict[str, Any]],
+        lr: float = 1e-3,
+        weight_decay: float = 0.1,
+        momentum: float = 0.95,
+        nesterov: bool = True,
+        refresh_every: int = 3,
+        gamma: float = 0.15,
+        ns_coefficients: tuple[float, float, float] = NS_COEFFICIENTS,
+        ns_steps: int = 5,
+        eps: float = 1e-7,
+        adjust_lr_fn: str | None = None,
+    ) -> None:
+        if isinstance(refresh_every, bool) or not isinstance(refresh_every, int) or refresh_every < 1:
+            raise ValueError(
+                f"refresh_every must be an int >= 1 (1 = vanilla Muon; the paper's default is 3), "
+                f"got {refresh_every!r}"
+            )
+        self._setup(
+            params,
+            lr=lr,
+            weight_decay=weight_decay,
+            momentum=momentum,
+            nesterov=nesterov,
+            refresh_every=refresh_every,
+            gamma=gamma,
+            ns_coefficients=tuple(ns_coefficients),
+            ns_steps=ns_steps,
+            eps=eps,
+            adjust_lr_fn=adjust_lr_fn,
+        )
+
+    def _setup(self, params: Iterable[Tensor] | Iterable[dict[str, Any]], **defaults: Any) -> None:
+        _check_hyperparameters(**{k: v for k, v in defaults.items() if k not in ("nesterov", "refresh_every")})
+        super().__init__(params, defaults)
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.ndim != 2:
+                    raise ValueError(
+                        f"{type(self).__name__} only takes 2-D parameters (weight matrices); got one of shape "
+                        f"{tuple(p.shape)}. Give biases, norms and embeddings to AdamW (trials.optim."
+                        "route_parameters does this split)."
+                    )
+                if torch.is_complex(p):
+                    raise ValueError(f"{type(self).__name__} does not support complex parameters")
+        self.ns5_calls = 0
+        self.rownorm_calls = 0
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
+        """Performs one optimisation step; parameters without a gradient are skipped (their counter stays)."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+
+        for group in self.param_groups:
+            lr: float = group["lr"]
+            momentum: float = group["momentum"]
+            k: int | None = group["refresh_every"]
+            decay = 1.0 - lr * group["weight_decay"]
+            for p in group["params"]:
+                grad = p.grad
+                if grad is None:
+                    continue
+                if grad.is_sparse:
+                    raise RuntimeError(f"{type(self).__name__} does not support sparse gradients")
+                state = self.state[p]
+                if not state:
+                    state["step"] = 0
+                    state["momentum_buffer"] = torch.zeros_like(grad, memory_format=torch.preserve_format)
+                buf: Tensor = state["momentum_buffer"]
+                buf.lerp_(grad, 1.0 - momentum)
+                update = grad.lerp(buf, momentum) if group["nesterov"] else buf
+                eta = adjust_lr(lr, group["adjust_lr_fn"], p.shape)
+                t: int = state["step"]
+
+                if k is not None and t % k == 0:
+                    ortho = newton_schulz5(update, group["ns_coefficients"], group["ns_steps"], group["eps"])
+                    p.mul_(decay)
+                    p.add_(ortho, alpha=-eta)
+                    self.ns5_calls += 1
+                else:
+                    norms, _ = normalize_rows_or_columns(update, group["eps"])
+                    p.mul_(decay)
+                    # One fused pass: p -= gamma * eta * U / norms (norms broadcast over rows or columns).
+                    p.addcdiv_(update, norms, value=-group["gamma"] * eta)
+                    self.rownorm_calls += 1
+                state["step"] = t + 1
+        return loss
+
+
+class RowNormMuon(PeriodicRowMuon):
+    """The paper's ablation arm: Muon's momentum with the row-norm update on every step, never Newton-Schulz.
+
+    Exactly `PeriodicRowMuon` with the refresh removed (K = infinity): each step moves by `gamma` times the
+    shape-adjusted lr, so gamma keeps the meaning it has in the periodic arm.
+    """
+
+    def __init__(
+        self,
+        params: Iterable[Tensor] | Iterable[dict[str, Any]],
+        lr: float = 1e-3,
+        weight_decay: float = 0.1,
+        momentum: float = 0.95,
+        nesterov: bool = True,
+        gamma: float = 0.15,
+        eps: float = 1e-7,
+        adjust_lr_fn: str | None = None,
+    ) -> None:
+        self._setup(
+            params,
+            lr=lr,
+            weight_decay=weight_decay,
+            momentum=momentum,
+            nesterov=nesterov,
+            refresh_every=None,
+            gamma=gamma,
+            ns_coefficients=NS_COEFFICIENTS,
+            ns_steps=5,
+            eps=eps,
+            adjust_lr_fn=adjust_lr_fn,
+        )
