@@ -380,3 +380,32 @@ def test_default_lrs_follow_the_arm() -> None:
     assert OptimizerConfig(name="muon").resolved_lr == 0.02
     assert OptimizerConfig(name="adamw").resolved_lr == 3e-3
     assert OptimizerConfig(name="adamw", lr=1e-3).resolved_lr == 1e-3
+
+
+def test_ns5_in_float32_keeps_the_band_and_is_close_to_bf16() -> None:
+    s = torch.linspace(0.05, 1.0, 48)
+    g = _matrix_with_spectrum(96, 48, s).float()
+    out32 = newton_schulz5(g, dtype=torch.float32)
+    assert out32.dtype == torch.float32
+    sv = torch.linalg.svdvals(out32.double())
+    assert sv.min() > 0.6 and sv.max() < 1.25
+    # bf16 has ~3 significant digits: the two precisions agree to that level, not bit for bit.
+    assert (out32 - newton_schulz5(g).float()).abs().max().item() < 0.05
+
+
+@pytest.mark.parametrize(("ns_dtype", "expected"), [("bfloat16", torch.optim.Muon), ("float32", PeriodicRowMuon)])
+def test_muon_arm_is_torch_muon_in_bf16_and_the_same_rule_in_fp32(ns_dtype: str, expected: type) -> None:
+    opt = build_optimizer(_TinyMMDiT(), {"name": "muon", "ns_dtype": ns_dtype})
+    assert type(opt.matrix) is expected
+    assert opt.ns_dtype == getattr(torch, ns_dtype)
+    if expected is PeriodicRowMuon:
+        assert opt.matrix.param_groups[0]["refresh_every"] == 1
+    periodic = build_optimizer(_TinyMMDiT(), {"name": "periodic", "ns_dtype": ns_dtype})
+    assert periodic.matrix.param_groups[0]["ns_dtype"] == getattr(torch, ns_dtype)
+
+
+def test_auto_ns_dtype_follows_the_hardware_probe() -> None:
+    from trials.optim import fast_ns_dtype
+
+    opt = build_optimizer(_TinyMMDiT(), {"name": "periodic"})
+    assert opt.ns_dtype == fast_ns_dtype("cpu") and opt.ns_dtype in (torch.bfloat16, torch.float32)

@@ -5,8 +5,15 @@ Vanilla Muon is `torch.optim.Muon` and AdamW is `torch.optim.AdamW`; they are re
 
 from __future__ import annotations
 
-from ._factory import DEFAULT_LR, OPTIMIZERS, HybridOptimizer, OptimizerConfig, build_optimizer, list_optimizers
-from ._functional import NS_COEFFICIENTS, adjust_lr, newton_schulz5, unit_rows_or_columns
+from ._factory import (
+    DEFAULT_LR,
+    OPTIMIZERS,
+    HybridOptimizer,
+    OptimizerConfig,
+    build_optimizer,
+    list_optimizers,
+)
+from ._functional import NS_COEFFICIENTS, adjust_lr, fast_ns_dtype, newton_schulz5, unit_rows_or_columns
 from ._periodic import PeriodicRowMuon, RowNormMuon
 from ._routing import ParameterRouting, route_parameters
 
@@ -21,6 +28,7 @@ __all__ = [
     "RowNormMuon",
     "adjust_lr",
     "build_optimizer",
+    "fast_ns_dtype",
     "list_optimizers",
     "newton_schulz5",
     "route_parameters",

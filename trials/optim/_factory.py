@@ -7,6 +7,14 @@ Arms (the registry `OPTIMIZERS`):
 - `rownorm`: `RowNormMuon` (row norm every step, the paper's ablation) on the block matrices, AdamW on the rest.
 
 Every arm gives the non-matrix parameters the same AdamW ("aux") group, so arms differ only in the matrix rule.
+
+Newton-Schulz precision (`ns_dtype`): torch.optim.Muon hard-codes bf16, which is right on GPUs and on CPUs with
+native bf16 matmul, but on an AVX2-only CPU a bf16 matmul is 10-30x slower than fp32 and would make every Muon-family
+trial crawl. With `ns_dtype="auto"` (the default) the factory picks bf16 where it is fast and fp32 elsewhere; the
+`muon` arm is then `torch.optim.Muon` itself when the dtype is bf16, and `PeriodicRowMuon(refresh_every=1,
+ns_dtype=float32)` otherwise (the same rule, tested equal to torch.optim.Muon in bf16), so the muon and periodic arms
+always share one Newton-Schulz implementation and dtype and their times compare fairly. The resolved dtype is
+recorded (`HybridOptimizer.ns_dtype`).
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor, nn
 from torch.optim import Optimizer
 
+from ._functional import fast_ns_dtype
 from ._periodic import PeriodicRowMuon, RowNormMuon
 from ._routing import ParameterRouting, route_parameters
 
@@ -64,6 +73,9 @@ class OptimizerConfig(BaseModel):
     ns_steps: int = Field(5, ge=1, le=99, description="Newton-Schulz iterations (NS5).")
     betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas, both groups (torch's default).")
     adamw_eps: float = Field(1e-8, gt=0, description="AdamW epsilon, both groups (torch's default).")
+    ns_dtype: Literal["auto", "bfloat16", "float32"] = Field(
+        "auto", description="Newton-Schulz dtype; auto = bf16 where bf16 matmul is fast (GPU, AVX512-BF16), else fp32."
+    )
 
     @property
     def resolved_lr(self) -> float:
@@ -85,26 +97,33 @@ def _muon_kwargs(cfg: OptimizerConfig) -> dict[str, Any]:
     }
 
 
-def _build_adamw(params: list[Tensor], cfg: OptimizerConfig) -> Optimizer:
+def _build_adamw(params: list[Tensor], cfg: OptimizerConfig, ns_dtype: torch.dtype) -> Optimizer:
     return _adamw(params, cfg.resolved_lr, cfg.weight_decay, cfg)
 
 
-def _build_muon(params: list[Tensor], cfg: OptimizerConfig) -> Optimizer:
-    return torch.optim.Muon(params, ns_steps=cfg.ns_steps, **_muon_kwargs(cfg))
+def _build_muon(params: list[Tensor], cfg: OptimizerConfig, ns_dtype: torch.dtype) -> Optimizer:
+    if ns_dtype == torch.bfloat16:
+        return torch.optim.Muon(params, ns_steps=cfg.ns_steps, **_muon_kwargs(cfg))
+    return PeriodicRowMuon(params, refresh_every=1, ns_steps=cfg.ns_steps, ns_dtype=ns_dtype, **_muon_kwargs(cfg))
 
 
-def _build_periodic(params: list[Tensor], cfg: OptimizerConfig) -> Optimizer:
+def _build_periodic(params: list[Tensor], cfg: OptimizerConfig, ns_dtype: torch.dtype) -> Optimizer:
     return PeriodicRowMuon(
-        params, refresh_every=cfg.refresh_every, gamma=cfg.gamma, ns_steps=cfg.ns_steps, **_muon_kwargs(cfg)
+        params,
+        refresh_every=cfg.refresh_every,
+        gamma=cfg.gamma,
+        ns_steps=cfg.ns_steps,
+        ns_dtype=ns_dtype,
+        **_muon_kwargs(cfg),
     )
 
 
-def _build_rownorm(params: list[Tensor], cfg: OptimizerConfig) -> Optimizer:
+def _build_rownorm(params: list[Tensor], cfg: OptimizerConfig, ns_dtype: torch.dtype) -> Optimizer:
     return RowNormMuon(params, gamma=cfg.gamma, **_muon_kwargs(cfg))
 
 
-# name -> builder of the matrix-group optimizer.
-OPTIMIZERS: dict[str, Callable[[list[Tensor], OptimizerConfig], Optimizer]] = {
+# name -> builder of the matrix-group optimizer, given the resolved Newton-Schulz dtype.
+OPTIMIZERS: dict[str, Callable[[list[Tensor], OptimizerConfig, torch.dtype], Optimizer]] = {
     "adamw": _build_adamw,
     "muon": _build_muon,
     "periodic": _build_periodic,
@@ -124,8 +143,16 @@ class HybridOptimizer:
     (`last_step_time_s`, `total_step_time_s`).
     """
 
-    def __init__(self, config: OptimizerConfig, matrix: Optimizer, aux: Optimizer | None, routing: ParameterRouting):
+    def __init__(
+        self,
+        config: OptimizerConfig,
+        matrix: Optimizer,
+        aux: Optimizer | None,
+        routing: ParameterRouting,
+        ns_dtype: torch.dtype = torch.bfloat16,
+    ) -> None:
         self.config = config
+        self.ns_dtype = ns_dtype
         self.matrix = matrix
         self.aux = aux
         self.routing = routing
@@ -225,7 +252,12 @@ def build_optimizer(
     """
     cfg = config if isinstance(config, OptimizerConfig) else OptimizerConfig.model_validate(dict(config))
     routing = route_parameters(model, block_prefixes)
-    matrix = OPTIMIZERS[cfg.name]([p for _, p in routing.muon], cfg)
+    muon_params = [p for _, p in routing.muon]
+    if cfg.ns_dtype == "auto":
+        ns_dtype = fast_ns_dtype(muon_params[0].device)
+    else:
+        ns_dtype = getattr(torch, cfg.ns_dtype)
+    matrix = OPTIMIZERS[cfg.name](muon_params, cfg, ns_dtype)
     aux_params = [p for _, p in routing.aux]
     aux = _adamw(aux_params, cfg.aux_lr, cfg.aux_weight_decay, cfg) if aux_params else None
-    return HybridOptimizer(cfg, matrix, aux, routing)
+    return HybridOptimizer(cfg, matrix, aux, routing, ns_dtype)

@@ -15,6 +15,7 @@ __all__ = [
     "ADJUST_LR_FNS",
     "NS_COEFFICIENTS",
     "adjust_lr",
+    "fast_ns_dtype",
     "newton_schulz5",
     "normalize_rows_or_columns",
     "unit_rows_or_columns",
@@ -44,28 +45,43 @@ def newton_schulz5(
     coefficients: tuple[float, float, float] = NS_COEFFICIENTS,
     steps: int = 5,
     eps: float = 1e-7,
+    dtype: torch.dtype = torch.bfloat16,
 ) -> Tensor:
-    """Approximate polar factor U V^T of a 2-D `g` by `steps` quintic Newton-Schulz iterations, in bfloat16.
+    """Approximate polar factor U V^T of a 2-D `g` by `steps` quintic Newton-Schulz iterations, in `dtype`.
 
-    The arithmetic is the same, operation for operation, as torch.optim.Muon's private routine (so K=1 reproduces
-    it), with one difference: the input is never modified. torch's version divides `g.bfloat16()` in place, which
-    *is* the caller's tensor when `g` is already bf16. Returns a new bf16 tensor of g's shape.
+    In bfloat16 (the default) the arithmetic is the same, operation for operation, as torch.optim.Muon's private
+    routine (so K=1 reproduces it), with one difference: the input is never modified. torch's version divides
+    `g.bfloat16()` in place, which *is* the caller's tensor when `g` is already bf16. `dtype=torch.float32` is for
+    CPUs without native bf16 matrix multiplication (AVX2-only), where bf16 runs 10-30x slower than fp32.
+    Returns a new tensor of g's shape in `dtype`.
     """
     if g.ndim != 2:
         raise ValueError(f"newton_schulz5 needs a 2-D matrix, got shape {tuple(g.shape)}")
     a, b, c = coefficients
-    x = g.bfloat16()
+    x = g.to(dtype)
     transposed = g.size(0) > g.size(1)
     if transposed:
         # Work on the wide orientation so the Gram matrix is the small (min x min) one.
         x = x.T
-    # Out of place: when g is bf16, x aliases g. Frobenius norm >= spectral norm, so this bounds sigma_max by 1.
+    # Out of place: when g already has `dtype`, x aliases g. ||x||_F >= ||x||_2, so this bounds sigma_max by 1.
     x = x / x.norm().clamp(min=eps)
     for _ in range(steps):
         gram = x @ x.T  # (m, m) with m = min(rows, cols)
         poly = torch.addmm(gram, gram, gram, beta=b, alpha=c)  # b*A + c*A^2
         x = torch.addmm(x, poly, x, beta=a)  # a*X + (b*A + c*A^2) X
     return x.T if transposed else x
+
+
+def fast_ns_dtype(device: torch.device | str = "cpu") -> torch.dtype:
+    """The Newton-Schulz dtype that is fast on `device`: bf16 on CUDA and on CPUs with native bf16 matmul
+    (AVX512-BF16 / AMX), fp32 elsewhere (on an AVX2-only CPU a bf16 matmul is 10-30x slower than fp32)."""
+    device = torch.device(device)
+    if device.type != "cpu":
+        return torch.bfloat16
+    try:
+        return torch.bfloat16 if torch.ops.mkldnn._is_mkldnn_bf16_supported() else torch.float32
+    except (AttributeError, RuntimeError):  # private probe gone: assume the slow path is possible, stay exact
+        return torch.float32
 
 
 def normalize_rows_or_columns(u: Tensor, eps: float = 1e-7) -> tuple[Tensor, int]:

@@ -61,6 +61,8 @@ class PeriodicRowMuon(Optimizer):
     Args mirror `torch.optim.Muon` (same names, same defaults), plus `refresh_every` (K, the paper's 3) and
     `gamma` (the row-norm step ratio, the paper's 0.15). Only 2-D parameters are accepted: route biases, norms and
     embeddings to AdamW (see `route_parameters`). `refresh_every=1` is exactly `torch.optim.Muon`.
+    `ns_dtype` (keyword only) is the Newton-Schulz dtype: bf16 as in torch.optim.Muon, or fp32 for CPUs without
+    native bf16 matmul (see `fast_ns_dtype`).
 
     Counters for logging: `ns5_calls` and `rownorm_calls` (one per matrix update of that kind).
     """
@@ -78,6 +80,8 @@ class PeriodicRowMuon(Optimizer):
         ns_steps: int = 5,
         eps: float = 1e-7,
         adjust_lr_fn: str | None = None,
+        *,
+        ns_dtype: torch.dtype = torch.bfloat16,
     ) -> None:
         if isinstance(refresh_every, bool) or not isinstance(refresh_every, int) or refresh_every < 1:
             raise ValueError(
@@ -96,10 +100,14 @@ class PeriodicRowMuon(Optimizer):
             ns_steps=ns_steps,
             eps=eps,
             adjust_lr_fn=adjust_lr_fn,
+            ns_dtype=ns_dtype,
         )
 
     def _setup(self, params: Iterable[Tensor] | Iterable[dict[str, Any]], **defaults: Any) -> None:
-        _check_hyperparameters(**{k: v for k, v in defaults.items() if k not in ("nesterov", "refresh_every")})
+        if defaults["ns_dtype"] not in (torch.bfloat16, torch.float32, torch.float64):
+            raise ValueError(f"ns_dtype must be torch.bfloat16, float32 or float64, got {defaults['ns_dtype']}")
+        checked = {k: v for k, v in defaults.items() if k not in ("nesterov", "refresh_every", "ns_dtype")}
+        _check_hyperparameters(**checked)
         super().__init__(params, defaults)
         for group in self.param_groups:
             for p in group["params"]:
@@ -144,7 +152,9 @@ class PeriodicRowMuon(Optimizer):
                 t: int = state["step"]
 
                 if k is not None and t % k == 0:
-                    ortho = newton_schulz5(update, group["ns_coefficients"], group["ns_steps"], group["eps"])
+                    ortho = newton_schulz5(
+                        update, group["ns_coefficients"], group["ns_steps"], group["eps"], group["ns_dtype"]
+                    )
                     p.mul_(decay)
                     p.add_(ortho, alpha=-eta)
                     self.ns5_calls += 1
@@ -188,4 +198,5 @@ class RowNormMuon(PeriodicRowMuon):
             ns_steps=5,
             eps=eps,
             adjust_lr_fn=adjust_lr_fn,
+            ns_dtype=torch.bfloat16,  # never used: no refresh
         )
