@@ -6,7 +6,7 @@ VENV ?= .venv
 # torch is installed first, with a pin a user can override (e.g. TORCH_SPEC="torch==2.13.0+cu128 --index-url ...").
 # An unpinned torch pulls a multi-GB CUDA build on a CPU-only machine.
 TORCH_SPEC ?= torch==2.13.0
-EXTRAS ?= dev,text
+EXTRAS ?= dev,text,dino
 PYTEST_ARGS ?=
 
 BIN := $(VENV)/bin

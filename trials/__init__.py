@@ -1,9 +1,28 @@
 """One training run: the model ladder, data, optimizer, train loop, FD evaluation and timing.
 
-Knows nothing of Ray or HTTP. Subpackages: `trials.optim` (optimizers and routing), `trials.models`,
-`trials.data`, `trials.text`, `trials.metrics`.
+Knows nothing of Ray or HTTP. `run_trial(config)` is the entry point; subpackages hold the parts:
+`trials.optim` (optimizers and routing), `trials.models` (MMDiT and its size ladder), `trials.data`
+(captioned image sets), `trials.text` (text encoders), `trials.metrics` (Fréchet distance, feature extractors)
+and `trials.flow` (rectified-flow objective and sampler).
 """
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from ._config import DataConfig, EvalConfig, TrialConfig, TrialResult, default_eval_steps
+from ._run import TrialError, run_trial
+from ._tracking import DEFAULT_EXPERIMENT, DEFAULT_TRACKING_URI, RunLogger, TrackingConfig, ensure_store
+
+__all__ = [
+    "DEFAULT_EXPERIMENT",
+    "DEFAULT_TRACKING_URI",
+    "DataConfig",
+    "EvalConfig",
+    "RunLogger",
+    "TrackingConfig",
+    "TrialConfig",
+    "TrialError",
+    "TrialResult",
+    "default_eval_steps",
+    "ensure_store",
+    "run_trial",
+]

@@ -1,0 +1,192 @@
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from trials.models import (
+    MMDiT,
+    MMDiTConfig,
+    ModelError,
+    build_model,
+    count_parameters,
+    get_rung,
+    list_rungs,
+)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """One intra-op thread: on a shared 2-core machine, two threads contend and run ~10x slower."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+CPU_RUNGS = ["cpu-xs", "cpu-s", "cpu-m", "cpu-l"]
+PAPER_RUNGS = ["paper-1.3b", "paper-4b", "paper-9b", "paper-15b"]
+
+
+def _inputs(cfg: MMDiTConfig, batch: int = 3, length: int = 5, seed: int = 0) -> tuple[torch.Tensor, ...]:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(batch, cfg.in_channels, cfg.image_size, cfg.image_size, generator=g)
+    t = torch.rand(batch, generator=g)
+    context = torch.randn(batch, length, cfg.context_dim, generator=g)
+    pooled = torch.randn(batch, cfg.pooled_dim, generator=g)
+    return x, t, context, pooled
+
+
+def _randomise_zeroed(model: nn.Module, seed: int = 0) -> None:
+    """Give the zero-initialised layers (adaLN modulation, final layer) small random values."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.ndim == 2 and not p.any():
+                p.normal_(0.0, 0.02, generator=g)
+
+
+def test_registry_lists_rungs_in_size_order() -> None:
+    assert list_rungs() == CPU_RUNGS + PAPER_RUNGS
+    assert list_rungs("cpu") == CPU_RUNGS
+    assert list_rungs("paper") == PAPER_RUNGS
+
+
+def test_unknown_rung_lists_the_valid_names() -> None:
+    with pytest.raises(ModelError, match="valid rungs") as info:
+        get_rung("cpu-xxl")
+    for name in CPU_RUNGS + PAPER_RUNGS:
+        assert name in str(info.value)
+
+
+def test_rung_shapes_follow_the_width_rules() -> None:
+    for name, depth in zip(CPU_RUNGS, [2, 3, 4, 5], strict=True):
+        cfg = get_rung(name).config
+        assert (cfg.depth, cfg.width, cfg.head_dim) == (depth, 32 * depth, 32)
+        assert (cfg.in_channels, cfg.image_size, cfg.patch) == (3, 16, 2)
+    for name, depth in zip(PAPER_RUNGS, [21, 30, 40, 47], strict=True):
+        cfg = get_rung(name).config
+        assert (cfg.depth, cfg.width, cfg.head_dim) == (depth, 64 * depth, 64)
+        assert (cfg.in_channels, cfg.context_dim, cfg.pooled_dim) == (16, 4096, 2048)
+
+
+def test_cpu_parameter_counts_and_block_share() -> None:
+    expected = {"cpu-xs": 324_908, "cpu-s": 1_012_492, "cpu-m": 2_345_068, "cpu-l": 4_543_820}
+    for name, total in expected.items():
+        count = count_parameters(build_model(name, device="meta"))
+        assert count.total == total
+        # at width 64 the MiniLM input projections and conditioning MLPs are a quarter of the model
+        assert count.block_matrix_share >= (0.73 if name == "cpu-xs" else 0.85)
+    # the notes' w128 d4 ~ 2.6M, less the last block's unused text queries, projection and MLP
+    assert count_parameters(build_model("cpu-m", device="meta")).total == pytest.approx(2.6e6, rel=0.15)
+
+
+def test_paper_parameter_counts_on_meta_device() -> None:
+    targets = {"paper-1.3b": 1.36e9, "paper-4b": 4.0e9, "paper-9b": 9.5e9, "paper-15b": 15.4e9}
+    for name, target in targets.items():
+        model = build_model(name, device="meta")
+        assert next(model.parameters()).device.type == "meta"
+        count = count_parameters(model)
+        assert count.total == pytest.approx(target, rel=0.15)
+        assert count.block_matrix_share > 0.985
+
+
+def test_cpu_ladder_mirrors_paper_ratios() -> None:
+    cpu = [count_parameters(build_model(n, device="meta")).total for n in CPU_RUNGS]
+    paper = [count_parameters(build_model(n, device="meta")).total for n in PAPER_RUNGS]
+    for c, p in zip(cpu[1:], paper[1:], strict=True):
+        assert c / cpu[0] == pytest.approx(p / paper[0], rel=0.25)
+
+
+def test_block_contract_for_the_optimizer() -> None:
+    model = build_model("cpu-xs")
+    assert isinstance(model.blocks, nn.ModuleList) and len(model.blocks) == 2
+    linear_weights = {id(m.weight) for m in model.blocks.modules() if isinstance(m, nn.Linear)}
+    block_params = list(model.blocks.parameters())
+    matrices = [p for p in block_params if p.ndim == 2]
+    assert {id(p) for p in matrices} == linear_weights  # every 2-D block parameter is a Linear weight
+    assert all(p.ndim == 1 for p in block_params if p.ndim != 2)
+    # per stream: modulation, qkv, proj, fc1, fc2; the last block's text stream is pre-only (modulation, qkv)
+    assert len(matrices) == 5 + 5 + 5 + 2
+    outside = {id(p) for p in model.parameters()} - {id(p) for p in block_params}
+    top_level = {name.split(".")[0] for name, p in model.named_parameters() if id(p) in outside}
+    assert top_level == {"x_embedder", "context_embedder", "t_embedder", "y_embedder", "final_layer"}
+    assert "pos_embed" not in dict(model.named_parameters())  # fixed positions are a buffer
+
+
+def test_zero_init_gives_exactly_zero_output() -> None:
+    torch.manual_seed(0)
+    model = build_model("cpu-xs")
+    out = model(*_inputs(model.config))
+    assert out.shape == (3, 3, 16, 16)
+    assert torch.equal(out, torch.zeros_like(out))
+    for block in model.blocks:
+        for stream in (block.image, block.text):
+            assert not stream.adaLN_modulation.weight.any() and not stream.adaLN_modulation.bias.any()
+
+
+def test_every_parameter_gets_a_gradient() -> None:
+    torch.manual_seed(0)
+    model = build_model("cpu-xs")
+    _randomise_zeroed(model)
+    model(*_inputs(model.config)).square().mean().backward()
+    missing = [name for name, p in model.named_parameters() if p.grad is None or not p.grad.any()]
+    assert missing == []  # no dead weights: the last block's text stream has no unused MLP
+
+
+def test_output_depends_on_every_input() -> None:
+    torch.manual_seed(0)
+    model = build_model("cpu-xs", image_size=8)
+    _randomise_zeroed(model)
+    x, t, context, pooled = _inputs(model.config)
+    base = model(x, t, context, pooled)
+    for changed in (
+        (x + 0.5, t, context, pooled),
+        (x, t * 0.5, context, pooled),
+        (x, t, context + 0.5, pooled),
+        (x, t, context, pooled + 0.5),
+    ):
+        assert (model(*changed) - base).abs().max() > 1e-6
+
+
+def test_shapes_for_other_sizes_and_context_lengths() -> None:
+    model = build_model("cpu-xs", image_size=8, in_channels=4, patch=4, context_dim=12, pooled_dim=7)
+    for length in (1, 9):
+        out = model(*_inputs(model.config, batch=2, length=length))
+        assert out.shape == (2, 4, 8, 8)
+
+
+def test_patchify_round_trip() -> None:
+    model = build_model("cpu-xs", in_channels=4)
+    x = torch.randn(2, 4, 16, 16)
+    patches = model.patchify(x)
+    assert patches.shape == (2, 64, 16)
+    assert torch.equal(
+        patches[0, 0], x[0, :, :2, :2].permute(1, 2, 0).reshape(-1)
+    )  # channels last in a patch
+    assert torch.equal(model.unpatchify(patches), x)
+
+
+def test_bad_inputs_raise_model_error() -> None:
+    model = build_model("cpu-xs")
+    x, t, context, pooled = _inputs(model.config)
+    with pytest.raises(ModelError, match="x must be"):
+        model(x[:, :, :8, :8], t, context, pooled)
+    with pytest.raises(ModelError, match="context must be"):
+        model(x, t, context[..., :10], pooled)
+    with pytest.raises(ModelError, match="pooled must be"):
+        model(x, t, context, pooled[:2])
+    with pytest.raises(ModelError, match="t must be"):
+        model(x, t[:2], context, pooled)
+
+
+def test_overrides_and_config_validation() -> None:
+    model = build_model("cpu-xs", depth=3)
+    assert isinstance(model, MMDiT) and len(model.blocks) == 3 and model.config.width == 64
+    assert get_rung("cpu-xs").config.depth == 2  # the registry entry is untouched
+    with pytest.raises(ValueError, match="extra"):
+        build_model("cpu-xs", widht=64)
+    with pytest.raises(ValueError, match="divisible by heads"):
+        MMDiTConfig(width=64, heads=3)
+    with pytest.raises(ValueError, match="divisible by patch"):
+        MMDiTConfig(image_size=15)

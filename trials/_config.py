@@ -1,0 +1,158 @@
+"""The typed, strict configuration of one trial, and its result."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ._tracking import TrackingConfig
+from .optim import OptimizerConfig
+
+__all__ = ["DataConfig", "EvalConfig", "TrialConfig", "TrialResult", "default_eval_steps"]
+
+
+def default_eval_steps(steps: int) -> list[int]:
+    """2/3, 5/6 and 6/6 of the horizon: the paper's 20k/25k/30k of 30k, scaled."""
+    return sorted({max(1, round(steps * 2 / 3)), max(1, round(steps * 5 / 6)), steps})
+
+
+class DataConfig(BaseModel):
+    """The image-text set: a registered dataset name and its options."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field("shapes", description="Registered dataset (trials.data.list_datasets()).")
+    image_size: int = Field(16, ge=8, description="Image side in pixels (16: the CPU default).")
+    seed: int = Field(
+        0, ge=0, description="Dataset seed: fixes the FD reference and validation sets; the same for every trial."
+    )
+    options: dict[str, Any] = Field(default_factory=dict, description="Extra keyword arguments of the dataset.")
+
+    @field_validator("name")
+    @classmethod
+    def _known_dataset(cls, name: str) -> str:
+        from .data import list_datasets
+
+        if name not in list_datasets():
+            raise ValueError(f"unknown dataset {name!r}; allowed: {list_datasets()}")
+        return name
+
+
+class EvalConfig(BaseModel):
+    """How quality is measured at each eval step."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    extractor: str = Field(
+        "shapes-cnn",
+        description="Feature extractor for FD (trials.metrics.list_extractors()); only dinov2 gives FD-DINO.",
+    )
+    extractor_options: dict[str, Any] = Field(
+        default_factory=dict, description="Extractor arguments, e.g. {'path': '/weights/dinov2-base'} for dinov2."
+    )
+    fd_samples: int = Field(
+        1024, ge=16, description="Generated images per FD (fixed per study: FD is biased upward at small N)."
+    )
+    reference_samples: int = Field(4096, ge=16, description="Reference images for the fixed FD statistics.")
+    sample_steps: int = Field(20, ge=1, description="Euler steps of the sampler (20: quality saturates at 16x16).")
+    guidance_scale: float = Field(1.0, ge=0, description="Classifier-free guidance; 1.0 = plain conditional.")
+    ema_decay: float | None = Field(
+        0.995,
+        gt=0,
+        lt=1,
+        description="EMA decay of the weights evaluated; None = raw weights. On raw weights FD swings between "
+        "checkpoints more than optimizers differ at this scale (FIELD_NOTES); 0.995 showed the paper's ordering.",
+    )
+    val_samples: int = Field(256, ge=1, description="Held-out images for the validation loss (fixed noise and t).")
+    fd_infinity: bool = Field(False, description="Also extrapolate FD to infinite samples (FD_N = FD_inf + k/N).")
+    batch_size: int = Field(256, ge=1, description="Sampling batch size.")
+
+
+class TrialConfig(BaseModel):
+    """One training run: model rung, optimizer, data, horizon, evaluation, seed."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rung: str = Field("cpu-xs", description="Model size from the ladder (trials.models.list_rungs()).")
+    optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig, description="The optimizer arm.")
+    steps: int = Field(1200, ge=1, description="Training horizon in steps.")
+    eval_steps: list[int] | None = Field(
+        None, description="Steps at which FD and validation loss are measured; default 2/3, 5/6, 6/6 of steps."
+    )
+    batch_size: int = Field(32, ge=1, description="Training batch size.")
+    warmup_steps: int = Field(50, ge=0, description="Linear lr warm-up, then constant (time-to-best needs no decay).")
+    grad_clip: float | None = Field(1.0, gt=0, description="Global gradient-norm clip; None = off.")
+    cond_dropout: float = Field(0.0, ge=0, le=1, description="Null-caption probability in training (for CFG).")
+    seed: int = Field(0, ge=0, description="Model init, batch draws and noise.")
+    data: DataConfig = Field(default_factory=DataConfig)
+    text_encoder: Literal["minilm", "learned"] = Field(
+        "minilm", description="Frozen all-MiniLM-L6-v2 (offline) or a learned embedding fallback."
+    )
+    text_max_length: int = Field(16, ge=2, description="Caption tokens (the shapes captions use at most 9).")
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    threads: int = Field(1, ge=1, description="torch threads; match the CPUs given to the trial.")
+    device: Literal["cpu", "cuda", "auto"] = Field("cpu", description="auto = cuda when available.")
+    log_every: int = Field(25, ge=1, description="Steps between train-loss points (batched to MLflow).")
+    checkpoint_dir: str | None = Field(
+        None, description="Save a checkpoint here at every eval step and resume from it when present."
+    )
+    tracking: TrackingConfig | None = Field(None, description="MLflow destination; None = no logging.")
+
+    @field_validator("rung")
+    @classmethod
+    def _known_rung(cls, rung: str) -> str:
+        from .models import list_rungs
+
+        if rung not in list_rungs():
+            raise ValueError(f"unknown rung {rung!r}; allowed: {list_rungs()}")
+        return rung
+
+    @model_validator(mode="after")
+    def _check_eval_steps(self) -> TrialConfig:
+        from .metrics import list_extractors
+
+        if self.eval_steps is not None:
+            bad = [s for s in self.eval_steps if not 1 <= s <= self.steps]
+            if bad or not self.eval_steps:
+                raise ValueError(f"eval_steps must be a non-empty list of steps in [1, steps={self.steps}], got {bad}")
+        if self.eval.extractor not in list_extractors():
+            raise ValueError(f"unknown eval.extractor {self.eval.extractor!r}; allowed: {list_extractors()}")
+        return self
+
+    @property
+    def resolved_eval_steps(self) -> list[int]:
+        return sorted(set(self.eval_steps)) if self.eval_steps else default_eval_steps(self.steps)
+
+
+@dataclass
+class TrialResult:
+    """What one run measured. FD values are on `metric_name`'s features with `fd_samples` generated images."""
+
+    status: Literal["SUCCEEDED", "DIVERGED"]
+    metric_name: str
+    fd_samples: int
+    fd: dict[int, float] = field(default_factory=dict)
+    val_loss: dict[int, float] = field(default_factory=dict)
+    effective_time_s: dict[int, float] = field(default_factory=dict)
+    objective: float | None = None
+    best_fd: float | None = None
+    best_step: int | None = None
+    endpoint_fd: float | None = None
+    time_to_best_s: float | None = None
+    total_effective_time_s: float = 0.0
+    optimizer_time_s: float = 0.0
+    mean_step_time_s: float = 0.0
+    steps_done: int = 0
+    ns5_calls: int = 0
+    rownorm_calls: int = 0
+    parameters: int = 0
+    muon_parameters: int = 0
+    diverged_at: int | None = None
+    run_id: str | None = None
+    wall_time_s: float = 0.0
+    fd_infinity: dict[int, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,489 @@
+"""One trial: train an MMDiT with one optimizer arm, score FD and validation loss on EMA weights at checkpoints.
+
+Effective training time is the wall clock of the training step alone: forward (including a learned text encoder),
+loss, backward, gradient clipping, the optimizer step and the EMA update. Drawing the batch, looking up the frozen
+text encoder's cached embeddings, evaluation and checkpoint I/O are excluded. It is cumulative at each eval step.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from ._config import TrialConfig, TrialResult
+from ._tracking import RunLogger, provenance_tags
+from .data import ImageTextDataset, get_dataset, stream_generator, stream_seed
+from .flow import flow_loss, sample_euler, validation_loss
+from .metrics import (
+    FeatureExtractor,
+    FeatureStats,
+    feature_statistics,
+    frechet_distance_from_stats,
+    frechet_distance_infinity,
+    get_extractor,
+)
+from .models import build_model, count_parameters
+from .optim import build_optimizer
+from .text import get_text_encoder
+
+__all__ = ["TrialError", "run_trial"]
+
+ProgressFn = Callable[[dict[str, Any]], None]
+
+# Images the label CNN behind the default "shapes-cnn" extractor is trained on (once, then cached by content hash).
+_FEATURE_NET_IMAGES = 8192
+
+
+class TrialError(RuntimeError):
+    """A trial could not run as configured (e.g. an extractor that needs labels on an unlabelled dataset)."""
+
+
+class _TextToImage(nn.Module):
+    """The trained modules: the denoiser and, with the learned fallback, its text encoder (trained with it)."""
+
+    def __init__(self, denoiser: nn.Module, text: nn.Module | None) -> None:
+        super().__init__()
+        self.denoiser = denoiser
+        self.text = text
+
+
+def _dataset(cfg: TrialConfig) -> ImageTextDataset:
+    return get_dataset(cfg.data.name, image_size=cfg.data.image_size, seed=cfg.data.seed, **cfg.data.options)
+
+
+# Extractors and reference statistics are reused across trials of one process (Ray reuses actors): both depend only
+# on the dataset and the extractor settings, never on the trial.
+_EXTRACTORS: dict[str, FeatureExtractor] = {}
+_REFERENCE: dict[str, FeatureStats] = {}
+
+
+def _extractor_key(cfg: TrialConfig) -> str:
+    return json.dumps(
+        {"data": cfg.data.model_dump(), "name": cfg.eval.extractor, "options": cfg.eval.extractor_options},
+        sort_keys=True,
+        default=str,
+    )
+
+
+def _extractor(cfg: TrialConfig, dataset: ImageTextDataset, device: torch.device) -> FeatureExtractor:
+    key = _extractor_key(cfg)
+    if key in _EXTRACTORS:
+        return _EXTRACTORS[key]
+    options = dict(cfg.eval.extractor_options)
+    if cfg.eval.extractor == "shapes-cnn" and "network" not in options:
+        cards = dataset.label_cardinalities()
+        if not cards:
+            raise TrialError(
+                f"extractor 'shapes-cnn' trains on dataset labels, and dataset {cfg.data.name!r} has none; "
+                "use eval.extractor 'dinov2' (with a local weights path) or 'pixels'"
+            )
+        train = dataset.sample(_FEATURE_NET_IMAGES, stream_generator(cfg.data.seed, "feature-net"))
+        options = {
+            "images": train.images,
+            "labels": train.labels,
+            "cardinalities": cards,
+            "training": {"seed": cfg.data.seed, **options.pop("training", {})},
+            **options,
+        }
+    extractor = get_extractor(cfg.eval.extractor, **options)
+    _EXTRACTORS[key] = extractor
+    return extractor
+
+
+def _reference_stats(cfg: TrialConfig, dataset: ImageTextDataset, extractor: FeatureExtractor) -> FeatureStats:
+    key = _extractor_key(cfg) + f"|{cfg.eval.reference_samples}"
+    if key not in _REFERENCE:
+        reference = dataset.reference_set(cfg.eval.reference_samples)
+        _REFERENCE[key] = feature_statistics(extractor.extract(reference.images), extractor=extractor.name)
+    return _REFERENCE[key]
+
+
+class _Conditioner:
+    """Captions -> (context, pooled): the frozen encoder's cache, or the learned encoder with grad."""
+
+    def __init__(self, cfg: TrialConfig, dataset: ImageTextDataset, device: torch.device) -> None:
+        if cfg.text_encoder == "minilm":
+            self.frozen = get_text_encoder("minilm", max_length=cfg.text_max_length, device=device)
+            self.learned: nn.Module | None = None
+        else:
+            self.frozen = None
+            self.learned = get_text_encoder(  # type: ignore[assignment]
+                "learned", max_length=cfg.text_max_length, captions=dataset.captions(), seed=cfg.seed
+            ).to(device)
+        self.device = device
+        encoder = self.frozen if self.frozen is not None else self.learned
+        self.context_dim: int = encoder.context_dim  # type: ignore[union-attr]
+        self.pooled_dim: int = encoder.pooled_dim  # type: ignore[union-attr]
+
+    def frozen_embeddings(self, captions: list[str]) -> tuple[Tensor, Tensor] | None:
+        if self.frozen is None:
+            return None
+        with torch.no_grad():
+            context, pooled = self.frozen.encode(captions)
+        return context.to(self.device), pooled.to(self.device)
+
+
+def _encode(module: _TextToImage, cond: _Conditioner, captions: list[str], cached: tuple[Tensor, Tensor] | None):
+    if cached is not None:
+        return cached
+    if module.text is None:
+        raise TrialError("no text embeddings: neither a frozen encoder nor a learned one is configured")
+    return module.text.encode(captions)
+
+
+def _sample_grid(images: Tensor, path: Path, columns: int = 8) -> None:
+    """Save up to 64 images as one PNG grid (for a glance at each checkpoint in the MLflow UI)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.image
+
+    imgs = ((images[: columns * columns].clamp(-1, 1) + 1) / 2).permute(0, 2, 3, 1).cpu().numpy()  # (N, H, W, 3)
+    n, h, w, c = imgs.shape
+    rows = math.ceil(n / columns)
+    grid = np.ones((rows * (h + 1) + 1, columns * (w + 1) + 1, c), dtype=np.float32)
+    for i in range(n):
+        r, k = divmod(i, columns)
+        grid[1 + r * (h + 1) : 1 + r * (h + 1) + h, 1 + k * (w + 1) : 1 + k * (w + 1) + w] = imgs[i]
+    scale = max(1, 256 // grid.shape[1])
+    grid = grid.repeat(scale, axis=0).repeat(scale, axis=1)
+    matplotlib.image.imsave(path, grid)
+
+
+def _config_fingerprint(cfg: TrialConfig) -> str:
+    """What a checkpoint must match to be resumed: everything but where it is logged or saved."""
+    return json.dumps(cfg.model_dump(exclude={"tracking", "checkpoint_dir", "threads"}), sort_keys=True, default=str)
+
+
+def _save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as handle:
+        tmp = Path(handle.name)
+    try:
+        torch.save(payload, tmp)
+        os.replace(tmp, path)  # atomic: a crash mid-save leaves the previous checkpoint intact
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise TrialError("device 'cuda' requested but torch.cuda.is_available() is False; allowed here: cpu, auto")
+    return torch.device(name)
+
+
+def run_trial(
+    config: TrialConfig | Mapping[str, Any],
+    *,
+    progress: ProgressFn | None = None,
+    show_progress: bool = False,
+) -> TrialResult:
+    """Train one run and score it; returns FD per eval step, the objective (mean eval FD) and timings.
+
+    `config` is a `TrialConfig` or a plain mapping of it (validated strictly). `progress` is called after every
+    eval step with that step's record (the sweeper reports it to Ray Tune; raising from it stops the run).
+    A diverged run (non-finite loss) stops early with status "DIVERGED". With `checkpoint_dir`, a checkpoint is
+    written at every eval step and a later call with the same config resumes from it.
+    """
+    cfg = config if isinstance(config, TrialConfig) else TrialConfig.model_validate(dict(config))
+    wall_start = time.perf_counter()
+    torch.set_num_threads(cfg.threads)
+    device = _resolve_device(cfg.device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+
+    dataset = _dataset(cfg)
+    cond = _Conditioner(cfg, dataset, device)
+    torch.manual_seed(cfg.seed)  # model init is a function of the seed
+    denoiser = build_model(
+        cfg.rung,
+        image_size=cfg.data.image_size,
+        in_channels=dataset.channels,
+        context_dim=cond.context_dim,
+        pooled_dim=cond.pooled_dim,
+    )
+    module = _TextToImage(denoiser, cond.learned).to(device)
+    optimizer = build_optimizer(module, cfg.optimizer, block_prefixes=("denoiser.blocks",))
+    counts = count_parameters(denoiser)
+    decay = cfg.eval.ema_decay
+    ema = copy.deepcopy(module).requires_grad_(False).eval() if decay is not None else None
+    params = [p for p in module.parameters()]
+    ema_params = [p for p in ema.parameters()] if ema is not None else []
+
+    extractor = _extractor(cfg, dataset, device)
+    reference = _reference_stats(cfg, dataset, extractor)
+    validation = dataset.validation_set(cfg.eval.val_samples).to(device)
+    # Common random numbers: every trial of a study samples the same captions from the same noise, so FD
+    # differences between arms are not sampling noise.
+    fd_batch = dataset.sample(cfg.eval.fd_samples, stream_generator(cfg.data.seed, "fd-captions"))
+    fd_noise = torch.randn(
+        (cfg.eval.fd_samples, dataset.channels, cfg.data.image_size, cfg.data.image_size),
+        generator=stream_generator(cfg.data.seed, "fd-noise"),
+    )
+    eval_steps = cfg.resolved_eval_steps
+
+    train_gen = stream_generator(cfg.seed, "train")
+    noise_gen = stream_generator(cfg.seed, "noise")
+    result = TrialResult(
+        status="SUCCEEDED",
+        metric_name=extractor.metric_name,
+        fd_samples=cfg.eval.fd_samples,
+        parameters=counts.total,
+        muon_parameters=optimizer.routing.muon_numel,
+    )
+    start_step, effective, loss_sum, loss_n = 0, 0.0, 0.0, 0
+    ckpt_path = Path(cfg.checkpoint_dir) / "last.pt" if cfg.checkpoint_dir else None
+    fingerprint = _config_fingerprint(cfg)
+    if ckpt_path is not None and ckpt_path.is_file():
+        saved = torch.load(ckpt_path, map_location=device, weights_only=False)
+        if saved["fingerprint"] != fingerprint:
+            raise TrialError(f"checkpoint {ckpt_path} was written by a different trial config; refusing to resume")
+        module.load_state_dict(saved["module"])
+        if ema is not None:
+            ema.load_state_dict(saved["ema"])
+        optimizer.load_state_dict(saved["optimizer"])
+        train_gen.set_state(saved["train_gen"])
+        noise_gen.set_state(saved["noise_gen"])
+        start_step, effective = saved["step"], saved["effective"]
+        for name in ("fd", "val_loss", "effective_time_s", "fd_infinity"):
+            getattr(result, name).update(saved["records"][name])
+
+    logger = RunLogger(cfg.tracking) if cfg.tracking is not None else None
+    if logger is not None:
+        result.run_id = logger.run_id
+        logger.log_params(cfg.model_dump(exclude={"tracking", "checkpoint_dir"}))
+        logger.set_tags(
+            {
+                **provenance_tags(),
+                "scalesweep.kind": "trial",
+                "fd.extractor": extractor.name,
+                "fd.metric_name": extractor.metric_name,
+                "fd.samples": str(cfg.eval.fd_samples),
+                "fd.reference_samples": str(cfg.eval.reference_samples),
+                "fd.weights": "ema" if ema is not None else "raw",
+                "optimizer.ns_dtype": str(optimizer.ns_dtype).removeprefix("torch."),
+                "model.parameters": str(counts.total),
+                "model.muon_parameters": str(optimizer.routing.muon_numel),
+            }
+        )
+
+    bar = None
+    if show_progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=cfg.steps, initial=start_step, desc=f"{cfg.rung} {cfg.optimizer.name}", unit="step")
+
+    pending: list[tuple[int, dict[str, float]]] = []  # train-loss points, flushed to MLflow at each eval
+
+    def flush() -> None:
+        if logger is not None:
+            for step, metrics in pending:
+                logger.log_metrics(metrics, step)
+        pending.clear()
+
+    try:
+        module.train()
+        for step in range(start_step + 1, cfg.steps + 1):
+            batch = dataset.sample(cfg.batch_size, train_gen).to(device)
+            cached = cond.frozen_embeddings(batch.captions)
+            sync()
+            t0 = time.perf_counter()
+            optimizer.zero_grad()
+            context, pooled = _encode(module, cond, batch.captions, cached)
+            loss = flow_loss(module.denoiser, batch.images, context, pooled, noise_gen, cond_dropout=cfg.cond_dropout)
+            if not torch.isfinite(loss):
+                result.status, result.diverged_at = "DIVERGED", step
+                break
+            loss.backward()
+            if cfg.grad_clip is not None:
+                nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+            optimizer.set_lr_scale(min(1.0, step / cfg.warmup_steps) if cfg.warmup_steps else 1.0)
+            optimizer.step()
+            if ema is not None:
+                d = min(decay, (1 + step) / (10 + step))  # EMA warm-up: early averages are not dominated by init
+                torch._foreach_lerp_(ema_params, [p.detach() for p in params], 1.0 - d)
+            sync()
+            effective += time.perf_counter() - t0
+            loss_sum, loss_n = loss_sum + loss.item(), loss_n + 1
+            if bar is not None:
+                bar.update(1)
+            if step % cfg.log_every == 0:
+                pending.append((step, {"loss": loss_sum / loss_n}))
+                if bar is not None:
+                    bar.set_postfix(loss=f"{loss_sum / loss_n:.4f}")
+                loss_sum, loss_n = 0.0, 0
+
+            if step in eval_steps:
+                record = _evaluate(
+                    cfg,
+                    ema if ema is not None else module,
+                    cond,
+                    validation,
+                    fd_batch,
+                    fd_noise,
+                    extractor,
+                    reference,
+                    step,
+                )
+                if record is None:
+                    result.status, result.diverged_at = "DIVERGED", step
+                    break
+                record.update(
+                    effective_time_s=effective,
+                    optimizer_time_s=optimizer.total_step_time_s,
+                    step_time_s=effective / step,
+                    optimizer_step_time_s=optimizer.total_step_time_s / max(1, optimizer.steps),
+                    ns5_calls=float(optimizer.ns5_calls),
+                    rownorm_calls=float(optimizer.rownorm_calls),
+                )
+                result.fd[step] = record["fd"]
+                result.val_loss[step] = record["val_loss"]
+                result.effective_time_s[step] = effective
+                if "fd_infinity" in record:
+                    result.fd_infinity[step] = record["fd_infinity"]
+                metrics = {k: v for k, v in record.items() if k != "samples"}
+                metrics[extractor.metric_name] = record["fd"]
+                pending.append((step, metrics))
+                flush()
+                if logger is not None:
+                    with tempfile.TemporaryDirectory() as tmp:
+                        grid = Path(tmp) / f"step_{step:07d}.png"
+                        _sample_grid(record["samples"], grid)
+                        logger.log_artifact(grid, "samples")
+                if bar is not None:
+                    bar.set_postfix(loss=f"{record['val_loss']:.4f}", fd=f"{record['fd']:.2f}")
+                if ckpt_path is not None:
+                    _save_checkpoint(
+                        ckpt_path,
+                        {
+                            "fingerprint": fingerprint,
+                            "step": step,
+                            "effective": effective,
+                            "module": module.state_dict(),
+                            "ema": ema.state_dict() if ema is not None else None,
+                            "optimizer": optimizer.state_dict(),
+                            "train_gen": train_gen.get_state(),
+                            "noise_gen": noise_gen.get_state(),
+                            "records": {
+                                "fd": result.fd,
+                                "val_loss": result.val_loss,
+                                "effective_time_s": result.effective_time_s,
+                                "fd_infinity": result.fd_infinity,
+                            },
+                        },
+                    )
+                if progress is not None:
+                    progress({"step": step, **{k: v for k, v in metrics.items()}})
+            result.steps_done = step
+        result.steps_done = max(result.steps_done, start_step)
+    except BaseException as exc:
+        if logger is not None:
+            flush()
+            interrupted = isinstance(exc, KeyboardInterrupt | SystemExit)
+            logger.set_tags(
+                {"scalesweep.status": "KILLED" if interrupted else "FAILED", "scalesweep.error": repr(exc)[:500]}
+            )
+            logger.finish("KILLED" if interrupted else "FAILED")
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+
+    _summarise(result, effective, optimizer)
+    result.wall_time_s = time.perf_counter() - wall_start
+    if logger is not None:
+        flush()
+        summary = {
+            k: v
+            for k, v in {
+                "objective": result.objective,
+                "best_fd": result.best_fd,
+                "endpoint_fd": result.endpoint_fd,
+                "time_to_best_s": result.time_to_best_s,
+                "total_effective_time_s": result.total_effective_time_s,
+            }.items()
+            if v is not None
+        }
+        logger.log_metrics(summary, result.steps_done)
+        logger.set_tags({"scalesweep.status": result.status})
+        logger.log_dict(result.to_dict(), "trial_result.json")
+        logger.finish("FINISHED" if result.status == "SUCCEEDED" else "FAILED")
+    return result
+
+
+@torch.no_grad()
+def _evaluate(
+    cfg: TrialConfig,
+    model: _TextToImage,
+    cond: _Conditioner,
+    validation: Any,
+    fd_batch: Any,
+    fd_noise: Tensor,
+    extractor: FeatureExtractor,
+    reference: FeatureStats,
+    step: int,
+) -> dict[str, Any] | None:
+    """Validation loss and FD of `model` (EMA weights by default); None when its outputs are not finite."""
+    was_training = model.training
+    model.eval()
+    try:
+        context, pooled = _encode(model, cond, validation.captions, cond.frozen_embeddings(validation.captions))
+        val = validation_loss(
+            model.denoiser, validation.images, context, pooled, seed=stream_seed(cfg.data.seed, "val")
+        )
+        chunks = []
+        for start in range(0, cfg.eval.fd_samples, cfg.eval.batch_size):
+            captions = fd_batch.captions[start : start + cfg.eval.batch_size]
+            ctx, pool = _encode(model, cond, captions, cond.frozen_embeddings(captions))
+            noise = fd_noise[start : start + cfg.eval.batch_size].to(ctx.device)
+            chunks.append(
+                sample_euler(
+                    model.denoiser,
+                    ctx,
+                    pool,
+                    noise=noise,
+                    steps=cfg.eval.sample_steps,
+                    guidance_scale=cfg.eval.guidance_scale,
+                ).cpu()
+            )
+        samples = torch.cat(chunks)
+        if not (math.isfinite(val) and torch.isfinite(samples).all()):
+            return None
+        features = extractor.extract(samples)
+        record: dict[str, Any] = {
+            "fd": frechet_distance_from_stats(feature_statistics(features), reference),
+            "val_loss": val,
+            "samples": samples,
+        }
+        if cfg.eval.fd_infinity:
+            record["fd_infinity"] = frechet_distance_infinity(features, reference, seed=step).fd_infinity
+        return record
+    finally:
+        model.train(was_training)
+
+
+def _summarise(result: TrialResult, effective: float, optimizer: Any) -> None:
+    """Objective (mean eval FD, the sweep's score), best-seen and endpoint FD, time to best FD, totals."""
+    result.total_effective_time_s = effective
+    result.optimizer_time_s = optimizer.total_step_time_s
+    result.mean_step_time_s = effective / max(1, optimizer.steps)
+    result.ns5_calls, result.rownorm_calls = optimizer.ns5_calls, optimizer.rownorm_calls
+    if result.fd and result.status == "SUCCEEDED":
+        steps = sorted(result.fd)
+        result.objective = float(np.mean([result.fd[s] for s in steps]))
+        result.best_step = min(steps, key=lambda s: (result.fd[s], s))
+        result.best_fd = result.fd[result.best_step]
+        result.endpoint_fd = result.fd[steps[-1]]
+        result.time_to_best_s = result.effective_time_s[result.best_step]

@@ -1,0 +1,42 @@
+"""Captioned image sets for text-to-image trials, behind a registry.
+
+from trials.data import get_dataset, stream_generator
+data = get_dataset("shapes", image_size=16, seed=0)     # or get_dataset("folder", root="my_set")
+batch = data.sample(32, stream_generator(0, "train"))   # images (32, 3, 16, 16) in [-1, 1], captions, labels
+reference = data.reference_set(4096)                    # fixed, for FD statistics
+"""
+
+from __future__ import annotations
+
+from ._base import (
+    DataError,
+    ImageTextBatch,
+    ImageTextDataset,
+    get_dataset,
+    list_datasets,
+    register_dataset,
+    stream_generator,
+    stream_seed,
+)
+from ._folder import FolderDataset
+from ._shapes import COLOURS, POSITIONS, SHAPES, SIZES, ShapesDataset
+
+register_dataset("shapes", ShapesDataset)
+register_dataset("folder", FolderDataset)
+
+__all__ = [
+    "COLOURS",
+    "POSITIONS",
+    "SHAPES",
+    "SIZES",
+    "DataError",
+    "FolderDataset",
+    "ImageTextBatch",
+    "ImageTextDataset",
+    "ShapesDataset",
+    "get_dataset",
+    "list_datasets",
+    "register_dataset",
+    "stream_generator",
+    "stream_seed",
+]

