@@ -8,13 +8,17 @@ and `trials.flow` (rectified-flow objective and sampler).
 
 from __future__ import annotations
 
+from ._command import PLACEHOLDERS, CommandConfig, run_command_trial
 from ._config import DataConfig, EvalConfig, TrialConfig, TrialResult, default_eval_steps
-from ._run import TrialError, run_trial
+from ._errors import TrialError
+from ._run import run_trial
 from ._tracking import DEFAULT_EXPERIMENT, DEFAULT_TRACKING_URI, RunLogger, TrackingConfig, ensure_store
 
 __all__ = [
     "DEFAULT_EXPERIMENT",
     "DEFAULT_TRACKING_URI",
+    "PLACEHOLDERS",
+    "CommandConfig",
     "DataConfig",
     "EvalConfig",
     "RunLogger",
@@ -24,5 +28,6 @@ __all__ = [
     "TrialResult",
     "default_eval_steps",
     "ensure_store",
+    "run_command_trial",
     "run_trial",
 ]

@@ -22,6 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from ._config import TrialConfig, TrialResult
+from ._errors import TrialError
 from ._tracking import RunLogger, provenance_tags
 from .data import ImageTextDataset, get_dataset, stream_generator, stream_seed
 from .flow import flow_loss, sample_euler, validation_loss
@@ -37,16 +38,12 @@ from .models import build_model, count_parameters
 from .optim import build_optimizer
 from .text import get_text_encoder
 
-__all__ = ["TrialError", "run_trial"]
+__all__ = ["run_trial", "summarise_quality"]
 
 ProgressFn = Callable[[dict[str, Any]], None]
 
 # Images the label CNN behind the default "shapes-cnn" extractor is trained on (once, then cached by content hash).
 _FEATURE_NET_IMAGES = 8192
-
-
-class TrialError(RuntimeError):
-    """A trial could not run as configured (e.g. an extractor that needs labels on an unlabelled dataset)."""
 
 
 class _TextToImage(nn.Module):
@@ -66,6 +63,7 @@ def _dataset(cfg: TrialConfig) -> ImageTextDataset:
 # on the dataset and the extractor settings, never on the trial.
 _EXTRACTORS: dict[str, FeatureExtractor] = {}
 _REFERENCE: dict[str, FeatureStats] = {}
+_FROZEN_ENCODERS: dict[tuple[int, str], Any] = {}
 
 
 def _extractor_key(cfg: TrialConfig) -> str:
@@ -114,7 +112,10 @@ class _Conditioner:
 
     def __init__(self, cfg: TrialConfig, dataset: ImageTextDataset, device: torch.device) -> None:
         if cfg.text_encoder == "minilm":
-            self.frozen = get_text_encoder("minilm", max_length=cfg.text_max_length, device=device)
+            key = (cfg.text_max_length, str(device))
+            if key not in _FROZEN_ENCODERS:  # loading MiniLM takes seconds; its caption cache is worth keeping
+                _FROZEN_ENCODERS[key] = get_text_encoder("minilm", max_length=cfg.text_max_length, device=device)
+            self.frozen = _FROZEN_ENCODERS[key]
             self.learned: nn.Module | None = None
         else:
             self.frozen = None
@@ -385,7 +386,7 @@ def run_trial(
                         },
                     )
                 if progress is not None:
-                    progress({"step": step, **{k: v for k, v in metrics.items()}})
+                    progress({"step": step, "metric_name": extractor.metric_name, **metrics})
             result.steps_done = step
         result.steps_done = max(result.steps_done, start_step)
     except BaseException as exc:
@@ -475,15 +476,21 @@ def _evaluate(
 
 
 def _summarise(result: TrialResult, effective: float, optimizer: Any) -> None:
-    """Objective (mean eval FD, the sweep's score), best-seen and endpoint FD, time to best FD, totals."""
+    """Totals and counters from the optimizer, then the quality summary."""
     result.total_effective_time_s = effective
     result.optimizer_time_s = optimizer.total_step_time_s
     result.mean_step_time_s = effective / max(1, optimizer.steps)
     result.ns5_calls, result.rownorm_calls = optimizer.ns5_calls, optimizer.rownorm_calls
+    summarise_quality(result)
+
+
+def summarise_quality(result: TrialResult) -> None:
+    """Objective (mean eval FD, the sweep's score), best-seen and endpoint FD, and time to best FD (effective
+    training time at the best checkpoint; ties go to the earlier one). Left None for a diverged run."""
     if result.fd and result.status == "SUCCEEDED":
         steps = sorted(result.fd)
         result.objective = float(np.mean([result.fd[s] for s in steps]))
         result.best_step = min(steps, key=lambda s: (result.fd[s], s))
         result.best_fd = result.fd[result.best_step]
         result.endpoint_fd = result.fd[steps[-1]]
-        result.time_to_best_s = result.effective_time_s[result.best_step]
+        result.time_to_best_s = result.effective_time_s.get(result.best_step)

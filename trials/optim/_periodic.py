@@ -21,6 +21,7 @@ import torch
 from torch import Tensor
 from torch.optim import Optimizer
 
+from ._comm import is_dtensor
 from ._functional import ADJUST_LR_FNS, NS_COEFFICIENTS, adjust_lr, newton_schulz5, normalize_rows_or_columns
 
 __all__ = ["PeriodicRowMuon", "RowNormMuon"]
@@ -65,7 +66,11 @@ class PeriodicRowMuon(Optimizer):
     native bf16 matmul (see `fast_ns_dtype`).
 
     Counters for logging: `ns5_calls` and `rownorm_calls` (one per matrix update of that kind).
+    FSDP2-sharded (DTensor) matrices are refused: `ShardedPeriodicRowMuon` updates them shard by shard.
     """
+
+    # DTensor arithmetic would run this loop with hidden, unaccounted collectives (and fails on in-place norms).
+    _accepts_dtensor = False
 
     def __init__(
         self,
@@ -119,6 +124,11 @@ class PeriodicRowMuon(Optimizer):
                     )
                 if torch.is_complex(p):
                     raise ValueError(f"{type(self).__name__} does not support complex parameters")
+                if is_dtensor(p) and not self._accepts_dtensor:
+                    raise ValueError(
+                        f"{type(self).__name__} got a DTensor parameter of shape {tuple(p.shape)} (FSDP2 / "
+                        "fully_shard); use trials.optim.ShardedPeriodicRowMuon, which updates the local shards"
+                    )
         self.ns5_calls = 0
         self.rownorm_calls = 0
 

@@ -1,0 +1,22 @@
+"""Shared test settings: offline, one torch thread, and one feature-network cache per test session."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    # 2 cores shared by everything: one torch thread per test process avoids oversubscription (20x slowdowns seen).
+    torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _feature_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The label CNN behind 'shapes-cnn' trains once per session, not once per test (and never in ~/.cache)."""
+    if "SCALESWEEP_CACHE_DIR" not in os.environ:
+        os.environ["SCALESWEEP_CACHE_DIR"] = str(tmp_path_factory.mktemp("scalesweep-cache"))

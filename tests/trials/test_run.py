@@ -1,0 +1,183 @@
+"""One real trial end to end: training, FD at checkpoints, timing, MLflow, checkpoints, the command backend."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mlflow import MlflowClient
+from pydantic import ValidationError
+
+from trials import CommandConfig, TrialError, run_command_trial, run_trial
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Small enough for seconds on one CPU thread; pixels (pooled to 4x4: 48-d) keeps FD cheap and needs no training.
+TINY: dict[str, Any] = {
+    "rung": "cpu-xs",
+    "steps": 24,
+    "eval_steps": [12, 24],
+    "batch_size": 16,
+    "warmup_steps": 4,
+    "log_every": 4,
+    "text_encoder": "learned",
+    "eval": {
+        "extractor": "pixels",
+        "extractor_options": {"size": 4},
+        "fd_samples": 96,
+        "reference_samples": 256,
+        "sample_steps": 4,
+        "val_samples": 32,
+    },
+}
+
+
+def _tiny(**overrides: Any) -> dict[str, Any]:
+    cfg = json.loads(json.dumps(TINY))
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(cfg.get(key), dict):
+            cfg[key] = {**cfg[key], **value}
+        else:
+            cfg[key] = value
+    return cfg
+
+
+def _tracking(tmp_path: Path) -> dict[str, str]:
+    return {"tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "experiment": "test"}
+
+
+def test_trial_scores_checkpoints_and_logs_everything_to_mlflow(tmp_path: Path) -> None:
+    records: list[dict[str, Any]] = []
+    result = run_trial(_tiny(tracking=_tracking(tmp_path)), progress=records.append)
+
+    assert result.status == "SUCCEEDED" and result.steps_done == 24
+    assert sorted(result.fd) == [12, 24] and all(v > 0 for v in result.fd.values())
+    assert result.metric_name == "fd_pixels"
+    assert result.objective == pytest.approx(sum(result.fd.values()) / 2)
+    assert result.best_fd == min(result.fd.values())
+    assert result.endpoint_fd == result.fd[24]
+    assert result.time_to_best_s == result.effective_time_s[result.best_step]
+    assert 0 < result.effective_time_s[12] < result.effective_time_s[24] == result.total_effective_time_s
+    assert 0 < result.optimizer_time_s < result.total_effective_time_s
+    assert result.ns5_calls > 0 and result.rownorm_calls == 2 * result.ns5_calls  # periodic K=3 default
+    assert [r["step"] for r in records] == [12, 24] and records[0]["metric_name"] == "fd_pixels"
+
+    client = MlflowClient(_tracking(tmp_path)["tracking_uri"])
+    run = client.get_run(result.run_id)
+    assert run.info.status == "FINISHED"
+    assert run.data.params["optimizer.name"] == "periodic" and run.data.params["rung"] == "cpu-xs"
+    assert run.data.tags["fd.extractor"] == "pixels" and run.data.tags["fd.samples"] == "96"
+    assert run.data.tags["fd.weights"] == "ema" and run.data.tags["scalesweep.status"] == "SUCCEEDED"
+    fd_history = sorted((m.step, m.value) for m in client.get_metric_history(result.run_id, "fd"))
+    assert fd_history == [(12, result.fd[12]), (24, result.fd[24])]
+    assert [m.step for m in client.get_metric_history(result.run_id, "fd_pixels")] == [12, 24]
+    for key in ("val_loss", "effective_time_s", "optimizer_time_s", "step_time_s", "ns5_calls", "loss"):
+        assert client.get_metric_history(result.run_id, key), key
+    artifacts = {a.path for a in client.list_artifacts(result.run_id)}
+    assert {"samples", "trial_result.json"} <= artifacts
+    samples = {a.path for a in client.list_artifacts(result.run_id, "samples")}
+    assert samples == {"samples/step_0000012.png", "samples/step_0000024.png"}
+
+
+def test_trial_is_deterministic_for_a_seed(tmp_path: Path) -> None:
+    a, b = run_trial(_tiny()), run_trial(_tiny())
+    assert a.fd == b.fd and a.val_loss == b.val_loss
+    c = run_trial(_tiny(seed=1))
+    assert c.fd != a.fd
+
+
+def test_resume_from_checkpoint_gives_the_uninterrupted_result(tmp_path: Path) -> None:
+    straight = run_trial(_tiny(steps=30, eval_steps=[10, 20, 30]))
+
+    cfg = _tiny(steps=30, eval_steps=[10, 20, 30], checkpoint_dir=str(tmp_path / "ckpt"))
+
+    def crash_after_20(record: dict[str, Any]) -> None:
+        if record["step"] == 20:
+            raise KeyboardInterrupt  # the process dies right after its second checkpoint
+
+    with pytest.raises(KeyboardInterrupt):
+        run_trial(cfg, progress=crash_after_20)
+    steps_seen: list[int] = []
+    resumed = run_trial(cfg, progress=lambda r: steps_seen.append(r["step"]))
+    assert steps_seen == [30]  # only the missing checkpoint ran
+    assert resumed.fd == straight.fd and resumed.val_loss == straight.val_loss
+
+    with pytest.raises(TrialError, match="different trial config"):
+        run_trial({**cfg, "seed": 5})
+
+
+def test_a_diverged_run_stops_with_a_status_not_a_crash(tmp_path: Path) -> None:
+    cfg = _tiny(
+        optimizer={"name": "adamw", "lr": 1e6, "aux_lr": 1e6}, grad_clip=None, warmup_steps=0,
+        tracking=_tracking(tmp_path),
+    )
+    result = run_trial(cfg)
+    assert result.status == "DIVERGED" and result.diverged_at is not None
+    assert result.objective is None and result.best_fd is None
+    run = MlflowClient(_tracking(tmp_path)["tracking_uri"]).get_run(result.run_id)
+    assert run.info.status == "FAILED" and run.data.tags["scalesweep.status"] == "DIVERGED"
+
+
+def test_default_extractor_and_frozen_text_encoder(tmp_path: Path) -> None:
+    cfg = _tiny(text_encoder="minilm", eval={"extractor": "shapes-cnn", "extractor_options": {}})
+    result = run_trial(cfg)
+    assert result.status == "SUCCEEDED" and result.metric_name == "fd_shapes_cnn"
+    assert all(v > 0 for v in result.fd.values())
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"rung": "huge"}, "unknown rung 'huge'; allowed: ['cpu-xs'"),
+        ({"eval_steps": [10, 99]}, "eval_steps must be a non-empty list of steps in [1, steps=24]"),
+        ({"eval": {"extractor": "inception"}}, "unknown eval.extractor 'inception'; allowed: ['dinov2'"),
+        ({"optimizer": {"name": "sgd"}}, "'adamw', 'muon', 'periodic' or 'rownorm'"),
+        ({"text_encoder": "t5"}, "'minilm' or 'learned'"),
+        ({"bogus": 1}, "Extra inputs are not permitted"),
+    ],
+)
+def test_bad_trial_configs_name_the_field_and_the_allowed_values(overrides: dict, message: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        run_trial(_tiny(**overrides))
+    assert message in str(info.value)
+
+
+# --- the command backend ----------------------------------------------------------------------------------------
+
+TRAINER = [
+    sys.executable, str(REPO / "examples" / "command_trainer.py"),
+    "--optimizer", "{optimizer}", "--K", "{K}", "--gamma", "{gamma}", "--lr", "{lr}", "--rung", "{rung}",
+    "--steps", "{steps}", "--seed", "{seed}", "--eval-steps", "{eval_steps}", "--progress", "{progress_file}",
+    "--fd-samples", "96", "--extractor", "pixels",
+]
+
+
+def test_command_backend_runs_the_example_trainer_and_logs_its_progress(tmp_path: Path) -> None:
+    cfg = _tiny(steps=20, eval_steps=[10, 20], tracking=_tracking(tmp_path), optimizer={"refresh_every": 2})
+    seen: list[int] = []
+    result = run_command_trial(cfg, {"command": TRAINER, "poll_s": 0.2}, progress=lambda r: seen.append(r["step"]))
+    assert result.status == "SUCCEEDED" and sorted(result.fd) == [10, 20] and seen == [10, 20]
+    assert result.metric_name == "fd_pixels"
+    assert result.time_to_best_s == result.effective_time_s[result.best_step] > 0
+    client = MlflowClient(_tracking(tmp_path)["tracking_uri"])
+    run = client.get_run(result.run_id)
+    assert run.info.status == "FINISHED" and run.data.tags["scalesweep.backend"] == "command"
+    assert "--K 2 " in run.data.params["command"]  # the hyperparameters were substituted
+    assert sorted(m.step for m in client.get_metric_history(result.run_id, "fd")) == [10, 20]
+
+
+def test_command_backend_reports_failures(tmp_path: Path) -> None:
+    with pytest.raises(ValidationError, match=r"unknown placeholder \{beta\}"):
+        CommandConfig(command=["train", "--beta", "{beta}"])
+    failing = {"command": [sys.executable, "-c", "import sys; sys.exit('out of memory on rank 3')"]}
+    cfg = _tiny(tracking=_tracking(tmp_path))
+    with pytest.raises(TrialError, match="exited with 1: out of memory on rank 3"):
+        run_command_trial(cfg, failing)
+    runs = MlflowClient(_tracking(tmp_path)["tracking_uri"]).search_runs(["1"])
+    assert [r.info.status for r in runs] == ["FAILED"]
+    silent = {"command": [sys.executable, "-c", "pass"]}
+    with pytest.raises(TrialError, match="without reporting any 'fd'"):
+        run_command_trial(_tiny(), silent)

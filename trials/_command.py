@@ -1,0 +1,240 @@
+"""The command backend: run a team's own trainer as a trial.
+
+The service launches a command template with the trial's hyperparameters substituted, and reads the trainer's
+progress from a JSON-lines file it appends to. The protocol, from the trainer's side:
+
+- placeholders in the command: {optimizer} {K} {gamma} {lr} {aux_lr} {weight_decay} {momentum} {rung} {steps}
+  {seed} {batch_size} {eval_steps} (comma-separated) {progress_file} {config_file} {run_id} {tracking_uri}
+- environment: `SCALESWEEP_PROGRESS_FILE` (where to write), `SCALESWEEP_TRIAL_CONFIG` (a JSON file holding the
+  whole trial config), `SCALESWEEP_EVAL_STEPS`, and, when the trial is tracked, `MLFLOW_TRACKING_URI` and
+  `MLFLOW_RUN_ID` (the run this trial owns: the trainer may log more into it).
+- progress: one JSON object per line, at least `{"step": 800, "fd": 41.2, "effective_time_s": 95.3}` at each
+  checkpoint; any other numeric field (`loss`, `val_loss`, `optimizer_time_s`, ...) is logged as a metric too;
+  an optional `"metric_name"` says what the FD was computed on (e.g. "fd_dinov2"; default "fd_external").
+
+The backend logs every record to MLflow (so a trainer needs no MLflow code), calls `progress` per record, and
+builds the same `TrialResult` as the built-in trainer.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shlex
+import string
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ._config import TrialConfig, TrialResult
+from ._errors import TrialError
+from ._run import summarise_quality
+from ._tracking import RunLogger, provenance_tags
+
+__all__ = ["PLACEHOLDERS", "CommandConfig", "run_command_trial"]
+
+PLACEHOLDERS = (
+    "optimizer",
+    "K",
+    "gamma",
+    "lr",
+    "aux_lr",
+    "weight_decay",
+    "momentum",
+    "rung",
+    "steps",
+    "seed",
+    "batch_size",
+    "eval_steps",
+    "progress_file",
+    "config_file",
+    "run_id",
+    "tracking_uri",
+)
+
+
+class CommandConfig(BaseModel):
+    """How to launch an external trainer."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    command: list[str] = Field(
+        ..., min_length=1, description="Argument list (or one shell-like string, split with shlex) with placeholders."
+    )
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables.")
+    cwd: str | None = Field(None, description="Working directory of the command.")
+    timeout_s: float | None = Field(None, gt=0, description="Kill the trainer after this many seconds.")
+    poll_s: float = Field(0.5, gt=0, description="How often the progress file is read while the trainer runs.")
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        return shlex.split(value) if isinstance(value, str) else value
+
+    @field_validator("command")
+    @classmethod
+    def _known_placeholders(cls, command: list[str]) -> list[str]:
+        for arg in command:
+            for _, name, _, _ in string.Formatter().parse(arg):
+                if name is not None and name not in PLACEHOLDERS:
+                    raise ValueError(f"unknown placeholder {{{name}}} in {arg!r}; allowed: {list(PLACEHOLDERS)}")
+        return command
+
+
+def _values(cfg: TrialConfig, progress_file: Path, config_file: Path, run_id: str, uri: str) -> dict[str, str]:
+    opt = cfg.optimizer
+    return {
+        "optimizer": opt.name,
+        "K": str(opt.refresh_every),
+        "gamma": repr(opt.gamma),
+        "lr": repr(opt.resolved_lr),
+        "aux_lr": repr(opt.aux_lr),
+        "weight_decay": repr(opt.weight_decay),
+        "momentum": repr(opt.momentum),
+        "rung": cfg.rung,
+        "steps": str(cfg.steps),
+        "seed": str(cfg.seed),
+        "batch_size": str(cfg.batch_size),
+        "eval_steps": ",".join(str(s) for s in cfg.resolved_eval_steps),
+        "progress_file": str(progress_file),
+        "config_file": str(config_file),
+        "run_id": run_id,
+        "tracking_uri": uri,
+    }
+
+
+class _Tail:
+    """Reads complete new lines of a growing file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset, self.partial = path, 0, ""
+
+    def read(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        with self.path.open("r", encoding="utf-8") as handle:
+            handle.seek(self.offset)
+            chunk = handle.read()
+            self.offset = handle.tell()
+        lines = (self.partial + chunk).split("\n")
+        self.partial = lines.pop()  # an unfinished last line waits for the next read
+        records = []
+        for line in lines:
+            if line.strip():
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise TrialError(f"progress file {self.path}: not JSON: {line[:200]!r} ({exc})") from None
+                if not isinstance(record, dict) or not isinstance(record.get("step"), int):
+                    raise TrialError(f"progress file {self.path}: each line needs an integer 'step': {line[:200]!r}")
+                records.append(record)
+        return records
+
+
+def run_command_trial(
+    config: TrialConfig | Mapping[str, Any],
+    command: CommandConfig | Mapping[str, Any],
+    *,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+) -> TrialResult:
+    """Run the external trainer for one trial and collect its checkpoints into a `TrialResult`."""
+    cfg = config if isinstance(config, TrialConfig) else TrialConfig.model_validate(dict(config))
+    cmd = command if isinstance(command, CommandConfig) else CommandConfig.model_validate(dict(command))
+    wall_start = time.perf_counter()
+    logger = RunLogger(cfg.tracking) if cfg.tracking is not None else None
+    run_id = logger.run_id if logger is not None else ""
+    uri = cfg.tracking.tracking_uri if cfg.tracking is not None else ""
+    result = TrialResult(status="SUCCEEDED", metric_name="fd_external", fd_samples=cfg.eval.fd_samples, run_id=run_id)
+
+    with tempfile.TemporaryDirectory(prefix="scalesweep-cmd-") as tmp:
+        progress_file, config_file = Path(tmp) / "progress.jsonl", Path(tmp) / "trial.json"
+        config_file.write_text(cfg.model_dump_json(exclude={"tracking"}, indent=2))
+        values = _values(cfg, progress_file, config_file, run_id, uri)
+        argv = [arg.format_map(values) for arg in cmd.command]
+        env = {
+            **os.environ,
+            **cmd.env,
+            "SCALESWEEP_PROGRESS_FILE": str(progress_file),
+            "SCALESWEEP_TRIAL_CONFIG": str(config_file),
+            "SCALESWEEP_EVAL_STEPS": values["eval_steps"],
+        }
+        if logger is not None:
+            env.update(MLFLOW_TRACKING_URI=uri, MLFLOW_RUN_ID=run_id)
+            logger.log_params({**cfg.model_dump(exclude={"tracking", "checkpoint_dir"}), "command": shlex.join(argv)})
+            logger.set_tags({**provenance_tags(), "scalesweep.kind": "trial", "scalesweep.backend": "command"})
+
+        tail = _Tail(progress_file)
+
+        def consume() -> None:
+            for record in tail.read():
+                step = record["step"]
+                metrics = {k: float(v) for k, v in record.items() if isinstance(v, int | float) and k != "step"}
+                if "metric_name" in record:
+                    result.metric_name = str(record["metric_name"])
+                if "fd" in metrics:
+                    if not math.isfinite(metrics["fd"]):
+                        result.status, result.diverged_at = "DIVERGED", step
+                    else:
+                        result.fd[step] = metrics["fd"]
+                        if "val_loss" in metrics:
+                            result.val_loss[step] = metrics["val_loss"]
+                        if "effective_time_s" in metrics:
+                            result.effective_time_s[step] = metrics["effective_time_s"]
+                result.steps_done = max(result.steps_done, step)
+                if logger is not None:
+                    logger.log_metrics({k: v for k, v in metrics.items() if math.isfinite(v)}, step)
+                if progress is not None:
+                    progress({"step": step, **metrics})
+
+        stderr_path = Path(tmp) / "stderr.txt"
+        try:
+            with stderr_path.open("w") as stderr:
+                try:
+                    proc = subprocess.Popen(argv, cwd=cmd.cwd, env=env, stdout=subprocess.DEVNULL, stderr=stderr,
+                                            start_new_session=True)
+                except OSError as exc:
+                    raise TrialError(f"could not start trainer command {argv[0]!r}: {exc}") from None
+                try:
+                    while proc.poll() is None:
+                        consume()
+                        if cmd.timeout_s is not None and time.perf_counter() - wall_start > cmd.timeout_s:
+                            raise TrialError(f"trainer command timed out after {cmd.timeout_s} s")
+                        time.sleep(cmd.poll_s)
+                finally:
+                    if proc.poll() is None:  # stopped by a timeout or by the caller: end the trainer's whole group
+                        os.killpg(proc.pid, 9)
+                        proc.wait()
+            consume()
+            if proc.returncode != 0:
+                err = stderr_path.read_text(errors="replace").strip().splitlines()[-5:]
+                raise TrialError(f"trainer command exited with {proc.returncode}: {' | '.join(err)}")
+        except BaseException as exc:
+            if logger is not None:
+                interrupted = isinstance(exc, KeyboardInterrupt | SystemExit)
+                logger.set_tags({"scalesweep.status": "KILLED" if interrupted else "FAILED",
+                                 "scalesweep.error": repr(exc)[:500]})
+                logger.finish("KILLED" if interrupted else "FAILED")
+            raise
+
+    if not result.fd and result.status == "SUCCEEDED":
+        if logger is not None:
+            logger.finish("FAILED")
+        raise TrialError(f"trainer command finished without reporting any 'fd' to {progress_file.name}")
+    if result.effective_time_s:
+        result.total_effective_time_s = max(result.effective_time_s.values())
+    summarise_quality(result)
+    result.wall_time_s = time.perf_counter() - wall_start
+    if logger is not None:
+        summary = {"objective": result.objective, "best_fd": result.best_fd, "endpoint_fd": result.endpoint_fd,
+                   "time_to_best_s": result.time_to_best_s}
+        logger.log_metrics({k: v for k, v in summary.items() if v is not None}, result.steps_done)
+        logger.set_tags({"scalesweep.status": result.status, "fd.metric_name": result.metric_name})
+        logger.log_dict(result.to_dict(), "trial_result.json")
+        logger.finish("FINISHED" if result.status == "SUCCEEDED" else "FAILED")
+    return result

@@ -1,0 +1,433 @@
+"""Periodic Row-wise Muon on FSDP2-sharded parameters, with communication accounting.
+
+FSDP2 (`torch.distributed.fsdp.fully_shard`) keeps each parameter as a DTensor sharded on dim 0 (`Shard(0)`): of an
+m x n matrix, rank r holds rows [r*c, min(m, (r+1)*c)) with c = ceil(m / W), torch.chunk's split (so with m < W the
+last ranks hold empty shards). The update rule is `PeriodicRowMuon`'s, step for step; what each branch needs from
+the other ranks:
+
+    refresh (t % K == 0)     NS5 needs the whole U: its shards are all-gathered bucket by bucket (`bucket_bytes`),
+                             the gather of bucket i+1 in flight while NS5 runs on bucket i. Every rank runs NS5 on
+                             the whole matrix and keeps its own rows (Moonlight's design: no second collective).
+    row norm, m <= n         every row is local: nothing is sent.
+    column norm, m > n       each rank sums the squares of its rows per column; ONE all-reduce per step carries the
+                             n sums of every tall matrix (concatenated into one buffer); then each rank divides.
+
+So at K = 3 a rank sends one gather of U per three steps plus n floats per tall matrix on the other two: a third of
+vanilla Muon's bytes, up to the column-norm scalars. `refresh_every=1` is the sharded vanilla-Muon baseline (a
+gather every step). What is gathered is U, the Nesterov-corrected momentum (NS5's input), in the Newton-Schulz
+dtype when that is narrower than U's (bf16 halves the bytes and changes nothing: NS5 casts to it first anyway).
+
+Agreement between ranks: every rank must issue the same collectives in the same order, so whether a sharded matrix
+takes part in a step is decided only from what all ranks share: it takes part iff `p.requires_grad`. A rank whose
+shard has no `.grad` (FSDP2 always reduce-scatters one, so this means a hand-made or partial backward) uses zeros
+for it: its momentum rows decay, weight decay applies, the step counter advances with the other ranks'. To freeze
+a sharded matrix, set `requires_grad=False` on every rank. Plain (unsharded) tensors in the same optimizer are
+replicated parameters updated locally, with `PeriodicRowMuon`'s rule: a missing grad skips them.
+
+Communication is counted in `comm_stats` (`CommStats`): logical bytes sent per rank, per step and cumulative, by
+collective kind, with the nccl-tests bus convention (an all-gather of S bytes over W ranks: (W-1)/W*S sent per
+rank; an all-reduce: 2(W-1)/W*S; padding of uneven shards counts).
+
+Use in an FSDP2 trainer (the DTensors come from `fully_shard`; any 1-D `Shard(0)` mesh, or HSDP's
+`(Replicate(), Shard(0))`, works):
+
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+
+    from trials.optim import ShardedPeriodicRowMuon, route_parameters
+
+    dist.init_process_group("nccl")  # "gloo" on CPU
+    model = MyMMDiT().cuda()
+    for block in model.blocks:
+        fully_shard(block)
+    fully_shard(model)
+    routing = route_parameters(model)  # 2-D weights inside the blocks -> Muon, the rest -> AdamW
+    muon = ShardedPeriodicRowMuon([p for _, p in routing.muon], lr=0.02, refresh_every=3, gamma=0.15)
+    adamw = torch.optim.AdamW([p for _, p in routing.aux], lr=1e-4)
+    for step, batch in enumerate(loader):
+        loss = model(batch)
+        loss.backward()
+        muon.step()
+        adamw.step()
+        muon.zero_grad()
+        adamw.zero_grad()
+        if dist.get_rank() == 0:
+            print(step, loss.item(), muon.comm_stats.as_metrics())  # or mlflow.log_metrics(..., step=step)
+
+Checkpoint with `torch.distributed.checkpoint`: `get_optimizer_state_dict(model, muon)` / `set_optimizer_state_dict`
+(the momentum buffers are DTensors with the parameters' placements; the step counters are ints).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+from ._comm import CommStats, is_dtensor, local_tensor
+from ._functional import NS_COEFFICIENTS, adjust_lr, newton_schulz5
+from ._periodic import PeriodicRowMuon
+
+__all__ = ["DEFAULT_BUCKET_BYTES", "ShardedPeriodicRowMuon"]
+
+# Big enough that each gather moves tens of MB (collective latency amortised), small enough that the two gathered
+# buckets alive at once (the one in NS5 and the next in flight) stay a small fraction of a large block's weights.
+DEFAULT_BUCKET_BYTES = 64 * 2**20
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where this rank's rows of an m x n matrix sit: rows [start, stop), each rank's shard padded to `chunk` rows."""
+
+    rows: int
+    cols: int
+    start: int
+    stop: int
+    chunk: int
+    world: int  # ranks sharing the rows; 1 = the whole matrix is here (plain, replicated or a 1-rank mesh)
+    group: Any = None  # the ProcessGroup of the shard mesh dimension; None when world == 1
+
+    @property
+    def tall(self) -> bool:
+        return self.rows > self.cols
+
+
+def _layout_of(p: Tensor) -> _Layout:
+    rows, cols = int(p.shape[0]), int(p.shape[1])
+    whole = _Layout(rows, cols, 0, rows, rows, 1)
+    if not is_dtensor(p):
+        return whole
+    placements = p.placements  # type: ignore[attr-defined]
+    sharded = [i for i, placement in enumerate(placements) if not placement.is_replicate()]
+    if not sharded:
+        return whole
+    if len(sharded) > 1 or not placements[sharded[0]].is_shard(0):
+        raise ValueError(
+            f"ShardedPeriodicRowMuon needs matrices sharded on dim 0 on one mesh dimension (FSDP2's Shard(0), "
+            f"optionally with Replicate() for HSDP); got placements {tuple(placements)} for shape {(rows, cols)}"
+        )
+    mesh, mesh_dim = p.device_mesh, sharded[0]  # type: ignore[attr-defined]
+    world, rank = mesh.size(mesh_dim), mesh.get_local_rank(mesh_dim)
+    chunk = -(-rows // world)
+    start = min(rows, rank * chunk)
+    stop = min(rows, start + chunk)
+    local_shape = tuple(local_tensor(p).shape)
+    if local_shape != (stop - start, cols):
+        raise ValueError(
+            f"rank {rank} of {world} holds a shard of shape {local_shape} of a {(rows, cols)} matrix; "
+            f"torch.chunk's split (FSDP2's) gives {(stop - start, cols)}"
+        )
+    if world == 1:
+        return whole
+    return _Layout(rows, cols, start, stop, chunk, world, mesh.get_group(mesh_dim))
+
+
+@dataclass
+class _Item:
+    """One matrix's update in flight within a step."""
+
+    local: Tensor  # this rank's rows of the parameter (aliases the DTensor's storage)
+    grad: Tensor
+    buf: Tensor
+    layout: _Layout
+    group: dict[str, Any]  # its param group (hyperparameters)
+    eta: float
+    update: Tensor | None = None  # U's local rows, kept for tall matrices until their column sums arrive
+
+    def nesterov(self) -> Tensor:
+        momentum = self.group["momentum"]
+        return self.grad.lerp(self.buf, momentum) if self.group["nesterov"] else self.buf
+
+    def nesterov_into(self, out: Tensor) -> None:
+        """U written straight into a send buffer: no extra copy when the dtypes match."""
+        if self.group["nesterov"] and out.dtype == self.grad.dtype:
+            torch.lerp(self.grad, self.buf, self.group["momentum"], out=out)
+        else:
+            out.copy_(self.nesterov())
+
+    @property
+    def decay(self) -> float:
+        return 1.0 - self.group["lr"] * self.group["weight_decay"]
+
+    def apply_ortho(self, ortho_rows: Tensor) -> None:
+        self.local.mul_(self.decay)
+        self.local.add_(ortho_rows, alpha=-self.eta)
+
+    def apply_normalized(self, update: Tensor, norms: Tensor) -> None:
+        self.local.mul_(self.decay)
+        # One fused pass: p -= gamma * eta * U / norms (norms broadcast over rows or columns).
+        self.local.addcdiv_(update, norms, value=-self.group["gamma"] * self.eta)
+
+
+def _all_gather(output: Tensor, input_: Tensor, group: Any) -> Any:
+    # torch 2.13 renamed all_gather_into_tensor to all_gather_single and deprecated the old name; support both.
+    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    return gather(output, input_, group=group, async_op=True)
+
+
+def _norm_dtype(t: Tensor) -> torch.dtype:
+    # The same accumulation dtype as normalize_rows_or_columns: fp32 for half types, the tensor's own otherwise.
+    return torch.float32 if t.dtype in (torch.bfloat16, torch.float16) else t.dtype
+
+
+class ShardedPeriodicRowMuon(PeriodicRowMuon):
+    """`PeriodicRowMuon` for FSDP2-sharded matrices (DTensor, `Shard(0)`), and plain tensors, with `comm_stats`.
+
+    Same arguments and defaults as `PeriodicRowMuon`, plus keyword-only `bucket_bytes`: the most bytes of gathered
+    momentum per all-gather on refresh steps (a larger matrix gets a bucket of its own). Results equal
+    `PeriodicRowMuon` on the unsharded matrices with the same gradients (column norms of tall matrices are summed
+    across ranks, so they agree to rounding, about 1e-7 relative; everything else is bitwise). `refresh_every=1` is
+    sharded vanilla Muon. The module docstring gives the communication plan, the rule for missing gradients, the
+    logical-bytes convention and an FSDP2 example.
+
+    All sharded matrices must share one process group (one FSDP2 mesh). Counters: `ns5_calls` (every rank runs
+    NS5 on each whole refreshed matrix), `rownorm_calls` and `comm_stats`.
+    """
+
+    _accepts_dtensor = True
+
+    def __init__(
+        self,
+        params: Iterable[Tensor] | Iterable[dict[str, Any]],
+        lr: float = 1e-3,
+        weight_decay: float = 0.1,
+        momentum: float = 0.95,
+        nesterov: bool = True,
+        refresh_every: int = 3,
+        gamma: float = 0.15,
+        ns_coefficients: tuple[float, float, float] = NS_COEFFICIENTS,
+        ns_steps: int = 5,
+        eps: float = 1e-7,
+        adjust_lr_fn: str | None = None,
+        *,
+        ns_dtype: torch.dtype = torch.bfloat16,
+        bucket_bytes: int = DEFAULT_BUCKET_BYTES,
+    ) -> None:
+        if isinstance(bucket_bytes, bool) or not isinstance(bucket_bytes, int) or bucket_bytes < 1:
+            raise ValueError(f"bucket_bytes must be an int >= 1, got {bucket_bytes!r}")
+        self.bucket_bytes = bucket_bytes
+        self._layouts: dict[Tensor, _Layout] = {}
+        self._group: Any = None
+        self._group_ranks: tuple[int, ...] | None = None
+        super().__init__(
+            params,
+            lr=lr,
+            weight_decay=weight_decay,
+            momentum=momentum,
+            nesterov=nesterov,
+            refresh_every=refresh_every,
+            gamma=gamma,
+            ns_coefficients=ns_coefficients,
+            ns_steps=ns_steps,
+            eps=eps,
+            adjust_lr_fn=adjust_lr_fn,
+            ns_dtype=ns_dtype,
+        )
+        self.comm_stats = CommStats(world_size=self.world_size)
+
+    @property
+    def world_size(self) -> int:
+        """Ranks the matrices are sharded over (1 when none is sharded)."""
+        return max((lay.world for lay in self._layouts.values()), default=1)
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        super().add_param_group(param_group)
+        for p in self.param_groups[-1]["params"]:
+            if p.ndim != 2:  # PeriodicRowMuon refuses it with the routing hint once construction is done
+                continue
+            layout = _layout_of(p)
+            if layout.group is not None:
+                ranks = tuple(dist.get_process_group_ranks(layout.group))
+                if self._group_ranks is None:
+                    self._group, self._group_ranks = layout.group, ranks
+                elif ranks != self._group_ranks:
+                    raise ValueError(
+                        f"all sharded matrices must share one process group; got ranks {ranks} and "
+                        f"{self._group_ranks}: use one optimizer per FSDP mesh"
+                    )
+            self._layouts[p] = layout
+        if hasattr(self, "comm_stats"):  # a group added after construction may widen the world
+            self.comm_stats.world_size = self.world_size
+
+    def _local_grad(self, p: Tensor, layout: _Layout) -> Tensor | None:
+        grad = p.grad
+        if grad is None:
+            if layout.world == 1:
+                return None  # a local matrix: skip it, as PeriodicRowMuon does
+            # A sharded one takes part on every rank (module docstring): a missing shard gradient counts as zeros.
+            return torch.zeros_like(local_tensor(p))
+        if grad.is_sparse:
+            raise RuntimeError(f"{type(self).__name__} does not support sparse gradients")
+        local = local_tensor(grad)
+        if local.shape != local_tensor(p).shape:
+            raise RuntimeError(
+                f"gradient shard of shape {tuple(local.shape)} for a parameter shard of shape "
+                f"{tuple(local_tensor(p).shape)}: gradients must be sharded like their parameters"
+            )
+        return local
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
+        """Performs one optimisation step (the module docstring says what is communicated and when)."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        self.comm_stats.begin_step()
+
+        # Pass 1: momentum for every matrix, and sort the updates by what they need from other ranks.
+        local_refresh: list[_Item] = []
+        local_rownorm: list[_Item] = []
+        sharded_refresh: list[_Item] = []
+        sharded_tall: list[_Item] = []
+        for group in self.param_groups:
+            k: int | None = group["refresh_every"]
+            for p in group["params"]:
+                layout = self._layouts[p]
+                if layout.world > 1 and not p.requires_grad:
+                    continue  # frozen on every rank: an agreed skip
+                grad = self._local_grad(p, layout)
+                if grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state["step"] = 0
+                    # A DTensor buffer (placements of p) so torch.distributed.checkpoint saves it sharded.
+                    like = p.grad if p.grad is not None else p
+                    state["momentum_buffer"] = torch.zeros_like(like, memory_format=torch.preserve_format)
+                buf = local_tensor(state["momentum_buffer"])
+                buf.lerp_(grad, 1.0 - group["momentum"])
+                t: int = state["step"]
+                state["step"] = t + 1
+                eta = adjust_lr(group["lr"], group["adjust_lr_fn"], p.shape)
+                item = _Item(local_tensor(p), grad, buf, layout, group, eta)
+                refresh = k is not None and t % k == 0
+                if layout.world == 1:
+                    (local_refresh if refresh else local_rownorm).append(item)
+                elif refresh:
+                    sharded_refresh.append(item)
+                elif layout.tall:
+                    sharded_tall.append(item)
+                else:
+                    local_rownorm.append(item)  # wide or square: its rows are all here
+
+        # Issue the communication first, so it runs under the local work.
+        column_sums, reduce_work = self._start_column_sums(sharded_tall)
+        buckets = self._buckets(sharded_refresh)
+        in_flight = self._start_gather(buckets[0]) if buckets else None
+
+        for item in local_rownorm:
+            update = item.nesterov()
+            # Rows (m <= n) or columns (m > n) of the whole matrix; for a sharded wide one, of its local rows.
+            dim = 0 if item.layout.tall else 1
+            norms = torch.linalg.vector_norm(update, dim=dim, keepdim=True, dtype=_norm_dtype(update))
+            item.apply_normalized(update, norms.clamp_min_(item.group["eps"]))
+            self.rownorm_calls += 1
+        for item in local_refresh:
+            item.apply_ortho(self._ns5(item.nesterov(), item.group))
+            self.ns5_calls += 1
+
+        # Refresh: NS5 on bucket i while the gather of bucket i+1 is in flight.
+        for i, bucket in enumerate(buckets):
+            work, gathered = in_flight  # type: ignore[misc]
+            in_flight = self._start_gather(buckets[i + 1]) if i + 1 < len(buckets) else None
+            work.wait()
+            self._finish_refresh(bucket, gathered)
+
+        if reduce_work is not None:
+            reduce_work.wait()
+            offset = 0
+            for item in sharded_tall:
+                n = item.layout.cols
+                norms = column_sums[offset : offset + n].sqrt().clamp_min_(item.group["eps"]).view(1, n)
+                item.apply_normalized(item.update, norms)  # type: ignore[arg-type]
+                item.update = None
+                offset += n
+                self.rownorm_calls += 1
+        return loss
+
+    @staticmethod
+    def _ns5(update: Tensor, group: dict[str, Any]) -> Tensor:
+        return newton_schulz5(update, group["ns_coefficients"], group["ns_steps"], group["eps"], group["ns_dtype"])
+
+    # --- tall matrices: one all-reduce of every column sum of squares ----------------------------------------
+
+    def _start_column_sums(self, items: list[_Item]) -> tuple[Tensor, Any]:
+        if not items:
+            return torch.empty(0), None
+        wide = any(item.grad.dtype == torch.float64 for item in items)
+        acc = torch.float64 if wide else torch.float32
+        sums = torch.empty(sum(item.layout.cols for item in items), dtype=acc, device=items[0].local.device)
+        offset = 0
+        for item in items:
+            item.update = item.nesterov()
+            n = item.layout.cols
+            # Squared column norms of the local rows, accumulated as normalize_rows_or_columns does (fp32 for
+            # half types); an empty shard contributes zeros.
+            torch.linalg.vector_norm(item.update, dim=0, dtype=acc, out=sums[offset : offset + n]).square_()
+            offset += n
+        work = dist.all_reduce(sums, op=dist.ReduceOp.SUM, group=self._group, async_op=True)
+        self.comm_stats.record("all_reduce", sums.numel() * sums.element_size())
+        return sums, work
+
+    # --- refresh: bucketed all-gather of U, NS5 on the whole matrix, keep the local rows ---------------------
+
+    def _gather_dtype(self, item: _Item) -> torch.dtype:
+        # NS5 starts with U.to(ns_dtype): gathering in that dtype when it is narrower sends fewer bytes and gives
+        # the same NS5 input, bit for bit.
+        ns_dtype: torch.dtype = item.group["ns_dtype"]
+        u_dtype = item.grad.dtype
+        return ns_dtype if ns_dtype.itemsize < u_dtype.itemsize else u_dtype
+
+    def _buckets(self, items: list[_Item]) -> list[list[_Item]]:
+        buckets: list[list[_Item]] = []
+        size, dtype = 0, None
+        for item in items:
+            lay = item.layout
+            item_dtype = self._gather_dtype(item)
+            nbytes = lay.world * lay.chunk * lay.cols * item_dtype.itemsize
+            if buckets and item_dtype == dtype and size + nbytes <= self.bucket_bytes:
+                buckets[-1].append(item)
+                size += nbytes
+            else:
+                buckets.append([item])
+                size, dtype = nbytes, item_dtype
+        return buckets
+
+    def _start_gather(self, bucket: list[_Item]) -> tuple[Any, Tensor]:
+        dtype = self._gather_dtype(bucket[0])
+        per_rank = sum(item.layout.chunk * item.layout.cols for item in bucket)
+        device = bucket[0].local.device
+        send = torch.empty(per_rank, dtype=dtype, device=device)
+        offset = 0
+        for item in bucket:
+            lay = item.layout
+            shard = send[offset : offset + lay.chunk * lay.cols].view(lay.chunk, lay.cols)
+            item.nesterov_into(shard[: lay.stop - lay.start])
+            shard[lay.stop - lay.start :].zero_()  # pad uneven shards to `chunk` rows: all_gather needs equal sizes
+            offset += lay.chunk * lay.cols
+        world = bucket[0].layout.world
+        gathered = torch.empty(world * per_rank, dtype=dtype, device=device)
+        work = _all_gather(gathered, send, self._group)
+        self.comm_stats.record("all_gather", gathered.numel() * gathered.element_size())
+        return work, gathered
+
+    def _finish_refresh(self, bucket: list[_Item], gathered: Tensor) -> None:
+        world = bucket[0].layout.world
+        by_rank = gathered.view(world, -1)  # (W, per-rank bucket numel): rank r's shards, one after another
+        offset = 0
+        for item in bucket:
+            lay = item.layout
+            numel = lay.chunk * lay.cols
+            # (W, chunk*n) -> (W*chunk, n) stacks the ranks' padded rows in order; dropping the padding at the end
+            # leaves the whole (m, n) U.
+            whole = by_rank[:, offset : offset + numel].reshape(world * lay.chunk, lay.cols)[: lay.rows]
+            ortho = self._ns5(whole, item.group)
+            item.apply_ortho(ortho[lay.start : lay.stop])
+            self.ns5_calls += 1
+            offset += numel
