@@ -21,6 +21,66 @@ def _cmd_optimizers(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load_mapping(path: str) -> dict:
+    """A YAML or JSON file holding one mapping."""
+    from pathlib import Path
+
+    import yaml
+
+    file = Path(path)
+    if not file.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    data = yaml.safe_load(file.read_text())  # YAML is a superset of JSON
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping of config fields, got {type(data).__name__}")
+    return data
+
+
+def _set_path(config: dict, dotted: str, raw: str) -> None:
+    """`optimizer.refresh_every=4` -> config["optimizer"]["refresh_every"] = 4 (value parsed as YAML)."""
+    import yaml
+
+    keys = dotted.split(".")
+    node = config
+    for key in keys[:-1]:
+        node = node.setdefault(key, {})
+    node[keys[-1]] = yaml.safe_load(raw)
+
+
+def _cmd_trial(args: argparse.Namespace) -> int:
+    import json
+
+    from pydantic import ValidationError
+
+    from trials import TrialConfig, run_trial
+
+    config = _load_mapping(args.config) if args.config else {}
+    for item in args.set or []:
+        if "=" not in item:
+            raise ValueError(f"--set expects key=value, got {item!r}")
+        _set_path(config, *item.split("=", 1))
+    try:
+        cfg = TrialConfig.model_validate(config)
+    except ValidationError as exc:
+        errors = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise ValueError(f"invalid trial config: {errors}") from None
+    result = run_trial(cfg, show_progress=not args.json)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+        return 0 if result.status == "SUCCEEDED" else 1
+    print(f"status {result.status}; FD on {result.metric_name} features, {result.fd_samples} samples")
+    print("| step | FD | val loss | effective time (s) |\n|---|---|---|---|")
+    for step in sorted(result.fd):
+        print(f"| {step} | {result.fd[step]:.2f} | {result.val_loss[step]:.4f} | {result.effective_time_s[step]:.1f} |")
+    if result.objective is not None:
+        print(f"objective (mean eval FD) {result.objective:.2f}; best {result.best_fd:.2f} at step {result.best_step} "
+              f"({result.time_to_best_s:.1f} s); endpoint {result.endpoint_fd:.2f}; "
+              f"optimizer time {result.optimizer_time_s:.1f} s")
+    if result.run_id:
+        print(f"MLflow run {result.run_id}")
+    return 0 if result.status == "SUCCEEDED" else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="scalesweep",
@@ -29,6 +89,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("optimizers", help="list the optimizer arms and their default hyperparameters")
     p.set_defaults(func=_cmd_optimizers)
+
+    p = sub.add_parser("trial", help="train and score one trial from a YAML/JSON config (fields: trials.TrialConfig)")
+    p.add_argument("config", nargs="?", help="config file; omitted = all defaults (cpu-xs, periodic K=3, 1200 steps)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field, e.g. optimizer.gamma=0.25")
+    p.add_argument("--json", action="store_true", help="print the result as JSON (no progress bar)")
+    p.set_defaults(func=_cmd_trial)
     return parser
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ._command import PLACEHOLDERS, CommandConfig, run_command_trial
 from ._config import DataConfig, EvalConfig, TrialConfig, TrialResult, default_eval_steps
 from ._errors import TrialError
-from ._run import run_trial
+from ._run import metric_floor, run_trial
 from ._tracking import DEFAULT_EXPERIMENT, DEFAULT_TRACKING_URI, RunLogger, TrackingConfig, ensure_store
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "TrialResult",
     "default_eval_steps",
     "ensure_store",
+    "metric_floor",
     "run_command_trial",
     "run_trial",
 ]

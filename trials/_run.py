@@ -38,7 +38,7 @@ from .models import build_model, count_parameters
 from .optim import build_optimizer
 from .text import get_text_encoder
 
-__all__ = ["run_trial", "summarise_quality"]
+__all__ = ["metric_floor", "run_trial", "summarise_quality"]
 
 ProgressFn = Callable[[dict[str, Any]], None]
 
@@ -74,7 +74,7 @@ def _extractor_key(cfg: TrialConfig) -> str:
     )
 
 
-def _extractor(cfg: TrialConfig, dataset: ImageTextDataset, device: torch.device) -> FeatureExtractor:
+def _extractor(cfg: TrialConfig, dataset: ImageTextDataset) -> FeatureExtractor:
     key = _extractor_key(cfg)
     if key in _EXTRACTORS:
         return _EXTRACTORS[key]
@@ -105,6 +105,20 @@ def _reference_stats(cfg: TrialConfig, dataset: ImageTextDataset, extractor: Fea
         reference = dataset.reference_set(cfg.eval.reference_samples)
         _REFERENCE[key] = feature_statistics(extractor.extract(reference.images), extractor=extractor.name)
     return _REFERENCE[key]
+
+
+def metric_floor(config: TrialConfig | Mapping[str, Any], redraws: int = 5) -> list[float]:
+    """FD of real images (never trained on) against the fixed reference statistics, over `redraws` independent
+    draws of `eval.fd_samples` images: the best FD a perfect model could score, and the metric's own noise."""
+    cfg = config if isinstance(config, TrialConfig) else TrialConfig.model_validate(dict(config))
+    dataset = _dataset(cfg)
+    extractor = _extractor(cfg, dataset)
+    reference = _reference_stats(cfg, dataset, extractor)
+    values = []
+    for i in range(redraws):
+        real = dataset.sample(cfg.eval.fd_samples, stream_generator(cfg.data.seed, f"floor-{i}"))
+        values.append(frechet_distance_from_stats(feature_statistics(extractor.extract(real.images)), reference))
+    return values
 
 
 class _Conditioner:
@@ -223,7 +237,7 @@ def run_trial(
     params = [p for p in module.parameters()]
     ema_params = [p for p in ema.parameters()] if ema is not None else []
 
-    extractor = _extractor(cfg, dataset, device)
+    extractor = _extractor(cfg, dataset)
     reference = _reference_stats(cfg, dataset, extractor)
     validation = dataset.validation_set(cfg.eval.val_samples).to(device)
     # Common random numbers: every trial of a study samples the same captions from the same noise, so FD

@@ -1,0 +1,73 @@
+"""Is the metric able to tell the optimizers apart? FD noise, seed spread and the AdamW-vs-Muon gap at defaults.
+
+Runs the default trial (smallest rung, 1200 steps, EMA weights, 1024 FD samples on the shapes-cnn features) for
+each arm and seed, then reports:
+- FD noise of the metric itself: FD of real held-out images (never trained on) against the fixed reference
+  statistics, over several independent redraws of `fd_samples` images (mean and std);
+- per arm: FD at each eval step, the objective (mean eval FD) as mean and std over seeds, EMA validation loss,
+  optimizer and effective training time;
+- the gap in objective between AdamW and vanilla Muon divided by the larger seed-to-seed std (target >= 3).
+
+    python benchmarks/trial_quality.py [--seeds 3] [--arms adamw,muon,periodic] [--steps 1200] [--jobs 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+from trials import metric_floor, run_trial
+
+
+def _run(cfg: dict[str, Any]) -> dict[str, Any]:
+    return run_trial(cfg).to_dict()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--arms", default="adamw,muon,periodic")
+    parser.add_argument("--steps", type=int, default=1200)
+    parser.add_argument("--rung", default="cpu-xs")
+    parser.add_argument("--jobs", type=int, default=1, help="trials in parallel (one thread each)")
+    parser.add_argument("--redraws", type=int, default=5)
+    args = parser.parse_args()
+
+    base = {"rung": args.rung, "steps": args.steps}
+    noise = metric_floor(base, args.redraws)
+    print(f"metric noise: real-vs-reference FD over {args.redraws} redraws: "
+          f"{statistics.mean(noise):.2f} +- {statistics.stdev(noise):.2f}", flush=True)
+
+    arms = args.arms.split(",")
+    jobs = [
+        (arm, seed, {**base, "seed": seed, "optimizer": {"name": arm}}) for arm in arms for seed in range(args.seeds)
+    ]
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        results = dict(zip([(a, s) for a, s, _ in jobs], pool.map(_run, [c for _, _, c in jobs]), strict=True))
+
+    print("\n| arm | FD per eval step (seed 0) | objective mean +- std over seeds | EMA val loss (last) "
+          "| optimizer s | effective s |\n|---|---|---|---|---|---|")
+    summary = {}
+    for arm in arms:
+        runs = [results[(arm, s)] for s in range(args.seeds)]
+        ok = [r for r in runs if r["status"] == "SUCCEEDED"]
+        objectives = [r["objective"] for r in ok]
+        mean = statistics.mean(objectives) if objectives else float("nan")
+        std = statistics.stdev(objectives) if len(objectives) > 1 else float("nan")
+        summary[arm] = (mean, std)
+        fds = " / ".join(f"{v:.1f}" for _, v in sorted(runs[0]["fd"].items(), key=lambda kv: int(kv[0])))
+        last = runs[0]["val_loss"][max(runs[0]["val_loss"], key=int)] if runs[0]["val_loss"] else float("nan")
+        opt = statistics.mean(r["optimizer_time_s"] for r in runs)
+        eff = statistics.mean(r["total_effective_time_s"] for r in runs)
+        print(f"| {arm} | {fds} | {mean:.1f} +- {std:.1f} (n={len(ok)}) | {last:.4f} | {opt:.1f} | {eff:.1f} |")
+    if "adamw" in summary and "muon" in summary:
+        gap = summary["adamw"][0] - summary["muon"][0]
+        spread = max(summary["adamw"][1], summary["muon"][1])
+        print(f"\nAdamW - Muon objective gap {gap:.1f}; larger seed std {spread:.1f}; "
+              f"gap / spread = {gap / spread:.2f}")
+
+
+if __name__ == "__main__":
+    main()
