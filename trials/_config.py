@@ -76,7 +76,7 @@ class TrialConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     rung: str = Field("cpu-xs", description="Model size from the ladder (trials.models.list_rungs()).")
-    optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig, description="The optimizer arm.")
+    optimizer: OptimizerConfig = Field(default_factory=lambda: OptimizerConfig(), description="The optimizer arm.")
     steps: int = Field(1200, ge=1, description="Training horizon in steps.")
     eval_steps: list[int] | None = Field(
         None, description="Steps at which FD and validation loss are measured; default 2/3, 5/6, 6/6 of steps."
@@ -86,12 +86,12 @@ class TrialConfig(BaseModel):
     grad_clip: float | None = Field(1.0, gt=0, description="Global gradient-norm clip; None = off.")
     cond_dropout: float = Field(0.0, ge=0, le=1, description="Null-caption probability in training (for CFG).")
     seed: int = Field(0, ge=0, description="Model init, batch draws and noise.")
-    data: DataConfig = Field(default_factory=DataConfig)
+    data: DataConfig = Field(default_factory=lambda: DataConfig())
     text_encoder: Literal["minilm", "learned"] = Field(
         "minilm", description="Frozen all-MiniLM-L6-v2 (offline) or a learned embedding fallback."
     )
     text_max_length: int = Field(16, ge=2, description="Caption tokens (the shapes captions use at most 9).")
-    eval: EvalConfig = Field(default_factory=EvalConfig)
+    eval: EvalConfig = Field(default_factory=lambda: EvalConfig())
     threads: int = Field(1, ge=1, description="torch threads; match the CPUs given to the trial.")
     device: Literal["cpu", "cuda", "auto"] = Field("cpu", description="auto = cuda when available.")
     log_every: int = Field(25, ge=1, description="Steps between train-loss points (batched to MLflow).")

@@ -36,7 +36,7 @@ from .metrics import (
 )
 from .models import build_model, count_parameters
 from .optim import build_optimizer
-from .text import get_text_encoder
+from .text import LearnedTextEncoder, get_text_encoder
 
 __all__ = ["metric_floor", "run_trial", "summarise_quality"]
 
@@ -49,7 +49,7 @@ _FEATURE_NET_IMAGES = 8192
 class _TextToImage(nn.Module):
     """The trained modules: the denoiser and, with the learned fallback, its text encoder (trained with it)."""
 
-    def __init__(self, denoiser: nn.Module, text: nn.Module | None) -> None:
+    def __init__(self, denoiser: nn.Module, text: LearnedTextEncoder | None) -> None:
         super().__init__()
         self.denoiser = denoiser
         self.text = text
@@ -125,21 +125,20 @@ class _Conditioner:
     """Captions -> (context, pooled): the frozen encoder's cache, or the learned encoder with grad."""
 
     def __init__(self, cfg: TrialConfig, dataset: ImageTextDataset, device: torch.device) -> None:
+        self.device = device
+        self.frozen: Any = None
+        self.learned: LearnedTextEncoder | None = None
         if cfg.text_encoder == "minilm":
             key = (cfg.text_max_length, str(device))
             if key not in _FROZEN_ENCODERS:  # loading MiniLM takes seconds; its caption cache is worth keeping
                 _FROZEN_ENCODERS[key] = get_text_encoder("minilm", max_length=cfg.text_max_length, device=device)
             self.frozen = _FROZEN_ENCODERS[key]
-            self.learned: nn.Module | None = None
+            self.context_dim, self.pooled_dim = int(self.frozen.context_dim), int(self.frozen.pooled_dim)
         else:
-            self.frozen = None
-            self.learned = get_text_encoder(  # type: ignore[assignment]
-                "learned", max_length=cfg.text_max_length, captions=dataset.captions(), seed=cfg.seed
+            self.learned = LearnedTextEncoder(
+                max_length=cfg.text_max_length, captions=dataset.captions(), seed=cfg.seed
             ).to(device)
-        self.device = device
-        encoder = self.frozen if self.frozen is not None else self.learned
-        self.context_dim: int = encoder.context_dim  # type: ignore[union-attr]
-        self.pooled_dim: int = encoder.pooled_dim  # type: ignore[union-attr]
+            self.context_dim, self.pooled_dim = self.learned.context_dim, self.learned.pooled_dim
 
     def frozen_embeddings(self, captions: list[str]) -> tuple[Tensor, Tensor] | None:
         if self.frozen is None:
@@ -232,10 +231,10 @@ def run_trial(
     module = _TextToImage(denoiser, cond.learned).to(device)
     optimizer = build_optimizer(module, cfg.optimizer, block_prefixes=("denoiser.blocks",))
     counts = count_parameters(denoiser)
-    decay = cfg.eval.ema_decay
-    ema = copy.deepcopy(module).requires_grad_(False).eval() if decay is not None else None
-    params = [p for p in module.parameters()]
-    ema_params = [p for p in ema.parameters()] if ema is not None else []
+    ema = copy.deepcopy(module).requires_grad_(False).eval() if cfg.eval.ema_decay is not None else None
+    decay = cfg.eval.ema_decay or 0.0
+    params: list[Tensor] = list(module.parameters())
+    ema_params: list[Tensor] = list(ema.parameters()) if ema is not None else []
 
     extractor = _extractor(cfg, dataset)
     reference = _reference_stats(cfg, dataset, extractor)

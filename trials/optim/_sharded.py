@@ -260,7 +260,7 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
             if layout.world == 1:
                 return None  # a local matrix: skip it, as PeriodicRowMuon does
             # A sharded one takes part on every rank (module docstring): a missing shard gradient counts as zeros.
-            return None
+            return torch.zeros_like(local_tensor(p))
         if grad.is_sparse:
             raise RuntimeError(f"{type(self).__name__} does not support sparse gradients")
         local = local_tensor(grad)
