@@ -1,12 +1,13 @@
 """Scaling studies from run records: time to best quality, savings between arms, and scaling-law fits.
 
-Pure functions: they take numbers (checkpoints, sizes and values) and return typed results; reading MLflow,
-exports and figures live elsewhere.
+Pure functions: they take numbers (checkpoints, sizes and values) and return typed results; reading MLflow and
+figures live elsewhere. Exports carry the chosen hyperparameters to a target size by stated rules.
 """
 
 from __future__ import annotations
 
 from ._errors import ExtrapolationRefused, FitFailed, ScalingError, ScalingInputError
+from ._export import LR_RULES, ArmExport, Export, build_export, export_snippet, transfer_lr
 from ._fit import (
     DEFAULT_ALPHA_BOUNDS,
     DEFAULT_HUBER_DELTA,
@@ -36,8 +37,11 @@ __all__ = [
     "DEFAULT_TOL",
     "DEFAULT_VOLATILITY_TOL",
     "FORMS",
+    "LR_RULES",
+    "ArmExport",
     "Checkpoints",
     "CommonTarget",
+    "Export",
     "ExtrapolationRefused",
     "FitFailed",
     "Savings",
@@ -45,8 +49,11 @@ __all__ = [
     "ScalingFit",
     "ScalingInputError",
     "TimeToBest",
+    "build_export",
+    "export_snippet",
     "fit_scaling",
     "savings",
     "time_to_best",
     "time_to_common_target",
+    "transfer_lr",
 ]
