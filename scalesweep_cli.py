@@ -81,6 +81,26 @@ def _cmd_trial(args: argparse.Namespace) -> int:
     return 0 if result.status == "SUCCEEDED" else 1
 
 
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    try:
+        from api._settings import Settings
+
+        settings = Settings()  # type: ignore[call-arg]
+    except ValidationError as exc:
+        errors = "; ".join(
+            f"SCALESWEEP_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in exc.errors()
+        )
+        raise ValueError(f"invalid settings: {errors}") from None
+    import uvicorn
+
+    from api.main import create_app
+
+    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="scalesweep",
@@ -95,6 +115,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field, e.g. optimizer.gamma=0.25")
     p.add_argument("--json", action="store_true", help="print the result as JSON (no progress bar)")
     p.set_defaults(func=_cmd_trial)
+
+    p = sub.add_parser("serve", help="start the REST service (settings from SCALESWEEP_* environment variables)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    p.set_defaults(func=_cmd_serve)
     return parser
 
 

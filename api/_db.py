@@ -1,0 +1,98 @@
+"""Durable records of sweeps and transfers (SQLAlchemy 2; SQLite by default, PostgreSQL by URL).
+
+The schema is owned by Alembic migrations in `api/migrations/`; `migrate(url)` brings a database to the head
+revision at start-up, so a deployment upgrades in place.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, Integer, String, Text, create_engine
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
+
+__all__ = ["Base", "SweepRecord", "TransferRecord", "make_engine", "make_sessionmaker", "migrate", "new_id"]
+
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class Base(DeclarativeBase):
+    """Declarative base of the service's tables."""
+
+
+class SweepRecord(Base):
+    """One submitted sweep: its spec, state, owner, driver and MLflow ids."""
+
+    __tablename__ = "sweeps"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), index=True)
+    state: Mapped[str] = mapped_column(String(20), index=True)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    owner: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=_now, index=True)
+    updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=_now, onupdate=_now)
+    idempotency_key: Mapped[str | None] = mapped_column(String(200), unique=True, nullable=True)
+    pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    ray_job_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    storage_path: Mapped[str | None] = mapped_column(Text, nullable=True)
+    mlflow_experiment_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    mlflow_parent_run_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class TransferRecord(Base):
+    """One transfer of a finished sweep's choice to larger rungs."""
+
+    __tablename__ = "transfers"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    sweep_id: Mapped[str] = mapped_column(String(40), index=True)
+    state: Mapped[str] = mapped_column(String(20), index=True)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    owner: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=_now, index=True)
+    updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=_now, onupdate=_now)
+    idempotency_key: Mapped[str | None] = mapped_column(String(200), unique=True, nullable=True)
+    pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    ray_job_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    storage_path: Mapped[str | None] = mapped_column(Text, nullable=True)
+    mlflow_experiment_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    mlflow_parent_run_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+def make_engine(url: str) -> Engine:
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        # The job queue's thread and request threads share the engine.
+        return create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+    return create_engine(url, pool_pre_ping=True)
+
+
+def make_sessionmaker(engine: Engine) -> sessionmaker:
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+def migrate(engine: Engine) -> None:
+    """Upgrade the database behind `engine` to the newest schema revision."""
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as connection:
+        cfg.attributes["connection"] = connection
+        command.upgrade(cfg, "head")

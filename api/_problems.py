@@ -1,0 +1,62 @@
+"""RFC 9457 problem details: every error the service returns is `application/problem+json`."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+__all__ = ["PROBLEM_JSON", "install_problem_handlers", "problem"]
+
+PROBLEM_JSON = "application/problem+json"
+log = logging.getLogger("scalesweep.api")
+
+_TITLES = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
+           409: "Conflict", 413: "Content Too Large", 415: "Unsupported Media Type", 422: "Unprocessable Content",
+           500: "Internal Server Error", 503: "Service Unavailable"}
+
+
+def problem(status: int, detail: str, *, instance: str | None = None, headers: dict[str, str] | None = None,
+            **extra: Any) -> JSONResponse:
+    body: dict[str, Any] = {"type": "about:blank", "title": _TITLES.get(status, "Error"), "status": status,
+                            "detail": detail}
+    if instance:
+        body["instance"] = instance
+    body.update(extra)
+    return JSONResponse(jsonable_encoder(body), status_code=status, media_type=PROBLEM_JSON, headers=headers)
+
+
+def _field(loc: tuple[Any, ...] | list[Any]) -> str:
+    """("body", "search", "K", 0) -> "search.K[0]"; the request part ("body", "query") is kept apart."""
+    parts = list(loc[1:]) if loc and loc[0] in ("body", "query", "path", "header") else list(loc)
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or str(loc[0] if loc else "request")
+
+
+def install_problem_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [
+            {"field": _field(e.get("loc", ())), "in": (e.get("loc") or ["body"])[0], "message": e.get("msg", ""),
+             "type": e.get("type", "")}
+            for e in exc.errors()
+        ]
+        detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5])
+        return problem(422, f"invalid request: {detail}", instance=request.url.path, errors=errors)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return problem(exc.status_code, str(exc.detail), instance=request.url.path,
+                       headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:  # never leak a traceback
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return problem(500, "internal error; the service log has the details", instance=request.url.path)

@@ -1,0 +1,68 @@
+"""The service's settings: one pydantic-settings object read from `SCALESWEEP_*` environment variables."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["Settings", "get_settings"]
+
+
+class Settings(BaseSettings):
+    """Read from the environment (prefix `SCALESWEEP_`); invalid values stop the service at start-up."""
+
+    model_config = SettingsConfigDict(env_prefix="SCALESWEEP_", extra="ignore", frozen=True)
+
+    workdir: Path = Field(
+        Path("scalesweep-work"), description="Sweep state, driver logs and Ray Tune storage live under this folder."
+    )
+    database_url: str | None = Field(
+        None, description="Sweep records: SQLAlchemy URL (sqlite:///... or postgresql+psycopg://...). "
+        "Default: sqlite file in the workdir."
+    )
+    mlflow_tracking_uri: str | None = Field(
+        None, description="Where trials log: sqlite:///... or http(s)://. Default: sqlite file in the workdir."
+    )
+    mlflow_ui_url: str | None = Field(
+        None, description="Base URL of the MLflow UI, for links in responses (e.g. http://127.0.0.1:5000)."
+    )
+    api_token: SecretStr = Field(
+        ..., min_length=8, description="Bearer token required on every mutating call (and on reads if auth_reads)."
+    )
+    auth_reads: bool = Field(False, description="Also require the token on GET requests.")
+    max_concurrent_sweeps: int = Field(
+        1, ge=1, description="Sweeps running at once on this machine; 1 suits a 2-core laptop."
+    )
+    reconcile: Literal["resume", "mark_failed"] = Field(
+        "resume", description="At start-up, a RUNNING sweep whose driver is gone is resumed, or marked FAILED."
+    )
+    ray_address: str | None = Field(
+        None, description="A Ray cluster to submit sweeps to as Ray Jobs; unset = a local driver per sweep."
+    )
+    poll_interval_s: float = Field(1.0, gt=0, description="How often the job queue checks its drivers.")
+
+    @model_validator(mode="after")
+    def _defaults_in_workdir(self) -> Settings:
+        work = self.workdir.resolve()
+        if self.database_url is None:
+            object.__setattr__(self, "database_url", f"sqlite:///{work / 'scalesweep.db'}")
+        if self.mlflow_tracking_uri is None:
+            object.__setattr__(self, "mlflow_tracking_uri", f"sqlite:///{work / 'mlflow.db'}")
+        return self
+
+    @property
+    def db_url(self) -> str:
+        return str(self.database_url)
+
+    @property
+    def tracking_uri(self) -> str:
+        return str(self.mlflow_tracking_uri)
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()  # type: ignore[call-arg]  # api_token comes from the environment

@@ -1,0 +1,26 @@
+"""An app on a fresh workdir (SQLite records and MLflow store in tmp) for each test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api._settings import Settings
+from api.main import create_app
+
+TOKEN = "test-token-123"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(workdir=tmp_path / "work", api_token=TOKEN)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def client(settings: Settings) -> Iterator[TestClient]:
+    with TestClient(create_app(settings), raise_server_exceptions=False) as c:
+        yield c

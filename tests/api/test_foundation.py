@@ -1,0 +1,58 @@
+"""Settings, migrations, health and readiness, and the problem+json error format."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from pydantic import ValidationError
+from sqlalchemy import inspect
+
+from api._db import make_engine, migrate
+from api._settings import Settings
+
+from .conftest import TOKEN
+
+
+def test_settings_come_from_the_environment_and_refuse_bad_values(monkeypatch: pytest.MonkeyPatch,
+                                                                   tmp_path: Path) -> None:
+    monkeypatch.setenv("SCALESWEEP_API_TOKEN", TOKEN)
+    monkeypatch.setenv("SCALESWEEP_WORKDIR", str(tmp_path))
+    monkeypatch.setenv("SCALESWEEP_MAX_CONCURRENT_SWEEPS", "2")
+    s = Settings()  # type: ignore[call-arg]
+    assert s.max_concurrent_sweeps == 2 and s.api_token.get_secret_value() == TOKEN
+    assert s.db_url == f"sqlite:///{tmp_path.resolve() / 'scalesweep.db'}"
+    assert s.tracking_uri == f"sqlite:///{tmp_path.resolve() / 'mlflow.db'}"
+    assert TOKEN not in repr(s)  # the token is never printed
+    monkeypatch.setenv("SCALESWEEP_RECONCILE", "ignore")
+    with pytest.raises(ValidationError, match="'resume' or 'mark_failed'"):
+        Settings()  # type: ignore[call-arg]
+    monkeypatch.delenv("SCALESWEEP_RECONCILE")
+    monkeypatch.delenv("SCALESWEEP_API_TOKEN")
+    with pytest.raises(ValidationError, match="api_token"):
+        Settings()  # type: ignore[call-arg]
+
+
+def test_migrations_create_the_schema_and_are_idempotent(tmp_path: Path) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    migrate(engine)
+    migrate(engine)
+    tables = set(inspect(engine).get_table_names())
+    assert {"sweeps", "transfers", "alembic_version"} <= tables
+
+
+def test_health_and_ready(client: TestClient) -> None:
+    assert client.get("/v1/health").json() == {"status": "ok"}
+    ready = client.get("/v1/ready")
+    assert ready.status_code == 200, ready.text
+    assert ready.json()["checks"]["database"] == "ok" and ready.json()["checks"]["mlflow"] == "ok"
+
+
+def test_errors_are_problem_json(client: TestClient) -> None:
+    missing = client.get("/v1/nothing-here")
+    assert missing.status_code == 404
+    assert missing.headers["content-type"] == "application/problem+json"
+    assert missing.json()["status"] == 404 and missing.json()["title"] == "Not Found"
+    wrong = client.delete("/v1/health")
+    assert wrong.status_code == 405 and wrong.headers["content-type"] == "application/problem+json"
