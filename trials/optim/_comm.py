@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from torch import Tensor
+
+if TYPE_CHECKING:
+    from torch.distributed.tensor import DTensor
 
 __all__ = ["COLLECTIVES", "CommStats", "is_dtensor", "local_tensor", "logical_bytes_sent"]
 
@@ -119,4 +122,4 @@ def is_dtensor(t: Any) -> bool:
 
 def local_tensor(t: Tensor) -> Tensor:
     """This rank's part of `t`: the DTensor's local shard (an alias, so in-place updates land in it), else `t`."""
-    return t.to_local() if is_dtensor(t) else t
+    return cast("DTensor", t).to_local() if is_dtensor(t) else t

@@ -31,6 +31,7 @@ from torch.optim import Optimizer
 from ._functional import fast_ns_dtype
 from ._periodic import PeriodicRowMuon, RowNormMuon
 from ._routing import ParameterRouting, route_parameters
+from ._sharded import ShardedPeriodicRowMuon
 
 __all__ = [
     "DEFAULT_LR",
@@ -101,14 +102,26 @@ def _build_adamw(params: list[Tensor], cfg: OptimizerConfig, ns_dtype: torch.dty
     return _adamw(params, cfg.resolved_lr, cfg.weight_decay, cfg)
 
 
+def _sharded(params: list[Tensor]) -> bool:
+    """FSDP2 parameters are DTensors: they need the sharded class (explicit, accounted communication)."""
+    from torch.distributed.tensor import DTensor
+
+    return any(isinstance(p, DTensor) for p in params)
+
+
 def _build_muon(params: list[Tensor], cfg: OptimizerConfig, ns_dtype: torch.dtype) -> Optimizer:
+    if _sharded(params):  # the sharded vanilla-Muon baseline: all-gather and NS5 on every step
+        return ShardedPeriodicRowMuon(
+            params, refresh_every=1, ns_steps=cfg.ns_steps, ns_dtype=ns_dtype, **_muon_kwargs(cfg)
+        )
     if ns_dtype == torch.bfloat16:
         return torch.optim.Muon(params, ns_steps=cfg.ns_steps, **_muon_kwargs(cfg))
     return PeriodicRowMuon(params, refresh_every=1, ns_steps=cfg.ns_steps, ns_dtype=ns_dtype, **_muon_kwargs(cfg))
 
 
 def _build_periodic(params: list[Tensor], cfg: OptimizerConfig, ns_dtype: torch.dtype) -> Optimizer:
-    return PeriodicRowMuon(
+    cls = ShardedPeriodicRowMuon if _sharded(params) else PeriodicRowMuon
+    return cls(
         params,
         refresh_every=cfg.refresh_every,
         gamma=cfg.gamma,
@@ -171,6 +184,11 @@ class HybridOptimizer:
     @property
     def param_groups(self) -> list[dict[str, Any]]:
         return [g for opt in self.optimizers for g in opt.param_groups]
+
+    @property
+    def comm_stats(self) -> Any:
+        """Logical communication of a sharded matrix optimizer (`CommStats`), or None when unsharded."""
+        return getattr(self.matrix, "comm_stats", None)
 
     @property
     def ns5_calls(self) -> int:

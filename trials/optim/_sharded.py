@@ -15,48 +15,78 @@ the other ranks:
 So at K = 3 a rank sends one gather of U per three steps plus n floats per tall matrix on the other two: a third of
 vanilla Muon's bytes, up to the column-norm scalars. `refresh_every=1` is the sharded vanilla-Muon baseline (a
 gather every step). What is gathered is U, the Nesterov-corrected momentum (NS5's input), in the Newton-Schulz
-dtype when that is narrower than U's (bf16 halves the bytes and changes nothing: NS5 casts to it first anyway).
+dtype when that is narrower than the parameter's (bf16 halves the bytes and changes nothing: NS5 casts to it first).
 
-Agreement between ranks: every rank must issue the same collectives in the same order, so whether a sharded matrix
-takes part in a step is decided only from what all ranks share: it takes part iff `p.requires_grad`. A rank whose
-shard has no `.grad` (FSDP2 always reduce-scatters one, so this means a hand-made or partial backward) uses zeros
-for it: its momentum rows decay, weight decay applies, the step counter advances with the other ranks'. To freeze
-a sharded matrix, set `requires_grad=False` on every rank. Plain (unsharded) tensors in the same optimizer are
-replicated parameters updated locally, with `PeriodicRowMuon`'s rule: a missing grad skips them.
+Agreement between ranks: every rank must issue the same collectives in the same order, so what a step sends is
+decided only from what all ranks share (shapes, placements, dtypes, step counters, `requires_grad`), never from
+whether this rank's shard has a `.grad`. A sharded matrix takes part in a step iff `p.requires_grad`; a rank whose
+shard has no gradient uses zeros for it (FSDP2's reduce-scatter normally gives every rank one; a missing one comes
+from a hand-made or partial backward, or a module unused on every rank). Its momentum rows then decay, weight decay
+applies and the step counter advances with the other ranks', where `PeriodicRowMuon` would skip the matrix. To
+freeze a sharded matrix, set `requires_grad=False` on every rank. Plain (unsharded) tensors in the same optimizer
+are replicated parameters, updated locally with `PeriodicRowMuon`'s rule: a missing grad skips them.
 
 Communication is counted in `comm_stats` (`CommStats`): logical bytes sent per rank, per step and cumulative, by
 collective kind, with the nccl-tests bus convention (an all-gather of S bytes over W ranks: (W-1)/W*S sent per
 rank; an all-reduce: 2(W-1)/W*S; padding of uneven shards counts).
 
-Use in an FSDP2 trainer (the DTensors come from `fully_shard`; any 1-D `Shard(0)` mesh, or HSDP's
-`(Replicate(), Shard(0))`, works):
+Use in an FSDP2 trainer (runnable as is on CPU; tested with `torchrun --nproc-per-node 2` on gloo). The optimizer
+only needs the `Shard(0)` DTensors that `fully_shard` makes, on a 1-D mesh; HSDP's `(Replicate(), Shard(0))` takes
+the same path (the shard mesh dimension's group), untested here.
 
+    # train_fsdp2.py; run with: torchrun --nproc-per-node 2 train_fsdp2.py
     import torch
     import torch.distributed as dist
+    from torch import nn
     from torch.distributed.fsdp import fully_shard
 
     from trials.optim import ShardedPeriodicRowMuon, route_parameters
 
-    dist.init_process_group("nccl")  # "gloo" on CPU
-    model = MyMMDiT().cuda()
+
+    class Net(nn.Module):  # stands in for your MMDiT: the 2-D weights under "blocks" go to Muon
+        def __init__(self, d: int = 64) -> None:
+            super().__init__()
+            self.inp = nn.Linear(16, d)
+            self.blocks = nn.ModuleList(
+                nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d)) for _ in range(2)
+            )
+            self.out = nn.Linear(d, 16)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = self.inp(x)
+            for block in self.blocks:
+                h = h + block(h)
+            return self.out(h)
+
+
+    dist.init_process_group("gloo")  # "nccl" on GPUs, with the model and the batches on the rank's device
+    torch.manual_seed(0)  # the same initial weights on every rank
+    model = Net()
     for block in model.blocks:
-        fully_shard(block)
+        fully_shard(block)  # its weights become DTensors sharded on dim 0
     fully_shard(model)
-    routing = route_parameters(model)  # 2-D weights inside the blocks -> Muon, the rest -> AdamW
+    routing = route_parameters(model)  # block matrices -> Muon; biases, input and output layers -> AdamW
     muon = ShardedPeriodicRowMuon([p for _, p in routing.muon], lr=0.02, refresh_every=3, gamma=0.15)
-    adamw = torch.optim.AdamW([p for _, p in routing.aux], lr=1e-4)
-    for step, batch in enumerate(loader):
-        loss = model(batch)
+    adamw = torch.optim.AdamW([p for _, p in routing.aux], lr=1e-3)
+    gen = torch.Generator().manual_seed(dist.get_rank())  # each rank its own data
+    x = torch.randn(256, 16, generator=gen)
+    y = torch.sin(x)
+    for step in range(31):
+        loss = nn.functional.mse_loss(model(x), y)
         loss.backward()
         muon.step()
         adamw.step()
         muon.zero_grad()
         adamw.zero_grad()
-        if dist.get_rank() == 0:
-            print(step, loss.item(), muon.comm_stats.as_metrics())  # or mlflow.log_metrics(..., step=step)
+        if dist.get_rank() == 0 and step % 10 == 0:
+            stats = muon.comm_stats  # or mlflow.log_metrics(stats.as_metrics(), step=step)
+            print(f"step {step} loss {loss.item():.4f} sent {stats.step_bytes_sent / 1e3:.1f} kB {stats.step_calls}")
+    dist.destroy_process_group()
 
-Checkpoint with `torch.distributed.checkpoint`: `get_optimizer_state_dict(model, muon)` / `set_optimizer_state_dict`
-(the momentum buffers are DTensors with the parameters' placements; the step counters are ints).
+On this AVX2-only CPU pass `ns_dtype=trials.optim.fast_ns_dtype()` (fp32): bf16 matmul is 10-30x slower there.
+Checkpoint with `torch.distributed.checkpoint`: `get_state_dict(model, muon)` / `set_state_dict(...)` around
+`dcp.save` / `dcp.load`; the momentum buffers are DTensors with the parameters' placements, so they are saved
+sharded, and the step counters are ints, so a run resumes mid-period exactly.
 """
 
 from __future__ import annotations
@@ -137,7 +167,6 @@ class _Item:
     layout: _Layout
     group: dict[str, Any]  # its param group (hyperparameters)
     eta: float
-    update: Tensor | None = None  # U's local rows, kept for tall matrices until their column sums arrive
 
     def nesterov(self) -> Tensor:
         momentum = self.group["momentum"]
@@ -145,7 +174,7 @@ class _Item:
 
     def nesterov_into(self, out: Tensor) -> None:
         """U written straight into a send buffer: no extra copy when the dtypes match."""
-        if self.group["nesterov"] and out.dtype == self.grad.dtype:
+        if self.group["nesterov"] and out.dtype == self.grad.dtype == self.buf.dtype:
             torch.lerp(self.grad, self.buf, self.group["momentum"], out=out)
         else:
             out.copy_(self.nesterov())
@@ -317,9 +346,9 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
                     local_rownorm.append(item)  # wide or square: its rows are all here
 
         # Issue the communication first, so it runs under the local work.
-        column_sums, reduce_work = self._start_column_sums(sharded_tall)
+        tall_updates, column_sums, reduce_work = self._start_column_sums(sharded_tall)
         buckets = self._buckets(sharded_refresh)
-        in_flight = self._start_gather(buckets[0]) if buckets else None
+        in_flight = [self._start_gather(buckets[0])] if buckets else []
 
         for item in local_rownorm:
             update = item.nesterov()
@@ -334,19 +363,19 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
 
         # Refresh: NS5 on bucket i while the gather of bucket i+1 is in flight.
         for i, bucket in enumerate(buckets):
-            work, gathered = in_flight  # type: ignore[misc]
-            in_flight = self._start_gather(buckets[i + 1]) if i + 1 < len(buckets) else None
+            work, gathered = in_flight.pop(0)
+            if i + 1 < len(buckets):
+                in_flight.append(self._start_gather(buckets[i + 1]))
             work.wait()
             self._finish_refresh(bucket, gathered)
 
         if reduce_work is not None:
             reduce_work.wait()
             offset = 0
-            for item in sharded_tall:
+            for item, update in zip(sharded_tall, tall_updates, strict=True):
                 n = item.layout.cols
                 norms = column_sums[offset : offset + n].sqrt().clamp_min_(item.group["eps"]).view(1, n)
-                item.apply_normalized(item.update, norms)  # type: ignore[arg-type]
-                item.update = None
+                item.apply_normalized(update, norms)
                 offset += n
                 self.rownorm_calls += 1
         return loss
@@ -357,32 +386,38 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
 
     # --- tall matrices: one all-reduce of every column sum of squares ----------------------------------------
 
-    def _start_column_sums(self, items: list[_Item]) -> tuple[Tensor, Any]:
+    def _start_column_sums(self, items: list[_Item]) -> tuple[list[Tensor], Tensor, Any]:
+        """U's local rows of every tall matrix (kept until the sums arrive), and the all-reduce of the squared
+        column norms of all of them in one buffer."""
         if not items:
-            return torch.empty(0), None
-        wide = any(item.grad.dtype == torch.float64 for item in items)
-        acc = torch.float64 if wide else torch.float32
+            return [], torch.empty(0), None
+        # The buffer's dtype follows the parameters' (the same on every rank), accumulating as
+        # normalize_rows_or_columns does: fp32 for half types and fp32, fp64 when any matrix is fp64.
+        acc = torch.float64 if any(item.local.dtype == torch.float64 for item in items) else torch.float32
         sums = torch.empty(sum(item.layout.cols for item in items), dtype=acc, device=items[0].local.device)
+        updates = []
         offset = 0
         for item in items:
-            item.update = item.nesterov()
+            update = item.nesterov()
             n = item.layout.cols
-            # Squared column norms of the local rows, accumulated as normalize_rows_or_columns does (fp32 for
-            # half types); an empty shard contributes zeros.
-            torch.linalg.vector_norm(item.update, dim=0, dtype=acc, out=sums[offset : offset + n]).square_()
+            # Squared column norms of the local rows; an empty shard contributes zeros.
+            torch.linalg.vector_norm(update, dim=0, dtype=acc, out=sums[offset : offset + n]).square_()
+            updates.append(update)
             offset += n
         work = dist.all_reduce(sums, op=dist.ReduceOp.SUM, group=self._group, async_op=True)
         self.comm_stats.record("all_reduce", sums.numel() * sums.element_size())
-        return sums, work
+        return updates, sums, work
 
     # --- refresh: bucketed all-gather of U, NS5 on the whole matrix, keep the local rows ---------------------
 
-    def _gather_dtype(self, item: _Item) -> torch.dtype:
+    @staticmethod
+    def _gather_dtype(item: _Item) -> torch.dtype:
         # NS5 starts with U.to(ns_dtype): gathering in that dtype when it is narrower sends fewer bytes and gives
-        # the same NS5 input, bit for bit.
+        # the same NS5 input, bit for bit. Decided from the parameter's dtype, which every rank agrees on (a rank
+        # whose grad is missing must still build the same bucket); FSDP2's sharded grads have the param's dtype.
         ns_dtype: torch.dtype = item.group["ns_dtype"]
-        u_dtype = item.grad.dtype
-        return ns_dtype if ns_dtype.itemsize < u_dtype.itemsize else u_dtype
+        dtype = item.local.dtype
+        return ns_dtype if ns_dtype.itemsize < dtype.itemsize else dtype
 
     def _buckets(self, items: list[_Item]) -> list[list[_Item]]:
         buckets: list[list[_Item]] = []
