@@ -633,3 +633,26 @@ def test_bad_bucket_size_is_refused() -> None:
 
 if __name__ == "__main__":  # one rank, started by the `ranks` fixture
     _worker(int(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3]))
+
+
+def test_the_readme_fsdp2_example_runs_under_torchrun() -> None:
+    """examples/train_fsdp2.py, as the README shows it: two gloo ranks, loss falls, bytes only on refresh steps."""
+    import re
+    import subprocess
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "train_fsdp2.py"
+    torchrun = Path(sys.executable).with_name("torchrun")
+    out = subprocess.run(
+        [str(torchrun), "--nproc-per-node", "2", str(example)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = re.findall(r"step (\d+) loss ([\d.]+) sent ([\d.]+) kB", out.stdout)
+    assert [int(r[0]) for r in rows] == [0, 10, 20, 30]
+    losses = [float(r[1]) for r in rows]
+    assert losses[-1] < 0.5 * losses[0]
+    sent = [float(r[2]) for r in rows]
+    assert sent[1] < 0.01 * sent[0]  # step 10 (10 % 3 != 0): one all-reduce of column scalars, no gather
