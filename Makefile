@@ -29,7 +29,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy trials scaling
+	$(BIN)/mypy trials scaling dashboards
 
 test: $(STAMP)
 	$(BIN)/ruff check .

@@ -1,9 +1,81 @@
-"""Figures and an HTML report computed from run records and fits (compute the data, then draw it).
+"""Figures and an HTML report computed from run records and fits: compute the data, then draw it.
 
-Not built yet (issue: "One command runs the whole study; dashboards; deployment"); the public surface will be named
-here.
+``compute_*`` functions turn run records (``RunRecord`` or dicts, e.g. from ``load_runs``) and fits into small
+typed data objects; ``plot_*`` functions turn those into a ``matplotlib.figure.Figure`` without touching pyplot or
+any global state. ``log_figures`` saves figures as MLflow artifacts; ``build_report``/``write_report`` make one
+self-contained HTML file.
 """
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from ._curves import (
+    FDCurves,
+    GroupSeries,
+    LossCurves,
+    Ranking,
+    RunSeries,
+    compute_fd_curves,
+    compute_loss_curves,
+    plot_fd_curves,
+    plot_loss_curves,
+)
+from ._errors import DashboardError, DashboardInputError
+from ._heatmap import HeatmapData, compute_heatmap, plot_heatmap
+from ._mlflow import load_chosen, load_run, load_runs, log_figures
+from ._records import ARMS, FDInfo, RunRecord, SeedStats, as_records, describe_fd, fd_label
+from ._report import ReportData, build_report, compute_report, report_figures, write_report
+from ._scaling import (
+    SCALING_METRICS,
+    FitCurve,
+    FitSummary,
+    ScalingPlotData,
+    ScalingPoints,
+    compute_scaling_plot,
+    plot_scaling,
+    scaling_fit_data,
+)
+from ._timing import TimingData, compute_timing, plot_timing
+
+__all__ = [
+    "ARMS",
+    "SCALING_METRICS",
+    "DashboardError",
+    "DashboardInputError",
+    "FDCurves",
+    "FDInfo",
+    "FitCurve",
+    "FitSummary",
+    "GroupSeries",
+    "HeatmapData",
+    "LossCurves",
+    "Ranking",
+    "ReportData",
+    "RunRecord",
+    "RunSeries",
+    "ScalingPlotData",
+    "ScalingPoints",
+    "SeedStats",
+    "TimingData",
+    "as_records",
+    "build_report",
+    "compute_fd_curves",
+    "compute_heatmap",
+    "compute_loss_curves",
+    "compute_report",
+    "compute_scaling_plot",
+    "compute_timing",
+    "describe_fd",
+    "fd_label",
+    "load_chosen",
+    "load_run",
+    "load_runs",
+    "log_figures",
+    "plot_fd_curves",
+    "plot_heatmap",
+    "plot_loss_curves",
+    "plot_scaling",
+    "plot_timing",
+    "report_figures",
+    "scaling_fit_data",
+    "write_report",
+]

@@ -38,7 +38,9 @@ def test_imports_point_one_way(package: str) -> None:
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
-@pytest.mark.parametrize("package", ["trials", "trials.optim", "trials.metrics", "scaling", "sweeper", "api"])
+@pytest.mark.parametrize(
+    "package", ["trials", "trials.optim", "trials.metrics", "scaling", "sweeper", "api", "dashboards"]
+)
 def test_public_surface_is_explicit(package: str) -> None:
     module = __import__(package, fromlist=["__all__"])
     assert isinstance(module.__all__, list)

@@ -1,0 +1,393 @@
+"""One self-contained HTML report: figures inlined as base64 PNG, the numbers behind them as tables, and a header
+that says which features the FD was computed on and with how many samples.
+
+The report is built from the computed data objects (``ReportData``), so every number in a table is the number
+drawn in the figure above it. The file needs nothing but a browser: no scripts or styles are fetched. A small
+inline script counts, after ``load``, the images the browser decoded (``data-images-loaded`` on ``<body>``), so a
+headless browser can check that the report renders.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import html
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from matplotlib.figure import Figure
+
+from ._curves import FDCurves, LossCurves, compute_fd_curves, compute_loss_curves, plot_fd_curves, plot_loss_curves
+from ._draw import png_bytes
+from ._errors import DashboardInputError
+from ._heatmap import HeatmapData, compute_heatmap, plot_heatmap
+from ._records import FDInfo, RunRecord, as_records, describe_fd, merge_fd
+from ._scaling import SCALING_METRICS, ScalingPlotData, compute_scaling_plot, plot_scaling
+from ._timing import TimingData, compute_timing, plot_timing
+
+if TYPE_CHECKING:
+    from scaling import ScalingFit
+
+__all__ = ["ReportData", "build_report", "compute_report", "report_figures", "write_report"]
+
+
+@dataclass(frozen=True)
+class ReportData:
+    """The sections of a report; any may be absent. ``fd`` defaults to what the sections' records say;
+    ``context`` holds provenance lines (tracking URI, parent run id, git SHA, ...) shown in the header."""
+
+    title: str = "scalesweep report"
+    heatmap: HeatmapData | None = None
+    fd_curves: FDCurves | None = None
+    loss: LossCurves | None = None
+    scaling: tuple[ScalingPlotData, ...] = ()
+    timing: TimingData | None = None
+    fd: FDInfo | None = None
+    context: Mapping[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def fd_info(self) -> FDInfo:
+        if self.fd is not None:
+            return self.fd
+        sources = [self.heatmap, self.fd_curves, *self.scaling]
+        return merge_fd(s.fd for s in sources if s is not None)
+
+
+def compute_report(
+    records: Iterable[RunRecord | Mapping[str, Any]],
+    *,
+    title: str = "scalesweep report",
+    fits: Mapping[str, ScalingFit] | None = None,
+    chosen: tuple[int, float] | None = None,
+    ks: Sequence[int] | None = None,
+    gammas: Sequence[float] | None = None,
+    context: Mapping[str, str] | None = None,
+) -> ReportData:
+    """Every section the records support: the K x γ heatmap when periodic trials cover two or more (K, γ) cells
+    (or a grid is given), FD and loss curves, timing, and scaling panels for each ``fits[metric]`` (keys of
+    ``SCALING_METRICS``; the fit must be on that metric) or, without fits, points only when an arm spans two
+    or more model sizes."""
+    recs = as_records(records)
+    notes: list[str] = []
+    cells = {(r.K, r.gamma) for r in recs if r.arm == "periodic" and r.K is not None and r.gamma is not None}
+    heatmap = None
+    if len(cells) >= 2 or ks or gammas or chosen:
+        heatmap = compute_heatmap(recs, ks=ks, gammas=gammas, chosen=chosen)
+    fd_curves = compute_fd_curves(recs) if any(r.fd for r in recs) else None
+    loss = compute_loss_curves(recs) if any(r.loss or r.val_loss for r in recs) else None
+    timed = any(r.succeeded and (r.step_time_s or r.optimizer_time_s or r.optimizer_step_time_s) for r in recs)
+    timing = compute_timing(recs) if timed else None
+    scaling: list[ScalingPlotData] = []
+    for metric, fit in (fits or {}).items():
+        if metric not in SCALING_METRICS:
+            raise DashboardInputError(f"fits: unknown metric {metric!r}; choices: {sorted(SCALING_METRICS)}")
+        scaling.append(compute_scaling_plot(recs, metric, fit))
+    if not fits:
+        sizes: dict[str, set[int]] = {}
+        for r in recs:
+            if r.succeeded and r.parameters is not None:
+                sizes.setdefault(r.arm, set()).add(r.parameters)
+        if any(len(s) >= 2 for s in sizes.values()):
+            for metric in ("time_to_best_s", "best_fd"):
+                try:
+                    scaling.append(compute_scaling_plot(recs, metric))
+                except DashboardInputError as exc:
+                    notes.append(f"scaling plot of {metric} left out: {exc}")
+                    break
+    return ReportData(
+        title=title,
+        heatmap=heatmap,
+        fd_curves=fd_curves,
+        loss=loss,
+        scaling=tuple(scaling),
+        timing=timing,
+        fd=describe_fd(recs),
+        context=dict(context or {}),
+        notes=tuple(notes),
+    )
+
+
+def report_figures(data: ReportData) -> dict[str, Figure]:
+    """name -> figure for each section present (names are safe artifact file names, see ``log_figures``)."""
+    figures: dict[str, Figure] = {}
+    if data.heatmap is not None:
+        figures["heatmap"] = plot_heatmap(data.heatmap)
+    if data.fd_curves is not None:
+        figures["fd_curves"] = plot_fd_curves(data.fd_curves)
+    if data.loss is not None:
+        figures["loss"] = plot_loss_curves(data.loss)
+    if data.scaling:
+        figures["scaling"] = plot_scaling(data.scaling)
+    if data.timing is not None:
+        figures["timing"] = plot_timing(data.timing)
+    return figures
+
+
+# ----------------------------------------------------------------------------------------------------------
+# HTML
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _fmt(value: float | None, digits: int = 4) -> str:
+    if value is None or not math.isfinite(value):
+        return "—"
+    return f"{value:.{digits}g}"
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[str]], caption: str = "") -> str:
+    """``header`` and cells are already-escaped HTML fragments."""
+    head = "".join(f"<th>{h}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    cap = f"<caption>{caption}</caption>" if caption else ""
+    return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _img(name: str, figure: Figure, dpi: float) -> str:
+    encoded = base64.b64encode(png_bytes(figure, dpi=dpi)).decode("ascii")
+    return f'<figure><img alt="{_e(name)}" src="data:image/png;base64,{encoded}"></figure>'
+
+
+def _heatmap_html(h: HeatmapData) -> str:
+    def cell(matrix: Any, i: int, j: int) -> str:
+        value = matrix[i, j]
+        text = _fmt(value) if math.isfinite(value) else _e(h.status[i][j] if h.status[i][j] != "ok" else "no value")
+        if h.n_ok[i, j] < h.n_runs[i, j] and math.isfinite(value):
+            text += f" ({h.n_ok[i, j]}/{h.n_runs[i, j]} seeds)"
+        if h.chosen is not None and h.cell(*h.chosen) == (i, j):
+            text = f'<strong class="chosen">{text} ★</strong>'
+        return text
+
+    parts = []
+    chosen = (
+        f"Chosen pair: <strong>K={h.chosen[0]}, γ={h.chosen[1]:g}</strong> ({_e(h.chosen_source)})."
+        if h.chosen is not None
+        else "No pair could be chosen: no cell has an objective."
+    )
+    parts.append(f"<p>{chosen}</p>")
+    matrices = [("objective (mean FD over eval steps and seeds)", h.objective)]
+    matrices += [(f"FD at step {s}", m) for s, m in zip(h.steps, h.per_step, strict=True)]
+    for caption, matrix in matrices:
+        rows = [[f"K={k}"] + [cell(matrix, i, j) for j in range(len(h.gammas))] for i, k in enumerate(h.ks)]
+        parts.append(_table(["K \\ γ"] + [f"{g:g}" for g in h.gammas], rows, _e(caption)))
+    if h.baselines:
+        rows = [[_e(name), _fmt(v)] for name, v in h.baselines.items()]
+        parts.append(_table(["baseline", "objective (mean over seeds)"], rows, "baselines at the same rung"))
+    return "".join(parts)
+
+
+def _fd_curves_html(c: FDCurves) -> str:
+    rows = []
+    for g in c.groups:
+        best = min(range(len(g.stats.mean)), key=lambda i: g.stats.mean[i]) if g.stats.mean else None
+        rows.append(
+            [
+                _e(g.rung or "—"),
+                _e(g.label),
+                _e(", ".join(map(str, g.seeds))),
+                str(g.n_failed),
+                _fmt(g.stats.mean[best]) if best is not None else "—",
+                str(int(g.stats.x[best])) if best is not None else "—",
+                _fmt(g.stats.mean[-1]) if g.stats.mean else "—",
+                str(int(g.stats.x[-1])) if g.stats.x else "—",
+            ]
+        )
+    failed = [r for r in c.runs if r.status != "SUCCEEDED"]
+    note = ""
+    if failed:
+        note = (
+            "<p>Not in the means: "
+            + "; ".join(_e(f"{r.label} seed {r.seed} ({r.status}, run {r.run_id or '?'})") for r in failed)
+            + ".</p>"
+        )
+    header = ["rung", "arm", "seeds", "failed", "best mean FD", "at step", "endpoint mean FD", "at step"]
+    return _table(header, rows, "FD of the mean over succeeded seeds") + note
+
+
+def _loss_html(loss: LossCurves) -> str:
+    by_step = {rk.rung: rk for rk in loss.by_step}
+    by_time = {rk.rung: rk for rk in loss.by_time}
+    rows = []
+    for rung in loss.rungs:
+        s, t = by_step.get(rung), by_time.get(rung)
+        for i in range(max(len(s.order) if s else 0, len(t.order) if t else 0)):
+            row = [_e(rung or "—") if i == 0 else "", str(i + 1)]
+            for rk, at in ((s, f"step {int(s.at)}" if s else ""), (t, f"{t.at:.4g} s" if t else "")):
+                if rk is not None and i < len(rk.order):
+                    label, value = rk.order[i]
+                    row += [_e(label), _fmt(value), _e(at) if i == 0 else ""]
+                else:
+                    row += ["—", "—", ""]
+            rows.append(row)
+    header = ["rung", "rank", "by step: arm", "train loss", "at", "by effective time: arm", "train loss", "at"]
+    parts = [
+        _table(
+            header,
+            rows,
+            "train-loss rankings (mean over seeds): at the last step every arm reached, and at "
+            "the shortest total effective time among the arms",
+        )
+        if rows
+        else "<p>No ranking: the arms share no step or time budget.</p>"
+    ]
+    parts.append(
+        "<p>Train-loss times are interpolated linearly in the step between (0, 0) and the eval points, where "
+        "effective time is measured (constant step time between evals); validation loss (markers) is drawn at "
+        "its measured times.</p>"
+    )
+    return "".join(parts)
+
+
+def _scaling_html(panels: Sequence[ScalingPlotData]) -> str:
+    parts = []
+    for p in panels:
+        rows = [
+            [_e(pt.arm), f"{size:.4g}", _fmt(m), _fmt(lo), _fmt(hi), str(len(v))]
+            for pt in p.points
+            for size, m, lo, hi, v in zip(pt.sizes, pt.mean, pt.lo, pt.hi, pt.values, strict=True)
+        ]
+        parts.append(_table(["arm", "parameters", "mean", "min", "max", "seeds"], rows, _e(p.ylabel)))
+        if p.fit is not None:
+            f = p.fit
+            fit_rows = []
+            for arm, params in f.params.items():
+                cells = []
+                for name, value in params.items():
+                    lo, hi = f.intervals.get(arm, {}).get(name, (math.nan, math.nan))
+                    cells.append(f"{_e(name)} = {_fmt(value)} [{_fmt(lo)}, {_fmt(hi)}]")
+                fit_rows.append(
+                    [
+                        _e(arm),
+                        "; ".join(cells),
+                        _fmt(f.loo_error.get(arm)),
+                        _fmt(f.loo_baseline_error.get(arm)),
+                    ]
+                )
+            caption = f"fit {_e(f.form)} of {_e(p.metric)} ({f.level:.0%} bootstrap intervals)"
+            if f.share:
+                caption += f", shared: {_e(', '.join(f.share))}"
+            parts.append(
+                _table(["arm", "parameters", "leave-last-out error", "carry-forward baseline error"], fit_rows, caption)
+            )
+            flags = [f"<li><code>{_e(name)}</code>: {_e(f.flag_details.get(name, ''))}</li>" for name in f.flags]
+            flags += [f"<li>{_e(note)}</li>" for note in f.notes]
+            if f.suggestion:
+                flags.append(f"<li>suggestion: {_e(f.suggestion)}</li>")
+            if flags:
+                parts.append(f"<ul>{''.join(flags)}</ul>")
+        refused = [c for c in p.curves if c.refused_from is not None]
+        for c in refused:
+            parts.append(
+                f"<p>{_e(c.arm)}: the fit refuses to predict above {c.refused_from:.4g} parameters "
+                f"(shaded): {_e(c.refused_reason or '')}</p>"
+            )
+        if p.notes:
+            parts.append("<ul>" + "".join(f"<li>{_e(n)}</li>" for n in p.notes) + "</ul>")
+    return "".join(parts)
+
+
+def _timing_html(t: TimingData) -> str:
+    rows = []
+    for i, label in enumerate(t.labels):
+        for j, rung in enumerate(t.rungs):
+            if t.n[i, j] == 0:
+                continue
+            opt, step = t.optimizer_ms[i, j], t.step_ms[i, j]
+            share = opt / step if math.isfinite(opt) and math.isfinite(step) and step > 0 else math.nan
+            rows.append(
+                [
+                    _e(rung or "—"),
+                    _e(label),
+                    str(t.n[i, j]),
+                    f"{_fmt(opt)} [{_fmt(t.optimizer_lo[i, j])}, {_fmt(t.optimizer_hi[i, j])}]",
+                    f"{_fmt(step)} [{_fmt(t.step_lo[i, j])}, {_fmt(t.step_hi[i, j])}]",
+                    _fmt(100 * share, 3) + ("%" if math.isfinite(share) else ""),
+                ]
+            )
+    header = ["rung", "arm", "seeds", "optimizer ms/step [min, max]", "step ms [min, max]", "optimizer share"]
+    return _table(header, rows, "time per training step, mean over succeeded seeds")
+
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1400px; color: #222; }
+header { border-bottom: 2px solid #444; margin-bottom: 1.5em; }
+.fd { background: #fff6d8; border-left: 4px solid #d9a400; padding: 0.5em 1em; }
+table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.9em; }
+caption { text-align: left; font-weight: 600; padding: 0.3em 0; }
+th, td { border: 1px solid #bbb; padding: 0.25em 0.6em; text-align: right; }
+th { background: #eee; }
+td:first-child, th:first-child { text-align: left; }
+figure { margin: 0.5em 0; }
+img { max-width: 100%; height: auto; }
+.chosen { color: #b00; }
+"""
+
+# Counts decoded images after load so a headless browser (tests) can tell the figures rendered.
+_SCRIPT = """
+window.addEventListener("load", function () {
+  var ok = 0;
+  for (var i = 0; i < document.images.length; i++) {
+    var img = document.images[i];
+    if (img.complete && img.naturalWidth > 0) { ok += 1; }
+  }
+  document.body.dataset.imagesTotal = String(document.images.length);
+  document.body.dataset.imagesLoaded = String(ok);
+});
+"""
+
+
+def build_report(data: ReportData, *, figures: Mapping[str, Figure] | None = None, dpi: float = 100) -> str:
+    """The report as one HTML string. ``figures`` replaces the figures drawn from ``data`` (default:
+    ``report_figures(data)``), e.g. to reuse figures already logged; figures without a section of their own go
+    at the end."""
+    figs = dict(report_figures(data) if figures is None else figures)
+    info = data.fd_info
+    sections: list[tuple[str, str, str]] = []  # (figure name, heading, tables)
+    if data.heatmap is not None:
+        sections.append(("heatmap", "K × γ sweep", _heatmap_html(data.heatmap)))
+    if data.fd_curves is not None:
+        sections.append(("fd_curves", "FD versus step", _fd_curves_html(data.fd_curves)))
+    if data.loss is not None:
+        sections.append(("loss", "Loss versus step and effective training time", _loss_html(data.loss)))
+    if data.scaling:
+        sections.append(("scaling", "Scaling with model size", _scaling_html(data.scaling)))
+    if data.timing is not None:
+        sections.append(("timing", "Optimizer and step time", _timing_html(data.timing)))
+
+    body: list[str] = []
+    for name, heading, tables in sections:
+        img = _img(name, figs.pop(name), dpi) if name in figs else ""
+        body.append(f'<section id="{_e(name)}"><h2>{_e(heading)}</h2>{img}{tables}</section>')
+    for name, fig in figs.items():
+        body.append(f'<section id="{_e(name)}"><h2>{_e(name)}</h2>{_img(name, fig, dpi)}</section>')
+
+    context = "".join(f"<li>{_e(k)}: <code>{_e(v)}</code></li>" for k, v in data.context.items())
+    notes = [*data.notes, *(data.heatmap.notes if data.heatmap is not None else ())]
+    notes_html = "<ul>" + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul>" if notes else ""
+    generated = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{_e(data.title)}</title><style>{_STYLE}</style></head>\n"
+        f'<body data-fd-metric="{_e(",".join(info.metric_names))}">\n'
+        f"<header><h1>{_e(data.title)}</h1>"
+        f'<p class="fd"><strong>Quality metric:</strong> {_e(info.description)}</p>'
+        f"<ul>{context}<li>generated: {_e(generated)}</li></ul>{notes_html}</header>\n"
+        + "\n".join(body)
+        + f"\n<script>{_SCRIPT}</script>\n</body></html>\n"
+    )
+
+
+def write_report(
+    path: str | Path, data: ReportData, *, figures: Mapping[str, Figure] | None = None, dpi: float = 100
+) -> Path:
+    """Write ``build_report(data)`` to ``path`` (UTF-8); returns the path."""
+    out = Path(path)
+    out.write_text(build_report(data, figures=figures, dpi=dpi), encoding="utf-8")
+    return out
