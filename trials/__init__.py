@@ -9,7 +9,7 @@ and `trials.flow` (rectified-flow objective and sampler).
 from __future__ import annotations
 
 from ._command import PLACEHOLDERS, CommandConfig, run_command_trial
-from ._config import DataConfig, EvalConfig, TrialConfig, TrialResult, default_eval_steps
+from ._config import CPU_AUX_LR, DataConfig, EvalConfig, TrialConfig, TrialResult, default_eval_steps
 from ._errors import TrialError
 from ._run import metric_floor, run_trial
 from ._tracking import DEFAULT_EXPERIMENT, DEFAULT_TRACKING_URI, RunLogger, TrackingConfig, ensure_store

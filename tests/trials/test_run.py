@@ -181,3 +181,12 @@ def test_command_backend_reports_failures(tmp_path: Path) -> None:
     silent = {"command": [sys.executable, "-c", "pass"]}
     with pytest.raises(TrialError, match="without reporting any 'fd'"):
         run_command_trial(_tiny(), silent)
+
+
+def test_cpu_rungs_default_the_aux_lr_to_the_adamw_arm_lr_unless_set() -> None:
+    from trials import CPU_AUX_LR, TrialConfig
+
+    assert TrialConfig().optimizer.aux_lr == CPU_AUX_LR == 3e-3
+    assert TrialConfig(optimizer={"name": "muon"}).optimizer.aux_lr == CPU_AUX_LR
+    assert TrialConfig(optimizer={"aux_lr": 1e-4}).optimizer.aux_lr == 1e-4  # an explicit value is kept
+    assert TrialConfig(rung="paper-1.3b").optimizer.aux_lr == 1e-4  # the paper's value at paper scale
