@@ -15,6 +15,7 @@ from ._run import metric_floor, run_trial
 from ._tracking import DEFAULT_EXPERIMENT, DEFAULT_TRACKING_URI, RunLogger, TrackingConfig, ensure_store
 
 __all__ = [
+    "CPU_AUX_LR",
     "DEFAULT_EXPERIMENT",
     "DEFAULT_TRACKING_URI",
     "PLACEHOLDERS",
