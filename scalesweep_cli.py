@@ -101,6 +101,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from sweeper._cli import run
+
+    return run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="scalesweep",
@@ -121,6 +127,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     p.set_defaults(func=_cmd_serve)
+
+    from sweeper._cli import add_arguments  # argparse only: the sweep machinery is imported when a command runs
+
+    p = sub.add_parser("sweep", help="run, watch, cancel and read K x gamma sweeps (Ray Tune + Optuna, into MLflow)")
+    add_arguments(p)
+    p.set_defaults(func=_cmd_sweep)
     return parser
 
 

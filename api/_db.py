@@ -11,8 +11,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Integer, String, Text, create_engine
-from sqlalchemy.engine import Engine
+from sqlalchemy import JSON, DateTime, Integer, String, Text, TypeDecorator, create_engine
+from sqlalchemy.engine import Dialect, Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
 __all__ = ["Base", "SweepRecord", "TransferRecord", "make_engine", "make_sessionmaker", "migrate", "new_id"]
@@ -26,6 +26,19 @@ def new_id(prefix: str) -> str:
 
 def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
+
+
+class UTCDateTime(TypeDecorator[dt.datetime]):
+    """Timezone-aware UTC datetimes on every backend (SQLite stores them naive)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: dt.datetime | None, dialect: Dialect) -> dt.datetime | None:
+        return value.astimezone(dt.UTC) if value is not None and value.tzinfo else value
+
+    def process_result_value(self, value: dt.datetime | None, dialect: Dialect) -> dt.datetime | None:
+        return value.replace(tzinfo=dt.UTC) if value is not None and value.tzinfo is None else value
 
 
 class Base(DeclarativeBase):
@@ -42,8 +55,8 @@ class SweepRecord(Base):
     state: Mapped[str] = mapped_column(String(20), index=True)
     spec: Mapped[dict[str, Any]] = mapped_column(JSON)
     owner: Mapped[str] = mapped_column(String(200))
-    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=_now, index=True)
-    updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=_now, onupdate=_now)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=_now, index=True)
+    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=_now, onupdate=_now)
     idempotency_key: Mapped[str | None] = mapped_column(String(200), unique=True, nullable=True)
     pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
     ray_job_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
@@ -63,8 +76,8 @@ class TransferRecord(Base):
     state: Mapped[str] = mapped_column(String(20), index=True)
     spec: Mapped[dict[str, Any]] = mapped_column(JSON)
     owner: Mapped[str] = mapped_column(String(200))
-    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=_now, index=True)
-    updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=_now, onupdate=_now)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=_now, index=True)
+    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=_now, onupdate=_now)
     idempotency_key: Mapped[str | None] = mapped_column(String(200), unique=True, nullable=True)
     pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
     ray_job_id: Mapped[str | None] = mapped_column(String(200), nullable=True)

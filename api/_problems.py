@@ -40,6 +40,19 @@ def _field(loc: tuple[Any, ...] | list[Any]) -> str:
     return out or str(loc[0] if loc else "request")
 
 
+def _allowed_methods(request: Request) -> list[str]:
+    from starlette.routing import Match
+
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        match, _ = route.matches(request.scope)
+        if match in (Match.PARTIAL, Match.FULL):
+            methods |= set(getattr(route, "methods", None) or ())
+    if "GET" in methods:
+        methods.add("HEAD")
+    return sorted(methods)
+
+
 def install_problem_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -53,8 +66,10 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return problem(exc.status_code, str(exc.detail), instance=request.url.path,
-                       headers=getattr(exc, "headers", None))
+        headers = dict(getattr(exc, "headers", None) or {})
+        if exc.status_code == 405:  # Starlette lists only the first matching route's methods: list them all
+            headers["Allow"] = ", ".join(_allowed_methods(request))
+        return problem(exc.status_code, str(exc.detail), instance=request.url.path, headers=headers or None)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:  # never leak a traceback

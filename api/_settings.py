@@ -41,7 +41,9 @@ class Settings(BaseSettings):
         "resume", description="At start-up, a RUNNING sweep whose driver is gone is resumed, or marked FAILED."
     )
     ray_address: str | None = Field(
-        None, description="A Ray cluster to submit sweeps to as Ray Jobs; unset = a local driver per sweep."
+        None,
+        description="Ray cluster (GCS address, e.g. ray-head:6379) the sweep drivers attach to as RAY_ADDRESS; "
+        "unset = each driver starts a local Ray. Drivers always run as local subprocesses of the service.",
     )
     poll_interval_s: float = Field(1.0, gt=0, description="How often the job queue checks its drivers.")
 
@@ -65,4 +67,4 @@ class Settings(BaseSettings):
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    return Settings()  # type: ignore[call-arg]  # api_token comes from the environment
+    return Settings()  # api_token comes from the environment

@@ -8,13 +8,27 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from ._db import make_engine, make_sessionmaker, migrate
-from ._problems import install_problem_handlers
+from ._jobs import JobRunner
+from ._problems import PROBLEM_JSON, install_problem_handlers
 from ._settings import Settings, get_settings
-from .routers import health
+from .routers import health, sweeps
+from .schemas import Problem
 
 __all__ = ["create_app"]
 
 API_PREFIX = "/v1"
+
+
+def _create_tracking_store(uri: str) -> None:
+    """Create MLflow's store once, here, before any driver runs: several processes creating a new SQLite store at
+    once corrupt its schema (FIELD_NOTES)."""
+    from mlflow import MlflowClient
+
+    if uri.startswith("sqlite:///"):
+        from pathlib import Path
+
+        Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -23,13 +37,23 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings.workdir.mkdir(parents=True, exist_ok=True)
     engine = make_engine(settings.db_url)
     migrate(engine)
+    _create_tracking_store(settings.tracking_uri)
+
+    sessions = make_sessionmaker(engine)
+    jobs = JobRunner(settings, sessions)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        jobs.start()  # reconciles what a previous service process left RUNNING
         yield
+        jobs.stop()  # drivers keep running; the next service process adopts them
         engine.dispose()
 
+    errors = {code: {"model": Problem, "description": desc} for code, desc in (
+        (401, "missing or invalid bearer token"), (404, "no such resource"),
+        (422, "invalid input: each field and what is allowed"), (500, "internal error"))}
     app = FastAPI(
+        responses=errors,  # type: ignore[arg-type]
         title="scalesweep",
         version="0.1.0",
         summary="Sweeps and scaling studies for Periodic Row-wise Muon on diffusion transformers.",
@@ -37,7 +61,29 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.engine = engine
-    app.state.sessionmaker = make_sessionmaker(engine)
+    app.state.sessionmaker = sessions
+    app.state.jobs = jobs
     install_problem_handlers(app)
     app.include_router(health.router, prefix=API_PREFIX)
+    app.include_router(sweeps.router, prefix=API_PREFIX)
+    _document_problems(app)
     return app
+
+
+def _document_problems(app: FastAPI) -> None:
+    """Say in the OpenAPI schema what the service really sends: errors as application/problem+json."""
+    from fastapi.openapi.utils import get_openapi
+
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            schema = get_openapi(title=app.title, version=app.version, summary=app.summary, routes=app.routes)
+            for path in schema.get("paths", {}).values():
+                for operation in path.values():
+                    for code, response in operation.get("responses", {}).items():
+                        content = response.get("content", {})
+                        if code[0] in "45" and "application/json" in content:
+                            response["content"] = {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}}
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

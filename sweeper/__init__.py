@@ -1,8 +1,90 @@
-"""Sweeps on Ray Tune with Optuna: a sweep spec becomes trials, results land in MLflow. Knows nothing of HTTP.
+"""Sweeps on Ray Tune with Optuna: a typed spec -> trials (each an MLflow child run) -> the chosen point.
 
-Not built yet (issue: "Sweeps on Ray Tune with Optuna"); the public surface will be named here.
+The paper's first stage as a repeatable job: search Periodic Row-wise Muon's K and gamma on the smallest rung,
+score each pair by mean FD at 2/3, 5/6 and 6/6 of the horizon (mean over seeds, spread kept), beside AdamW and
+vanilla Muon, and pick the defaults to transfer (ties within a tolerance go to the larger, cheaper K).
+
+    from sweeper import load_spec, run_sweep, load_sweep_result
+    result = run_sweep(load_spec("examples/sweep-tiny.yaml"), workdir="out/sweeps/tiny", show_progress=True)
+    result.best            # e.g. {"K": 3, "gamma": 0.15}
+    print(result.table())  # the rank table, the baselines, the choice
+
+    scalesweep sweep run examples/sweep-tiny.yaml [--workdir DIR] [--resume]   # one driver process per sweep
+    scalesweep sweep status DIR | sweep result DIR | sweep cancel DIR
+
+- `run_sweep` is the driver: run it in a process of its own (the CLI is one); it starts a local Ray, or attaches to
+  $RAY_ADDRESS, and keeps its state in a work folder (see `_driver`). `sweep_status` and `cancel_sweep` work from
+  any process; `load_sweep_result` reads MLflow only.
+- Sweep states: RUNNING -> SUCCEEDED | FAILED | CANCELLED (INTERRUPTED when its driver died; `--resume` continues
+  it). Trial states: PENDING, RUNNING, SUCCEEDED, PRUNED, FAILED, CANCELLED.
+- Resume after a crash or a cancel: MLflow is the ledger; finished trials are never re-run, interrupted ones
+  continue from their checkpoint in their own run, failed ones are retried up to the limit, each attempt a run.
+- The MLflow layout (run names, tags, params, metrics, artifacts) is documented in `sweeper._ledger`.
+
+Knows nothing of HTTP. Heavy imports (torch, Ray, Optuna, MLflow) happen inside the calls that need them.
 """
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from ._driver import cancel_sweep, default_workdir, run_sweep, sweep_status
+from ._errors import SweepError, SweepFailedError
+from ._ledger import TAG, parent_run_name
+from ._planner import SAMPLERS, Planner, TrialRequest, list_search_methods
+from ._result import SweepResult, load_sweep_result
+from ._selection import TRIAL_STATES, PointSummary, Selection, TrialRecord, select_best, summarise_points
+from ._spec import (
+    SEARCH_PARAMS,
+    BaselineSpec,
+    BuiltinBackend,
+    CommandBackend,
+    EarlyStoppingSpec,
+    ExecutionSpec,
+    ParamRange,
+    RetrySpec,
+    SearchSpec,
+    SelectionSpec,
+    SweepSpec,
+    SweepTracking,
+    format_params,
+    load_spec,
+)
+from ._trainable import BACKENDS, list_backends
+
+__all__ = [
+    "BACKENDS",
+    "SAMPLERS",
+    "SEARCH_PARAMS",
+    "TAG",
+    "TRIAL_STATES",
+    "BaselineSpec",
+    "BuiltinBackend",
+    "CommandBackend",
+    "EarlyStoppingSpec",
+    "ExecutionSpec",
+    "ParamRange",
+    "Planner",
+    "PointSummary",
+    "RetrySpec",
+    "SearchSpec",
+    "Selection",
+    "SelectionSpec",
+    "SweepError",
+    "SweepFailedError",
+    "SweepResult",
+    "SweepSpec",
+    "SweepTracking",
+    "TrialRecord",
+    "TrialRequest",
+    "cancel_sweep",
+    "default_workdir",
+    "format_params",
+    "list_backends",
+    "list_search_methods",
+    "load_spec",
+    "load_sweep_result",
+    "parent_run_name",
+    "run_sweep",
+    "select_best",
+    "summarise_points",
+    "sweep_status",
+]

@@ -28,11 +28,16 @@ def _check_mlflow(uri: str) -> str:
 
 def _check_ray(address: str | None) -> str:
     if address is None:
-        import ray  # noqa: F401  # local drivers start their own Ray: importable is enough
+        import importlib.util
 
+        # Local drivers start their own Ray: installed is enough (importing Ray here would cost seconds).
+        if importlib.util.find_spec("ray") is None:
+            raise RuntimeError("ray is not installed")
         return "ok (local drivers)"
-    base = address if address.startswith("http") else f"http://{address.split('://')[-1].split(':')[0]}:8265"
-    with urllib.request.urlopen(f"{base}/api/version", timeout=3) as response:
+    # RAY_ADDRESS is the GCS address (head:6379) the drivers attach to; probe the head's dashboard health endpoint,
+    # which Ray 2.60 serves without its auth token (other /api paths answer 401 under token auth).
+    host = address.split("://")[-1].rsplit(":", 1)[0]
+    with urllib.request.urlopen(f"http://{host}:8265/api/gcs_healthz", timeout=3) as response:
         response.read()
     return "ok"
 

@@ -1,0 +1,212 @@
+"""`/v1/sweeps`: submit, list, follow, cancel and resume sweeps; read their trials and the chosen point."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response, status
+from sqlalchemy import and_, or_, select
+
+from sweeper import SweepError, SweepSpec, load_sweep_result, sweep_status
+
+from .._db import SweepRecord, new_id
+from .._jobs import TERMINAL
+from ..deps import Owner, ReadAccess, SessionDep
+from ..schemas import Links, SweepPublic, SweepsPublic, TrialPublic, TrialsPublic
+
+router = APIRouter(prefix="/sweeps", tags=["sweeps"])
+
+STATES = ("PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED")
+
+SPEC_EXAMPLE = {
+    "name": "tiny",
+    "rung": "cpu-xs",
+    "horizon": 40,
+    "search": {"method": "grid", "space": {"K": [2, 3], "gamma": [0.15, 0.25]}},
+    "seeds": [0],
+}
+
+
+def _ui(settings: Any, experiment_id: str | None, run_id: str | None) -> tuple[str | None, str | None]:
+    base = settings.mlflow_ui_url
+    if not base or not experiment_id:
+        return None, None
+    exp = f"{base.rstrip('/')}/#/experiments/{experiment_id}"
+    return exp, (f"{exp}/runs/{run_id}" if run_id else None)
+
+
+def _live(request: Request, record: SweepRecord) -> dict[str, Any]:
+    """The driver's own status file (progress, best so far), when the sweep has started."""
+    if not record.storage_path or not (Path(record.storage_path) / "sweep.json").is_file():
+        return {}
+    try:
+        return sweep_status(record.storage_path)
+    except (SweepError, OSError, ValueError):
+        return {}
+
+
+def _public(request: Request, record: SweepRecord) -> SweepPublic:
+    settings = request.app.state.settings
+    live = _live(request, record)
+    if live.get("parent_run_id") and not record.mlflow_parent_run_id:
+        record.mlflow_parent_run_id = live["parent_run_id"]
+    counts = {k: int(v) for k, v in (live.get("counts") or {}).items() if isinstance(v, int | float)}
+    exp_link, run_link = _ui(settings, record.mlflow_experiment_id or live.get("experiment_id"),
+                             record.mlflow_parent_run_id)
+    base = f"/v1/sweeps/{record.id}"
+    return SweepPublic(
+        id=record.id,
+        name=record.name,
+        state=record.state,
+        owner=record.owner,
+        created_at=record.created_at,
+        updated_at=record.updated_at,
+        error=record.error,
+        progress=counts,
+        best_so_far=live.get("best"),
+        mlflow_experiment_id=record.mlflow_experiment_id or live.get("experiment_id"),
+        mlflow_parent_run_id=record.mlflow_parent_run_id,
+        links=Links(self=base, trials=f"{base}/trials", best=f"{base}/best", mlflow_experiment=exp_link,
+                    mlflow_parent_run=run_link),
+        spec=record.spec,
+    )
+
+
+def _get(session: Any, sweep_id: str) -> SweepRecord:
+    record = session.get(SweepRecord, sweep_id)
+    if record is None:
+        raise HTTPException(404, f"no sweep {sweep_id!r}")
+    return record
+
+
+def _encode_cursor(record: SweepRecord) -> str:
+    raw = f"{record.created_at.isoformat()}|{record.id}"
+    return base64.urlsafe_b64encode(raw.encode()).decode()
+
+
+def _decode_cursor(cursor: str) -> tuple[dt.datetime, str]:
+    try:
+        created, _, sweep_id = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
+        return dt.datetime.fromisoformat(created), sweep_id
+    except (ValueError, UnicodeDecodeError):
+        raise HTTPException(422, "cursor: not a cursor this service issued (pass next_cursor as given)") from None
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=SweepPublic,
+    summary="Submit a sweep",
+    responses={
+        201: {"headers": {"Location": {"description": "the new sweep", "schema": {"type": "string"}}}},
+        200: {"model": SweepPublic, "description": "the sweep already created with this Idempotency-Key"},
+        409: {"description": "Idempotency-Key already used with another spec"},
+    },
+)
+def create_sweep(
+    request: Request,
+    response: Response,
+    session: SessionDep,
+    owner: Owner,
+    spec: Annotated[SweepSpec, Body(openapi_examples={"tiny": {"summary": "a 2x2 grid", "value": SPEC_EXAMPLE}})],
+    idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+) -> SweepPublic:
+    body = spec.model_dump(mode="json")
+    if idempotency_key:
+        existing = session.scalars(select(SweepRecord).where(SweepRecord.idempotency_key == idempotency_key)).first()
+        if existing is not None:
+            if existing.spec != body:
+                raise HTTPException(409, "Idempotency-Key was already used with a different sweep spec")
+            response.status_code = status.HTTP_200_OK
+            response.headers["Location"] = f"/v1/sweeps/{existing.id}"
+            return _public(request, existing)
+    record = SweepRecord(id=new_id("sw"), name=spec.name, state="PENDING", spec=body, owner=owner,
+                         idempotency_key=idempotency_key)
+    session.add(record)
+    session.commit()
+    request.app.state.jobs.wake()
+    response.headers["Location"] = f"/v1/sweeps/{record.id}"
+    return _public(request, record)
+
+
+@router.get("", response_model=SweepsPublic, summary="List sweeps, newest first")
+def list_sweeps(
+    request: Request,
+    session: SessionDep,
+    _reader: ReadAccess,
+    state: Annotated[str | None, Query(pattern="^(PENDING|RUNNING|SUCCEEDED|FAILED|CANCELLED)$")] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    cursor: str | None = None,
+) -> SweepsPublic:
+    query = select(SweepRecord).order_by(SweepRecord.created_at.desc(), SweepRecord.id.desc())
+    if state:
+        query = query.where(SweepRecord.state == state)
+    if cursor:
+        created, sweep_id = _decode_cursor(cursor)
+        query = query.where(or_(SweepRecord.created_at < created,
+                                and_(SweepRecord.created_at == created, SweepRecord.id < sweep_id)))
+    rows = list(session.scalars(query.limit(limit + 1)))
+    page = rows[:limit]
+    data = [_public(request, r) for r in page]
+    return SweepsPublic(data=data, count=len(data), next_cursor=_encode_cursor(page[-1]) if len(rows) > limit else None)
+
+
+@router.get("/{sweep_id}", response_model=SweepPublic, summary="A sweep: state, progress, best so far, MLflow ids")
+def get_sweep(sweep_id: str, request: Request, session: SessionDep, _reader: ReadAccess) -> SweepPublic:
+    return _public(request, _get(session, sweep_id))
+
+
+def _result(record: SweepRecord) -> Any:
+    if not record.storage_path or not (Path(record.storage_path) / "sweep.json").is_file():
+        return None
+    try:
+        return load_sweep_result(record.storage_path)
+    except SweepError:
+        return None
+
+
+@router.get("/{sweep_id}/trials", response_model=TrialsPublic, summary="Each trial: params, state, FD per eval step")
+def get_trials(sweep_id: str, session: SessionDep, _reader: ReadAccess) -> TrialsPublic:
+    result = _result(_get(session, sweep_id))
+    if result is None:
+        return TrialsPublic(data=[], count=0)
+    data = [
+        TrialPublic(key=t.trial_key, role=t.role, arm=t.arm, params=t.params, seed=t.seed, state=t.status,
+                    attempt=t.attempt, fd=t.fd, objective=t.objective, run_id=t.run_id or "")
+        for t in result.trials
+    ]
+    return TrialsPublic(data=data, count=len(data))
+
+
+@router.get("/{sweep_id}/best", summary="The chosen point with its rank table, gap and seed spread",
+            responses={409: {"description": "no point scored yet"}})
+def get_best(sweep_id: str, session: SessionDep, _reader: ReadAccess) -> dict[str, Any]:
+    record = _get(session, sweep_id)
+    result = _result(record)
+    if result is None or result.selection is None:
+        raise HTTPException(409, f"sweep {sweep_id} ({record.state}) has no point scored on every seed yet")
+    return {"sweep_id": record.id, "state": record.state, "best": result.best, **result.selection_document()}
+
+
+@router.post("/{sweep_id}/cancel", status_code=202, response_model=SweepPublic, summary="Cancel a sweep",
+             responses={409: {"description": "already finished"}})
+def cancel(sweep_id: str, request: Request, session: SessionDep, _owner: Owner) -> SweepPublic:
+    record = _get(session, sweep_id)
+    if record.state in TERMINAL:
+        raise HTTPException(409, f"sweep {sweep_id} is {record.state}: only PENDING or RUNNING sweeps can be cancelled")
+    request.app.state.jobs.cancel(session, record)
+    return _public(request, record)
+
+
+@router.post("/{sweep_id}/resume", status_code=202, response_model=SweepPublic, summary="Resume a sweep",
+             responses={409: {"description": "not resumable"}})
+def resume(sweep_id: str, request: Request, session: SessionDep, _owner: Owner) -> SweepPublic:
+    record = _get(session, sweep_id)
+    if record.state not in ("FAILED", "CANCELLED"):
+        raise HTTPException(409, f"sweep {sweep_id} is {record.state}: only FAILED or CANCELLED sweeps resume")
+    request.app.state.jobs.resume(session, record)
+    request.app.state.jobs.wake()
+    return _public(request, record)

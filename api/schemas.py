@@ -1,0 +1,78 @@
+"""Response schemas, one per role (`SweepPublic`, `SweepsPublic(data, count)`, ...)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+__all__ = ["FieldError", "Links", "Problem", "SweepPublic", "SweepsPublic", "TrialPublic", "TrialsPublic"]
+
+
+class FieldError(BaseModel):
+    field: str = Field(description="Dotted path of the offending field, e.g. search.space.K[0].")
+    message: str
+    type: str = ""
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details (served as application/problem+json)."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str
+    instance: str | None = None
+    errors: list[FieldError] | None = Field(None, description="Each invalid field (422 only).")
+
+
+class Links(BaseModel):
+    self: str
+    trials: str | None = None
+    best: str | None = None
+    mlflow_experiment: str | None = Field(None, description="MLflow UI link to the study's experiment.")
+    mlflow_parent_run: str | None = Field(None, description="MLflow UI link to the sweep's parent run.")
+
+
+class SweepPublic(BaseModel):
+    id: str
+    name: str
+    state: str = Field(description="PENDING, RUNNING, SUCCEEDED, FAILED or CANCELLED.")
+    owner: str
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    error: str | None = None
+    progress: dict[str, int] = Field(
+        default_factory=dict, description="Trials by state (SUCCEEDED, RUNNING, PENDING, PRUNED, FAILED, ...)."
+    )
+    best_so_far: dict[str, Any] | None = Field(None, description="The current best point and its objective.")
+    mlflow_experiment_id: str | None = None
+    mlflow_parent_run_id: str | None = None
+    links: Links
+    spec: dict[str, Any]
+
+
+class SweepsPublic(BaseModel):
+    data: list[SweepPublic]
+    count: int = Field(description="Sweeps on this page.")
+    next_cursor: str | None = Field(None, description="Pass as ?cursor= for the next page; null on the last.")
+
+
+class TrialPublic(BaseModel):
+    key: str = Field(description="Trial key: point and seed, e.g. 'K=3,gamma=0.15,seed=0' or 'adamw,seed=0'.")
+    role: str = Field(description="search or baseline.")
+    arm: str
+    params: dict[str, Any]
+    seed: int
+    state: str
+    attempt: int
+    fd: dict[int, float] = Field(default_factory=dict, description="FD at each eval step.")
+    objective: float | None = None
+    run_id: str
+    metric_name: str | None = Field(None, description="What the FD was computed on, e.g. fd_shapes_cnn.")
+
+
+class TrialsPublic(BaseModel):
+    data: list[TrialPublic]
+    count: int

@@ -1,0 +1,690 @@
+"""The sweep driver: one process per sweep runs Ray Tune over the planner's trials and records them in MLflow.
+
+Keep Ray out of long-lived servers: `ray.init` takes over SIGTERM, and two `Tuner.fit()` in one process can run
+each other's trainables. The service launches `scalesweep sweep run spec.yaml --workdir DIR` as a subprocess in
+its own process group (session), and talks to it through the work folder:
+
+    DIR/sweep.json    the sweep's identity: sweep id, parent run id, tracking URI, experiment, spec fingerprint
+    DIR/status.json   live state, rewritten as trials start and end (read by `sweep_status`)
+    DIR/driver.lock   held (flock) by the running driver: a second driver for the same sweep is refused
+    DIR/cancel        ask the driver to stop (also: SIGTERM or SIGINT to the driver); trials end as CANCELLED
+    DIR/checkpoints/  per-attempt trial checkpoints (builtin backend), so interrupted trials resume mid-way
+    DIR/ray/          Ray Tune's own experiment folder (diagnostics only: the ledger is MLflow)
+
+Resume is a fresh Tune run over what MLflow says is left (see `_planner`): stale RUNNING runs of the sweep are
+closed as KILLED first, succeeded ones are never re-run, interrupted ones are relaunched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import fcntl
+import json
+import logging
+import math
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from ._errors import SweepError, SweepFailedError
+from ._ledger import SweepLedger, resolve_tracking_uri
+from ._planner import FINISHED, Planner, TrialRequest
+from ._result import STATE_FILE, SweepResult, build_result, read_state
+from ._spec import SweepSpec, load_spec
+from ._trainable import checkpoint_path, make_trainable
+
+__all__ = ["cancel_sweep", "default_workdir", "run_sweep", "sweep_status"]
+
+STATUS_FILE = "status.json"
+CANCEL_FILE = "cancel"
+LOCK_FILE = "driver.lock"
+_STATUS_EVERY_S = 5.0  # status.json heartbeat while nothing changes
+_DISPLAY_EVERY_S = 30.0  # a progress line at least this often on a quiet sweep
+# Seconds a cancel may take before the driver closes its runs and exits regardless: below the 10 s a service
+# typically waits between SIGTERM and SIGKILL of a driver's process group.
+_CANCEL_GRACE_S = "8"
+
+
+def default_workdir(name: str) -> Path:
+    """Where a sweep keeps its state unless told otherwise (`out/` is git-ignored)."""
+    return Path("out") / "sweeps" / name
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def _write_json(path: Path, data: Mapping[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
+    os.replace(tmp, path)  # readers never see half a file
+
+
+@contextlib.contextmanager
+def _driver_lock(workdir: Path) -> Iterator[None]:
+    workdir.mkdir(parents=True, exist_ok=True)
+    handle = (workdir / LOCK_FILE).open("a+")
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            status = _read_status(workdir) or {}
+            raise SweepError(
+                f"a driver is already running the sweep in {workdir} (pid {status.get('pid', '?')}); "
+                "cancel it first or use another work folder"
+            ) from None
+        yield
+    finally:
+        handle.close()  # closing releases the lock
+
+
+def _driver_running(workdir: Path) -> bool:
+    path = workdir / LOCK_FILE
+    if not path.exists():
+        return False
+    with path.open("a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return False
+
+
+def _kill_own_processes() -> None:
+    """SIGKILL the local Ray this driver started: every other process of its session when the driver leads one
+    (as the CLI and the service start it; Ray's workers sit in process groups of their own inside it), else of
+    its process group when it leads that. Otherwise nothing: the session or group may be a user's shell."""
+    me = os.getpid()
+    if os.getsid(0) == me:
+        field_index = 3  # session id, in /proc/<pid>/stat after the command name
+    elif os.getpgrp() == me:
+        field_index = 2  # process group id
+    else:
+        return
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            pid, owner = int(stat.parent.name), int(stat.read_text().rsplit(")", 1)[1].split()[field_index])
+            if owner == me and pid != me:
+                os.kill(pid, signal.SIGKILL)
+        except (OSError, ValueError, IndexError):
+            continue
+
+
+def _read_status(workdir: Path) -> dict[str, Any] | None:
+    path = workdir / STATUS_FILE
+    try:
+        return dict(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return None
+
+
+@dataclass
+class _Live:
+    request: TrialRequest
+    run_id: str
+    started: float
+    last: dict[str, Any] = field(default_factory=dict)
+    running_objective: dict[int, float] = field(default_factory=dict)
+
+
+class _Driver:
+    """State shared by the Tune searcher, scheduler, stopper and callback of one sweep run."""
+
+    def __init__(self, spec: SweepSpec, workdir: Path, ledger: SweepLedger, sweep_id: str, parent_run_id: str,
+                 planner: Planner, stream: IO[str] | None) -> None:
+        self.spec, self.workdir, self.ledger = spec, workdir, ledger
+        self.sweep_id, self.parent_run_id, self.planner = sweep_id, parent_run_id, planner
+        self.stream = stream
+        self.n_evals = len(spec.resolved_eval_steps)
+        self.live: dict[str, _Live] = {}  # Tune trial id -> the attempt it runs
+        self.pruned: set[str] = set()
+        self.closed: dict[str, tuple[str, bool]] = {}  # run id -> (state, diverged), for the final reconcile
+        self.trial_wall: list[float] = []
+        self.cancel = threading.Event()
+        self.started = time.time()
+        self.events: list[str] = []
+        self.errors: dict[str, str] = {}
+        self._last_status = 0.0
+        self._dirty = False  # a trial ended since the last summary line
+        self._cancel_announced = False
+        self._deadline: threading.Timer | None = None
+        self._final = False
+        self._last_display = time.time()
+
+    # -- Tune searcher hooks --------------------------------------------------------------------------------
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
+        if self.cancel_requested():
+            return FINISHED
+        req = self.planner.next()
+        if not isinstance(req, TrialRequest):
+            return req  # None (wait) or FINISHED
+        if req.run_id:  # an interrupted attempt, resumed into its own run
+            self.ledger.reopen(req.run_id)
+            run_id = req.run_id
+        else:
+            run_id = self.ledger.create_child(self.parent_run_id, self.sweep_id, req)
+        self.live[trial_id] = _Live(req, run_id, time.time())
+        self._event(f"start   {req.run_name}" + (" (resumed)" if req.run_id else ""))
+        return {"job": self._job(req, run_id)}
+
+    def _job(self, req: TrialRequest, run_id: str) -> dict[str, Any]:
+        spec = self.spec
+        trial = spec.trial_config(req.optimizer, req.seed)
+        trial["tracking"] = {
+            "tracking_uri": self.ledger.tracking_uri,
+            "experiment": self.ledger.experiment,
+            "run_id": run_id,
+        }
+        backend = spec.backend.model_dump(mode="json")
+        if backend["name"] == "builtin" and backend.get("checkpoints"):
+            trial["checkpoint_dir"] = str(checkpoint_path(self.workdir, req.trial_key, req.attempt))
+        if backend["name"] == "command" and backend.get("cwd") is None:
+            backend["cwd"] = str(Path.cwd())  # Tune runs workers in per-trial folders; paths in commands are ours
+        return {
+            "sweep_id": self.sweep_id,
+            "trial_key": req.trial_key,
+            "role": req.role,
+            "run_id": run_id,
+            "trial": trial,
+            "backend": backend,
+            "eval_steps": spec.resolved_eval_steps,
+            "threads": spec.execution.threads,
+        }
+
+    def on_result(self, trial_id: str, result: dict[str, Any]) -> None:
+        live = self.live.get(trial_id)
+        if live is None:
+            return
+        live.last = dict(result)
+        index = result.get("eval_index")
+        if isinstance(index, int) and math.isfinite(float(result.get("objective_so_far", math.inf))):
+            live.running_objective[index] = float(result["objective_so_far"])
+
+    def on_prune(self, trial_id: str, eval_index: int) -> None:
+        """ASHA decided to stop this trial: say so on its run before Tune stops it (the worker reads it)."""
+        live = self.live.get(trial_id)
+        if live is None:
+            return
+        self.pruned.add(trial_id)
+        self.ledger.mark_stop_reason(live.run_id, "pruned")
+
+    def on_complete(self, trial_id: str, result: dict[str, Any] | None, error: bool) -> None:
+        live = self.live.pop(trial_id, None)
+        if live is None:
+            return
+        result = dict(result or live.last or {})
+        diverged = False
+        objective = None
+        if error:
+            state = "FAILED"
+        elif trial_id in self.pruned:
+            state = "PRUNED"
+        elif result.get("trial_status") == "SUCCEEDED" and result.get("eval_index") == self.n_evals:
+            state, objective = "SUCCEEDED", result.get("objective")
+        elif result.get("trial_status") == "DIVERGED":
+            state, diverged = "FAILED", True
+        elif self.cancel_requested():
+            state = "CANCELLED"
+        else:
+            state = "FAILED"
+            self.errors.setdefault(live.run_id, "the trial ended without reporting its outcome")
+        if "eval_index" in result and state == "SUCCEEDED":
+            live.running_objective[self.n_evals] = float(result.get("objective_so_far", math.nan))
+        wall = result.get("trial_wall_s") or result.get("trial_elapsed_s")
+        if wall:
+            self.trial_wall.append(float(wall))
+        steps = result.get("step")
+        self.ledger.close(
+            live.run_id,
+            state,
+            diverged=diverged,
+            error=self.errors.get(live.run_id),
+            steps_done=int(steps) if isinstance(steps, int | float) else None,
+            metrics={"trial_wall_s": float(wall)} if wall else None,
+        )
+        self.closed[live.run_id] = (state, diverged)
+        retry = self.planner.complete(
+            live.request,
+            state,
+            objective=float(objective) if objective is not None else None,
+            diverged=diverged,
+            running_objective=live.running_objective,
+        )
+        what = {"SUCCEEDED": "done   ", "PRUNED": "pruned ", "CANCELLED": "stopped", "FAILED": "failed "}[state]
+        detail = f"objective {objective:.4g}" if objective is not None else ""
+        if state == "PRUNED":
+            detail = f"at step {steps}"
+        elif state == "FAILED":
+            detail = "diverged" if diverged else "error"
+            detail += f"; retry as attempt {retry.attempt + 1}" if retry else "; no retries left"
+        self._dirty = True
+        self._event(f"{what} {live.request.run_name}  {detail}".rstrip())
+
+    def on_error(self, run_id: str, message: str) -> None:
+        """Tune's error text for a failed trial (arrives after on_complete)."""
+        self.errors[run_id] = message
+        with contextlib.suppress(Exception):
+            run = self.ledger.client.get_run(run_id)
+            if "scalesweep.error" not in run.data.tags:
+                self.ledger.set_tags(run_id, {"scalesweep.error": message[:500]})
+
+    def run_id_of(self, trial_id: str) -> str | None:
+        live = self.live.get(trial_id)
+        return live.run_id if live else None
+
+    # -- cancel, status, display ------------------------------------------------------------------------------
+
+    def request_cancel(self) -> None:
+        """Stop gracefully; if that has not finished within the grace period (Ray itself may have been killed by
+        a SIGTERM to the whole process group), close the sweep's runs and exit anyway."""
+        self.cancel.set()
+        if self._deadline is None:
+            grace = float(os.environ.get("SCALESWEEP_CANCEL_GRACE_S", _CANCEL_GRACE_S))
+            self._deadline = threading.Timer(grace, self._emergency_stop, args=(grace,))
+            self._deadline.daemon = True
+            self._deadline.start()
+
+    def disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+
+    def _emergency_stop(self, grace: float) -> None:
+        self._final = True  # the main thread may still be running: it must not overwrite the final status
+        self._print(f"cancel did not finish within {grace:g} s: closing the sweep's runs and exiting")
+        _kill_own_processes()  # first, so that no trial still running writes to MLflow after the closes below
+        with contextlib.suppress(Exception):
+            for live in list(self.live.values()):
+                self.ledger.close(live.run_id, "CANCELLED")
+            self.ledger.close_stale(self.sweep_id)
+            self.ledger.finish_parent(self.parent_run_id, "CANCELLED", None, {}, None)
+        with contextlib.suppress(Exception):
+            _write_json(self.workdir / STATUS_FILE, {**self.status("CANCELLED", "cancel grace period exceeded"),
+                                                     "finished_at": _now()})
+        os._exit(130)
+
+    def cancel_requested(self) -> bool:
+        if not self.cancel.is_set() and (self.workdir / CANCEL_FILE).exists():
+            self.request_cancel()
+        if self.cancel.is_set() and not self._cancel_announced:  # set here, or by a signal handler
+            self._cancel_announced = True
+            self._event("cancel requested: stopping running trials")
+        return self.cancel.is_set()
+
+    def close_leftovers(self) -> None:
+        """Trials Tune stopped without telling the searcher (a cancel): CANCELLED, resumable."""
+        for trial_id in list(self.live):
+            live = self.live.pop(trial_id)
+            with contextlib.suppress(Exception):
+                self.ledger.close(live.run_id, "CANCELLED")
+            self.closed[live.run_id] = ("CANCELLED", False)
+            self.planner.complete(live.request, "CANCELLED")
+            self._event(f"stopped {live.request.run_name}")
+
+    def _print(self, text: str) -> None:
+        if self.stream is None:
+            return
+        try:
+            print(f"[{time.strftime('%H:%M:%S')}] {text}", file=self.stream, flush=True)
+        except (OSError, ValueError):  # the reader went away (closed pipe): the sweep goes on without a display
+            self.stream = None
+
+    def _event(self, text: str) -> None:
+        self.events = [*self.events[-49:], f"{time.strftime('%H:%M:%S')} {text}"]
+        self._print(text)
+        self.tick(force=True)
+
+    def summary_line(self) -> str:
+        counts = self.planner.counts()
+        best = self.planner.best()
+        total = self.planner.budget
+        scored = sum(1 for p in self.planner.points.values() if p.outcome == "SUCCEEDED")
+        text = (f"sweep {self.spec.name}: {scored}/{total} points scored | trials {counts['SUCCEEDED']} done, "
+                f"{len(self.live)} running, {counts['FAILED']} failed, {counts['PRUNED']} pruned, "
+                f"{counts['QUEUED']} queued")
+        if best is not None:
+            text += f" | best {best[0]} objective {best[1]:.4g}"
+        return text
+
+    def status(self, state: str, error: str | None = None) -> dict[str, Any]:
+        best = self.planner.best()
+        return {
+            "sweep_id": self.sweep_id,
+            "name": self.spec.name,
+            "state": state,
+            "pid": os.getpid(),
+            "pgid": os.getpgrp(),
+            "host": socket.gethostname(),
+            "parent_run_id": self.parent_run_id,
+            "tracking_uri": self.ledger.tracking_uri,
+            "experiment": self.ledger.experiment,
+            "started_at": dt.datetime.fromtimestamp(self.started, dt.UTC).isoformat(timespec="seconds"),
+            "updated_at": _now(),
+            "points": {"budget": self.planner.budget, "known": len(self.planner.points),
+                       "scored": sum(1 for p in self.planner.points.values() if p.outcome == "SUCCEEDED")},
+            "counts": {**self.planner.counts(), "RUNNING": len(self.live)},
+            "best": {"point_key": best[0], "objective": best[1]} if best else None,
+            "running": [
+                {"trial_key": lv.request.trial_key, "attempt": lv.request.attempt, "run_id": lv.run_id,
+                 "step": lv.last.get("step"), "objective_so_far": lv.last.get("objective_so_far")}
+                for lv in self.live.values()
+            ],
+            "events": self.events[-20:],
+            "error": error,
+            "summary": self.summary_line(),
+        }
+
+    def tick(self, force: bool = False, state: str = "RUNNING") -> None:
+        now = time.time()
+        if self.stream is not None and (self._dirty or now - self._last_display > _DISPLAY_EVERY_S):
+            self._print(self.summary_line())
+            self._dirty, self._last_display = False, now
+        if (force or now - self._last_status > _STATUS_EVERY_S) and not self._final:
+            _write_json(self.workdir / STATUS_FILE, self.status(state))
+            self._last_status = now
+
+    def reconcile(self) -> None:
+        """Re-apply how each trial ended: a stopped worker may have written KILLED after the driver wrote PRUNED."""
+        for run_id, (state, diverged) in self.closed.items():
+            with contextlib.suppress(Exception):
+                self.ledger.close(run_id, state, diverged=diverged)
+
+
+def _trial_dirname(trial: Any) -> str:
+    return str(trial.trial_id)
+
+
+@contextlib.contextmanager
+def _signals_cancel(driver: _Driver) -> Iterator[None]:
+    """SIGTERM and SIGINT ask for a graceful cancel; a second SIGINT interrupts at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_signal(signum: int, frame: Any) -> None:
+        if signum == signal.SIGINT and driver.cancel.is_set():
+            raise KeyboardInterrupt
+        driver.request_cancel()
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
+def _init_ray(spec: SweepSpec) -> tuple[bool, float]:
+    """Start a local Ray (the embedded default) or attach to a cluster; returns (started here, seconds)."""
+    import ray
+
+    start = time.perf_counter()
+    if ray.is_initialized():
+        return False, 0.0
+    address = spec.execution.ray_address or os.environ.get("RAY_ADDRESS")
+    common: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING, "configure_logging": True}
+    if address and address != "local":
+        ray.init(address=address, **common)  # a cluster's size is its own: never pass num_cpus here
+    else:
+        # address="local" always starts a fresh instance: a stale ray_current_cluster file can make a plain
+        # ray.init() hang, and a sweep must not run inside someone else's Ray by accident.
+        ray.init(address="local", include_dashboard=False,
+                 num_cpus=spec.execution.num_cpus or os.cpu_count(), **common)
+    return True, time.perf_counter() - start
+
+
+def _concurrency(spec: SweepSpec) -> int:
+    import ray
+
+    if spec.execution.concurrency is not None:
+        return spec.execution.concurrency
+    resources = ray.cluster_resources()
+    fits = math.floor(resources.get("CPU", 1) / spec.execution.cpus_per_trial)
+    if spec.execution.gpus_per_trial > 0:
+        fits = min(fits, math.floor(resources.get("GPU", 0) / spec.execution.gpus_per_trial))
+    return max(1, fits)
+
+
+def run_sweep(
+    spec: SweepSpec | str | Path | Mapping[str, Any],
+    *,
+    workdir: str | Path | None = None,
+    resume: bool = False,
+    show_progress: bool = False,
+    stream: IO[str] | None = None,
+) -> SweepResult:
+    """Run a sweep to its end (or until cancelled) and return its result, read back from MLflow.
+
+    `workdir` holds the sweep's state (default `out/sweeps/<name>`). With `resume=True` a sweep already in
+    `workdir` continues where it stopped (a new one starts when there is none); without it, an existing sweep in
+    `workdir` is an error. `show_progress` prints one line per trial event and a summary to `stream` (stdout).
+    Run it in a process of its own (the CLI does): Ray takes over signals and is not safe to share.
+    """
+    spec = spec if isinstance(spec, SweepSpec) else load_spec(spec)
+    wall_start = time.perf_counter()
+    workdir = Path(workdir or default_workdir(spec.name)).resolve()
+    stream = (stream or sys.stdout) if show_progress else None
+    with _driver_lock(workdir):
+        state = read_state(workdir)
+        if state is not None and not resume:
+            raise SweepError(
+                f"{workdir} already holds sweep {state['sweep_id']}; pass resume=True (--resume) to continue it, "
+                "or choose another work folder"
+            )
+        if state is not None and state.get("fingerprint") != spec.fingerprint():
+            raise SweepError(
+                f"the spec changed since sweep {state['sweep_id']} started in {workdir} (fingerprint "
+                f"{state.get('fingerprint')} -> {spec.fingerprint()}); only `execution` and `retries` may change "
+                "on resume"
+            )
+        uri = resolve_tracking_uri(state["tracking_uri"] if state else spec.tracking.tracking_uri)
+        t0 = time.perf_counter()
+        ledger = SweepLedger(uri, spec.tracking.experiment)
+        ledger.ensure_store()  # once, before any trial touches the store
+        store_s = time.perf_counter() - t0
+        if state is None:
+            sweep_id = f"{spec.name}-{uuid.uuid4().hex[:8]}"
+            parent_run_id = ledger.create_parent(spec, sweep_id, workdir)
+            state = {"sweep_id": sweep_id, "name": spec.name, "parent_run_id": parent_run_id, "tracking_uri": uri,
+                     "experiment": spec.tracking.experiment, "fingerprint": spec.fingerprint(),
+                     "created_at": _now()}
+            _write_json(workdir / STATE_FILE, state)
+            _write_json(workdir / "spec.json", spec.model_dump(mode="json"))
+        sweep_id, parent_run_id = state["sweep_id"], state["parent_run_id"]
+        (workdir / CANCEL_FILE).unlink(missing_ok=True)  # a cancel belongs to the run it stopped
+        ledger.start_parent(parent_run_id)
+        stale = ledger.close_stale(sweep_id)
+        planner = Planner(spec, ledger.records(sweep_id))
+        driver = _Driver(spec, workdir, ledger, sweep_id, parent_run_id, planner, stream)
+        if stale:
+            driver._event(f"closed {len(stale)} interrupted run(s) of the previous driver as KILLED")
+        driver.tick(force=True)
+        timings: dict[str, float] = {"store_init_s": store_s}
+        final_state, error = "RUNNING", None
+        try:
+            if planner.has_work():
+                timings.update(_fit(spec, driver, workdir))
+            if driver.cancel.is_set():
+                final_state = "CANCELLED"
+        except BaseException as exc:
+            # A cancel that also took Ray down (SIGTERM to the whole process group) is still a cancel.
+            cancelled = isinstance(exc, KeyboardInterrupt) or driver.cancel.is_set()
+            final_state, error = ("CANCELLED", None) if cancelled else ("FAILED", repr(exc))
+            for live in list(driver.live.values()):
+                with contextlib.suppress(Exception):
+                    ledger.close(live.run_id, "CANCELLED")
+            driver.live.clear()
+            if not cancelled:
+                with contextlib.suppress(Exception):
+                    _finish(driver, ledger, parent_run_id, final_state, timings, wall_start, error)
+                driver.disarm()
+                raise SweepFailedError(f"sweep {spec.name} failed: {exc!r}") from exc
+        result = _finish(driver, ledger, parent_run_id, final_state, timings, wall_start, error)
+        driver.disarm()
+        result.workdir = str(workdir)
+        return result
+
+
+def _fit(spec: SweepSpec, driver: _Driver, workdir: Path) -> dict[str, float]:
+    """Run Tune over the planner's trials; returns timings."""
+    for var, value in {
+        "TUNE_DISABLE_SIGINT_HANDLER": "1",  # our handler cancels gracefully and records it
+        "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",  # MLflow is the record: no CSV/JSON/TensorBoard copies
+        "RAY_AIR_NEW_OUTPUT": "0",  # with verbose=0 the legacy reporter prints nothing; the driver reports
+    }.items():
+        os.environ.setdefault(var, value)
+    started_ray, ray_init_s = _init_ray(spec)
+    with _signals_cancel(driver):  # after ray.init, which installs its own SIGTERM handler
+        return _tune(spec, driver, workdir, started_ray, ray_init_s)
+
+
+def _tune(spec: SweepSpec, driver: _Driver, workdir: Path, started_ray: bool, ray_init_s: float) -> dict[str, float]:
+    from ray import tune
+
+    for name in ("ray.tune.execution.tune_controller", "ray.tune.tune", "ray.tune.analysis.experiment_analysis"):
+        # Failed trials are reported by the driver and recorded on their runs; Tune's tracebacks are noise here,
+        # and its result analysis looks for the CSV/JSON files switched off above.
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    from ._tune import tune_parts
+
+    searcher, scheduler, stopper, monitor = tune_parts(driver)
+    resources = {"cpu": spec.execution.cpus_per_trial, "gpu": spec.execution.gpus_per_trial}
+    trainable = tune.with_resources(make_trainable(driver.sweep_id), resources)
+    concurrency = _concurrency(spec)
+    tuner = tune.Tuner(
+        trainable,
+        tune_config=tune.TuneConfig(
+            search_alg=searcher,
+            scheduler=scheduler,
+            num_samples=-1,  # the planner says when the sweep is done
+            max_concurrent_trials=concurrency,
+            reuse_actors=True,  # about 1 s per trial instead of about 4 s (FIELD_NOTES)
+            trial_dirname_creator=_trial_dirname,
+            trial_name_creator=_trial_dirname,
+        ),
+        run_config=tune.RunConfig(
+            name=f"{driver.sweep_id}-{time.strftime('%Y%m%d-%H%M%S')}",
+            storage_path=str(workdir / "ray"),
+            stop=stopper,
+            callbacks=[monitor],
+            failure_config=tune.FailureConfig(max_failures=0),  # the planner retries, each attempt its own run
+            verbose=0,
+        ),
+    )
+    t0 = time.perf_counter()
+    try:
+        tuner.fit()
+    finally:
+        fit_s = time.perf_counter() - t0
+        if started_ray:
+            import ray
+
+            ray.shutdown()  # also ends the workers, so nothing writes to MLflow after the reconcile below
+        else:
+            time.sleep(2.0)  # let stopped trials on a shared cluster finish closing their runs
+        driver.close_leftovers()
+        driver.reconcile()
+    return {"ray_init_s": ray_init_s, "fit_wall_s": fit_s, "concurrency": float(concurrency)}
+
+
+def _finish(driver: _Driver, ledger: SweepLedger, parent_run_id: str, state: str, timings: dict[str, float],
+            wall_start: float, error: str | None) -> SweepResult:
+    parent = ledger.client.get_run(parent_run_id)
+    spec_dict = {**driver.spec.model_dump(mode="json"), "resolved_eval_steps": driver.spec.resolved_eval_steps}
+    result = build_result(ledger, parent, spec_dict, state=state)
+    if state == "RUNNING":
+        state = "SUCCEEDED" if result.selection is not None else "FAILED"
+        if state == "FAILED":
+            error = error or "no point was scored on every seed"
+        result.state = state
+    timings["sweep_wall_s"] = time.perf_counter() - wall_start
+    timings["trial_wall_s_sum"] = sum(driver.trial_wall)
+    fit_s, conc = timings.get("fit_wall_s"), timings.get("concurrency")
+    if fit_s and conc and driver.trial_wall:
+        # Slot-seconds Ray held for trials but not spent inside them (scheduling, actor start, MLflow run set-up,
+        # the tail where fewer trials than slots remain), relative to the trial time itself.
+        timings["overhead_fraction"] = (fit_s * min(conc, len(driver.trial_wall)) - sum(driver.trial_wall)) / sum(
+            driver.trial_wall)
+    result.timings = {k: v for k, v in timings.items() if k != "concurrency"}
+    metrics: dict[str, float] = dict(result.timings)
+    metrics.update({f"trials_{k.lower()}": float(v) for k, v in result.counts.items() if k != "attempts"})
+    metrics["points_scored"] = float(sum(1 for p in result.points if p.objective is not None))
+    if result.selection is not None:
+        sel = result.selection
+        metrics["best_objective"] = float(sel.point.objective)  # type: ignore[arg-type]
+        if sel.gap_abs is not None:
+            metrics["runner_up_gap_abs"], metrics["runner_up_gap_rel"] = sel.gap_abs, float(sel.gap_rel or 0.0)
+        if sel.pooled_seed_std is not None:
+            metrics["pooled_seed_std"] = sel.pooled_seed_std
+    if error:
+        ledger.set_tags(parent_run_id, {"scalesweep.error": error[:500]})
+    ledger.finish_parent(parent_run_id, state, result.selection, metrics, result.selection_document())
+    driver.tick(force=True, state=state)
+    if not driver._final:
+        _write_json(driver.workdir / STATUS_FILE, {**driver.status(state, error), "finished_at": _now()})
+    if driver.stream is not None:
+        with contextlib.suppress(OSError, ValueError):
+            print(result.table(), file=driver.stream, flush=True)
+    return result
+
+
+def sweep_status(workdir: str | Path) -> dict[str, Any]:
+    """The live status of the sweep in `workdir` (from its status file), with `driver_alive` and, when its
+    driver died without finishing, state INTERRUPTED."""
+    workdir = Path(workdir)
+    state = read_state(workdir)
+    if state is None:
+        raise SweepError(f"{workdir} is not a sweep work folder (no {STATE_FILE})")
+    status = _read_status(workdir) or {"state": "PENDING", "sweep_id": state["sweep_id"]}
+    alive = _driver_running(workdir)
+    status["driver_alive"] = alive
+    if status.get("state") == "RUNNING" and not alive:
+        status["state"] = "INTERRUPTED"  # the driver is gone mid-sweep: resume it with --resume
+    status.setdefault("tracking_uri", state["tracking_uri"])
+    status.setdefault("experiment", state["experiment"])
+    status.setdefault("parent_run_id", state["parent_run_id"])
+    return status
+
+
+def cancel_sweep(workdir: str | Path, *, grace_s: float = 60.0) -> dict[str, Any]:
+    """Stop the sweep in `workdir`: ask its driver (cancel file, then SIGTERM), wait up to `grace_s` seconds,
+    then kill its process group. Whatever the driver could not close is closed here: no run is left RUNNING, and
+    the sweep ends CANCELLED (resumable)."""
+    workdir = Path(workdir).resolve()
+    state = read_state(workdir)
+    if state is None:
+        raise SweepError(f"{workdir} is not a sweep work folder (no {STATE_FILE})")
+    (workdir / CANCEL_FILE).touch()
+    status = _read_status(workdir) or {}
+    pid = status.get("pid")
+    if _driver_running(workdir) and isinstance(pid, int):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.time() + grace_s
+        while _driver_running(workdir) and time.time() < deadline:
+            time.sleep(0.5)
+        if _driver_running(workdir):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                if os.getpgid(pid) == pid:  # a session leader: its group holds its local Ray too
+                    os.killpg(pid, signal.SIGKILL)
+                else:
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(1.0)
+    status = _read_status(workdir) or {}
+    if status.get("state") not in ("SUCCEEDED", "FAILED", "CANCELLED"):
+        ledger = SweepLedger(state["tracking_uri"], state["experiment"])
+        ledger.close_stale(state["sweep_id"])
+        ledger.finish_parent(state["parent_run_id"], "CANCELLED", None, {}, None)
+        status.update(state="CANCELLED", updated_at=_now(), sweep_id=state["sweep_id"])
+        _write_json(workdir / STATUS_FILE, status)
+    return sweep_status(workdir)

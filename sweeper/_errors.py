@@ -1,0 +1,13 @@
+"""The base exception of `sweeper` (spec problems are pydantic ValidationErrors, raised at the edge)."""
+
+from __future__ import annotations
+
+__all__ = ["SweepError", "SweepFailedError"]
+
+
+class SweepError(RuntimeError):
+    """A sweep could not be started, resumed, cancelled or read as asked."""
+
+
+class SweepFailedError(SweepError):
+    """The driver itself failed mid-sweep (not a trial: those are recorded and retried); the sweep is FAILED."""

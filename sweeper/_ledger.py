@@ -1,0 +1,381 @@
+"""The sweep's record in MLflow: the parent run, one child run per trial attempt, and the ledger read back from them.
+
+MLflow is the system of record, and the ledger a resumed sweep trusts: which trials succeeded, failed, were
+pruned or were interrupted is read from the runs' tags, never from Ray's own state (Ray's MLflow callback loses
+its trial-to-run mapping after a restore). Every write names its run id; nothing uses MLflow's active run.
+
+Layout (one experiment per study, `tracking.experiment`):
+
+    parent run   name  sweep:<name>
+                 tags  scalesweep.kind=sweep, scalesweep.sweep_id=<name>-<8 hex>, scalesweep.sweep_name,
+                       scalesweep.fingerprint (spec hash), scalesweep.status (RUNNING | SUCCEEDED | FAILED |
+                       CANCELLED), scalesweep.workdir, scalesweep.driver_host, scalesweep.driver_pid,
+                       scalesweep.best.<param> (e.g. scalesweep.best.K, scalesweep.best.gamma),
+                       scalesweep.best.point_key, scalesweep.best.objective, scalesweep.best.runner_up,
+                       scalesweep.best.gap_rel
+                 params the spec's main fields (rung, horizon, eval_steps, search.method, search.space, seeds, ...)
+                 metrics best_objective, runner_up_gap_abs, runner_up_gap_rel, pooled_seed_std,
+                       trials_succeeded / _failed / _pruned / _cancelled, points_scored,
+                       sweep_wall_s, fit_wall_s, trial_wall_s_sum, ray_init_s, store_init_s, overhead_fraction
+                 artifacts spec.json (the validated spec), selection.json (the rank table and the choice)
+                 MLflow status FINISHED (SUCCEEDED), FAILED, KILLED (CANCELLED), RUNNING while it runs
+
+    child run    name  K=3,gamma=0.15,seed=0 (search) | adamw,seed=0 (baseline); retries add " (attempt N)"
+                 tags  mlflow.parentRunId=<parent run id>, scalesweep.kind=trial, scalesweep.sweep_id,
+                       scalesweep.trial_key (the name without the attempt), scalesweep.point_key (K=3,gamma=0.15
+                       | adamw), scalesweep.role (search | baseline), scalesweep.arm (periodic | adamw | muon ...),
+                       scalesweep.seed, scalesweep.attempt (0, 1, ...), scalesweep.params (JSON of the searched
+                       values), scalesweep.status (SUCCEEDED | DIVERGED | FAILED | PRUNED | KILLED),
+                       scalesweep.steps_done, scalesweep.error (failed runs), scalesweep.stop_reason=pruned (set
+                       by the driver when ASHA stops the trial), scalesweep.ray_node and scalesweep.worker_host
+                       (where the attempt ran), plus the trial's own tags (fd.*, provenance)
+                 params the searched names (K, gamma, ...) and the whole TrialConfig, flattened (optimizer.*, ...)
+                 metrics fd, fd_<extractor>, val_loss, effective_time_s, optimizer_time_s, step_time_s at each
+                       eval step; loss every log_every steps; objective, best_fd, endpoint_fd, time_to_best_s at
+                       the end
+                 MLflow status SCHEDULED (created, not started), RUNNING, FINISHED, FAILED (error or diverged),
+                       KILLED (pruned, or interrupted: see scalesweep.status)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ._errors import SweepError
+from ._selection import Selection, TrialRecord
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+    from mlflow.entities import Run
+
+    from ._planner import TrialRequest
+    from ._spec import SweepSpec
+
+__all__ = ["PARENT_TAG", "TAG", "SweepLedger", "parent_run_name", "resolve_tracking_uri"]
+
+PARENT_TAG = "mlflow.parentRunId"
+
+
+class TAG:
+    """Tag names (see the module docstring for the layout)."""
+
+    KIND = "scalesweep.kind"
+    SWEEP_ID = "scalesweep.sweep_id"
+    SWEEP_NAME = "scalesweep.sweep_name"
+    FINGERPRINT = "scalesweep.fingerprint"
+    STATUS = "scalesweep.status"
+    WORKDIR = "scalesweep.workdir"
+    DRIVER_HOST = "scalesweep.driver_host"
+    DRIVER_PID = "scalesweep.driver_pid"
+    TRIAL_KEY = "scalesweep.trial_key"
+    POINT_KEY = "scalesweep.point_key"
+    ROLE = "scalesweep.role"
+    ARM = "scalesweep.arm"
+    SEED = "scalesweep.seed"
+    ATTEMPT = "scalesweep.attempt"
+    PARAMS = "scalesweep.params"
+    STEPS_DONE = "scalesweep.steps_done"
+    ERROR = "scalesweep.error"
+    STOP_REASON = "scalesweep.stop_reason"
+    BEST = "scalesweep.best."
+
+
+def parent_run_name(name: str) -> str:
+    return f"sweep:{name}"
+
+
+def resolve_tracking_uri(uri: str, base: Path | None = None) -> str:
+    """A relative SQLite path made absolute (Ray workers run in other directories)."""
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        path = Path(uri.removeprefix("sqlite:///"))
+        if not path.is_absolute():
+            return f"sqlite:///{((base or Path.cwd()) / path).resolve()}"
+    return uri
+
+
+# MLflow run status + our tag -> trial state (DESIGN.md's trial states).
+def _trial_state(run: Run) -> tuple[str, bool]:
+    status, tag = run.info.status, run.data.tags.get(TAG.STATUS, "")
+    if tag == "PRUNED":
+        return "PRUNED", False
+    if status == "FINISHED":
+        return "SUCCEEDED", False
+    if status == "FAILED":
+        return "FAILED", tag == "DIVERGED"
+    if status == "KILLED":
+        return "CANCELLED", False
+    if status == "SCHEDULED":
+        return "PENDING", False
+    return "RUNNING", False
+
+
+class SweepLedger:
+    """Reads and writes one experiment's sweep runs through an explicit `MlflowClient`."""
+
+    def __init__(self, tracking_uri: str, experiment: str) -> None:
+        from mlflow import MlflowClient
+
+        self.tracking_uri = tracking_uri
+        self.experiment = experiment
+        self.client: MlflowClient = MlflowClient(tracking_uri=tracking_uri)
+        self._experiment_id: str | None = None
+
+    @property
+    def experiment_id(self) -> str:
+        if self._experiment_id is None:
+            found = self.client.get_experiment_by_name(self.experiment)
+            if found is None:
+                raise SweepError(f"no MLflow experiment {self.experiment!r} at {self.tracking_uri}")
+            self._experiment_id = str(found.experiment_id)
+        return self._experiment_id
+
+    def ensure_store(self) -> str:
+        """Create the store and experiment once, before any trial starts (concurrent first-time creation of a
+        SQLite store corrupts its schema)."""
+        from trials import ensure_store
+
+        self._experiment_id = ensure_store(self.tracking_uri, self.experiment)
+        return self._experiment_id
+
+    # -- the parent run -------------------------------------------------------------------------------------------
+
+    def create_parent(self, spec: SweepSpec, sweep_id: str, workdir: Path) -> str:
+        from trials._tracking import flatten, provenance_tags
+
+        tags = {
+            **provenance_tags(),
+            TAG.KIND: "sweep",
+            TAG.SWEEP_ID: sweep_id,
+            TAG.SWEEP_NAME: spec.name,
+            TAG.FINGERPRINT: spec.fingerprint(),
+            TAG.STATUS: "RUNNING",
+            TAG.WORKDIR: str(workdir),
+        }
+        run = self.client.create_run(self.experiment_id, tags=tags, run_name=parent_run_name(spec.name))
+        run_id = run.info.run_id
+        dump = spec.model_dump(mode="json")
+        params = {
+            "name": spec.name,
+            "rung": spec.rung,
+            "horizon": spec.horizon,
+            "eval_steps": spec.resolved_eval_steps,
+            "seeds": spec.seeds,
+            "search.method": spec.search.method,
+            "search.space": json.dumps(dump["search"]["space"], sort_keys=True),
+            "search.budget": spec.search.budget,
+            "search.optimizer": json.dumps(spec.search.optimizer, sort_keys=True),
+            "baselines": [b.name for b in spec.baselines],
+            "early_stopping.method": spec.early_stopping.method,
+            "backend": spec.backend.name,
+            "selection.tie_tolerance": spec.selection.tie_tolerance,
+            "selection.tie_break": spec.selection.tie_break,
+            **flatten(spec.trial, prefix="trial."),
+        }
+        from mlflow.entities import Param
+
+        batch = [Param(k, str(v)[:6000]) for k, v in flatten(params).items()]
+        for i in range(0, len(batch), 100):
+            self.client.log_batch(run_id, params=batch[i : i + 100])
+        self.client.log_dict(run_id, {**dump, "resolved_eval_steps": spec.resolved_eval_steps}, "spec.json")
+        return run_id
+
+    def start_parent(self, run_id: str, *, pid: int | None = None) -> None:
+        self.client.update_run(run_id, status="RUNNING")
+        self.set_tags(run_id, {TAG.STATUS: "RUNNING", TAG.DRIVER_HOST: platform.node(),
+                               TAG.DRIVER_PID: str(pid or os.getpid())})
+
+    def find_parent(self, sweep: str) -> Run:
+        """The parent run of a sweep named by its sweep id, its name (the latest such sweep) or its run id."""
+        from mlflow.exceptions import MlflowException
+
+        for key in (TAG.SWEEP_ID, TAG.SWEEP_NAME):
+            runs = self.client.search_runs(
+                [self.experiment_id],
+                filter_string=f"tags.`{TAG.KIND}` = 'sweep' and tags.`{key}` = '{_quote(sweep)}'",
+                order_by=["attributes.start_time DESC"],
+                max_results=1,
+            )
+            if runs:
+                return runs[0]
+        try:
+            run = self.client.get_run(sweep)
+        except MlflowException:
+            run = None
+        if run is not None and run.data.tags.get(TAG.KIND) == "sweep":
+            return run
+        raise SweepError(f"no sweep {sweep!r} in experiment {self.experiment!r} at {self.tracking_uri}")
+
+    def spec_dict(self, parent_run_id: str) -> dict[str, Any]:
+        """The spec stored with the parent run, as plain data (not re-validated: reading needs no torch)."""
+        import tempfile
+
+        os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one small file: no progress bar
+        with tempfile.TemporaryDirectory(prefix="scalesweep-spec-") as tmp:
+            path = self.client.download_artifacts(parent_run_id, "spec.json", tmp)
+            return dict(json.loads(Path(path).read_text(encoding="utf-8")))
+
+    def finish_parent(self, run_id: str, state: str, selection: Selection | None, metrics: Mapping[str, float],
+                      selection_doc: Mapping[str, Any] | None) -> None:
+        from mlflow.entities import Metric
+
+        tags = {TAG.STATUS: state}
+        if selection is not None:
+            for name, value in selection.params.items():
+                tags[f"{TAG.BEST}{name}"] = str(value)
+            tags[f"{TAG.BEST}point_key"] = selection.point.point_key
+            tags[f"{TAG.BEST}objective"] = f"{selection.point.objective:.6g}"
+            if selection.runner_up is not None:
+                tags[f"{TAG.BEST}runner_up"] = selection.runner_up.point_key
+                tags[f"{TAG.BEST}gap_rel"] = f"{selection.gap_rel:.4g}"
+        self.set_tags(run_id, tags)
+        now = int(time.time() * 1000)
+        batch = [Metric(k, float(v), now, 0) for k, v in metrics.items() if v is not None]
+        if batch:
+            self.client.log_batch(run_id, metrics=batch)
+        if selection_doc is not None:
+            self.client.log_dict(run_id, dict(selection_doc), "selection.json")
+        mlflow_status = {"SUCCEEDED": "FINISHED", "FAILED": "FAILED", "CANCELLED": "KILLED"}.get(state)
+        if mlflow_status is not None:
+            self.client.set_terminated(run_id, status=mlflow_status)
+
+    # -- child runs ---------------------------------------------------------------------------------------------
+
+    def create_child(self, parent_run_id: str, sweep_id: str, req: TrialRequest) -> str:
+        """A SCHEDULED run for one attempt, created by the driver before the trial starts (so a resumed sweep
+        finds it by its trial key, whatever happened to the worker)."""
+        from mlflow.entities import Param
+
+        tags = {
+            PARENT_TAG: parent_run_id,
+            TAG.KIND: "trial",
+            TAG.SWEEP_ID: sweep_id,
+            TAG.TRIAL_KEY: req.trial_key,
+            TAG.POINT_KEY: req.point_key,
+            TAG.ROLE: req.role,
+            TAG.ARM: req.arm,
+            TAG.SEED: str(req.seed),
+            TAG.ATTEMPT: str(req.attempt),
+            TAG.PARAMS: json.dumps(req.params, sort_keys=True),
+            TAG.STATUS: "PENDING",
+        }
+        run = self.client.create_run(self.experiment_id, tags=tags, run_name=req.run_name)
+        run_id = run.info.run_id
+        if req.params:  # the searched names as params too, so `params.K = '3'` finds them
+            self.client.log_batch(run_id, params=[Param(k, str(v)) for k, v in req.params.items()])
+        self.client.update_run(run_id, status="SCHEDULED")
+        return run_id
+
+    def reopen(self, run_id: str) -> None:
+        """An interrupted run about to be resumed into."""
+        self.client.update_run(run_id, status="SCHEDULED")
+        self.set_tags(run_id, {TAG.STATUS: "PENDING"})
+
+    def close(self, run_id: str, state: str, *, diverged: bool = False, error: str | None = None,
+              steps_done: int | None = None, metrics: Mapping[str, float] | None = None) -> None:
+        """Make the run say how the trial ended, whatever the worker managed to write (a lost worker writes
+        nothing; a stopped one writes KILLED after the driver decided PRUNED)."""
+        run = self.client.get_run(run_id)
+        tags: dict[str, str] = {}
+        if steps_done is not None:
+            tags[TAG.STEPS_DONE] = str(steps_done)
+        if state == "SUCCEEDED":
+            status, tag = "FINISHED", "SUCCEEDED"
+        elif state == "FAILED":
+            status, tag = "FAILED", "DIVERGED" if diverged else "FAILED"
+            if error and TAG.ERROR not in run.data.tags:
+                tags[TAG.ERROR] = error[:500]
+        elif state == "PRUNED":
+            status, tag = "KILLED", "PRUNED"
+        else:  # CANCELLED: interrupted, resumable
+            status, tag = "KILLED", "KILLED"
+        if run.data.tags.get(TAG.STATUS) != tag:
+            tags[TAG.STATUS] = tag
+        if tags:
+            self.set_tags(run_id, tags)
+        if metrics:
+            from mlflow.entities import Metric
+
+            now = int(time.time() * 1000)
+            self.client.log_batch(run_id, metrics=[Metric(k, float(v), now, steps_done or 0)
+                                                   for k, v in metrics.items()])
+        if run.info.status != status:
+            self.client.set_terminated(run_id, status=status)
+
+    def mark_stop_reason(self, run_id: str, reason: str) -> None:
+        self.set_tags(run_id, {TAG.STOP_REASON: reason})
+
+    def set_tags(self, run_id: str, tags: Mapping[str, str]) -> None:
+        from mlflow.entities import RunTag
+
+        self.client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+
+    def child_runs(self, sweep_id: str) -> list[Run]:
+        out: list[Run] = []
+        token = None
+        while True:
+            page = self.client.search_runs(
+                [self.experiment_id],
+                filter_string=f"tags.`{TAG.KIND}` = 'trial' and tags.`{TAG.SWEEP_ID}` = '{_quote(sweep_id)}'",
+                max_results=1000,
+                page_token=token,
+            )
+            out.extend(page)
+            token = page.token
+            if not token:
+                return out
+
+    def close_stale(self, sweep_id: str) -> list[str]:
+        """Runs of this sweep still RUNNING or SCHEDULED (their driver is gone) closed as KILLED; their ids."""
+        closed = []
+        for run in self.child_runs(sweep_id):
+            if run.info.status in ("RUNNING", "SCHEDULED"):
+                self.close(run.info.run_id, "CANCELLED")
+                closed.append(run.info.run_id)
+        return closed
+
+    def records(self, sweep_id: str, *, histories: bool = True) -> list[TrialRecord]:
+        """Every attempt of every trial of the sweep, from its runs."""
+        return [self._record(run, histories) for run in self.child_runs(sweep_id)]
+
+    def _record(self, run: Run, histories: bool) -> TrialRecord:
+        tags, metrics = run.data.tags, run.data.metrics
+        state, diverged = _trial_state(run)
+        fd: dict[int, float] = {}
+        if histories:
+            fd = {m.step: m.value for m in self.client.get_metric_history(run.info.run_id, "fd")}
+        steps = tags.get(TAG.STEPS_DONE)
+        return TrialRecord(
+            trial_key=tags.get(TAG.TRIAL_KEY, run.info.run_name or ""),
+            point_key=tags.get(TAG.POINT_KEY, ""),
+            role="baseline" if tags.get(TAG.ROLE) == "baseline" else "search",
+            arm=tags.get(TAG.ARM, ""),
+            seed=int(tags.get(TAG.SEED, "0")),
+            attempt=int(tags.get(TAG.ATTEMPT, "0")),
+            status=state,  # type: ignore[arg-type]
+            params=json.loads(tags.get(TAG.PARAMS, "{}")),
+            diverged=diverged,
+            run_id=run.info.run_id,
+            objective=metrics.get("objective") if state == "SUCCEEDED" else None,
+            fd=fd,
+            steps_done=int(steps) if steps else (max(fd) if fd else 0),
+            effective_time_s=metrics.get("total_effective_time_s"),
+            wall_time_s=metrics.get("trial_wall_s"),
+            error=tags.get(TAG.ERROR),
+        )
+
+
+def _quote(value: str) -> str:
+    return value.replace("'", "\\'")
+
+
+def runs_by_key(records: Iterable[TrialRecord]) -> dict[str, list[TrialRecord]]:
+    out: dict[str, list[TrialRecord]] = {}
+    for rec in records:
+        out.setdefault(rec.trial_key, []).append(rec)
+    return out

@@ -1,0 +1,190 @@
+"""A sweep's outcome, rebuilt from MLflow: the trials, the points over seeds, the baselines and the selection.
+
+`load_sweep_result` reads only MLflow (and a work folder's `sweep.json` to find the sweep), so it works while a
+sweep runs, after it ended, and from any process: the driver itself returns what this function reads back.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ._errors import SweepError
+from ._ledger import TAG, SweepLedger
+from ._selection import PointSummary, Selection, TrialRecord, _latest, select_best, summarise_points
+
+__all__ = ["SweepResult", "load_sweep_result"]
+
+STATE_FILE = "sweep.json"
+
+
+@dataclass
+class SweepResult:
+    """Everything a sweep measured and chose. FD values are on the trials' feature extractor (see the runs'
+    `fd.metric_name` tag); the objective is the mean over seeds of the mean FD at `eval_steps`."""
+
+    sweep_id: str
+    name: str
+    state: str  # RUNNING | SUCCEEDED | FAILED | CANCELLED
+    parent_run_id: str
+    tracking_uri: str
+    experiment: str
+    eval_steps: list[int]
+    seeds: list[int]
+    selection: Selection | None
+    points: list[PointSummary]
+    baselines: list[PointSummary]
+    trials: list[TrialRecord]
+    counts: dict[str, int] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    workdir: str | None = None
+
+    @property
+    def best(self) -> dict[str, float | int] | None:
+        """The chosen point's parameters (e.g. {"K": 3, "gamma": 0.15}), or None when nothing was scored."""
+        return self.selection.params if self.selection is not None else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def selection_document(self) -> dict[str, Any]:
+        """What `selection.json` on the parent run holds."""
+        return {
+            "sweep_id": self.sweep_id,
+            "name": self.name,
+            "objective": f"mean over seeds {self.seeds} of the mean FD at eval steps {self.eval_steps}",
+            "eval_steps": self.eval_steps,
+            "seeds": self.seeds,
+            "selection": self.selection.to_dict() if self.selection is not None else None,
+            "points": [p.to_dict() for p in self.points],
+            "baselines": [b.to_dict() for b in self.baselines],
+            "counts": self.counts,
+        }
+
+    def table(self) -> str:
+        """The rank table, baselines and the choice, as text."""
+        lines = [f"sweep {self.name} ({self.sweep_id}): {self.state}; objective = mean FD at steps "
+                 f"{self.eval_steps}, mean over seeds {self.seeds}"]
+        counts = ", ".join(f"{v} {k.lower()}" for k, v in self.counts.items() if v)
+        lines.append(f"trials: {counts or 'none'}")
+        header = f"{'rank':>4}  {'point':<28} {'objective':>10} {'seed std':>9} {'seeds':>5}  status"
+        lines += ["", header, "-" * len(header)]
+        ranked = sorted(self.points, key=lambda p: (p.rank is None, p.rank or 0, p.point_key))
+        chosen = self.selection.point.point_key if self.selection else None
+        for p in ranked:
+            lines.append(
+                f"{p.rank if p.rank else '-':>4}  {p.point_key:<28} {_num(p.objective):>10} {_num(p.seed_std):>9} "
+                f"{len(p.seed_objectives):>5}  {p.status}{'  <- chosen' if p.point_key == chosen else ''}"
+            )
+        if self.baselines:
+            lines += ["", "baselines:"]
+            for b in self.baselines:
+                lines.append(f"{'':>4}  {b.point_key:<28} {_num(b.objective):>10} {_num(b.seed_std):>9} "
+                             f"{len(b.seed_objectives):>5}  {b.status}")
+        if self.selection is not None:
+            s = self.selection
+            lines += ["", f"chosen: {s.point.point_key} (objective {_num(s.point.objective)}); rule: {s.rule}"]
+            if s.runner_up is not None:
+                lines.append(f"runner-up: {s.runner_up.point_key}, gap {_num(s.gap_abs)} ({s.gap_rel:+.2%})"
+                             + (f"; pooled seed std {_num(s.pooled_seed_std)}" if s.pooled_seed_std else ""))
+            if len(s.tied) > 1:
+                lines.append(f"tied within {s.tie_tolerance:.1%}: {', '.join(s.tied)}")
+            for name, rel in s.vs_baselines.items():
+                lines.append(f"vs {name}: {rel:+.2%}")
+        else:
+            lines += ["", "no point was scored on every seed yet"]
+        return "\n".join(lines)
+
+
+def _num(value: float | None) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:.4g}"
+
+
+def count_states(records: list[TrialRecord]) -> dict[str, int]:
+    """Trials (not attempts) by the state of the attempt that counts, plus the number of attempts."""
+    out = {s: 0 for s in ("SUCCEEDED", "RUNNING", "PENDING", "PRUNED", "FAILED", "CANCELLED")}
+    for rec in _latest(records).values():
+        out[rec.status] = out.get(rec.status, 0) + 1
+    out["attempts"] = len(records)
+    return out
+
+
+def build_result(ledger: SweepLedger, parent: Any, spec: Mapping[str, Any], *, workdir: str | None = None,
+                 state: str | None = None) -> SweepResult:
+    """A `SweepResult` from the parent run, the stored spec and the child runs."""
+    tags = parent.data.tags
+    sweep_id = tags[TAG.SWEEP_ID]
+    seeds = list(spec.get("seeds", [0]))
+    eval_steps = list(spec.get("resolved_eval_steps") or spec.get("eval_steps") or [])
+    selection_spec = spec.get("selection", {})
+    records = ledger.records(sweep_id)
+    records.sort(key=lambda r: (r.role != "baseline", r.trial_key, r.attempt))
+    points = summarise_points(records, seeds, "search")
+    baselines = summarise_points(records, seeds, "baseline")
+    selection = select_best(
+        points,
+        tie_tolerance=float(selection_spec.get("tie_tolerance", 0.01)),
+        tie_break=str(selection_spec.get("tie_break", "larger_K")),
+        baselines=baselines,
+    )
+    timing_keys = ("sweep_wall_s", "fit_wall_s", "trial_wall_s_sum", "ray_init_s", "store_init_s",
+                   "overhead_fraction")
+    return SweepResult(
+        sweep_id=sweep_id,
+        name=tags.get(TAG.SWEEP_NAME, ""),
+        state=state or tags.get(TAG.STATUS, "RUNNING"),
+        parent_run_id=parent.info.run_id,
+        tracking_uri=ledger.tracking_uri,
+        experiment=ledger.experiment,
+        eval_steps=eval_steps,
+        seeds=seeds,
+        selection=selection,
+        points=points,
+        baselines=baselines,
+        trials=records,
+        counts=count_states(records),
+        timings={k: parent.data.metrics[k] for k in timing_keys if k in parent.data.metrics},
+        workdir=workdir or tags.get(TAG.WORKDIR),
+    )
+
+
+def read_state(workdir: Path) -> dict[str, Any] | None:
+    path = workdir / STATE_FILE
+    if not path.is_file():
+        return None
+    return dict(json.loads(path.read_text(encoding="utf-8")))
+
+
+def load_sweep_result(
+    sweep: str | Path,
+    *,
+    tracking_uri: str | None = None,
+    experiment: str | None = None,
+) -> SweepResult:
+    """The result of a sweep, read from MLflow.
+
+    `sweep` is a sweep's work folder (its `sweep.json` names the store and the sweep), or a sweep id, a sweep
+    name (its latest sweep) or a parent run id, with `tracking_uri` and `experiment` saying where to look.
+    """
+    path = Path(sweep)
+    state = read_state(path) if path.is_dir() else None
+    if state is not None:
+        tracking_uri = tracking_uri or state["tracking_uri"]
+        experiment = experiment or state["experiment"]
+        sweep = state["sweep_id"]
+    elif path.is_dir():
+        raise SweepError(f"{path} is not a sweep work folder (no {STATE_FILE})")
+    if tracking_uri is None:
+        raise SweepError("say where the sweep is recorded: a work folder, or tracking_uri (--tracking-uri)")
+    from trials import DEFAULT_EXPERIMENT
+
+    ledger = SweepLedger(tracking_uri, experiment or DEFAULT_EXPERIMENT)
+    parent = ledger.find_parent(str(sweep))
+    spec = ledger.spec_dict(parent.info.run_id)
+    return build_result(ledger, parent, spec, workdir=str(path.resolve()) if state is not None else None)

@@ -1,0 +1,589 @@
+"""The typed, strict sweep spec: what to search, on which rung and horizon, how to run it, where to record it.
+
+A spec is plain data (JSON or YAML, `load_spec`); every field has a default that reproduces the paper's first
+stage (K in {2,3,4} x gamma in {0.10,0.15,0.25,0.35} on the smallest rung, scored by mean FD at 2/3, 5/6 and 6/6 of
+the horizon, beside AdamW and vanilla Muon). Unknown keys are errors, and a bad value names its field and the
+allowed values. Validation imports `trials` lazily so that `import sweeper` stays light (no torch).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from ._errors import SweepError
+
+__all__ = [
+    "SEARCH_PARAMS",
+    "BaselineSpec",
+    "BuiltinBackend",
+    "CommandBackend",
+    "EarlyStoppingSpec",
+    "ExecutionSpec",
+    "ParamRange",
+    "RetrySpec",
+    "SearchSpec",
+    "SelectionSpec",
+    "SweepSpec",
+    "SweepTracking",
+    "format_params",
+    "load_spec",
+]
+
+# Searchable names -> the OptimizerConfig field they set and their type. K and gamma are the paper's names.
+SEARCH_PARAMS: dict[str, tuple[str, type]] = {
+    "K": ("refresh_every", int),
+    "gamma": ("gamma", float),
+    "lr": ("lr", float),
+    "aux_lr": ("aux_lr", float),
+    "weight_decay": ("weight_decay", float),
+    "momentum": ("momentum", float),
+}
+
+# TrialConfig fields the sweep sets itself; a `trial` section may not override them.
+_OWNED_TRIAL_FIELDS = {
+    "rung": "rung",
+    "steps": "horizon",
+    "eval_steps": "eval_steps",
+    "optimizer": "search.optimizer / baselines",
+    "seed": "seeds",
+    "tracking": "tracking",
+    "checkpoint_dir": "backend.checkpoints",
+    "threads": "execution.cpus_per_trial",
+}
+
+_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+_ARMS = ("adamw", "muon", "periodic", "rownorm")
+ArmName = Literal["adamw", "muon", "periodic", "rownorm"]
+
+
+def _canonical(name: str, value: float | int) -> float | int:
+    """One value per point: K is an int; floats keep 6 significant digits so a point's key and value agree."""
+    if SEARCH_PARAMS[name][1] is int:
+        return int(value)
+    return float(f"{float(value):.6g}")
+
+
+def _format_value(value: float | int) -> str:
+    return str(value) if isinstance(value, int) else f"{value:g}"
+
+
+def format_params(params: Mapping[str, float | int]) -> str:
+    """`{"gamma": 0.15, "K": 3}` -> `"K=3,gamma=0.15"`: the paper's names first, then the rest in registry order."""
+    order = list(SEARCH_PARAMS)
+    keys = sorted(params, key=lambda k: order.index(k) if k in order else len(order))
+    return ",".join(f"{k}={_format_value(_canonical(k, params[k]))}" for k in keys)
+
+
+def _check_optimizer(overrides: Mapping[str, Any], where: str, *, with_field: bool = True) -> None:
+    """Validate optimizer overrides through trials' own OptimizerConfig, re-raised with the spec's field path."""
+    from trials.optim import OptimizerConfig
+
+    try:
+        OptimizerConfig.model_validate(dict(overrides))
+    except ValidationError as exc:
+        raise ValueError(_nested_errors(exc, where, with_field=with_field)) from None
+
+
+def _nested_errors(exc: ValidationError, prefix: str, *, with_field: bool = True) -> str:
+    """A nested model's errors as 'prefix.field: message' (pydantic's own prefix 'Value error, ' dropped)."""
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in (prefix, *(err["loc"] if with_field else ())) if p != "")
+        parts.append(f"{loc}: {str(err['msg']).removeprefix('Value error, ')}")
+    return "; ".join(parts)
+
+
+class ParamRange(BaseModel):
+    """A continuous (or integer, for K) range, for the tpe and random methods."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    low: float = Field(..., description="Lower bound, inclusive (in the parameter's own unit).")
+    high: float = Field(..., description="Upper bound, inclusive.")
+    log: bool = Field(False, description="Sample uniformly in log space (learning rates: true).")
+    step: float | None = Field(None, gt=0, description="Quantisation step; None = continuous (1 for K).")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ParamRange:
+        if not self.low < self.high:
+            raise ValueError(f"low ({self.low}) must be below high ({self.high})")
+        if self.log and self.low <= 0:
+            raise ValueError("a log range needs low > 0")
+        if self.log and self.step is not None:
+            raise ValueError("log and step cannot be combined (Optuna samples either in log space or on a grid)")
+        return self
+
+
+SpaceValue = list[int | float] | ParamRange
+
+
+def _default_space() -> dict[str, SpaceValue]:
+    # The paper's grid (section "K and gamma sweep"): 3 x 4 = 12 points.
+    return {"K": [2, 3, 4], "gamma": [0.10, 0.15, 0.25, 0.35]}
+
+
+class SearchSpec(BaseModel):
+    """What is searched and how: an Optuna sampler over the searched arm's optimizer parameters."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    method: Literal["grid", "tpe", "random"] = Field(
+        "grid",
+        description="grid: Optuna's GridSampler, every point exactly once; tpe / random: Optuna's TPE or random "
+        "sampler for `budget` distinct points.",
+    )
+    space: dict[str, SpaceValue] = Field(
+        default_factory=_default_space,
+        description="Parameter -> list of values, or a range {low, high, log, step} (tpe/random only). Names: "
+        + ", ".join(SEARCH_PARAMS)
+        + ". Default: the paper's grid K in {2,3,4} x gamma in {0.10,0.15,0.25,0.35}.",
+    )
+    budget: int | None = Field(
+        None,
+        ge=1,
+        description="Distinct points to evaluate (each on every seed) for tpe/random; grid evaluates every point "
+        "once and takes none.",
+    )
+    sampler_seed: int = Field(0, ge=0, description="Seed of the Optuna sampler (grid order, TPE, random).")
+    tpe_startup_points: int = Field(
+        4,
+        ge=1,
+        description="Random points before TPE models the space. Optuna's default of 10 would spend most of a "
+        "12-point grid's worth of budget on random points.",
+    )
+    optimizer: dict[str, Any] = Field(
+        default_factory=lambda: {"name": "periodic"},
+        description="The searched arm's OptimizerConfig fields besides the searched ones (default: Periodic "
+        "Row-wise Muon with trials' defaults, e.g. lr 0.02).",
+    )
+
+    @field_validator("space")
+    @classmethod
+    def _known_params(cls, space: dict[str, SpaceValue]) -> dict[str, SpaceValue]:
+        if not space:
+            raise ValueError(f"the search space is empty; give at least one of {list(SEARCH_PARAMS)}")
+        for name, values in space.items():
+            if name not in SEARCH_PARAMS:
+                raise ValueError(f"unknown search parameter {name!r}; allowed: {list(SEARCH_PARAMS)}")
+            kind = SEARCH_PARAMS[name][1]
+            if isinstance(values, list):
+                if not values:
+                    raise ValueError(f"space.{name}: give at least one value")
+                if kind is int and any(isinstance(v, float) and not float(v).is_integer() for v in values):
+                    raise ValueError(f"space.{name}: {name} takes integers, got {values}")
+                canon = [_canonical(name, v) for v in values]
+                if len(set(canon)) != len(canon):
+                    raise ValueError(f"space.{name}: repeated values {values}")
+            elif kind is int and not (float(values.low).is_integer() and float(values.high).is_integer()):
+                raise ValueError(f"space.{name}: {name} takes an integer range, got [{values.low}, {values.high}]")
+        return space
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SearchSpec:
+        arm = self.optimizer.get("name", "periodic")
+        searched = {SEARCH_PARAMS[n][0]: n for n in self.space}
+        clash = sorted(f for f in self.optimizer if f in searched or f in self.space)
+        if clash:
+            raise ValueError(f"search.optimizer sets {clash}, which the search space searches; remove them")
+        _check_optimizer(self.optimizer, "search.optimizer")
+        for name, values in self.space.items():  # every value must be a valid optimizer setting
+            probe = values if isinstance(values, list) else [values.low, values.high]
+            for v in probe:
+                value = _canonical(name, v)
+                _check_optimizer({**self.optimizer, "name": arm, SEARCH_PARAMS[name][0]: value},
+                                 f"search.space.{name}={value}", with_field=False)
+        ranges = [n for n, v in self.space.items() if isinstance(v, ParamRange)]
+        if self.method == "grid":
+            if ranges:
+                raise ValueError(f"method 'grid' needs a list of values for every parameter; {ranges} are ranges "
+                                 "(use method 'tpe' or 'random' for ranges)")
+            if self.budget is not None:
+                raise ValueError("method 'grid' runs every point exactly once and takes no budget; remove it")
+        else:
+            if self.budget is None:
+                raise ValueError(f"method {self.method!r} needs a budget (the number of distinct points to run)")
+            if not ranges and self.budget > self.grid_size:
+                raise ValueError(f"budget {self.budget} exceeds the {int(self.grid_size)} distinct points of the space")
+        return self
+
+    @property
+    def arm(self) -> str:
+        return str(self.optimizer.get("name", "periodic"))
+
+    @property
+    def grid_size(self) -> float:
+        """Distinct points of an all-list space (math.inf with a range in it)."""
+        if any(isinstance(v, ParamRange) for v in self.space.values()):
+            return math.inf
+        return math.prod(len(v) for v in self.space.values() if isinstance(v, list))
+
+    def grid_points(self) -> list[dict[str, float | int]]:
+        """Every point of an all-list space, in a fixed order."""
+        lists = {n: [_canonical(n, v) for v in vals] for n, vals in self.space.items() if isinstance(vals, list)}
+        names = list(lists)
+        return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*lists.values())]
+
+    def optimizer_for(self, params: Mapping[str, float | int]) -> dict[str, Any]:
+        """The searched arm's full optimizer overrides at one point."""
+        out = {"name": self.arm, **self.optimizer}
+        out.update({SEARCH_PARAMS[n][0]: _canonical(n, v) for n, v in params.items()})
+        return out
+
+
+class BaselineSpec(BaseModel):
+    """A reference arm run beside the sweep at the same rung, horizon and seeds (not searched)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    arm: ArmName = Field(..., description="Optimizer arm: adamw, muon, periodic or rownorm.")
+    label: str | None = Field(
+        None, pattern=_NAME_PATTERN, description="Name in run names and tables; default: the arm's name."
+    )
+    optimizer: dict[str, Any] = Field(
+        default_factory=dict, description="Other OptimizerConfig fields of this arm (e.g. {lr: 0.001})."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, value: Any) -> Any:
+        return {"arm": value} if isinstance(value, str) else value  # "adamw" is short for {arm: adamw}
+
+    @model_validator(mode="after")
+    def _valid_optimizer(self) -> BaselineSpec:
+        if "name" in self.optimizer and self.optimizer["name"] != self.arm:
+            raise ValueError(f"optimizer.name {self.optimizer['name']!r} contradicts arm {self.arm!r}")
+        _check_optimizer({**self.optimizer, "name": self.arm}, "optimizer")
+        return self
+
+    @property
+    def name(self) -> str:
+        return self.label or self.arm
+
+    def optimizer_config(self) -> dict[str, Any]:
+        return {**self.optimizer, "name": self.arm}
+
+
+def _default_baselines() -> list[BaselineSpec]:
+    # The paper's two references: AdamW and vanilla Muon, at the same rung and horizon.
+    return [BaselineSpec(arm="adamw"), BaselineSpec(arm="muon")]
+
+
+class EarlyStoppingSpec(BaseModel):
+    """Stop unpromising search trials at eval steps (ASHA). Baselines are never stopped."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    method: Literal["none", "asha"] = Field(
+        "none", description="none (default: every trial runs its horizon, as in the paper) or asha."
+    )
+    grace_evals: int = Field(1, ge=1, description="Eval steps every trial reaches before it may be stopped.")
+    reduction_factor: float = Field(
+        2.0,
+        gt=1,
+        description="ASHA keeps the best 1/reduction_factor at each rung. 2: with the default three eval steps "
+        "the rungs fall on the first two of them (Ray's default 4 leaves a single rung).",
+    )
+
+
+class ExecutionSpec(BaseModel):
+    """Where and how wide the trials run. May change between a run and its resume."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    concurrency: int | None = Field(
+        None, ge=1, description="Trials at once; None = as many as the Ray cluster's CPUs/GPUs fit per trial."
+    )
+    cpus_per_trial: float = Field(
+        1.0, gt=0, description="CPUs reserved per trial; torch uses as many threads (at least 1)."
+    )
+    gpus_per_trial: float = Field(
+        0.0, ge=0, description="GPUs per trial; above 0 the trial's device defaults to 'auto' (CUDA)."
+    )
+    num_cpus: int | None = Field(
+        None,
+        ge=1,
+        description="CPUs of the local Ray instance (None = this machine's); not used when attaching to a cluster.",
+    )
+    ray_address: str | None = Field(
+        None,
+        description="Ray cluster to attach to (host:port or ray://...); None = $RAY_ADDRESS when set, else a "
+        "local Ray instance for this sweep only.",
+    )
+
+    @property
+    def threads(self) -> int:
+        return max(1, int(self.cpus_per_trial))
+
+
+class RetrySpec(BaseModel):
+    """What happens to a trial that fails."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_retries: int = Field(
+        1, ge=0, description="Extra attempts for a trial that raises (lost worker, out of memory); each attempt "
+        "is its own MLflow run."
+    )
+    retry_diverged: bool = Field(
+        False,
+        description="Retry diverged (NaN) trials too. Off: divergence is deterministic for a fixed seed and "
+        "config, so a retry diverges again.",
+    )
+
+
+class BuiltinBackend(BaseModel):
+    """Trials run `trials.run_trial` (the built-in MMDiT trainer) inside the Ray worker."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: Literal["builtin"] = Field("builtin", description="Backend name.")
+    checkpoints: bool = Field(
+        True,
+        description="Checkpoint at every eval step (in the sweep's work folder: shared storage on a multi-machine "
+        "cluster) so that an interrupted trial resumes where it stopped.",
+    )
+
+    @property
+    def resumable(self) -> bool:
+        return self.checkpoints
+
+
+class CommandBackend(BaseModel):
+    """Trials launch an external trainer (`trials.run_command_trial`); see trials' command protocol."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: Literal["command"] = Field(..., description="Backend name.")
+    command: list[str] = Field(
+        ..., min_length=1, description="Argument list or one shell-like string, with {placeholders}."
+    )
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables of the trainer.")
+    cwd: str | None = Field(
+        None,
+        description="Working directory of the trainer; None = the directory the sweep was started from (it must "
+        "exist on every Ray node).",
+    )
+    timeout_s: float | None = Field(None, gt=0, description="Kill a trainer after this many seconds.")
+    poll_s: float = Field(0.5, gt=0, description="Seconds between reads of the trainer's progress file.")
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        import shlex
+
+        return shlex.split(value) if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _valid_command(self) -> CommandBackend:
+        from trials import CommandConfig
+
+        try:
+            CommandConfig.model_validate(self.model_dump(exclude={"name"}))
+        except ValidationError as exc:
+            raise ValueError(_nested_errors(exc, "")) from None
+        return self
+
+    @property
+    def resumable(self) -> bool:
+        return False  # the protocol has no checkpoint hand-over: an interrupted trainer starts again
+
+
+Backend = Annotated[BuiltinBackend | CommandBackend, Field(discriminator="name")]
+
+
+class SelectionSpec(BaseModel):
+    """How the sweep's winner is chosen from the ranked points."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tie_tolerance: float = Field(
+        0.01,
+        ge=0,
+        lt=1,
+        description="Points whose objective is within this relative distance of the best are tied (0.01: half "
+        "the study's 2% 'near best' tolerance).",
+    )
+    tie_break: Literal["larger_K", "none"] = Field(
+        "larger_K",
+        description="Among tied points prefer the larger K (fewer Newton-Schulz refreshes: cheaper), then the "
+        "lower objective; 'none' = the lowest objective.",
+    )
+
+
+def _default_tracking_uri() -> str:
+    from trials import DEFAULT_TRACKING_URI
+
+    return DEFAULT_TRACKING_URI
+
+
+def _default_experiment() -> str:
+    from trials import DEFAULT_EXPERIMENT
+
+    return DEFAULT_EXPERIMENT
+
+
+class SweepTracking(BaseModel):
+    """The MLflow destination of the sweep's parent run and its trials' child runs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tracking_uri: str = Field(
+        default_factory=_default_tracking_uri,
+        description="MLflow tracking URI: sqlite:///file.db (a relative path resolves against the directory "
+        "the sweep starts from) or http(s)://server.",
+    )
+    experiment: str = Field(
+        default_factory=_default_experiment, min_length=1, description="MLflow experiment: one per study."
+    )
+
+
+class SweepSpec(BaseModel):
+    """One sweep: search the searched arm's parameters on one rung, beside baselines, and pick the best point."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(..., pattern=_NAME_PATTERN, description="Sweep name (run names, work folder, Ray names).")
+    rung: str = Field("cpu-xs", description="Model rung (trials.models.list_rungs()); the paper sweeps the smallest.")
+    horizon: int = Field(
+        1200, ge=1, description="Training steps of every trial (the paper: 30k at 1.3B; 1200: the CPU pilot)."
+    )
+    eval_steps: list[int] | None = Field(
+        None, description="Steps scored by FD; the objective is their mean. Default 2/3, 5/6 and 6/6 of the horizon."
+    )
+    search: SearchSpec = Field(default_factory=SearchSpec, description="The search space and method.")
+    seeds: list[int] = Field(
+        default_factory=lambda: [0],
+        min_length=1,
+        description="Every point runs on every seed; the objective is the mean over seeds and the spread is kept "
+        "(default one seed, as in the paper).",
+    )
+    baselines: list[BaselineSpec] = Field(
+        default_factory=_default_baselines, description="Reference arms (default AdamW and vanilla Muon); [] = none."
+    )
+    early_stopping: EarlyStoppingSpec = Field(default_factory=EarlyStoppingSpec, description="ASHA, off by default.")
+    execution: ExecutionSpec = Field(default_factory=ExecutionSpec, description="Concurrency, resources, cluster.")
+    retries: RetrySpec = Field(default_factory=RetrySpec, description="Retries of failed trials.")
+    backend: Backend = Field(default_factory=BuiltinBackend, description="builtin (run_trial) or command.")
+    selection: SelectionSpec = Field(default_factory=SelectionSpec, description="Tie rule of the selection.")
+    trial: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Other TrialConfig fields of every trial (batch_size, eval, text_encoder, data, ...). The "
+        "sweep sets " + ", ".join(_OWNED_TRIAL_FIELDS) + " itself.",
+    )
+    tracking: SweepTracking = Field(default_factory=SweepTracking, description="MLflow URI and experiment.")
+
+    @field_validator("rung")
+    @classmethod
+    def _known_rung(cls, rung: str) -> str:
+        from trials.models import list_rungs
+
+        if rung not in list_rungs():
+            raise ValueError(f"unknown rung {rung!r}; allowed: {list_rungs()}")
+        return rung
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct_seeds(cls, seeds: list[int]) -> list[int]:
+        if len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds):
+            raise ValueError(f"seeds must be distinct non-negative integers, got {seeds}")
+        return seeds
+
+    @field_validator("baselines")
+    @classmethod
+    def _distinct_labels(cls, baselines: list[BaselineSpec]) -> list[BaselineSpec]:
+        names = [b.name for b in baselines]
+        if len(set(names)) != len(names):
+            raise ValueError(f"baseline names must be distinct (set `label`), got {names}")
+        return baselines
+
+    @field_validator("trial")
+    @classmethod
+    def _not_owned(cls, trial: dict[str, Any]) -> dict[str, Any]:
+        owned = {k: v for k, v in _OWNED_TRIAL_FIELDS.items() if k in trial}
+        if owned:
+            raise ValueError("; ".join(f"trial.{k} is set by the sweep ({v})" for k, v in owned.items()))
+        return trial
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SweepSpec:
+        if self.eval_steps is not None:
+            bad = [s for s in self.eval_steps if not 1 <= s <= self.horizon]
+            if bad or not self.eval_steps or len(set(self.eval_steps)) != len(self.eval_steps):
+                raise ValueError(
+                    f"eval_steps must be distinct steps in [1, horizon={self.horizon}], got {self.eval_steps}"
+                )
+        from trials import TrialConfig
+
+        try:  # one probe trial validates the `trial` section with trials' own rules
+            TrialConfig.model_validate(self.trial_config({"name": self.search.arm}, self.seeds[0]))
+        except ValidationError as exc:
+            raise ValueError(_nested_errors(exc, "trial")) from None
+        n_evals = len(self.resolved_eval_steps)
+        if self.early_stopping.method == "asha" and self.early_stopping.grace_evals >= n_evals:
+            raise ValueError(
+                f"early_stopping.grace_evals ({self.early_stopping.grace_evals}) must be below the number of "
+                f"eval steps ({n_evals}): ASHA can only stop a trial before its last eval step"
+            )
+        return self
+
+    @property
+    def resolved_eval_steps(self) -> list[int]:
+        from trials import default_eval_steps
+
+        return sorted(self.eval_steps) if self.eval_steps else default_eval_steps(self.horizon)
+
+    def trial_config(self, optimizer: Mapping[str, Any], seed: int) -> dict[str, Any]:
+        """A plain TrialConfig mapping for one arm and seed (without tracking, checkpoints or threads)."""
+        cfg: dict[str, Any] = json.loads(json.dumps(self.trial))
+        if self.execution.gpus_per_trial > 0:
+            cfg.setdefault("device", "auto")
+        cfg.update(
+            rung=self.rung,
+            steps=self.horizon,
+            eval_steps=self.resolved_eval_steps,
+            optimizer=dict(optimizer),
+            seed=seed,
+            threads=self.execution.threads,
+        )
+        return cfg
+
+    def fingerprint(self) -> str:
+        """What a resumed sweep must match: everything but execution and retries, which may change on resume."""
+        payload = self.model_dump(mode="json", exclude={"execution", "retries"})
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def load_spec(source: str | Path | Mapping[str, Any]) -> SweepSpec:
+    """A `SweepSpec` from a JSON or YAML file (by suffix; YAML otherwise), or from a mapping.
+
+    Raises FileNotFoundError for a missing file, SweepError for unreadable text and pydantic's ValidationError
+    (a ValueError) for an invalid spec, naming the field and the allowed values.
+    """
+    if isinstance(source, Mapping):
+        return SweepSpec.model_validate(dict(source))
+    path = Path(source)
+    if not path.is_file():
+        raise FileNotFoundError(f"no sweep spec at {path}")
+    text = path.read_text(encoding="utf-8")
+    try:
+        if path.suffix.lower() == ".json":
+            data = json.loads(text)
+        else:
+            import yaml
+
+            data = yaml.safe_load(text)
+    except Exception as exc:  # JSON and YAML raise different types; the message is what matters
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        kind = "JSON" if path.suffix.lower() == ".json" else "YAML"
+        raise SweepError(f"{path}: not valid {kind}: {first}") from None
+    if not isinstance(data, dict):
+        raise SweepError(f"{path}: a sweep spec is a mapping of fields, got {type(data).__name__}")
+    return SweepSpec.model_validate(data)

@@ -1,0 +1,183 @@
+"""The Ray Tune trainable: one trial attempt inside a Ray worker, through a trial backend looked up by name.
+
+It reports to Tune with `ray.tune.report` at each eval step but the last (from the backend's `progress` callback),
+then once more after the backend has closed its MLflow run, with the trial's outcome. Holding the last eval back
+means a stop decision can never land between the final eval and the run's summary (ASHA says STOP at max_t).
+A stop asked by Tune arrives as SystemExit from `tune.report`; the backend then closes its run as KILLED, and if
+the driver had marked the run as pruned (tag `scalesweep.stop_reason`), the trainable re-labels it PRUNED.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import re
+import shutil
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+__all__ = ["BACKENDS", "list_backends", "make_trainable", "run_job"]
+
+ProgressFn = Callable[[dict[str, Any]], None]
+
+
+def _builtin(trial: dict[str, Any], backend: dict[str, Any], progress: ProgressFn) -> Any:
+    from trials import run_trial
+
+    return run_trial(trial, progress=progress)
+
+
+def _command(trial: dict[str, Any], backend: dict[str, Any], progress: ProgressFn) -> Any:
+    from trials import run_command_trial
+
+    command = {k: v for k, v in backend.items() if k != "name"}
+    return run_command_trial(trial, command, progress=progress)
+
+
+# name -> runner(trial config mapping, backend spec mapping, progress) -> trials.TrialResult
+BACKENDS: dict[str, Callable[[dict[str, Any], dict[str, Any], ProgressFn], Any]] = {
+    "builtin": _builtin,
+    "command": _command,
+}
+
+
+def list_backends() -> list[str]:
+    """Trial backend names a spec may use."""
+    return sorted(BACKENDS)
+
+
+def run_job(job: dict[str, Any]) -> None:
+    """Run one trial attempt described by `job` (built by the driver) and report it to Ray Tune."""
+    import torch
+    from ray import tune
+
+    start = time.perf_counter()
+    torch.set_num_threads(int(job["threads"]))  # match the CPUs Ray reserved for this trial
+    eval_steps: list[int] = list(job["eval_steps"])
+    n_evals = len(eval_steps)
+    fds: list[float] = []
+    stopped = False
+
+    def progress(record: dict[str, Any]) -> None:
+        nonlocal stopped
+        step = int(record["step"])
+        if step not in eval_steps or "fd" not in record:
+            return
+        fd = float(record["fd"])
+        if math.isfinite(fd):
+            fds.append(fd)
+        index = eval_steps.index(step) + 1
+        if index == n_evals or not fds:
+            return  # the last eval is reported after the run is closed (see the module docstring)
+        metrics = {
+            "eval_index": index,
+            "objective_so_far": statistics.fmean(fds),
+            "step": step,
+            "fd": fd,
+            "trial_status": "RUNNING",
+            "trial_elapsed_s": time.perf_counter() - start,
+        }
+        for key in ("val_loss", "effective_time_s"):
+            if isinstance(record.get(key), int | float):
+                metrics[key] = float(record[key])
+        try:
+            tune.report(metrics)
+        except SystemExit:
+            stopped = True
+            raise
+
+    _tag_worker(job)
+    checkpoint_dir = job["trial"].get("checkpoint_dir")
+    try:
+        result = BACKENDS[job["backend"]["name"]](job["trial"], job["backend"], progress)
+    except SystemExit:
+        if stopped and _relabel_if_pruned(job):
+            _drop_checkpoints(checkpoint_dir)
+        raise  # otherwise interrupted: the checkpoint is what a resume continues from
+    except BaseException:
+        _drop_checkpoints(checkpoint_dir)  # this attempt is never resumed: a retry is a new attempt
+        raise
+    _drop_checkpoints(checkpoint_dir)
+    final = {
+        "eval_index": n_evals,
+        "objective_so_far": result.objective if result.objective is not None else math.inf,
+        "step": result.steps_done,
+        "trial_status": result.status,
+        "trial_elapsed_s": time.perf_counter() - start,
+        "trial_wall_s": time.perf_counter() - start,
+        "effective_time_s": result.total_effective_time_s,
+        "run_wall_s": result.wall_time_s,
+    }
+    if result.objective is not None:
+        final["objective"] = result.objective
+    for step, value in result.fd.items():
+        final[f"fd_at_{step}"] = value
+    tune.report(final)
+
+
+def _tag_worker(job: dict[str, Any]) -> None:
+    """Which Ray node and host ran this attempt (provenance; on a cluster it tells the nodes apart)."""
+    tracking = job["trial"].get("tracking") or {}
+    if not tracking.get("run_id"):
+        return
+    with contextlib.suppress(Exception):  # provenance must never fail a trial
+        import socket
+
+        import ray
+        from mlflow import MlflowClient
+        from mlflow.entities import RunTag
+
+        node = ray.get_runtime_context().get_node_id()
+        MlflowClient(tracking_uri=tracking["tracking_uri"]).log_batch(
+            tracking["run_id"],
+            tags=[RunTag("scalesweep.ray_node", str(node)), RunTag("scalesweep.worker_host", socket.gethostname())],
+        )
+
+
+def _drop_checkpoints(checkpoint_dir: str | None) -> None:
+    """Remove an attempt's checkpoints once it can no longer resume (and the trial's folder when empty)."""
+    if not checkpoint_dir:
+        return
+    shutil.rmtree(checkpoint_dir, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        Path(checkpoint_dir).parent.rmdir()
+
+
+def _relabel_if_pruned(job: dict[str, Any]) -> bool:
+    """After the backend closed its run as KILLED: PRUNED instead, when the driver decided so."""
+    tracking = job["trial"].get("tracking") or {}
+    run_id = tracking.get("run_id")
+    if not run_id:
+        return False
+    try:
+        from mlflow import MlflowClient
+        from mlflow.entities import RunTag
+
+        client = MlflowClient(tracking_uri=tracking["tracking_uri"])
+        if client.get_run(run_id).data.tags.get("scalesweep.stop_reason") != "pruned":
+            return False
+        client.log_batch(run_id, tags=[RunTag("scalesweep.status", "PRUNED")])
+        return True
+    except Exception:  # the driver re-applies the label after the sweep: never fail a stopping trial over it
+        return False
+
+
+def make_trainable(sweep_id: str) -> Callable[[dict[str, Any]], None]:
+    """A trainable with a name unique to the sweep: Tune's registry is keyed by name, and two sweeps sharing a
+    cluster (or a process) must never run each other's trials."""
+
+    def trainable(config: dict[str, Any]) -> None:
+        run_job(config["job"])
+
+    safe = re.sub(r"[^A-Za-z0-9_]", "_", sweep_id)
+    trainable.__name__ = trainable.__qualname__ = f"scalesweep_{safe}"
+    return trainable
+
+
+def checkpoint_path(workdir: Path, trial_key: str, attempt: int) -> Path:
+    """One folder per trial attempt: an interrupted attempt resumes from it; a retry starts afresh."""
+    safe = re.sub(r"[^A-Za-z0-9_.=,-]", "_", trial_key)
+    return workdir / "checkpoints" / safe / f"attempt-{attempt}"

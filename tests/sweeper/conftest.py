@@ -1,0 +1,93 @@
+"""Sweeper test settings: tiny trials, one MLflow store per session, a fake external trainer, slow-test opt-in.
+
+Tests marked `slow` run only with `--run-slow` (when the root conftest defines it) or SCALESWEEP_RUN_SLOW=1:
+pytest only takes `pytest_addoption` from the root-level conftest files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+FAKE_TRAINER = HERE / "fake_trainer.py"
+
+# The tiny trial of tests/trials (a few seconds on one thread): pixels pooled to 4x4 need no feature training.
+TINY_TRIAL: dict[str, Any] = {
+    "batch_size": 16,
+    "warmup_steps": 4,
+    "log_every": 4,
+    "text_encoder": "learned",
+    "eval": {
+        "extractor": "pixels",
+        "extractor_options": {"size": 4},
+        "fd_samples": 96,
+        "reference_samples": 256,
+        "sample_steps": 4,
+        "val_samples": 32,
+    },
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    try:
+        run_slow = bool(config.getoption("--run-slow"))
+    except ValueError:  # the option is not defined by the root conftest
+        run_slow = False
+    if run_slow or os.environ.get("SCALESWEEP_RUN_SLOW") == "1":
+        return
+    skip = pytest.mark.skip(reason="slow: pass --run-slow or set SCALESWEEP_RUN_SLOW=1")
+    for item in items:
+        if "slow" in item.keywords and HERE in Path(str(item.fspath)).parents:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def store_uri(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One SQLite store for the session, created once up front (creating a store takes seconds, and concurrent
+    first-time creation corrupts it); each test uses its own experiment."""
+    from trials import ensure_store
+
+    uri = f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}"
+    ensure_store(uri, "setup")
+    return uri
+
+
+def fake_backend(markers: Path | None = None, **env: str) -> dict[str, Any]:
+    """The command backend running tests/sweeper/fake_trainer.py (no training; behaviour set by FAKE_* env)."""
+    command = [
+        sys.executable, str(FAKE_TRAINER), "--optimizer", "{optimizer}", "--K", "{K}", "--gamma", "{gamma}",
+        "--seed", "{seed}", "--steps", "{steps}", "--eval-steps", "{eval_steps}", "--progress", "{progress_file}",
+    ]
+    if markers is not None:
+        env = {**env, "FAKE_MARKERS": str(markers)}
+    return {"name": "command", "command": command, "env": env, "poll_s": 0.05}
+
+
+def make_spec(name: str, store_uri: str, **fields: Any) -> dict[str, Any]:
+    """A plain spec mapping: tiny trials, 2 local CPUs, this session's store, experiment = name."""
+    spec: dict[str, Any] = {
+        "name": name,
+        "rung": "cpu-xs",
+        "horizon": 24,
+        "search": {"space": {"K": [2, 3], "gamma": [0.15, 0.25]}},
+        "baselines": ["adamw"],
+        "execution": {"concurrency": 2, "num_cpus": 2},
+        "trial": json.loads(json.dumps(TINY_TRIAL)),
+        "tracking": {"tracking_uri": store_uri, "experiment": name},
+    }
+    spec.update(fields)
+    return spec
+
+
+def write_spec(path: Path, spec: dict[str, Any]) -> Path:
+    import yaml
+
+    path.write_text(yaml.safe_dump(spec))
+    return path

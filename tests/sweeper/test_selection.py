@@ -1,0 +1,85 @@
+"""Points over seeds and the choice: objective, spread, rank table, gap, tie rule, on a few numbers."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import pytest
+
+from sweeper import TrialRecord, select_best, summarise_points
+
+
+def _rec(k: int, gamma: float, seed: int, objective: float | None, status: str = "SUCCEEDED",
+         attempt: int = 0) -> TrialRecord:
+    key = f"K={k},gamma={gamma:g}"
+    return TrialRecord(trial_key=f"{key},seed={seed}", point_key=key, role="search", arm="periodic", seed=seed,
+                       attempt=attempt, status=status, params={"K": k, "gamma": gamma},  # type: ignore[arg-type]
+                       objective=objective, fd={10: (objective or 0) + 1, 20: (objective or 0) - 1},
+                       run_id=f"run-{key}-{seed}-{attempt}")
+
+
+def _base(arm: str, seed: int, objective: float) -> TrialRecord:
+    return TrialRecord(trial_key=f"{arm},seed={seed}", point_key=arm, role="baseline", arm=arm, seed=seed,
+                       status="SUCCEEDED", objective=objective)
+
+
+def test_points_average_over_seeds_and_keep_the_spread() -> None:
+    records = [_rec(3, 0.15, 0, 40.0), _rec(3, 0.15, 1, 44.0), _rec(2, 0.25, 0, 41.0),
+               _rec(2, 0.25, 1, None, status="RUNNING")]
+    points = {p.point_key: p for p in summarise_points(records, seeds=[0, 1])}
+    a = points["K=3,gamma=0.15"]
+    assert a.status == "SUCCEEDED" and a.objective == 42.0
+    assert a.seed_objectives == {0: 40.0, 1: 44.0} and a.seed_std == pytest.approx(statistics.stdev([40, 44]))
+    assert (a.seed_min, a.seed_max) == (40.0, 44.0) and a.fd_mean == {10: 43.0, 20: 41.0}
+    b = points["K=2,gamma=0.25"]
+    assert b.status == "RUNNING" and b.objective is None  # not scored until every seed succeeded
+
+
+def test_retried_trial_counts_its_succeeded_attempt_and_failed_points_are_not_scored() -> None:
+    records = [_rec(3, 0.15, 0, None, status="FAILED", attempt=0), _rec(3, 0.15, 0, 40.0, attempt=1),
+               _rec(4, 0.15, 0, None, status="FAILED"), _rec(2, 0.15, 0, None, status="PRUNED")]
+    points = {p.point_key: p for p in summarise_points(records, seeds=[0])}
+    assert points["K=3,gamma=0.15"].objective == 40.0
+    assert points["K=3,gamma=0.15"].run_ids == {0: "run-K=3,gamma=0.15-0-1"}
+    assert points["K=4,gamma=0.15"].status == "FAILED" and points["K=4,gamma=0.15"].objective is None
+    assert points["K=2,gamma=0.15"].status == "PRUNED" and points["K=2,gamma=0.15"].objective is None
+    selection = select_best(list(points.values()))
+    assert selection is not None and [p.point_key for p in selection.ranking] == ["K=3,gamma=0.15"]
+    assert selection.runner_up is None and selection.gap_abs is None
+
+
+def test_rank_table_gap_and_baselines() -> None:
+    records = [_rec(2, 0.10, 0, 50.0), _rec(3, 0.15, 0, 40.0), _rec(4, 0.35, 0, 45.0)]
+    baselines = summarise_points([_base("adamw", 0, 60.0), _base("muon", 0, 38.0)], seeds=[0], role="baseline")
+    selection = select_best(summarise_points(records, seeds=[0]), baselines=baselines)
+    assert selection is not None
+    assert [(p.point_key, p.rank) for p in selection.ranking] == [
+        ("K=3,gamma=0.15", 1), ("K=4,gamma=0.35", 2), ("K=2,gamma=0.1", 3)]
+    assert selection.params == {"K": 3, "gamma": 0.15} and selection.tied == ["K=3,gamma=0.15"]
+    assert selection.runner_up is not None and selection.runner_up.point_key == "K=4,gamma=0.35"
+    assert selection.gap_abs == 5.0 and selection.gap_rel == pytest.approx(5.0 / 40.0)
+    assert selection.vs_baselines == {"adamw": pytest.approx(-1 / 3), "muon": pytest.approx(2 / 38)}
+    assert selection.pooled_seed_std is None  # one seed: no spread to pool
+
+
+def test_tie_rule_prefers_the_larger_k_within_the_tolerance_only() -> None:
+    records = [_rec(2, 0.15, 0, 40.0), _rec(3, 0.15, 0, 40.3), _rec(4, 0.25, 0, 40.35)]
+    points = summarise_points(records, seeds=[0])
+    within = select_best(points, tie_tolerance=0.01)  # 40.3 and 40.35 are within 1% of 40.0
+    assert within is not None and within.point.point_key == "K=4,gamma=0.25"
+    assert within.best_by_objective == "K=2,gamma=0.15" and len(within.tied) == 3
+    assert within.runner_up is not None and within.runner_up.point_key == "K=2,gamma=0.15"
+    assert within.gap_abs == pytest.approx(-0.35)  # the rule chose a (tied) worse objective: the gap says so
+    tight = select_best(points, tie_tolerance=0.005)  # 40.3 is 0.75% above 40.0: no tie at 0.5%
+    assert tight is not None and tight.point.point_key == "K=2,gamma=0.15" and tight.tied == ["K=2,gamma=0.15"]
+    plain = select_best(points, tie_tolerance=0.01, tie_break="none")
+    assert plain is not None and plain.point.point_key == "K=2,gamma=0.15"
+
+
+def test_pooled_seed_spread_and_empty_selection() -> None:
+    records = [_rec(3, 0.15, 0, 40.0), _rec(3, 0.15, 1, 42.0), _rec(2, 0.15, 0, 50.0), _rec(2, 0.15, 1, 54.0)]
+    selection = select_best(summarise_points(records, seeds=[0, 1]))
+    assert selection is not None
+    assert selection.pooled_seed_std == pytest.approx(math.sqrt((2.0 + 8.0) / 2))
+    assert select_best(summarise_points([_rec(3, 0.15, 0, None, status="FAILED")], seeds=[0])) is None

@@ -1,0 +1,193 @@
+"""Sweeps on a real local Ray (2 CPUs, shared by this module): the built-in trainer end to end into MLflow, and the
+fake external trainer for failures, retries, divergence, ASHA pruning and TPE with seeds."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from mlflow import MlflowClient
+
+from scalesweep_cli import main
+from sweeper import SweepError, load_sweep_result, run_sweep
+
+from .conftest import fake_backend, make_spec
+
+
+@pytest.fixture(scope="module")
+def ray_local() -> Iterator[None]:
+    """One local Ray for the module (starting one costs 4-8 s); run_sweep reuses an initialised Ray."""
+    import ray
+
+    ray.init(address="local", include_dashboard=False, num_cpus=2, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def _runs(uri: str, experiment: str, query: str = "") -> list:
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(experiment)
+    return client.search_runs([exp.experiment_id], query, max_results=1000)
+
+
+def _children(uri: str, experiment: str) -> list:
+    return _runs(uri, experiment, "tags.`scalesweep.kind` = 'trial'")
+
+
+def test_builtin_sweep_end_to_end_into_mlflow(ray_local: None, store_uri: str, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    spec = make_spec("e2e", store_uri)
+    workdir = tmp_path / "wd"
+    result = run_sweep(spec, workdir=workdir)
+
+    assert result.state == "SUCCEEDED" and result.counts["SUCCEEDED"] == 5 and result.counts["attempts"] == 5
+    assert {p.point_key for p in result.points} == {"K=2,gamma=0.15", "K=2,gamma=0.25", "K=3,gamma=0.15",
+                                                    "K=3,gamma=0.25"}
+    assert all(p.status == "SUCCEEDED" and p.objective and p.objective > 0 for p in result.points)
+    sel = result.selection
+    assert sel is not None and result.best == sel.point.params
+    assert [p.objective for p in sel.ranking] == sorted(p.objective for p in sel.ranking)  # type: ignore[type-var]
+    assert sel.point.point_key in sel.tied and sel.point.params["K"] == max(
+        p.params["K"] for p in sel.ranking if p.point_key in sel.tied)  # the tie rule: larger K
+    assert [b.point_key for b in result.baselines] == ["adamw"] and result.baselines[0].objective
+    assert set(sel.vs_baselines) == {"adamw"}
+    assert result.timings["fit_wall_s"] > 0 and result.timings["trial_wall_s_sum"] > 0
+
+    # MLflow: a parent run per sweep, a child per trial with the documented names and tags.
+    client = MlflowClient(store_uri)
+    parent = client.get_run(result.parent_run_id)
+    assert parent.info.run_name == "sweep:e2e" and parent.info.status == "FINISHED"
+    tags = parent.data.tags
+    assert tags["scalesweep.kind"] == "sweep" and tags["scalesweep.status"] == "SUCCEEDED"
+    assert tags["scalesweep.sweep_id"] == result.sweep_id and tags["scalesweep.sweep_name"] == "e2e"
+    assert tags["scalesweep.best.K"] == str(sel.point.params["K"])
+    assert tags["scalesweep.best.gamma"] == str(sel.point.params["gamma"])
+    assert parent.data.params["search.method"] == "grid" and parent.data.params["horizon"] == "24"
+    assert parent.data.metrics["best_objective"] == pytest.approx(sel.point.objective)
+    assert {a.path for a in client.list_artifacts(parent.info.run_id)} >= {"spec.json", "selection.json"}
+    doc = json.loads(Path(client.download_artifacts(parent.info.run_id, "selection.json", str(tmp_path))).read_text())
+    assert doc["selection"]["point"]["point_key"] == sel.point.point_key and doc["eval_steps"] == [16, 20, 24]
+
+    children = _children(store_uri, "e2e")
+    assert sorted(r.info.run_name for r in children) == sorted(
+        ["adamw,seed=0", "K=2,gamma=0.15,seed=0", "K=2,gamma=0.25,seed=0", "K=3,gamma=0.15,seed=0",
+         "K=3,gamma=0.25,seed=0"])
+    for run in children:
+        t = run.data.tags
+        assert run.info.status == "FINISHED" and t["mlflow.parentRunId"] == parent.info.run_id
+        assert t["scalesweep.sweep_id"] == result.sweep_id and t["scalesweep.trial_key"] == run.info.run_name
+        assert t["scalesweep.status"] == "SUCCEEDED" and t["scalesweep.attempt"] == "0" and t["scalesweep.seed"] == "0"
+        assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "fd")) == [16, 20, 24]
+        if t["scalesweep.role"] == "search":
+            k, gamma = run.data.params["K"], run.data.params["gamma"]
+            assert run.info.run_name == f"K={k},gamma={gamma},seed=0"
+            assert run.data.params["optimizer.refresh_every"] == k and run.data.params["optimizer.name"] == "periodic"
+        else:
+            assert t["scalesweep.role"] == "baseline" and run.data.params["optimizer.name"] == "adamw"
+
+    # Read back from MLflow by work folder, by sweep id and by name: the same result.
+    for loaded in (load_sweep_result(workdir), load_sweep_result(result.sweep_id, tracking_uri=store_uri,
+                                                                  experiment="e2e"),
+                   load_sweep_result("e2e", tracking_uri=store_uri, experiment="e2e")):
+        assert loaded.best == result.best and loaded.state == "SUCCEEDED"
+        assert [p.objective for p in loaded.points] == [p.objective for p in result.points]
+
+    # Resuming a finished sweep runs nothing; starting it again in the same folder, or a changed spec, is refused.
+    again = run_sweep(spec, workdir=workdir, resume=True)
+    assert again.best == result.best and len(_children(store_uri, "e2e")) == 5
+    with pytest.raises(SweepError, match="already holds sweep"):
+        run_sweep(spec, workdir=workdir)
+    with pytest.raises(SweepError, match="the spec changed"):
+        run_sweep({**spec, "horizon": 30}, workdir=workdir, resume=True)
+
+    capsys.readouterr()
+    assert main(["sweep", "status", str(workdir)]) == 0
+    assert "SUCCEEDED" in capsys.readouterr().out
+    assert main(["sweep", "result", str(workdir), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["selection"]["point"]["params"] == result.best
+    assert main(["sweep", "result", result.sweep_id, "--tracking-uri", store_uri, "--experiment", "e2e"]) == 0
+    assert "<- chosen" in capsys.readouterr().out
+
+
+def test_failures_are_recorded_retried_and_do_not_stop_the_others(ray_local: None, store_uri: str,
+                                                                  tmp_path: Path) -> None:
+    backend = fake_backend(tmp_path / "markers", FAKE_FAIL_ONCE="K=2,gamma=0.15", FAKE_FAIL="K=2,gamma=0.25",
+                           FAKE_NAN="K=3,gamma=0.25")
+    spec = make_spec("failures", store_uri, backend=backend, retries={"max_retries": 1})
+    result = run_sweep(spec, workdir=tmp_path / "wd")
+
+    assert result.state == "SUCCEEDED" and result.best == {"K": 3, "gamma": 0.15}
+    runs = _children(store_uri, "failures")
+    by_key: dict[str, list] = {}
+    for run in runs:
+        by_key.setdefault(run.data.tags["scalesweep.trial_key"], []).append(run)
+    for attempts in by_key.values():
+        attempts.sort(key=lambda r: int(r.data.tags["scalesweep.attempt"]))
+
+    def states(key: str) -> list[tuple[str, str]]:
+        return [(r.info.status, r.data.tags["scalesweep.status"]) for r in by_key[key]]
+
+    assert states("K=2,gamma=0.15,seed=0") == [("FAILED", "FAILED"), ("FINISHED", "SUCCEEDED")]  # retried, then ok
+    assert "fake first-attempt failure" in by_key["K=2,gamma=0.15,seed=0"][0].data.tags["scalesweep.error"]
+    assert by_key["K=2,gamma=0.15,seed=0"][1].info.run_name == "K=2,gamma=0.15,seed=0 (attempt 2)"
+    assert states("K=2,gamma=0.25,seed=0") == [("FAILED", "FAILED"), ("FAILED", "FAILED")]  # retries exhausted
+    assert states("K=3,gamma=0.25,seed=0") == [("FAILED", "DIVERGED")]  # NaN: deterministic, not retried
+    assert states("K=3,gamma=0.15,seed=0") == [("FINISHED", "SUCCEEDED")]
+    assert states("adamw,seed=0") == [("FINISHED", "SUCCEEDED")]
+
+    points = {p.point_key: p for p in result.points}
+    assert points["K=2,gamma=0.25"].status == "FAILED" and points["K=3,gamma=0.25"].status == "FAILED"
+    assert points["K=2,gamma=0.15"].status == "SUCCEEDED" and points["K=3,gamma=0.15"].status == "SUCCEEDED"
+    assert result.counts == {"SUCCEEDED": 3, "RUNNING": 0, "PENDING": 0, "PRUNED": 0, "FAILED": 2, "CANCELLED": 0,
+                             "attempts": 7}
+    diverged = next(t for t in result.trials if t.trial_key == "K=3,gamma=0.25,seed=0")
+    assert diverged.status == "FAILED" and diverged.diverged
+    # fake FD: base * (1 + 0.5 (H - s) / H) at s = 16, 20, 24 of H = 24, base 20 for K=3, gamma=0.15
+    expected = statistics.fmean(20 * (1 + 0.5 * (24 - s) / 24) for s in (16, 20, 24))
+    assert result.selection is not None and result.selection.point.objective == pytest.approx(expected)
+
+
+def test_asha_prunes_search_trials_as_pruned_and_closes_their_runs(ray_local: None, store_uri: str,
+                                                                   tmp_path: Path) -> None:
+    spec = make_spec(
+        "asha", store_uri, horizon=30, backend=fake_backend(), baselines=["adamw"],
+        search={"space": {"K": [2, 3, 4], "gamma": [0.15, 0.35]}},
+        early_stopping={"method": "asha", "grace_evals": 1, "reduction_factor": 2},
+        execution={"concurrency": 1, "num_cpus": 2},  # one at a time: ASHA's decisions are deterministic
+    )
+    result = run_sweep(spec, workdir=tmp_path / "wd")
+    pruned = [p for p in result.points if p.status == "PRUNED"]
+    assert pruned, [(p.point_key, p.status) for p in result.points]
+    assert all(p.objective is None for p in pruned)  # no low-fidelity score passes for a result
+    assert result.best == {"K": 3, "gamma": 0.15}  # the best point is never below a rung's cutoff
+    assert [b.status for b in result.baselines] == ["SUCCEEDED"]  # baselines always run their horizon
+
+    for run in _children(store_uri, "asha"):
+        tags = run.data.tags
+        assert run.info.status in ("FINISHED", "KILLED"), run.info.run_name  # nothing left RUNNING
+        if tags["scalesweep.status"] == "PRUNED":
+            assert run.info.status == "KILLED" and tags["scalesweep.stop_reason"] == "pruned"
+            assert int(tags["scalesweep.steps_done"]) < 30 and "objective" not in run.data.metrics
+        else:
+            assert tags["scalesweep.status"] == "SUCCEEDED" and run.info.status == "FINISHED"
+    assert result.counts["PRUNED"] == len(pruned) and result.counts["SUCCEEDED"] == 7 - len(pruned)
+
+
+def test_tpe_with_seeds_runs_its_budget_of_distinct_points_on_every_seed(ray_local: None, store_uri: str,
+                                                                         tmp_path: Path) -> None:
+    spec = make_spec(
+        "tpe", store_uri, backend=fake_backend(), baselines=[], seeds=[0, 1],
+        search={"method": "tpe", "budget": 4, "tpe_startup_points": 2,
+                "space": {"K": [2, 3, 4], "gamma": [0.10, 0.15, 0.25, 0.35]}},
+    )
+    result = run_sweep(spec, workdir=tmp_path / "wd")
+    assert len(result.points) == 4 and result.counts["SUCCEEDED"] == 8
+    for p in result.points:
+        assert sorted(p.seed_objectives) == [0, 1] and p.seed_std and p.seed_std > 0
+        assert p.objective == pytest.approx(statistics.fmean(p.seed_objectives.values()))
+    assert result.selection is not None and result.selection.pooled_seed_std is not None
+    keys = [r.info.run_name for r in _children(store_uri, "tpe")]
+    assert len(keys) == len(set(keys)) == 8
