@@ -29,7 +29,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy trials scaling dashboards
+	$(BIN)/mypy trials scaling dashboards sweeper api
 
 test: $(STAMP)
 	$(BIN)/ruff check .

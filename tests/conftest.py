@@ -20,3 +20,16 @@ def _feature_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     """The label CNN behind 'shapes-cnn' trains once per session, not once per test (and never in ~/.cache)."""
     if "SCALESWEEP_CACHE_DIR" not in os.environ:
         os.environ["SCALESWEEP_CACHE_DIR"] = str(tmp_path_factory.mktemp("scalesweep-cache"))
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--run-slow", action="store_true", help="also run tests marked slow (skipped by default)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--run-slow") or os.environ.get("SCALESWEEP_RUN_SLOW") == "1":
+        return
+    skip = pytest.mark.skip(reason="slow: pass --run-slow or set SCALESWEEP_RUN_SLOW=1")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
