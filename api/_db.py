@@ -45,13 +45,9 @@ class Base(DeclarativeBase):
     """Declarative base of the service's tables."""
 
 
-class SweepRecord(Base):
-    """One submitted sweep: its spec, state, owner, driver and MLflow ids."""
+class _Job:
+    """Columns every launched job (sweep or transfer) has: spec, state, owner, driver and MLflow ids."""
 
-    __tablename__ = "sweeps"
-
-    id: Mapped[str] = mapped_column(String(40), primary_key=True)
-    name: Mapped[str] = mapped_column(String(200), index=True)
     state: Mapped[str] = mapped_column(String(20), index=True)
     spec: Mapped[dict[str, Any]] = mapped_column(JSON)
     owner: Mapped[str] = mapped_column(String(200))
@@ -66,25 +62,22 @@ class SweepRecord(Base):
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
-class TransferRecord(Base):
+class SweepRecord(_Job, Base):
+    """One submitted sweep."""
+
+    __tablename__ = "sweeps"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), index=True)
+
+
+class TransferRecord(_Job, Base):
     """One transfer of a finished sweep's choice to larger rungs."""
 
     __tablename__ = "transfers"
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     sweep_id: Mapped[str] = mapped_column(String(40), index=True)
-    state: Mapped[str] = mapped_column(String(20), index=True)
-    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
-    owner: Mapped[str] = mapped_column(String(200))
-    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=_now, index=True)
-    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=_now, onupdate=_now)
-    idempotency_key: Mapped[str | None] = mapped_column(String(200), unique=True, nullable=True)
-    pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    ray_job_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
-    storage_path: Mapped[str | None] = mapped_column(Text, nullable=True)
-    mlflow_experiment_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    mlflow_parent_run_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    error: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 def make_engine(url: str) -> Engine:
