@@ -50,6 +50,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         engine.dispose()
 
     errors = {code: {"model": Problem, "description": desc} for code, desc in (
+        (400, "malformed request (e.g. a body that is not UTF-8 JSON)"),
         (401, "missing or invalid bearer token"), (404, "no such resource"),
         (422, "invalid input: each field and what is allowed"), (500, "internal error"))}
     app = FastAPI(

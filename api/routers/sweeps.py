@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response, status
 from sqlalchemy import and_, or_, select
+from sqlalchemy.exc import IntegrityError
 
 from sweeper import SweepError, SweepSpec, load_sweep_result, sweep_status
 
@@ -115,6 +116,7 @@ def create_sweep(
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> SweepPublic:
     body = spec.model_dump(mode="json")
+    idempotency_key = (idempotency_key or "").strip() or None  # an empty header is no key at all
     if idempotency_key:
         existing = session.scalars(select(SweepRecord).where(SweepRecord.idempotency_key == idempotency_key)).first()
         if existing is not None:
@@ -126,7 +128,11 @@ def create_sweep(
     record = SweepRecord(id=new_id("sw"), name=spec.name, state="PENDING", spec=body, owner=owner,
                          idempotency_key=idempotency_key)
     session.add(record)
-    session.commit()
+    try:
+        session.commit()
+    except IntegrityError:  # the same key committed by a concurrent request between our look-up and insert
+        session.rollback()
+        raise HTTPException(409, "Idempotency-Key is being used by another request; retry to get its sweep") from None
     request.app.state.jobs.wake()
     response.headers["Location"] = f"/v1/sweeps/{record.id}"
     return _public(request, record)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
@@ -20,7 +21,8 @@ schema = schemathesis.openapi.from_asgi("/openapi.json", _app)
 
 
 @schema.parametrize()
-@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=int(os.environ.get("SCALESWEEP_FUZZ_EXAMPLES", "15")), deadline=None,
+          suppress_health_check=list(HealthCheck), derandomize=os.environ.get("SCALESWEEP_FUZZ_RANDOM") != "1")
 def test_api_conforms_to_its_schema(case: schemathesis.Case) -> None:
     response = case.call(headers=AUTH)
     assert response.status_code < 500, response.text
