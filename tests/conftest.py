@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
 import torch
@@ -12,6 +13,14 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     # 2 cores shared by everything: one torch thread per test process avoids oversubscription (20x slowdowns seen).
+    torch.set_num_threads(1)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread() -> Iterator[None]:
+    """Every test starts on one torch thread, whatever an earlier test (or a trial's `threads`) set."""
+    torch.set_num_threads(1)
+    yield
     torch.set_num_threads(1)
 
 

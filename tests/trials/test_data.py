@@ -24,14 +24,6 @@ from trials.data import (
 from trials.data._shapes import BACKGROUND
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def reference() -> ImageTextBatch:
     return ShapesDataset(seed=0).reference_set(4096)

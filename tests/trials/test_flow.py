@@ -19,15 +19,6 @@ from trials.flow import (
 from trials.models import build_model
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """One intra-op thread: on a shared 2-core machine, two threads contend and run ~10x slower."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def _point_velocity(x_star: Tensor):
     """The exact velocity field when the data is the single point x_star: v = (x_t - x_star) / t."""
 

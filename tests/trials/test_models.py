@@ -14,16 +14,6 @@ from trials.models import (
     list_rungs,
 )
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """One intra-op thread: on a shared 2-core machine, two threads contend and run ~10x slower."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 CPU_RUNGS = ["cpu-xs", "cpu-s", "cpu-m", "cpu-l"]
 PAPER_RUNGS = ["paper-1.3b", "paper-4b", "paper-9b", "paper-15b"]
 

@@ -19,14 +19,6 @@ from trials.text import (
 CAPTIONS = ["a small red circle top left", "a large blue ring center", "a small red circle top left"]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def minilm() -> MiniLMEncoder:
     pytest.importorskip(
