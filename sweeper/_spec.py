@@ -483,11 +483,9 @@ class SweepSpec(BaseModel):
     @field_validator("rung")
     @classmethod
     def _known_rung(cls, rung: str) -> str:
-        from trials.models import list_rungs
+        from trials.models import check_rung
 
-        if rung not in list_rungs():
-            raise ValueError(f"unknown rung {rung!r}; allowed: {list_rungs()}")
-        return rung
+        return check_rung(rung)
 
     @field_validator("seeds")
     @classmethod

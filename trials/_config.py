@@ -122,11 +122,9 @@ class TrialConfig(BaseModel):
     @field_validator("rung")
     @classmethod
     def _known_rung(cls, rung: str) -> str:
-        from .models import list_rungs
+        from .models import check_rung
 
-        if rung not in list_rungs():
-            raise ValueError(f"unknown rung {rung!r}; allowed: {list_rungs()}")
-        return rung
+        return check_rung(rung)
 
     @model_validator(mode="after")
     def _check_eval_steps(self) -> TrialConfig:

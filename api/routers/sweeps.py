@@ -39,7 +39,7 @@ def _ui(settings: Any, experiment_id: str | None, run_id: str | None) -> tuple[s
     return exp, (f"{exp}/runs/{run_id}" if run_id else None)
 
 
-def _live(request: Request, record: SweepRecord) -> dict[str, Any]:
+def _live(record: SweepRecord) -> dict[str, Any]:
     """The driver's own status file (progress, best so far), when the sweep has started."""
     if not record.storage_path or not (Path(record.storage_path) / "sweep.json").is_file():
         return {}
@@ -51,12 +51,10 @@ def _live(request: Request, record: SweepRecord) -> dict[str, Any]:
 
 def _public(request: Request, record: SweepRecord) -> SweepPublic:
     settings = request.app.state.settings
-    live = _live(request, record)
-    if live.get("parent_run_id") and not record.mlflow_parent_run_id:
-        record.mlflow_parent_run_id = live["parent_run_id"]
+    live = _live(record)
+    parent_run_id = record.mlflow_parent_run_id or live.get("parent_run_id")
     counts = {k: int(v) for k, v in (live.get("counts") or {}).items() if isinstance(v, int | float)}
-    exp_link, run_link = _ui(settings, record.mlflow_experiment_id or live.get("experiment_id"),
-                             record.mlflow_parent_run_id)
+    exp_link, run_link = _ui(settings, record.mlflow_experiment_id or live.get("experiment_id"), parent_run_id)
     base = f"/v1/sweeps/{record.id}"
     return SweepPublic(
         id=record.id,
@@ -69,7 +67,7 @@ def _public(request: Request, record: SweepRecord) -> SweepPublic:
         progress=counts,
         best_so_far=live.get("best"),
         mlflow_experiment_id=record.mlflow_experiment_id or live.get("experiment_id"),
-        mlflow_parent_run_id=record.mlflow_parent_run_id,
+        mlflow_parent_run_id=parent_run_id,
         links=Links(self=base, trials=f"{base}/trials", best=f"{base}/best", mlflow_experiment=exp_link,
                     mlflow_parent_run=run_link),
         spec=record.spec,

@@ -8,7 +8,16 @@ count_parameters(model).block_matrix_share         # share of parameters routed 
 
 from __future__ import annotations
 
-from ._ladder import RUNGS, ParameterCount, Rung, build_model, count_parameters, get_rung, list_rungs
+from ._ladder import (
+    RUNGS,
+    ParameterCount,
+    Rung,
+    build_model,
+    check_rung,
+    count_parameters,
+    get_rung,
+    list_rungs,
+)
 from ._mmdit import MMDiT, MMDiTConfig, ModelError
 
 __all__ = [
@@ -19,6 +28,7 @@ __all__ = [
     "ParameterCount",
     "Rung",
     "build_model",
+    "check_rung",
     "count_parameters",
     "get_rung",
     "list_rungs",

@@ -104,6 +104,13 @@ def list_rungs(prefix: str = "") -> list[str]:
     return [name for name in RUNGS if name.startswith(prefix)]
 
 
+def check_rung(name: str) -> str:
+    """`name` if it is a rung; else a `ModelError` (a ValueError) listing them, for config validators."""
+    if name not in RUNGS:
+        raise ModelError(f"unknown rung {name!r}; allowed: {list_rungs()}")
+    return name
+
+
 def get_rung(name: str) -> Rung:
     """The rung called `name`; an unknown name raises `ModelError` listing the valid ones."""
     try:
