@@ -133,6 +133,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("sweep", help="run, watch, cancel and read K x gamma sweeps (Ray Tune + Optuna, into MLflow)")
     add_arguments(p)
     p.set_defaults(func=_cmd_sweep)
+
+    import api._cli
+
+    p = sub.add_parser("remote", help="talk to a running service: submit, status, cancel, transfer, fits, export")
+    api._cli.add_arguments(p)
+    p.set_defaults(func=api._cli.run)
     return parser
 
 

@@ -7,7 +7,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-__all__ = ["FieldError", "Links", "Problem", "SweepPublic", "SweepsPublic", "TrialPublic", "TrialsPublic"]
+__all__ = [
+    "FieldError", "Links", "Prediction", "Problem", "RunsPublic", "SweepPublic", "SweepsPublic", "TransferCreate",
+    "TransferLinks", "TransferPublic", "TransfersPublic", "TrialPublic", "TrialsPublic",
+]
 
 
 class FieldError(BaseModel):
@@ -76,3 +79,68 @@ class TrialPublic(BaseModel):
 class TrialsPublic(BaseModel):
     data: list[TrialPublic]
     count: int
+
+
+class TransferCreate(BaseModel):
+    """A transfer of a SUCCEEDED sweep's chosen (K, gamma) to larger rungs; unset fields take the transfer spec's
+    defaults (scaling.TransferSpec: horizon 2x the sweep's, the sweep's seeds, every arm)."""
+
+    model_config = {"extra": "forbid"}
+
+    sweep_id: str = Field(description="A SUCCEEDED sweep of this service, e.g. sw-0123456789ab.")
+    name: str | None = Field(None, max_length=200, description="Default: '<sweep name>-transfer'.")
+    rungs: list[str] = Field(min_length=1, description="Rungs of the model-size ladder to run at, e.g. ['cpu-s'].")
+    arms: list[str] | None = Field(None, description="Arms to run (periodic with the chosen pair, adamw, muon).")
+    horizon_factor: float | None = Field(None, gt=0, le=100, description="Training steps = factor x the sweep's.")
+    steps: int | None = Field(None, ge=1, description="Training steps per run (overrides horizon_factor).")
+    seeds: list[int] | None = Field(None, min_length=1, description="Seeds per arm and rung.")
+    lr_rules: dict[str, Any] | None = Field(None, description="Per-arm learning-rate transfer rule.")
+    execution: dict[str, Any] | None = Field(None, description="Concurrency and CPUs (as in a sweep spec).")
+    trial: dict[str, Any] | None = Field(None, description="TrialConfig overrides shared by every run.")
+
+
+class TransferLinks(BaseModel):
+    self: str
+    sweep: str
+    runs: str
+    fits: str
+    export: str
+    report: str
+    mlflow_experiment: str | None = None
+    mlflow_parent_run: str | None = None
+
+
+class TransferPublic(BaseModel):
+    id: str
+    sweep_id: str
+    name: str
+    state: str = Field(description="PENDING, RUNNING, SUCCEEDED, FAILED or CANCELLED.")
+    owner: str
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    error: str | None = None
+    progress: dict[str, int] = Field(default_factory=dict, description="Runs by state.")
+    mlflow_experiment_id: str | None = None
+    mlflow_parent_run_id: str | None = None
+    links: TransferLinks
+    spec: dict[str, Any]
+
+
+class TransfersPublic(BaseModel):
+    data: list[TransferPublic]
+    count: int = Field(description="Transfers on this page.")
+    next_cursor: str | None = Field(None, description="Pass as ?cursor= for the next page; null on the last.")
+
+
+class RunsPublic(BaseModel):
+    data: list[dict[str, Any]] = Field(description="Each run: arm, rung, parameters, seed, state, FD per step, ...")
+    count: int
+
+
+class Prediction(BaseModel):
+    arm: str
+    size: float = Field(description="Model size N (parameters).")
+    metric: str
+    point: float
+    lo: float = Field(description="Lower end of the confidence interval.")
+    hi: float = Field(description="Upper end of the confidence interval.")

@@ -1,0 +1,284 @@
+"""`scalesweep remote ...`: the service from the command line, through `api.client`.
+
+    scalesweep remote submit SPEC [--follow] [--idempotency-key KEY]    a sweep; --follow shows live progress
+    scalesweep remote status ID [--json]                                 a sweep (sw-...) or transfer (tr-...)
+    scalesweep remote cancel ID
+    scalesweep remote transfer SWEEP_ID --rungs R [R ...] [--arms A ...] [--horizon-factor F] [--seeds S ...]
+                                                        [--follow]
+    scalesweep remote fits TRANSFER_ID [--json]
+    scalesweep remote export (TRANSFER_ID | --sweep SWEEP_ID) [--rung R] [--format yaml|json] [--out FILE]
+
+The server is `--server` or $SCALESWEEP_SERVER (default http://127.0.0.1:8000); the bearer token is
+$SCALESWEEP_API_TOKEN. Errors are one line on stderr, never a traceback: exit 2 when the service refused the
+request or could not be reached; a followed job exits 0 only when it SUCCEEDED (1 FAILED, 130 CANCELLED).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from .client import ScalesweepClient
+
+__all__ = ["add_arguments", "run"]
+
+_EXIT = {"SUCCEEDED": 0, "FAILED": 1, "CANCELLED": 130}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The `remote` subcommands (argparse only: nothing heavy is imported to build them)."""
+    parser.add_argument("--server", default=os.environ.get("SCALESWEEP_SERVER"),
+                        help="the service's base URL (default $SCALESWEEP_SERVER or http://127.0.0.1:8000)")
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for each answer")
+    sub = parser.add_subparsers(dest="remote_command", required=True)
+
+    p = sub.add_parser("submit", help="submit a sweep spec (YAML/JSON)")
+    p.add_argument("spec", help="sweep spec file")
+    p.add_argument("--idempotency-key", help="retries with the same key return the first sweep")
+    _follow_options(p)
+
+    p = sub.add_parser("status", help="state and progress of a sweep (sw-...) or a transfer (tr-...)")
+    p.add_argument("id")
+    p.add_argument("--json", action="store_true", help="print the resource as JSON")
+
+    p = sub.add_parser("cancel", help="cancel a sweep (sw-...) or a transfer (tr-...)")
+    p.add_argument("id")
+
+    p = sub.add_parser("transfer", help="transfer a SUCCEEDED sweep's choice to larger rungs")
+    p.add_argument("sweep_id")
+    p.add_argument("--rungs", nargs="+", required=True, help="rungs to run at, e.g. cpu-s cpu-m")
+    p.add_argument("--arms", nargs="+", help="arms (default: all of the transfer spec's)")
+    p.add_argument("--horizon-factor", type=float, help="training steps = factor x the sweep's (default 2)")
+    p.add_argument("--seeds", nargs="+", type=int, help="seeds (default: the sweep's)")
+    p.add_argument("--idempotency-key", help="retries with the same key return the first transfer")
+    _follow_options(p)
+
+    p = sub.add_parser("fits", help="time to best, savings and scaling fits of a transfer")
+    p.add_argument("transfer_id")
+    p.add_argument("--json", action="store_true", help="print the whole fits document as JSON")
+
+    p = sub.add_parser("export", help="the transferred hyperparameters for a rung, as YAML or JSON")
+    p.add_argument("transfer_id", nargs="?", help="a transfer (tr-...); or --sweep")
+    p.add_argument("--sweep", dest="sweep_id", help="export from a SUCCEEDED sweep alone (needs --rung)")
+    p.add_argument("--rung", help="target rung (default for a transfer: its largest)")
+    p.add_argument("--format", choices=["yaml", "json"], default="yaml")
+    p.add_argument("--out", help="write to this file instead of stdout")
+
+
+def _follow_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--follow", action="store_true", help="show live progress until it ends; exit 0 only on success")
+    p.add_argument("--interval", type=float, default=2.0, help="seconds between polls with --follow")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Dispatch `scalesweep remote <command>`; returns the exit status."""
+    from .client import DEFAULT_SERVER, ApiError, ScalesweepClient
+
+    server = args.server or DEFAULT_SERVER
+    try:
+        with ScalesweepClient(server, token=os.environ.get("SCALESWEEP_API_TOKEN") or None,
+                              timeout=args.timeout) as client:
+            return int(_COMMANDS[args.remote_command](client, args))
+    except ApiError as exc:
+        print(f"scalesweep remote {args.remote_command}: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # --out not writable, a closed stdout
+        print(f"scalesweep remote {args.remote_command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+# --- display -------------------------------------------------------------------------------------------------
+
+
+def _counts_line(progress: dict[str, int], noun: str) -> str:
+    total = sum(progress.values())
+    done = progress.get("SUCCEEDED", 0)
+    text = f"{noun} {done} done, {progress.get('RUNNING', 0)} running, {progress.get('FAILED', 0)} failed of {total}"
+    pruned = progress.get("PRUNED", 0)
+    return text + (f" ({pruned} pruned)" if pruned else "")
+
+
+def _sweep_line(s: Any) -> str:
+    line = f"{s.id} {s.state}: {_counts_line(s.progress, 'trials')}"
+    best = s.best_so_far or {}
+    if best.get("point_key") is not None:
+        line += f" | best so far {best['point_key']} (objective {best.get('objective', float('nan')):.4g})"
+    return line
+
+
+def _transfer_line(t: Any) -> str:
+    return f"{t.id} {t.state}: {_counts_line(t.progress, 'runs')}"
+
+
+class _Display:
+    """One line rewritten in place on a terminal; elsewhere (a log, a pipe) a new line only when it changes."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.last = ""
+
+    def show(self, line: str) -> None:
+        if line == self.last:
+            return
+        self.last = line
+        if self.tty:
+            self.stream.write("\r\033[K" + line)
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def end(self) -> None:
+        if self.tty and self.last:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _follow(snapshots: Iterable[Any], line: Callable[[Any], str]) -> Any:
+    display = _Display(sys.stdout)
+    last = None
+    try:
+        for last in snapshots:
+            display.show(line(last))
+    finally:
+        display.end()
+    return last
+
+
+# --- commands ------------------------------------------------------------------------------------------------
+
+
+def _is_transfer(job_id: str) -> bool:
+    return job_id.startswith("tr-")
+
+
+def _submit(client: ScalesweepClient, args: argparse.Namespace) -> int:
+    sweep = client.submit_sweep(args.spec, idempotency_key=args.idempotency_key)
+    print(f"submitted {sweep.id} ({sweep.name}): {client.base_url}/v1/sweeps/{sweep.id}")
+    if not args.follow:
+        return 0
+    final = _follow(client.follow(sweep.id, interval=args.interval), _sweep_line)
+    if final.state == "SUCCEEDED":
+        best = client.sweep_best(sweep.id)
+        pair = ", ".join(f"{k}={v}" for k, v in (best.get("best") or {}).items())
+        print(f"chosen: {pair}" if pair else "chosen: (none)")
+    elif final.error:
+        print(f"{final.id} {final.state}: {' '.join(final.error.split())[:300]}", file=sys.stderr)
+    return _EXIT.get(final.state, 1)
+
+
+def _status(client: ScalesweepClient, args: argparse.Namespace) -> int:
+    job = client.get_transfer(args.id) if _is_transfer(args.id) else client.get_sweep(args.id)
+    if args.json:
+        print(job.model_dump_json(indent=2))
+        return 0
+    print(_transfer_line(job) if _is_transfer(args.id) else _sweep_line(job))
+    if job.error:
+        print(f"error: {' '.join(job.error.split())[:500]}")
+    return 0
+
+
+def _cancel(client: ScalesweepClient, args: argparse.Namespace) -> int:
+    job = client.cancel_transfer(args.id) if _is_transfer(args.id) else client.cancel_sweep(args.id)
+    print(f"{job.id}: {job.state}")
+    return 0
+
+
+def _transfer(client: ScalesweepClient, args: argparse.Namespace) -> int:
+    transfer = client.submit_transfer(args.sweep_id, args.rungs, arms=args.arms, horizon_factor=args.horizon_factor,
+                                      seeds=args.seeds, idempotency_key=args.idempotency_key)
+    print(f"submitted {transfer.id} ({transfer.name}): {client.base_url}/v1/transfers/{transfer.id}")
+    if not args.follow:
+        return 0
+    final = _follow(client.follow_transfer(transfer.id, interval=args.interval), _transfer_line)
+    if final.state != "SUCCEEDED" and final.error:
+        print(f"{final.id} {final.state}: {' '.join(final.error.split())[:300]}", file=sys.stderr)
+    elif final.state == "SUCCEEDED":
+        print(f"fits: scalesweep remote fits {final.id}")
+    return _EXIT.get(final.state, 1)
+
+
+def _fits(client: ScalesweepClient, args: argparse.Namespace) -> int:
+    doc = client.transfer_fits(args.transfer_id)
+    if args.json:
+        print(json.dumps(doc, indent=2, default=str))
+        return 0
+    print(_fits_text(doc))
+    return 0
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, list | tuple) and len(value) == 2 and all(isinstance(v, int | float) for v in value):
+        return f"[{value[0]:.4g}, {value[1]:.4g}]"
+    return str(value)
+
+
+def _fits_text(doc: dict[str, Any]) -> str:
+    """The fits document as indented text: scalars on one line each, nested mappings indented, short lists
+    inline. The document's structure is the scaling package's (`TransferResult.analysis()`); --json has it all."""
+    lines: list[str] = []
+
+    def walk(node: Any, depth: int) -> None:
+        pad = "  " * depth
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if isinstance(value, dict | list) and value and not _inline(value):
+                    lines.append(f"{pad}{key}:")
+                    walk(value, depth + 1)
+                else:
+                    lines.append(f"{pad}{key}: {_fmt(value) if not isinstance(value, list) else _inline_list(value)}")
+        elif isinstance(node, list):
+            for item in node:
+                if isinstance(item, dict):
+                    lines.append(f"{pad}- " + ", ".join(f"{k}={_fmt(v)}" for k, v in item.items()
+                                                       if not isinstance(v, dict | list) or _inline(v)))
+                else:
+                    lines.append(f"{pad}- {_fmt(item)}")
+
+    walk(doc, 0)
+    return "\n".join(lines)
+
+
+def _inline(value: Any) -> bool:
+    return isinstance(value, list) and len(value) <= 8 and all(not isinstance(v, dict | list) for v in value)
+
+
+def _inline_list(value: list[Any]) -> str:
+    return "[" + ", ".join(_fmt(v) for v in value) + "]"
+
+
+def _export(client: ScalesweepClient, args: argparse.Namespace) -> int:
+    from .client import ApiError
+
+    if bool(args.transfer_id) == bool(args.sweep_id):
+        raise ApiError("Bad Arguments", None, "give a TRANSFER_ID or --sweep SWEEP_ID (one of them)")
+    if args.sweep_id:
+        if not args.rung:
+            raise ApiError("Bad Arguments", None, "--sweep needs --rung (the size to carry the choice to)")
+        text = client.export_sweep(args.sweep_id, args.rung, format=args.format)
+    else:
+        text = client.export(args.transfer_id, rung=args.rung, format=args.format)
+    if args.out:
+        Path(args.out).write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+        print(f"wrote {args.out}", file=sys.stderr)
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0
+
+
+_COMMANDS: dict[str, Callable[[ScalesweepClient, argparse.Namespace], int]] = {
+    "submit": _submit,
+    "status": _status,
+    "cancel": _cancel,
+    "transfer": _transfer,
+    "fits": _fits,
+    "export": _export,
+}
