@@ -139,6 +139,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("remote", help="talk to a running service: submit, status, cancel, transfer, fits, export")
     api._cli.add_arguments(p)
     p.set_defaults(func=api._cli.run)
+
+    from scaling._cli import add_commands  # transfer, fit, export (argparse only)
+
+    add_commands(sub)
     return parser
 
 

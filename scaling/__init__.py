@@ -1,12 +1,18 @@
 """Scaling studies from run records: time to best quality, savings between arms, and scaling-law fits.
 
-Pure functions: they take numbers (checkpoints, sizes and values) and return typed results; reading MLflow and
-figures live elsewhere. Exports carry the chosen hyperparameters to a target size by stated rules.
+Pure functions: they take numbers (checkpoints, sizes and values) and return typed results; figures live
+elsewhere. Exports carry the chosen hyperparameters to a target size by stated rules.
+
+Beside them, the transfer (`_transfer`): it launches a finished sweep's chosen pair at larger rungs through the
+sweeper, beside the baseline arms, and reads the runs back from MLflow (`_records`) into those pure functions.
+
+    scalesweep transfer run SPEC [--workdir DIR] [--resume] | transfer status DIR | transfer cancel DIR
+    scalesweep fit DIR [--metric M] [--json] | scalesweep export DIR --rung RUNG [--from-sweep]
 """
 
 from __future__ import annotations
 
-from ._errors import ExtrapolationRefused, FitFailed, ScalingError, ScalingInputError
+from ._errors import ExtrapolationRefused, FitFailed, ScalingError, ScalingInputError, TransferError
 from ._export import LR_RULES, ArmExport, Export, build_export, export_snippet, transfer_lr
 from ._fit import (
     DEFAULT_ALPHA_BOUNDS,
@@ -17,6 +23,7 @@ from ._fit import (
     fit_scaling,
 )
 from ._forms import FORMS
+from ._records import TransferRun
 from ._time_to_best import (
     DEFAULT_TOL,
     DEFAULT_VOLATILITY_TOL,
@@ -28,6 +35,18 @@ from ._time_to_best import (
     time_to_best,
     time_to_common_target,
 )
+from ._transfer import (
+    FIT_METRICS,
+    TransferResult,
+    TransferSpec,
+    cancel_transfer,
+    default_transfer_workdir,
+    export_from_sweep,
+    load_transfer_result,
+    load_transfer_spec,
+    run_transfer,
+    transfer_status,
+)
 
 __all__ = [
     "DEFAULT_ALPHA_BOUNDS",
@@ -36,6 +55,7 @@ __all__ = [
     "DEFAULT_N_BOOT",
     "DEFAULT_TOL",
     "DEFAULT_VOLATILITY_TOL",
+    "FIT_METRICS",
     "FORMS",
     "LR_RULES",
     "ArmExport",
@@ -49,11 +69,22 @@ __all__ = [
     "ScalingFit",
     "ScalingInputError",
     "TimeToBest",
+    "TransferError",
+    "TransferResult",
+    "TransferRun",
+    "TransferSpec",
     "build_export",
+    "cancel_transfer",
+    "default_transfer_workdir",
+    "export_from_sweep",
     "export_snippet",
     "fit_scaling",
+    "load_transfer_result",
+    "load_transfer_spec",
+    "run_transfer",
     "savings",
     "time_to_best",
     "time_to_common_target",
     "transfer_lr",
+    "transfer_status",
 ]

@@ -7,6 +7,7 @@ __all__ = [
     "FitFailed",
     "ScalingError",
     "ScalingInputError",
+    "TransferError",
 ]
 
 
@@ -26,3 +27,8 @@ class FitFailed(ScalingError, RuntimeError):
 class ExtrapolationRefused(ScalingError):
     """A prediction was asked for further beyond the fitted sizes than the fit allows
     (``max_extrapolation``)."""
+
+
+class TransferError(ScalingError):
+    """A transfer that cannot start or be read as asked: a sweep with no chosen pair, a work folder that holds
+    another transfer or none, a spec changed on resume."""

@@ -16,13 +16,14 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 
-from trials.optim import OptimizerConfig
-
 from ._errors import ScalingInputError
+
+if TYPE_CHECKING:  # trials.optim imports torch: seconds that `scalesweep --help` should not pay
+    from trials.optim import OptimizerConfig
 
 __all__ = [
     "LR_RULES",
@@ -80,6 +81,8 @@ class Export:
 
     def optimizer_config(self, arm: str) -> OptimizerConfig:
         """The exported arm as an `OptimizerConfig` (builds the same optimizer through `build_optimizer`)."""
+        from trials.optim import OptimizerConfig
+
         if arm not in self.arms:
             raise ScalingInputError(f"no arm {arm!r} in this export; arms: {sorted(self.arms)}")
         return OptimizerConfig.model_validate(self.arms[arm].optimizer)
@@ -117,6 +120,8 @@ def build_export(
     says whether a run at the target size confirmed them; `evidence[arm]` carries objective values and MLflow run
     ids; `provenance` the sweep id, code version and anything else to trace the numbers back.
     """
+    from trials.optim import OptimizerConfig
+
     rules_in = {**DEFAULT_LR_RULE, **(lr_rules or {})}
     out: dict[str, ArmExport] = {}
     for name, raw in arms.items():

@@ -180,7 +180,7 @@ class _Driver:
 
     def _job(self, req: TrialRequest, run_id: str) -> dict[str, Any]:
         spec = self.spec
-        trial = spec.trial_config(req.optimizer, req.seed)
+        trial = spec.trial_config(req.optimizer, req.seed, req.rung)
         trial["tracking"] = {
             "tracking_uri": self.ledger.tracking_uri,
             "experiment": self.ledger.experiment,

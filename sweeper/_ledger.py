@@ -12,7 +12,7 @@ Layout (one experiment per study, `tracking.experiment`):
                        CANCELLED), scalesweep.workdir, scalesweep.driver_host, scalesweep.driver_pid,
                        scalesweep.best.<param> (e.g. scalesweep.best.K, scalesweep.best.gamma),
                        scalesweep.best.point_key, scalesweep.best.objective, scalesweep.best.runner_up,
-                       scalesweep.best.gap_rel
+                       scalesweep.best.gap_rel, and the spec's extra `tags`
                  params the spec's main fields (rung, horizon, eval_steps, search.method, search.space, seeds, ...)
                  metrics best_objective, runner_up_gap_abs, runner_up_gap_rel, pooled_seed_std,
                        trials_succeeded / _failed / _pruned / _cancelled, points_scored,
@@ -28,7 +28,8 @@ Layout (one experiment per study, `tracking.experiment`):
                        values), scalesweep.status (SUCCEEDED | DIVERGED | FAILED | PRUNED | KILLED),
                        scalesweep.steps_done, scalesweep.error (failed runs), scalesweep.stop_reason=pruned (set
                        by the driver when ASHA stops the trial), scalesweep.ray_node and scalesweep.worker_host
-                       (where the attempt ran), plus the trial's own tags (fd.*, provenance)
+                       (where the attempt ran), the spec's and the arm's extra `tags` (a transfer's lineage
+                       and lr rule), plus the trial's own tags (fd.*, provenance)
                  params the searched names (K, gamma, ...) and the whole TrialConfig, flattened (optimizer.*, ...)
                  metrics fd, fd_<extractor>, val_loss, effective_time_s, optimizer_time_s, step_time_s at each
                        eval step; loss every log_every steps; objective, best_fd, endpoint_fd, time_to_best_s at
@@ -150,6 +151,7 @@ class SweepLedger:
 
         tags = {
             **provenance_tags(),
+            **spec.tags,
             TAG.KIND: "sweep",
             TAG.SWEEP_ID: sweep_id,
             TAG.SWEEP_NAME: spec.name,
@@ -252,6 +254,7 @@ class SweepLedger:
         from mlflow.entities import Param
 
         tags = {
+            **req.tags,
             PARENT_TAG: parent_run_id,
             TAG.KIND: "trial",
             TAG.SWEEP_ID: sweep_id,

@@ -51,6 +51,8 @@ class TrialRequest:
     params: dict[str, float | int] = field(default_factory=dict)
     attempt: int = 0
     run_id: str | None = None  # an existing MLflow run to continue (an interrupted trial being resumed)
+    rung: str | None = None  # None = the sweep's rung (a baseline may run at another one)
+    tags: dict[str, str] = field(default_factory=dict)  # extra MLflow tags of the run (the spec's, then the arm's)
 
     @property
     def run_name(self) -> str:
@@ -174,6 +176,8 @@ class Planner:
                 arm=b.arm,
                 seed=seed,
                 optimizer=b.optimizer_config(),
+                rung=b.rung,
+                tags={**self.spec.tags, **b.tags},
             )
             for b in self.spec.baselines
             for seed in self.spec.seeds
@@ -189,6 +193,7 @@ class Planner:
             seed=seed,
             optimizer=self.spec.search.optimizer_for(params),
             params=dict(params),
+            tags={**self.spec.tags, **self.spec.search.tags},
         )
 
     def _restore(self, records: list[TrialRecord]) -> None:

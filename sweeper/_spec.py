@@ -101,6 +101,23 @@ def _nested_errors(exc: ValidationError, prefix: str, *, with_field: bool = True
     return "; ".join(parts)
 
 
+# Tags the ledger writes itself (and MLflow's own): a spec's extra tags may not set them.
+_RESERVED_TAG_PREFIXES = ("mlflow.",)
+_RESERVED_TAGS = {
+    "scalesweep.kind", "scalesweep.sweep_id", "scalesweep.sweep_name", "scalesweep.fingerprint", "scalesweep.status",
+    "scalesweep.workdir", "scalesweep.trial_key", "scalesweep.point_key", "scalesweep.role", "scalesweep.arm",
+    "scalesweep.seed", "scalesweep.attempt", "scalesweep.params", "scalesweep.steps_done", "scalesweep.error",
+    "scalesweep.stop_reason",
+}
+
+
+def _check_tags(tags: dict[str, str]) -> dict[str, str]:
+    bad = sorted(k for k in tags if k in _RESERVED_TAGS or k.startswith(_RESERVED_TAG_PREFIXES) or not k.strip())
+    if bad:
+        raise ValueError(f"tags {bad} are set by the sweeper itself (or empty); choose other names")
+    return tags
+
+
 class ParamRange(BaseModel):
     """A continuous (or integer, for K) range, for the tpe and random methods."""
 
@@ -164,6 +181,15 @@ class SearchSpec(BaseModel):
         description="The searched arm's OptimizerConfig fields besides the searched ones (default: Periodic "
         "Row-wise Muon with trials' defaults, e.g. lr 0.02).",
     )
+    tags: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra MLflow tags on the search trials' runs (e.g. the lr rule a transfer carried them by).",
+    )
+
+    @field_validator("tags")
+    @classmethod
+    def _valid_tags(cls, tags: dict[str, str]) -> dict[str, str]:
+        return _check_tags(tags)
 
     @field_validator("space")
     @classmethod
@@ -250,6 +276,26 @@ class BaselineSpec(BaseModel):
     optimizer: dict[str, Any] = Field(
         default_factory=dict, description="Other OptimizerConfig fields of this arm (e.g. {lr: 0.001})."
     )
+    rung: str | None = Field(
+        None,
+        description="Rung of this arm's runs; None = the sweep's rung. Lets one sweep hold reference runs at "
+        "several rungs (a transfer runs its whole rung x arm table as one sweep).",
+    )
+    tags: dict[str, str] = Field(
+        default_factory=dict, description="Extra MLflow tags on this arm's runs (e.g. a transfer's lr rule)."
+    )
+
+    @field_validator("rung")
+    @classmethod
+    def _known_rung(cls, rung: str | None) -> str | None:
+        from trials.models import check_rung
+
+        return None if rung is None else check_rung(rung)
+
+    @field_validator("tags")
+    @classmethod
+    def _valid_tags(cls, tags: dict[str, str]) -> dict[str, str]:
+        return _check_tags(tags)
 
     @model_validator(mode="before")
     @classmethod
@@ -479,6 +525,16 @@ class SweepSpec(BaseModel):
         "sweep sets " + ", ".join(_OWNED_TRIAL_FIELDS) + " itself.",
     )
     tracking: SweepTracking = Field(default_factory=SweepTracking, description="MLflow URI and experiment.")
+    tags: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra MLflow tags on the parent run and every trial run (lineage, e.g. the transfer and the "
+        "sweep it comes from); an arm's own `tags` win over these.",
+    )
+
+    @field_validator("tags")
+    @classmethod
+    def _valid_tags(cls, tags: dict[str, str]) -> dict[str, str]:
+        return _check_tags(tags)
 
     @field_validator("rung")
     @classmethod
@@ -520,8 +576,9 @@ class SweepSpec(BaseModel):
                 )
         from trials import TrialConfig
 
-        try:  # one probe trial validates the `trial` section with trials' own rules
-            TrialConfig.model_validate(self.trial_config({"name": self.search.arm}, self.seeds[0]))
+        try:  # one probe trial per rung validates the `trial` section with trials' own rules
+            for rung in dict.fromkeys([self.rung, *(b.rung for b in self.baselines if b.rung)]):
+                TrialConfig.model_validate(self.trial_config({"name": self.search.arm}, self.seeds[0], rung))
         except ValidationError as exc:
             raise ValueError(_nested_errors(exc, "trial")) from None
         n_evals = len(self.resolved_eval_steps)
@@ -538,13 +595,14 @@ class SweepSpec(BaseModel):
 
         return sorted(self.eval_steps) if self.eval_steps else default_eval_steps(self.horizon)
 
-    def trial_config(self, optimizer: Mapping[str, Any], seed: int) -> dict[str, Any]:
-        """A plain TrialConfig mapping for one arm and seed (without tracking, checkpoints or threads)."""
+    def trial_config(self, optimizer: Mapping[str, Any], seed: int, rung: str | None = None) -> dict[str, Any]:
+        """A plain TrialConfig mapping for one arm and seed (without tracking or checkpoints), at `rung` (default
+        the sweep's)."""
         cfg: dict[str, Any] = json.loads(json.dumps(self.trial))
         if self.execution.gpus_per_trial > 0:
             cfg.setdefault("device", "auto")
         cfg.update(
-            rung=self.rung,
+            rung=rung or self.rung,
             steps=self.horizon,
             eval_steps=self.resolved_eval_steps,
             optimizer=dict(optimizer),
@@ -556,6 +614,12 @@ class SweepSpec(BaseModel):
     def fingerprint(self) -> str:
         """What a resumed sweep must match: everything but execution and retries, which may change on resume."""
         payload = self.model_dump(mode="json", exclude={"execution", "retries"})
+        # Fields added later are left out while at their defaults, so sweeps started before them still resume.
+        for section in (payload, payload["search"], *payload["baselines"]):
+            if section.get("tags") == {}:
+                section.pop("tags")
+            if "rung" in section and section["rung"] is None:  # a baseline at the sweep's rung
+                section.pop("rung")
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -1,0 +1,230 @@
+"""`scalesweep transfer ...`, `scalesweep fit` and `scalesweep export`: the scaling stage from the command line.
+
+    scalesweep transfer run SPEC [--workdir DIR] [--resume] [--quiet]
+                                          run (or resume) a transfer in this process; exit 0 when it succeeded,
+                                          1 when it failed, 130 when it was cancelled
+    scalesweep transfer status DIR [--json]
+    scalesweep transfer cancel DIR [--grace S]
+    scalesweep fit DIR [--metric time_to_best|best_fd|endpoint_fd] [--form F] [--share P ...] [--n-boot N] [--json]
+                                          fits with intervals, flags and the savings table of a transfer
+    scalesweep export DIR --rung RUNG [--format yaml|json] [--out FILE] [--from-sweep]
+                                          the transferred hyperparameters for RUNG (DIR a transfer folder, or a
+                                          sweep folder with --from-sweep: rules only, not verified)
+
+Errors are one line on stderr, never a traceback: exit 2 for bad input (a spec that does not validate, an
+unknown rung, metric or format, a folder in the wrong state), 1 when the driver itself failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_commands", "run"]
+
+_EXIT = {"SUCCEEDED": 0, "FAILED": 1, "CANCELLED": 130}
+_FORMATS = ("yaml", "json")
+
+
+def add_commands(sub: Any) -> None:
+    """Add `transfer`, `fit` and `export` to the top-level subparsers (argparse only: nothing heavy imported)."""
+    p = sub.add_parser("transfer", help="carry a sweep's chosen (K, gamma) to larger rungs beside the baselines")
+    tsub = p.add_subparsers(dest="transfer_command", required=True)
+    t = tsub.add_parser("run", help="run or resume a transfer (the driver runs in this process)")
+    t.add_argument("spec", help="transfer spec file (.yaml, .yml or .json)")
+    t.add_argument("--workdir", help="the transfer's state folder (default out/transfers/<name>)")
+    t.add_argument("--resume", action="store_true", help="continue the transfer in --workdir (or start it)")
+    t.add_argument("--quiet", action="store_true", help="no progress lines, only the final table")
+    t = tsub.add_parser("status", help="live state of a transfer")
+    t.add_argument("workdir", help="the transfer's work folder")
+    t.add_argument("--json", action="store_true", help="print the status document as JSON")
+    t = tsub.add_parser("cancel", help="stop a running transfer; it can be resumed later")
+    t.add_argument("workdir", help="the transfer's work folder")
+    t.add_argument("--grace", type=float, default=60.0, help="seconds to wait before killing the driver")
+    p.set_defaults(func=run)
+
+    p = sub.add_parser("fit", help="scaling fits, intervals, flags and savings of a transfer")
+    p.add_argument("workdir", help="the transfer's work folder")
+    p.add_argument("--metric", help="time_to_best (default), best_fd or endpoint_fd; all three with --json")
+    p.add_argument("--form", help="A*N^-alpha or E+A*N^-alpha (default: A*N^-alpha for time, E+A*N^-alpha for FD)")
+    p.add_argument("--share", nargs="*", default=[], help="parameters tied across arms, e.g. alpha E")
+    p.add_argument("--n-boot", type=int, help="bootstrap replicates (default 500)")
+    p.add_argument("--tracking-uri", help="MLflow tracking URI, when the store moved")
+    p.add_argument("--json", action="store_true", help="print the whole analysis as JSON")
+    p.set_defaults(func=run)
+
+    p = sub.add_parser("export", help="the transferred hyperparameters for a rung, as YAML or JSON")
+    p.add_argument("workdir", help="a transfer's work folder (or a sweep's, with --from-sweep)")
+    p.add_argument("--rung", required=True, help="target rung (scalesweep trial rungs: cpu-xs ... paper-15b)")
+    p.add_argument("--format", default="yaml", help="yaml (default) or json")
+    p.add_argument("--out", help="write here instead of stdout")
+    p.add_argument("--from-sweep", action="store_true", help="DIR is a sweep: carry its choice by rules only")
+    p.add_argument("--tracking-uri", help="MLflow tracking URI, when the store moved")
+    p.set_defaults(func=run)
+
+
+def _describe(exc: BaseException) -> str:
+    """One line for an expected error; pydantic errors as 'field: message; ...'."""
+    from pydantic import ValidationError
+
+    if isinstance(exc, ValidationError):
+        parts = []
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err["loc"])
+            msg = str(err["msg"]).removeprefix("Value error, ")
+            parts.append(f"{loc}: {msg}" if loc else msg)
+        return f"invalid {exc.title}: " + "; ".join(parts)
+    return " ".join(str(exc).strip().splitlines()) or type(exc).__name__
+
+
+def run(args: argparse.Namespace) -> int:
+    """Dispatch `scalesweep transfer|fit|export`; returns the exit status."""
+    from sweeper import SweepError, SweepFailedError
+
+    from ._errors import ScalingError
+
+    name = args.command if args.command != "transfer" else f"transfer {args.transfer_command}"
+    try:
+        return int(_COMMANDS[name](args))
+    except SweepFailedError as exc:
+        print(f"scalesweep {name}: error: {_describe(exc)}", file=sys.stderr)
+        return 1
+    except (ScalingError, SweepError, ValueError, FileNotFoundError, OSError) as exc:
+        print(f"scalesweep {name}: error: {_describe(exc)}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # Ray, MLflow: still one line; details are in MLflow and the Ray logs
+        print(f"scalesweep {name}: error: {type(exc).__name__}: {_describe(exc)}", file=sys.stderr)
+        return 1
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ._transfer import load_transfer_spec, run_transfer
+
+    spec = load_transfer_spec(args.spec)  # validate before anything starts
+    result = run_transfer(spec, workdir=args.workdir, resume=args.resume, show_progress=not args.quiet)
+    if args.quiet:
+        print(result.table())
+    return _EXIT.get(result.state, 1)
+
+
+def _status(args: argparse.Namespace) -> int:
+    from ._transfer import transfer_status
+
+    status = transfer_status(args.workdir)
+    if args.json:
+        print(json.dumps(status, indent=2, default=str))
+        return 0
+    driver = f"alive, pid {status.get('pid')}" if status["driver_alive"] else "not running"
+    counts = ", ".join(f"{v} {k.lower()}" for k, v in (status.get("counts") or {}).items() if v)
+    print(f"{status['transfer_id']}: {status['state']} (driver {driver}); {status['runs_planned']} runs planned"
+          + (f"; {counts}" if counts else ""))
+    for line in (status.get("events") or [])[-5:]:
+        print(f"  {line}")
+    if status["state"] == "INTERRUPTED":
+        print(f"the driver stopped mid-transfer; continue it with: scalesweep transfer run SPEC --workdir "
+              f"{args.workdir} --resume")
+    return 0
+
+
+def _cancel(args: argparse.Namespace) -> int:
+    from ._transfer import cancel_transfer
+
+    status = cancel_transfer(args.workdir, grace_s=args.grace)
+    print(f"{status['transfer_id']}: {status['state']}")
+    return 0
+
+
+def _num(value: float | None, fmt: str = ".4g") -> str:
+    return "-" if value is None or not math.isfinite(value) else format(value, fmt)
+
+
+def _fit(args: argparse.Namespace) -> int:
+    from ._errors import ScalingError, ScalingInputError
+    from ._transfer import FIT_METRICS, load_transfer_result
+
+    if args.metric is not None and args.metric not in FIT_METRICS:
+        raise ScalingInputError(f"--metric: unknown metric {args.metric!r}; allowed: {list(FIT_METRICS)}")
+    if args.n_boot is not None and args.n_boot < 0:
+        raise ScalingInputError(f"--n-boot: must be >= 0, got {args.n_boot}")
+    result = load_transfer_result(args.workdir, tracking_uri=args.tracking_uri)
+    extra: dict[str, Any] = {} if args.n_boot is None else {"n_boot": args.n_boot}
+    if args.json:
+        doc = result.analysis(**extra)
+        if args.form or args.share:  # the asked form replaces the default one of that metric
+            metric = args.metric or "time_to_best"
+            doc["fits"][metric] = _fit_json(result.fits(metric, form=args.form, share=args.share, **extra))
+        print(json.dumps(doc, indent=2, allow_nan=False))
+        return 0
+    print(result.table())
+    metrics = [args.metric] if args.metric else list(FIT_METRICS)
+    for metric in metrics:
+        print(f"\n{metric} vs parameter count:")
+        try:
+            fit = result.fits(metric, form=args.form, share=args.share, **extra)
+        except ScalingInputError as exc:
+            if args.form or args.share:
+                raise  # the user's form or share is wrong: say so and exit 2
+            print(f"  no fit: {exc}")
+            continue
+        except ScalingError as exc:
+            print(f"  no fit: {exc}")
+            continue
+        share = f", shared {list(fit.share)}" if fit.share else ""
+        print(f"  form {fit.form}{share}; {fit.level:.0%} intervals ({fit.bootstrap} bootstrap, "
+              f"{fit.n_boot_ok} replicates)")
+        for arm in fit.arms:
+            params = ", ".join(f"{p}={_num(v)} [{_num(fit.intervals[arm][p][0])}, {_num(fit.intervals[arm][p][1])}]"
+                               for p, v in fit.params[arm].items())
+            loo, carry = fit.loo_error.get(arm), fit.loo_baseline_error.get(arm)
+            print(f"  {arm:<9} {params}; leave-largest-out error {_num(loo, '.1%')} (carry forward "
+                  f"{_num(carry, '.1%')})")
+        for flag in sorted(fit.flags):
+            print(f"  flag {flag}: {fit.flag_details.get(flag, '')}")
+        if fit.suggestion:
+            print(f"  suggestion: {fit.suggestion}")
+    return 0
+
+
+def _fit_json(fit: Any) -> Any:
+    from ._transfer import _clean, _fit_doc
+
+    return _clean(_fit_doc(fit))
+
+
+def _export(args: argparse.Namespace) -> int:
+    from ._errors import ScalingInputError
+    from ._transfer import export_from_sweep, load_transfer_result
+
+    if args.format not in _FORMATS:
+        raise ScalingInputError(f"--format: unknown format {args.format!r}; allowed: {list(_FORMATS)}")
+    from trials.models import check_rung
+
+    try:
+        check_rung(args.rung)
+    except ValueError as exc:
+        raise ScalingInputError(f"--rung: {exc}") from None
+    if args.from_sweep:
+        export = export_from_sweep(args.workdir, args.rung, tracking_uri=args.tracking_uri)
+    else:
+        export = load_transfer_result(args.workdir, tracking_uri=args.tracking_uri).export(args.rung)
+    text = export.to_yaml() if args.format == "yaml" else export.to_json() + "\n"
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+        verified = ", ".join(f"{a} verified={e.verified_at_target}" for a, e in export.arms.items())
+        print(f"wrote {args.out} ({args.rung}: {verified})")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+_COMMANDS: dict[str, Any] = {
+    "transfer run": _run,
+    "transfer status": _status,
+    "transfer cancel": _cancel,
+    "fit": _fit,
+    "export": _export,
+}

@@ -1,0 +1,232 @@
+"""A real transfer end to end: a tiny sweep (one point, real Ray, real MLflow SQLite, real torch), then its chosen
+pair carried to three CPU rungs beside AdamW and vanilla Muon, read back, fitted, exported, resumed and driven from
+the CLI. One sweep and one transfer, shared by the module (about a minute on 2 cores)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from mlflow import MlflowClient
+
+from scalesweep_cli import main
+from scaling import (
+    Export,
+    TransferError,
+    TransferResult,
+    export_from_sweep,
+    load_transfer_result,
+    run_transfer,
+    transfer_status,
+)
+from sweeper import run_sweep
+
+from ..sweeper.conftest import TINY_TRIAL
+
+RUNGS = ["cpu-xs", "cpu-s", "cpu-m"]
+WIDTH = {"cpu-xs": 64, "cpu-s": 96, "cpu-m": 128}
+ADAMW_LR = 0.004  # the sweep's AdamW baseline lr, so the width rule has something other than the default to carry
+
+
+@pytest.fixture(scope="module")
+def case(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    import ray
+
+    from trials import ensure_store
+
+    root = tmp_path_factory.mktemp("transfer")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    ensure_store(uri, "setup")
+    ray.init(address="local", include_dashboard=False, num_cpus=2, log_to_driver=False)
+    try:
+        sweep_dir = root / "sweep"
+        sweep = run_sweep({
+            "name": "tiny-sweep",
+            "rung": "cpu-xs",
+            "horizon": 12,
+            "search": {"space": {"K": [3], "gamma": [0.25]}},
+            "baselines": [{"arm": "adamw", "optimizer": {"lr": ADAMW_LR}}, "muon"],
+            "execution": {"concurrency": 2, "num_cpus": 2},
+            "trial": json.loads(json.dumps(TINY_TRIAL)),
+            "tracking": {"tracking_uri": uri, "experiment": "study"},
+        }, workdir=sweep_dir)
+        assert sweep.state == "SUCCEEDED"
+        spec = {"name": "tiny-transfer", "sweep": str(sweep_dir), "rungs": RUNGS}
+        spec_path = root / "transfer.yaml"
+        spec_path.write_text(yaml.safe_dump(spec))
+        transfer_dir = root / "transfer"
+        result = run_transfer(spec, workdir=transfer_dir)
+        yield {"uri": uri, "sweep": sweep, "sweep_dir": sweep_dir, "spec": spec, "spec_path": spec_path,
+               "dir": transfer_dir, "result": result, "root": root}
+    finally:
+        ray.shutdown()
+
+
+def _children(uri: str, transfer_id: str) -> list[Any]:
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("study")
+    return client.search_runs([exp.experiment_id], f"tags.`scalesweep.transfer_id` = '{transfer_id}' and "
+                              "tags.`scalesweep.kind` = 'trial'", max_results=1000)
+
+
+def test_runs_carry_the_pair_the_lr_rules_the_horizon_and_the_lineage(case: dict[str, Any]) -> None:
+    result: TransferResult = case["result"]
+    sweep = case["sweep"]
+    assert result.state == "SUCCEEDED" and result.counts == {"SUCCEEDED": 9}
+    assert sorted((r.rung, r.arm) for r in result.runs) == sorted((g, a) for g in RUNGS
+                                                                  for a in ("periodic", "muon", "adamw"))
+    assert result.chosen == {"K": 3, "gamma": 0.25} and result.plan["horizon"] == 24  # 2 x the sweep's 12
+    assert result.plan["eval_steps"] == [16, 20, 24]  # the sweep's 8/10/12 at the same fractions
+    for run in result.runs:
+        assert run.seed == 0 and [c[0] for c in run.checkpoints] == [16, 20, 24]
+        assert all(t > 0 and f > 0 for _, t, f in run.checkpoints)
+        ratio = WIDTH["cpu-xs"] / WIDTH[run.rung]
+        if run.arm == "adamw":
+            assert run.lr_rule == "width" and run.lr_base == pytest.approx(ADAMW_LR)
+            assert run.lr == pytest.approx(ADAMW_LR * ratio, rel=1e-6)
+        else:
+            assert run.lr_rule == "unchanged" and run.lr == pytest.approx(0.02)
+        if run.arm == "periodic":
+            assert (run.K, run.gamma) == (3, 0.25)
+    sizes = [result.parameters(r) for r in RUNGS]
+    assert sizes == sorted(sizes) and len(set(sizes)) == 3
+
+    client = MlflowClient(case["uri"])
+    children = _children(case["uri"], result.transfer_id)
+    assert len(children) == 9
+    parent = client.get_run(result.parent_run_id)
+    for run in [parent, *children]:
+        t = run.data.tags
+        assert t["scalesweep.transfer_name"] == "tiny-transfer"
+        assert t["scalesweep.source_sweep_id"] == sweep.sweep_id
+        assert t["scalesweep.source_sweep_name"] == "tiny-sweep"
+        assert t["scalesweep.source_parent_run_id"] == sweep.parent_run_id
+        assert json.loads(t["scalesweep.transfer.chosen"]) == {"K": 3, "gamma": 0.25}
+    for run in children:
+        assert run.data.tags["mlflow.parentRunId"] == result.parent_run_id
+        assert run.data.params["steps"] == "24" and run.data.tags["scalesweep.base_rung"] == "cpu-xs"
+        assert run.data.params["rung"] in RUNGS
+    assert {r.info.run_name for r in children} >= {"K=3,gamma=0.25,seed=0", "adamw.cpu-m,seed=0"}
+
+
+def test_time_to_best_savings_fits_and_analysis(case: dict[str, Any]) -> None:
+    result: TransferResult = case["result"]
+    ttb = result.time_to_best()
+    assert set(ttb) == {r.run_id for r in result.runs}
+    for run in result.runs:
+        t = ttb[run.run_id]
+        assert t.best_fd == min(f for _, _, f in run.checkpoints)
+        assert t.best_time_s == next(tt for _, tt, f in run.checkpoints if f == t.best_fd)
+    sav = result.savings()
+    assert set(sav) == set(RUNGS) and all(set(per) == {"muon", "adamw"} for per in sav.values())
+    for rung, per in sav.items():
+        p = next(ttb[r.run_id].best_time_s for r in result.runs if r.rung == rung and r.arm == "periodic")
+        m = next(ttb[r.run_id].best_time_s for r in result.runs if r.rung == rung and r.arm == "muon")
+        assert per["muon"].mean_pct == pytest.approx(100 * (m - p) / m) and per["muon"].std_pct is None
+
+    fit = result.fits("time_to_best", n_boot=50)
+    assert set(fit.arms) == {"periodic", "muon", "adamw"} and fit.form == "A*N^-alpha"
+    assert all(fit.sizes[a] == tuple(float(result.parameters(r)) for r in RUNGS) for a in fit.arms)
+    point, _, _ = result.predict("periodic", "cpu-s", n_boot=50)
+    assert point == pytest.approx(fit.predict("periodic", result.parameters("cpu-s"))[0])
+
+    doc = result.analysis(n_boot=50)
+    json.dumps(doc, allow_nan=False)  # JSON-able, no NaN
+    assert doc["chosen"] == {"K": 3, "gamma": 0.25} and doc["metric_name"] == "fd_pixels"
+    assert doc["fd_samples"] == 96 and len(doc["runs"]) == 9
+    assert set(doc["fits"]) == {"time_to_best", "best_fd", "endpoint_fd"}
+    for metric, f in doc["fits"].items():
+        assert set(f["arms"]) == {"periodic", "muon", "adamw"}, metric
+        assert {"params", "intervals", "loo_error"} <= set(f["arms"]["muon"])
+    assert doc["savings"]["cpu-s"]["adamw"]["n"] == 1
+
+
+def test_export_round_trips_and_builds_the_optimizer(case: dict[str, Any]) -> None:
+    import torch
+
+    from trials.optim import PeriodicRowMuon, build_optimizer
+
+    result: TransferResult = case["result"]
+    export = result.export("cpu-m")
+    assert all(arm.verified_at_target for arm in export.arms.values())
+    assert export.arms["adamw"].optimizer["lr"] == pytest.approx(ADAMW_LR * 64 / 128)
+    assert export.arms["periodic"].optimizer["refresh_every"] == 3
+    assert export.arms["periodic"].optimizer["gamma"] == 0.25
+    assert export.provenance["transfer_id"] == result.transfer_id
+    assert export.provenance["sweep_id"] == case["sweep"].sweep_id
+    assert len(export.arms["periodic"].evidence["transfer_run_ids"]) == 1
+    for text in (export.to_yaml(), export.to_json()):
+        assert Export.from_text(text).to_dict() == export.to_dict()
+    beyond = result.export("cpu-l")
+    assert not any(arm.verified_at_target for arm in beyond.arms.values())
+
+    model = torch.nn.Module()
+    model.transformer_blocks = torch.nn.ModuleList([torch.nn.Linear(8, 8)])
+    model.head = torch.nn.Linear(8, 2)
+    opt = build_optimizer(model, export.optimizer_config("periodic"), block_prefixes=("transformer_blocks",))
+    inner = [o for o in getattr(opt, "optimizers", [opt]) if isinstance(o, PeriodicRowMuon)]
+    assert inner and inner[0].param_groups[0]["refresh_every"] == 3 and inner[0].param_groups[0]["gamma"] == 0.25
+
+    rules_only = export_from_sweep(case["sweep_dir"], "cpu-m")
+    assert not any(arm.verified_at_target for arm in rules_only.arms.values())
+    assert rules_only.arms["adamw"].optimizer["lr"] == pytest.approx(export.arms["adamw"].optimizer["lr"])
+    with pytest.raises(TransferError, match="transfer's work folder"):
+        export_from_sweep(case["dir"], "cpu-m")
+
+
+def test_resume_runs_nothing_again_and_a_second_start_is_refused(case: dict[str, Any]) -> None:
+    result: TransferResult = case["result"]
+    before = sorted(r.info.run_id for r in _children(case["uri"], result.transfer_id))
+    again = run_transfer(case["spec"], workdir=case["dir"], resume=True)
+    assert again.state == "SUCCEEDED" and again.transfer_id == result.transfer_id
+    assert sorted(r.info.run_id for r in _children(case["uri"], result.transfer_id)) == before
+    with pytest.raises(TransferError, match="already holds transfer"):
+        run_transfer(case["spec"], workdir=case["dir"])
+    with pytest.raises(TransferError, match="spec changed"):
+        run_transfer({**case["spec"], "horizon_factor": 3.0}, workdir=case["dir"], resume=True)
+    status = transfer_status(case["dir"])
+    assert status["state"] == "SUCCEEDED" and status["driver_alive"] is False
+    assert status["counts"]["SUCCEEDED"] == 9 and status["parent_run_id"] == result.parent_run_id
+    assert load_transfer_result(case["dir"]).runs == result.runs
+
+
+def test_cli(case: dict[str, Any], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    d = str(case["dir"])
+    capsys.readouterr()
+    assert main(["transfer", "status", d]) == 0
+    assert "SUCCEEDED" in capsys.readouterr().out
+    assert main(["fit", d, "--metric", "best_fd", "--n-boot", "20"]) == 0
+    out = capsys.readouterr().out
+    assert "best_fd vs parameter count" in out and "time to best saved by periodic" in out
+    assert main(["fit", d, "--json", "--n-boot", "20"]) == 0
+    assert json.loads(capsys.readouterr().out)["chosen"] == {"K": 3, "gamma": 0.25}
+    out_file = tmp_path / "export.json"
+    assert main(["export", d, "--rung", "cpu-s", "--format", "json", "--out", str(out_file)]) == 0
+    exported = Export.from_text(out_file.read_text())
+    assert exported.arms["adamw"].optimizer["lr"] == pytest.approx(ADAMW_LR * 64 / 96)
+    assert main(["export", str(case["sweep_dir"]), "--from-sweep", "--rung", "paper-1.3b"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["target"]["rung"] == "paper-1.3b"
+
+    for argv, needle in [
+        (["export", d, "--rung", "cpu-xxl"], "--rung: unknown rung 'cpu-xxl'; allowed: ['cpu-xs'"),
+        (["export", d, "--rung", "cpu-s", "--format", "xml"], "--format: unknown format 'xml'; allowed: ['yaml'"),
+        (["fit", d, "--metric", "fid"], "--metric: unknown metric 'fid'; allowed: ['time_to_best'"),
+        (["transfer", "status", str(tmp_path)], "not a transfer work folder"),
+        (["transfer", "run", str(case["spec_path"]), "--workdir", d], "already holds transfer"),
+    ]:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert needle in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({**case["spec"], "lr_rules": {"adamw": "cubic"}, "colour": 1}))
+    assert main(["transfer", "run", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert "lr_rules.adamw" in err and "'unchanged', 'width' or 'sqrt_width'" in err and "colour" in err
+    assert math.isfinite(case["result"].runs[0].checkpoints[0][2])
