@@ -587,7 +587,12 @@ class TransferResult:
             if not any(math.isfinite(f) for _, _, f in run.checkpoints):
                 continue
             steps, times, fds = zip(*run.checkpoints, strict=True)
-            out[run.run_id] = time_to_best(steps, times, fds, **kwargs)
+            try:
+                out[run.run_id] = time_to_best(steps, times, fds, **kwargs)
+            except ScalingInputError:
+                if kwargs:
+                    raise  # the caller's tolerances are wrong, not the run
+                continue  # records that cannot be read as checkpoints (e.g. a clock reset): left out
         return out
 
     def _succeeded(self) -> list[tuple[TransferRun, TimeToBest]]:
