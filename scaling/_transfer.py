@@ -29,6 +29,7 @@ one child run per (rung, arm, seed) attempt, named `K=3,gamma=0.15,seed=0` (the 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -51,7 +52,15 @@ from ._errors import ScalingError, ScalingInputError, TransferError
 from ._export import DEFAULT_LR_RULE, Export, build_export, transfer_lr
 from ._fit import ScalingFit, fit_scaling
 from ._records import TransferRun, read_runs
-from ._time_to_best import Savings, TimeToBest, savings, time_to_best
+from ._time_to_best import (
+    Checkpoints,
+    CommonTarget,
+    Savings,
+    TimeToBest,
+    savings,
+    time_to_best,
+    time_to_common_target,
+)
 
 __all__ = [
     "FIT_METRICS",
@@ -619,6 +628,21 @@ class TransferResult:
                 out.setdefault(rung, {})[base] = s[base]
         return out
 
+    def common_targets(self) -> dict[str, dict[int, CommonTarget]]:
+        """Rung -> seed -> each arm's time to reach the worst arm's smoothed best FD x 1.02 (time_to_common_target),
+        for seeds where at least two arms succeeded."""
+        by: dict[str, dict[int, dict[str, Checkpoints]]] = {}
+        for run in self.runs:
+            if run.state == "SUCCEEDED" and run.checkpoints:
+                by.setdefault(run.rung, {}).setdefault(run.seed, {})[run.arm] = Checkpoints.from_rows(run.checkpoints)
+        out: dict[str, dict[int, CommonTarget]] = {}
+        for rung, seeds in by.items():
+            for seed, arms in seeds.items():
+                if len(arms) >= 2:
+                    with contextlib.suppress(ScalingInputError):
+                        out.setdefault(rung, {})[seed] = time_to_common_target(arms)
+        return out
+
     def fit_data(self, metric: str = "time_to_best") -> dict[str, tuple[list[float], list[float]]]:
         """Arm -> (sizes, values): one entry per succeeded run (sizes repeat over seeds), arms with fewer than two
         rungs left out."""
@@ -694,6 +718,9 @@ class TransferResult:
             "savings": {rung: {b: {"mean_pct": s.mean_pct, "std_pct": s.std_pct, "n": s.n,
                                    "per_seed_pct": list(s.per_seed_pct), "seeds": list(s.seeds)}
                                for b, s in per.items()} for rung, per in self.savings().items()},
+            "common_target": {rung: {str(seed): {"target_fd": c.target_fd, "reference_arm": c.reference_arm,
+                                                 "time_s": c.time_s, "step": c.step}
+                                     for seed, c in per.items()} for rung, per in self.common_targets().items()},
             "fits": fits,
         })
 

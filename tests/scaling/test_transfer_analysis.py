@@ -84,15 +84,15 @@ def test_failed_and_missing_runs_are_left_out_not_counted() -> None:
 
 def test_time_to_best_fit_recovers_the_growing_exponent_and_predicts() -> None:
     result = _full()
-    fit = result.fits("time_to_best", n_boot=200)
+    fit = result.fits("time_to_best", n_boot=100)
     assert fit.form == "A*N^-alpha" and fit.bootstrap == "seed"
     for arm in ARMS:
         lo, hi = fit.intervals[arm]["alpha"]
         assert lo <= -0.5 <= hi and fit.params[arm]["alpha"] == pytest.approx(-0.5, abs=0.1)
-    point, lo, hi = result.predict("periodic", "cpu-m", n_boot=200)
+    point, lo, hi = result.predict("periodic", "cpu-m", n_boot=100)
     assert lo <= point <= hi and point == pytest.approx(C["periodic"] * SIZES["cpu-m"] ** 0.5, rel=0.1)
     with pytest.raises(ExtrapolationRefused, match="max_extrapolation"):
-        result.predict("periodic", "paper-1.3b", n_boot=200)
+        result.predict("periodic", "paper-1.3b", n_boot=100)
     assert "extrapolation_refused" in fit.flags
     shared = result.fits("time_to_best", share=("alpha",), n_boot=50)
     assert len({shared.params[a]["alpha"] for a in ARMS}) == 1
@@ -109,6 +109,8 @@ def test_analysis_is_json_with_every_part() -> None:
     run = doc["runs"][0]
     assert run["time_to_best_s"] == pytest.approx(run["checkpoints"][1][1]) and run["best_step"] == 20
     assert doc["savings"]["cpu-m"]["muon"]["n"] == 3
+    common = doc["common_target"]["cpu-s"]["0"]
+    assert common["reference_arm"] in ARMS and set(common["time_s"]) == set(ARMS)
     fits = doc["fits"]
     assert fits["time_to_best"]["form"] == "A*N^-alpha" and fits["best_fd"]["form"] == "E+A*N^-alpha"
     assert set(fits["best_fd"]["arms"]["adamw"]["params"]) == {"E", "A", "alpha"}
