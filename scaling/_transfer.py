@@ -291,6 +291,8 @@ def _load_source(workdir: str | Path, tracking_uri: str | None = None) -> _Sourc
     if spec_data is None:
         raise TransferError(f"{path} is not a sweep work folder (no spec.json)")
     result = load_sweep_result(path, tracking_uri=tracking_uri)
+    if result.state != "SUCCEEDED":  # a running sweep's choice may still change
+        raise TransferError(f"sweep {result.sweep_id} is {result.state}: transfer from a finished (SUCCEEDED) sweep")
     if result.selection is None or not result.best:
         raise TransferError(f"sweep {result.sweep_id} has no chosen point yet (state {result.state}): there is "
                             "nothing to transfer")
@@ -529,8 +531,7 @@ def cancel_transfer(workdir: str | Path, *, grace_s: float = 60.0) -> dict[str, 
     path = Path(workdir).resolve()
     _transfer_state(path)
     if (path / "sweep.json").is_file():
-        cancel_sweep(path, grace_s=grace_s)
-    (path / OUTCOME_FILE).unlink(missing_ok=True)
+        cancel_sweep(path, grace_s=grace_s)  # a finished transfer stays as it ended
     return transfer_status(path)
 
 

@@ -1,6 +1,6 @@
-"""A real transfer end to end: a tiny sweep (one point, real Ray, real MLflow SQLite, real torch), then its chosen
-pair carried to three CPU rungs beside AdamW and vanilla Muon, read back, fitted, exported, resumed and driven from
-the CLI. One sweep and one transfer, shared by the module (about a minute on 2 cores)."""
+"""A real transfer end to end: a tiny sweep (one point and AdamW; real Ray, real MLflow SQLite, real torch), then
+its chosen pair carried to three CPU rungs beside AdamW and vanilla Muon, read back, fitted, exported, resumed and
+driven from the CLI. One sweep and one transfer, shared by the module."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from scaling import (
     Export,
     TransferError,
     TransferResult,
+    cancel_transfer,
     export_from_sweep,
     load_transfer_result,
     run_transfer,
@@ -48,15 +49,18 @@ def case(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         sweep = run_sweep({
             "name": "tiny-sweep",
             "rung": "cpu-xs",
-            "horizon": 12,
+            "horizon": 6,
             "search": {"space": {"K": [3], "gamma": [0.25]}},
-            "baselines": [{"arm": "adamw", "optimizer": {"lr": ADAMW_LR}}, "muon"],
+            # AdamW with its own lr; no Muon baseline in the sweep: the transfer then takes Muon's defaults
+            "baselines": [{"arm": "adamw", "optimizer": {"lr": ADAMW_LR}}],
+            "backend": {"name": "builtin", "checkpoints": False},  # nothing to resume here: skip the saves
             "execution": {"concurrency": 2, "num_cpus": 2},
-            "trial": json.loads(json.dumps(TINY_TRIAL)),
+            "trial": {**json.loads(json.dumps(TINY_TRIAL)), "batch_size": 8},
             "tracking": {"tracking_uri": uri, "experiment": "study"},
         }, workdir=sweep_dir)
         assert sweep.state == "SUCCEEDED"
-        spec = {"name": "tiny-transfer", "sweep": str(sweep_dir), "rungs": RUNGS}
+        # fewer FD samples than the sweep's 96 (still above the 48-d pixel features): merged into its `trial`
+        spec = {"name": "tiny-transfer", "sweep": str(sweep_dir), "rungs": RUNGS, "trial": {"eval": {"fd_samples": 64}}}
         spec_path = root / "transfer.yaml"
         spec_path.write_text(yaml.safe_dump(spec))
         transfer_dir = root / "transfer"
@@ -80,10 +84,10 @@ def test_runs_carry_the_pair_the_lr_rules_the_horizon_and_the_lineage(case: dict
     assert result.state == "SUCCEEDED" and result.counts == {"SUCCEEDED": 9}
     assert sorted((r.rung, r.arm) for r in result.runs) == sorted((g, a) for g in RUNGS
                                                                   for a in ("periodic", "muon", "adamw"))
-    assert result.chosen == {"K": 3, "gamma": 0.25} and result.plan["horizon"] == 24  # 2 x the sweep's 12
-    assert result.plan["eval_steps"] == [16, 20, 24]  # the sweep's 8/10/12 at the same fractions
+    assert result.chosen == {"K": 3, "gamma": 0.25} and result.plan["horizon"] == 12  # 2 x the sweep's 6
+    assert result.plan["eval_steps"] == [8, 10, 12]  # the sweep's 4/5/6 at the same fractions
     for run in result.runs:
-        assert run.seed == 0 and [c[0] for c in run.checkpoints] == [16, 20, 24]
+        assert run.seed == 0 and [c[0] for c in run.checkpoints] == [8, 10, 12]
         assert all(t > 0 and f > 0 for _, t, f in run.checkpoints)
         ratio = WIDTH["cpu-xs"] / WIDTH[run.rung]
         if run.arm == "adamw":
@@ -109,7 +113,7 @@ def test_runs_carry_the_pair_the_lr_rules_the_horizon_and_the_lineage(case: dict
         assert json.loads(t["scalesweep.transfer.chosen"]) == {"K": 3, "gamma": 0.25}
     for run in children:
         assert run.data.tags["mlflow.parentRunId"] == result.parent_run_id
-        assert run.data.params["steps"] == "24" and run.data.tags["scalesweep.base_rung"] == "cpu-xs"
+        assert run.data.params["steps"] == "12" and run.data.tags["scalesweep.base_rung"] == "cpu-xs"
         assert run.data.params["rung"] in RUNGS
     assert {r.info.run_name for r in children} >= {"K=3,gamma=0.25,seed=0", "adamw.cpu-m,seed=0"}
 
@@ -129,16 +133,16 @@ def test_time_to_best_savings_fits_and_analysis(case: dict[str, Any]) -> None:
         m = next(ttb[r.run_id].best_time_s for r in result.runs if r.rung == rung and r.arm == "muon")
         assert per["muon"].mean_pct == pytest.approx(100 * (m - p) / m) and per["muon"].std_pct is None
 
-    fit = result.fits("time_to_best", n_boot=50)
+    fit = result.fits("time_to_best", n_boot=20)
     assert set(fit.arms) == {"periodic", "muon", "adamw"} and fit.form == "A*N^-alpha"
     assert all(fit.sizes[a] == tuple(float(result.parameters(r)) for r in RUNGS) for a in fit.arms)
-    point, _, _ = result.predict("periodic", "cpu-s", n_boot=50)
+    point, _, _ = result.predict("periodic", "cpu-s", n_boot=20)
     assert point == pytest.approx(fit.predict("periodic", result.parameters("cpu-s"))[0])
 
-    doc = result.analysis(n_boot=50)
+    doc = result.analysis(n_boot=20)
     json.dumps(doc, allow_nan=False)  # JSON-able, no NaN
     assert doc["chosen"] == {"K": 3, "gamma": 0.25} and doc["metric_name"] == "fd_pixels"
-    assert doc["fd_samples"] == 96 and len(doc["runs"]) == 9
+    assert doc["fd_samples"] == 64 and len(doc["runs"]) == 9
     assert set(doc["fits"]) == {"time_to_best", "best_fd", "endpoint_fd"}
     for metric, f in doc["fits"].items():
         assert set(f["arms"]) == {"periodic", "muon", "adamw"}, metric
@@ -193,6 +197,7 @@ def test_resume_runs_nothing_again_and_a_second_start_is_refused(case: dict[str,
     assert status["state"] == "SUCCEEDED" and status["driver_alive"] is False
     assert status["counts"]["SUCCEEDED"] == 9 and status["parent_run_id"] == result.parent_run_id
     assert load_transfer_result(case["dir"]).runs == result.runs
+    assert cancel_transfer(case["dir"], grace_s=1)["state"] == "SUCCEEDED"  # a finished transfer stays as it ended
 
 
 def test_cli(case: dict[str, Any], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
