@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from scaling import ExtrapolationRefused, ScalingInputError, TransferError, TransferResult, TransferRun, TransferSpec
+from scaling import (
+    ExtrapolationRefused,
+    ScalingInputError,
+    TransferError,
+    TransferResult,
+    TransferRun,
+    TransferSpec,
+    load_transfer_spec,
+)
 from scaling._transfer import _default_rungs, _plan, _rung_shape, _scaled_eval_steps, _Source
 from sweeper import SweepSpec
 
@@ -150,6 +159,11 @@ def test_spec_is_strict_and_names_fields() -> None:
     for extra, needle in cases:
         with pytest.raises(ValidationError, match=needle.replace("(", r"\(")):
             TransferSpec.model_validate({"name": "t", "sweep": "s", **extra})
+
+
+def test_the_example_spec_validates() -> None:
+    spec = load_transfer_spec(Path(__file__).resolve().parents[2] / "examples" / "transfer-tiny.yaml")
+    assert spec.rungs == ["cpu-xs", "cpu-s", "cpu-m"] and spec.lr_rules["adamw"] == "width"
 
 
 def _source(**spec_fields: Any) -> _Source:
