@@ -118,6 +118,11 @@ class JobRunner:
         proc = subprocess.Popen(self.command(record, resume), stdout=log_file, stderr=subprocess.STDOUT,
                                 env=env, cwd=folder, start_new_session=True)
         log_file.close()
+        if self.settings.driver_nice:  # before the driver starts Ray (seconds away): its workers inherit it
+            try:
+                os.setpriority(os.PRIO_PROCESS, proc.pid, self.settings.driver_nice)
+            except OSError as exc:
+                log.warning("sweep %s: could not renice the driver: %s", record.id, exc)
         self._procs[record.id] = proc
         self._resume.discard(record.id)
         record.pid, record.state, record.storage_path, record.error = proc.pid, "RUNNING", str(folder), None

@@ -45,6 +45,10 @@ class Settings(BaseSettings):
         description="Ray cluster (GCS address, e.g. ray-head:6379) the sweep drivers attach to as RAY_ADDRESS; "
         "unset = each driver starts a local Ray. Drivers always run as local subprocesses of the service.",
     )
+    driver_nice: int = Field(
+        5, ge=0, le=19, description="Niceness of local sweep/transfer drivers (their Ray and trials inherit it): on "
+        "a machine that both serves and trains, the service's answers go first (api_load: README).",
+    )
     poll_interval_s: float = Field(1.0, gt=0, description="How often the job queue checks its drivers.")
 
     @model_validator(mode="after")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hmac
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
@@ -14,11 +14,16 @@ from ._settings import Settings
 __all__ = ["Owner", "ReadAccess", "SessionDep", "SettingsDep"]
 
 
-def _settings(request: Request) -> Settings:
+# The dependencies are `async def` although they do no I/O: FastAPI runs a sync dependency in its thread pool,
+# one hop per dependency per request, and on a busy 2-core machine those hops cost more than the route itself
+# (benchmarks/api_load.py). A session opens no connection until the route (run in the pool) uses it.
+
+
+async def _settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
-def _session(request: Request) -> Iterator[Session]:
+async def _session(request: Request) -> AsyncIterator[Session]:
     with request.app.state.sessionmaker() as session:
         yield session
 
@@ -41,11 +46,11 @@ def _check_token(request: Request, settings: Settings) -> str:
     return request.headers.get("x-scalesweep-user", "token")[:200]
 
 
-def _owner(request: Request, settings: SettingsDep) -> str:
+async def _owner(request: Request, settings: SettingsDep) -> str:
     return _check_token(request, settings)
 
 
-def _reader(request: Request, settings: SettingsDep) -> str | None:
+async def _reader(request: Request, settings: SettingsDep) -> str | None:
     return _check_token(request, settings) if settings.auth_reads else None
 
 

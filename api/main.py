@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 
+from ._cache import ResultCache
 from ._db import make_engine, make_sessionmaker, migrate
 from ._jobs import JobRunner
 from ._problems import PROBLEM_JSON, install_problem_handlers
@@ -41,12 +43,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     sessions = make_sessionmaker(engine)
     jobs = JobRunner(settings, sessions)
+    results: ResultCache[Any] = ResultCache()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         jobs.start()  # reconciles what a previous service process left RUNNING
         yield
         jobs.stop()  # drivers keep running; the next service process adopts them
+        results.close()
         engine.dispose()
 
     errors = {code: {"model": Problem, "description": desc} for code, desc in (
@@ -64,6 +68,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.engine = engine
     app.state.sessionmaker = sessions
     app.state.jobs = jobs
+    app.state.results = results
     install_problem_handlers(app)
     app.include_router(health.router, prefix=API_PREFIX)
     app.include_router(sweeps.router, prefix=API_PREFIX)

@@ -8,11 +8,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response, status
+from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import and_, or_, select
 from sqlalchemy.exc import IntegrityError
 
 from sweeper import SweepError, SweepSpec, load_sweep_result, sweep_status
 
+from .._cache import file_version
 from .._db import SweepRecord, new_id
 from .._jobs import TERMINAL
 from ..deps import Owner, ReadAccess, SessionDep
@@ -159,22 +161,46 @@ def list_sweeps(
 
 
 @router.get("/{sweep_id}", response_model=SweepPublic, summary="A sweep: state, progress, best so far, MLflow ids")
-def get_sweep(sweep_id: str, request: Request, session: SessionDep, _reader: ReadAccess) -> SweepPublic:
+async def get_sweep(sweep_id: str, request: Request, session: SessionDep, _reader: ReadAccess) -> SweepPublic:
+    # async: one primary-key read and two small status files cost less than the thread-pool hop a sync route
+    # takes, and followers poll this route all the time (benchmarks/api_load.py).
     return _public(request, _get(session, sweep_id))
 
 
-def _result(record: SweepRecord) -> Any:
-    if not record.storage_path or not (Path(record.storage_path) / "sweep.json").is_file():
+def _result_source(record: SweepRecord) -> tuple[str, Any, Any] | None:
+    """(cache key, version, loader) of the sweep's result, or None before its driver wrote its work folder."""
+    folder = Path(record.storage_path) if record.storage_path else None
+    if folder is None or not (folder / "sweep.json").is_file():
+        return None
+    return f"sweep:{folder}", file_version(folder / "status.json"), lambda: load_sweep_result(folder)
+
+
+def _result(request: Request, record: SweepRecord) -> Any:
+    """The sweep's result from MLflow, read again only when the driver's status file changed (`api._cache`)."""
+    source = _result_source(record)
+    if source is None:
         return None
     try:
-        return load_sweep_result(record.storage_path)
+        return request.app.state.results.get(*source)
     except SweepError:
         return None
 
 
+async def _result_async(request: Request, record: SweepRecord) -> Any:
+    """`_result` without a thread hop when the cache can answer; the first MLflow read runs in the thread pool."""
+    source = _result_source(record)
+    if source is None:
+        return None
+    try:
+        known, value = request.app.state.results.peek(*source)
+    except SweepError:
+        return None
+    return value if known else await run_in_threadpool(_result, request, record)
+
+
 @router.get("/{sweep_id}/trials", response_model=TrialsPublic, summary="Each trial: params, state, FD per eval step")
-def get_trials(sweep_id: str, session: SessionDep, _reader: ReadAccess) -> TrialsPublic:
-    result = _result(_get(session, sweep_id))
+async def get_trials(sweep_id: str, request: Request, session: SessionDep, _reader: ReadAccess) -> TrialsPublic:
+    result = await _result_async(request, _get(session, sweep_id))
     if result is None:
         return TrialsPublic(data=[], count=0)
     data = [
@@ -187,9 +213,9 @@ def get_trials(sweep_id: str, session: SessionDep, _reader: ReadAccess) -> Trial
 
 @router.get("/{sweep_id}/best", summary="The chosen point with its rank table, gap and seed spread",
             responses={409: {"description": "no point scored yet"}})
-def get_best(sweep_id: str, session: SessionDep, _reader: ReadAccess) -> dict[str, Any]:
+def get_best(sweep_id: str, request: Request, session: SessionDep, _reader: ReadAccess) -> dict[str, Any]:
     record = _get(session, sweep_id)
-    result = _result(record)
+    result = _result(request, record)
     if result is None or result.selection is None:
         raise HTTPException(409, f"sweep {sweep_id} ({record.state}) has no point scored on every seed yet")
     return {"sweep_id": record.id, "state": record.state, "best": result.best, **result.selection_document()}
