@@ -1,35 +1,49 @@
-"""The job queue: sweeps run as driver subprocesses, never inside the web process.
+"""The job queue: sweeps and transfers run as driver processes, never inside the web process.
 
 Ray takes over SIGTERM once `ray.init()` runs in a process, and two Tuner.fit() calls in one process can run each
-other's trainables (FIELD_NOTES): so each sweep is a `scalesweep sweep run` driver in its own process group (cancel
-= kill the group). A background thread starts PENDING sweeps while fewer than `max_concurrent_sweeps` run, notices
-drivers that exit, and at start-up reconciles RUNNING records whose driver is gone.
+other's trainables (FIELD_NOTES): so each job is a driver of its own, `scalesweep sweep run` or `scalesweep
+transfer run`, with a work folder it shares with the service. A background thread starts PENDING jobs (sweeps and
+transfers together, oldest first) while fewer than `max_concurrent_sweeps` run, notices drivers that end, and at
+start-up reconciles RUNNING records whose driver is gone.
+
+Where a driver runs (`Settings.drivers`):
+
+- `local` (default): a subprocess in its own session on this machine (cancel = the sweeper's cancel, then kill
+  the process group);
+- `ray-job`: a Ray Job on the cluster (`JobSubmissionClient` at the dashboard address); the job id is recorded,
+  cancel = the cancel file, then `stop_job`, and liveness is the job's status. The work folder must be on storage
+  that the cluster's head and the service share (the compose file's `work` volume).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shlex
 import signal
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 import yaml
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from ._db import SweepRecord
+from ._db import SweepRecord, TransferRecord
 from ._settings import Settings
 
-__all__ = ["TERMINAL", "JobRunner", "pid_alive"]
+__all__ = ["KINDS", "TERMINAL", "JobKind", "JobRunner", "RayJobs", "pid_alive"]
 
 log = logging.getLogger("scalesweep.api.jobs")
 
 TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
+
+Record = SweepRecord | TransferRecord
 
 
 def pid_alive(pid: int | None) -> bool:
@@ -63,14 +77,133 @@ def _kill_group(pid: int, grace_s: float = 10.0) -> None:
             return
 
 
+# --- what differs between sweeps and transfers ---------------------------------------------------------------
+
+
+def _sweep_status(folder: Path) -> dict[str, Any] | None:
+    if not (folder / "sweep.json").is_file():
+        return None
+    from sweeper import sweep_status
+
+    return sweep_status(folder)
+
+
+def _sweep_cancel(folder: Path, grace_s: float) -> None:
+    from sweeper import cancel_sweep
+
+    cancel_sweep(folder, grace_s=grace_s)
+
+
+def _transfer_status(folder: Path) -> dict[str, Any] | None:
+    if not (folder / "transfer.json").is_file():
+        return None
+    from scaling import transfer_status
+
+    return transfer_status(folder)
+
+
+def _transfer_cancel(folder: Path, grace_s: float) -> None:
+    from scaling import cancel_transfer
+
+    cancel_transfer(folder, grace_s=grace_s)
+
+
+@dataclass(frozen=True)
+class JobKind:
+    """One kind of job: its table, its folder under the workdir, its driver command and its status file reader."""
+
+    name: str
+    record: type[SweepRecord] | type[TransferRecord]
+    folder: str
+    cli: tuple[str, ...]  # after `python -m scalesweep_cli`
+    read_status: Callable[[Path], dict[str, Any] | None]
+    local_cancel: Callable[[Path, float], None]
+
+
+KINDS: dict[str, JobKind] = {
+    "sweep": JobKind("sweep", SweepRecord, "sweeps", ("sweep", "run"), _sweep_status, _sweep_cancel),
+    "transfer": JobKind("transfer", TransferRecord, "transfers", ("transfer", "run"), _transfer_status,
+                        _transfer_cancel),
+}
+
+
+def kind_of(record: Record) -> JobKind:
+    return KINDS["transfer"] if isinstance(record, TransferRecord) else KINDS["sweep"]
+
+
+# --- Ray Jobs --------------------------------------------------------------------------------------------------
+
+
+class JobClient(Protocol):
+    """The part of `ray.job_submission.JobSubmissionClient` used here."""
+
+    def submit_job(self, *, entrypoint: str, submission_id: str | None = ...,
+                   runtime_env: dict[str, Any] | None = ...) -> str: ...
+    def get_job_status(self, job_id: str) -> Any: ...
+    def stop_job(self, job_id: str) -> bool: ...
+
+
+class RayJobs:
+    """Drivers as Ray Jobs: submit, status (PENDING, RUNNING, STOPPED, SUCCEEDED, FAILED) and stop.
+
+    The client connects lazily (importing Ray costs seconds) and again after an error, so a cluster that restarts
+    does not need a service restart."""
+
+    ALIVE = ("PENDING", "RUNNING")
+
+    def __init__(self, address: str, client_factory: Callable[[str], JobClient] | None = None) -> None:
+        self.address = address
+        self._factory = client_factory or _job_submission_client
+        self._client: JobClient | None = None
+
+    def _get(self) -> JobClient:
+        if self._client is None:
+            self._client = self._factory(self.address)
+        return self._client
+
+    def _call(self, what: str, fn: Callable[[JobClient], Any]) -> Any:
+        try:
+            return fn(self._get())
+        except Exception as exc:  # connection refused, 401 without RAY_AUTH_TOKEN, ...: said once, with the address
+            self._client = None
+            raise RuntimeError(f"Ray Jobs at {self.address}: {what} failed: {type(exc).__name__}: {exc}") from exc
+
+    def submit(self, argv: list[str], submission_id: str, env: dict[str, str]) -> str:
+        entrypoint = shlex.join(argv)
+        return str(self._call("submit", lambda c: c.submit_job(
+            entrypoint=entrypoint, submission_id=submission_id, runtime_env={"env_vars": env})))
+
+    def status(self, job_id: str) -> str:
+        value = self._call("status", lambda c: c.get_job_status(job_id))
+        return str(getattr(value, "value", value))
+
+    def stop(self, job_id: str) -> bool:
+        return bool(self._call("stop", lambda c: c.stop_job(job_id)))
+
+
+def _job_submission_client(address: str) -> JobClient:
+    try:
+        from ray.job_submission import JobSubmissionClient
+    except ImportError as exc:  # pragma: no cover - ray is a core dependency
+        raise RuntimeError("SCALESWEEP_DRIVERS=ray-job needs ray[default]: pip install 'ray[default]'") from exc
+    return JobSubmissionClient(address)
+
+
+# --- the runner -------------------------------------------------------------------------------------------------
+
+
 class JobRunner:
-    """Starts, watches, cancels and resumes sweep drivers; the database is the source of truth."""
+    """Starts, watches, cancels and resumes sweep and transfer drivers; the database is the source of truth."""
 
     def __init__(self, settings: Settings, sessions: sessionmaker[Session],
-                 command: Callable[[SweepRecord, bool], list[str]] | None = None) -> None:
+                 command: Callable[[Record, bool], list[str]] | None = None,
+                 ray_jobs: RayJobs | None = None) -> None:
         self.settings = settings
         self.sessions = sessions
         self.command = command or self.driver_command
+        self.ray_jobs = ray_jobs
+        if self.ray_jobs is None and settings.drivers == "ray-job":
+            self.ray_jobs = RayJobs(settings.ray_jobs_address)
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._resume: set[str] = set()
         self._lock = threading.Lock()
@@ -81,137 +214,189 @@ class JobRunner:
 
     # --- the driver --------------------------------------------------------------------------------------------
 
-    def sweep_dir(self, sweep_id: str) -> Path:
-        return self.settings.workdir.resolve() / "sweeps" / sweep_id
+    def job_dir(self, record: Record) -> Path:
+        return self.settings.workdir.resolve() / kind_of(record).folder / record.id
 
-    def driver_command(self, record: SweepRecord, resume: bool) -> list[str]:
-        folder = self.sweep_dir(record.id)
-        cmd = [sys.executable, "-m", "scalesweep_cli", "sweep", "run", str(folder / "spec.yaml"),
+    def sweep_dir(self, sweep_id: str) -> Path:
+        return self.settings.workdir.resolve() / KINDS["sweep"].folder / sweep_id
+
+    def driver_command(self, record: Record, resume: bool) -> list[str]:
+        folder = self.job_dir(record)
+        python = "python" if self.ray_jobs is not None else sys.executable  # a cluster node has its own
+        cmd = [python, "-m", "scalesweep_cli", *kind_of(record).cli, str(folder / "spec.yaml"),
                "--workdir", str(folder)]
         return [*cmd, "--resume"] if resume else cmd
 
-    def driver_alive(self, record: SweepRecord) -> bool:
-        """Whether the sweep's driver runs: the sweeper's own lock on its work folder when there is one (a pid
-        alone can be reused by an unrelated process after a container restart), else the recorded pid."""
-        folder = self.sweep_dir(record.id)
-        if (folder / "sweep.json").is_file():
-            from sweeper import SweepError, sweep_status
+    def live_status(self, record: Record) -> dict[str, Any]:
+        """The driver's own status document ({} before it wrote one, or when it cannot be read)."""
+        folder = Path(record.storage_path) if record.storage_path else self.job_dir(record)
+        try:
+            return kind_of(record).read_status(folder) or {}
+        except (OSError, ValueError, KeyError, RuntimeError) as exc:  # SweepError/TransferError are these
+            log.debug("%s %s: status unreadable: %s", kind_of(record).name, record.id, exc)
+            return {}
 
+    def driver_alive(self, record: Record) -> bool:
+        """Whether the job's driver runs. A Ray Job: its status on the cluster. Locally: the sweeper's own lock on
+        the work folder once the driver holds it (a pid alone can be reused by an unrelated process after a
+        container restart), else the recorded pid."""
+        if record.ray_job_id and self.ray_jobs is not None:
             try:
-                return bool(sweep_status(folder)["driver_alive"])
-            except (SweepError, OSError, ValueError, KeyError):
-                pass
+                return self.ray_jobs.status(record.ray_job_id) in RayJobs.ALIVE
+            except RuntimeError as exc:  # the cluster does not answer: assume the job lives rather than re-run it
+                log.warning("%s", exc)
+                return True
+        if (self.job_dir(record) / "sweep.json").is_file():  # the driver has taken its lock
+            status = self.live_status(record)
+            if "driver_alive" in status:
+                return bool(status["driver_alive"])
         return pid_alive(record.pid)
 
-    def _launch(self, session: Session, record: SweepRecord) -> None:
-        folder = self.sweep_dir(record.id)
-        folder.mkdir(parents=True, exist_ok=True)
+    def _write_spec(self, record: Record, folder: Path) -> None:
         spec = dict(record.spec)
-        spec.setdefault("tracking", {})
-        spec["tracking"] = {**spec["tracking"], "tracking_uri": self.settings.tracking_uri}
+        if isinstance(record, SweepRecord):  # a transfer logs where its sweep did, unless it says otherwise
+            spec["tracking"] = {**(spec.get("tracking") or {}), "tracking_uri": self.settings.tracking_uri}
         (folder / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+
+    def _launch(self, session: Session, record: Record) -> None:
+        kind = kind_of(record)
+        folder = self.job_dir(record)
+        folder.mkdir(parents=True, exist_ok=True)
+        self._write_spec(record, folder)
         resume = record.id in self._resume
-        env = {**os.environ, "SCALESWEEP_SWEEP_ID": record.id}
-        if self.settings.ray_address:
-            env["RAY_ADDRESS"] = self.settings.ray_address
-        log_file = (folder / "driver.log").open("ab")
-        proc = subprocess.Popen(self.command(record, resume), stdout=log_file, stderr=subprocess.STDOUT,
-                                env=env, cwd=folder, start_new_session=True)
-        log_file.close()
-        if self.settings.driver_nice:  # before the driver starts Ray (seconds away): its workers inherit it
-            try:
-                os.setpriority(os.PRIO_PROCESS, proc.pid, self.settings.driver_nice)
-            except OSError as exc:
-                log.warning("sweep %s: could not renice the driver: %s", record.id, exc)
-        self._procs[record.id] = proc
+        env = {f"SCALESWEEP_{kind.name.upper()}_ID": record.id}
+        argv = self.command(record, resume)
+        if self.ray_jobs is not None:
+            # One submission id per attempt: Ray refuses to reuse one, and a resume is a new attempt.
+            job_id = self.ray_jobs.submit(argv, f"{record.id}-{int(time.time())}", env)
+            record.pid, record.ray_job_id = None, job_id
+            where = f"Ray job {job_id}"
+        else:
+            if self.settings.ray_address:
+                env["RAY_ADDRESS"] = self.settings.ray_address
+            log_file = (folder / "driver.log").open("ab")
+            proc = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, env={**os.environ, **env},
+                                    cwd=folder, start_new_session=True)
+            log_file.close()
+            if self.settings.driver_nice:  # before the driver starts Ray (seconds away): its workers inherit it
+                try:
+                    os.setpriority(os.PRIO_PROCESS, proc.pid, self.settings.driver_nice)
+                except OSError as exc:
+                    log.warning("%s %s: could not renice the driver: %s", kind.name, record.id, exc)
+            self._procs[record.id] = proc
+            record.pid, record.ray_job_id = proc.pid, None
+            where = f"pid {proc.pid}"
         self._resume.discard(record.id)
-        record.pid, record.state, record.storage_path, record.error = proc.pid, "RUNNING", str(folder), None
+        record.state, record.storage_path, record.error = "RUNNING", str(folder), None
         session.commit()
-        log.info("sweep %s: driver started (pid %s%s)", record.id, proc.pid, ", resuming" if resume else "")
+        log.info("%s %s: driver started (%s%s)", kind.name, record.id, where, ", resuming" if resume else "")
 
     # --- the loop ----------------------------------------------------------------------------------------------
 
+    def _records(self, session: Session, state: str) -> list[Record]:
+        rows: list[Record] = []
+        for kind in KINDS.values():
+            rows += session.scalars(select(kind.record).where(kind.record.state == state))
+        return sorted(rows, key=lambda r: r.created_at)
+
     def reconcile(self) -> None:
-        """At start-up: a RUNNING sweep whose driver is gone is resumed (or marked FAILED, by setting)."""
+        """At start-up: a RUNNING job whose driver is gone is resumed (or marked FAILED, by setting)."""
         with self.sessions() as session:
-            for record in session.scalars(select(SweepRecord).where(SweepRecord.state == "RUNNING")):
+            for record in self._records(session, "RUNNING"):
                 if self.driver_alive(record):
                     continue  # a driver from a previous service process still runs: adopt it
+                name = kind_of(record).name
                 if self.settings.reconcile == "resume":
                     record.state, record.pid = "PENDING", None
                     self._resume.add(record.id)
-                    log.warning("sweep %s: driver gone after a restart; queued to resume", record.id)
+                    log.warning("%s %s: driver gone after a restart; queued to resume", name, record.id)
                 else:
                     record.state, record.error = "FAILED", "driver gone after a service restart"
             session.commit()
 
+    def _exit_code(self, record: Record) -> int | None:
+        """None while the driver runs; else its exit code (-1 when unknown: adopted, or a Ray Job)."""
+        proc = self._procs.get(record.id)
+        if proc is not None:
+            return proc.poll()
+        return None if self.driver_alive(record) else -1
+
     def tick(self) -> None:
-        """One pass: notice finished drivers, then start queued sweeps while there is room."""
+        """One pass: notice finished drivers, then start queued jobs while there is room."""
         with self._lock, self.sessions() as session:
-            running = list(session.scalars(select(SweepRecord).where(SweepRecord.state == "RUNNING")))
+            running = self._records(session, "RUNNING")
             for record in running:
-                proc = self._procs.get(record.id)
-                code = proc.poll() if proc is not None else (None if self.driver_alive(record) else -1)
+                code = self._exit_code(record)
                 if code is None:
                     continue
                 self._procs.pop(record.id, None)
                 record.state = self._final_state(record, code)
                 if record.state == "FAILED":
-                    record.error = self._log_tail(record.id) or f"driver exited with {code}"
+                    record.error = self._log_tail(record) or f"driver exited with {code}"
             session.commit()
             slots = self.settings.max_concurrent_sweeps - sum(1 for r in running if r.state == "RUNNING")
             if slots > 0:
-                queued = session.scalars(
-                    select(SweepRecord).where(SweepRecord.state == "PENDING").order_by(SweepRecord.created_at)
-                ).all()
-                for record in queued[:slots]:
-                    self._launch(session, record)
+                for record in self._records(session, "PENDING")[:slots]:
+                    try:
+                        self._launch(session, record)
+                    except (OSError, RuntimeError) as exc:  # e.g. the Ray cluster refused the job
+                        session.rollback()
+                        record.state, record.error = "FAILED", f"could not start the driver: {exc}"[:2000]
+                        session.commit()
+                        log.error("%s %s: %s", kind_of(record).name, record.id, exc)
 
-    def _final_state(self, record: SweepRecord, code: int) -> str:
-        """How a finished driver left its sweep: the sweeper's status file says (it also covers a driver adopted
-        from an earlier service process, whose exit code is unknown); a driver that died mid-sweep is FAILED."""
-        folder = self.sweep_dir(record.id)
-        if (folder / "sweep.json").is_file():
-            from sweeper import SweepError, sweep_status
-
+    def _final_state(self, record: Record, code: int) -> str:
+        """How a finished driver left its job: its status file says (it also covers a driver adopted from an
+        earlier service process, or a Ray Job, whose exit code is unknown); a driver that died mid-job is FAILED."""
+        status = self.live_status(record)
+        if status:
+            state = str(status.get("state"))
+            return state if state in TERMINAL else "FAILED"
+        if record.ray_job_id and self.ray_jobs is not None:
             try:
-                state = str(sweep_status(folder).get("state"))
-                if state in TERMINAL:
-                    return state
-            except (SweepError, OSError, ValueError):
-                pass
-            return "FAILED"
+                job = self.ray_jobs.status(record.ray_job_id)
+            except RuntimeError:
+                return "FAILED"
+            return {"SUCCEEDED": "SUCCEEDED", "STOPPED": "CANCELLED"}.get(job, "FAILED")
         return "SUCCEEDED" if code == 0 else "FAILED"
 
-    def _log_tail(self, sweep_id: str, lines: int = 5) -> str:
-        path = self.sweep_dir(sweep_id) / "driver.log"
+    def _log_tail(self, record: Record, lines: int = 5) -> str:
+        path = self.job_dir(record) / "driver.log"
         if not path.is_file():
-            return ""
+            return f"Ray job {record.ray_job_id} failed (its log: ray job logs {record.ray_job_id})" \
+                if record.ray_job_id else ""
         text = path.read_text(errors="replace").strip().splitlines()
         return " | ".join(text[-lines:])[-2000:]
 
-    def cancel(self, session: Session, record: SweepRecord) -> None:
-        """Stop the driver: the sweeper's own cancel first (cancel file, SIGTERM, closes every MLflow run), then
-        the process group if anything is left."""
+    def cancel(self, session: Session, record: Record) -> None:
+        """Stop the driver. Locally: the sweeper's own cancel first (cancel file, SIGTERM, closes every MLflow
+        run), then the process group if anything is left. A Ray Job: the cancel file, then `stop_job` (Ray sends
+        the driver SIGTERM, which the sweeper handles the same way)."""
+        kind = kind_of(record)
         with self._lock:
             if record.state == "RUNNING":
-                folder = self.sweep_dir(record.id)
-                if (folder / "sweep.json").is_file():
-                    from sweeper import SweepError, cancel_sweep
-
+                folder = self.job_dir(record)
+                if record.ray_job_id and self.ray_jobs is not None:
+                    (folder / "cancel").touch()
                     try:
-                        cancel_sweep(folder, grace_s=self.cancel_grace_s)
-                    except SweepError as exc:
-                        log.warning("sweep %s: %s", record.id, exc)
-                if record.pid and pid_alive(record.pid):
-                    _kill_group(record.pid)
-                proc = self._procs.pop(record.id, None)
-                if proc is not None:
-                    proc.wait(timeout=30)
+                        self.ray_jobs.stop(record.ray_job_id)
+                    except RuntimeError as exc:
+                        log.warning("%s", exc)
+                else:
+                    if (folder / "sweep.json").is_file():
+                        try:
+                            kind.local_cancel(folder, self.cancel_grace_s)
+                        except (OSError, ValueError, RuntimeError) as exc:
+                            log.warning("%s %s: %s", kind.name, record.id, exc)
+                    if record.pid and pid_alive(record.pid):
+                        _kill_group(record.pid)
+                    proc = self._procs.pop(record.id, None)
+                    if proc is not None:
+                        proc.wait(timeout=30)
             record.state = "CANCELLED"
             session.commit()
 
-    def resume(self, session: Session, record: SweepRecord) -> None:
+    def resume(self, session: Session, record: Record) -> None:
         with self._lock:
             self._resume.add(record.id)
             record.state, record.pid, record.error = "PENDING", None, None
@@ -232,7 +417,7 @@ class JobRunner:
             self._wake.clear()
 
     def wake(self) -> None:
-        """Run the next pass now (a sweep was submitted or resumed)."""
+        """Run the next pass now (a job was submitted or resumed)."""
         self._wake.set()
 
     def stop(self) -> None:

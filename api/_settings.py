@@ -42,8 +42,19 @@ class Settings(BaseSettings):
     )
     ray_address: str | None = Field(
         None,
-        description="Ray cluster (GCS address, e.g. ray-head:6379) the sweep drivers attach to as RAY_ADDRESS; "
-        "unset = each driver starts a local Ray. Drivers always run as local subprocesses of the service.",
+        description="Ray cluster (GCS address, e.g. ray-head:6379) that local drivers attach to as RAY_ADDRESS; "
+        "unset = each local driver starts a Ray of its own.",
+    )
+    drivers: Literal["local", "ray-job"] = Field(
+        "local",
+        description="Where sweep and transfer drivers run: 'local' = a subprocess of the service in its own "
+        "session; 'ray-job' = a Ray Job on the cluster (needs ray_dashboard_url or ray_address, and the workdir "
+        "on storage shared with the cluster's head).",
+    )
+    ray_dashboard_url: str | None = Field(
+        None,
+        description="The Ray Jobs API (the head's dashboard, e.g. http://ray-head:8265) for drivers=ray-job. "
+        "Default: port 8265 on ray_address's host.",
     )
     driver_nice: int = Field(
         5, ge=0, le=19, description="Niceness of local sweep/transfer drivers (their Ray and trials inherit it): on "
@@ -53,6 +64,9 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _defaults_in_workdir(self) -> Settings:
+        if self.drivers == "ray-job" and not (self.ray_dashboard_url or self.ray_address):
+            raise ValueError("drivers=ray-job needs SCALESWEEP_RAY_DASHBOARD_URL (e.g. http://ray-head:8265) or "
+                             "SCALESWEEP_RAY_ADDRESS")
         work = self.workdir.resolve()
         if self.database_url is None:
             object.__setattr__(self, "database_url", f"sqlite:///{work / 'scalesweep.db'}")
@@ -63,6 +77,14 @@ class Settings(BaseSettings):
     @property
     def db_url(self) -> str:
         return str(self.database_url)
+
+    @property
+    def ray_jobs_address(self) -> str:
+        """Where the Ray Jobs API answers: ray_dashboard_url, else port 8265 on ray_address's host."""
+        if self.ray_dashboard_url:
+            return self.ray_dashboard_url.rstrip("/")
+        host = str(self.ray_address).split("://")[-1].rsplit(":", 1)[0]
+        return f"http://{host}:8265"
 
     @property
     def tracking_uri(self) -> str:

@@ -13,7 +13,7 @@ from ._db import make_engine, make_sessionmaker, migrate
 from ._jobs import JobRunner
 from ._problems import PROBLEM_JSON, install_problem_handlers
 from ._settings import Settings, get_settings
-from .routers import health, sweeps
+from .routers import exports, fits, health, sweeps, transfers
 from .schemas import Problem
 
 __all__ = ["create_app"]
@@ -72,6 +72,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_problem_handlers(app)
     app.include_router(health.router, prefix=API_PREFIX)
     app.include_router(sweeps.router, prefix=API_PREFIX)
+    for router in (transfers.router, fits.router, exports.router):
+        app.include_router(router, prefix=API_PREFIX)
     _document_problems(app)
     return app
 
@@ -87,7 +89,7 @@ def _document_problems(app: FastAPI) -> None:
                 for operation in path.values():
                     for code, response in operation.get("responses", {}).items():
                         content = response.get("content", {})
-                        if code[0] in "45" and "application/json" in content:
+                        if code[0] in "45" and content:  # whatever the route's own media type (HTML, YAML)
                             response["content"] = {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}}
             app.openapi_schema = schema
         return app.openapi_schema

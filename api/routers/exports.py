@@ -1,0 +1,76 @@
+"""Exports: the transferred hyperparameters for a target rung, as YAML or JSON, from a transfer (verified where
+it ran) or from a SUCCEEDED sweep alone (carried by the lr rules, verified nowhere)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, HTTPException, Query, Request, Response
+
+from scaling import ScalingError, export_from_sweep
+
+from .._cache import file_version
+from .._db import SweepRecord
+from ..deps import ReadAccess, SessionDep
+from .transfers import get_transfer_record, transfer_result
+
+router = APIRouter(tags=["exports"])
+
+Format = Literal["yaml", "json"]
+_MEDIA = {"yaml": "application/yaml", "json": "application/json"}
+_RUNG = Query(min_length=1, max_length=40, pattern=r"^[a-z0-9][a-z0-9.\-]*$",
+              description="Target rung (scalesweep trial rungs: cpu-xs ... paper-15b).")
+_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"application/yaml": {"schema": {"type": "string"}},
+                      "application/json": {"schema": {"type": "object"}}},
+          "description": "the export document (per arm: optimizer config, the rule behind each value, whether it "
+                         "was verified at that size; provenance; a PyTorch snippet)"},
+    409: {"description": "not finished, or nothing to export yet"},
+}
+
+
+def _render(export: Any, fmt: Format, name: str) -> Response:
+    text = export.to_yaml() if fmt == "yaml" else export.to_json()
+    return Response(text, media_type=_MEDIA[fmt],
+                    headers={"Content-Disposition": f'attachment; filename="{name}.{fmt}"'})
+
+
+def _export(make: Any) -> Any:
+    try:
+        return make()
+    except ScalingError as exc:
+        raise HTTPException(409, str(exc)) from None
+    except ValueError as exc:  # an unknown rung (trials.models.check_rung)
+        raise HTTPException(422, f"rung: {exc}") from None
+
+
+@router.get("/transfers/{transfer_id}/export", response_class=Response, responses=_RESPONSES,
+            summary="A transfer's hyperparameters for a rung (default: its largest), as YAML or JSON")
+def export_transfer(
+    transfer_id: str, request: Request, session: SessionDep, _reader: ReadAccess,
+    format: Format = "yaml", rung: Annotated[str | None, _RUNG] = None,
+) -> Response:
+    record = get_transfer_record(session, transfer_id)
+    result = transfer_result(request, record)
+    target = rung or result.plan["rungs"][-1]
+    export = _export(lambda: result.export(target))
+    return _render(export, format, f"{record.id}-{target}")
+
+
+@router.get("/sweeps/{sweep_id}/export", response_class=Response, responses=_RESPONSES,
+            summary="A SUCCEEDED sweep's choice carried to a rung by the lr rules alone (verified nowhere)")
+def export_sweep(
+    sweep_id: str, request: Request, session: SessionDep, _reader: ReadAccess,
+    rung: Annotated[str, _RUNG], format: Format = "yaml",
+) -> Response:
+    record = session.get(SweepRecord, sweep_id)
+    if record is None:
+        raise HTTPException(404, f"no sweep {sweep_id!r}")
+    if record.state != "SUCCEEDED" or not record.storage_path:
+        raise HTTPException(409, f"sweep {sweep_id} is {record.state}: only a SUCCEEDED sweep exports its choice")
+    folder = Path(record.storage_path)
+    export = _export(lambda: request.app.state.results.get(
+        f"sweep-export:{folder}:{rung}", file_version(folder / "status.json"),
+        lambda: export_from_sweep(folder, rung)))
+    return _render(export, format, f"{record.id}-{rung}")

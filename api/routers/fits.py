@@ -1,0 +1,128 @@
+"""`/v1/transfers/{id}/fits`, `/predict` and `/report`: time to best, savings and scaling fits of a transfer."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse
+
+from scaling import ExtrapolationRefused, ScalingError
+
+from ..deps import ReadAccess, SessionDep
+from ..schemas import Prediction
+from .transfers import get_transfer_record, result_version, transfer_result
+
+router = APIRouter(prefix="/transfers", tags=["fits"])
+
+Metric = Literal["time_to_best", "best_fd", "endpoint_fd"]
+# The dashboards name the same quantities after the run record's fields.
+_REPORT_METRIC = {"time_to_best": "time_to_best_s", "best_fd": "best_fd", "endpoint_fd": "endpoint_fd"}
+
+
+def _cached(request: Request, record: Any, what: str, compute: Any) -> Any:
+    """`compute(result)` once per version of the transfer's runs (bootstrap fits take seconds)."""
+    result = transfer_result(request, record)
+    folder = Path(result.workdir)
+    return request.app.state.results.get(f"{what}:{folder}", result_version(folder), lambda: compute(result))
+
+
+@router.get("/{transfer_id}/fits", summary="Time to best and FD per run, savings per rung, scaling fits per metric",
+            responses={409: {"description": "the transfer has not started its runs"}})
+def get_fits(transfer_id: str, request: Request, session: SessionDep, _reader: ReadAccess,
+             metric: Metric | None = None) -> dict[str, Any]:
+    """The transfer's analysis (`scaling.TransferResult.analysis()`): every run's time to best, best and endpoint
+    FD and volatile checkpoints; savings of the searched arm against each baseline per rung (%, seed spread);
+    fits of each metric with bootstrap intervals, flags (at_bound, non_identifiable, misspecified, ...) and
+    leave-one-rung-out errors. With `metric`, only that fit under `fits`."""
+    record = get_transfer_record(session, transfer_id)
+    doc = dict(_cached(request, record, "analysis", lambda r: r.analysis()))
+    if metric is not None:
+        doc["fits"] = {metric: doc.get("fits", {}).get(metric)}
+    return {"transfer_id": record.id, **doc}
+
+
+def _size(size: str) -> float | str:
+    """A parameter count (1.2e6) or a rung name (cpu-m)."""
+    try:
+        value = float(size)
+    except ValueError:
+        return size
+    if not value > 0 or value != value or value == float("inf"):
+        raise HTTPException(422, "size: a positive parameter count or a rung name")
+    return value
+
+
+@router.get("/{transfer_id}/predict", response_model=Prediction,
+            summary="A fit's prediction at a model size: point and interval, or a 422 saying why it was refused",
+            responses={409: {"description": "the transfer has not started its runs"},
+                       422: {"description": "refused (beyond the fit's range, fit failed) or invalid input"}})
+def predict(
+    transfer_id: str,
+    request: Request,
+    session: SessionDep,
+    _reader: ReadAccess,
+    size: Annotated[str, Query(min_length=1, max_length=40, description="Parameter count (e.g. 2.6e6) or a rung.")],
+    arm: Annotated[str, Query(min_length=1, max_length=40, description="periodic, muon, adamw, ...")],
+    metric: Metric = "time_to_best",
+) -> Prediction:
+    record = get_transfer_record(session, transfer_id)
+    n = _size(size)
+    if isinstance(n, str) and not re.fullmatch(r"[a-z0-9.\-]+", n):
+        raise HTTPException(422, f"size: {size!r} is neither a number nor a rung name")
+    try:
+        fit = _cached(request, record, f"fit-{metric}", lambda r: r.fits(metric))
+    except ScalingError as exc:  # too few sizes or runs, or the fit did not converge
+        raise HTTPException(422, f"refused: no {metric} fit: {exc}") from None
+    result = transfer_result(request, record)
+    if arm not in fit.arms:
+        raise HTTPException(422, f"arm: no fit for {arm!r}; fitted arms: {', '.join(fit.arms)}")
+    try:
+        parameters = result.parameters(n) if isinstance(n, str) else n
+        point, lo, hi = fit.predict(arm, parameters)
+    except ExtrapolationRefused as exc:
+        raise HTTPException(422, f"refused: {exc}") from None
+    except (ScalingError, ValueError, KeyError) as exc:
+        raise HTTPException(422, f"cannot predict {metric} for {arm} at {size}: {exc}") from None
+    return Prediction(arm=arm, size=float(parameters), metric=metric, point=point, lo=lo, hi=hi)
+
+
+@router.get("/{transfer_id}/report", response_class=HTMLResponse,
+            summary="One self-contained HTML report: curves, timing, scaling fits, the numbers behind them",
+            responses={200: {"content": {"text/html": {"schema": {"type": "string"}}}},
+                       409: {"description": "the transfer has not started its runs"}})
+def report(transfer_id: str, request: Request, session: SessionDep, _reader: ReadAccess) -> HTMLResponse:
+    record = get_transfer_record(session, transfer_id)
+    html = _cached(request, record, "report", lambda r: _build_report(r, record.id, record.sweep_id))
+    return HTMLResponse(html)
+
+
+def _build_report(result: Any, transfer_id: str, sweep_id: str) -> str:
+    from dashboards import DashboardError, build_report, compute_report, load_runs
+
+    if not result.parent_run_id:
+        raise HTTPException(409, f"transfer {transfer_id} has no MLflow parent run yet")
+    records = load_runs(result.tracking_uri, result.parent_run_id)
+    fits: dict[str, Any] = {}
+    notes: list[str] = []
+    for metric, name in _REPORT_METRIC.items():
+        try:
+            fits[name] = result.fits(metric)
+        except ScalingError as exc:
+            notes.append(f"no {metric} fit: {exc}")
+    context = {"transfer": f"{result.name} ({transfer_id})", "sweep": sweep_id, "state": result.state,
+               "chosen": ", ".join(f"{k}={v}" for k, v in result.chosen.items()),
+               "tracking URI": result.tracking_uri, "parent run": result.parent_run_id}
+    title = f"scalesweep transfer {result.name}"
+    try:
+        data = compute_report(records, title=title, fits=fits or None, context=context)
+    except DashboardError as exc:  # e.g. a fit on too few sizes to draw: the report without the scaling panels
+        notes.append(f"scaling panels left out: {exc}")
+        data = compute_report(records, title=title, context=context)
+    if notes:
+        from dataclasses import replace
+
+        data = replace(data, notes=(*data.notes, *notes))
+    return build_report(data)

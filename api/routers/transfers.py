@@ -1,0 +1,212 @@
+"""`/v1/transfers`: carry a SUCCEEDED sweep's choice to larger rungs beside the baselines; follow and cancel it,
+read its runs. Fits, predictions, the report (`fits`) and exports (`exports`) have routers of their own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response, status
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
+from sqlalchemy import and_, or_, select
+from sqlalchemy.exc import IntegrityError
+
+from scaling import ScalingError, TransferSpec, load_transfer_result, transfer_status
+
+from .._cache import file_version
+from .._db import SweepRecord, TransferRecord, new_id
+from .._jobs import TERMINAL
+from ..deps import Owner, ReadAccess, SessionDep
+from ..schemas import RunsPublic, TransferCreate, TransferLinks, TransferPublic, TransfersPublic
+from .sweeps import _decode_cursor, _encode_cursor, _ui
+
+router = APIRouter(prefix="/transfers", tags=["transfers"])
+
+CREATE_EXAMPLE = {"sweep_id": "sw-0123456789ab", "rungs": ["cpu-xs", "cpu-s"], "arms": ["periodic", "adamw"],
+                  "horizon_factor": 2.0, "seeds": [0]}
+
+
+def get_transfer_record(session: Any, transfer_id: str) -> TransferRecord:
+    record = session.get(TransferRecord, transfer_id)
+    if record is None:
+        raise HTTPException(404, f"no transfer {transfer_id!r}")
+    return record
+
+
+def _folder(record: TransferRecord) -> Path | None:
+    folder = Path(record.storage_path) if record.storage_path else None
+    return folder if folder is not None and (folder / "transfer.json").is_file() else None
+
+
+def _live(record: TransferRecord) -> dict[str, Any]:
+    folder = _folder(record)
+    if folder is None:
+        return {}
+    try:
+        return transfer_status(folder)
+    except (ScalingError, OSError, ValueError, KeyError):
+        return {}
+
+
+def result_version(folder: Path) -> Any:
+    """What changes whenever the transfer's runs do: the driver's status file and the transfer's outcome."""
+    return file_version(folder / "status.json"), file_version(folder / "outcome.json")
+
+
+def transfer_result(request: Request, record: TransferRecord, *, started: bool = True) -> Any:
+    """The transfer's runs and analysis source (`scaling.TransferResult`), read from MLflow again only when the
+    driver's files changed; None before the driver planned it. With `started`, a 409 instead of None."""
+    folder = _folder(record)
+    if folder is None:
+        if started:
+            raise HTTPException(409, f"transfer {record.id} ({record.state}) has not started its runs yet")
+        return None
+    try:
+        return request.app.state.results.get(f"transfer:{folder}", result_version(folder),
+                                             lambda: load_transfer_result(folder))
+    except ScalingError as exc:
+        raise HTTPException(409, f"transfer {record.id}: {exc}") from None
+
+
+def public(request: Request, record: TransferRecord) -> TransferPublic:
+    settings = request.app.state.settings
+    live = _live(record)
+    parent = record.mlflow_parent_run_id or live.get("parent_run_id")
+    experiment_id = record.mlflow_experiment_id or live.get("experiment_id")
+    counts = {k: int(v) for k, v in (live.get("counts") or {}).items() if isinstance(v, int | float)}
+    exp_link, run_link = _ui(settings, experiment_id, parent)
+    base = f"/v1/transfers/{record.id}"
+    return TransferPublic(
+        id=record.id, sweep_id=record.sweep_id, name=str(record.spec.get("name", "")), state=record.state,
+        owner=record.owner, created_at=record.created_at, updated_at=record.updated_at, error=record.error,
+        progress=counts, mlflow_experiment_id=experiment_id, mlflow_parent_run_id=parent,
+        links=TransferLinks(self=base, sweep=f"/v1/sweeps/{record.sweep_id}", runs=f"{base}/runs",
+                            fits=f"{base}/fits", export=f"{base}/export", report=f"{base}/report",
+                            mlflow_experiment=exp_link, mlflow_parent_run=run_link),
+        spec=record.spec,
+    )
+
+
+def _spec(body: TransferCreate, sweep: SweepRecord) -> TransferSpec:
+    """The transfer spec the driver runs: the request's fields over the sweep's work folder; its own checks
+    (known rungs, distinct arms and seeds, lr rules for listed arms) are 422s naming the field."""
+    fields = body.model_dump(exclude={"sweep_id"}, exclude_none=True)
+    fields.setdefault("name", f"{sweep.name}-transfer")
+    try:
+        return TransferSpec.model_validate({**fields, "sweep": str(sweep.storage_path)})
+    except ValidationError as exc:
+        raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from None
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=TransferPublic,
+    summary="Transfer a SUCCEEDED sweep's choice to larger rungs",
+    responses={
+        201: {"headers": {"Location": {"description": "the new transfer", "schema": {"type": "string"}}}},
+        200: {"model": TransferPublic, "description": "the transfer already created with this Idempotency-Key"},
+        409: {"description": "the sweep has not SUCCEEDED, or the Idempotency-Key was used with another body"},
+    },
+)
+def create_transfer(
+    request: Request,
+    response: Response,
+    session: SessionDep,
+    owner: Owner,
+    body: Annotated[TransferCreate, Body(openapi_examples={"two rungs": {"summary": "periodic vs AdamW on two "
+                                                                       "rungs", "value": CREATE_EXAMPLE}})],
+    idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+) -> TransferPublic:
+    sweep = session.get(SweepRecord, body.sweep_id)
+    if sweep is None:
+        raise RequestValidationError([{"loc": ("body", "sweep_id"), "msg": f"no sweep {body.sweep_id!r}",
+                                       "type": "not_found"}])
+    if sweep.state != "SUCCEEDED" or not sweep.storage_path:
+        raise HTTPException(409, f"sweep {sweep.id} is {sweep.state}: only a SUCCEEDED sweep can be transferred")
+    spec = _spec(body, sweep).model_dump(mode="json")
+    idempotency_key = (idempotency_key or "").strip() or None
+    if idempotency_key:
+        existing = session.scalars(
+            select(TransferRecord).where(TransferRecord.idempotency_key == idempotency_key)).first()
+        if existing is not None:
+            if existing.spec != spec or existing.sweep_id != sweep.id:
+                raise HTTPException(409, "Idempotency-Key was already used with a different transfer")
+            response.status_code = status.HTTP_200_OK
+            response.headers["Location"] = f"/v1/transfers/{existing.id}"
+            return public(request, existing)
+    record = TransferRecord(id=new_id("tr"), sweep_id=sweep.id, state="PENDING", spec=spec, owner=owner,
+                            idempotency_key=idempotency_key)
+    session.add(record)
+    try:
+        session.commit()
+    except IntegrityError:
+        session.rollback()
+        raise HTTPException(409, "Idempotency-Key is being used by another request; retry to get its transfer") \
+            from None
+    request.app.state.jobs.wake()
+    response.headers["Location"] = f"/v1/transfers/{record.id}"
+    return public(request, record)
+
+
+@router.get("", response_model=TransfersPublic, summary="List transfers, newest first")
+def list_transfers(
+    request: Request,
+    session: SessionDep,
+    _reader: ReadAccess,
+    state: Annotated[str | None, Query(pattern="^(PENDING|RUNNING|SUCCEEDED|FAILED|CANCELLED)$")] = None,
+    sweep_id: Annotated[str | None, Query(max_length=40)] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    cursor: str | None = None,
+) -> TransfersPublic:
+    query = select(TransferRecord).order_by(TransferRecord.created_at.desc(), TransferRecord.id.desc())
+    if state:
+        query = query.where(TransferRecord.state == state)
+    if sweep_id:
+        query = query.where(TransferRecord.sweep_id == sweep_id)
+    if cursor:
+        created, last_id = _decode_cursor(cursor)
+        query = query.where(or_(TransferRecord.created_at < created,
+                                and_(TransferRecord.created_at == created, TransferRecord.id < last_id)))
+    rows = list(session.scalars(query.limit(limit + 1)))
+    page = rows[:limit]
+    data = [public(request, r) for r in page]
+    return TransfersPublic(data=data, count=len(data),
+                           next_cursor=_encode_cursor(page[-1]) if len(rows) > limit else None)  # type: ignore[arg-type]
+
+
+@router.get("/{transfer_id}", response_model=TransferPublic, summary="A transfer: state, run counts, MLflow ids")
+async def get_transfer(transfer_id: str, request: Request, session: SessionDep, _reader: ReadAccess) -> TransferPublic:
+    return public(request, get_transfer_record(session, transfer_id))  # async: see sweeps.get_sweep
+
+
+@router.get("/{transfer_id}/runs", response_model=RunsPublic,
+            summary="Each run: rung, arm, seed, lr and its rule, state, checkpoints (step, time s, FD)")
+def get_runs(transfer_id: str, request: Request, session: SessionDep, _reader: ReadAccess) -> RunsPublic:
+    result = transfer_result(request, get_transfer_record(session, transfer_id), started=False)
+    data = [run.to_dict() for run in result.runs] if result is not None else []
+    return RunsPublic(data=data, count=len(data))
+
+
+@router.post("/{transfer_id}/cancel", status_code=202, response_model=TransferPublic, summary="Cancel a transfer",
+             responses={409: {"description": "already finished"}})
+def cancel(transfer_id: str, request: Request, session: SessionDep, _owner: Owner) -> TransferPublic:
+    record = get_transfer_record(session, transfer_id)
+    if record.state in TERMINAL:
+        raise HTTPException(409, f"transfer {transfer_id} is {record.state}: only PENDING or RUNNING transfers can "
+                            "be cancelled")
+    request.app.state.jobs.cancel(session, record)
+    return public(request, record)
+
+
+@router.post("/{transfer_id}/resume", status_code=202, response_model=TransferPublic, summary="Resume a transfer",
+             responses={409: {"description": "not resumable"}})
+def resume(transfer_id: str, request: Request, session: SessionDep, _owner: Owner) -> TransferPublic:
+    record = get_transfer_record(session, transfer_id)
+    if record.state not in ("FAILED", "CANCELLED"):
+        raise HTTPException(409, f"transfer {transfer_id} is {record.state}: only FAILED or CANCELLED transfers "
+                            "resume")
+    request.app.state.jobs.resume(session, record)
+    request.app.state.jobs.wake()
+    return public(request, record)
