@@ -4,6 +4,7 @@ driven from the CLI. One sweep and one transfer, shared by the module."""
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from collections.abc import Iterator
@@ -64,9 +65,10 @@ def case(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         spec_path = root / "transfer.yaml"
         spec_path.write_text(yaml.safe_dump(spec))
         transfer_dir = root / "transfer"
-        result = run_transfer(spec, workdir=transfer_dir)
-        yield {"uri": uri, "sweep": sweep, "sweep_dir": sweep_dir, "spec": spec, "spec_path": spec_path,
-               "dir": transfer_dir, "result": result, "root": root}
+        progress = io.StringIO()
+        result = run_transfer(spec, workdir=transfer_dir, show_progress=True, stream=progress)
+        yield {"progress": progress.getvalue(), "uri": uri, "sweep": sweep, "sweep_dir": sweep_dir, "spec": spec,
+               "spec_path": spec_path, "dir": transfer_dir, "result": result, "root": root}
     finally:
         ray.shutdown()
 
@@ -116,6 +118,13 @@ def test_runs_carry_the_pair_the_lr_rules_the_horizon_and_the_lineage(case: dict
         assert run.data.params["steps"] == "12" and run.data.tags["scalesweep.base_rung"] == "cpu-xs"
         assert run.data.params["rung"] in RUNGS
     assert {r.info.run_name for r in children} >= {"K=3,gamma=0.25,seed=0", "adamw.cpu-m,seed=0"}
+
+    # progress: the plan with each lr and its rule, one line per run event, the savings at the end
+    lines = case["progress"].splitlines()
+    assert lines[0].startswith(f"transfer {result.transfer_id}: {{'K': 3, 'gamma': 0.25}} from sweep {sweep.sweep_id}")
+    assert any("cpu-m" in line and "adamw" in line and "(width from 0.004)" in line for line in lines)
+    assert sum("done" in line and ",seed=0" in line for line in lines) == 9
+    assert "time to best saved by periodic" in case["progress"]
 
 
 def test_time_to_best_savings_fits_and_analysis(case: dict[str, Any]) -> None:
