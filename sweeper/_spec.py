@@ -101,18 +101,13 @@ def _nested_errors(exc: ValidationError, prefix: str, *, with_field: bool = True
     return "; ".join(parts)
 
 
-# Tags the ledger writes itself (and MLflow's own): a spec's extra tags may not set them.
-_RESERVED_TAG_PREFIXES = ("mlflow.",)
-_RESERVED_TAGS = {
-    "scalesweep.kind", "scalesweep.sweep_id", "scalesweep.sweep_name", "scalesweep.fingerprint", "scalesweep.status",
-    "scalesweep.workdir", "scalesweep.trial_key", "scalesweep.point_key", "scalesweep.role", "scalesweep.arm",
-    "scalesweep.seed", "scalesweep.attempt", "scalesweep.params", "scalesweep.steps_done", "scalesweep.error",
-    "scalesweep.stop_reason",
-}
-
-
 def _check_tags(tags: dict[str, str]) -> dict[str, str]:
-    bad = sorted(k for k in tags if k in _RESERVED_TAGS or k.startswith(_RESERVED_TAG_PREFIXES) or not k.strip())
+    """Extra tags may not set the ledger's own (TAG) or MLflow's: the ledger reads them back as its record."""
+    from ._ledger import TAG
+
+    reserved = {v for k, v in vars(TAG).items() if k.isupper()}
+    prefixes = ("mlflow.", TAG.BEST)
+    bad = sorted(k for k in tags if k in reserved or k.startswith(prefixes) or not k.strip())
     if bad:
         raise ValueError(f"tags {bad} are set by the sweeper itself (or empty); choose other names")
     return tags
