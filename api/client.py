@@ -236,8 +236,9 @@ class ScalesweepClient:
         params = {"metric": metric} if metric else None
         return dict(self._json("GET", f"/v1/transfers/{transfer_id}/fits", params=params))
 
-    def predict(self, transfer_id: str, size: float, arm: str, metric: str | None = None) -> Prediction:
-        """Point and interval at model size `size`; a refused extrapolation is an ApiError with status 422."""
+    def predict(self, transfer_id: str, size: float | str, arm: str, metric: str | None = None) -> Prediction:
+        """Point and interval at model size `size` (a parameter count or a rung name); a refused extrapolation is
+        an ApiError with status 422 whose detail says why."""
         params: dict[str, Any] = {"size": size, "arm": arm, **({"metric": metric} if metric else {})}
         return self._model(Prediction, "GET", f"/v1/transfers/{transfer_id}/predict", params=params)
 

@@ -142,5 +142,6 @@ class Prediction(BaseModel):
     size: float = Field(description="Model size N (parameters).")
     metric: str
     point: float
-    lo: float = Field(description="Lower end of the confidence interval.")
-    hi: float = Field(description="Upper end of the confidence interval.")
+    lo: float | None = Field(description="Lower end of the confidence interval; null when the fit has none (e.g. "
+                             "as many parameters as sizes: nothing left to bootstrap).")
+    hi: float | None = Field(description="Upper end of the confidence interval; null as for lo.")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -86,7 +87,13 @@ def predict(
         raise HTTPException(422, f"refused: {exc}") from None
     except (ScalingError, ValueError, KeyError) as exc:
         raise HTTPException(422, f"cannot predict {metric} for {arm} at {size}: {exc}") from None
-    return Prediction(arm=arm, size=float(parameters), metric=metric, point=point, lo=lo, hi=hi)
+    if point is None or not math.isfinite(point):
+        raise HTTPException(422, f"refused: the {metric} fit for {arm} gives no finite value at {size}")
+
+    def finite(value: float | None) -> float | None:
+        return value if value is not None and math.isfinite(value) else None
+
+    return Prediction(arm=arm, size=float(parameters), metric=metric, point=point, lo=finite(lo), hi=finite(hi))
 
 
 @router.get("/{transfer_id}/report", response_class=HTMLResponse,

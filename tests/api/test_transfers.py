@@ -1,0 +1,176 @@
+"""`/v1/transfers`, fits, predictions, exports and the report.
+
+First through TestClient without the lifespan (no driver starts: validation, states, 409s); then for real: a
+uvicorn server in a thread with its job queue runs a tiny sweep and a tiny transfer as driver processes (real Ray,
+MLflow and torch), driven by `api.client` and `scalesweep remote`."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+import yaml
+from fastapi.testclient import TestClient
+
+import scalesweep_cli
+from api._db import SweepRecord
+from api._settings import Settings
+from api.client import ApiError, ScalesweepClient
+from api.main import create_app
+
+from .conftest import AUTH, TOKEN
+from .test_client import _free_port
+
+SWEEP = {"name": "tiny", "rung": "cpu-xs", "horizon": 20, "search": {"method": "grid", "space": {"K": [2, 3]}}}
+
+
+@pytest.fixture
+def api(settings: Settings) -> Iterator[TestClient]:
+    yield TestClient(create_app(settings), raise_server_exceptions=False)  # no lifespan: nothing is launched
+
+
+def _finished_sweep(api: TestClient, tmp_path: Path) -> str:
+    """A sweep record marked SUCCEEDED by hand (its folder is empty: enough to create transfer records)."""
+    sweep_id = str(api.post("/v1/sweeps", json=SWEEP, headers=AUTH).json()["id"])
+    sessions = api.app.state.sessionmaker  # type: ignore[attr-defined]
+    with sessions() as session:
+        record = session.get(SweepRecord, sweep_id)
+        record.state, record.storage_path = "SUCCEEDED", str(tmp_path / "sweep")
+        session.commit()
+    return sweep_id
+
+
+def test_transfers_validate_refuse_and_change_state(api: TestClient, tmp_path: Path) -> None:
+    body = {"rungs": ["cpu-xs", "cpu-s"], "arms": ["periodic", "adamw"], "seeds": [0]}
+    r = api.post("/v1/transfers", json={**body, "sweep_id": "sw-nope"}, headers=AUTH)
+    assert r.status_code == 422 and r.json()["errors"][0]["field"] == "sweep_id"
+    pending = api.post("/v1/sweeps", json=SWEEP, headers=AUTH).json()["id"]
+    r = api.post("/v1/transfers", json={**body, "sweep_id": pending}, headers=AUTH)
+    assert r.status_code == 409 and "only a SUCCEEDED sweep" in r.json()["detail"]
+    assert api.get(f"/v1/sweeps/{pending}/export", params={"rung": "cpu-s"}).status_code == 409
+
+    sweep = _finished_sweep(api, tmp_path)
+    r = api.post("/v1/transfers", json={**body, "sweep_id": sweep, "rungs": ["cpu-huge"]}, headers=AUTH)
+    assert r.status_code == 422 and r.json()["errors"][0]["field"].startswith("rungs")  # the TransferSpec's check
+    r = api.post("/v1/transfers", json={**body, "sweep_id": sweep, "horizon_factor": 0}, headers=AUTH)
+    assert r.status_code == 422 and r.json()["errors"][0]["field"] == "horizon_factor"
+    assert api.post("/v1/transfers", json={**body, "sweep_id": sweep}).status_code == 401
+
+    headers = {**AUTH, "Idempotency-Key": "t-1"}
+    created = api.post("/v1/transfers", json={**body, "sweep_id": sweep}, headers=headers)
+    assert created.status_code == 201, created.text
+    transfer = created.json()
+    assert created.headers["location"] == f"/v1/transfers/{transfer['id']}"
+    assert transfer["state"] == "PENDING" and transfer["sweep_id"] == sweep and transfer["name"] == "tiny-transfer"
+    assert transfer["spec"]["rungs"] == ["cpu-xs", "cpu-s"] and transfer["spec"]["horizon_factor"] == 2.0
+    again = api.post("/v1/transfers", json={**body, "sweep_id": sweep}, headers=headers)
+    assert again.status_code == 200 and again.json()["id"] == transfer["id"]
+    assert api.post("/v1/transfers", json={**body, "sweep_id": sweep, "seeds": [1]}, headers=headers).status_code == 409
+
+    tid = transfer["id"]
+    assert [t["id"] for t in api.get("/v1/transfers", params={"sweep_id": sweep}).json()["data"]] == [tid]
+    assert api.get("/v1/transfers", params={"sweep_id": pending}).json()["count"] == 0
+    assert api.get(f"/v1/transfers/{tid}/runs").json() == {"data": [], "count": 0}
+    for path in ("fits", "export", "report"):  # nothing has run yet
+        assert api.get(f"/v1/transfers/{tid}/{path}").status_code == 409
+    r = api.get(f"/v1/transfers/{tid}/predict", params={"size": "cpu-m", "arm": "periodic"})
+    assert r.status_code == 409 and r.headers["content-type"] == "application/problem+json"
+    assert api.post(f"/v1/transfers/{tid}/resume", headers=AUTH).status_code == 409
+    assert api.post(f"/v1/transfers/{tid}/cancel", headers=AUTH).json()["state"] == "CANCELLED"
+    assert api.post(f"/v1/transfers/{tid}/cancel", headers=AUTH).status_code == 409
+    assert api.get("/v1/transfers", params={"state": "CANCELLED"}).json()["count"] == 1
+    assert api.get("/v1/transfers/tr-nope").status_code == 404
+
+
+# --- for real ------------------------------------------------------------------------------------------------
+
+TINY_TRIAL: dict[str, Any] = {
+    "batch_size": 8, "warmup_steps": 2, "log_every": 3, "text_encoder": "learned",
+    "eval": {"extractor": "pixels", "extractor_options": {"size": 4}, "fd_samples": 64, "reference_samples": 128,
+             "sample_steps": 2, "val_samples": 16},
+}
+REAL_SWEEP: dict[str, Any] = {
+    "name": "api-tiny", "rung": "cpu-xs", "horizon": 6, "search": {"space": {"K": [3], "gamma": [0.25]}},
+    "baselines": ["adamw"], "backend": {"name": "builtin", "checkpoints": False},
+    "execution": {"concurrency": 2, "num_cpus": 2}, "trial": TINY_TRIAL, "tracking": {"experiment": "api-tiny"},
+}
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A service with its job queue, in a thread (drivers are subprocesses, as in production)."""
+    settings = Settings(workdir=tmp_path_factory.mktemp("transfers") / "work", api_token=TOKEN,  # type: ignore[arg-type]
+                        poll_interval_s=0.3)
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.time() + 30
+    while not server.started and time.time() < deadline:
+        time.sleep(0.05)
+    assert server.started
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=20)
+
+
+def test_a_real_transfer_over_http(live: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SCALESWEEP_API_TOKEN", TOKEN)
+    monkeypatch.setenv("SCALESWEEP_SERVER", live)
+    with ScalesweepClient(live, token=TOKEN) as client:
+        sweep = client.wait(client.submit_sweep(REAL_SWEEP).id, interval=0.5, timeout=300)
+        assert sweep.state == "SUCCEEDED", sweep.error
+        chosen = client.sweep_best(sweep.id)["best"]
+        assert chosen == {"K": 3, "gamma": 0.25}
+
+        # the CLI: a transfer to two rungs, followed to the end
+        code = scalesweep_cli.main(["remote", "transfer", sweep.id, "--rungs", "cpu-xs", "cpu-s", "--arms",
+                                    "periodic", "adamw", "--seeds", "0", "--follow", "--interval", "0.5"])
+        out = capsys.readouterr().out
+        assert code == 0, out
+        transfer_id = out.split()[1]
+        assert f"{transfer_id} SUCCEEDED: runs 4 done, 0 running, 0 failed of 4" in out
+
+        runs = client.transfer_runs(transfer_id).data
+        assert sorted((r["rung"], r["arm"]) for r in runs) == [("cpu-s", "adamw"), ("cpu-s", "periodic"),
+                                                               ("cpu-xs", "adamw"), ("cpu-xs", "periodic")]
+        assert all(r["state"] == "SUCCEEDED" and [c[0] for c in r["checkpoints"]][-1] == 12 for r in runs)
+        assert {r["K"] for r in runs if r["arm"] == "periodic"} == {3}  # the chosen pair, unchanged
+
+        assert scalesweep_cli.main(["remote", "fits", transfer_id, "--json"]) == 0
+        fits = json.loads(capsys.readouterr().out)
+        assert fits["chosen"] == chosen and fits["counts"] == {"SUCCEEDED": 4}
+        assert set(fits["savings"]) == {"cpu-xs", "cpu-s"} and set(fits["fits"]) >= {"time_to_best", "best_fd"}
+        assert scalesweep_cli.main(["remote", "fits", transfer_id]) == 0
+        assert "savings:" in capsys.readouterr().out
+
+        with pytest.raises(ApiError) as refused:  # far beyond the fitted sizes: refused, with the reason
+            client.predict(transfer_id, 1e12, "periodic", "best_fd")
+        assert refused.value.status == 422 and "refused" in refused.value.detail
+        if "error" in fits["fits"]["time_to_best"]:  # two sizes may be too few: then predict says so too
+            with pytest.raises(ApiError) as no_fit:
+                client.predict(transfer_id, "cpu-s", "periodic")
+            assert no_fit.value.status == 422
+        else:
+            near = client.predict(transfer_id, "cpu-s", "periodic")
+            assert near.size == fits["rungs"]["cpu-s"] and near.point > 0
+            if near.lo is not None and near.hi is not None:
+                assert near.lo <= near.point <= near.hi
+
+        export = yaml.safe_load(client.export(transfer_id, rung="cpu-s"))
+        assert json.loads(client.export(transfer_id, rung="cpu-s", format="json")) == export
+        out_file = tmp_path / "sweep-export.json"
+        assert scalesweep_cli.main(["remote", "export", "--sweep", sweep.id, "--rung", "cpu-m", "--format", "json",
+                                    "--out", str(out_file)]) == 0
+        from_sweep = json.loads(out_file.read_text())
+        assert json.dumps(chosen["K"]) in json.dumps(from_sweep) and from_sweep != export
+
+        html = client.report(transfer_id)
+        assert html.startswith("<!DOCTYPE html>") and transfer_id in html and "<img" in html
