@@ -38,10 +38,10 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/optimizer_step.py
 
+# The whole study on embedded defaults (README, "The two commands"); NO_WAIT=1 exits when done, PROFILE=full for
+# the longer study.
 demo: $(STAMP)
-	@echo "make demo: the end-to-end study pipeline is not built yet (see README, 'Status')."
-	@echo "What runs today: the optimizer benchmark."
-	$(BIN)/python benchmarks/optimizer_step.py --quick
+	$(BIN)/scalesweep demo --profile $(or $(PROFILE),quick) $(if $(NO_WAIT),--no-wait)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

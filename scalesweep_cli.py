@@ -140,6 +140,12 @@ def build_parser() -> argparse.ArgumentParser:
     api._cli.add_arguments(p)
     p.set_defaults(func=api._cli.run)
 
+    import api._demo
+
+    p = sub.add_parser("demo", help="the whole study on embedded defaults: service, sweep, transfer, fits, report")
+    api._demo.add_arguments(p)
+    p.set_defaults(func=api._demo.run)
+
     from scaling._cli import add_commands  # transfer, fit, export (argparse only)
 
     add_commands(sub)

@@ -1,0 +1,357 @@
+"""`scalesweep demo`: the whole study from one command, through the service as a user would run it.
+
+    scalesweep demo [--profile quick|full] [--out DIR] [--no-wait]      (what `make demo` runs)
+
+Stages, each checked before the next starts (the exit status is 0 only when every one succeeded):
+
+1. an MLflow store (SQLite in the output folder), the service (`scalesweep serve`) and an MLflow UI, both on
+   loopback, each a subprocess of its own whose log goes to `<out>/logs/`;
+2. the sweep, submitted over REST: the paper's 12-point K x gamma grid plus the AdamW and vanilla Muon arms at the
+   smallest rung, followed with a progress line;
+3. the transfer of the chosen pair to every CPU rung (the sweep's and the larger ones) with all three arms, at
+   twice the sweep's horizon;
+4. the fits, the export (YAML and JSON, checked by building the optimizer from it) and the HTML report, written to
+   the output folder; a summary (chosen pair, FD table, time-to-best savings, fit flags) and the addresses to open.
+
+Then it keeps the service and the MLflow UI up until Ctrl-C (or exits at once with `--no-wait`).
+
+The numbers are real at every profile; only their size changes. `quick` (the default) fits the pipeline in about
+a quarter of an hour on 2 CPU cores: short horizons and fewer FD samples, so its FD ranks are noisy and it does not
+reproduce the paper's choice. `full` runs the trial defaults (1200 steps at the sweep, 3 seeds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+__all__ = ["PROFILES", "DemoError", "DemoProfile", "add_arguments", "demo_sweep_spec", "run"]
+
+
+class DemoError(RuntimeError):
+    """A stage of the demo failed; the message says which and where its log is."""
+
+
+@dataclass(frozen=True)
+class DemoProfile:
+    """How big the demo's study is. Every trial field not set here keeps its default (MiniLM text encoder,
+    shapes-cnn features, EMA evaluation)."""
+
+    name: str
+    horizon: int  # sweep steps; the transfer runs horizon_factor times as many
+    seeds: tuple[int, ...]
+    trial: dict[str, Any] = field(default_factory=dict)
+    horizon_factor: float = 2.0  # the paper: 30k steps at the sweep, 60k after the transfer
+    rungs: tuple[str, ...] = ("cpu-xs", "cpu-s", "cpu-m", "cpu-l")
+    about: str = ""
+
+
+PROFILES: dict[str, DemoProfile] = {
+    "quick": DemoProfile(
+        name="quick",
+        horizon=150,
+        seeds=(0,),
+        # A quarter of the default batch and FD samples, 10 Euler steps: enough for every stage to produce real
+        # numbers in minutes, not enough for FD to rank the 12 grid points reliably.
+        trial={
+            "batch_size": 16,
+            "warmup_steps": 10,
+            "log_every": 10,
+            "eval": {"fd_samples": 256, "reference_samples": 1024, "sample_steps": 10, "val_samples": 64},
+        },
+        about="150 steps at the sweep, 300 after the transfer, batch 16, 256 FD samples, one seed",
+    ),
+    # The test suite's profile: every stage through the real service, sized to run in a few minutes (learned
+    # text embeddings and pooled-pixel features, so nothing is trained or loaded before the first step).
+    "smoke": DemoProfile(
+        name="smoke",
+        horizon=12,
+        seeds=(0,),
+        rungs=("cpu-xs", "cpu-s"),
+        trial={
+            "batch_size": 8,
+            "warmup_steps": 2,
+            "log_every": 4,
+            "text_encoder": "learned",
+            "eval": {"extractor": "pixels", "extractor_options": {"size": 4}, "fd_samples": 64,
+                     "reference_samples": 128, "sample_steps": 4, "val_samples": 16},
+        },
+        about="12 steps, two rungs, FD on pooled pixels: checks the pipeline, measures nothing",
+    ),
+    "full": DemoProfile(
+        name="full",
+        horizon=1200,
+        seeds=(0, 1, 2),
+        trial={},
+        about="the trial defaults: 1200 steps at the sweep, 2400 after the transfer, batch 32, 1024 FD samples, "
+        "3 seeds",
+    ),
+}
+
+
+def demo_sweep_spec(profile: DemoProfile, name: str) -> dict[str, Any]:
+    """The sweep the demo submits: the paper's grid and both baselines at the smallest rung."""
+    return {
+        "name": name,
+        "rung": profile.rungs[0],
+        "horizon": profile.horizon,
+        "search": {"method": "grid", "space": {"K": [2, 3, 4], "gamma": [0.10, 0.15, 0.25, 0.35]}},
+        "seeds": list(profile.seeds),
+        "baselines": ["adamw", "muon"],
+        "execution": {"concurrency": 2, "cpus_per_trial": 1},
+        "selection": {"tie_tolerance": 0.01, "tie_break": "larger_K"},
+        "trial": profile.trial,
+        "tracking": {"experiment": name},
+    }
+
+
+# --- processes ---------------------------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class _Process:
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+    handle: IO[bytes]
+
+    def check(self) -> None:
+        code = self.popen.poll()
+        if code is not None:
+            raise DemoError(f"{self.name} exited with status {code}; see {self.log}:\n{_tail(self.log)}")
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.popen.pid, signal.SIGTERM)
+            try:
+                self.popen.wait(20)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.popen.pid, signal.SIGKILL)
+                self.popen.wait(5)
+        self.handle.close()
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def _start(name: str, argv: list[str], env: dict[str, str], logs: Path, cwd: Path) -> _Process:
+    log = logs / f"{name}.log"
+    handle = log.open("wb")
+    popen = subprocess.Popen(argv, env=env, cwd=cwd, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
+    return _Process(name, popen, log, handle)
+
+
+def _wait_http(process: _Process, url: str, timeout_s: float) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        process.check()
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(url, timeout=2.0).status_code == 200:
+                return
+        time.sleep(0.5)
+    raise DemoError(f"{process.name} did not answer {url} within {timeout_s:.0f} s; see {process.log}")
+
+
+# --- the pipeline ------------------------------------------------------------------------------------------------
+
+
+def _stage(title: str) -> None:
+    print(f"\n== {title}", flush=True)
+
+
+def _fmt(value: Any, digits: int = 4) -> str:
+    if isinstance(value, int | float) and value == value:
+        return f"{value:.{digits}g}"
+    return "-"
+
+
+def _summary(chosen: dict[str, Any] | None, fits: dict[str, Any]) -> list[str]:
+    """The short printed summary from the fits document (`scaling.TransferResult.analysis()`): chosen pair,
+    per-run FD table, time-to-best savings, fit flags."""
+    lines = [f"chosen pair: {', '.join(f'{k}={v}' for k, v in (chosen or {}).items()) or '(none)'}"]
+    metric, samples = fits.get("metric_name") or "fd", fits.get("fd_samples")
+    lines += [f"\nafter the transfer: FD on {metric} features ({samples} samples), best-seen and endpoint, and time "
+              "to best (effective training seconds)",
+              "| rung | parameters | arm | seed | state | best FD | endpoint FD | time to best s |",
+              "|---|---|---|---|---|---|---|---|"]
+    for r in sorted(fits.get("runs") or [], key=lambda r: (r.get("parameters") or 0, r["arm"], r["seed"])):
+        lines.append(f"| {r['rung']} | {r.get('parameters') or '-'} | {r['arm']} | {r['seed']} | {r['state']} "
+                     f"| {_fmt(r.get('best_fd'))} | {_fmt(r.get('endpoint_fd'))} | {_fmt(r.get('time_to_best_s'))} |")
+    savings = fits.get("savings") or {}
+    if savings:
+        lines.append("\ntime-to-best savings of periodic versus each baseline (% , mean +- std over seeds):")
+        for rung, per in savings.items():
+            parts = [f"vs {b} {_fmt(s.get('mean_pct'), 3)} +- {_fmt(s.get('std_pct'), 2)}" for b, s in per.items()]
+            lines.append(f"  {rung}: {'; '.join(parts)}")
+    lines.append("\nscaling fits (flags):")
+    for metric_name, doc in (fits.get("fits") or {}).items():
+        if "error" in doc:
+            lines.append(f"  {metric_name}: not fitted ({doc['error']})")
+        else:
+            lines.append(f"  {metric_name} ({doc.get('form')}): {', '.join(doc.get('flags') or []) or 'no flags'}")
+    return lines
+
+
+def _check_export(text: str) -> list[str]:
+    """Build every arm's optimizer from the exported YAML through the factory, on the target rung's model."""
+    from scaling import Export
+    from trials.models import build_model
+    from trials.optim import build_optimizer
+
+    export = Export.from_text(text)
+    model = build_model(str(export.target["rung"]))
+    built = []
+    for arm in export.arms:
+        optimizer = build_optimizer(model, export.optimizer_config(arm))
+        built.append(f"{arm} -> {type(optimizer).__name__}")
+    return built
+
+
+def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path) -> int:
+    from ._cli import _follow, _sweep_line, _transfer_line
+    from .client import ApiError, ScalesweepClient
+
+    logs = out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    db = out / "mlflow.db"
+    tracking_uri = f"sqlite:///{db}"
+    token = secrets.token_urlsafe(24)
+    api_port = args.port or _free_port()
+    ui_port = args.mlflow_port or _free_port()
+    api_url = f"http://127.0.0.1:{api_port}"
+    ui_url = f"http://127.0.0.1:{ui_port}"
+    processes: list[_Process] = []
+    started = time.monotonic()
+    try:
+        _stage(f"1/4 MLflow store, service and MLflow UI (output in {out})")
+        from trials import ensure_store
+
+        ensure_store(tracking_uri)  # once, before any process writes to it (FIELD_NOTES: concurrent creation)
+        env = {**os.environ,
+               "SCALESWEEP_API_TOKEN": token,
+               "SCALESWEEP_WORKDIR": str(out / "work"),
+               "SCALESWEEP_DATABASE_URL": f"sqlite:///{out / 'scalesweep.db'}",
+               "SCALESWEEP_MLFLOW_TRACKING_URI": tracking_uri,
+               "SCALESWEEP_MLFLOW_UI_URL": ui_url,
+               "SCALESWEEP_MAX_CONCURRENT_SWEEPS": "1"}
+        if args.ray_address:
+            env["SCALESWEEP_RAY_ADDRESS"] = args.ray_address
+        api = _start("service", [sys.executable, "-m", "scalesweep_cli", "serve", "--host", "127.0.0.1",
+                                 "--port", str(api_port), "--log-level", "warning"], env, logs, Path.cwd())
+        processes.append(api)
+        ui_env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+        ui = _start("mlflow-ui", [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", tracking_uri,
+                                  "--host", "127.0.0.1", "--port", str(ui_port), "--workers", "1"],
+                    ui_env, logs, out)
+        processes.append(ui)
+        _wait_http(api, f"{api_url}/v1/health", 120)
+        print(f"service {api_url} (docs {api_url}/docs)", flush=True)
+
+        with ScalesweepClient(api_url, token=token, timeout=60.0) as client:
+            _stage(f"2/4 sweep: 12-point K x gamma grid + AdamW + Muon at {profile.rungs[0]} "
+                   f"(profile {profile.name}: {profile.about})")
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            sweep = client.submit_sweep(demo_sweep_spec(profile, f"demo-{profile.name}-{stamp}"),
+                                        idempotency_key=f"demo-{stamp}")
+            final = _follow(client.follow(sweep.id, interval=2.0), _sweep_line)
+            if final.state != "SUCCEEDED":
+                raise DemoError(f"sweep {sweep.id} ended {final.state}: {final.error or ''}")
+            best = client.sweep_best(sweep.id)
+            print(f"chosen: {best.get('best')}", flush=True)
+
+            _stage(f"3/4 transfer to {', '.join(profile.rungs)} with periodic, Muon and AdamW "
+                   f"({profile.horizon_factor:g}x the horizon)")
+            transfer = client.submit_transfer(sweep.id, list(profile.rungs), arms=["periodic", "muon", "adamw"],
+                                              horizon_factor=profile.horizon_factor, seeds=list(profile.seeds),
+                                              idempotency_key=f"demo-transfer-{stamp}")
+            final_t = _follow(client.follow_transfer(transfer.id, interval=2.0), _transfer_line)
+            if final_t.state != "SUCCEEDED":
+                raise DemoError(f"transfer {transfer.id} ended {final_t.state}: {final_t.error or ''}")
+
+            _stage("4/4 fits, export and report")
+            fits = client.transfer_fits(transfer.id)
+            (out / "fits.json").write_text(json.dumps(fits, indent=2, default=str))
+            target = profile.rungs[-1]
+            export_yaml = client.export(transfer.id, rung=target, format="yaml")
+            (out / "export.yaml").write_text(export_yaml)
+            (out / "export.json").write_text(client.export(transfer.id, rung=target, format="json"))
+            built = _check_export(export_yaml)
+            report = out / "report.html"
+            report.write_text(client.report(transfer.id))
+            print("\n".join(_summary(best.get("best"), fits)))
+            print(f"\nexport ({target}) builds: {'; '.join(built)}")
+            minutes = (time.monotonic() - started) / 60
+            print(f"\ndone in {minutes:.1f} min. Open:\n"
+                  f"  report      {report}\n"
+                  f"  export      {out / 'export.yaml'} (and .json)\n"
+                  f"  MLflow UI   {ui_url}\n"
+                  f"  service     {api_url}/docs   (token: SCALESWEEP_API_TOKEN={token})\n"
+                  f"  sweep       {api_url}/v1/sweeps/{sweep.id}\n"
+                  f"  transfer    {api_url}/v1/transfers/{transfer.id}", flush=True)
+        _wait_http(ui, ui_url, 60)
+        if not args.no_wait:
+            print("\nthe service and the MLflow UI stay up; Ctrl-C to stop", flush=True)
+            with contextlib.suppress(KeyboardInterrupt):
+                while True:
+                    for p in processes:
+                        p.check()
+                    time.sleep(1.0)
+        return 0
+    except ApiError as exc:
+        raise DemoError(f"the service refused a request: {exc}") from None
+    finally:
+        for p in reversed(processes):
+            p.stop()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="quick",
+                        help="quick (default, about 15 min on 2 cores), full (the trial defaults, 3 seeds) or "
+                        "smoke (the test suite's: minutes, measures nothing)")
+    parser.add_argument("--out", default="out/demo", help="output folder (report, export, logs, stores)")
+    parser.add_argument("--no-wait", action="store_true", help="exit when done instead of keeping the UI up")
+    parser.add_argument("--port", type=int, default=0, help="service port (default: a free one)")
+    parser.add_argument("--mlflow-port", type=int, default=0, help="MLflow UI port (default: a free one)")
+    parser.add_argument("--ray-address", default=None, help="run the trials on this Ray cluster (default: local)")
+
+
+def run(args: argparse.Namespace) -> int:
+    out = Path(args.out).resolve()
+    if out.exists() and any(out.iterdir()):
+        # a second demo beside the first would mix two studies in one store: start clean
+        stale = out.with_name(out.name + time.strftime("-%Y%m%d-%H%M%S"))
+        out.rename(stale)
+        print(f"previous demo output moved to {stale}")
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"scalesweep demo, profile {args.profile}; output folder {out}", flush=True)
+    try:
+        return _pipeline(args, PROFILES[args.profile], out)
+    except DemoError as exc:
+        print(f"demo failed: {exc}", file=sys.stderr)
+        return 1
+

@@ -1,0 +1,73 @@
+"""`scalesweep demo`: the spec it submits, its summary, and the whole pipeline through a real service (smoke
+profile: real Ray, MLflow, torch and uvicorn, tiny sizes)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from api._demo import PROFILES, _summary, demo_sweep_spec
+from scaling import Export
+from sweeper import SweepSpec
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_demo_sweep_is_the_papers_grid_with_both_baselines() -> None:
+    spec = SweepSpec.model_validate(demo_sweep_spec(PROFILES["quick"], "demo-x"))
+    assert spec.rung == "cpu-xs"
+    assert sorted(spec.search.space["K"]) == [2, 3, 4]
+    assert sorted(spec.search.space["gamma"]) == [0.10, 0.15, 0.25, 0.35]
+    assert sorted(b.arm for b in spec.baselines) == ["adamw", "muon"]
+    assert PROFILES["quick"].rungs == ("cpu-xs", "cpu-s", "cpu-m", "cpu-l")
+    assert PROFILES["full"].seeds == (0, 1, 2)
+
+
+def test_summary_reports_table_savings_and_flags() -> None:
+    doc = {
+        "metric_name": "fd_pixels", "fd_samples": 64,
+        "runs": [{"rung": "cpu-s", "parameters": 1000, "arm": "muon", "seed": 0, "state": "SUCCEEDED",
+                  "best_fd": 12.5, "endpoint_fd": 13.0, "time_to_best_s": 4.25}],
+        "savings": {"cpu-s": {"muon": {"mean_pct": 21.0, "std_pct": None}}},
+        "fits": {"time_to_best": {"form": "A*N^-alpha", "flags": ["non_identifiable"]},
+                 "best_fd": {"error": "needs two sizes"}},
+    }
+    text = "\n".join(_summary({"K": 3, "gamma": 0.15}, doc))
+    assert "chosen pair: K=3, gamma=0.15" in text
+    assert "| cpu-s | 1000 | muon | 0 | SUCCEEDED | 12.5 | 13 | 4.25 |" in text
+    assert "vs muon 21 +- -" in text
+    assert "non_identifiable" in text and "not fitted (needs two sizes)" in text
+
+
+def test_demo_pipeline_end_to_end(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    proc = subprocess.run(
+        [sys.executable, "-m", "scalesweep_cli", "demo", "--profile", "smoke", "--no-wait", "--out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "chosen pair: K=" in proc.stdout
+    # the export builds every arm's optimizer and names the target rung
+    export = Export.from_text((out / "export.yaml").read_text())
+    assert set(export.arms) == {"periodic", "muon", "adamw"}
+    assert json.loads((out / "export.json").read_text())["target"]["rung"] == "cpu-s"
+    # fits were computed over both rungs from real runs
+    fits = json.loads((out / "fits.json").read_text())
+    assert {r["rung"] for r in fits["runs"]} == {"cpu-xs", "cpu-s"}
+    assert all(r["state"] == "SUCCEEDED" for r in fits["runs"])
+    assert fits["horizon"] == 2 * PROFILES["smoke"].horizon
+    report = (out / "report.html").read_text()
+    assert report.count("<img") >= 3 and "fd_pixels" in report
+    assert yaml.safe_load((out / "export.yaml").read_text())
+
+
+@pytest.mark.parametrize("argv", [["--profile", "huge"]])
+def test_demo_rejects_unknown_profile(argv: list[str]) -> None:
+    proc = subprocess.run([sys.executable, "-m", "scalesweep_cli", "demo", *argv], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2 and "invalid choice: 'huge'" in proc.stderr and "Traceback" not in proc.stderr
