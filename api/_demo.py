@@ -60,17 +60,17 @@ class DemoProfile:
 PROFILES: dict[str, DemoProfile] = {
     "quick": DemoProfile(
         name="quick",
-        horizon=150,
+        horizon=120,
         seeds=(0,),
-        # A quarter of the default batch and FD samples, 10 Euler steps: enough for every stage to produce real
+        # Half the default batch, a quarter of the FD samples, 8 Euler steps: enough for every stage to produce real
         # numbers in minutes, not enough for FD to rank the 12 grid points reliably.
         trial={
             "batch_size": 16,
             "warmup_steps": 10,
             "log_every": 10,
-            "eval": {"fd_samples": 256, "reference_samples": 1024, "sample_steps": 10, "val_samples": 64},
+            "eval": {"fd_samples": 256, "reference_samples": 1024, "sample_steps": 8, "val_samples": 64},
         },
-        about="150 steps at the sweep, 300 after the transfer, batch 16, 256 FD samples, one seed",
+        about="120 steps at the sweep, 240 after the transfer, batch 16, 256 FD samples, one seed",
     ),
     # The test suite's profile: every stage through the real service, sized to run in a few minutes (learned
     # text embeddings and pooled-pixel features, so nothing is trained or loaded before the first step).
@@ -204,7 +204,7 @@ def _summary(chosen: dict[str, Any] | None, fits: dict[str, Any]) -> list[str]:
                      f"| {_fmt(r.get('best_fd'))} | {_fmt(r.get('endpoint_fd'))} | {_fmt(r.get('time_to_best_s'))} |")
     savings = fits.get("savings") or {}
     if savings:
-        lines.append("\ntime-to-best savings of periodic versus each baseline (% , mean +- std over seeds):")
+        lines.append("\ntime-to-best savings of periodic versus each baseline (%, mean +- std over seeds; - with one seed):")
         for rung, per in savings.items():
             parts = [f"vs {b} {_fmt(s.get('mean_pct'), 3)} +- {_fmt(s.get('std_pct'), 2)}" for b, s in per.items()]
             lines.append(f"  {rung}: {'; '.join(parts)}")
@@ -272,7 +272,8 @@ def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path) -> int:
         _wait_http(api, f"{api_url}/v1/health", 120)
         print(f"service {api_url} (docs {api_url}/docs)", flush=True)
 
-        with ScalesweepClient(api_url, token=token, timeout=60.0) as client:
+        # fits bootstrap several hundred replicates per metric on first request: allow minutes, not seconds
+        with ScalesweepClient(api_url, token=token, timeout=600.0) as client:
             _stage(f"2/4 sweep: 12-point K x gamma grid + AdamW + Muon at {profile.rungs[0]} "
                    f"(profile {profile.name}: {profile.about})")
             stamp = time.strftime("%Y%m%d-%H%M%S")

@@ -34,6 +34,7 @@ from ._scaling import (
     plot_scaling,
     scaling_fit_data,
 )
+from ._study import log_report_figures, sweep_report, transfer_report
 from ._timing import TimingData, compute_timing, plot_timing
 
 __all__ = [
@@ -70,6 +71,7 @@ __all__ = [
     "load_run",
     "load_runs",
     "log_figures",
+    "log_report_figures",
     "plot_fd_curves",
     "plot_heatmap",
     "plot_loss_curves",
@@ -77,5 +79,7 @@ __all__ = [
     "plot_timing",
     "report_figures",
     "scaling_fit_data",
+    "sweep_report",
+    "transfer_report",
     "write_report",
 ]

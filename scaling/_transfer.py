@@ -465,7 +465,7 @@ def run_transfer(
                   f"{row['lr_base']:.4g})", file=out, flush=True)
     try:
         swept = run_sweep(SweepSpec.model_validate(sweep_spec), workdir=path, resume=True,
-                          show_progress=show_progress, stream=out)
+                          show_progress=show_progress, stream=out, show_table=False)  # its table is below
     except SweepFailedError as exc:
         _write_json(path / OUTCOME_FILE, {"state": "FAILED", "error": str(exc), "finished_at": _now()})
         raise

@@ -462,12 +462,14 @@ def run_sweep(
     resume: bool = False,
     show_progress: bool = False,
     stream: IO[str] | None = None,
+    show_table: bool = True,
 ) -> SweepResult:
     """Run a sweep to its end (or until cancelled) and return its result, read back from MLflow.
 
     `workdir` holds the sweep's state (default `out/sweeps/<name>`). With `resume=True` a sweep already in
     `workdir` continues where it stopped (a new one starts when there is none); without it, an existing sweep in
-    `workdir` is an error. `show_progress` prints one line per trial event and a summary to `stream` (stdout).
+    `workdir` is an error. `show_progress` prints one line per trial event and a summary to `stream` (stdout),
+    and at the end the rank table unless `show_table` is False (a caller with its own table, e.g. a transfer).
     Run it in a process of its own (the CLI does): Ray takes over signals and is not safe to share.
     """
     spec = spec if isinstance(spec, SweepSpec) else load_spec(spec)
@@ -532,6 +534,9 @@ def run_sweep(
         result = _finish(driver, ledger, parent_run_id, final_state, timings, wall_start, error)
         driver.disarm()
         result.workdir = str(workdir)
+        if driver.stream is not None and show_table:
+            with contextlib.suppress(OSError, ValueError):
+                print(result.table(), file=driver.stream, flush=True)
         return result
 
 
@@ -632,9 +637,6 @@ def _finish(driver: _Driver, ledger: SweepLedger, parent_run_id: str, state: str
     driver.tick(force=True, state=state)
     if not driver._final:
         _write_json(driver.workdir / STATUS_FILE, {**driver.status(state, error), "finished_at": _now()})
-    if driver.stream is not None:
-        with contextlib.suppress(OSError, ValueError):
-            print(result.table(), file=driver.stream, flush=True)
     return result
 
 

@@ -107,11 +107,10 @@ def report(transfer_id: str, request: Request, session: SessionDep, _reader: Rea
 
 
 def _build_report(result: Any, transfer_id: str, sweep_id: str) -> str:
-    from dashboards import DashboardError, build_report, compute_report, load_runs
+    from dashboards import build_report, transfer_report
 
     if not result.parent_run_id:
         raise HTTPException(409, f"transfer {transfer_id} has no MLflow parent run yet")
-    records = load_runs(result.tracking_uri, result.parent_run_id)
     fits: dict[str, Any] = {}
     notes: list[str] = []
     for metric, name in _REPORT_METRIC.items():
@@ -120,14 +119,10 @@ def _build_report(result: Any, transfer_id: str, sweep_id: str) -> str:
         except ScalingError as exc:
             notes.append(f"no {metric} fit: {exc}")
     context = {"transfer": f"{result.name} ({transfer_id})", "sweep": sweep_id, "state": result.state,
-               "chosen": ", ".join(f"{k}={v}" for k, v in result.chosen.items()),
-               "tracking URI": result.tracking_uri, "parent run": result.parent_run_id}
-    title = f"scalesweep transfer {result.name}"
-    try:
-        data = compute_report(records, title=title, fits=fits or None, context=context)
-    except DashboardError as exc:  # e.g. a fit on too few sizes to draw: the report without the scaling panels
-        notes.append(f"scaling panels left out: {exc}")
-        data = compute_report(records, title=title, context=context)
+               "chosen": ", ".join(f"{k}={v}" for k, v in result.chosen.items())}
+    data = transfer_report(result.tracking_uri, result.parent_run_id, fits=fits or None,
+                           sweep_run_id=result.source.get("sweep_parent_run_id"),
+                           title=f"scalesweep transfer {result.name}", context=context)
     if notes:
         from dataclasses import replace
 

@@ -62,7 +62,18 @@ def test_demo_pipeline_end_to_end(tmp_path: Path) -> None:
     assert all(r["state"] == "SUCCEEDED" for r in fits["runs"])
     assert fits["horizon"] == 2 * PROFILES["smoke"].horizon
     report = (out / "report.html").read_text()
-    assert report.count("<img") >= 3 and "fd_pixels" in report
+    assert report.count("<img") >= 4 and "fd_pixels" in report
+    assert 'alt="heatmap"' in report and 'alt="scaling"' in report  # the sweep's grid beside the transfer's fits
+    # each driver logged its figures to its MLflow parent run
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{out / 'mlflow.db'}")
+    parents = [r for e in client.search_experiments() for r in client.search_runs([e.experiment_id])
+               if "mlflow.parentRunId" not in r.data.tags]
+    assert len(parents) == 2
+    for run in parents:
+        names = {f.path for f in client.list_artifacts(run.info.run_id, "figures")}
+        assert {"figures/fd_curves.png", "figures/heatmap.png"} <= names, names
     assert yaml.safe_load((out / "export.yaml").read_text())
 
 

@@ -1,0 +1,67 @@
+"""A sweep's and a transfer's reports straight from MLflow: the records of their child runs, the sweep's choice,
+and the transfer's fits, assembled into one ``ReportData``; and its figures logged back to the parent run.
+
+The transfer report carries the source sweep's K x γ heatmap beside its own curves, timing and scaling panels, so
+one page shows the whole study: what was searched, what was chosen, and how the choice held at larger sizes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from ._errors import DashboardError
+from ._heatmap import compute_heatmap
+from ._mlflow import load_chosen, load_runs, log_figures
+from ._report import ReportData, compute_report, report_figures
+
+if TYPE_CHECKING:
+    from scaling import ScalingFit
+
+__all__ = ["log_report_figures", "sweep_report", "transfer_report"]
+
+
+def sweep_report(tracking_uri: str, sweep_run_id: str, *, title: str = "scalesweep sweep",
+                 context: Mapping[str, str] | None = None) -> ReportData:
+    """Heatmap (chosen pair marked), FD and loss curves, and timing of a sweep's trials."""
+    records = load_runs(tracking_uri, sweep_run_id)
+    chosen = load_chosen(tracking_uri, sweep_run_id)
+    return compute_report(records, title=title, chosen=chosen,
+                          context={"tracking URI": tracking_uri, "sweep parent run": sweep_run_id, **(context or {})})
+
+
+def transfer_report(
+    tracking_uri: str,
+    transfer_run_id: str,
+    *,
+    fits: Mapping[str, ScalingFit] | None = None,
+    sweep_run_id: str | None = None,
+    title: str = "scalesweep transfer",
+    context: Mapping[str, str] | None = None,
+) -> ReportData:
+    """FD and loss curves, timing and scaling panels (with ``fits``, keyed by ``SCALING_METRICS``) of a transfer's
+    runs, plus the source sweep's heatmap when ``sweep_run_id`` is given. A fit that cannot be drawn (e.g. on too
+    few sizes) leaves its panel out with a note instead of failing the report."""
+    records = load_runs(tracking_uri, transfer_run_id)
+    ctx = {"tracking URI": tracking_uri, "transfer parent run": transfer_run_id, **(context or {})}
+    notes: list[str] = []
+    try:
+        data = compute_report(records, title=title, fits=fits or None, context=ctx)
+    except DashboardError as exc:
+        notes.append(f"scaling panels left out: {exc}")
+        data = compute_report(records, title=title, context=ctx)
+    if sweep_run_id:
+        ctx["sweep parent run"] = sweep_run_id
+        sweep_records = load_runs(tracking_uri, sweep_run_id)
+        chosen = load_chosen(tracking_uri, sweep_run_id)
+        try:
+            data = replace(data, heatmap=compute_heatmap(sweep_records, chosen=chosen), context=ctx)
+        except DashboardError as exc:
+            notes.append(f"the sweep's heatmap left out: {exc}")
+    return replace(data, notes=(*data.notes, *notes)) if notes else data
+
+
+def log_report_figures(tracking_uri: str, run_id: str, data: ReportData, *, dpi: float = 100) -> list[str]:
+    """Every figure of ``data`` as ``figures/<name>.png`` on run ``run_id`` (visible in the MLflow UI)."""
+    return log_figures(tracking_uri, run_id, report_figures(data), dpi=dpi)
