@@ -204,7 +204,8 @@ def _summary(chosen: dict[str, Any] | None, fits: dict[str, Any]) -> list[str]:
                      f"| {_fmt(r.get('best_fd'))} | {_fmt(r.get('endpoint_fd'))} | {_fmt(r.get('time_to_best_s'))} |")
     savings = fits.get("savings") or {}
     if savings:
-        lines.append("\ntime-to-best savings of periodic versus each baseline (%, mean +- std over seeds; - with one seed):")
+        lines.append("\ntime-to-best savings of periodic versus each baseline "
+                     "(%, mean +- std over seeds; - with one seed):")
         for rung, per in savings.items():
             parts = [f"vs {b} {_fmt(s.get('mean_pct'), 3)} +- {_fmt(s.get('std_pct'), 2)}" for b, s in per.items()]
             lines.append(f"  {rung}: {'; '.join(parts)}")
