@@ -9,6 +9,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
 
+from .._settings import Settings
 from ..deps import SessionDep, SettingsDep
 
 router = APIRouter(tags=["health"])
@@ -26,18 +27,17 @@ def _check_mlflow(uri: str) -> str:
     return "ok"
 
 
-def _check_ray(address: str | None) -> str:
-    if address is None:
+def _check_ray(settings: Settings) -> str:
+    if settings.ray_address is None and settings.ray_dashboard_url is None:
         import importlib.util
 
         # Local drivers start their own Ray: installed is enough (importing Ray here would cost seconds).
         if importlib.util.find_spec("ray") is None:
             raise RuntimeError("ray is not installed")
         return "ok (local drivers)"
-    # RAY_ADDRESS is the GCS address (head:6379) the drivers attach to; probe the head's dashboard health endpoint,
-    # which Ray 2.60 serves without its auth token (other /api paths answer 401 under token auth).
-    host = address.split("://")[-1].rsplit(":", 1)[0]
-    with urllib.request.urlopen(f"http://{host}:8265/api/gcs_healthz", timeout=3) as response:
+    # Probe the head's dashboard health endpoint (SCALESWEEP_RAY_DASHBOARD_URL, else port 8265 on the GCS address's
+    # host), which Ray 2.60 serves without its auth token (other /api paths answer 401 under token auth).
+    with urllib.request.urlopen(f"{settings.ray_jobs_address}/api/gcs_healthz", timeout=3) as response:
         response.read()
     return "ok"
 
@@ -50,7 +50,7 @@ def ready(session: SessionDep, settings: SettingsDep) -> Any:
     for name, check in (
         ("database", lambda: session.execute(text("SELECT 1")).scalar_one() and "ok"),
         ("mlflow", lambda: _check_mlflow(settings.tracking_uri)),
-        ("ray", lambda: _check_ray(settings.ray_address)),
+        ("ray", lambda: _check_ray(settings)),
     ):
         try:
             checks[name] = str(check())

@@ -11,6 +11,7 @@ from sqlalchemy import inspect
 
 from api._db import make_engine, migrate
 from api._settings import Settings
+from api.main import create_app
 
 from .conftest import TOKEN
 
@@ -56,3 +57,43 @@ def test_errors_are_problem_json(client: TestClient) -> None:
     assert missing.json()["status"] == 404 and missing.json()["title"] == "Not Found"
     wrong = client.delete("/v1/health")
     assert wrong.status_code == 405 and wrong.headers["content-type"] == "application/problem+json"
+
+
+def test_ready_probes_the_ray_dashboard_it_is_given(tmp_path: Path) -> None:
+    """With SCALESWEEP_RAY_DASHBOARD_URL, /ready asks that address (a real HTTP server on loopback standing in
+    for the head's health endpoint), not port 8265 of the GCS host; a dead address makes the service not ready."""
+    import http.server
+    import socket
+    import threading
+
+    seen: list[str] = []
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.path)
+            self.send_response(200 if self.path == "/api/gcs_healthz" else 404)
+            self.end_headers()
+            self.wfile.write(b"success")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        settings = Settings(workdir=tmp_path / "a", api_token=TOKEN,  # type: ignore[arg-type]
+                            ray_address="10.255.255.1:6379", ray_dashboard_url=url)
+        with TestClient(create_app(settings)) as c:
+            ready = c.get("/v1/ready")
+        assert ready.status_code == 200 and ready.json()["checks"]["ray"] == "ok", ready.text
+        assert seen == ["/api/gcs_healthz"]
+    finally:
+        server.shutdown()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    settings = Settings(workdir=tmp_path / "b", api_token=TOKEN, ray_dashboard_url=dead)  # type: ignore[arg-type]
+    with TestClient(create_app(settings)) as c:
+        ready = c.get("/v1/ready")
+    assert ready.status_code == 503 and ready.json()["checks"]["ray"].startswith("unavailable")
