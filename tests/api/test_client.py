@@ -3,7 +3,6 @@ app's lifespan (so no driver is ever started; sweeps stay PENDING unless cancell
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -18,22 +17,16 @@ from api._settings import Settings
 from api.client import ApiError, ScalesweepClient
 from api.main import create_app
 
-from .conftest import TOKEN
+from .conftest import TOKEN, free_port
 
 SPEC = {"name": "tiny", "rung": "cpu-xs", "horizon": 20, "search": {"method": "grid", "space": {"K": [2, 3]}}}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One server for the module: creating an app's MLflow store costs seconds (FIELD_NOTES)."""
     settings = Settings(workdir=tmp_path_factory.mktemp("client") / "work", api_token=TOKEN)
-    port = _free_port()
+    port = free_port()
     config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, lifespan="off", log_level="warning")
     srv = uvicorn.Server(config)
     thread = threading.Thread(target=srv.run, daemon=True)
@@ -92,7 +85,7 @@ def test_errors_are_one_exception_with_the_problem_fields(client: ScalesweepClie
     with pytest.raises(ApiError) as slow:  # still PENDING when the timeout passes
         list(client.follow(sweep.id, interval=0.01, timeout=0.05))
     assert slow.value.status is None and "still PENDING" in slow.value.detail
-    with ScalesweepClient(f"http://127.0.0.1:{_free_port()}", timeout=2) as nowhere, pytest.raises(ApiError) as down:
+    with ScalesweepClient(f"http://127.0.0.1:{free_port()}", timeout=2) as nowhere, pytest.raises(ApiError) as down:
         nowhere.health()
     assert down.value.status is None and down.value.title == "Service Unreachable"
 
@@ -164,7 +157,7 @@ def test_remote_cli_without_service_or_token_is_one_line(server: str, tmp_path: 
     code, _, err = _cli(capsys, "--server", server, "submit", str(spec_file))
     assert code == 2 and err.strip() == ("scalesweep remote submit: error: 401 Unauthorized: missing bearer token: "
                                          "send 'Authorization: Bearer <SCALESWEEP_API_TOKEN>'")
-    monkeypatch.setenv("SCALESWEEP_SERVER", f"http://127.0.0.1:{_free_port()}")
+    monkeypatch.setenv("SCALESWEEP_SERVER", f"http://127.0.0.1:{free_port()}")
     code, _, err = _cli(capsys, "status", "sw-x")
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "Service Unreachable: cannot connect to" in err and "Connection refused" in err

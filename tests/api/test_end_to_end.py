@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from .conftest import AUTH, TOKEN
+from .conftest import AUTH, TOKEN, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -35,12 +34,6 @@ SPEC: dict[str, Any] = {
     },
     "tracking": {"experiment": "e2e"},
 }
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _serve(workdir: Path, port: int) -> subprocess.Popen[bytes]:
@@ -76,7 +69,7 @@ def _wait_for(client: httpx.Client, sweep: str, states: tuple[str, ...], timeout
 
 
 def test_a_real_sweep_runs_to_the_end_over_http_across_a_service_restart(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     server = _serve(tmp_path / "work", port)
     try:

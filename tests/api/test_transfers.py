@@ -24,8 +24,7 @@ from api._settings import Settings
 from api.client import ApiError, ScalesweepClient
 from api.main import create_app
 
-from .conftest import AUTH, TOKEN
-from .test_client import _free_port
+from .conftest import AUTH, TOKEN, free_port
 
 SWEEP = {"name": "tiny", "rung": "cpu-xs", "horizon": 20, "search": {"method": "grid", "space": {"K": [2, 3]}}}
 
@@ -107,7 +106,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A service with its job queue, in a thread (drivers are subprocesses, as in production)."""
     settings = Settings(workdir=tmp_path_factory.mktemp("transfers") / "work", api_token=TOKEN,  # type: ignore[arg-type]
                         poll_interval_s=0.3)
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
