@@ -8,7 +8,8 @@ each arm and seed, then reports:
   optimizer and effective training time;
 - the gap in objective between AdamW and vanilla Muon divided by the larger seed-to-seed std (target >= 3).
 
-    python benchmarks/trial_quality.py [--seeds 3] [--arms adamw,muon,periodic] [--steps 1200] [--jobs 1]
+    python benchmarks/trial_quality.py [--seeds 3] [--first-seed 0] [--arms adamw,muon,periodic] [--steps 1200]
+                                       [--jobs 1]
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ def _run(cfg: dict[str, Any]) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="seeds first-seed .. first-seed+seeds-1 (a fresh range checks a choice made on others)")
     parser.add_argument("--arms", default="adamw,muon,periodic")
     parser.add_argument("--steps", type=int, default=1200)
     parser.add_argument("--rung", default="cpu-xs")
@@ -41,17 +44,16 @@ def main() -> None:
           f"{statistics.mean(noise):.2f} +- {statistics.stdev(noise):.2f}", flush=True)
 
     arms = args.arms.split(",")
-    jobs = [
-        (arm, seed, {**base, "seed": seed, "optimizer": {"name": arm}}) for arm in arms for seed in range(args.seeds)
-    ]
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    jobs = [(arm, seed, {**base, "seed": seed, "optimizer": {"name": arm}}) for arm in arms for seed in seeds]
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         results = dict(zip([(a, s) for a, s, _ in jobs], pool.map(_run, [c for _, _, c in jobs]), strict=True))
 
-    print("\n| arm | FD per eval step (seed 0) | objective mean +- std over seeds | EMA val loss (last) "
-          "| optimizer s | effective s |\n|---|---|---|---|---|---|")
+    print(f"\n| arm | FD per eval step (seed {seeds[0]}) | objective mean +- std over seeds | EMA val loss (last) "
+          "| optimizer s | effective s | objective per seed |\n|---|---|---|---|---|---|---|")
     summary = {}
     for arm in arms:
-        runs = [results[(arm, s)] for s in range(args.seeds)]
+        runs = [results[(arm, s)] for s in seeds]
         ok = [r for r in runs if r["status"] == "SUCCEEDED"]
         objectives = [r["objective"] for r in ok]
         mean = statistics.mean(objectives) if objectives else float("nan")
@@ -61,7 +63,9 @@ def main() -> None:
         last = runs[0]["val_loss"][max(runs[0]["val_loss"], key=int)] if runs[0]["val_loss"] else float("nan")
         opt = statistics.mean(r["optimizer_time_s"] for r in runs)
         eff = statistics.mean(r["total_effective_time_s"] for r in runs)
-        print(f"| {arm} | {fds} | {mean:.1f} +- {std:.1f} (n={len(ok)}) | {last:.4f} | {opt:.1f} | {eff:.1f} |")
+        per_seed = " / ".join(f"{r['objective']:.1f}" if r["status"] == "SUCCEEDED" else r["status"] for r in runs)
+        print(f"| {arm} | {fds} | {mean:.1f} +- {std:.1f} (n={len(ok)}) | {last:.4f} | {opt:.1f} | {eff:.1f} "
+              f"| {per_seed} |")
     if "adamw" in summary and "muon" in summary:
         gap = summary["adamw"][0] - summary["muon"][0]
         spread = max(summary["adamw"][1], summary["muon"][1])

@@ -25,7 +25,8 @@ def test_demo_sweep_is_the_papers_grid_with_both_baselines() -> None:
     assert sorted(spec.search.space["gamma"]) == [0.10, 0.15, 0.25, 0.35]
     assert sorted(b.arm for b in spec.baselines) == ["adamw", "muon"]
     assert PROFILES["quick"].rungs == ("cpu-xs", "cpu-s", "cpu-m", "cpu-l")
-    assert PROFILES["full"].seeds == (0, 1, 2)
+    full, quick = PROFILES["full"], PROFILES["quick"]
+    assert full.seeds == (0, 1, 2) and full.horizon > quick.horizon and full.rungs == quick.rungs
 
 
 def test_summary_reports_table_savings_and_flags() -> None:

@@ -172,12 +172,26 @@ def _check_labels(labels: Mapping[str, Any], cards: Mapping[str, int], n: int) -
 
 
 def _hyperparameters(
-    *, seed: int, epochs: int, batch_size: int, lr: float, width: int, feature_dim: int, val_fraction: float
+    *,
+    seed: int,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    width: int,
+    feature_dim: int,
+    val_fraction: float,
+    noise_std: float,
 ) -> dict[str, Any]:
-    if int(epochs) < 1 or int(batch_size) < 1 or not lr > 0 or not 0.0 <= val_fraction < 1.0:
+    if (
+        int(epochs) < 1
+        or int(batch_size) < 1
+        or not lr > 0
+        or not 0.0 <= val_fraction < 1.0
+        or not 0.0 <= noise_std <= 1.0
+    ):
         raise FeatureError(
-            f"need epochs >= 1, batch_size >= 1, lr > 0, 0 <= val_fraction < 1; "
-            f"got {epochs}, {batch_size}, {lr}, {val_fraction}"
+            f"need epochs >= 1, batch_size >= 1, lr > 0, 0 <= val_fraction < 1, 0 <= noise_std <= 1; "
+            f"got {epochs}, {batch_size}, {lr}, {val_fraction}, {noise_std}"
         )
     return {
         "seed": int(seed),
@@ -187,21 +201,31 @@ def _hyperparameters(
         "width": int(width),
         "feature_dim": int(feature_dim),
         "val_fraction": float(val_fraction),
+        "noise_std": float(noise_std),
     }
 
 
 # Measured on trials.data's "shapes" set (16x16; 5 shapes x 6 colours x 9 positions x 2 sizes, radius 2-3 px,
-# rotation and brightness jitter), one CPU thread on a shared 2-core machine: 5 epochs of Adam at 2e-3 with
-# cosine decay, batch 64, give held-out accuracy >= 0.99 on every label in ~10 s for 4k images, ~16 s for 8k.
-# More steps matter more than width here: batch 64 beat batch 128 at 4k images.
+# rotation and brightness jitter), one CPU thread on a shared 2-core machine: Adam at 2e-3 with cosine decay,
+# batch 64; clean images reached held-out accuracy >= 0.99 on every label after 5 epochs (~10 s for 4k images,
+# ~16 s for 8k). With noise augmentation (below) 5 epochs left shape at 0.984 and 8 epochs reach 0.998 (~37 s
+# for 8k images, once per machine: the network is cached). More steps matter more than width here: batch 64 beat
+# batch 128 at 4k images.
 _DEFAULTS: dict[str, Any] = {
     "seed": 0,
-    "epochs": 5,
+    "epochs": 8,
     "batch_size": 64,
     "lr": 2e-3,
     "width": 32,
     "feature_dim": 128,  # N >> d for FD at 1024 samples, and wide enough for ~20 classes over 3 labels
     "val_fraction": 0.1,
+    # Gaussian noise added to each training image, its std drawn per image from U(0, noise_std) (images in [-1, 1]).
+    # Trained on clean renders only, the network's features followed the pixel-level noise of generated samples:
+    # FD moved by +-50 between neighbouring checkpoints of one run while the content (shape accuracy of the
+    # samples) barely changed, and the AdamW-vs-Muon gap was 2.1x the seed spread. Re-scoring the same 36 sample
+    # sets (cpu-xs, AdamW and Muon, seeds 0-2, steps 800/1000/1200) with networks trained at noise_std 0.02 to 0.3
+    # gave 3.1x to 6.4x, with the real-vs-reference floor at 6-10. README: "What the default trial measures".
+    "noise_std": 0.3,
 }
 
 
@@ -217,8 +241,13 @@ def train_label_cnn(
     width: int = _DEFAULTS["width"],
     feature_dim: int = _DEFAULTS["feature_dim"],
     val_fraction: float = _DEFAULTS["val_fraction"],
+    noise_std: float = _DEFAULTS["noise_std"],
 ) -> LabelCNN:
     """Train a :class:`LabelCNN` (summed cross-entropy over the labels, Adam with cosine decay).
+
+    ``noise_std`` > 0 adds Gaussian noise to each training image, with a std drawn per image from
+    U(0, noise_std): the features then follow what an image shows (shape, colour, position, size) rather than
+    its pixel noise, which is what an FD between a generator's samples and real images should compare.
 
     Deterministic for ``seed`` at a fixed thread count (CPU). A ``val_fraction`` of the images, chosen by
     ``seed``, is held out; the per-label accuracy on it is stored in ``network.heldout_accuracy``. The
@@ -232,6 +261,7 @@ def train_label_cnn(
         width=width,
         feature_dim=feature_dim,
         val_fraction=val_fraction,
+        noise_std=noise_std,
     )
     x = as_image_batch(images)
     cards = _check_cardinalities(cardinalities)
@@ -264,7 +294,11 @@ def train_label_cnn(
         last = max(perm.numel() - hp["batch_size"] + 1, 1)
         for start in range(0, last, hp["batch_size"]):
             idx = perm[start : start + hp["batch_size"]]
-            logits = net(x_train[idx])
+            batch = x_train[idx]
+            if hp["noise_std"] > 0:
+                sigma = torch.rand(idx.numel(), 1, 1, 1, generator=generator) * hp["noise_std"]
+                batch = batch + sigma * torch.randn(batch.shape, generator=generator)
+            logits = net(batch)
             losses = [F.cross_entropy(out, y_train[name][idx]) for name, out in logits.items()]
             loss = torch.stack(losses).sum()  # one head per label, equally weighted
             optimizer.zero_grad(set_to_none=True)
