@@ -58,19 +58,21 @@ class DemoProfile:
     about: str = ""
 
 
+# Half the default batch, a quarter of the FD samples, 8 Euler steps: what the quick and full profiles share.
+_SMALL_TRIAL: dict[str, Any] = {
+    "batch_size": 16,
+    "log_every": 10,
+    "eval": {"fd_samples": 256, "reference_samples": 1024, "sample_steps": 8, "val_samples": 64},
+}
+
 PROFILES: dict[str, DemoProfile] = {
     "quick": DemoProfile(
         name="quick",
         horizon=120,
         seeds=(0,),
-        # Half the default batch, a quarter of the FD samples, 8 Euler steps: enough for every stage to produce real
+        # Enough for every stage to produce real
         # numbers in minutes, not enough for FD to rank the 12 grid points reliably.
-        trial={
-            "batch_size": 16,
-            "warmup_steps": 10,
-            "log_every": 10,
-            "eval": {"fd_samples": 256, "reference_samples": 1024, "sample_steps": 8, "val_samples": 64},
-        },
+        trial={**_SMALL_TRIAL, "warmup_steps": 10},
         about="120 steps at the sweep, 240 after the transfer, batch 16, 256 FD samples, one seed",
     ),
     # The test suite's profile: every stage through the real service, sized to run in a few minutes (learned
@@ -97,12 +99,7 @@ PROFILES: dict[str, DemoProfile] = {
         name="full",
         horizon=240,
         seeds=(0, 1, 2),
-        trial={
-            "batch_size": 16,
-            "warmup_steps": 20,
-            "log_every": 10,
-            "eval": {"fd_samples": 256, "reference_samples": 1024, "sample_steps": 8, "val_samples": 64},
-        },
+        trial={**_SMALL_TRIAL, "warmup_steps": 20},
         about="240 steps at the sweep, 480 after the transfer, batch 16, 256 FD samples, seeds 0, 1, 2",
     ),
 }
