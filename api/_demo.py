@@ -70,8 +70,8 @@ PROFILES: dict[str, DemoProfile] = {
         name="quick",
         horizon=120,
         seeds=(0,),
-        # Enough for every stage to produce real
-        # numbers in minutes, not enough for FD to rank the 12 grid points reliably.
+        # Enough for every stage to produce real numbers in minutes, not enough for FD to rank the 12 grid points
+        # reliably.
         trial={**_SMALL_TRIAL, "warmup_steps": 10},
         about="120 steps at the sweep, 240 after the transfer, batch 16, 256 FD samples, one seed",
     ),
