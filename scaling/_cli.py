@@ -67,38 +67,15 @@ def add_commands(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _describe(exc: BaseException) -> str:
-    """One line for an expected error; pydantic errors as 'field: message; ...'."""
-    from pydantic import ValidationError
-
-    if isinstance(exc, ValidationError):
-        parts = []
-        for err in exc.errors():
-            loc = ".".join(str(p) for p in err["loc"])
-            msg = str(err["msg"]).removeprefix("Value error, ")
-            parts.append(f"{loc}: {msg}" if loc else msg)
-        return f"invalid {exc.title}: " + "; ".join(parts)
-    return " ".join(str(exc).strip().splitlines()) or type(exc).__name__
-
-
 def run(args: argparse.Namespace) -> int:
     """Dispatch `scalesweep transfer|fit|export`; returns the exit status."""
-    from sweeper import SweepError, SweepFailedError
+    from sweeper import SweepError
+    from sweeper._cli import dispatch
 
     from ._errors import ScalingError
 
     name = args.command if args.command != "transfer" else f"transfer {args.transfer_command}"
-    try:
-        return int(_COMMANDS[name](args))
-    except SweepFailedError as exc:
-        print(f"scalesweep {name}: error: {_describe(exc)}", file=sys.stderr)
-        return 1
-    except (ScalingError, SweepError, ValueError, FileNotFoundError, OSError) as exc:
-        print(f"scalesweep {name}: error: {_describe(exc)}", file=sys.stderr)
-        return 2
-    except Exception as exc:  # Ray, MLflow: still one line; details are in MLflow and the Ray logs
-        print(f"scalesweep {name}: error: {type(exc).__name__}: {_describe(exc)}", file=sys.stderr)
-        return 1
+    return dispatch(f"scalesweep {name}", lambda: _COMMANDS[name](args), (ScalingError, SweepError))
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["add_arguments", "run"]
@@ -48,8 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--grace", type=float, default=60.0, help="seconds to wait before killing the driver")
 
 
-def _describe(exc: Exception) -> str:
-    """One line for an expected error; pydantic errors as 'field: message; ...'."""
+def describe_error(exc: BaseException, what: str | None = None) -> str:
+    """One line for an expected error; pydantic errors as 'invalid <what>: field: message; ...' (`what` defaults
+    to the model's title)."""
     from pydantic import ValidationError
 
     if isinstance(exc, ValidationError):
@@ -58,27 +60,46 @@ def _describe(exc: Exception) -> str:
             loc = ".".join(str(p) for p in err["loc"])
             msg = str(err["msg"]).removeprefix("Value error, ")
             parts.append(f"{loc}: {msg}" if loc else msg)
-        return "invalid sweep spec: " + "; ".join(parts)
-    text = " ".join(str(exc).strip().splitlines()) or type(exc).__name__
-    return text
+        return f"invalid {what or exc.title}: " + "; ".join(parts)
+    return " ".join(str(exc).strip().splitlines()) or type(exc).__name__
+
+
+def dispatch(
+    label: str,
+    command: Callable[[], int],
+    usage_errors: tuple[type[BaseException], ...],
+    what: str | None = None,
+) -> int:
+    """Run one CLI command; every error becomes one line on stderr, never a traceback.
+
+    Exit 1 when a driver broke down mid-run (`SweepFailedError`: recorded as FAILED, resumable) or on an
+    unexpected failure (Ray, MLflow: details are in their logs); exit 2 for bad input or a job in the wrong state
+    (`usage_errors`, plus `ValueError` and `OSError`)."""
+    from ._errors import SweepFailedError
+
+    try:
+        return int(command())
+    except SweepFailedError as exc:
+        print(f"{label}: error: {describe_error(exc, what)}", file=sys.stderr)
+        return 1
+    except (*usage_errors, ValueError, OSError) as exc:
+        print(f"{label}: error: {describe_error(exc, what)}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        print(f"{label}: error: {type(exc).__name__}: {describe_error(exc, what)}", file=sys.stderr)
+        return 1
 
 
 def run(args: argparse.Namespace) -> int:
     """Dispatch `scalesweep sweep <command>`; returns the exit status."""
-    from ._errors import SweepError, SweepFailedError
+    from ._errors import SweepError
 
-    try:
-        return int(_COMMANDS[args.sweep_command](args))
-    except SweepFailedError as exc:  # the driver broke down mid-sweep: recorded as FAILED, resumable
-        print(f"scalesweep sweep {args.sweep_command}: error: {_describe(exc)}", file=sys.stderr)
-        return 1
-    except (SweepError, ValueError, FileNotFoundError, OSError) as exc:
-        print(f"scalesweep sweep {args.sweep_command}: error: {_describe(exc)}", file=sys.stderr)
-        return 2
-    except Exception as exc:  # an unexpected failure (Ray, MLflow): still one line; details are in MLflow/Ray logs
-        print(f"scalesweep sweep {args.sweep_command}: error: {type(exc).__name__}: {_describe(exc)}",
-              file=sys.stderr)
-        return 1
+    return dispatch(
+        f"scalesweep sweep {args.sweep_command}",
+        lambda: _COMMANDS[args.sweep_command](args),
+        (SweepError,),
+        what="sweep spec",
+    )
 
 
 def _validate(args: argparse.Namespace) -> int:
