@@ -48,7 +48,11 @@ def _model_path() -> Any:
 
 
 class MiniLMEncoder:
-    """Frozen MiniLM: captions -> (context (B, max_length, 384), pooled (B, 384)), cached per caption."""
+    """Frozen MiniLM: captions -> (context (B, max_length, 384), pooled (B, 384)), cached per caption.
+
+    Captions are encoded one at a time, so an embedding never depends on the batch it was first seen in;
+    `batch_size` is still accepted (and validated) so configs that set it keep loading, and no longer used.
+    """
 
     name = "minilm"
     trainable = False
@@ -85,10 +89,14 @@ class MiniLMEncoder:
 
     @torch.inference_mode()
     def _encode_uncached(self, captions: list[str]) -> None:
-        for start in range(0, len(captions), self.batch_size):
-            chunk = captions[start : start + self.batch_size]
+        # One caption per forward pass: padded to the longest in a batch, a caption's embedding changed in its last
+        # bits with the other captions of the batch it was first seen in, so a trial's numbers depended on which
+        # trials had filled the cache before it in the same process (Muon seed 3 at cpu-xs: objective 162.3 fresh,
+        # 155.0 after another trial). Alone, each caption's embedding is a function of the caption only.
+        for start in range(len(captions)):
+            chunk = captions[start : start + 1]
             tokens = self._tokenizer(
-                chunk, padding=True, truncation=True, max_length=_MODEL_MAX_TOKENS, return_tensors="pt"
+                chunk, padding=False, truncation=True, max_length=_MODEL_MAX_TOKENS, return_tensors="pt"
             ).to(self.device)
             hidden = self._model(**tokens).last_hidden_state  # (b, T, 384)
             mask = tokens["attention_mask"].unsqueeze(-1).to(hidden.dtype)  # (b, T, 1)
