@@ -9,7 +9,10 @@ each arm and seed, then reports:
 - the gap in objective between AdamW and vanilla Muon divided by the larger seed-to-seed std (target >= 3).
 
     python benchmarks/trial_quality.py [--seeds 3] [--first-seed 0] [--arms adamw,muon,periodic] [--steps 1200]
-                                       [--jobs 1]
+                                       [--jobs 1] [--set eval.ema_decay=0.998] [--arms adamw,muon:lr=0.03]
+
+`--set KEY=VALUE` overrides a trial field for every arm; an arm written `muon:lr=0.03;weight_decay=0` overrides
+its optimizer fields (values parsed as YAML, as in `scalesweep trial --set`).
 """
 
 from __future__ import annotations
@@ -19,11 +22,23 @@ import statistics
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
+from scalesweep_cli import _set_path
 from trials import metric_floor, run_trial
 
 
 def _run(cfg: dict[str, Any]) -> dict[str, Any]:
     return run_trial(cfg).to_dict()
+
+
+def _arm(spec: str) -> tuple[str, dict[str, Any]]:
+    """`muon:lr=0.03;weight_decay=0` -> ("muon", {"name": "muon", "lr": 0.03, "weight_decay": 0})."""
+    name, _, rest = spec.partition(":")
+    optimizer: dict[str, Any] = {"name": name}
+    for item in filter(None, rest.split(";")):
+        if "=" not in item:
+            raise SystemExit(f"--arms: expected name:key=value;..., got {spec!r}")
+        _set_path(optimizer, *item.split("=", 1))
+    return spec, optimizer
 
 
 def main() -> None:
@@ -35,17 +50,28 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1200)
     parser.add_argument("--rung", default="cpu-xs")
     parser.add_argument("--jobs", type=int, default=1, help="trials in parallel (one thread each)")
-    parser.add_argument("--redraws", type=int, default=5)
+    parser.add_argument("--redraws", type=int, default=5, help="0 or 1: skip the metric-noise measurement")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a trial field for every arm, e.g. eval.ema_decay=0.998")
     args = parser.parse_args()
 
-    base = {"rung": args.rung, "steps": args.steps}
-    noise = metric_floor(base, args.redraws)
-    print(f"metric noise: real-vs-reference FD over {args.redraws} redraws: "
-          f"{statistics.mean(noise):.2f} +- {statistics.stdev(noise):.2f}", flush=True)
+    base: dict[str, Any] = {"rung": args.rung, "steps": args.steps}
+    for item in args.set:
+        if "=" not in item:
+            raise SystemExit(f"--set expects key=value, got {item!r}")
+        _set_path(base, *item.split("=", 1))
+    if args.set:
+        print(f"trial overrides: {', '.join(args.set)}", flush=True)
+    if args.redraws > 1:
+        noise = metric_floor(base, args.redraws)
+        print(f"metric noise: real-vs-reference FD over {args.redraws} redraws: "
+              f"{statistics.mean(noise):.2f} +- {statistics.stdev(noise):.2f}", flush=True)
 
-    arms = args.arms.split(",")
+    arm_specs = dict(_arm(spec) for spec in args.arms.split(","))
+    arms = list(arm_specs)
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
-    jobs = [(arm, seed, {**base, "seed": seed, "optimizer": {"name": arm}}) for arm in arms for seed in seeds]
+    jobs = [(arm, seed, {**base, "seed": seed, "optimizer": {**base.get("optimizer", {}), **arm_specs[arm]}})
+            for arm in arms for seed in seeds]
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         results = dict(zip([(a, s) for a, s, _ in jobs], pool.map(_run, [c for _, _, c in jobs]), strict=True))
 
@@ -66,9 +92,11 @@ def main() -> None:
         per_seed = " / ".join(f"{r['objective']:.1f}" if r["status"] == "SUCCEEDED" else r["status"] for r in runs)
         print(f"| {arm} | {fds} | {mean:.1f} +- {std:.1f} (n={len(ok)}) | {last:.4f} | {opt:.1f} | {eff:.1f} "
               f"| {per_seed} |")
-    if "adamw" in summary and "muon" in summary:
-        gap = summary["adamw"][0] - summary["muon"][0]
-        spread = max(summary["adamw"][1], summary["muon"][1])
+    adamw = next((a for a in arms if arm_specs[a]["name"] == "adamw"), None)
+    muon = next((a for a in arms if arm_specs[a]["name"] == "muon"), None)
+    if adamw and muon:
+        gap = summary[adamw][0] - summary[muon][0]
+        spread = max(summary[adamw][1], summary[muon][1])
         print(f"\nAdamW - Muon objective gap {gap:.1f}; larger seed std {spread:.1f}; "
               f"gap / spread = {gap / spread:.2f}")
 
