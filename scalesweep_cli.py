@@ -47,6 +47,13 @@ def _set_path(config: dict, dotted: str, raw: str) -> None:
     node[keys[-1]] = yaml.safe_load(raw)
 
 
+def apply_override(config: dict, item: str) -> None:
+    """Apply one `--set` item (`key.sub=value`) to a config mapping; ValueError when it has no `=`."""
+    if "=" not in item:
+        raise ValueError(f"--set expects key=value, got {item!r}")
+    _set_path(config, *item.split("=", 1))
+
+
 def _cmd_trial(args: argparse.Namespace) -> int:
     import json
 
@@ -56,9 +63,7 @@ def _cmd_trial(args: argparse.Namespace) -> int:
 
     config = _load_mapping(args.config) if args.config else {}
     for item in args.set or []:
-        if "=" not in item:
-            raise ValueError(f"--set expects key=value, got {item!r}")
-        _set_path(config, *item.split("=", 1))
+        apply_override(config, item)
     try:
         cfg = TrialConfig.model_validate(config)
     except ValidationError as exc:

@@ -9,7 +9,7 @@ each arm and seed, then reports:
 - the gap in objective between AdamW and vanilla Muon divided by the larger seed-to-seed std (target >= 3).
 
     python benchmarks/trial_quality.py [--seeds 3] [--first-seed 0] [--arms adamw,muon,periodic] [--steps 1200]
-                                       [--jobs 1] [--set eval.ema_decay=0.998] [--arms adamw,muon:lr=0.03]
+                                       [--jobs 1] [--redraws 5] [--set eval.ema_decay=0.998]
 
 `--set KEY=VALUE` overrides a trial field for every arm; an arm written `muon:lr=0.03;weight_decay=0` overrides
 its optimizer fields (values parsed as YAML, as in `scalesweep trial --set`).
@@ -22,7 +22,7 @@ import statistics
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from scalesweep_cli import _set_path
+from scalesweep_cli import apply_override
 from trials import metric_floor, run_trial
 
 
@@ -35,9 +35,7 @@ def _arm(spec: str) -> tuple[str, dict[str, Any]]:
     name, _, rest = spec.partition(":")
     optimizer: dict[str, Any] = {"name": name}
     for item in filter(None, rest.split(";")):
-        if "=" not in item:
-            raise SystemExit(f"--arms: expected name:key=value;..., got {spec!r}")
-        _set_path(optimizer, *item.split("=", 1))
+        apply_override(optimizer, item)
     return spec, optimizer
 
 
@@ -56,10 +54,12 @@ def main() -> None:
     args = parser.parse_args()
 
     base: dict[str, Any] = {"rung": args.rung, "steps": args.steps}
-    for item in args.set:
-        if "=" not in item:
-            raise SystemExit(f"--set expects key=value, got {item!r}")
-        _set_path(base, *item.split("=", 1))
+    try:
+        for item in args.set:
+            apply_override(base, item)
+        arm_specs = dict(_arm(spec) for spec in args.arms.split(","))
+    except ValueError as exc:
+        parser.error(str(exc))
     if args.set:
         print(f"trial overrides: {', '.join(args.set)}", flush=True)
     if args.redraws > 1:
@@ -67,7 +67,6 @@ def main() -> None:
         print(f"metric noise: real-vs-reference FD over {args.redraws} redraws: "
               f"{statistics.mean(noise):.2f} +- {statistics.stdev(noise):.2f}", flush=True)
 
-    arm_specs = dict(_arm(spec) for spec in args.arms.split(","))
     arms = list(arm_specs)
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     jobs = [(arm, seed, {**base, "seed": seed, "optimizer": {**base.get("optimizer", {}), **arm_specs[arm]}})
