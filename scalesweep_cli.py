@@ -47,10 +47,10 @@ def _set_path(config: dict, dotted: str, raw: str) -> None:
     node[keys[-1]] = yaml.safe_load(raw)
 
 
-def apply_override(config: dict, item: str) -> None:
-    """Apply one `--set` item (`key.sub=value`) to a config mapping; ValueError when it has no `=`."""
+def apply_override(config: dict, item: str, option: str = "--set") -> None:
+    """Apply one `--set` item (`key.sub=value`) to a config mapping; ValueError naming `option` when it has no `=`."""
     if "=" not in item:
-        raise ValueError(f"--set expects key=value, got {item!r}")
+        raise ValueError(f"{option} expects key=value, got {item!r}")
     _set_path(config, *item.split("=", 1))
 
 

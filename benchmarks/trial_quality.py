@@ -35,7 +35,7 @@ def _arm(spec: str) -> tuple[str, dict[str, Any]]:
     name, _, rest = spec.partition(":")
     optimizer: dict[str, Any] = {"name": name}
     for item in filter(None, rest.split(";")):
-        apply_override(optimizer, item)
+        apply_override(optimizer, item, option=f"--arms {name}:")
     return spec, optimizer
 
 
@@ -92,11 +92,10 @@ def main() -> None:
         print(f"| {arm} | {fds} | {mean:.1f} +- {std:.1f} (n={len(ok)}) | {last:.4f} | {opt:.1f} | {eff:.1f} "
               f"| {per_seed} |")
     adamw = next((a for a in arms if arm_specs[a]["name"] == "adamw"), None)
-    muon = next((a for a in arms if arm_specs[a]["name"] == "muon"), None)
-    if adamw and muon:
+    for muon in (a for a in arms if adamw and arm_specs[a]["name"] == "muon"):
         gap = summary[adamw][0] - summary[muon][0]
         spread = max(summary[adamw][1], summary[muon][1])
-        print(f"\nAdamW - Muon objective gap {gap:.1f}; larger seed std {spread:.1f}; "
+        print(f"\n{adamw} - {muon} objective gap {gap:.1f}; larger seed std {spread:.1f}; "
               f"gap / spread = {gap / spread:.2f}")
 
 
