@@ -9,7 +9,7 @@ each arm and seed, then reports:
 - the gap in objective between AdamW and vanilla Muon divided by the larger seed-to-seed std (target >= 3).
 
     python benchmarks/trial_quality.py [--seeds 3] [--first-seed 0] [--arms adamw,muon,periodic] [--steps 1200]
-                                       [--jobs 1] [--redraws 5] [--set eval.ema_decay=0.998]
+                                       [--jobs 1] [--redraws 5] [--set eval.ema_decay=0.998] [--json out.json]
 
 `--set KEY=VALUE` overrides a trial field for every arm; an arm written `muon:lr=0.03;weight_decay=0` overrides
 its optimizer fields (values parsed as YAML, as in `scalesweep trial --set`).
@@ -18,6 +18,7 @@ its optimizer fields (values parsed as YAML, as in `scalesweep trial --set`).
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
@@ -51,6 +52,7 @@ def main() -> None:
     parser.add_argument("--redraws", type=int, default=5, help="0 or 1: skip the metric-noise measurement")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a trial field for every arm, e.g. eval.ema_decay=0.998")
+    parser.add_argument("--json", metavar="PATH", help="also write every trial's result (FD per eval step, ...) here")
     args = parser.parse_args()
 
     base: dict[str, Any] = {"rung": args.rung, "steps": args.steps}
@@ -73,6 +75,11 @@ def main() -> None:
             for arm in arms for seed in seeds]
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         results = dict(zip([(a, s) for a, s, _ in jobs], pool.map(_run, [c for _, _, c in jobs]), strict=True))
+    if args.json:
+        with open(args.json, "w") as fh:
+            rows = [{"arm": a, "seed": s, "overrides": args.set, **results[(a, s)]} for a, s, _ in jobs]
+            json.dump(rows, fh, indent=1)
+        print(f"results written to {args.json}", flush=True)
 
     print(f"\n| arm | FD per eval step (seed {seeds[0]}) | objective mean +- std over seeds | EMA val loss (last) "
           "| optimizer s | effective s | objective per seed |\n|---|---|---|---|---|---|---|")
