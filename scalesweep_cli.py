@@ -149,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_optimizers)
 
     p = sub.add_parser("trial", help="train and score one trial from a YAML/JSON config (fields: trials.TrialConfig)")
-    p.add_argument("config", nargs="?", help="config file; omitted = all defaults (cpu-xs, periodic K=3, 1200 steps)")
+    p.add_argument("config", nargs="?", help="config file; omitted = all defaults (cpu-xs, periodic K=3, 1800 steps)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field, e.g. optimizer.gamma=0.25")
     p.add_argument("--json", action="store_true", help="print the result as JSON (no progress bar)")
     p.set_defaults(func=_cmd_trial)

@@ -93,7 +93,7 @@ PROFILES: dict[str, DemoProfile] = {
         about="12 steps, two rungs, FD on pooled pixels: checks the pipeline, measures nothing",
     ),
     # Twice the quick profile's steps and three seeds: every FD, saving and fitted curve gets a seed spread. Sized
-    # to be timed on 2 cores (see the README); the trial defaults (1200 / 2400 steps, batch 32, 1024 FD samples)
+    # to be timed on 2 cores (see the README); the trial defaults (1800 / 3600 steps, batch 32, 512 FD samples)
     # at 3 seeds over four rungs would take several hours here.
     "full": DemoProfile(
         name="full",

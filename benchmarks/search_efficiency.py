@@ -42,8 +42,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-# The measured trial: the default grid on the smallest rung at a CPU-sized horizon (the default 1200 steps would
-# take about 25 minutes per grid here); shapes-cnn features, since pixel FD separates runs only weakly.
+# The measured trial: the default grid on the smallest rung at a CPU-sized horizon (the default 1800 steps would
+# take about 30 minutes per grid here); shapes-cnn features, since pixel FD separates runs only weakly.
 BENCH_TRIAL: dict[str, Any] = {
     "batch_size": 32,
     "warmup_steps": 20,

@@ -1,6 +1,6 @@
 """Is the metric able to tell the optimizers apart? FD noise, seed spread and the AdamW-vs-Muon gap at defaults.
 
-Runs the default trial (smallest rung, 1200 steps, EMA weights, 1024 FD samples on the shapes-cnn features) for
+Runs the default trial (smallest rung, 1800 steps, EMA weights, 512 FD samples on the shapes-cnn features) for
 each arm and seed, then reports:
 - FD noise of the metric itself: FD of real held-out images (never trained on) against the fixed reference
   statistics, over several independent redraws of `fd_samples` images (mean and std);
@@ -8,7 +8,7 @@ each arm and seed, then reports:
   optimizer and effective training time;
 - the gap in objective between AdamW and vanilla Muon divided by the larger seed-to-seed std (target >= 3).
 
-    python benchmarks/trial_quality.py [--seeds 3] [--first-seed 0] [--arms adamw,muon,periodic] [--steps 1200]
+    python benchmarks/trial_quality.py [--seeds 3] [--first-seed 0] [--arms adamw,muon,periodic] [--steps 1800]
                                        [--jobs 1] [--redraws 5] [--set eval.ema_decay=0.998] [--json out.json]
 
 `--set KEY=VALUE` overrides a trial field for every arm; an arm written `muon:lr=0.03;weight_decay=0` overrides
@@ -46,7 +46,7 @@ def main() -> None:
     parser.add_argument("--first-seed", type=int, default=0,
                         help="seeds first-seed .. first-seed+seeds-1 (a fresh range checks a choice made on others)")
     parser.add_argument("--arms", default="adamw,muon,periodic")
-    parser.add_argument("--steps", type=int, default=1200)
+    parser.add_argument("--steps", type=int, default=None, help="horizon (default: the trial default)")
     parser.add_argument("--rung", default="cpu-xs")
     parser.add_argument("--jobs", type=int, default=1, help="trials in parallel (one thread each)")
     parser.add_argument("--redraws", type=int, default=5, help="0 or 1: skip the metric-noise measurement")
@@ -55,7 +55,9 @@ def main() -> None:
     parser.add_argument("--json", metavar="PATH", help="also write every trial's result (FD per eval step, ...) here")
     args = parser.parse_args()
 
-    base: dict[str, Any] = {"rung": args.rung, "steps": args.steps}
+    base: dict[str, Any] = {"rung": args.rung}
+    if args.steps is not None:
+        base["steps"] = args.steps
     try:
         for item in args.set:
             apply_override(base, item)

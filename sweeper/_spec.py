@@ -494,7 +494,7 @@ class SweepSpec(BaseModel):
     name: str = Field(..., pattern=_NAME_PATTERN, description="Sweep name (run names, work folder, Ray names).")
     rung: str = Field("cpu-xs", description="Model rung (trials.models.list_rungs()); the paper sweeps the smallest.")
     horizon: int = Field(
-        1200, ge=1, description="Training steps of every trial (the paper: 30k at 1.3B; 1200: the CPU pilot)."
+        1800, ge=1, description="Training steps of every trial (the paper: 30k at 1.3B; 1800: trials' CPU default)."
     )
     eval_steps: list[int] | None = Field(
         None, description="Steps scored by FD; the objective is their mean. Default 2/3, 5/6 and 6/6 of the horizon."

@@ -16,8 +16,8 @@ from .conftest import REPO, TINY_TRIAL
 
 def test_defaults_are_the_papers_first_stage() -> None:
     spec = SweepSpec(name="paper")
-    assert spec.rung == "cpu-xs" and spec.horizon == 1200
-    assert spec.resolved_eval_steps == [800, 1000, 1200]  # 2/3, 5/6, 6/6 of the horizon
+    assert spec.rung == "cpu-xs" and spec.horizon == 1800
+    assert spec.resolved_eval_steps == [1200, 1500, 1800]  # 2/3, 5/6, 6/6 of the horizon
     assert spec.search.method == "grid" and spec.search.grid_size == 12
     assert {format_params(p) for p in spec.search.grid_points()} >= {"K=3,gamma=0.15", "K=2,gamma=0.1",
                                                                        "K=4,gamma=0.35"}
@@ -26,8 +26,17 @@ def test_defaults_are_the_papers_first_stage() -> None:
     assert spec.search.optimizer_for({"K": 3, "gamma": 0.15}) == {"name": "periodic", "refresh_every": 3,
                                                                   "gamma": 0.15}
     cfg = spec.trial_config({"name": "adamw"}, seed=2)
-    assert cfg["steps"] == 1200 and cfg["eval_steps"] == [800, 1000, 1200] and cfg["seed"] == 2
+    assert cfg["steps"] == 1800 and cfg["eval_steps"] == [1200, 1500, 1800] and cfg["seed"] == 2
     assert cfg["threads"] == 1  # one torch thread per reserved CPU
+
+
+def test_default_horizon_is_the_trials_default() -> None:
+    # The sweep spec keeps its own literal (importing trials would pull in torch); the two must not drift apart.
+    from trials import TrialConfig, default_eval_steps
+
+    trial = TrialConfig()
+    assert SweepSpec(name="paper").horizon == trial.steps
+    assert SweepSpec(name="paper").resolved_eval_steps == default_eval_steps(trial.steps) == trial.resolved_eval_steps
 
 
 def test_load_yaml_json_and_the_shipped_example(tmp_path: Path) -> None:
@@ -79,7 +88,7 @@ def test_fingerprint_ignores_what_may_change_on_resume() -> None:
         ({"baselines": ["adamw", "adamw"]}, "baseline names must be distinct"),
         ({"seeds": [0, 0]}, "seeds must be distinct"),
         ({"rung": "huge"}, "unknown rung 'huge'; allowed: ['cpu-xs'"),
-        ({"eval_steps": [10, 5000]}, "eval_steps must be distinct steps in [1, horizon=1200]"),
+        ({"eval_steps": [10, 5000]}, "eval_steps must be distinct steps in [1, horizon=1800]"),
         ({"trial": {"steps": 10}}, "trial.steps is set by the sweep (horizon)"),
         ({"trial": {"batch_size": 0}}, "trial.batch_size: Input should be greater than or equal to 1"),
         ({"trial": {"eval": {"extractor": "inception"}}}, "unknown eval.extractor 'inception'; allowed: ['dinov2'"),

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -117,7 +118,9 @@ def test_killed_driver_resumes_every_point_exactly_once(store_uri: str, tmp_path
 def test_two_sweeps_at_once_stay_apart_and_cancelled_sweeps_resume(store_uri: str, tmp_path: Path) -> None:
     """Sweep a is cancelled as the service does it (SIGTERM to the driver's whole process group, local Ray
     included), sweep b through `cancel_sweep` (cancel file, then SIGTERM to the driver); both then resume."""
-    experiment = "twins"
+    # Its own experiment per attempt: the store lives for the session, and a rerun (flaky, above) that reused
+    # "twins" would count the first attempt's runs as belonging to neither sweep.
+    experiment = f"twins-{uuid.uuid4().hex[:8]}"
     specs = {
         "twin-a": make_spec("twin-a", store_uri, baselines=["adamw"],
                             search={"space": {"K": [2, 3], "gamma": [0.15, 0.25]}}),

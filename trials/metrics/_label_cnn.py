@@ -217,7 +217,7 @@ _DEFAULTS: dict[str, Any] = {
     "batch_size": 64,
     "lr": 2e-3,
     "width": 32,
-    "feature_dim": 128,  # N >> d for FD at 1024 samples, and wide enough for ~20 classes over 3 labels
+    "feature_dim": 128,  # N > d for FD (4x at the default 512 samples), and wide enough for ~20 classes over 3 labels
     "val_fraction": 0.1,
     # Gaussian noise added to each training image, its std drawn per image from U(0, noise_std) (images in [-1, 1]).
     # Trained on clean renders only, the network's features followed the pixel-level noise of generated samples:
@@ -225,7 +225,8 @@ _DEFAULTS: dict[str, Any] = {
     # samples) barely changed, and the AdamW-vs-Muon gap was 2.1x the seed spread. Re-scoring the same 36 sample
     # sets (cpu-xs, AdamW and Muon, seeds 0-2, steps 800/1000/1200) with networks trained at noise_std 0.02 to 0.3
     # gave 3.1x to 6.4x, with the real-vs-reference floor at 6-10. On fresh seeds the ratio was lower (1.5x on seeds
-    # 3-5): AdamW's spread fell to 5.6, vanilla Muon's did not. README: "What the default trial measures".
+    # 3-5): AdamW's spread fell to 5.6, vanilla Muon's did not; the 1800-step default horizon (evaluated after Muon's
+    # steep FD drop) brought it to 6.3x on seeds 6-11. README: "What the default trial measures".
     "noise_std": 0.3,
 }
 
