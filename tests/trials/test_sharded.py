@@ -422,7 +422,14 @@ def _worker(rank: int, world: int, out_dir: Path) -> None:
             results[name] = {"error": traceback.format_exc()}
         results[name]["wall_s"] = time.perf_counter() - started
         torch.save(results, out_dir / f"rank{rank}.pt")  # after each scenario: a later hang keeps the earlier
+    # Tear-down: both ranks meet before the group goes, then leave without the interpreter's shutdown. Without
+    # them rank 1 sometimes exited with "terminate called without an active exception" after every scenario had
+    # finished and been saved (in one fresh-clone CI run and 1 of 9 local runs): gloo's threads racing process exit.
+    dist.barrier()
     dist.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 # === the pytest side ============================================================================================
