@@ -91,7 +91,7 @@ class TrialConfig(BaseModel):
         1800,
         ge=1,
         description="Training horizon in steps. 1800 at cpu-xs: evals at 1200/1500/1800 come after vanilla Muon's "
-        "steepest FD drop and before AdamW's, so the arms separate by ~4x their seed spread (1200: ~2x; README).",
+        "steepest FD drop and before AdamW's, so the arms separate by 4-6x their seed spread (1200: ~2x; README).",
     )
     eval_steps: list[int] | None = Field(
         None, description="Steps at which FD and validation loss are measured; default 2/3, 5/6, 6/6 of steps."

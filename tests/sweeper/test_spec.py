@@ -34,9 +34,9 @@ def test_default_horizon_is_the_trials_default() -> None:
     # The sweep spec keeps its own literal (importing trials would pull in torch); the two must not drift apart.
     from trials import TrialConfig, default_eval_steps
 
-    trial = TrialConfig()
-    assert SweepSpec(name="paper").horizon == trial.steps
-    assert SweepSpec(name="paper").resolved_eval_steps == default_eval_steps(trial.steps) == trial.resolved_eval_steps
+    spec, trial = SweepSpec(name="paper"), TrialConfig()
+    assert spec.horizon == trial.steps
+    assert spec.resolved_eval_steps == default_eval_steps(trial.steps) == trial.resolved_eval_steps
 
 
 def test_load_yaml_json_and_the_shipped_example(tmp_path: Path) -> None:
