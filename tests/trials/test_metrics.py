@@ -167,3 +167,36 @@ def test_fd_infinity_validates_sizes() -> None:
         frechet_distance_infinity(x, x, sizes=[50, 200])
     with pytest.raises(FeatureError, match="2 distinct"):
         frechet_distance_infinity(x, x, sizes=[50, 50])
+
+
+def _gaussians_d128(n: int, seed: int) -> tuple[np.ndarray, FeatureStats, float]:
+    """Generated (n, 128) Gaussian features, a large reference's statistics, and the true FD between the two laws."""
+    rng = np.random.default_rng(seed)
+    d = 128
+    mu_a, mu_b = np.zeros(d), np.full(d, 0.3)
+    std_a, std_b = np.ones(d), np.full(d, 1.5)
+    true_fd = float(((mu_a - mu_b) ** 2).sum() + ((std_a - std_b) ** 2).sum())  # 11.52 + 32 = 43.52
+    generated = mu_a + std_a * rng.standard_normal((n, d))
+    reference = feature_statistics(mu_b + std_b * rng.standard_normal((100_000, d)))
+    return generated, reference, true_fd
+
+
+def test_fd_infinity_grid_starts_at_twice_the_feature_dimension() -> None:
+    generated, reference, true_fd = _gaussians_d128(512, seed=11)
+    fd_512 = frechet_distance_from_stats(feature_statistics(generated), reference)
+    assert fd_512 > 1.15 * true_fd  # the bias the extrapolation removes: about a quarter at N = 4d
+    estimates = []
+    for seed in range(4):
+        result = frechet_distance_infinity(generated, reference, seed=seed)
+        assert result.sizes[0] == 256 and result.sizes[-1] == 512  # 2d .. N, never below 2d
+        estimates.append(result.fd_infinity)
+    assert abs(float(np.mean(estimates)) - true_fd) < 0.08 * true_fd
+    assert abs(float(np.mean(estimates)) - true_fd) < 0.5 * (fd_512 - true_fd)
+
+
+def test_fd_infinity_refuses_subsets_below_twice_the_feature_dimension() -> None:
+    generated, reference, _ = _gaussians_d128(512, seed=12)
+    with pytest.raises(FeatureError, match=r"subset sizes must lie in \[2d = 256, N = 512\]"):
+        frechet_distance_infinity(generated, reference, sizes=[102, 256, 512])  # the old N/5 start
+    with pytest.raises(FeatureError, match=r"at least 2d = 256 samples \(d = 128 features\).*got 256"):
+        frechet_distance_infinity(generated[:256], reference)

@@ -220,25 +220,38 @@ def frechet_distance_infinity(
     :class:`FeatureStats`), and the line in 1/N is extrapolated to 1/N = 0. The reference's own finite-M bias
     is not removed: keep the reference large and fixed. Deterministic for a given ``seed``.
 
-    ``sizes`` default: ``num_sizes`` sizes evenly spaced from N/5 to N (Chong & Forsyth span 5k..50k, a
-    factor of 10, with 50k samples; a factor of 5 keeps the smallest subset usable at a few thousand).
-    The 1/N law only holds once subsets are well above the feature dimension.
+    ``sizes`` default: ``num_sizes`` sizes evenly spaced from max(2d, N/5) to N (Chong & Forsyth span
+    5k..50k, a factor of 10, with 50k samples; a factor of 5 keeps the smallest subset usable at a few
+    thousand). Every subset must hold at least ``2 * d`` samples (d = feature dimension), given or default:
+    below that the covariance estimate is so poor that FD_N bends away from the 1/N line and the fit lands
+    far off while its R^2 still looks excellent (on Gaussians with d = 128 and a true FD of 40.8, a grid from
+    N/5 = 102 at N = 512 gave 37.9, and 32.8 at N = 256 with R^2 = 0.995; from 2d, 41.0 +- 1.7). With
+    N <= 2d there is no valid grid and it refuses (``FeatureError``) rather than return such a number.
     """
     x = _as_float64_features(features, "features")
     ref = reference if isinstance(reference, FeatureStats) else feature_statistics(reference)
     if ref.dim != x.shape[1]:
         raise FeatureError(f"feature dimensions differ: {x.shape[1]} vs reference {ref.dim}")
-    n = x.shape[0]
+    n, dim = x.shape
+    smallest = max(2, 2 * dim)  # see the docstring: subsets below 2d make the extrapolation wrong, silently
+    if n <= smallest:
+        raise FeatureError(
+            f"FD-infinity needs subsets of at least 2d = {smallest} samples (d = {dim} features) and a larger "
+            f"full set to extrapolate from; got {n} generated samples. Use more than {smallest} samples, or plain FD "
+            "at a fixed sample count"
+        )
     if sizes is None:
         if num_sizes < 2:
             raise FeatureError(f"num_sizes must be >= 2 to fit a line, got {num_sizes}")
-        grid = np.unique(np.linspace(max(2, n // 5), n, num_sizes).round().astype(int))
+        grid = np.unique(np.linspace(max(smallest, n // 5), n, num_sizes).round().astype(int))
     else:
         grid = np.unique(np.asarray(sizes, dtype=int))
     if grid.size < 2:
         raise FeatureError(f"need at least 2 distinct subset sizes to fit a line, got {grid.tolist()}")
-    if grid[0] < 2 or grid[-1] > n:
-        raise FeatureError(f"subset sizes must lie in [2, {n}], got {grid.tolist()}")
+    if grid[0] < smallest or grid[-1] > n:
+        raise FeatureError(
+            f"subset sizes must lie in [2d = {smallest}, N = {n}] (d = {dim} features), got {grid.tolist()}"
+        )
     if repeats < 1:
         raise FeatureError(f"repeats must be >= 1, got {repeats}")
 
