@@ -24,6 +24,14 @@ from ._fit import (
 )
 from ._forms import FORMS
 from ._records import TransferRun
+from ._target import (
+    DEFAULT_PLATEAU_MAX_DROP,
+    DEFAULT_PLATEAU_WINDOW,
+    Plateau,
+    TimeToTarget,
+    plateau,
+    time_to_target,
+)
 from ._time_to_best import (
     DEFAULT_TOL,
     DEFAULT_VOLATILITY_TOL,
@@ -53,6 +61,8 @@ __all__ = [
     "DEFAULT_HUBER_DELTA",
     "DEFAULT_MAX_EXTRAPOLATION",
     "DEFAULT_N_BOOT",
+    "DEFAULT_PLATEAU_MAX_DROP",
+    "DEFAULT_PLATEAU_WINDOW",
     "DEFAULT_TOL",
     "DEFAULT_VOLATILITY_TOL",
     "FIT_METRICS",
@@ -64,11 +74,13 @@ __all__ = [
     "Export",
     "ExtrapolationRefused",
     "FitFailed",
+    "Plateau",
     "Savings",
     "ScalingError",
     "ScalingFit",
     "ScalingInputError",
     "TimeToBest",
+    "TimeToTarget",
     "TransferError",
     "TransferResult",
     "TransferRun",
@@ -81,10 +93,12 @@ __all__ = [
     "fit_scaling",
     "load_transfer_result",
     "load_transfer_spec",
+    "plateau",
     "run_transfer",
     "savings",
     "time_to_best",
     "time_to_common_target",
+    "time_to_target",
     "transfer_lr",
     "transfer_status",
 ]
