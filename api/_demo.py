@@ -257,7 +257,7 @@ def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path) -> int:
         _stage(f"1/4 MLflow store, service and MLflow UI (output in {out})")
         from trials import ensure_store
 
-        ensure_store(tracking_uri)  # once, before any process writes to it (FIELD_NOTES: concurrent creation)
+        ensure_store(tracking_uri)  # once, before any process writes to it (docs/design.md: concurrent creation)
         env = {**os.environ,
                "SCALESWEEP_API_TOKEN": token,
                "SCALESWEEP_WORKDIR": str(out / "work"),

@@ -1,7 +1,7 @@
 """The job queue: sweeps and transfers run as driver processes, never inside the web process.
 
 Ray takes over SIGTERM once `ray.init()` runs in a process, and two Tuner.fit() calls in one process can run each
-other's trainables (FIELD_NOTES): so each job is a driver of its own, `scalesweep sweep run` or `scalesweep
+other's trainables (docs/design.md): so each job is a driver of its own, `scalesweep sweep run` or `scalesweep
 transfer run`, with a work folder it shares with the service. A background thread starts PENDING jobs (sweeps and
 transfers together, oldest first) while fewer than `max_concurrent_sweeps` run, notices drivers that end, and at
 start-up reconciles RUNNING records whose driver is gone.

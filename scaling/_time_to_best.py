@@ -1,6 +1,6 @@
 """Time to best quality from one run's checkpoints, time to a common target across arms, and time savings.
 
-Definitions (DESIGN.md, "The study protocol"):
+Definitions (docs/design.md, "Definitions"):
 - effective training time: wall-clock spent in training steps, cumulative at each checkpoint (seconds);
 - time to best quality: the effective time at the checkpoint with the best (lowest) FD;
 - robust variant: the first checkpoint whose *smoothed* FD is within ``tol`` (relative) of the smoothed best.
@@ -41,7 +41,7 @@ __all__ = [
     "time_to_common_target",
 ]
 
-# The paper's robust variant: the first checkpoint within 2% of the best (DESIGN.md).
+# The paper's robust variant: the first checkpoint within 2% of the best (docs/design.md).
 DEFAULT_TOL = 0.02
 # 20% above both neighbours: FD on EMA weights moves by a few percent between checkpoints, while the paper's
 # volatile 4B checkpoint sat ~50% above its neighbours; 20% separates the two with room on both sides.

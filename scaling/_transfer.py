@@ -12,7 +12,7 @@ tags (`sweeper.BaselineSpec.rung`, `.tags`). One driver, one Ray instance and on
 a small machine busy across rungs, largest runs first, with the sweeper's resume, retries, cancel and MLflow ledger
 as they are. The alternative, one sweeper driver subprocess per rung, would leave a core idle at the end of each
 rung, pay Ray's start (4-8 s) and a process per rung, and need its own bookkeeping of which rung finished; two
-`Tuner.fit()` in one process interfere, so it could not run them in-process either (FIELD_NOTES).
+`Tuner.fit()` in one process interfere, so it could not run them in-process either (docs/design.md).
 
 Work folder (default `out/transfers/<name>`): `transfer.json` (identity, the plan, the sweep spec it runs),
 `outcome.json` (the final state once the driver ends), and the sweeper's own files (`sweep.json`, `status.json`,

@@ -73,7 +73,7 @@ class EvalConfig(BaseModel):
         gt=0,
         lt=1,
         description="EMA decay of the weights evaluated; None = raw weights. On raw weights FD swings between "
-        "checkpoints more than optimizers differ at this scale (FIELD_NOTES); 0.995 showed the paper's ordering.",
+        "checkpoints more than optimizers differ at this scale (docs/design.md); 0.995 showed the paper's ordering.",
     )
     val_samples: int = Field(256, ge=1, description="Held-out images for the validation loss (fixed noise and t).")
     fd_infinity: bool = Field(False, description="Also extrapolate FD to infinite samples (FD_N = FD_inf + k/N).")

@@ -24,7 +24,7 @@ SPEC = {"name": "tiny", "rung": "cpu-xs", "horizon": 20, "search": {"method": "g
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """One server for the module: creating an app's MLflow store costs seconds (FIELD_NOTES)."""
+    """One server for the module: creating an app's MLflow store costs seconds (docs/design.md)."""
     settings = Settings(workdir=tmp_path_factory.mktemp("client") / "work", api_token=TOKEN)
     port = free_port()
     config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, lifespan="off", log_level="warning")

@@ -62,7 +62,7 @@ def test_closed_form_for_diagonal_gaussians() -> None:
 
 def test_float32_features_with_large_means_keep_float64_precision() -> None:
     # FD is translation invariant, so features near 50 must give the FD of the same features near 0.
-    # FIELD_NOTES: float32 covariances lost 1e-2 of FD at means near 50.
+    # docs/design.md: float32 covariances lost 1e-2 of FD at means near 50.
     rng = np.random.default_rng(2)
     x_a = (50.0 + _correlated(rng, 2000, 48)).astype(np.float32)
     x_b = (50.0 + _correlated(rng, 2000, 48, shift=0.1)).astype(np.float32)

@@ -35,7 +35,7 @@ class Dinov2Extractor(FeatureExtractor):
     overshoots; a uint8 image pipeline would clip too) -> ImageNet mean/std. No centre crop: generated images
     are square and a crop would cut their content.
 
-    ViT-L/14 costs 1.5-3.4 s per image on a laptop CPU (FIELD_NOTES): use ``device="cuda"`` for real runs.
+    ViT-L/14 costs 1.5-3.4 s per image on a laptop CPU (docs/design.md): use ``device="cuda"`` for real runs.
     """
 
     name = "dinov2"

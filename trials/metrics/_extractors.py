@@ -80,7 +80,7 @@ class PixelExtractor(FeatureExtractor):
     """Raw pixels, average-pooled to ``size`` x ``size`` and flattened: a weak baseline, needs nothing.
 
     Default size 8 (192 features): FD's covariance needs N >> d, and at the usual 1024 samples a
-    16x16x3 = 768-d covariance is barely full rank. FIELD_NOTES: pixel FD ranked runs like the CNN
+    16x16x3 = 768-d covariance is barely full rank. docs/design.md: pixel FD ranked runs like the CNN
     features but with a much weaker spread.
     """
 

@@ -6,9 +6,9 @@ The trace term is computed without a matrix square root. With S_a = L L^T (Chole
 L^{-1} (S_a S_b) L = L^T S_b L, so S_a S_b is similar to the symmetric positive semi-definite matrix
 L^T S_b L and tr((S_a S_b)^(1/2)) = sum_i sqrt(lambda_i(L^T S_b L)). A symmetric eigen-solver gives real
 eigenvalues by construction (no imaginary parts to discard, unlike ``scipy.linalg.sqrtm``) and is about
-6x faster at d = 768 (FIELD_NOTES: 0.1 s vs 0.6 s). ``scipy.linalg.sqrtm`` stays in the tests as the oracle.
+6x faster at d = 768 (docs/design.md: 0.1 s vs 0.6 s). ``scipy.linalg.sqrtm`` stays in the tests as the oracle.
 
-Everything is float64: with feature means near 50, float32 covariances lost 1e-2 of FD (FIELD_NOTES).
+Everything is float64: with feature means near 50, float32 covariances lost 1e-2 of FD (docs/design.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A small CNN trained on a generated set's labels; its penultimate layer is the embedded default FD feature.
 
 It needs no download and, unlike raw pixels, its features know what the generator is asked to draw
-(shape, colour, position). FIELD_NOTES pilot: with such features FD separated learning rates far beyond its
+(shape, colour, position). Early pilot (docs/design.md): with such features FD separated learning rates far beyond its
 noise (FD 47-116 between runs, real-vs-real noise 15 +- 2.5 at 1024 samples), where pixel FD barely did.
 The numbers are in this network's feature space only: it is logged as ``fd_shapes_cnn``, never FD-DINO.
 """

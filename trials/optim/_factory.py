@@ -46,7 +46,7 @@ OptimizerName = Literal["adamw", "muon", "periodic", "rownorm"]
 
 # Main (matrix) learning rates when the config gives none. Muon's lr sits an order of magnitude above AdamW's under
 # the "original" lr convention; 0.02 is Muon's customary value and 3e-3 was AdamW's best in a pilot lr scan on the
-# small CPU ladder (FIELD_NOTES). Under "match_rms_adamw" Muon reuses AdamW-scale lrs: set lr explicitly then.
+# small CPU ladder (docs/design.md). Under "match_rms_adamw" Muon reuses AdamW-scale lrs: set lr explicitly then.
 DEFAULT_LR: dict[str, float] = {"adamw": 3e-3, "muon": 0.02, "periodic": 0.02, "rownorm": 0.02}
 
 
