@@ -1,27 +1,69 @@
-# scalesweep: the two commands a newcomer needs are `make demo` and `make test`.
+# scalesweep: the two commands a newcomer needs are `make demo` and `make test` (README, "The two commands").
 # Both create .venv when it is missing and install what they need.
 
 PYTHON ?= python3
 VENV ?= .venv
-# torch is installed first, with a pin a user can override (e.g. TORCH_SPEC="torch==2.13.0+cu128 --index-url ...").
-# An unpinned torch pulls a multi-GB CUDA build on a CPU-only machine.
+# torch is installed first, with a pin a user can override. PyPI's Linux torch is the CUDA build (several GB);
+# TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu gets the CPU build, .../whl/cu128 a CUDA one (README).
 TORCH_SPEC ?= torch==2.13.0
+TORCH_INDEX_URL ?=
 EXTRAS ?= dev,text,dino
 PYTEST_ARGS ?=
+# Free space needed to create .venv (CPU torch and the extras take about 2 GB).
+MIN_FREE_GB ?= 3
 
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# What the stamp records: changing any of these reinstalls on the next make.
+TORCH_LINE := $(strip $(TORCH_SPEC) $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL)))
+INSTALL_LINE := torch: $(TORCH_LINE) | extras: $(EXTRAS)
 
-.PHONY: venv test lint typecheck bench clean demo
+# A recipe that fails deletes its target, so a half-made stamp is never trusted.
+.DELETE_ON_ERROR:
+.PHONY: venv test lint typecheck bench clean demo FORCE
 
-$(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
+# Prerequisites, checked only when .venv must be (re)built, each failure one line naming what to install.
+ifneq ($(shell cat $(STAMP) 2>/dev/null),$(INSTALL_LINE))
+ifneq ($(filter-out clean,$(or $(MAKECMDGOALS),test)),)
+ifeq ($(shell command -v $(PYTHON) 2>/dev/null),)
+$(error $(PYTHON) not found: install Python 3.11 or newer (Debian/Ubuntu: apt-get install python3 python3-venv), or pass PYTHON=/path/to/python3.11)
+endif
+ifneq ($(shell $(PYTHON) -c 'import sys; print(sys.version_info >= (3, 11))'),True)
+$(error $(PYTHON) is Python $(shell $(PYTHON) -c 'import platform; print(platform.python_version())'); scalesweep needs 3.11 or newer: install it and pass PYTHON=/path/to/python3.11)
+endif
+ifneq ($(shell $(PYTHON) -c 'import venv, ensurepip; print("ok")' 2>/dev/null),ok)
+$(error $(PYTHON) has no working venv module: install it (Debian/Ubuntu: apt-get install python3-venv, or python3.X-venv for your version))
+endif
+ifeq ($(wildcard $(BIN)/pip),)
+FREE_GB := $(shell df -Pk . 2>/dev/null | awk 'NR==2 {print int($$4 / 1048576)}')
+ifneq ($(shell [ -n "$(FREE_GB)" ] && [ "$(FREE_GB)" -lt "$(MIN_FREE_GB)" ] && echo short),)
+$(error $(FREE_GB) GB free here; creating $(VENV) needs about $(MIN_FREE_GB) GB (more with PyPI's CUDA torch): free some disk space)
+endif
+endif
+endif
+$(STAMP): FORCE
+endif
 
-$(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/pip install --quiet $(TORCH_SPEC)
-	$(BIN)/pip install --quiet -e ".[$(EXTRAS)]"
-	touch $(STAMP)
+# Nothing is trusted until the last line: the stamp is removed first and written last, a failed venv creation
+# removes the half-made .venv, a failed install leaves no stamp (the next make installs again), and changed torch
+# settings rebuild .venv from scratch (pip would keep an installed torch==X whatever its build).
+$(STAMP): pyproject.toml
+	@rm -f $(STAMP)
+	@if [ -d $(VENV) ] && [ "$$(cat $(VENV)/.torch 2>/dev/null)" != "$(TORCH_LINE)" ]; then \
+	  echo "$(VENV) has no torch installed as $(TORCH_LINE): rebuilding it"; rm -rf $(VENV); fi
+	@if [ ! -x $(BIN)/pip ]; then \
+	  rm -rf $(VENV); \
+	  $(PYTHON) -m venv $(VENV) && $(BIN)/pip install --quiet --upgrade pip \
+	    || { rm -rf $(VENV); echo "creating $(VENV) failed (see above); it was removed" >&2; exit 1; }; fi
+	@if [ ! -f $(VENV)/.torch ]; then \
+	  echo "installing $(TORCH_LINE)"; \
+	  $(BIN)/pip install --quiet $(TORCH_LINE) \
+	    || { echo "installing torch failed (see above); run make again to retry" >&2; exit 1; }; \
+	  printf '%s\n' "$(TORCH_LINE)" > $(VENV)/.torch; fi
+	@echo "installing scalesweep[$(EXTRAS)]"
+	@$(BIN)/pip install --quiet -e ".[$(EXTRAS)]" \
+	  || { echo "installing the project failed (see above); run make again to retry" >&2; exit 1; }
+	@printf '%s\n' "$(INSTALL_LINE)" > $(STAMP).tmp && mv $(STAMP).tmp $(STAMP)
 
 venv: $(STAMP)
 
