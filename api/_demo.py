@@ -15,10 +15,10 @@ Stages, each checked before the next starts (the exit status is 0 only when ever
 
 Then it keeps the service and the MLflow UI up until Ctrl-C (or exits at once with `--no-wait`).
 
-The numbers are real at every profile; only their size changes. `quick` (the default) fits the pipeline in about
-a quarter of an hour on 2 CPU cores: short horizons and fewer FD samples, so its FD ranks are noisy and it does not
-reproduce the paper's choice. `full` doubles the steps and runs 3 seeds, so every number carries a seed spread
-(about an hour here).
+The numbers are real at every profile; only their size changes. `quick` (the default) has short horizons and fewer
+FD samples, so its FD ranks are noisy and it does not reproduce the paper's choice. `full` doubles the steps and
+runs 3 seeds, so every number carries a seed spread. How long each took, and on what machine: docs/guide.md, "The
+demo" (the one place those durations are kept).
 """
 
 from __future__ import annotations
@@ -338,8 +338,8 @@ def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", choices=sorted(PROFILES), default="quick",
-                        help="quick (default, about 15 min on 2 cores), full (twice the steps, 3 seeds: about an "
-                        "hour) or smoke (the test suite's: minutes, measures nothing)")
+                        help="quick (default), full (twice the steps, 3 seeds) or smoke (the test suite's; "
+                        "measures nothing); measured durations: docs/guide.md, 'The demo'")
     parser.add_argument("--out", default="out/demo", help="output folder (report, export, logs, stores)")
     parser.add_argument("--no-wait", action="store_true", help="exit when done instead of keeping the UI up")
     parser.add_argument("--port", type=int, default=0, help="service port (default: a free one)")

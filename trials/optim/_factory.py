@@ -12,9 +12,10 @@ Newton-Schulz precision (`ns_dtype`): torch.optim.Muon hard-codes bf16, which is
 native bf16 matmul, but on an AVX2-only CPU a bf16 matmul is 10-30x slower than fp32 and would make every Muon-family
 trial crawl. With `ns_dtype="auto"` (the default) the factory picks bf16 where it is fast and fp32 elsewhere; the
 `muon` arm is then `torch.optim.Muon` itself when the dtype is bf16, and `PeriodicRowMuon(refresh_every=1,
-ns_dtype=float32)` otherwise (the same rule, tested equal to torch.optim.Muon in bf16), so the muon and periodic arms
-always share one Newton-Schulz implementation and dtype and their times compare fairly. The resolved dtype is
-recorded (`HybridOptimizer.ns_dtype`).
+ns_dtype=float32)` otherwise (the same rule, tested equal to torch.optim.Muon in bf16). The two arms always share the
+dtype; they share the Newton-Schulz code only in fp32 (in bf16 the periodic arm runs its own, torch.optim.Muon its
+own), so where bf16 is picked their optimizer times come from two implementations. The resolved dtype is recorded
+(`HybridOptimizer.ns_dtype`).
 """
 
 from __future__ import annotations
