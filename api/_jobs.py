@@ -35,6 +35,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from ._db import SweepRecord, TransferRecord
+from ._security import child_env, expand_trainer, scrub_env
 from ._settings import Settings
 
 __all__ = ["KINDS", "TERMINAL", "JobKind", "JobRunner", "RayJobs", "pid_alive"]
@@ -202,6 +203,9 @@ class JobRunner:
         self.sessions = sessions
         self.command = command or self.driver_command
         self.ray_jobs = ray_jobs
+        from sweeper import load_trainers
+
+        self.trainers = load_trainers(settings.trainers) if settings.trainers else {}
         if self.ray_jobs is None and settings.drivers == "ray-job":
             self.ray_jobs = RayJobs(settings.ray_jobs_address)
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -256,6 +260,7 @@ class JobRunner:
         spec = dict(record.spec)
         if isinstance(record, SweepRecord):  # a transfer logs where its sweep did, unless it says otherwise
             spec["tracking"] = {**(spec.get("tracking") or {}), "tracking_uri": self.settings.tracking_uri}
+            spec = expand_trainer(spec, self.trainers)  # the registry's command, never one from the request
         (folder / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
 
     def _launch(self, session: Session, record: Record) -> None:
@@ -268,15 +273,16 @@ class JobRunner:
         argv = self.command(record, resume)
         if self.ray_jobs is not None:
             # One submission id per attempt: Ray refuses to reuse one, and a resume is a new attempt.
-            job_id = self.ray_jobs.submit(argv, f"{record.id}-{int(time.time())}", env)
+            job_id = self.ray_jobs.submit(argv, f"{record.id}-{int(time.time())}", scrub_env(env, self.settings))
             record.pid, record.ray_job_id = None, job_id
             where = f"Ray job {job_id}"
         else:
             if self.settings.ray_address:
                 env["RAY_ADDRESS"] = self.settings.ray_address
             log_file = (folder / "driver.log").open("ab")
-            proc = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, env={**os.environ, **env},
-                                    cwd=folder, start_new_session=True)
+            # The driver, its Ray and every trial inherit this environment: none of the service's secrets.
+            proc = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT,
+                                    env=child_env(self.settings, env), cwd=folder, start_new_session=True)
             log_file.close()
             if self.settings.driver_nice:  # before the driver starts Ray (seconds away): its workers inherit it
                 try:
@@ -332,7 +338,7 @@ class JobRunner:
                 self._procs.pop(record.id, None)
                 record.state = self._final_state(record, code)
                 if record.state == "FAILED":
-                    record.error = self._log_tail(record) or f"driver exited with {code}"
+                    record.error = self._failure(record) or f"driver exited with {code}"
             session.commit()
             slots = self.settings.max_concurrent_sweeps - sum(1 for r in running if r.state == "RUNNING")
             if slots > 0:
@@ -359,6 +365,12 @@ class JobRunner:
                 return "FAILED"
             return {"SUCCEEDED": "SUCCEEDED", "STOPPED": "CANCELLED"}.get(job, "FAILED")
         return "SUCCEEDED" if code == 0 else "FAILED"
+
+    def _failure(self, record: Record) -> str:
+        """Why a job FAILED: the cause its driver recorded (e.g. every trial's trainer exited 3, with its stderr),
+        else the end of the driver's log (it died before it could say)."""
+        error = self.live_status(record).get("error")
+        return str(error)[:2000] if error else self._log_tail(record)
 
     def _log_tail(self, record: Record, lines: int = 5) -> str:
         path = self.job_dir(record) / "driver.log"

@@ -62,6 +62,29 @@ class Settings(BaseSettings):
     )
     poll_interval_s: float = Field(1.0, gt=0, description="How often the job queue checks its drivers.")
 
+    trainers: Path | None = Field(
+        None,
+        description="Trainer registry (YAML/JSON: name -> command template, fixed env, cwd, timeout): the only "
+        "commands the command backend runs for a REST sweep (docs/security.md). Unset = none registered.",
+    )
+    allowed_hosts: str = Field(
+        "*",
+        description="Comma-separated Host names the service answers (Starlette's TrustedHostMiddleware, e.g. "
+        "'localhost,127.0.0.1,api.internal'; '*.example.org' matches subdomains); '*' = any. Others get 400.",
+    )
+
+    @property
+    def secret_values(self) -> dict[str, str]:
+        """The service's secrets by environment variable: removed from every process the service starts."""
+        out = {"SCALESWEEP_API_TOKEN": self.api_token.get_secret_value()}
+        if self.database_url:
+            out["SCALESWEEP_DATABASE_URL"] = str(self.database_url)
+        return out
+
+    @property
+    def host_list(self) -> list[str]:
+        return [h.strip() for h in self.allowed_hosts.split(",") if h.strip()] or ["*"]
+
     @model_validator(mode="after")
     def _defaults_in_workdir(self) -> Settings:
         if self.drivers == "ray-job" and not (self.ray_dashboard_url or self.ray_address):

@@ -74,6 +74,8 @@ class TrialPublic(BaseModel):
     objective: float | None = None
     run_id: str
     metric_name: str | None = Field(None, description="What the FD was computed on, e.g. fd_shapes_cnn.")
+    error: str | None = Field(None, description="Why the trial FAILED (e.g. its trainer's exit code and the last "
+                              "lines of its stderr); null otherwise.")
 
 
 class TrialsPublic(BaseModel):
@@ -85,15 +87,16 @@ class TransferCreate(BaseModel):
     """A transfer of a SUCCEEDED sweep's chosen (K, gamma) to larger rungs; unset fields take the transfer spec's
     defaults (scaling.TransferSpec: horizon 2x the sweep's, the sweep's seeds, every arm)."""
 
-    model_config = {"extra": "forbid"}
+    model_config = {"extra": "forbid", "allow_inf_nan": False}
 
     sweep_id: str = Field(description="A SUCCEEDED sweep of this service, e.g. sw-0123456789ab.")
     name: str | None = Field(None, max_length=200, description="Default: '<sweep name>-transfer'.")
     rungs: list[str] = Field(min_length=1, description="Rungs of the model-size ladder to run at, e.g. ['cpu-s'].")
     arms: list[str] | None = Field(None, description="Arms to run (periodic with the chosen pair, adamw, muon).")
     horizon_factor: float | None = Field(None, gt=0, le=100, description="Training steps = factor x the sweep's.")
-    steps: int | None = Field(None, ge=1, description="Training steps per run (overrides horizon_factor).")
-    seeds: list[int] | None = Field(None, min_length=1, description="Seeds per arm and rung.")
+    steps: int | None = Field(None, ge=1, le=10_000_000,
+                              description="Training steps per run (overrides horizon_factor).")
+    seeds: list[int] | None = Field(None, min_length=1, max_length=100, description="Seeds per arm and rung.")
     lr_rules: dict[str, Any] | None = Field(None, description="Per-arm learning-rate transfer rule.")
     execution: dict[str, Any] | None = Field(None, description="Concurrency and CPUs (as in a sweep spec).")
     trial: dict[str, Any] | None = Field(None, description="TrialConfig overrides shared by every run.")

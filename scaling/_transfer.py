@@ -46,7 +46,7 @@ from typing import IO, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from sweeper import ExecutionSpec, SweepSpec, SweepTracking
+from sweeper import MAX_HORIZON, MAX_SEEDS, ExecutionSpec, SweepSpec, SweepTracking, check_numbers, check_seeds
 
 from ._errors import ScalingError, ScalingInputError, TransferError
 from ._export import DEFAULT_LR_RULE, Export, build_export, transfer_lr
@@ -95,7 +95,7 @@ Metric = Literal["time_to_best", "best_fd", "endpoint_fd"]
 class TransferSpec(BaseModel):
     """One transfer: the chosen pair of a finished sweep, fixed, at larger rungs beside the baseline arms."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     name: str = Field(..., pattern=_NAME_PATTERN, description="Transfer name (run names, work folder).")
     sweep: str = Field(..., min_length=1, description="The finished sweep's work folder (holds sweep.json).")
@@ -110,10 +110,12 @@ class TransferSpec(BaseModel):
         "baselines. Default: the paper's three.",
     )
     horizon_factor: float = Field(
-        2.0, gt=0, description="Horizon as a multiple of the sweep's (2.0: the paper's 30k -> 60k steps)."
+        2.0, gt=0, le=100, description="Horizon as a multiple of the sweep's (2.0: the paper's 30k -> 60k steps)."
     )
-    steps: int | None = Field(None, ge=1, description="Horizon in steps; overrides horizon_factor.")
-    seeds: list[int] | None = Field(None, min_length=1, description="Seeds of every run; None = the sweep's.")
+    steps: int | None = Field(None, ge=1, le=MAX_HORIZON, description="Horizon in steps; overrides horizon_factor.")
+    seeds: list[int] | None = Field(
+        None, min_length=1, max_length=MAX_SEEDS, description="Seeds of every run; None = the sweep's."
+    )
     lr_rules: dict[ArmName, LrRuleName] = Field(
         default_factory=dict,
         description="Rule carrying each arm's lr from the sweep's rung (unchanged | width | sqrt_width); "
@@ -152,9 +154,13 @@ class TransferSpec(BaseModel):
     @field_validator("seeds")
     @classmethod
     def _distinct_seeds(cls, seeds: list[int] | None) -> list[int] | None:
-        if seeds is not None and (len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds)):
-            raise ValueError(f"seeds must be distinct non-negative integers, got {seeds}")
-        return seeds
+        return None if seeds is None else check_seeds(seeds)
+
+    @field_validator("trial")
+    @classmethod
+    def _finite_trial(cls, trial: dict[str, Any]) -> dict[str, Any]:
+        check_numbers(trial, "trial")  # the merged sweep spec applies the sweep's own limits as well
+        return trial
 
     @model_validator(mode="after")
     def _rules_for_arms(self) -> TransferSpec:

@@ -33,6 +33,8 @@ from ._planner import SAMPLERS, Planner, TrialRequest, list_search_methods
 from ._result import SweepResult, load_sweep_result
 from ._selection import TRIAL_STATES, PointSummary, Selection, TrialRecord, select_best, summarise_points
 from ._spec import (
+    MAX_HORIZON,
+    MAX_SEEDS,
     SEARCH_PARAMS,
     BaselineSpec,
     BuiltinBackend,
@@ -45,16 +47,23 @@ from ._spec import (
     SelectionSpec,
     SweepSpec,
     SweepTracking,
+    check_numbers,
+    check_seeds,
     format_params,
     load_spec,
+    redact_spec,
 )
 from ._trainable import BACKENDS, list_backends
+from ._trainers import TRAINERS_ENV, RegisteredTrainer, load_trainers, resolve_trainer
 
 __all__ = [
     "BACKENDS",
+    "MAX_HORIZON",
+    "MAX_SEEDS",
     "SAMPLERS",
     "SEARCH_PARAMS",
     "TAG",
+    "TRAINERS_ENV",
     "TRIAL_STATES",
     "BaselineSpec",
     "BuiltinBackend",
@@ -64,6 +73,7 @@ __all__ = [
     "ParamRange",
     "Planner",
     "PointSummary",
+    "RegisteredTrainer",
     "RetrySpec",
     "SearchSpec",
     "Selection",
@@ -76,13 +86,18 @@ __all__ = [
     "TrialRecord",
     "TrialRequest",
     "cancel_sweep",
+    "check_numbers",
+    "check_seeds",
     "default_workdir",
     "format_params",
     "list_backends",
     "list_search_methods",
     "load_spec",
     "load_sweep_result",
+    "load_trainers",
     "parent_run_name",
+    "redact_spec",
+    "resolve_trainer",
     "run_sweep",
     "select_best",
     "summarise_points",

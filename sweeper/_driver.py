@@ -39,7 +39,7 @@ from ._errors import SweepError, SweepFailedError
 from ._ledger import SweepLedger, resolve_tracking_uri
 from ._planner import FINISHED, Planner, TrialRequest
 from ._result import STATE_FILE, SweepResult, build_result, read_state
-from ._spec import SweepSpec, load_spec
+from ._spec import CommandBackend, SweepSpec, load_spec
 from ._trainable import checkpoint_path, make_trainable
 
 __all__ = ["cancel_sweep", "default_workdir", "run_sweep", "sweep_status"]
@@ -455,6 +455,18 @@ def _concurrency(spec: SweepSpec) -> int:
     return max(1, fits)
 
 
+def _with_trainer(spec: SweepSpec) -> SweepSpec:
+    """A spec whose command backend names a registered trainer, with the trainer's command filled in from
+    $SCALESWEEP_TRAINERS (the service fills it in itself before it starts a driver)."""
+    backend = spec.backend
+    if not isinstance(backend, CommandBackend) or backend.command is not None:
+        return spec
+    from ._trainers import load_trainers, resolve_trainer
+
+    resolved = resolve_trainer(backend.model_dump(mode="json"), load_trainers())
+    return SweepSpec.model_validate({**spec.model_dump(mode="json"), "backend": resolved})
+
+
 def run_sweep(
     spec: SweepSpec | str | Path | Mapping[str, Any],
     *,
@@ -472,7 +484,7 @@ def run_sweep(
     and at the end the rank table unless `show_table` is False (a caller with its own table, e.g. a transfer).
     Run it in a process of its own (the CLI does): Ray takes over signals and is not safe to share.
     """
-    spec = spec if isinstance(spec, SweepSpec) else load_spec(spec)
+    spec = _with_trainer(spec if isinstance(spec, SweepSpec) else load_spec(spec))
     wall_start = time.perf_counter()
     workdir = Path(workdir or default_workdir(spec.name)).resolve()
     stream = (stream or sys.stdout) if show_progress else None
@@ -602,6 +614,18 @@ def _tune(spec: SweepSpec, driver: _Driver, workdir: Path, started_ray: bool, ra
     return {"ray_init_s": ray_init_s, "fit_wall_s": fit_s, "concurrency": float(concurrency)}
 
 
+def _failure_cause(result: SweepResult) -> str:
+    """Why a sweep without a scored point FAILED, in its trials' own words (e.g. the trainer's exit code and the
+    last lines of its stderr), not the driver's log."""
+    message = "no point was scored on every seed"
+    failed = [t for t in result.trials if t.status == "FAILED"]
+    if failed:
+        first = next((t for t in failed if t.error), failed[0])
+        message += (f": {len(failed)} of {len(result.trials)} trial attempts FAILED; {first.trial_key} (attempt "
+                     f"{first.attempt}): {first.error or 'no error recorded'}")
+    return message
+
+
 def _finish(driver: _Driver, ledger: SweepLedger, parent_run_id: str, state: str, timings: dict[str, float],
             wall_start: float, error: str | None) -> SweepResult:
     parent = ledger.client.get_run(parent_run_id)
@@ -610,7 +634,7 @@ def _finish(driver: _Driver, ledger: SweepLedger, parent_run_id: str, state: str
     if state == "RUNNING":
         state = "SUCCEEDED" if result.selection is not None else "FAILED"
         if state == "FAILED":
-            error = error or "no point was scored on every seed"
+            error = error or _failure_cause(result)
         result.state = state
     timings["sweep_wall_s"] = time.perf_counter() - wall_start
     timings["trial_wall_s_sum"] = sum(driver.trial_wall)

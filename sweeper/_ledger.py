@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._errors import SweepError
 from ._selection import Selection, TrialRecord
+from ._spec import redact_spec
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -184,7 +185,9 @@ class SweepLedger:
         batch = [Param(k, str(v)[:6000]) for k, v in flatten(params).items()]
         for i in range(0, len(batch), 100):
             self.client.log_batch(run_id, params=batch[i : i + 100])
-        self.client.log_dict(run_id, {**dump, "resolved_eval_steps": spec.resolved_eval_steps}, "spec.json")
+        # Redacted: MLflow is read by everyone who can open its UI; the work folder keeps the full spec.
+        self.client.log_dict(run_id, {**redact_spec(dump), "resolved_eval_steps": spec.resolved_eval_steps},
+                             "spec.json")
         return run_id
 
     def start_parent(self, run_id: str, *, pid: int | None = None) -> None:

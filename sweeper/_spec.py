@@ -33,8 +33,11 @@ __all__ = [
     "SelectionSpec",
     "SweepSpec",
     "SweepTracking",
+    "check_numbers",
+    "check_seeds",
     "format_params",
     "load_spec",
+    "redact_spec",
 ]
 
 # Searchable names -> the OptimizerConfig field they set and their type. K and gamma are the paper's names.
@@ -60,6 +63,59 @@ _OWNED_TRIAL_FIELDS = {
 }
 
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+
+# Upper bounds on what a spec may ask for. Each sits far above any real study (the paper: 60k steps, 3 seeds,
+# 12 grid points) and far below what would tie up a cluster for years or overflow a counter: a typo or a
+# hostile value is refused with the field's name instead of being queued.
+MAX_HORIZON = 10_000_000
+MAX_SEED = 2**31 - 1
+MAX_SEEDS = 100
+MAX_POINTS = 10_000
+MAX_BASELINES = 64
+# Searchable and optimizer values: K beyond 100k steps never refreshes; lr, gamma and decay above 10 diverge.
+_PARAM_MAX: dict[str, float] = {"refresh_every": 100_000, "gamma": 10.0, "lr": 10.0, "aux_lr": 10.0,
+                                "weight_decay": 10.0, "aux_weight_decay": 10.0, "adamw_eps": 1.0}
+# `trial` section values (dotted TrialConfig paths): sample counts beyond a million cost days of evaluation.
+_TRIAL_MAX: dict[str, float] = {
+    "batch_size": 65_536, "warmup_steps": MAX_HORIZON, "log_every": MAX_HORIZON, "image_size": 4096,
+    "text_max_length": 4096, "eval.fd_samples": 1_000_000, "eval.reference_samples": 1_000_000,
+    "eval.val_samples": 1_000_000, "eval.sample_steps": 10_000, "eval.batch_size": 65_536,
+}
+_ANY_NUMBER_MAX = 2**53  # beyond this JSON numbers lose integer precision; nothing in a trial config needs more
+
+
+def check_numbers(value: Any, where: str, limits: Mapping[str, float] | None = None) -> None:
+    """Refuse non-finite numbers anywhere in free-form spec data (JSON's Infinity and NaN parse in Python), and
+    numbers above `limits` (dotted path below `where` -> largest allowed value), naming the path."""
+
+    def walk(v: Any, path: str) -> None:
+        if isinstance(v, bool):
+            return
+        if isinstance(v, int | float):
+            label = f"{where}.{path}" if path else where
+            if isinstance(v, float) and not math.isfinite(v):
+                raise ValueError(f"{label}: {v} is not a finite number")
+            cap = (limits or {}).get(path)
+            if cap is not None and v > cap:
+                raise ValueError(f"{label}: {v:g} is above the largest allowed value {cap:g}")
+            if abs(v) > _ANY_NUMBER_MAX:
+                raise ValueError(f"{label}: {v:g} is out of range (|value| <= 2**53)")
+        elif isinstance(v, Mapping):
+            for k, item in v.items():
+                walk(item, f"{path}.{k}" if path else str(k))
+        elif isinstance(v, list | tuple):
+            for i, item in enumerate(v):
+                walk(item, f"{path}[{i}]")
+
+    walk(value, "")
+
+
+def check_seeds(seeds: list[int]) -> list[int]:
+    if len(set(seeds)) != len(seeds) or any(not 0 <= s <= MAX_SEED for s in seeds):
+        raise ValueError(f"seeds must be distinct non-negative integers (at most {MAX_SEED}), got {seeds}")
+    return seeds
+
+
 _ARMS = ("adamw", "muon", "periodic", "rownorm")
 ArmName = Literal["adamw", "muon", "periodic", "rownorm"]
 
@@ -85,6 +141,13 @@ def format_params(params: Mapping[str, float | int]) -> str:
 def _check_optimizer(overrides: Mapping[str, Any], where: str, *, with_field: bool = True) -> None:
     """Validate optimizer overrides through trials' own OptimizerConfig, re-raised with the spec's field path."""
     from trials.optim import OptimizerConfig
+
+    check_numbers(dict(overrides), where, _PARAM_MAX if with_field else None)
+    if not with_field:  # one searched value, named in `where`
+        for field, cap in _PARAM_MAX.items():
+            value = overrides.get(field)
+            if isinstance(value, int | float) and value > cap:
+                raise ValueError(f"{where}: {value:g} is above the largest allowed value {cap:g}")
 
     try:
         OptimizerConfig.model_validate(dict(overrides))
@@ -116,7 +179,7 @@ def _check_tags(tags: dict[str, str]) -> dict[str, str]:
 class ParamRange(BaseModel):
     """A continuous (or integer, for K) range, for the tpe and random methods."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     low: float = Field(..., description="Lower bound, inclusive (in the parameter's own unit).")
     high: float = Field(..., description="Upper bound, inclusive.")
@@ -145,7 +208,7 @@ def _default_space() -> dict[str, SpaceValue]:
 class SearchSpec(BaseModel):
     """What is searched and how: an Optuna sampler over the searched arm's optimizer parameters."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     method: Literal["grid", "tpe", "random"] = Field(
         "grid",
@@ -161,13 +224,17 @@ class SearchSpec(BaseModel):
     budget: int | None = Field(
         None,
         ge=1,
+        le=MAX_POINTS,
         description="Distinct points to evaluate (each on every seed) for tpe/random; grid evaluates every point "
         "once and takes none.",
     )
-    sampler_seed: int = Field(0, ge=0, description="Seed of the Optuna sampler (grid order, TPE, random).")
+    sampler_seed: int = Field(
+        0, ge=0, le=2**32 - 1, description="Seed of the Optuna sampler (grid order, TPE, random)."
+    )
     tpe_startup_points: int = Field(
         4,
         ge=1,
+        le=MAX_POINTS,
         description="Random points before TPE models the space. Optuna's default of 10 would spend most of a "
         "12-point grid's worth of budget on random points.",
     )
@@ -198,6 +265,8 @@ class SearchSpec(BaseModel):
             if isinstance(values, list):
                 if not values:
                     raise ValueError(f"space.{name}: give at least one value")
+                if len(values) > MAX_POINTS:
+                    raise ValueError(f"space.{name}: {len(values)} values; at most {MAX_POINTS}")
                 if kind is int and any(isinstance(v, float) and not float(v).is_integer() for v in values):
                     raise ValueError(f"space.{name}: {name} takes integers, got {values}")
                 canon = [_canonical(name, v) for v in values]
@@ -209,6 +278,8 @@ class SearchSpec(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> SearchSpec:
+        if self.method == "grid" and math.isfinite(self.grid_size) and self.grid_size > MAX_POINTS:
+            raise ValueError(f"the grid has {int(self.grid_size)} points; at most {MAX_POINTS} per sweep")
         arm = self.optimizer.get("name", "periodic")
         searched = {SEARCH_PARAMS[n][0]: n for n in self.space}
         clash = sorted(f for f in self.optimizer if f in searched or f in self.space)
@@ -262,7 +333,7 @@ class SearchSpec(BaseModel):
 class BaselineSpec(BaseModel):
     """A reference arm run beside the sweep at the same rung, horizon and seeds (not searched)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     arm: ArmName = Field(..., description="Optimizer arm: adamw, muon, periodic or rownorm.")
     label: str | None = Field(
@@ -320,15 +391,16 @@ def _default_baselines() -> list[BaselineSpec]:
 class EarlyStoppingSpec(BaseModel):
     """Stop unpromising search trials at eval steps (ASHA). Baselines are never stopped."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     method: Literal["none", "asha"] = Field(
         "none", description="none (default: every trial runs its horizon, as in the paper) or asha."
     )
-    grace_evals: int = Field(1, ge=1, description="Eval steps every trial reaches before it may be stopped.")
+    grace_evals: int = Field(1, ge=1, le=1000, description="Eval steps every trial reaches before it may be stopped.")
     reduction_factor: float = Field(
         2.0,
         gt=1,
+        le=1000,
         description="ASHA keeps the best 1/reduction_factor at each rung. 2: with the default three eval steps "
         "the rungs fall on the first two of them (Ray's default 4 leaves a single rung).",
     )
@@ -337,20 +409,24 @@ class EarlyStoppingSpec(BaseModel):
 class ExecutionSpec(BaseModel):
     """Where and how wide the trials run. May change between a run and its resume."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     concurrency: int | None = Field(
-        None, ge=1, description="Trials at once; None = as many as the Ray cluster's CPUs/GPUs fit per trial."
+        None,
+        ge=1,
+        le=10_000,
+        description="Trials at once; None = as many as the Ray cluster's CPUs/GPUs fit per trial.",
     )
     cpus_per_trial: float = Field(
-        1.0, gt=0, description="CPUs reserved per trial; torch uses as many threads (at least 1)."
+        1.0, gt=0, le=1024, description="CPUs reserved per trial; torch uses as many threads (at least 1)."
     )
     gpus_per_trial: float = Field(
-        0.0, ge=0, description="GPUs per trial; above 0 the trial's device defaults to 'auto' (CUDA)."
+        0.0, ge=0, le=64, description="GPUs per trial; above 0 the trial's device defaults to 'auto' (CUDA)."
     )
     num_cpus: int | None = Field(
         None,
         ge=1,
+        le=100_000,
         description="CPUs of the local Ray instance (None = this machine's); not used when attaching to a cluster.",
     )
     ray_address: str | None = Field(
@@ -367,11 +443,11 @@ class ExecutionSpec(BaseModel):
 class RetrySpec(BaseModel):
     """What happens to a trial that fails."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     max_retries: int = Field(
-        1, ge=0, description="Extra attempts for a trial that raises (lost worker, out of memory); each attempt "
-        "is its own MLflow run."
+        1, ge=0, le=100, description="Extra attempts for a trial that raises (lost worker, out of memory); each "
+        "attempt is its own MLflow run."
     )
     retry_diverged: bool = Field(
         False,
@@ -383,7 +459,7 @@ class RetrySpec(BaseModel):
 class BuiltinBackend(BaseModel):
     """Trials run `trials.run_trial` (the built-in MMDiT trainer) inside the Ray worker."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     name: Literal["builtin"] = Field("builtin", description="Backend name.")
     checkpoints: bool = Field(
@@ -398,22 +474,38 @@ class BuiltinBackend(BaseModel):
 
 
 class CommandBackend(BaseModel):
-    """Trials launch an external trainer (`trials.run_command_trial`); see trials' command protocol."""
+    """Trials launch an external trainer (`trials.run_command_trial`); see trials' command protocol.
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    Either a free-form `command` (the local CLI only) or the name of a `trainer` the operator registered
+    (`sweeper._trainers`: the only form the service accepts over REST)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     name: Literal["command"] = Field(..., description="Backend name.")
-    command: list[str] = Field(
-        ..., min_length=1, description="Argument list or one shell-like string, with {placeholders}."
+    trainer: str | None = Field(
+        None,
+        pattern=_NAME_PATTERN,
+        description="A trainer registered by the operator (SCALESWEEP_TRAINERS): its command, environment and "
+        "working directory come from the registry. The only form accepted over REST.",
     )
-    env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables of the trainer.")
+    command: list[str] | None = Field(
+        None,
+        min_length=1,
+        description="Argument list or one shell-like string, with {placeholders} (local CLI only; over REST name "
+        "a registered `trainer`).",
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict, description="Extra environment variables of the trainer (local CLI only)."
+    )
     cwd: str | None = Field(
         None,
         description="Working directory of the trainer; None = the directory the sweep was started from (it must "
-        "exist on every Ray node).",
+        "exist on every Ray node). Local CLI only.",
     )
-    timeout_s: float | None = Field(None, gt=0, description="Kill a trainer after this many seconds.")
-    poll_s: float = Field(0.5, gt=0, description="Seconds between reads of the trainer's progress file.")
+    timeout_s: float | None = Field(
+        None, gt=0, le=30 * 86400, description="Kill a trainer after this many seconds (at most 30 days)."
+    )
+    poll_s: float = Field(0.5, gt=0, le=3600, description="Seconds between reads of the trainer's progress file.")
 
     @field_validator("command", mode="before")
     @classmethod
@@ -426,8 +518,13 @@ class CommandBackend(BaseModel):
     def _valid_command(self) -> CommandBackend:
         from trials import CommandConfig
 
+        if self.command is None:
+            if self.trainer is None:
+                raise ValueError("give backend.trainer (a trainer registered with SCALESWEEP_TRAINERS) or, from "
+                                 "the local CLI, backend.command (a command template)")
+            return self  # resolved against the registry where it runs (`sweeper._trainers.resolve_trainer`)
         try:
-            CommandConfig.model_validate(self.model_dump(exclude={"name"}))
+            CommandConfig.model_validate(self.model_dump(exclude={"name", "trainer"}))
         except ValidationError as exc:
             raise ValueError(_nested_errors(exc, "")) from None
         return self
@@ -443,7 +540,7 @@ Backend = Annotated[BuiltinBackend | CommandBackend, Field(discriminator="name")
 class SelectionSpec(BaseModel):
     """How the sweep's winner is chosen from the ranked points."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     tie_tolerance: float = Field(
         0.01,
@@ -474,7 +571,7 @@ def _default_experiment() -> str:
 class SweepTracking(BaseModel):
     """The MLflow destination of the sweep's parent run and its trials' child runs."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     tracking_uri: str = Field(
         default_factory=_default_tracking_uri,
@@ -489,25 +586,33 @@ class SweepTracking(BaseModel):
 class SweepSpec(BaseModel):
     """One sweep: search the searched arm's parameters on one rung, beside baselines, and pick the best point."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     name: str = Field(..., pattern=_NAME_PATTERN, description="Sweep name (run names, work folder, Ray names).")
     rung: str = Field("cpu-xs", description="Model rung (trials.models.list_rungs()); the paper sweeps the smallest.")
     horizon: int = Field(
-        1800, ge=1, description="Training steps of every trial (the paper: 30k at 1.3B; 1800: trials' CPU default)."
+        1800,
+        ge=1,
+        le=MAX_HORIZON,
+        description="Training steps of every trial (the paper: 30k at 1.3B; 1800: trials' CPU default).",
     )
     eval_steps: list[int] | None = Field(
-        None, description="Steps scored by FD; the objective is their mean. Default 2/3, 5/6 and 6/6 of the horizon."
+        None,
+        max_length=1000,
+        description="Steps scored by FD; the objective is their mean. Default 2/3, 5/6 and 6/6 of the horizon.",
     )
     search: SearchSpec = Field(default_factory=SearchSpec, description="The search space and method.")
     seeds: list[int] = Field(
         default_factory=lambda: [0],
         min_length=1,
+        max_length=MAX_SEEDS,
         description="Every point runs on every seed; the objective is the mean over seeds and the spread is kept "
         "(default one seed, as in the paper).",
     )
     baselines: list[BaselineSpec] = Field(
-        default_factory=_default_baselines, description="Reference arms (default AdamW and vanilla Muon); [] = none."
+        default_factory=_default_baselines,
+        max_length=MAX_BASELINES,
+        description="Reference arms (default AdamW and vanilla Muon); [] = none.",
     )
     early_stopping: EarlyStoppingSpec = Field(default_factory=EarlyStoppingSpec, description="ASHA, off by default.")
     execution: ExecutionSpec = Field(default_factory=ExecutionSpec, description="Concurrency, resources, cluster.")
@@ -541,9 +646,7 @@ class SweepSpec(BaseModel):
     @field_validator("seeds")
     @classmethod
     def _distinct_seeds(cls, seeds: list[int]) -> list[int]:
-        if len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds):
-            raise ValueError(f"seeds must be distinct non-negative integers, got {seeds}")
-        return seeds
+        return check_seeds(seeds)
 
     @field_validator("baselines")
     @classmethod
@@ -559,6 +662,7 @@ class SweepSpec(BaseModel):
         owned = {k: v for k, v in _OWNED_TRIAL_FIELDS.items() if k in trial}
         if owned:
             raise ValueError("; ".join(f"trial.{k} is set by the sweep ({v})" for k, v in owned.items()))
+        check_numbers(trial, "trial", _TRIAL_MAX)
         return trial
 
     @model_validator(mode="after")
@@ -615,7 +719,24 @@ class SweepSpec(BaseModel):
                 section.pop("tags")
             if "rung" in section and section["rung"] is None:  # a baseline at the sweep's rung
                 section.pop("rung")
+        if payload["backend"].get("trainer", "") is None:  # a free-form command, as before trainers existed
+            payload["backend"].pop("trainer")
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+REDACTED = "<redacted>"
+
+
+def redact_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A spec (plain data) fit to show: the values of `backend.env` replaced by a marker (their names kept).
+
+    A trainer's environment is where tokens and passwords end up; reads of a spec (REST, MLflow's spec.json)
+    show that a variable is set, never its value."""
+    out = json.loads(json.dumps(dict(spec), default=str))
+    backend = out.get("backend")
+    if isinstance(backend, dict) and isinstance(backend.get("env"), dict):
+        backend["env"] = {k: REDACTED for k in backend["env"]}
+    return out
 
 
 def load_spec(source: str | Path | Mapping[str, Any]) -> SweepSpec:

@@ -33,7 +33,7 @@ def _builtin(trial: dict[str, Any], backend: dict[str, Any], progress: ProgressF
 def _command(trial: dict[str, Any], backend: dict[str, Any], progress: ProgressFn) -> Any:
     from trials import run_command_trial
 
-    command = {k: v for k, v in backend.items() if k != "name"}
+    command = {k: v for k, v in backend.items() if k not in ("name", "trainer")}
     return run_command_trial(trial, command, progress=progress)
 
 

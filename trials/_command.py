@@ -39,6 +39,10 @@ from ._tracking import RunLogger, provenance_tags
 
 __all__ = ["PLACEHOLDERS", "CommandConfig", "run_command_trial"]
 
+# The service's own secrets: never handed to a trainer, even where a driver was started with them in its
+# environment (the service itself starts drivers without them).
+SERVICE_SECRET_ENV = frozenset({"SCALESWEEP_API_TOKEN", "SCALESWEEP_DATABASE_URL"})
+
 PLACEHOLDERS = (
     "optimizer",
     "K",
@@ -158,7 +162,7 @@ def run_command_trial(
         values = _values(cfg, progress_file, config_file, run_id, uri)
         argv = [arg.format_map(values) for arg in cmd.command]
         env = {
-            **os.environ,
+            **{k: v for k, v in os.environ.items() if k not in SERVICE_SECRET_ENV},
             **cmd.env,
             "SCALESWEEP_PROGRESS_FILE": str(progress_file),
             "SCALESWEEP_TRIAL_CONFIG": str(config_file),

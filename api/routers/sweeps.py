@@ -17,6 +17,7 @@ from sweeper import SweepError, SweepSpec, load_sweep_result, sweep_status
 from .._cache import file_version
 from .._db import SweepRecord, new_id
 from .._jobs import TERMINAL
+from .._security import check_rest_spec, public_spec
 from ..deps import Owner, ReadAccess, SessionDep
 from ..schemas import Links, SweepPublic, SweepsPublic, TrialPublic, TrialsPublic
 
@@ -72,7 +73,7 @@ def _public(request: Request, record: SweepRecord) -> SweepPublic:
         mlflow_parent_run_id=parent_run_id,
         links=Links(self=base, trials=f"{base}/trials", best=f"{base}/best", mlflow_experiment=exp_link,
                     mlflow_parent_run=run_link),
-        spec=record.spec,
+        spec=public_spec(record.spec),
     )
 
 
@@ -116,6 +117,7 @@ def create_sweep(
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> SweepPublic:
     body = spec.model_dump(mode="json")
+    check_rest_spec(body, request.app.state.jobs.trainers)  # a token is not a shell: registered trainers only
     idempotency_key = (idempotency_key or "").strip() or None  # an empty header is no key at all
     if idempotency_key:
         existing = session.scalars(select(SweepRecord).where(SweepRecord.idempotency_key == idempotency_key)).first()
@@ -205,7 +207,7 @@ async def get_trials(sweep_id: str, request: Request, session: SessionDep, _read
         return TrialsPublic(data=[], count=0)
     data = [
         TrialPublic(key=t.trial_key, role=t.role, arm=t.arm, params=t.params, seed=t.seed, state=t.status,
-                    attempt=t.attempt, fd=t.fd, objective=t.objective, run_id=t.run_id or "")
+                    attempt=t.attempt, fd=t.fd, objective=t.objective, run_id=t.run_id or "", error=t.error)
         for t in result.trials
     ]
     return TrialsPublic(data=data, count=len(data))

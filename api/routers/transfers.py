@@ -17,6 +17,7 @@ from scaling import ScalingError, TransferSpec, load_transfer_result, transfer_s
 from .._cache import file_version
 from .._db import SweepRecord, TransferRecord, new_id
 from .._jobs import TERMINAL
+from .._security import check_rest_spec
 from ..deps import Owner, ReadAccess, SessionDep
 from ..schemas import RunsPublic, TransferCreate, TransferLinks, TransferPublic, TransfersPublic
 from .sweeps import _decode_cursor, _encode_cursor, _ui
@@ -126,6 +127,7 @@ def create_transfer(
     if sweep.state != "SUCCEEDED" or not sweep.storage_path:
         raise HTTPException(409, f"sweep {sweep.id} is {sweep.state}: only a SUCCEEDED sweep can be transferred")
     spec = _spec(body, sweep).model_dump(mode="json")
+    check_rest_spec(spec, request.app.state.jobs.trainers)  # e.g. no Ray cluster of the caller's choosing
     idempotency_key = (idempotency_key or "").strip() or None
     if idempotency_key:
         existing = session.scalars(

@@ -1,0 +1,206 @@
+"""A token is not a shell: REST sweeps run only registered trainers, no process the service starts can read its
+secrets, reads redact trainer environments, bounded and finite input, trusted hosts (docs/security.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from fastapi.testclient import TestClient
+
+from api._db import SweepRecord
+from api._settings import Settings
+from api.main import create_app
+
+from .conftest import AUTH, TOKEN
+
+HERE = Path(__file__).resolve().parent
+SPEC: dict[str, Any] = {"name": "sec", "rung": "cpu-xs", "horizon": 20, "search": {"space": {"K": [2, 3]}}}
+
+
+def _registry(path: Path, dump: Path) -> Path:
+    base = [sys.executable, str(HERE / "env_trainer.py"), "--progress", "{progress_file}", "--eval-steps",
+            "{eval_steps}", "--dump", str(dump)]
+    path.write_text(yaml.safe_dump({"trainers": {
+        "envdump": {"command": base, "env": {"ENV_TRAINER_STOP_AT": str(os.getpid())}},
+        "broken": {"command": [*base, "--fail"], "description": "exits 3 with a CUDA-like stderr"},
+    }}))
+    return path
+
+
+@pytest.fixture
+def api(tmp_path: Path) -> Iterator[TestClient]:
+    settings = Settings(workdir=tmp_path / "work", api_token=TOKEN,  # type: ignore[arg-type]
+                        trainers=_registry(tmp_path / "trainers.yaml", tmp_path / "dump.json"))
+    yield TestClient(create_app(settings), raise_server_exceptions=False)  # no lifespan: nothing is launched
+
+
+def _refused(r: Any, field: str) -> str:
+    assert r.status_code == 422, r.text
+    assert r.headers["content-type"] == "application/problem+json"
+    assert r.json()["errors"][0]["field"] == field, r.json()
+    return str(r.json()["detail"])
+
+
+def test_a_free_form_command_over_rest_is_refused_naming_the_field(api: TestClient) -> None:
+    # Issue 17 row 1: this body ran `id; env` on the host.
+    shell = {**SPEC, "backend": {"name": "command", "command": ["sh", "-c", "id; env"]}}
+    detail = _refused(api.post("/v1/sweeps", json=shell, headers=AUTH), "backend.command")
+    assert "SCALESWEEP_TRAINERS" in detail and "backend.trainer" in detail and "scalesweep sweep run" in detail
+    with_env = {**SPEC, "backend": {"name": "command", "trainer": "envdump", "env": {"LD_PRELOAD": "/tmp/x.so"}}}
+    _refused(api.post("/v1/sweeps", json=with_env, headers=AUTH), "backend.env")
+    with_cwd = {**SPEC, "backend": {"name": "command", "trainer": "envdump", "cwd": "/"}}
+    _refused(api.post("/v1/sweeps", json=with_cwd, headers=AUTH), "backend.cwd")
+    unknown = {**SPEC, "backend": {"name": "command", "trainer": "nope"}}
+    detail = _refused(api.post("/v1/sweeps", json=unknown, headers=AUTH), "backend.trainer")
+    assert "['broken', 'envdump']" in detail
+    cluster = {**SPEC, "execution": {"ray_address": "attacker.example:6379"}}
+    _refused(api.post("/v1/sweeps", json=cluster, headers=AUTH), "execution.ray_address")
+    assert api.get("/v1/sweeps").json()["count"] == 0  # nothing was stored
+    ok = {**SPEC, "backend": {"name": "command", "trainer": "envdump"}}
+    created = api.post("/v1/sweeps", json=ok, headers=AUTH)
+    assert created.status_code == 201, created.text
+    assert created.json()["spec"]["backend"]["trainer"] == "envdump"
+    assert created.json()["spec"]["backend"]["command"] is None  # the record holds the name, not the command
+
+
+def test_without_a_registry_no_trainer_runs_over_rest(settings: Settings) -> None:
+    api = TestClient(create_app(settings), raise_server_exceptions=False)
+    r = api.post("/v1/sweeps", json={**SPEC, "backend": {"name": "command", "trainer": "envdump"}}, headers=AUTH)
+    assert "none is registered (the operator sets SCALESWEEP_TRAINERS)" in _refused(r, "backend.trainer")
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"search": {"space": {"gamma": [float("inf")]}}}, "search.space.gamma"),
+        ({"search": {"space": {"K": [1e30]}}}, "search"),
+        ({"horizon": 1e30}, "horizon"),
+        ({"horizon": 10**12}, "horizon"),
+        ({"trial": {"eval": {"fd_samples": 10**12}}}, "trial"),
+        ({"trial": {"batch_size": float("nan")}}, "trial"),
+        ({"execution": {"cpus_per_trial": 1e9}}, "execution.cpus_per_trial"),
+        ({"execution": {"cpus_per_trial": float("inf")}}, "execution.cpus_per_trial"),
+        ({"seeds": list(range(101))}, "seeds"),
+        ({"seeds": [2**40]}, "seeds"),
+        ({"search": {"space": {"K": [3]}, "optimizer": {"lr": float("inf")}}}, "search"),
+        ({"baselines": [{"arm": "adamw", "optimizer": {"lr": 1e6}}]}, "baselines[0]"),
+        ({"search": {"space": {"K": list(range(1, 120)), "gamma": [0.1 + i / 1000 for i in range(100)]}}},
+         "search"),
+    ],
+)
+def test_numbers_are_finite_and_bounded_with_the_field_named(api: TestClient, change: dict[str, Any],
+                                                             field: str) -> None:
+    # Issue 17 row 5: Infinity and 1e30 were accepted (201) and the API showed null.
+    body = json.dumps({**SPEC, **change})  # Python writes Infinity/NaN, as a hostile client may
+    r = api.post("/v1/sweeps", content=body, headers={**AUTH, "Content-Type": "application/json"})
+    assert r.status_code == 422, r.text
+    assert r.json()["errors"][0]["field"].startswith(field), r.json()
+
+
+def test_transfer_numbers_are_bounded() -> None:
+    from scaling import TransferSpec
+
+    for bad in ({"steps": 10**12}, {"horizon_factor": float("inf")}, {"seeds": [-1]},
+                {"trial": {"eval": {"fd_samples": float("inf")}}}):
+        with pytest.raises(ValueError, match=r"steps|horizon_factor|seeds|trial"):
+            TransferSpec.model_validate({"name": "t", "sweep": "x", **bad})
+
+
+def test_reads_redact_trainer_environments(api: TestClient) -> None:
+    # Issue 17 row 7: open reads showed backend.env values (and a record stored before trainers were required
+    # may still hold a free-form command and its environment).
+    spec = {**SPEC, "backend": {"name": "command", "command": ["train"], "env": {"WANDB_API_KEY": "s3cret-42"}}}
+    with api.app.state.sessionmaker() as session:  # type: ignore[attr-defined]
+        session.add(SweepRecord(id="sw-old", name="old", state="FAILED", spec=spec, owner="x"))
+        session.commit()
+    for path in ("/v1/sweeps", "/v1/sweeps/sw-old"):
+        text = api.get(path).text
+        assert "s3cret-42" not in text and "WANDB_API_KEY" in text and "<redacted>" in text
+    # ...and resuming it does not run the free-form command: the driver never starts.
+    assert api.post("/v1/sweeps/sw-old/resume", headers=AUTH).status_code == 202
+    jobs = api.app.state.jobs  # type: ignore[attr-defined]
+    jobs.tick()
+    record = api.get("/v1/sweeps/sw-old").json()
+    assert record["state"] == "FAILED" and "only registered trainers" in record["error"]
+
+
+def test_mlflow_spec_json_is_redacted(tmp_path: Path) -> None:
+    from sweeper import SweepSpec
+    from sweeper._ledger import SweepLedger
+
+    spec = SweepSpec.model_validate({**SPEC, "backend": {"name": "command", "command": ["train", "{K}"],
+                                                         "env": {"HF_TOKEN": "hf_s3cret"}}})
+    ledger = SweepLedger(f"sqlite:///{tmp_path / 'mlflow.db'}", "redact")
+    ledger.ensure_store()
+    run_id = ledger.create_parent(spec, "sec-1", tmp_path)
+    stored = ledger.spec_dict(run_id)
+    assert stored["backend"]["env"] == {"HF_TOKEN": "<redacted>"} and stored["backend"]["command"] == ["train", "{K}"]
+
+
+def test_trusted_hosts(tmp_path: Path) -> None:
+    settings = Settings(workdir=tmp_path / "work", api_token=TOKEN,  # type: ignore[arg-type]
+                        allowed_hosts="localhost, api.internal")
+    api = TestClient(create_app(settings), raise_server_exceptions=False)
+    assert api.get("/v1/health").status_code == 400  # TestClient's Host is "testserver"
+    assert api.get("/v1/health", headers={"Host": "api.internal"}).status_code == 200
+    assert api.get("/v1/health", headers={"Host": "localhost:8000"}).status_code == 200
+    open_api = TestClient(create_app(Settings(workdir=tmp_path / "w2", api_token=TOKEN)))  # type: ignore[arg-type]
+    assert open_api.get("/v1/health").status_code == 200  # the default '*' answers any Host
+
+
+def _wait(api: TestClient, sweep: str, timeout: float = 300) -> dict[str, Any]:
+    deadline = time.time() + timeout
+    body: dict[str, Any] = {}
+    while time.time() < deadline:
+        body = api.get(f"/v1/sweeps/{sweep}").json()
+        if body["state"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
+            return body
+        time.sleep(0.5)
+    raise AssertionError(f"sweep {sweep} still {body.get('state')}: {body}")
+
+
+def test_a_registered_trainer_runs_and_no_process_the_service_starts_sees_its_secrets(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    dump = tmp_path / "dump.json"
+    settings = Settings(workdir=tmp_path / "work", api_token=TOKEN,  # type: ignore[arg-type]
+                        trainers=_registry(tmp_path / "trainers.yaml", dump), poll_interval_s=0.3)
+    # The service's environment, as `scalesweep serve` has it (plus a copy of the token under another name).
+    monkeypatch.setenv("SCALESWEEP_API_TOKEN", TOKEN)
+    monkeypatch.setenv("SCALESWEEP_DATABASE_URL", settings.db_url)
+    monkeypatch.setenv("SOME_COPY_OF_THE_TOKEN", TOKEN)
+    spec = {"name": "sec", "rung": "cpu-xs", "horizon": 4, "eval_steps": [2, 4], "baselines": [], "seeds": [0],
+            "search": {"space": {"K": [3], "gamma": [0.15]}}, "retries": {"max_retries": 0},
+            "execution": {"concurrency": 1, "num_cpus": 1},
+            "backend": {"name": "command", "trainer": "envdump", "poll_s": 0.05}}
+    with TestClient(create_app(settings), raise_server_exceptions=False) as api:
+        good = api.post("/v1/sweeps", json=spec, headers=AUTH).json()["id"]
+        bad = api.post("/v1/sweeps", json={**spec, "name": "broken", "backend": {
+            "name": "command", "trainer": "broken", "poll_s": 0.05}}, headers=AUTH).json()["id"]
+        done = _wait(api, good)
+        assert done["state"] == "SUCCEEDED", done
+        failed = _wait(api, bad)
+        trials = api.get(f"/v1/sweeps/{bad}/trials").json()["data"]
+    seen = json.loads(dump.read_text())
+    processes = [{"pid": "trainer", "cmdline": "env_trainer.py", "environ": seen["environ"]}, *seen["ancestors"]]
+    assert any("scalesweep_cli" in str(p["cmdline"]) for p in processes), [p["cmdline"] for p in processes]
+    assert len(processes) >= 3  # the trainer, its Ray worker, ..., the driver: each one checked
+    for proc in processes:
+        env = proc["environ"]
+        assert isinstance(env, dict)
+        leaked = sorted(k for k, v in env.items() if TOKEN in v or v == settings.db_url
+                        or k in ("SCALESWEEP_API_TOKEN", "SCALESWEEP_DATABASE_URL"))
+        assert not leaked, f"{proc['cmdline']} holds {leaked}"
+    assert seen["environ"]["ENV_TRAINER_STOP_AT"] == str(os.getpid())  # the registry's fixed env reached it
+    # Issue 17 row 18: the FAILED sweep says why, and so does each trial.
+    assert failed["state"] == "FAILED"
+    assert "exited with 3" in failed["error"] and "CUDA out of memory" in failed["error"], failed["error"]
+    assert "|" not in failed["error"].split("FAILED;")[0]  # not a driver-log table
+    assert trials and all("exited with 3" in (t["error"] or "") for t in trials), trials
