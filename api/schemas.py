@@ -49,7 +49,11 @@ class SweepPublic(BaseModel):
     progress: dict[str, int] = Field(
         default_factory=dict, description="Trials by state (SUCCEEDED, RUNNING, PENDING, PRUNED, FAILED, ...)."
     )
-    best_so_far: dict[str, Any] | None = Field(None, description="The current best point and its objective.")
+    best_so_far: dict[str, Any] | None = Field(
+        None,
+        description="While the sweep runs: the lowest mean objective so far, with provisional=true (the rule may "
+        "choose another point). Once it ended: the rule's choice, provisional=false, the same point as /best.",
+    )
     mlflow_experiment_id: str | None = None
     mlflow_parent_run_id: str | None = None
     links: Links

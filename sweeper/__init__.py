@@ -2,7 +2,9 @@
 
 The paper's first stage as a repeatable job: search Periodic Row-wise Muon's K and gamma on the smallest rung,
 score each pair by mean FD at 2/3, 5/6 and 6/6 of the horizon (mean over seeds, spread kept), beside AdamW and
-vanilla Muon, and pick the defaults to transfer (ties within a tolerance go to the larger, cheaper K).
+vanilla Muon, and pick the defaults to transfer with their uncertainty (`select_point`: each point's probability of
+being best from a paired bootstrap over seeds; points within one standard error of the best go to the larger,
+cheaper K).
 
     from sweeper import load_spec, run_sweep, load_sweep_result
     result = run_sweep(load_spec("examples/sweep-tiny.yaml"), workdir="out/sweeps/tiny", show_progress=True)
@@ -31,7 +33,7 @@ from ._errors import SweepError, SweepFailedError
 from ._ledger import TAG, parent_run_name
 from ._planner import SAMPLERS, Planner, TrialRequest, list_search_methods
 from ._result import SweepResult, load_sweep_result
-from ._selection import TRIAL_STATES, PointSummary, Selection, TrialRecord, select_best, summarise_points
+from ._selection import TRIAL_STATES, PointSummary, SweepSelection, TrialRecord, select_best, summarise_points
 from ._spec import (
     MAX_HORIZON,
     MAX_SEEDS,
@@ -55,6 +57,7 @@ from ._spec import (
 )
 from ._trainable import BACKENDS, list_backends
 from ._trainers import TRAINERS_ENV, RegisteredTrainer, load_trainers, resolve_trainer
+from ._uncertainty import PairedDifference, Selection, paired_difference, select_point
 
 __all__ = [
     "BACKENDS",
@@ -70,6 +73,7 @@ __all__ = [
     "CommandBackend",
     "EarlyStoppingSpec",
     "ExecutionSpec",
+    "PairedDifference",
     "ParamRange",
     "Planner",
     "PointSummary",
@@ -81,6 +85,7 @@ __all__ = [
     "SweepError",
     "SweepFailedError",
     "SweepResult",
+    "SweepSelection",
     "SweepSpec",
     "SweepTracking",
     "TrialRecord",
@@ -95,11 +100,13 @@ __all__ = [
     "load_spec",
     "load_sweep_result",
     "load_trainers",
+    "paired_difference",
     "parent_run_name",
     "redact_spec",
     "resolve_trainer",
     "run_sweep",
     "select_best",
+    "select_point",
     "summarise_points",
     "sweep_status",
 ]

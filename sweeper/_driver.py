@@ -160,6 +160,9 @@ class _Driver:
         self._deadline: threading.Timer | None = None
         self._final = False
         self._last_display = time.time()
+        # The rule's choice once the sweep has ended (`_finish`); until then the status shows the lowest mean so far,
+        # labelled provisional, because the rule needs every point's seeds and the bootstrap.
+        self.chosen: dict[str, Any] | None = None
 
     # -- Tune searcher hooks --------------------------------------------------------------------------------
 
@@ -352,12 +355,24 @@ class _Driver:
         text = (f"sweep {self.spec.name}: {scored}/{total} points scored | trials {counts['SUCCEEDED']} done, "
                 f"{len(self.live)} running, {counts['FAILED']} failed, {counts['PRUNED']} pruned, "
                 f"{counts['QUEUED']} queued")
-        if best is not None:
-            text += f" | best {best[0]} objective {best[1]:.4g}"
+        if self.chosen is not None:
+            text += f" | chosen {self.chosen['point_key']} objective {self.chosen['objective']:.4g}"
+        elif best is not None:
+            text += f" | best so far (provisional) {best[0]} objective {best[1]:.4g}"
         return text
 
-    def status(self, state: str, error: str | None = None) -> dict[str, Any]:
+    def best_record(self) -> dict[str, Any] | None:
+        """The status's `best`: the rule's choice once the sweep ended, else the lowest mean so far (provisional)."""
+        if self.chosen is not None:
+            return self.chosen
         best = self.planner.best()
+        if best is None:
+            return None
+        return {"point_key": best[0], "objective": best[1], "provisional": True,
+                "rule": "lowest mean objective among the points scored so far; the final choice applies the "
+                        "selection rule (one standard error, larger K) and may differ"}
+
+    def status(self, state: str, error: str | None = None) -> dict[str, Any]:
         return {
             "sweep_id": self.sweep_id,
             "name": self.spec.name,
@@ -373,7 +388,7 @@ class _Driver:
             "points": {"budget": self.planner.budget, "known": len(self.planner.points),
                        "scored": sum(1 for p in self.planner.points.values() if p.outcome == "SUCCEEDED")},
             "counts": {**self.planner.counts(), "RUNNING": len(self.live)},
-            "best": {"point_key": best[0], "objective": best[1]} if best else None,
+            "best": self.best_record(),
             "running": [
                 {"trial_key": lv.request.trial_key, "attempt": lv.request.attempt, "run_id": lv.run_id,
                  "step": lv.last.get("step"), "objective_so_far": lv.last.get("objective_so_far")}
@@ -585,7 +600,7 @@ def _tune(spec: SweepSpec, driver: _Driver, workdir: Path, started_ray: bool, ra
             scheduler=scheduler,
             num_samples=-1,  # the planner says when the sweep is done
             max_concurrent_trials=concurrency,
-            reuse_actors=True,  # about 1 s per trial instead of about 4 s (FIELD_NOTES)
+            reuse_actors=True,  # about 1 s per trial instead of about 4 s (docs/design.md)
             trial_dirname_creator=_trial_dirname,
             trial_name_creator=_trial_dirname,
         ),
@@ -651,6 +666,10 @@ def _finish(driver: _Driver, ledger: SweepLedger, parent_run_id: str, state: str
     if result.selection is not None:
         sel = result.selection
         metrics["best_objective"] = float(sel.point.objective)  # type: ignore[arg-type]
+        if sel.uncertainty is not None:
+            metrics["best_p_best"] = sel.uncertainty.p_best[sel.point.point_key]
+        driver.chosen = {"point_key": sel.point.point_key, "objective": sel.point.objective, "provisional": False,
+                         "params": sel.params, "p_best": sel.p_best.get(sel.point.point_key), "rule": sel.rule}
         if sel.gap_abs is not None:
             metrics["runner_up_gap_abs"], metrics["runner_up_gap_rel"] = sel.gap_abs, float(sel.gap_rel or 0.0)
         if sel.pooled_seed_std is not None:

@@ -12,12 +12,16 @@ Layout (one experiment per study, `tracking.experiment`):
                        CANCELLED), scalesweep.workdir, scalesweep.driver_host, scalesweep.driver_pid,
                        scalesweep.best.<param> (e.g. scalesweep.best.K, scalesweep.best.gamma),
                        scalesweep.best.point_key, scalesweep.best.objective, scalesweep.best.runner_up,
-                       scalesweep.best.gap_rel, and the spec's extra `tags`
+                       scalesweep.best.gap_rel, scalesweep.best.rule (the choice rule, in words),
+                       scalesweep.best.p_best (the chosen point's probability of being best), scalesweep.best.seeds,
+                       and the spec's extra `tags`
                  params the spec's main fields (rung, horizon, eval_steps, search.method, search.space, seeds, ...)
-                 metrics best_objective, runner_up_gap_abs, runner_up_gap_rel, pooled_seed_std,
+                 metrics best_objective, best_p_best, runner_up_gap_abs, runner_up_gap_rel, pooled_seed_std,
                        trials_succeeded / _failed / _pruned / _cancelled, points_scored,
                        sweep_wall_s, fit_wall_s, trial_wall_s_sum, ray_init_s, store_init_s, overhead_fraction
-                 artifacts spec.json (the validated spec), selection.json (the rank table and the choice)
+                 artifacts spec.json (the validated spec), selection.json (the rank table, the choice, every
+                       point's probability of being best and paired difference to the best, paired comparisons
+                       with the baselines)
                  MLflow status FINISHED (SUCCEEDED), FAILED, KILLED (CANCELLED), RUNNING while it runs
 
     child run    name  K=3,gamma=0.15,seed=0 (search) | adamw,seed=0 (baseline); retries add " (attempt N)"
@@ -49,7 +53,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._errors import SweepError
-from ._selection import Selection, TrialRecord
+from ._selection import SweepSelection, TrialRecord
 from ._spec import redact_spec
 
 if TYPE_CHECKING:
@@ -101,7 +105,7 @@ def resolve_tracking_uri(uri: str, base: Path | None = None) -> str:
     return uri
 
 
-# MLflow run status + our tag -> trial state (DESIGN.md's trial states).
+# MLflow run status + our tag -> trial state (docs/design.md's trial states).
 def _trial_state(run: Run) -> tuple[str, bool]:
     status, tag = run.info.status, run.data.tags.get(TAG.STATUS, "")
     if tag == "PRUNED":
@@ -225,7 +229,7 @@ class SweepLedger:
             path = self.client.download_artifacts(parent_run_id, "spec.json", tmp)
             return dict(json.loads(Path(path).read_text(encoding="utf-8")))
 
-    def finish_parent(self, run_id: str, state: str, selection: Selection | None, metrics: Mapping[str, float],
+    def finish_parent(self, run_id: str, state: str, selection: SweepSelection | None, metrics: Mapping[str, float],
                       selection_doc: Mapping[str, Any] | None) -> None:
         from mlflow.entities import Metric
 
@@ -238,6 +242,10 @@ class SweepLedger:
             if selection.runner_up is not None:
                 tags[f"{TAG.BEST}runner_up"] = selection.runner_up.point_key
                 tags[f"{TAG.BEST}gap_rel"] = f"{selection.gap_rel:.4g}"
+            tags[f"{TAG.BEST}rule"] = selection.rule[:5000]
+            if selection.uncertainty is not None:
+                tags[f"{TAG.BEST}p_best"] = f"{selection.uncertainty.p_best[selection.point.point_key]:.4g}"
+                tags[f"{TAG.BEST}seeds"] = str(selection.uncertainty.n)
         self.set_tags(run_id, tags)
         now = int(time.time() * 1000)
         batch = [Metric(k, float(v), now, 0) for k, v in metrics.items() if v is not None]

@@ -15,7 +15,7 @@ from typing import Any
 
 from ._errors import SweepError
 from ._ledger import TAG, SweepLedger
-from ._selection import PointSummary, Selection, TrialRecord, _latest, select_best, summarise_points
+from ._selection import PointSummary, SweepSelection, TrialRecord, _latest, select_best, summarise_points
 
 __all__ = ["SweepResult", "load_sweep_result"]
 
@@ -35,7 +35,7 @@ class SweepResult:
     experiment: str
     eval_steps: list[int]
     seeds: list[int]
-    selection: Selection | None
+    selection: SweepSelection | None
     points: list[PointSummary]
     baselines: list[PointSummary]
     trials: list[TrialRecord]
@@ -71,14 +71,16 @@ class SweepResult:
                  f"{self.eval_steps}, mean over seeds {self.seeds}"]
         counts = ", ".join(f"{v} {k.lower()}" for k, v in self.counts.items() if v)
         lines.append(f"trials: {counts or 'none'}")
-        header = f"{'rank':>4}  {'point':<28} {'objective':>10} {'seed std':>9} {'seeds':>5}  status"
+        header = (f"{'rank':>4}  {'point':<28} {'objective':>10} {'seed std':>9} {'seeds':>5} {'P(best)':>7} "
+                  f"{'vs best [95% CI]':>24}  status")
         lines += ["", header, "-" * len(header)]
         ranked = sorted(self.points, key=lambda p: (p.rank is None, p.rank or 0, p.point_key))
         chosen = self.selection.point.point_key if self.selection else None
         for p in ranked:
             lines.append(
                 f"{p.rank if p.rank else '-':>4}  {p.point_key:<28} {_num(p.objective):>10} {_num(p.seed_std):>9} "
-                f"{len(p.seed_objectives):>5}  {p.status}{'  <- chosen' if p.point_key == chosen else ''}"
+                f"{len(p.seed_objectives):>5} {_prob(p.p_best):>7} {_diff(p.diff_to_best):>24}  "
+                f"{p.status}{'  <- chosen' if p.point_key == chosen else ''}"
             )
         if self.baselines:
             lines += ["", "baselines:"]
@@ -87,14 +89,17 @@ class SweepResult:
                              f"{len(b.seed_objectives):>5}  {b.status}")
         if self.selection is not None:
             s = self.selection
-            lines += ["", f"chosen: {s.point.point_key} (objective {_num(s.point.objective)}); rule: {s.rule}"]
+            lines += ["", f"chosen: {s.point.point_key} (objective {_num(s.point.objective)}"
+                      + (f", P(best) {s.p_best[s.point.point_key]:.2f}" if s.p_best else "") + f"); rule: {s.rule}"]
             if s.runner_up is not None:
                 lines.append(f"runner-up: {s.runner_up.point_key}, gap {_num(s.gap_abs)} ({s.gap_rel:+.2%})"
                              + (f"; pooled seed std {_num(s.pooled_seed_std)}" if s.pooled_seed_std else ""))
             if len(s.tied) > 1:
-                lines.append(f"tied within {s.tie_tolerance:.1%}: {', '.join(s.tied)}")
+                lines.append(f"not told apart from the best: {', '.join(s.tied)}")
             for name, rel in s.vs_baselines.items():
-                lines.append(f"vs {name}: {rel:+.2%}")
+                pd = s.vs_baselines_paired.get(name)
+                lines.append(f"vs {name}: {rel:+.2%} of its mean; paired: "
+                             + (pd.describe(s.point.point_key, name, "FD") if pd is not None else "no common seed"))
         else:
             lines += ["", "no point was scored on every seed yet"]
         return "\n".join(lines)
@@ -104,6 +109,20 @@ def _num(value: float | None) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     return f"{value:.4g}"
+
+
+def _prob(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _diff(doc: Mapping[str, Any] | None) -> str:
+    """A point's paired difference to the best as '+1.2 [-0.5, +2.9]' (no interval with one seed)."""
+    if not doc:
+        return "-"
+    interval = doc.get("interval")
+    if not interval:
+        return f"{doc['mean']:+.3g}"
+    return f"{doc['mean']:+.3g} [{interval[0]:+.3g}, {interval[1]:+.3g}]"
 
 
 def count_states(records: list[TrialRecord]) -> dict[str, int]:
@@ -132,6 +151,8 @@ def build_result(ledger: SweepLedger, parent: Any, spec: Mapping[str, Any], *, w
         tie_tolerance=float(selection_spec.get("tie_tolerance", 0.01)),
         tie_break=str(selection_spec.get("tie_break", "larger_K")),
         baselines=baselines,
+        n_boot=int(selection_spec.get("n_boot", 2000)),
+        bootstrap_seed=int(selection_spec.get("bootstrap_seed", 0)),
     )
     timing_keys = ("sweep_wall_s", "fit_wall_s", "trial_wall_s_sum", "ray_init_s", "store_init_s",
                    "overhead_fraction")

@@ -2,9 +2,10 @@
 
 A *trial* is one point (or baseline arm) on one seed; a *point* is one setting of the searched parameters over
 all seeds. A point's objective is the mean over seeds of each seed's objective (mean FD at the eval steps); it is
-scored only when every seed succeeded. The winner is the best-ranked point, except that points within a relative
-tie tolerance of the best count as tied and the tie rule then prefers the larger K (fewer Newton-Schulz refreshes,
-so cheaper), then the lower objective.
+scored only when every seed succeeded. The winner follows `select_point`'s rule (`_uncertainty`): among the points
+whose paired mean difference to the lowest-mean point is within one standard error (with one seed: within a
+relative tie tolerance), the larger K (fewer Newton-Schulz refreshes, so cheaper), then the lower objective. Every
+point carries its probability of being best (paired bootstrap over seeds) and its paired difference to the best.
 """
 
 from __future__ import annotations
@@ -15,17 +16,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from ._uncertainty import PairedDifference, Selection, paired_difference, select_points_by_key
+
 __all__ = [
     "TRIAL_STATES",
     "PointSummary",
-    "Selection",
+    "SweepSelection",
     "TrialRecord",
     "point_state",
     "select_best",
     "summarise_points",
 ]
 
-# Trial states (DESIGN.md): CANCELLED = interrupted by the sweep (cancel, lost driver); it resumes on --resume.
+# Trial states (docs/design.md): CANCELLED = interrupted by the sweep (cancel, lost driver); it resumes on --resume.
 TRIAL_STATES = ("PENDING", "RUNNING", "SUCCEEDED", "PRUNED", "FAILED", "CANCELLED")
 TrialState = Literal["PENDING", "RUNNING", "SUCCEEDED", "PRUNED", "FAILED", "CANCELLED"]
 Role = Literal["search", "baseline"]
@@ -73,14 +76,16 @@ class PointSummary:
     fd_mean: dict[int, float] = field(default_factory=dict)  # eval step -> mean FD over seeds
     rank: int | None = None
     run_ids: dict[int, str] = field(default_factory=dict)  # seed -> run of the attempt that counts
+    p_best: float | None = None  # probability of being best (paired bootstrap over seeds); None unless scored
+    diff_to_best: dict[str, Any] | None = None  # paired difference to the lowest-mean point (PairedDifference)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 @dataclass
-class Selection:
-    """The chosen point, how it was chosen, and how clearly."""
+class SweepSelection:
+    """The chosen point of a sweep, how it was chosen, and how clearly (`uncertainty`: `select_point`'s outcome)."""
 
     point: PointSummary
     best_by_objective: str
@@ -95,13 +100,24 @@ class Selection:
     ranking: list[PointSummary]
     baselines: list[PointSummary]
     vs_baselines: dict[str, float]  # baseline -> (chosen - baseline) / baseline; negative = chosen is better
+    uncertainty: Selection | None = None
+    # baseline -> chosen - baseline per seed (common seeds), mean, interval, n: the claim the sweep can make
+    vs_baselines_paired: dict[str, PairedDifference] = field(default_factory=dict)
 
     @property
     def params(self) -> dict[str, float | int]:
         return dict(self.point.params)
 
+    @property
+    def p_best(self) -> dict[str, float]:
+        """Point key -> probability of being best (empty without an uncertainty record)."""
+        return dict(self.uncertainty.p_best) if self.uncertainty is not None else {}
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        out["uncertainty"] = self.uncertainty.to_dict() if self.uncertainty is not None else None
+        out["vs_baselines_paired"] = {k: v.to_dict() for k, v in self.vs_baselines_paired.items()}
+        return out
 
 
 def point_state(seed_states: Mapping[int, str], seeds: Sequence[int]) -> str:
@@ -166,24 +182,34 @@ def select_best(
     tie_tolerance: float = 0.01,
     tie_break: str = "larger_K",
     baselines: Sequence[PointSummary] = (),
-) -> Selection | None:
-    """Rank the scored points (lower objective first) and choose one; None when no point was scored."""
+    n_boot: int = 2000,
+    bootstrap_seed: int = 0,
+) -> SweepSelection | None:
+    """Rank the scored points (lower objective first) and choose one by `select_point`'s rule; None when no point
+    was scored. Scored points succeeded on every seed, so their per-seed objectives align by seed."""
     value = {p.point_key: float(p.objective) for p in points if p.objective is not None}
     scored = sorted((p for p in points if p.point_key in value), key=lambda p: (value[p.point_key], p.point_key))
     if not scored:
         return None
     for rank, p in enumerate(scored, start=1):
         p.rank = rank
+    seeds = sorted(set.intersection(*(set(p.seed_objectives) for p in scored)))
+    uncertainty = None
+    if seeds:
+        uncertainty = select_points_by_key(
+            {p.point_key: [p.seed_objectives[s] for s in seeds] for p in scored},
+            {p.point_key: (float(p.params["K"]) if "K" in p.params else None) for p in scored},
+            n_boot=n_boot, seed=bootstrap_seed, tie_tolerance=tie_tolerance,
+            tie_break="larger_K" if tie_break == "larger_K" else "none",
+        )
+        for p in scored:
+            p.p_best = uncertainty.p_best[p.point_key]
+            p.diff_to_best = uncertainty.diff_to_best[p.point_key].to_dict()
     best = scored[0]
-    limit = value[best.point_key] + tie_tolerance * abs(value[best.point_key])
-    tied = [p for p in scored if value[p.point_key] <= limit]
-    chosen = best
-    rule = f"lowest objective; points within {tie_tolerance:.1%} of it are tied"
-    if tie_break == "larger_K" and all("K" in p.params for p in tied):
-        chosen = min(tied, key=lambda p: (-p.params["K"], value[p.point_key], p.point_key))
-        rule += ", and among tied points the larger K wins (cheaper), then the lower objective"
-    else:
-        rule += ", and among tied points the lower objective wins"
+    by_key = {p.point_key: p for p in scored}
+    chosen = by_key[uncertainty.chosen] if uncertainty is not None else best
+    tied = [by_key[k] for k in uncertainty.candidates] if uncertainty is not None else [best]
+    rule = uncertainty.rule if uncertainty is not None else "lowest objective"
     runner_up = next((p for p in scored if p is not chosen), None)
     gap_abs = gap_rel = None
     if runner_up is not None:
@@ -192,7 +218,13 @@ def select_best(
     variances = [p.seed_std**2 for p in scored if p.seed_std is not None]
     pooled = math.sqrt(statistics.fmean(variances)) if variances else None
     vs = {b.point_key: (value[chosen.point_key] - b.objective) / b.objective for b in baselines if b.objective}
-    return Selection(
+    paired: dict[str, PairedDifference] = {}
+    for b in baselines:
+        common = sorted(set(b.seed_objectives) & set(chosen.seed_objectives))
+        if common:
+            paired[b.point_key] = paired_difference([chosen.seed_objectives[s] for s in common],
+                                                    [b.seed_objectives[s] for s in common])
+    return SweepSelection(
         point=chosen,
         best_by_objective=best.point_key,
         tied=[p.point_key for p in tied],
@@ -206,4 +238,6 @@ def select_best(
         ranking=list(scored),
         baselines=list(baselines),
         vs_baselines=vs,
+        uncertainty=uncertainty,
+        vs_baselines_paired=paired,
     )

@@ -538,7 +538,8 @@ Backend = Annotated[BuiltinBackend | CommandBackend, Field(discriminator="name")
 
 
 class SelectionSpec(BaseModel):
-    """How the sweep's winner is chosen from the ranked points."""
+    """How the sweep's winner is chosen from the ranked points (`sweeper.select_point`'s rule): among the points
+    whose paired mean difference to the lowest-mean point is within one standard error, the larger K."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
@@ -546,14 +547,21 @@ class SelectionSpec(BaseModel):
         0.01,
         ge=0,
         lt=1,
-        description="Points whose objective is within this relative distance of the best are tied (0.01: half "
-        "the study's 2% 'near best' tolerance).",
+        description="With a single seed (no standard error), points whose objective is within this relative "
+        "distance of the best are tied (0.01: half the study's 2% 'near best' tolerance). With two seeds or more "
+        "the tie is one standard error of the paired difference instead.",
     )
     tie_break: Literal["larger_K", "none"] = Field(
         "larger_K",
         description="Among tied points prefer the larger K (fewer Newton-Schulz refreshes: cheaper), then the "
         "lower objective; 'none' = the lowest objective.",
     )
+    n_boot: int = Field(
+        2000, ge=100, le=100_000,
+        description="Paired bootstrap resamples of the seeds behind each point's probability of being best "
+        "(2000: the probabilities to about +-0.01).",
+    )
+    bootstrap_seed: int = Field(0, ge=0, description="Seed of the bootstrap's resampling (the result is reproducible).")
 
 
 def _default_tracking_uri() -> str:
@@ -618,7 +626,9 @@ class SweepSpec(BaseModel):
     execution: ExecutionSpec = Field(default_factory=ExecutionSpec, description="Concurrency, resources, cluster.")
     retries: RetrySpec = Field(default_factory=RetrySpec, description="Retries of failed trials.")
     backend: Backend = Field(default_factory=BuiltinBackend, description="builtin (run_trial) or command.")
-    selection: SelectionSpec = Field(default_factory=SelectionSpec, description="Tie rule of the selection.")
+    selection: SelectionSpec = Field(
+        default_factory=SelectionSpec, description="The choice rule's options (tie, bootstrap resamples)."
+    )
     trial: dict[str, Any] = Field(
         default_factory=dict,
         description="Other TrialConfig fields of every trial (batch_size, eval, text_encoder, data, ...). The "
@@ -721,6 +731,9 @@ class SweepSpec(BaseModel):
                 section.pop("rung")
         if payload["backend"].get("trainer", "") is None:  # a free-form command, as before trainers existed
             payload["backend"].pop("trainer")
+        for key, default in (("n_boot", 2000), ("bootstrap_seed", 0)):  # the selection's bootstrap options
+            if payload["selection"].get(key) == default:
+                payload["selection"].pop(key)
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 

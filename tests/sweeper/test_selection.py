@@ -83,3 +83,33 @@ def test_pooled_seed_spread_and_empty_selection() -> None:
     assert selection is not None
     assert selection.pooled_seed_std == pytest.approx(math.sqrt((2.0 + 8.0) / 2))
     assert select_best(summarise_points([_rec(3, 0.15, 0, None, status="FAILED")], seeds=[0])) is None
+
+
+def _seeded(k: int, gamma: float, values: list[float]) -> list[TrialRecord]:
+    return [_rec(k, gamma, seed, v) for seed, v in enumerate(values)]
+
+
+def test_with_seeds_the_sweep_chooses_by_one_standard_error_and_records_the_uncertainty() -> None:
+    # K=2 has the lowest mean; K=4 is +1.0 on average with per-seed differences 4, -2, 3, -1 (SE 1.47): not told
+    # apart, so the cheaper K=4 is chosen. K=3 is +10 on every seed: clearly worse.
+    best, near = [40.0, 50.0, 45.0, 42.0], [44.0, 48.0, 48.0, 41.0]
+    records = [*_seeded(2, 0.15, best), *_seeded(4, 0.15, near), *_seeded(3, 0.15, [b + 10 for b in best]),
+               *(_base("adamw", s, b + 30.0) for s, b in enumerate(best)),
+               *(_base("muon", s, b + d) for s, (b, d) in enumerate(zip(best, [-3.0, 2.0, 1.0, -4.0], strict=True)))]
+    seeds = [0, 1, 2, 3]
+    sel = select_best(summarise_points(records, seeds), baselines=summarise_points(records, seeds, "baseline"))
+    assert sel is not None and sel.best_by_objective == "K=2,gamma=0.15" and sel.params == {"K": 4, "gamma": 0.15}
+    assert sel.tied == ["K=2,gamma=0.15", "K=4,gamma=0.15"] and "one standard error" in sel.rule
+    assert sel.uncertainty is not None and sel.uncertainty.n == 4
+    assert sum(sel.p_best.values()) == pytest.approx(1.0) and sel.p_best["K=3,gamma=0.15"] == 0.0
+    assert sel.p_best["K=2,gamma=0.15"] > sel.p_best["K=4,gamma=0.15"] > 0.0
+    ranked = {p.point_key: p for p in sel.ranking}
+    assert ranked["K=3,gamma=0.15"].diff_to_best is not None
+    assert ranked["K=3,gamma=0.15"].diff_to_best["mean"] == pytest.approx(10.0)
+    assert ranked["K=3,gamma=0.15"].p_best == 0.0
+    # Paired against the baselines: chosen (near) - adamw is about -29 on every seed; vs muon the interval holds 0.
+    adamw, muon = sel.vs_baselines_paired["adamw"], sel.vs_baselines_paired["muon"]
+    assert adamw.n == 4 and adamw.mean == pytest.approx(1.0 - 30.0) and not adamw.includes_zero
+    assert muon.mean == pytest.approx(1.0 - (-1.0)) and muon.includes_zero
+    doc = sel.to_dict()
+    assert doc["uncertainty"]["chosen"] == "K=4,gamma=0.15" and doc["vs_baselines_paired"]["muon"]["n"] == 4

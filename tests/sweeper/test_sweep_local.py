@@ -70,6 +70,14 @@ def test_builtin_sweep_end_to_end_into_mlflow(ray_local: None, store_uri: str, t
     assert {a.path for a in client.list_artifacts(parent.info.run_id)} >= {"spec.json", "selection.json"}
     doc = json.loads(Path(client.download_artifacts(parent.info.run_id, "selection.json", str(tmp_path))).read_text())
     assert doc["selection"]["point"]["point_key"] == sel.point.point_key and doc["eval_steps"] == [16, 20, 24]
+    assert doc["selection"]["uncertainty"]["chosen"] == sel.point.point_key
+    assert sum(doc["selection"]["uncertainty"]["p_best"].values()) == pytest.approx(1.0)
+    assert tags["scalesweep.best.rule"] == sel.rule and "scalesweep.best.p_best" in tags
+    # One best pair everywhere: the finished status names the rule's choice, not the lowest mean so far.
+    from sweeper import sweep_status
+
+    best = sweep_status(workdir)["best"]
+    assert best["point_key"] == sel.point.point_key and best["provisional"] is False and best["params"] == result.best
 
     children = _children(store_uri, "e2e")
     assert sorted(r.info.run_name for r in children) == sorted(
@@ -189,5 +197,8 @@ def test_tpe_with_seeds_runs_its_budget_of_distinct_points_on_every_seed(ray_loc
         assert sorted(p.seed_objectives) == [0, 1] and p.seed_std and p.seed_std > 0
         assert p.objective == pytest.approx(statistics.fmean(p.seed_objectives.values()))
     assert result.selection is not None and result.selection.pooled_seed_std is not None
+    unc = result.selection.uncertainty  # two seeds: the one-SE rule with a paired bootstrap over them
+    assert unc is not None and unc.n == 2 and sum(unc.p_best.values()) == pytest.approx(1.0)
+    assert set(unc.p_best) == {p.point_key for p in result.points} and "one standard error" in unc.rule
     keys = [r.info.run_name for r in _children(store_uri, "tpe")]
     assert len(keys) == len(set(keys)) == 8
