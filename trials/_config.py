@@ -5,12 +5,21 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ._tracking import TrackingConfig
 from .optim import OptimizerConfig
 
-__all__ = ["CPU_AUX_LR", "DataConfig", "EvalConfig", "TrialConfig", "TrialResult", "default_eval_steps"]
+__all__ = [
+    "CPU_AUX_LR",
+    "DataConfig",
+    "EvalConfig",
+    "TrialConfig",
+    "TrialResult",
+    "default_eval_steps",
+    "default_track_steps",
+]
 
 # The paper's AdamW lr for the non-matrix group (1e-4) is for 1.3B+ models at batch 4096. On the small CPU ladder it
 # stalls the zero-initialised output layer: 300 steps of the AdamW arm at cpu-xs reached validation loss 1.00 with
@@ -22,6 +31,15 @@ CPU_AUX_LR = 3e-3
 def default_eval_steps(steps: int) -> list[int]:
     """2/3, 5/6 and 6/6 of the horizon: the paper's 20k/25k/30k of 30k, scaled."""
     return sorted({max(1, round(steps * 2 / 3)), max(1, round(steps * 5 / 6)), steps})
+
+
+def default_track_steps(steps: int, points: int, start: float, eval_steps: list[int] | None = None) -> list[int]:
+    """`points` tracking checkpoints evenly spaced from `start` x the horizon to its end, plus the eval steps
+    (so the tracking curve also holds the checkpoints that decide the objective). Empty when `points` is 0."""
+    if points <= 0:
+        return []
+    grid = np.linspace(start * steps, steps, points).round().astype(int)
+    return sorted({int(s) for s in grid if 1 <= s <= steps} | set(eval_steps or default_eval_steps(steps)))
 
 
 class DataConfig(BaseModel):
@@ -76,8 +94,33 @@ class EvalConfig(BaseModel):
         "checkpoints more than optimizers differ at this scale (docs/design.md); 0.995 showed the paper's ordering.",
     )
     val_samples: int = Field(256, ge=1, description="Held-out images for the validation loss (fixed noise and t).")
-    fd_infinity: bool = Field(False, description="Also extrapolate FD to infinite samples (FD_N = FD_inf + k/N).")
+    fd_infinity: bool = Field(
+        False,
+        description="Also extrapolate FD to infinite samples (FD_N = FD_inf + k/N); needs fd_samples > 2x the "
+        "feature dimension (subsets below 2d make the extrapolation wrong, so it refuses).",
+    )
     batch_size: int = Field(256, ge=1, description="Sampling batch size.")
+    track_points: int = Field(
+        12,
+        ge=0,
+        le=64,
+        description="Cheap tracking evaluations (logged as fd_track) evenly spaced from track_from x the horizon "
+        "to its end, plus one at each eval step: enough to locate when a run crosses a quality target, where the "
+        "three deciding checkpoints alone quantise it to thirds. 0 = off. Its measured cost: docs/targets.md.",
+    )
+    track_from: float = Field(
+        1 / 3, gt=0, lt=1, description="First tracking checkpoint as a fraction of the horizon (1/3)."
+    )
+    track_samples: int = Field(
+        256,
+        ge=16,
+        description="Generated images per tracking FD: the first track_samples of the same fixed captions and "
+        "noise as the full FD. Biased upward against the full FD (fewer samples), so tracking FD is its own "
+        "scale and is only compared with tracking FD.",
+    )
+    track_sample_steps: int = Field(
+        8, ge=1, description="Euler steps of the sampler in tracking evaluations (8; the full FD uses sample_steps)."
+    )
 
 
 class TrialConfig(BaseModel):
@@ -151,6 +194,11 @@ class TrialConfig(BaseModel):
     def resolved_eval_steps(self) -> list[int]:
         return sorted(set(self.eval_steps)) if self.eval_steps else default_eval_steps(self.steps)
 
+    @property
+    def resolved_track_steps(self) -> list[int]:
+        """Steps with a tracking evaluation (fd_track): empty when eval.track_points is 0."""
+        return default_track_steps(self.steps, self.eval.track_points, self.eval.track_from, self.resolved_eval_steps)
+
 
 @dataclass
 class TrialResult:
@@ -179,6 +227,14 @@ class TrialResult:
     run_id: str | None = None
     wall_time_s: float = 0.0
     fd_infinity: dict[int, float] = field(default_factory=dict)
+    # Dense tracking evaluations (eval.track_*): FD on track_samples images with track_sample_steps sampler steps,
+    # its own scale (never mixed with `fd`), and the effective training time at each of those steps.
+    fd_track: dict[int, float] = field(default_factory=dict)
+    track_effective_time_s: dict[int, float] = field(default_factory=dict)
+    track_samples: int = 0
+    track_sample_steps: int = 0
+    eval_time_s: float = 0.0  # wall time in the full (deciding) evaluations
+    track_eval_time_s: float = 0.0  # wall time in the tracking evaluations
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -247,6 +247,7 @@ def run_trial(
         generator=stream_generator(cfg.data.seed, "fd-noise"),
     )
     eval_steps = cfg.resolved_eval_steps
+    track_steps = set(cfg.resolved_track_steps)
 
     train_gen = stream_generator(cfg.seed, "train")
     noise_gen = stream_generator(cfg.seed, "noise")
@@ -256,6 +257,8 @@ def run_trial(
         fd_samples=cfg.eval.fd_samples,
         parameters=counts.total,
         muon_parameters=optimizer.routing.muon_numel,
+        track_samples=min(cfg.eval.track_samples, cfg.eval.fd_samples) if track_steps else 0,
+        track_sample_steps=cfg.eval.track_sample_steps if track_steps else 0,
     )
     start_step, effective, loss_sum, loss_n = 0, 0.0, 0.0, 0
     ckpt_path = Path(cfg.checkpoint_dir) / "last.pt" if cfg.checkpoint_dir else None
@@ -271,8 +274,8 @@ def run_trial(
         train_gen.set_state(saved["train_gen"])
         noise_gen.set_state(saved["noise_gen"])
         start_step, effective = saved["step"], saved["effective"]
-        for name in ("fd", "val_loss", "effective_time_s", "fd_infinity"):
-            getattr(result, name).update(saved["records"][name])
+        for name in ("fd", "val_loss", "effective_time_s", "fd_infinity", "fd_track", "track_effective_time_s"):
+            getattr(result, name).update(saved["records"].get(name, {}))
 
     logger = RunLogger(cfg.tracking) if cfg.tracking is not None else None
     if logger is not None:
@@ -287,6 +290,8 @@ def run_trial(
                 "fd.samples": str(cfg.eval.fd_samples),
                 "fd.reference_samples": str(cfg.eval.reference_samples),
                 "fd.weights": "ema" if ema is not None else "raw",
+                "fd.track_samples": str(result.track_samples),
+                "fd.track_sample_steps": str(result.track_sample_steps),
                 "optimizer.ns_dtype": str(optimizer.ns_dtype).removeprefix("torch."),
                 "model.parameters": str(counts.total),
                 "model.muon_parameters": str(optimizer.routing.muon_numel),
@@ -343,7 +348,20 @@ def run_trial(
                     bar.set_postfix(loss=f"{loss_sum / loss_n:.4f}")
                 loss_sum, loss_n = 0.0, 0
 
+            if step in track_steps:
+                # Before the full evaluation, so both see the same weights; NaN (not a divergence) when the cheap
+                # sampler's output is not finite: the full evaluation decides divergence.
+                t_track = time.perf_counter()
+                fd_track = _track(cfg, ema if ema is not None else module, cond, fd_batch, fd_noise, extractor,
+                                  reference, result.track_samples)
+                result.track_eval_time_s += time.perf_counter() - t_track
+                result.fd_track[step] = fd_track
+                result.track_effective_time_s[step] = effective
+                pending.append((step, {"fd_track": fd_track, "track_effective_time_s": effective}))
+                if step not in eval_steps:
+                    flush()  # the full evaluation flushes its own
             if step in eval_steps:
+                t_eval = time.perf_counter()
                 record = _evaluate(
                     cfg,
                     ema if ema is not None else module,
@@ -355,6 +373,7 @@ def run_trial(
                     reference,
                     step,
                 )
+                result.eval_time_s += time.perf_counter() - t_eval
                 if record is None:
                     result.status, result.diverged_at = "DIVERGED", step
                     break
@@ -400,6 +419,8 @@ def run_trial(
                                 "effective_time_s": result.effective_time_s,
                                 "fd_infinity": result.fd_infinity,
                             },
+                                "fd_track": result.fd_track,
+                                "track_effective_time_s": result.track_effective_time_s,
                         },
                     )
                 if progress is not None:
@@ -493,6 +514,45 @@ def _evaluate(
 
 
 def _summarise(result: TrialResult, effective: float, optimizer: Any) -> None:
+@torch.no_grad()
+def _track(
+    cfg: TrialConfig,
+    model: _TextToImage,
+    cond: _Conditioner,
+    fd_batch: Any,
+    fd_noise: Tensor,
+    extractor: FeatureExtractor,
+    reference: FeatureStats,
+    n: int,
+) -> float:
+    """Tracking FD: the first `n` of the full evaluation's captions and noise, `eval.track_sample_steps` Euler
+    steps. NaN when the samples are not finite."""
+    was_training = model.training
+    model.eval()
+    try:
+        chunks = []
+        for start in range(0, n, cfg.eval.batch_size):
+            stop = min(n, start + cfg.eval.batch_size)
+            captions = fd_batch.captions[start:stop]
+            ctx, pool = _encode(model, cond, captions, cond.frozen_embeddings(captions))
+            chunks.append(
+                sample_euler(
+                    model.denoiser,
+                    ctx,
+                    pool,
+                    noise=fd_noise[start:stop].to(ctx.device),
+                    steps=cfg.eval.track_sample_steps,
+                    guidance_scale=cfg.eval.guidance_scale,
+                ).cpu()
+            )
+        samples = torch.cat(chunks)
+        if not torch.isfinite(samples).all():
+            return math.nan
+        return frechet_distance_from_stats(feature_statistics(extractor.extract(samples)), reference)
+    finally:
+        model.train(was_training)
+
+
     """Totals and counters from the optimizer, then the quality summary."""
     result.total_effective_time_s = effective
     result.optimizer_time_s = optimizer.total_step_time_s

@@ -190,3 +190,36 @@ def test_cpu_rungs_default_the_aux_lr_to_the_adamw_arm_lr_unless_set() -> None:
     assert TrialConfig(optimizer={"name": "muon"}).optimizer.aux_lr == CPU_AUX_LR
     assert TrialConfig(optimizer={"aux_lr": 1e-4}).optimizer.aux_lr == 1e-4  # an explicit value is kept
     assert TrialConfig(rung="paper-1.3b").optimizer.aux_lr == 1e-4  # the paper's value at paper scale
+
+
+def test_dense_tracking_evaluations_are_logged_beside_the_deciding_ones(tmp_path: Path) -> None:
+    cfg = _tiny(tracking=_tracking(tmp_path), eval={"track_points": 4, "track_from": 1 / 3})
+    result = run_trial(cfg)
+    # linspace(8, 24, 4) -> 8, 13, 19, 24, plus the eval step 12: the tracking curve holds the deciding steps.
+    assert sorted(result.fd_track) == [8, 12, 13, 19, 24] == sorted(result.track_effective_time_s)
+    times = [result.track_effective_time_s[s] for s in sorted(result.track_effective_time_s)]
+    assert times == sorted(set(times))  # strictly increasing
+    assert result.track_effective_time_s[12] == result.effective_time_s[12]
+    assert result.track_effective_time_s[24] == result.effective_time_s[24]
+    assert result.track_samples == 96 and result.track_sample_steps == 8  # capped at fd_samples
+    assert result.track_eval_time_s > 0 and result.eval_time_s > 0
+    assert sorted(result.fd) == [12, 24]  # the objective's checkpoints are unchanged
+    assert result.objective == pytest.approx((result.fd[12] + result.fd[24]) / 2)
+
+    client = MlflowClient(_tracking(tmp_path)["tracking_uri"])
+    history = sorted((m.step, m.value) for m in client.get_metric_history(result.run_id, "fd_track"))
+    assert history == sorted(result.fd_track.items())
+    assert [m.step for m in client.get_metric_history(result.run_id, "fd")] == [12, 24]
+    tags = client.get_run(result.run_id).data.tags
+    assert tags["fd.track_samples"] == "96" and tags["fd.track_sample_steps"] == "8"
+
+    off = run_trial(_tiny(eval={"track_points": 0}))
+    assert off.fd_track == {} and off.track_samples == 0
+    assert off.fd == pytest.approx(result.fd)  # tracking never changes the training or the full FD
+
+
+def test_tracking_at_full_precision_reproduces_the_full_fd() -> None:
+    # Same images, same sampler steps, same weights: the tracking FD at a deciding step is the full FD.
+    result = run_trial(_tiny(eval={"track_points": 3, "track_samples": 96, "track_sample_steps": 4}))
+    assert result.fd_track[12] == pytest.approx(result.fd[12], rel=1e-9)
+    assert result.fd_track[24] == pytest.approx(result.fd[24], rel=1e-9)
