@@ -56,9 +56,16 @@ def _artifact_root(tracking_uri: str) -> str | None:
     return None
 
 
+# MLflow 3's UI opens an experiment without this tag in its GenAI view (traces, "evaluation runs"); a study's
+# experiment holds training runs, so it is tagged as model development.
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+
+
 def ensure_store(tracking_uri: str, experiment: str = DEFAULT_EXPERIMENT) -> str:
     """Create the tracking store (once: concurrent first-time creation of a SQLite store corrupts its schema) and
-    the experiment if missing; returns the experiment id."""
+    the experiment if missing, tagged `mlflow.experimentKind = custom_model_development` (an existing experiment
+    without a kind gets the tag too); returns the experiment id."""
     from mlflow import MlflowClient
 
     if tracking_uri.startswith("sqlite:///"):
@@ -66,9 +73,12 @@ def ensure_store(tracking_uri: str, experiment: str = DEFAULT_EXPERIMENT) -> str
     client = MlflowClient(tracking_uri=tracking_uri)
     found = client.get_experiment_by_name(experiment)
     if found is not None:
+        if EXPERIMENT_KIND_TAG not in (found.tags or {}):  # made before the tag, or by hand: never override a kind
+            client.set_experiment_tag(found.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
         return str(found.experiment_id)
     try:
-        return str(client.create_experiment(experiment, artifact_location=_artifact_root(tracking_uri)))
+        return str(client.create_experiment(experiment, artifact_location=_artifact_root(tracking_uri),
+                                            tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND}))
     except Exception:  # another process created it between our look-up and create
         found = client.get_experiment_by_name(experiment)
         if found is None:
