@@ -35,7 +35,7 @@ from .metrics import (
     get_extractor,
 )
 from .models import build_model, count_parameters
-from .optim import build_optimizer
+from .optim import build_optimizer, update_stats
 from .text import LearnedTextEncoder, get_text_encoder
 
 __all__ = ["metric_floor", "run_trial", "summarise_quality"]
@@ -385,6 +385,7 @@ def run_trial(
                     ns5_calls=float(optimizer.ns5_calls),
                     rownorm_calls=float(optimizer.rownorm_calls),
                 )
+                record.update(update_stats(optimizer))  # Muon family: update RMS / spectral norm per kind
                 result.fd[step] = record["fd"]
                 result.val_loss[step] = record["val_loss"]
                 result.effective_time_s[step] = effective

@@ -19,13 +19,16 @@ from ._functional import NS_COEFFICIENTS, adjust_lr, fast_ns_dtype, newton_schul
 from ._periodic import PeriodicRowMuon, RowNormMuon
 from ._routing import ParameterRouting, route_parameters
 from ._sharded import DEFAULT_BUCKET_BYTES, ShardedPeriodicRowMuon
+from ._update_stats import MATRIX_KINDS, STEP_KINDS, matrix_kind, spectral_norm, update_stats
 
 __all__ = [
     "COLLECTIVES",
     "DEFAULT_BUCKET_BYTES",
     "DEFAULT_LR",
+    "MATRIX_KINDS",
     "NS_COEFFICIENTS",
     "OPTIMIZERS",
+    "STEP_KINDS",
     "CommStats",
     "HybridOptimizer",
     "OptimizerConfig",
@@ -38,7 +41,10 @@ __all__ = [
     "fast_ns_dtype",
     "list_optimizers",
     "logical_bytes_sent",
+    "matrix_kind",
     "newton_schulz5",
     "route_parameters",
+    "spectral_norm",
     "unit_rows_or_columns",
+    "update_stats",
 ]
