@@ -183,7 +183,7 @@ class _Driver:
 
     def _job(self, req: TrialRequest, run_id: str) -> dict[str, Any]:
         spec = self.spec
-        trial = spec.trial_config(req.optimizer, req.seed, req.rung)
+        trial = spec.trial_config(req.optimizer, req.seed, req.rung, horizon=req.horizon, eval_steps=req.eval_steps)
         trial["tracking"] = {
             "tracking_uri": self.ledger.tracking_uri,
             "experiment": self.ledger.experiment,
@@ -201,7 +201,7 @@ class _Driver:
             "run_id": run_id,
             "trial": trial,
             "backend": backend,
-            "eval_steps": spec.resolved_eval_steps,
+            "eval_steps": req.eval_steps or spec.resolved_eval_steps,
             "threads": spec.execution.threads,
         }
 

@@ -52,6 +52,8 @@ class TrialRequest:
     attempt: int = 0
     run_id: str | None = None  # an existing MLflow run to continue (an interrupted trial being resumed)
     rung: str | None = None  # None = the sweep's rung (a baseline may run at another one)
+    horizon: int | None = None  # None = the sweep's horizon (a baseline may have its own)
+    eval_steps: list[int] | None = None  # None = the sweep's eval steps
     tags: dict[str, str] = field(default_factory=dict)  # extra MLflow tags of the run (the spec's, then the arm's)
 
     @property
@@ -177,6 +179,8 @@ class Planner:
                 seed=seed,
                 optimizer=b.optimizer_config(),
                 rung=b.rung,
+                horizon=b.horizon,
+                eval_steps=self.spec.baseline_eval_steps(b) if b.horizon is not None else None,
                 tags={**self.spec.tags, **b.tags},
             )
             for b in self.spec.baselines

@@ -350,6 +350,17 @@ class BaselineSpec(BaseModel):
     tags: dict[str, str] = Field(
         default_factory=dict, description="Extra MLflow tags on this arm's runs (e.g. a transfer's lr rule)."
     )
+    horizon: int | None = Field(
+        None,
+        ge=1,
+        description="Training steps of this arm's runs; None = the sweep's horizon. Lets a transfer give each rung "
+        "a horizon that grows with its size.",
+    )
+    eval_steps: list[int] | None = Field(
+        None,
+        description="Eval steps of this arm's runs (as many as the sweep's, in [1, horizon]); None = the sweep's, "
+        "or with `horizon` set, the sweep's eval steps at the same fractions of it.",
+    )
 
     @field_validator("rung")
     @classmethod
@@ -691,6 +702,15 @@ class SweepSpec(BaseModel):
         except ValidationError as exc:
             raise ValueError(_nested_errors(exc, "trial")) from None
         n_evals = len(self.resolved_eval_steps)
+        for b in self.baselines:
+            if b.horizon is None and b.eval_steps is not None:
+                raise ValueError(f"baselines[{b.name}].eval_steps needs baselines[{b.name}].horizon")
+            steps = self.baseline_eval_steps(b)
+            if len(set(steps)) != n_evals or not all(1 <= s <= (b.horizon or self.horizon) for s in steps):
+                raise ValueError(
+                    f"baselines[{b.name}].eval_steps must be {n_evals} distinct steps (as many as the sweep's) in "
+                    f"[1, horizon={b.horizon or self.horizon}], got {steps}"
+                )
         if self.early_stopping.method == "asha" and self.early_stopping.grace_evals >= n_evals:
             raise ValueError(
                 f"early_stopping.grace_evals ({self.early_stopping.grace_evals}) must be below the number of "
@@ -704,16 +724,33 @@ class SweepSpec(BaseModel):
 
         return sorted(self.eval_steps) if self.eval_steps else default_eval_steps(self.horizon)
 
-    def trial_config(self, optimizer: Mapping[str, Any], seed: int, rung: str | None = None) -> dict[str, Any]:
+    def baseline_eval_steps(self, baseline: BaselineSpec) -> list[int]:
+        """A baseline's eval steps: its own, else the sweep's at the same fractions of its own horizon."""
+        if baseline.eval_steps is not None:
+            return sorted(baseline.eval_steps)
+        if baseline.horizon is None or baseline.horizon == self.horizon:
+            return self.resolved_eval_steps
+        h = baseline.horizon
+        return sorted(min(h, max(1, round(s * h / self.horizon))) for s in self.resolved_eval_steps)
+
+    def trial_config(
+        self,
+        optimizer: Mapping[str, Any],
+        seed: int,
+        rung: str | None = None,
+        *,
+        horizon: int | None = None,
+        eval_steps: list[int] | None = None,
+    ) -> dict[str, Any]:
         """A plain TrialConfig mapping for one arm and seed (without tracking or checkpoints), at `rung` (default
-        the sweep's)."""
+        the sweep's), `horizon` and `eval_steps` (default the sweep's: a baseline may set its own)."""
         cfg: dict[str, Any] = json.loads(json.dumps(self.trial))
         if self.execution.gpus_per_trial > 0:
             cfg.setdefault("device", "auto")
         cfg.update(
             rung=rung or self.rung,
-            steps=self.horizon,
-            eval_steps=self.resolved_eval_steps,
+            steps=horizon or self.horizon,
+            eval_steps=list(eval_steps) if eval_steps else self.resolved_eval_steps,
             optimizer=dict(optimizer),
             seed=seed,
             threads=self.execution.threads,
@@ -729,6 +766,9 @@ class SweepSpec(BaseModel):
                 section.pop("tags")
             if "rung" in section and section["rung"] is None:  # a baseline at the sweep's rung
                 section.pop("rung")
+            for key in ("horizon", "eval_steps"):  # a baseline at the sweep's horizon
+                if key in section and section[key] is None and section is not payload:
+                    section.pop(key)
         if payload["backend"].get("trainer", "") is None:  # a free-form command, as before trainers existed
             payload["backend"].pop("trainer")
         for key, default in (("n_boot", 2000), ("bootstrap_seed", 0)):  # the selection's bootstrap options

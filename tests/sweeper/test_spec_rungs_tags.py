@@ -122,3 +122,32 @@ def test_fingerprint_of_a_spec_without_the_new_fields_is_unchanged(name: str) ->
     spec = SweepSpec.model_validate(yaml.safe_load(text))
     assert spec.fingerprint() == digest
     assert _spec(tags={"a": "b"}).fingerprint() != _spec().fingerprint()
+
+
+def test_baselines_run_at_their_own_horizon_with_eval_steps_at_the_same_fractions() -> None:
+    spec = _spec(baselines=[{"arm": "adamw", "label": "adamw.cpu-s", "rung": "cpu-s", "horizon": 30}, "muon"])
+    assert spec.resolved_eval_steps == [8, 10, 12]
+    assert spec.baseline_eval_steps(spec.baselines[0]) == [20, 25, 30]  # 2/3, 5/6, 6/6 of its own 30 steps
+    planner = Planner(spec)
+    requests = []
+    while (req := planner.next()) is not None and not isinstance(req, str):
+        requests.append(req)
+    by_key = {r.trial_key: r for r in requests}
+    adamw, muon = by_key["adamw.cpu-s,seed=0"], by_key["muon,seed=0"]
+    assert (adamw.horizon, adamw.eval_steps) == (30, [20, 25, 30])
+    assert (muon.horizon, muon.eval_steps) == (None, None)
+    cfg = spec.trial_config(adamw.optimizer, 0, adamw.rung, horizon=adamw.horizon, eval_steps=adamw.eval_steps)
+    assert (cfg["steps"], cfg["eval_steps"]) == (30, [20, 25, 30])
+    cfg = spec.trial_config(muon.optimizer, 0, muon.rung, horizon=muon.horizon, eval_steps=muon.eval_steps)
+    assert (cfg["steps"], cfg["eval_steps"]) == (12, [8, 10, 12])
+
+
+def test_baseline_eval_steps_must_match_the_sweeps_count_and_horizon() -> None:
+    with pytest.raises(ValidationError, match=r"baselines\[adamw\].eval_steps must be 3 distinct steps"):
+        _spec(baselines=[{"arm": "adamw", "horizon": 30, "eval_steps": [20, 30]}])
+    with pytest.raises(ValidationError, match=r"in \[1, horizon=30\]"):
+        _spec(baselines=[{"arm": "adamw", "horizon": 30, "eval_steps": [20, 25, 40]}])
+    with pytest.raises(ValidationError, match=r"eval_steps needs baselines\[adamw\].horizon"):
+        _spec(baselines=[{"arm": "adamw", "eval_steps": [4, 6, 12]}])
+    with pytest.raises(ValidationError, match="greater than or equal to 1"):
+        _spec(baselines=[{"arm": "adamw", "horizon": 0}])
