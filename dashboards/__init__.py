@@ -36,6 +36,7 @@ from ._scaling import (
 )
 from ._study import log_report_figures, sweep_report, transfer_report
 from ._timing import TimingData, compute_timing, plot_timing
+from ._updates import UpdateScaleData, compute_update_scale, plot_update_scale
 
 __all__ = [
     "ARMS",
@@ -57,6 +58,7 @@ __all__ = [
     "ScalingPoints",
     "SeedStats",
     "TimingData",
+    "UpdateScaleData",
     "as_records",
     "build_report",
     "compute_fd_curves",
@@ -65,6 +67,7 @@ __all__ = [
     "compute_report",
     "compute_scaling_plot",
     "compute_timing",
+    "compute_update_scale",
     "describe_fd",
     "fd_label",
     "load_chosen",
@@ -77,6 +80,7 @@ __all__ = [
     "plot_loss_curves",
     "plot_scaling",
     "plot_timing",
+    "plot_update_scale",
     "report_figures",
     "scaling_fit_data",
     "sweep_report",

@@ -97,6 +97,7 @@ def _record(client: Any, run: Any) -> RunRecord:
         parameters=_int(tags.get("model.parameters")),
         metric_name=tags.get("fd.metric_name"),
         fd_samples=_int(tags.get("fd.samples") or params.get("eval.fd_samples")),
+        updates={k: float(v) for k, v in metrics.items() if k.startswith(("update_rms.", "update_spec."))},
         **series,
     )
 

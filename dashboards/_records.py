@@ -66,6 +66,8 @@ class RunRecord:
     optimizer_time_s: Mapping[int, float] = field(default_factory=dict)
     step_time_s: Mapping[int, float] = field(default_factory=dict)
     optimizer_step_time_s: Mapping[int, float] = field(default_factory=dict)
+    # `update_rms.<kind>.<step kind>` / `update_spec.<kind>.<step kind>` at the last eval step (Muon family)
+    updates: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def succeeded(self) -> bool:
@@ -140,6 +142,10 @@ def _from_mapping(item: Mapping[str, Any], index: int) -> RunRecord:
         values[name] = _optional_number(name, run, values.get(name), int)
     for name in ("gamma", "objective"):
         values[name] = _optional_number(name, run, values.get(name), float)
+    if "updates" in values:
+        if not isinstance(values["updates"], Mapping):
+            raise DashboardInputError(f"record {run}: updates must map metric name -> value")
+        values["updates"] = {str(k): float(v) for k, v in values["updates"].items()}
     if "seed" in values:
         values["seed"] = _optional_number("seed", run, values["seed"], int)
         if values["seed"] is None:

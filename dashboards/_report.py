@@ -27,6 +27,7 @@ from ._heatmap import HeatmapData, compute_heatmap, plot_heatmap
 from ._records import FDInfo, RunRecord, as_records, describe_fd, merge_fd
 from ._scaling import SCALING_METRICS, ScalingPlotData, compute_scaling_plot, plot_scaling
 from ._timing import TimingData, compute_timing, plot_timing
+from ._updates import UpdateScaleData, compute_update_scale, plot_update_scale, update_scale_table
 
 if TYPE_CHECKING:
     from scaling import ScalingFit
@@ -45,6 +46,7 @@ class ReportData:
     loss: LossCurves | None = None
     scaling: tuple[ScalingPlotData, ...] = ()
     timing: TimingData | None = None
+    updates: UpdateScaleData | None = None
     fd: FDInfo | None = None
     context: Mapping[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
@@ -98,6 +100,7 @@ def compute_report(
                 except DashboardInputError as exc:
                     notes.append(f"scaling plot of {metric} left out: {exc}")
                     break
+    updates = compute_update_scale(recs) if any(r.succeeded and r.updates for r in recs) else None
     return ReportData(
         title=title,
         heatmap=heatmap,
@@ -105,6 +108,7 @@ def compute_report(
         loss=loss,
         scaling=tuple(scaling),
         timing=timing,
+        updates=updates,
         fd=describe_fd(recs),
         context=dict(context or {}),
         notes=tuple(notes),
@@ -124,6 +128,8 @@ def report_figures(data: ReportData) -> dict[str, Figure]:
         figures["scaling"] = plot_scaling(data.scaling)
     if data.timing is not None:
         figures["timing"] = plot_timing(data.timing)
+    if data.updates is not None:
+        figures["update_scale"] = plot_update_scale(data.updates)
     return figures
 
 
@@ -359,6 +365,12 @@ def build_report(data: ReportData, *, figures: Mapping[str, Figure] | None = Non
         sections.append(("scaling", "Scaling with model size", _scaling_html(data.scaling)))
     if data.timing is not None:
         sections.append(("timing", "Optimizer and step time", _timing_html(data.timing)))
+    if data.updates is not None:
+        sections.append(("update_scale", "Update size against width (refresh vs row norm)",
+                         _table(["arm", "width", "matrix", "RMS refresh", "RMS row norm", "ratio", "spectral refresh",
+                                 "spectral row norm", "ratio", "runs"], update_scale_table(data.updates),
+                                "mean over seeds at the last eval step; the row-norm RMS ratio is gamma by "
+                                "construction, the spectral ratio is what changes with width")))
 
     body: list[str] = []
     for name, heading, tables in sections:
