@@ -233,11 +233,50 @@ def test_state_dict_round_trip_resumes_mid_period_bit_identically() -> None:
         assert torch.equal(a, b)
 
 
+def _rownorm_reference(params: list[torch.Tensor], grads: list[list[torch.Tensor]], *, lr: float, gamma: float,
+                       weight_decay: float, momentum: float) -> list[torch.Tensor]:
+    """The row-norm rule written out on its own: Muon's momentum and Nesterov step, unit rows (unit columns for a
+    tall matrix), lr scaled by torch.optim.Muon's "original" shape rule and by gamma, decoupled weight decay."""
+    weights = [p.detach().clone() for p in params]
+    bufs = [torch.zeros_like(w) for w in weights]
+    for step_grads in grads:
+        for w, buf, g in zip(weights, bufs, step_grads, strict=True):
+            buf.lerp_(g, 1 - momentum)
+            u = g.lerp(buf, momentum)
+            m, n = u.shape
+            o = u / u.norm(dim=0 if m > n else 1, keepdim=True)
+            w.mul_(1 - lr * weight_decay).sub_(o, alpha=gamma * lr * math.sqrt(max(1.0, m / n)))
+    return weights
+
+
 def test_rownorm_arm_never_runs_ns5_and_equals_periodic_off_refresh() -> None:
+    grads = _grads(SHAPES, 5)
     params = _params(SHAPES)
-    opt = RowNormMuon(params, lr=0.02, gamma=0.15)
-    _run(opt, params, _grads(SHAPES, 5))
+    opt = RowNormMuon(params, lr=0.02, gamma=0.15, weight_decay=0.1)
+    _run(opt, params, grads)
     assert opt.ns5_calls == 0 and opt.rownorm_calls == 5 * len(SHAPES)
+    expected = _rownorm_reference(_params(SHAPES), grads, lr=0.02, gamma=0.15, weight_decay=0.1, momentum=0.95)
+    for p, e in zip(params, expected, strict=True):
+        torch.testing.assert_close(p.detach(), e, rtol=1e-5, atol=1e-6)
+
+    # Equals the periodic arm's steps between refreshes: without weight decay a step's change depends only on the
+    # gradients (through the momentum), so steps 1-4 of PeriodicRowMuon(K=5) move the weights exactly as steps
+    # 1-4 of RowNormMuon do (step 0 differs: it is the periodic arm's refresh).
+    def deltas(opt_factory: type[PeriodicRowMuon], **kwargs: object) -> list[list[torch.Tensor]]:
+        ps = _params(SHAPES)
+        o = opt_factory(ps, lr=0.02, gamma=0.15, weight_decay=0.0, **kwargs)
+        out = []
+        for step_grads in grads:
+            before = [p.detach().clone() for p in ps]
+            _run(o, ps, [step_grads])
+            out.append([p.detach() - b for p, b in zip(ps, before, strict=True)])
+        return out
+
+    periodic, rownorm = deltas(PeriodicRowMuon, refresh_every=5), deltas(RowNormMuon)
+    assert not torch.allclose(periodic[0][0], rownorm[0][0])  # the refresh step is NS5, not a row norm
+    for step in range(1, 5):
+        for a, b in zip(periodic[step], rownorm[step], strict=True):
+            torch.testing.assert_close(a, b, rtol=0, atol=1e-7)
 
 
 def test_non_matrix_parameters_are_refused() -> None:
