@@ -13,7 +13,7 @@ sweeper, beside the baseline arms, and reads the runs back from MLflow (`_record
 from __future__ import annotations
 
 from ._errors import ExtrapolationRefused, FitFailed, ScalingError, ScalingInputError, TransferError
-from ._export import LR_RULES, ArmExport, Export, build_export, export_snippet, transfer_lr
+from ._export import LR_RULES, WD_RULES, ArmExport, Export, build_export, default_lr_rule, export_snippet, transfer_lr
 from ._fit import (
     DEFAULT_ALPHA_BOUNDS,
     DEFAULT_HUBER_DELTA,
@@ -68,6 +68,7 @@ __all__ = [
     "FIT_METRICS",
     "FORMS",
     "LR_RULES",
+    "WD_RULES",
     "ArmExport",
     "Checkpoints",
     "CommonTarget",
@@ -87,6 +88,7 @@ __all__ = [
     "TransferSpec",
     "build_export",
     "cancel_transfer",
+    "default_lr_rule",
     "default_transfer_workdir",
     "export_from_sweep",
     "export_snippet",

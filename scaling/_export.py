@@ -1,11 +1,10 @@
 """Carry hyperparameters from the sweep rung to a larger one, and export them for a team's own trainer.
 
-Transfer rules for the learning rate (recorded with every transferred value):
-- `unchanged`: the lr is kept as is. For the Muon family this is the paper's protocol: Muon's shape adjustment
-  (`adjust_lr_fn`) already rescales the step per matrix shape, and K and gamma are carried without re-tuning.
-- `width`: lr x base_width / target_width (muP's rule for Adam on hidden matrices): the usual choice for AdamW when
-  widening.
-- `sqrt_width`: lr x sqrt(base_width / target_width), a gentler compromise some teams use.
+The learning-rate and weight-decay rules live in `_lr_rules` (the transfer's runs use the same ones): the Muon
+family keeps its lr (`unchanged`) under the 'original' shape adjustment and scales like AdamW (`width`) under
+`match_rms_adamw`; AdamW's lr scales with 1/width; weight decay keeps lr x wd by default (`keep_lr_wd`). Every
+exported arm carries the rule, the base width and block shapes it was derived at, and the `adjust_lr_fn` mode
+(`ArmExport.transfer`), so a team's trainer can apply the rule to its own widths.
 K and gamma are always carried unchanged (the paper's point: tune once at the smallest size).
 """
 
@@ -13,42 +12,29 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from ._errors import ScalingInputError
+from ._lr_rules import DEFAULT_LR_RULE, LR_RULES, WD_RULES, carry_optimizer, default_lr_rule, transfer_lr
 
 if TYPE_CHECKING:  # trials.optim imports torch: seconds that `scalesweep --help` should not pay
     from trials.optim import OptimizerConfig
 
 __all__ = [
+    "DEFAULT_LR_RULE",
     "LR_RULES",
+    "WD_RULES",
     "ArmExport",
     "Export",
     "build_export",
+    "default_lr_rule",
     "export_snippet",
     "transfer_lr",
 ]
-
-LrRule = Literal["unchanged", "width", "sqrt_width"]
-LR_RULES: tuple[str, ...] = ("unchanged", "width", "sqrt_width")
-# Default rule per arm: Muon-family lrs are shape-adjusted already; AdamW's scales with 1/width (muP).
-DEFAULT_LR_RULE: dict[str, LrRule] = {"adamw": "width", "muon": "unchanged", "periodic": "unchanged",
-                                      "rownorm": "unchanged"}
-
-
-def transfer_lr(lr: float, rule: str, base_width: int, target_width: int) -> float:
-    """The learning rate carried from a model of `base_width` to one of `target_width` by `rule`."""
-    if rule not in LR_RULES:
-        raise ScalingInputError(f"unknown lr rule {rule!r}; allowed: {list(LR_RULES)}")
-    if base_width <= 0 or target_width <= 0 or not lr > 0:
-        raise ScalingInputError(f"lr and widths must be > 0, got lr={lr}, {base_width} -> {target_width}")
-    ratio = base_width / target_width
-    return {"unchanged": lr, "width": lr * ratio, "sqrt_width": lr * math.sqrt(ratio)}[rule]
 
 
 @dataclass(frozen=True)
@@ -59,6 +45,8 @@ class ArmExport:
     rules: dict[str, str]
     verified_at_target: bool
     evidence: dict[str, Any] = field(default_factory=dict)
+    # lr and weight-decay rules, formulas, adjust_lr_fn mode, base and target widths, base block shapes
+    transfer: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -113,39 +101,86 @@ def build_export(
     verified: Mapping[str, bool] | None = None,
     evidence: Mapping[str, Mapping[str, Any]] | None = None,
     provenance: Mapping[str, Any] | None = None,
+    weight_decay_rule: str = "keep_lr_wd",
+    base_shapes: Mapping[str, Any] | None = None,
 ) -> Export:
     """Transfer each arm's config from `base_width` to `target_width` and record the rule behind every value.
 
-    `arms` holds the configs chosen at the sweep rung (for `periodic`, the selected K and gamma); `verified[arm]`
+    `lr_rules[arm]` overrides an arm's default lr rule (`default_lr_rule`: it follows the config's `adjust_lr_fn`);
+    `weight_decay_rule` says what happens to weight decay (`keep_lr_wd` or `keep_wd`); `base_shapes` (default: the
+    block shapes of `target["base_rung"]` when it is a built-in rung) is recorded with each arm. `arms` holds the
+    configs chosen at the sweep rung (for `periodic`, the selected K and gamma); `verified[arm]`
     says whether a run at the target size confirmed them; `evidence[arm]` carries objective values and MLflow run
     ids; `provenance` the sweep id, code version and anything else to trace the numbers back.
     """
     from trials.optim import OptimizerConfig
 
-    rules_in = {**DEFAULT_LR_RULE, **(lr_rules or {})}
+    if weight_decay_rule not in WD_RULES:
+        raise ScalingInputError(f"unknown weight decay rule {weight_decay_rule!r}; allowed: {list(WD_RULES)}")
+    shapes = dict(base_shapes) if base_shapes is not None else _base_shapes(target.get("base_rung"))
     out: dict[str, ArmExport] = {}
     for name, raw in arms.items():
         cfg = raw if isinstance(raw, OptimizerConfig) else OptimizerConfig.model_validate(dict(raw))
-        rule = rules_in.get(cfg.name, "unchanged")
-        lr = transfer_lr(cfg.resolved_lr, rule, base_width, target_width)
-        exported = cfg.model_copy(update={"lr": lr}).model_dump(mode="json")
+        base = {**cfg.model_dump(mode="json"), "lr": cfg.resolved_lr}
+        carried, how = carry_optimizer(base, base_width=base_width, target_width=target_width,
+                                       lr_rule=(lr_rules or {}).get(name) or (lr_rules or {}).get(cfg.name),
+                                       wd_rule=weight_decay_rule)
+        exported = cfg.model_copy(update={"lr": carried["lr"], "weight_decay": carried["weight_decay"]}).model_dump(
+            mode="json")
+        lr, wd = carried["lr"], carried["weight_decay"]
         rules = {
-            "lr": f"{rule}: {cfg.resolved_lr:g} at width {base_width} -> {lr:g} at width {target_width}",
+            "lr": f"{how['lr_rule']}: {cfg.resolved_lr:g} at width {base_width} -> {lr:g} at width {target_width} "
+                  f"(adjust_lr_fn {how['adjust_lr_fn']})",
             "aux_lr": "unchanged (the paper's AdamW lr for non-matrix parameters)",
-            "weight_decay": "unchanged",
+            "weight_decay": f"{weight_decay_rule}: {cfg.weight_decay:g} -> {wd:g}"
+                            + (" (lr x wd kept)" if weight_decay_rule == "keep_lr_wd" else " (wd kept)"),
             "momentum": "unchanged",
         }
         if cfg.name == "periodic":
             rules["refresh_every"] = "chosen by the sweep at the base rung, carried without re-tuning"
             rules["gamma"] = "chosen by the sweep at the base rung, carried without re-tuning"
+        exported["aux_lr"], rules["aux_lr"] = _aux_lr(cfg.aux_lr, target)
+        how["base_shapes"] = shapes
         out[name] = ArmExport(
             optimizer=exported,
             rules=rules,
             verified_at_target=bool((verified or {}).get(name, False)),
             evidence=dict((evidence or {}).get(name, {})),
+            transfer=how,
         )
     prov = {"created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"), **dict(provenance or {})}
     return Export(target={**dict(target), "width": target_width, "base_width": base_width}, arms=out, provenance=prov)
+
+
+# The paper's AdamW lr for the non-matrix parameters (biases, norms, embeddings) at its sizes.
+PAPER_AUX_LR = 1e-4
+
+
+def _aux_lr(aux_lr: float, target: Mapping[str, Any]) -> tuple[float, str]:
+    """(value, rule) of the non-matrix AdamW lr at the target. The CPU ladder trains its tiny non-matrix group at
+    `trials.CPU_AUX_LR` (3e-3); that override is not carried to the paper's sizes, which get the paper's 1e-4."""
+    from trials import CPU_AUX_LR
+
+    base, rung = str(target.get("base_rung") or ""), str(target.get("rung") or "")
+    if aux_lr == CPU_AUX_LR and base.startswith("cpu-") and rung and not rung.startswith("cpu-"):
+        return PAPER_AUX_LR, (f"the paper's AdamW lr for non-matrix parameters ({PAPER_AUX_LR:g}); the sweep's "
+                              f"{aux_lr:g} is the CPU ladder's default (trials.CPU_AUX_LR), not carried to {rung}")
+    if aux_lr == PAPER_AUX_LR:
+        return aux_lr, f"unchanged: {aux_lr:g}, the paper's AdamW lr for non-matrix parameters"
+    if aux_lr == CPU_AUX_LR:
+        return aux_lr, (f"unchanged: {aux_lr:g}, the CPU ladder's default for non-matrix parameters "
+                        f"(trials.CPU_AUX_LR; the paper uses {PAPER_AUX_LR:g} at its sizes)")
+    return aux_lr, f"unchanged: {aux_lr:g}, as the sweep set it (the paper uses {PAPER_AUX_LR:g})"
+
+
+def _base_shapes(rung: Any) -> dict[str, Any]:
+    """Block matrix shapes of a built-in base rung ({} for a rung this package does not know)."""
+    from ._lr_rules import block_shapes
+
+    try:
+        return block_shapes(str(rung)) if rung else {}
+    except Exception:  # a team's own rung name: no shapes to state
+        return {}
 
 
 def export_snippet(export: Export, arm: str = "periodic") -> str:

@@ -4,7 +4,8 @@ what happened there (time to best, savings, scaling fits, exports).
 The paper's second stage. From a sweep's work folder, every (rung, arm, seed) runs once at a horizon of
 `horizon_factor` x the sweep's (2x: the paper's 30k -> 60k), with the same eval schedule shape (the sweep's eval
 steps scaled by the same factor: 2/3, 5/6, 6/6 by default), the sweep's seeds, and the learning rate carried by a
-stated rule per arm (`transfer_lr`: the Muon family `unchanged`, AdamW `width`). K and gamma are never re-tuned.
+stated rule per arm (`_lr_rules`: the Muon family `unchanged`, or `width` under `match_rms_adamw`; AdamW `width`; weight
+decay keeps lr x wd by default). K and gamma are never re-tuned.
 
 How it runs (one sweep that holds every rung). The whole rung x arm table is one sweeper sweep: the chosen pair at
 the first rung is its (single-point) search, every other (rung, arm) a baseline with its own `rung`, optimizer and
@@ -49,8 +50,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sweeper import MAX_HORIZON, MAX_SEEDS, ExecutionSpec, SweepSpec, SweepTracking, check_numbers, check_seeds
 
 from ._errors import ScalingError, ScalingInputError, TransferError
-from ._export import DEFAULT_LR_RULE, Export, build_export, transfer_lr
+from ._export import Export, build_export
 from ._fit import ScalingFit, fit_scaling
+from ._lr_rules import LrRule, WdRule, carry_optimizer, default_lr_rule
 from ._records import TransferRun, read_runs
 from ._time_to_best import (
     Checkpoints,
@@ -84,7 +86,7 @@ _ARMS = ("periodic", "muon", "adamw", "rownorm")
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 
 ArmName = Literal["periodic", "muon", "adamw", "rownorm"]
-LrRuleName = Literal["unchanged", "width", "sqrt_width"]
+LrRuleName = LrRule
 Metric = Literal["time_to_best", "best_fd", "endpoint_fd"]
 
 
@@ -119,7 +121,13 @@ class TransferSpec(BaseModel):
     lr_rules: dict[ArmName, LrRuleName] = Field(
         default_factory=dict,
         description="Rule carrying each arm's lr from the sweep's rung (unchanged | width | sqrt_width); "
-        "unlisted arms: the Muon family unchanged (already shape-adjusted), AdamW width (muP).",
+        "unlisted arms: the Muon family unchanged (already shape-adjusted), or width under adjust_lr_fn "
+        "match_rms_adamw (its update RMS is AdamW's); AdamW width (muP).",
+    )
+    weight_decay_rule: WdRule = Field(
+        "keep_lr_wd",
+        description="What an arm's decoupled weight decay does when its lr changes with width: keep_lr_wd (wd x "
+        "lr_base / lr, so the per-step decay lr x wd is kept) or keep_wd (wd unchanged, lr x wd shrinks with lr).",
     )
     execution: ExecutionSpec | None = Field(
         None, description="Concurrency and resources (sweeper.ExecutionSpec); None = the sweep's."
@@ -172,6 +180,8 @@ class TransferSpec(BaseModel):
     def fingerprint(self) -> str:
         """What a resumed transfer must match: everything but `execution`, which may change on resume."""
         payload = self.model_dump(mode="json", exclude={"execution"})
+        if payload.get("weight_decay_rule") == "keep_lr_wd":  # added later: older transfers resume
+            payload.pop("weight_decay_rule")
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -315,9 +325,10 @@ def _load_source(workdir: str | Path, tracking_uri: str | None = None) -> _Sourc
                    searched_arm=spec.search.arm)
 
 
-def _rule(spec: TransferSpec, arm: str) -> str:
-    rules: dict[str, str] = {**DEFAULT_LR_RULE, **{str(k): str(v) for k, v in spec.lr_rules.items()}}
-    return rules.get(arm, "unchanged")
+def _rule(spec: TransferSpec, arm: str, adjust_lr_fn: str | None = None) -> str:
+    """The spec's lr rule for `arm`, else the arm's default (which follows its `adjust_lr_fn`)."""
+    given: dict[str, str] = {str(k): str(v) for k, v in spec.lr_rules.items()}
+    return given.get(arm) or default_lr_rule(arm, adjust_lr_fn)
 
 
 def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -344,13 +355,16 @@ def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[dict[s
         width, parameters = _rung_shape(rung)
         for arm in spec.arms:
             cfg = optimizers[arm]
-            rule = _rule(spec, arm)
-            lr = transfer_lr(cfg["lr"], rule, base_width, width)
-            rows.append({"rung": rung, "arm": arm, "width": width, "parameters": parameters, "lr": lr,
-                         "lr_rule": rule, "lr_base": cfg["lr"], "optimizer": {**cfg, "lr": lr}})
+            carried, how = carry_optimizer(cfg, base_width=base_width, target_width=width,
+                                           lr_rule=_rule(spec, arm, cfg.get("adjust_lr_fn")),
+                                           wd_rule=spec.weight_decay_rule)
+            rows.append({"rung": rung, "arm": arm, "width": width, "parameters": parameters, "lr": carried["lr"],
+                         "lr_rule": how["lr_rule"], "lr_base": cfg["lr"], "weight_decay": carried["weight_decay"],
+                         "weight_decay_rule": how["weight_decay_rule"], "optimizer": carried})
 
     def arm_tags(row: Mapping[str, Any]) -> dict[str, str]:
         return {"scalesweep.lr_rule": row["lr_rule"], "scalesweep.lr_base": f"{row['lr_base']:.6g}",
+                "scalesweep.wd_rule": row["weight_decay_rule"],
                 "scalesweep.base_rung": base_rung, "scalesweep.base_width": str(base_width)}
 
     # The chosen pair at the first rung is the sweep's one search point; everything else is a baseline with its
@@ -406,6 +420,7 @@ def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[dict[s
         "eval_steps": eval_steps,
         "seeds": seeds,
         "arms": list(spec.arms),
+        "weight_decay_rule": spec.weight_decay_rule,
         "searched_arm": source.searched_arm,
         "chosen": dict(source.best),
         "base": {"rung": base_rung, "width": base_width, "parameters": _rung_shape(base_rung)[1],
@@ -763,6 +778,7 @@ class TransferResult:
             lr_rules=rules,
             verified=verified,
             evidence=evidence,
+            weight_decay_rule=str(self.plan.get("weight_decay_rule", "keep_wd")),  # older transfers kept wd
             provenance={**self.source, "transfer_id": self.transfer_id, "transfer_parent_run_id": self.parent_run_id,
                         "code_version": shas[0] if len(shas) == 1 else shas},
         )
