@@ -55,6 +55,7 @@ from ._transfer import (
     run_transfer,
     transfer_status,
 )
+from ._verify import TransferVerdict, verification_design, verify_transfer
 
 __all__ = [
     "DEFAULT_ALPHA_BOUNDS",
@@ -86,6 +87,7 @@ __all__ = [
     "TransferResult",
     "TransferRun",
     "TransferSpec",
+    "TransferVerdict",
     "build_export",
     "cancel_transfer",
     "default_lr_rule",
@@ -103,4 +105,6 @@ __all__ = [
     "time_to_target",
     "transfer_lr",
     "transfer_status",
+    "verification_design",
+    "verify_transfer",
 ]
