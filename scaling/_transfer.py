@@ -281,8 +281,13 @@ class _Source:
         from trials import TrialConfig
 
         raw: dict[str, dict[str, Any]] = {arm: {"name": arm} for arm in _ARMS}
-        for b in reversed(self.spec.baselines):  # the first baseline of an arm wins
-            raw[b.arm] = b.optimizer_config()
+        for b in reversed(self.spec.baselines):  # the first baseline of an arm wins...
+            raw[b.arm] = b.variants()[0][1]
+        chosen = {arm: doc.get("point") for arm, doc in self.objectives.items()}
+        for b in self.spec.baselines:  # ...unless the sweep measured another setting of it best (an lr bracket)
+            options = dict(b.variants())
+            if chosen.get(b.arm) in options:
+                raw[b.arm] = options[str(chosen[b.arm])]
         raw[self.searched_arm] = self.spec.search.optimizer_for(self.best)
         out = {}
         for arm, cfg in raw.items():
@@ -316,9 +321,13 @@ def _load_source(workdir: str | Path, tracking_uri: str | None = None) -> _Sourc
     objectives: dict[str, Any] = {spec.search.arm: {"objective": result.selection.point.objective,
                                                     "run_ids": list(result.selection.point.run_ids.values()),
                                                     "point": result.selection.point.point_key}}
-    for b in result.baselines:
+    # Of an arm's settings (an lr bracket gives one per lr), the lowest mean objective is what a transfer carries.
+    ranked = sorted(result.baselines, key=lambda b: (b.objective is None, b.objective or 0.0))
+    for b in ranked:
         objectives.setdefault(b.arm, {"objective": b.objective, "run_ids": list(b.run_ids.values()),
-                                      "point": b.point_key})
+                                      "point": b.point_key,
+                                      "lr_tuning": {p.point_key: p.objective for p in result.baselines
+                                                    if p.arm == b.arm}})
     return _Source(workdir=str(path), sweep_id=result.sweep_id, name=result.name,
                    parent_run_id=result.parent_run_id, tracking_uri=result.tracking_uri,
                    experiment=result.experiment, spec=spec, best=dict(result.best), objectives=objectives,

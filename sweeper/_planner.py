@@ -172,18 +172,19 @@ class Planner:
     def _baselines(self) -> list[TrialRequest]:
         return [
             TrialRequest(
-                trial_key=trial_key(b.name, seed),
-                point_key=b.name,
+                trial_key=trial_key(name, seed),
+                point_key=name,
                 role="baseline",
                 arm=b.arm,
                 seed=seed,
-                optimizer=b.optimizer_config(),
+                optimizer=optimizer,
                 rung=b.rung,
                 horizon=b.horizon,
                 eval_steps=self.spec.baseline_eval_steps(b) if b.horizon is not None else None,
                 tags={**self.spec.tags, **b.tags},
             )
             for b in self.spec.baselines
+            for name, optimizer in b.variants()  # one per lr factor with `lr_factors` (equal tuning budgets)
             for seed in self.spec.seeds
         ]
 

@@ -63,7 +63,19 @@ class SweepResult:
             "points": [p.to_dict() for p in self.points],
             "baselines": [b.to_dict() for b in self.baselines],
             "counts": self.counts,
+            "budgets": self.budgets(),
         }
+
+    def budgets(self) -> dict[str, dict[str, int]]:
+        """Tuning effort per arm: settings tried (points, or lrs of a baseline) and trials (settings x seeds), so
+        a comparison between arms can state what each was given."""
+        out: dict[str, dict[str, int]] = {}
+        for rec in _latest(self.trials).values():
+            arm = out.setdefault(rec.arm, {"settings": 0, "trials": 0})
+            arm["trials"] += 1
+        for p in [*self.points, *self.baselines]:
+            out.setdefault(p.arm, {"settings": 0, "trials": 0})["settings"] += 1
+        return out
 
     def table(self) -> str:
         """The rank table, baselines and the choice, as text."""
@@ -102,6 +114,10 @@ class SweepResult:
                              + (pd.describe(s.point.point_key, name, "FD") if pd is not None else "no common seed"))
         else:
             lines += ["", "no point was scored on every seed yet"]
+        budgets = self.budgets()
+        if budgets:
+            lines.append("tuning budget per arm: " + "; ".join(
+                f"{arm} {b['settings']} setting(s), {b['trials']} trials" for arm, b in budgets.items()))
         return "\n".join(lines)
 
 

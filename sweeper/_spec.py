@@ -361,6 +361,21 @@ class BaselineSpec(BaseModel):
         description="Eval steps of this arm's runs (as many as the sweep's, in [1, horizon]); None = the sweep's, "
         "or with `horizon` set, the sweep's eval steps at the same fractions of it.",
     )
+    lr_factors: list[float] | None = Field(
+        None,
+        min_length=1,
+        max_length=9,
+        description="Equal tuning budgets: run this arm at each multiple of its lr (its `optimizer.lr`, else the "
+        "arm's default), e.g. [0.5, 1, 2], on the sweep's seeds; each is a baseline named '<name>.lr_x<factor>', "
+        "and the best (lowest mean objective) is the lr a transfer carries. None = the one lr.",
+    )
+
+    @field_validator("lr_factors")
+    @classmethod
+    def _positive_factors(cls, factors: list[float] | None) -> list[float] | None:
+        if factors is not None and (any(not f > 0 for f in factors) or len(set(factors)) != len(factors)):
+            raise ValueError(f"lr_factors must be distinct numbers > 0, e.g. [0.5, 1, 2]; got {factors}")
+        return factors
 
     @field_validator("rung")
     @classmethod
@@ -392,6 +407,16 @@ class BaselineSpec(BaseModel):
 
     def optimizer_config(self) -> dict[str, Any]:
         return {**self.optimizer, "name": self.arm}
+
+    def variants(self) -> list[tuple[str, dict[str, Any]]]:
+        """(point name, optimizer config) of each run setting: one, or one per lr factor (`lr_factors`)."""
+        if not self.lr_factors:
+            return [(self.name, self.optimizer_config())]
+        from trials.optim import DEFAULT_LR
+
+        base = float(self.optimizer.get("lr") or DEFAULT_LR[self.arm])
+        return [(f"{self.name}.lr_x{f:g}", {**self.optimizer_config(), "lr": float(f"{base * f:.6g}")})
+                for f in self.lr_factors]
 
 
 def _default_baselines() -> list[BaselineSpec]:
@@ -672,7 +697,7 @@ class SweepSpec(BaseModel):
     @field_validator("baselines")
     @classmethod
     def _distinct_labels(cls, baselines: list[BaselineSpec]) -> list[BaselineSpec]:
-        names = [b.name for b in baselines]
+        names = [n for b in baselines for n in ([b.name] if not b.lr_factors else [v for v, _ in b.variants()])]
         if len(set(names)) != len(names):
             raise ValueError(f"baseline names must be distinct (set `label`), got {names}")
         return baselines
@@ -766,6 +791,8 @@ class SweepSpec(BaseModel):
                 section.pop("tags")
             if "rung" in section and section["rung"] is None:  # a baseline at the sweep's rung
                 section.pop("rung")
+            if "lr_factors" in section and section["lr_factors"] is None:  # one lr per baseline, as before
+                section.pop("lr_factors")
             for key in ("horizon", "eval_steps"):  # a baseline at the sweep's horizon
                 if key in section and section[key] is None and section is not payload:
                     section.pop(key)

@@ -76,3 +76,20 @@ def test_the_transfer_plan_follows_adjust_lr_fn_and_records_the_weight_decay_rul
         name="t", sweep="/w", weight_decay_rule="keep_lr_wd").fingerprint() != keep.fingerprint()
     with pytest.raises(ValidationError, match="weight_decay_rule"):
         TransferSpec(name="t", sweep="/w", weight_decay_rule="scale")  # type: ignore[arg-type]
+
+
+def test_the_transfer_carries_each_arms_best_lr_from_its_bracket() -> None:
+    sweep = SweepSpec.model_validate({"name": "s", "rung": "cpu-xs", "horizon": 30, "seeds": [0],
+                                      "baselines": [{"arm": "adamw", "lr_factors": [0.5, 1, 2]}, "muon"],
+                                      "trial": dict(TINY_TRIAL)})
+
+    def source(adamw_point: str) -> _Source:
+        return _Source(workdir="/w", sweep_id="s-1", name="s", parent_run_id="p-1", tracking_uri="sqlite:////x.db",
+                       experiment="e", spec=sweep, best={"K": 3, "gamma": 0.15}, searched_arm="periodic",
+                       objectives={"adamw": {"point": adamw_point}, "muon": {"point": "muon"}})
+
+    assert source("adamw.lr_x2").base_optimizers()["adamw"]["lr"] == pytest.approx(6e-3)
+    assert source("adamw.lr_x0.5").base_optimizers()["adamw"]["lr"] == pytest.approx(1.5e-3)
+    plan, _ = _plan(TransferSpec(name="t", sweep="/w", rungs=["cpu-xs", "cpu-l"]), source("adamw.lr_x2"), "t-1")
+    lr = {(r["rung"], r["arm"]): r["lr"] for r in plan["runs"]}
+    assert lr[("cpu-l", "adamw")] == pytest.approx(6e-3 * 64 / 160) and lr[("cpu-l", "muon")] == 0.02
