@@ -80,7 +80,8 @@ def test_failed_trials_are_retried_up_to_the_limit_and_divergence_is_not() -> No
     retry_nan = Planner(_spec(baselines=[], search={"space": {"K": [3], "gamma": [0.15]}},
                               retries={"max_retries": 1, "retry_diverged": True}))
     tries = _drain(retry_nan, lambda r: ("FAILED", {"diverged": True}) if r.attempt == 0 else None)
-    assert [r.attempt for r in tries] == [0, 1] and retry_nan.best() is not None
+    assert [r.attempt for r in tries] == [0, 1]
+    assert retry_nan.best() == ("K=3,gamma=0.15", 10.0)  # the retry's objective, seed 0: 10 + 0 + 0 + 0
 
 
 def test_a_pruned_point_is_told_pruned_not_complete_and_its_other_seeds_are_skipped() -> None:

@@ -443,8 +443,27 @@ def test_muon_arm_is_torch_muon_in_bf16_and_the_same_rule_in_fp32(ns_dtype: str,
     assert periodic.matrix.param_groups[0]["ns_dtype"] == getattr(torch, ns_dtype)
 
 
-def test_auto_ns_dtype_follows_the_hardware_probe() -> None:
+@pytest.mark.parametrize(("native_bf16", "expected"), [(True, torch.bfloat16), (False, torch.float32),
+                                                       (RuntimeError, torch.float32)])
+def test_auto_ns_dtype_follows_the_hardware_probe(monkeypatch: pytest.MonkeyPatch, native_bf16: object,
+                                                  expected: torch.dtype) -> None:
     from trials.optim import fast_ns_dtype
 
-    opt = build_optimizer(_TinyMMDiT(), {"name": "periodic"})
-    assert opt.ns_dtype == fast_ns_dtype("cpu") and opt.ns_dtype in (torch.bfloat16, torch.float32)
+    def probe() -> bool:
+        if native_bf16 is RuntimeError:  # the private probe failing: stay exact
+            raise RuntimeError("no probe")
+        return bool(native_bf16)
+
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", probe)
+    assert fast_ns_dtype("cpu") == expected
+    assert fast_ns_dtype("cuda") == torch.bfloat16  # every CUDA device computes bf16 natively
+    periodic = build_optimizer(_TinyMMDiT(), {"name": "periodic"})
+    muon = build_optimizer(_TinyMMDiT(), {"name": "muon"})
+    assert periodic.ns_dtype == muon.ns_dtype == expected
+    assert periodic.matrix.defaults["ns_dtype"] == expected  # the dtype its Newton-Schulz really runs in
+    # in bf16 the muon arm is torch.optim.Muon itself; in fp32 the same rule as PeriodicRowMuon with K=1
+    if expected == torch.bfloat16:
+        assert type(muon.matrix) is torch.optim.Muon
+    else:
+        assert isinstance(muon.matrix, PeriodicRowMuon) and muon.matrix.defaults["ns_dtype"] == torch.float32
+    assert build_optimizer(_TinyMMDiT(), {"name": "periodic", "ns_dtype": "float32"}).ns_dtype == torch.float32
