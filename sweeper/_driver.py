@@ -558,6 +558,8 @@ def run_sweep(
                     _finish(driver, ledger, parent_run_id, final_state, timings, wall_start, error)
                 driver.disarm()
                 raise SweepFailedError(f"sweep {spec.name} failed: {exc!r}") from exc
+        if final_state == "RUNNING" and spec.confirm.top > 0:
+            _confirm(spec, driver, ledger, parent_run_id, workdir)  # before the choice is final
         result = _finish(driver, ledger, parent_run_id, final_state, timings, wall_start, error)
         driver.disarm()
         result.workdir = str(workdir)
@@ -565,6 +567,26 @@ def run_sweep(
             with contextlib.suppress(OSError, ValueError):
                 print(result.table(), file=driver.stream, flush=True)
         return result
+
+
+def _confirm(spec: SweepSpec, driver: _Driver, ledger: SweepLedger, parent_run_id: str, workdir: Path) -> None:
+    """Run the top points again on fresh seeds (once: a resumed sweep that has its confirmation keeps it) and
+    record it on the parent run, where reading the result back makes the confirmed choice final."""
+    from ._confirm import CONFIRM_TAG, run_confirmation
+
+    parent = ledger.client.get_run(parent_run_id)
+    if CONFIRM_TAG in parent.data.tags:
+        return
+    spec_dict = {**spec.model_dump(mode="json"), "resolved_eval_steps": spec.resolved_eval_steps}
+    provisional = build_result(ledger, parent, spec_dict, state="RUNNING")
+    if provisional.selection is None:
+        return
+    driver._event(f"confirming the top {spec.confirm.top} point(s) on fresh seeds {spec.confirm_seeds}")
+    try:
+        doc = run_confirmation(spec, provisional.selection, driver.sweep_id, workdir, driver.stream)
+    except SweepError as exc:  # the sweep's own result stands; the record says the confirmation failed
+        doc = {"error": str(exc)[:1000], "seeds": spec.confirm_seeds, "objectives": {}}
+    ledger.set_tags(parent_run_id, {CONFIRM_TAG: json.dumps(doc)})
 
 
 def _fit(spec: SweepSpec, driver: _Driver, workdir: Path) -> dict[str, float]:
@@ -668,6 +690,10 @@ def _finish(driver: _Driver, ledger: SweepLedger, parent_run_id: str, state: str
         metrics["best_objective"] = float(sel.point.objective)  # type: ignore[arg-type]
         if sel.uncertainty is not None:
             metrics["best_p_best"] = sel.uncertainty.p_best[sel.point.point_key]
+        if sel.confirmation is not None:
+            before = sel.confirmation["points"].get(sel.confirmation["chosen_before"], {})
+            if before.get("winners_curse") is not None:
+                metrics["winners_curse"] = float(before["winners_curse"])
         driver.chosen = {"point_key": sel.point.point_key, "objective": sel.point.objective, "provisional": False,
                          "params": sel.params, "p_best": sel.p_best.get(sel.point.point_key), "rule": sel.rule}
         if sel.gap_abs is not None:

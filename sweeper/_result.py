@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ._confirm import apply_confirmation, confirmation_from_tags
 from ._errors import SweepError
 from ._ledger import TAG, SweepLedger
 from ._selection import PointSummary, SweepSelection, TrialRecord, _latest, select_best, summarise_points
@@ -108,6 +109,17 @@ class SweepResult:
                              + (f"; pooled seed std {_num(s.pooled_seed_std)}" if s.pooled_seed_std else ""))
             if len(s.tied) > 1:
                 lines.append(f"not told apart from the best: {', '.join(s.tied)}")
+            if s.confirmation is not None:
+                c = s.confirmation
+                lines.append(f"confirmed on fresh seeds {c['seeds']} "
+                             "(winner's curse = confirmed - selected objective):")
+                for key, row in c["points"].items():
+                    curse = row["winners_curse"]
+                    lines.append(f"  {key:<28} selected {_num(row['selected_objective'])}, confirmed "
+                                 f"{_num(row['confirmed_objective'])}"
+                                 + (f", winner's curse {curse:+.4g}" if curse is not None else ""))
+                lines.append(f"final choice: {c['chosen']} (before confirmation: {c['chosen_before']})"
+                             if c.get("final") else str(c.get("note", "")))
             for name, rel in s.vs_baselines.items():
                 pd = s.vs_baselines_paired.get(name)
                 lines.append(f"vs {name}: {rel:+.2%} of its mean; paired: "
@@ -170,6 +182,11 @@ def build_result(ledger: SweepLedger, parent: Any, spec: Mapping[str, Any], *, w
         n_boot=int(selection_spec.get("n_boot", 2000)),
         bootstrap_seed=int(selection_spec.get("bootstrap_seed", 0)),
     )
+    confirmation = confirmation_from_tags(tags)
+    if selection is not None and confirmation is not None:
+        apply_confirmation(selection, confirmation, points, n_boot=int(selection_spec.get("n_boot", 2000)),
+                           seed=int(selection_spec.get("bootstrap_seed", 0)),
+                           tie_tolerance=float(selection_spec.get("tie_tolerance", 0.01)))
     timing_keys = ("sweep_wall_s", "fit_wall_s", "trial_wall_s_sum", "ray_init_s", "store_init_s",
                    "overhead_fraction")
     return SweepResult(

@@ -103,6 +103,8 @@ class SweepSelection:
     uncertainty: Selection | None = None
     # baseline -> chosen - baseline per seed (common seeds), mean, interval, n: the claim the sweep can make
     vs_baselines_paired: dict[str, PairedDifference] = field(default_factory=dict)
+    # the top points re-run on fresh seeds (`_confirm`): selected vs confirmed objective, the final choice
+    confirmation: dict[str, Any] | None = None
 
     @property
     def params(self) -> dict[str, float | int]:
@@ -176,6 +178,21 @@ def summarise_points(records: Iterable[TrialRecord], seeds: Sequence[int], role:
     return points
 
 
+def compare_with_baselines(
+    chosen: PointSummary, baselines: Sequence[PointSummary]
+) -> tuple[dict[str, float], dict[str, PairedDifference]]:
+    """(relative difference of the means, paired difference over common seeds) of `chosen` against each baseline."""
+    vs = {b.point_key: (float(chosen.objective) - b.objective) / b.objective  # type: ignore[arg-type]
+          for b in baselines if b.objective and chosen.objective is not None}
+    paired: dict[str, PairedDifference] = {}
+    for b in baselines:
+        common = sorted(set(b.seed_objectives) & set(chosen.seed_objectives))
+        if common:
+            paired[b.point_key] = paired_difference([chosen.seed_objectives[s] for s in common],
+                                                    [b.seed_objectives[s] for s in common])
+    return vs, paired
+
+
 def select_best(
     points: Sequence[PointSummary],
     *,
@@ -217,13 +234,7 @@ def select_best(
         gap_rel = gap_abs / value[chosen.point_key] if value[chosen.point_key] else math.inf
     variances = [p.seed_std**2 for p in scored if p.seed_std is not None]
     pooled = math.sqrt(statistics.fmean(variances)) if variances else None
-    vs = {b.point_key: (value[chosen.point_key] - b.objective) / b.objective for b in baselines if b.objective}
-    paired: dict[str, PairedDifference] = {}
-    for b in baselines:
-        common = sorted(set(b.seed_objectives) & set(chosen.seed_objectives))
-        if common:
-            paired[b.point_key] = paired_difference([chosen.seed_objectives[s] for s in common],
-                                                    [b.seed_objectives[s] for s in common])
+    vs, paired = compare_with_baselines(chosen, baselines)
     return SweepSelection(
         point=chosen,
         best_by_objective=best.point_key,

@@ -25,6 +25,7 @@ __all__ = [
     "BaselineSpec",
     "BuiltinBackend",
     "CommandBackend",
+    "ConfirmSpec",
     "EarlyStoppingSpec",
     "ExecutionSpec",
     "ParamRange",
@@ -612,6 +613,31 @@ def _default_experiment() -> str:
     return DEFAULT_EXPERIMENT
 
 
+class ConfirmSpec(BaseModel):
+    """Confirmation before the choice is final: the top points by the selection rule run again on fresh seeds, and
+    the rule is applied to those runs alone (their objectives carry no selection bias: the winner's curse,
+    measured as confirmed minus selected objective)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    top: int = Field(
+        0, ge=0, le=12,
+        description="Points to confirm: the chosen one, then the next by mean objective. 0 = no confirmation (the "
+        "paper's protocol); 3 = the study profile's.",
+    )
+    seeds: list[int] | None = Field(
+        None, min_length=1, max_length=32,
+        description="Fresh seeds of the confirmation; None = as many as the sweep's, numbered after its largest.",
+    )
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct(cls, seeds: list[int] | None) -> list[int] | None:
+        if seeds is not None and (len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds)):
+            raise ValueError(f"confirm.seeds must be distinct non-negative integers, got {seeds}")
+        return seeds
+
+
 class SweepTracking(BaseModel):
     """The MLflow destination of the sweep's parent run and its trials' child runs."""
 
@@ -665,6 +691,9 @@ class SweepSpec(BaseModel):
     selection: SelectionSpec = Field(
         default_factory=SelectionSpec, description="The choice rule's options (tie, bootstrap resamples)."
     )
+    confirm: ConfirmSpec = Field(
+        default_factory=ConfirmSpec, description="Re-run the top points on fresh seeds before the choice is final."
+    )
     trial: dict[str, Any] = Field(
         default_factory=dict,
         description="Other TrialConfig fields of every trial (batch_size, eval, text_encoder, data, ...). The "
@@ -713,6 +742,9 @@ class SweepSpec(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> SweepSpec:
+        reused = sorted(set(self.confirm.seeds or ()) & set(self.seeds))
+        if reused:
+            raise ValueError(f"confirm.seeds must be fresh (not among seeds {self.seeds}); {reused} are not")
         if self.eval_steps is not None:
             bad = [s for s in self.eval_steps if not 1 <= s <= self.horizon]
             if bad or not self.eval_steps or len(set(self.eval_steps)) != len(self.eval_steps):
@@ -742,6 +774,14 @@ class SweepSpec(BaseModel):
                 f"eval steps ({n_evals}): ASHA can only stop a trial before its last eval step"
             )
         return self
+
+    @property
+    def confirm_seeds(self) -> list[int]:
+        """The confirmation's fresh seeds: `confirm.seeds`, else as many as the sweep's after its largest."""
+        if self.confirm.seeds:
+            return list(self.confirm.seeds)
+        start = max(self.seeds) + 1
+        return list(range(start, start + len(self.seeds)))
 
     @property
     def resolved_eval_steps(self) -> list[int]:
@@ -801,6 +841,8 @@ class SweepSpec(BaseModel):
         for key, default in (("n_boot", 2000), ("bootstrap_seed", 0)):  # the selection's bootstrap options
             if payload["selection"].get(key) == default:
                 payload["selection"].pop(key)
+        if payload.get("confirm") == ConfirmSpec().model_dump(mode="json"):  # no confirmation, as before
+            payload.pop("confirm")
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 

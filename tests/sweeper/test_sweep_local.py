@@ -202,3 +202,27 @@ def test_tpe_with_seeds_runs_its_budget_of_distinct_points_on_every_seed(ray_loc
     assert set(unc.p_best) == {p.point_key for p in result.points} and "one standard error" in unc.rule
     keys = [r.info.run_name for r in _children(store_uri, "tpe")]
     assert len(keys) == len(set(keys)) == 8
+
+
+def test_confirmation_reruns_the_top_points_on_fresh_seeds_before_the_choice_is_final(
+        ray_local: None, store_uri: str, tmp_path: Path) -> None:
+    spec = make_spec("confirm", store_uri, backend=fake_backend(), baselines=["adamw"], seeds=[0],
+                     confirm={"top": 2})
+    workdir = tmp_path / "wd"
+    result = run_sweep(spec, workdir=workdir)
+    sel = result.selection
+    assert result.state == "SUCCEEDED" and sel is not None and sel.confirmation is not None
+    c = sel.confirmation
+    assert c["final"] and c["seeds"] == [1] and c["chosen"] == sel.point.point_key == "K=3,gamma=0.15"
+    # The fake trainer scores 20 + 0.3 x seed at K=3, gamma=0.15: fresh seed 1 is 0.3 worse than seed 0.
+    row = c["points"]["K=3,gamma=0.15"]
+    assert row["winners_curse"] == pytest.approx(row["confirmed_objective"] - row["selected_objective"])
+    assert set(c["points"]) == {"K=3,gamma=0.15", "K=3,gamma=0.25"}
+    assert (workdir / "confirm" / "sweep.json").is_file()
+    confirm_runs = _runs(store_uri, "confirm", "tags.`scalesweep.confirms` = '" + result.sweep_id + "'")
+    assert len([r for r in confirm_runs if r.data.tags.get("scalesweep.kind") == "trial"]) == 2
+    parent = MlflowClient(store_uri).get_run(result.parent_run_id)
+    assert "winners_curse" in parent.data.metrics and "scalesweep.confirmation" in parent.data.tags
+    from sweeper import sweep_status
+
+    assert sweep_status(workdir)["best"]["point_key"] == "K=3,gamma=0.15"

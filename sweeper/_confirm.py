@@ -1,0 +1,120 @@
+"""Confirmation before the choice is final: the top points run again on fresh seeds (a sweep of their own, in the
+work folder's `confirm/`), and the selection rule is applied to those runs alone.
+
+Why: the chosen point's objective on the seeds it was chosen on is biased low (of many noisy points, the one that
+drew the luckiest seeds looks best: the winner's curse). Fresh seeds carry no selection, so their objective is an
+honest estimate, and the rule applied to them is the choice that a transfer can rely on.
+
+Recorded on the sweep's parent run as the tag `scalesweep.confirmation` (JSON: the confirmation sweep's id and
+parent run, its seeds, and every confirmed point's per-seed objectives); `apply_confirmation` turns it into the
+final choice when the result is read back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from ._selection import PointSummary, SweepSelection, compare_with_baselines
+from ._spec import SweepSpec
+from ._uncertainty import select_points_by_key
+
+__all__ = ["CONFIRM_TAG", "apply_confirmation", "confirmation_from_tags", "confirmation_spec", "run_confirmation",
+           "top_points"]
+
+CONFIRM_TAG = "scalesweep.confirmation"
+_POINT_TAG = "scalesweep.confirm_point"
+
+
+def top_points(selection: SweepSelection, top: int) -> list[PointSummary]:
+    """The chosen point, then the other scored points by mean objective, `top` in all."""
+    rest = [p for p in selection.ranking if p.point_key != selection.point.point_key]
+    return [selection.point, *rest][:top]
+
+
+def confirmation_spec(spec: SweepSpec, points: Sequence[PointSummary], sweep_id: str) -> SweepSpec:
+    """The confirmation sweep: the first point as its (single-point) search, the others as baselines of the searched
+    arm (labelled top2, top3, ...; tag `scalesweep.confirm_point` names the point), on the fresh seeds, without
+    baselines of its own, early stopping or a confirmation of its own."""
+    first, others = points[0], points[1:]
+    data = spec.model_dump(mode="json")
+    data.update(
+        name=f"{spec.name}-confirm"[:64],
+        seeds=spec.confirm_seeds,
+        search={**data["search"], "method": "grid", "budget": None,
+                "space": {k: [v] for k, v in first.params.items()},
+                "tags": {**data["search"].get("tags", {}), _POINT_TAG: first.point_key}},
+        baselines=[{"arm": spec.search.arm, "label": f"top{i}", "optimizer": spec.search.optimizer_for(p.params),
+                    "tags": {**spec.search.tags, _POINT_TAG: p.point_key}}
+                   for i, p in enumerate(others, start=2)],
+        early_stopping={"method": "none"},
+        confirm={"top": 0},
+        tags={**spec.tags, "scalesweep.confirms": sweep_id},
+    )
+    return SweepSpec.model_validate(data)
+
+
+def run_confirmation(spec: SweepSpec, selection: SweepSelection, sweep_id: str, workdir: Path,
+                     stream: IO[str] | None = None) -> dict[str, Any]:
+    """Run the confirmation sweep (resumable, in `workdir/confirm`) and return the document for CONFIRM_TAG."""
+    from ._driver import run_sweep
+
+    points = top_points(selection, spec.confirm.top)
+    sub = confirmation_spec(spec, points, sweep_id)
+    result = run_sweep(sub, workdir=workdir / "confirm", resume=True, show_progress=stream is not None,
+                       stream=stream, show_table=False)
+    by_label = {points[0].point_key: result.points[0] if result.points else None}
+    for i, p in enumerate(points[1:], start=2):
+        by_label[p.point_key] = next((b for b in result.baselines if b.point_key == f"top{i}"), None)
+    seeds = sub.seeds
+    objectives = {key: [s.seed_objectives.get(q) for q in seeds] if s is not None else [None] * len(seeds)
+                  for key, s in by_label.items()}
+    return {"sweep_id": result.sweep_id, "parent_run_id": result.parent_run_id, "state": result.state,
+            "seeds": seeds, "objectives": objectives}
+
+
+def apply_confirmation(selection: SweepSelection, doc: Mapping[str, Any], points: Sequence[PointSummary], *,
+                       n_boot: int = 2000, seed: int = 0, tie_tolerance: float = 0.01) -> None:
+    """Make the confirmed choice final on `selection` (in place): the rule on the fresh seeds' objectives of the
+    points confirmed on every seed, and per point the selected vs confirmed objective (the winner's curse)."""
+    by_key = {p.point_key: p for p in points}
+    complete = {k: [float(v) for v in vals] for k, vals in doc.get("objectives", {}).items()
+                if k in by_key and vals and all(v is not None for v in vals)}
+    report: dict[str, Any] = {"seeds": list(doc.get("seeds", [])), "sweep_id": doc.get("sweep_id"),
+                              "parent_run_id": doc.get("parent_run_id"), "chosen_before": selection.point.point_key,
+                              "points": {}}
+    for key, vals in complete.items():
+        selected = by_key[key].objective
+        confirmed = sum(vals) / len(vals)
+        report["points"][key] = {"selected_objective": selected, "confirmed_objective": confirmed,
+                                 "winners_curse": None if selected is None else confirmed - selected,
+                                 "confirmed_seed_objectives": vals}
+    if not complete:
+        report.update(chosen=selection.point.point_key, final=False,
+                      note="no confirmed point finished on every fresh seed: the choice stays the sweep's")
+        selection.confirmation = report
+        return
+    sel = select_points_by_key(complete, {k: (float(by_key[k].params["K"]) if "K" in by_key[k].params else None)
+                                          for k in complete},
+                               n_boot=n_boot, seed=seed, tie_tolerance=tie_tolerance,
+                               tie_break="larger_K" if selection.tie_break == "larger_K" else "none")
+    report.update(chosen=sel.chosen, final=True, rule=sel.rule, p_best=sel.p_best,
+                  diff_to_best={k: d.to_dict() for k, d in sel.diff_to_best.items()})
+    if sel.chosen != selection.point.point_key:
+        selection.point = by_key[sel.chosen]
+        selection.rule = f"confirmed on fresh seeds {report['seeds']}: {sel.rule}"
+        selection.vs_baselines, selection.vs_baselines_paired = compare_with_baselines(selection.point,
+                                                                                       selection.baselines)
+    selection.confirmation = report
+
+
+def confirmation_from_tags(tags: Mapping[str, str]) -> dict[str, Any] | None:
+    text = tags.get(CONFIRM_TAG)
+    if not text:
+        return None
+    try:
+        return dict(json.loads(text))
+    except ValueError:
+        return None
