@@ -30,7 +30,13 @@ def _load_mapping(path: str) -> dict:
     file = Path(path)
     if not file.is_file():
         raise FileNotFoundError(f"no such file: {path}")
-    data = yaml.safe_load(file.read_text())  # YAML is a superset of JSON
+    try:
+        data = yaml.safe_load(file.read_text())  # YAML is a superset of JSON
+    except yaml.YAMLError as exc:  # one line naming the file and where, not the parser's traceback
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise ValueError(f"{path}: not valid YAML/JSON{where}: {problem}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a mapping of config fields, got {type(data).__name__}")
     return data
@@ -95,14 +101,22 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         settings = Settings()  # type: ignore[call-arg]
     except ValidationError as exc:
         errors = "; ".join(
-            f"SCALESWEEP_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in exc.errors()
+            f"SCALESWEEP_{'_'.join(map(str, e['loc'])).upper()}: {str(e['msg']).removeprefix('Value error, ')}"
+            if e["loc"] else str(e["msg"]).removeprefix("Value error, ") for e in exc.errors()
         )
         raise ValueError(f"invalid settings: {errors}") from None
     import uvicorn
 
     from api.main import create_app
 
-    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level=args.log_level)
+    try:
+        app = create_app(settings)
+    except Exception as exc:  # the database or MLflow store refused us: say which, in one line
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        raise ValueError(f"could not start the service ({type(exc).__name__}: {first}); check "
+                         f"SCALESWEEP_DATABASE_URL ({settings.db_url.split('@')[-1]}) and "
+                         f"SCALESWEEP_MLFLOW_TRACKING_URI ({settings.tracking_uri.split('@')[-1]})") from None
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
 
 

@@ -1,16 +1,21 @@
 """`scalesweep remote ...`: the service from the command line, through `api.client`.
 
     scalesweep remote submit SPEC [--follow] [--idempotency-key KEY]    a sweep; --follow shows live progress
+    scalesweep remote list [--transfers] [--state S] [--limit N] [--json]   sweeps (or transfers), newest first
     scalesweep remote status ID [--json]                                 a sweep (sw-...) or transfer (tr-...)
+    scalesweep remote trials SWEEP_ID [--json]                           each trial: state, objective, error
+    scalesweep remote best SWEEP_ID [--json]                             the chosen point and its rank table
     scalesweep remote cancel ID
+    scalesweep remote resume ID [--follow]                               a FAILED or CANCELLED sweep or transfer
     scalesweep remote transfer SWEEP_ID --rungs R [R ...] [--arms A ...] [--horizon-factor F] [--seeds S ...]
                                                         [--follow]
     scalesweep remote fits TRANSFER_ID [--json]
     scalesweep remote export (TRANSFER_ID | --sweep SWEEP_ID) [--rung R] [--format yaml|json] [--out FILE]
 
-The server is `--server` or $SCALESWEEP_SERVER (default http://127.0.0.1:8000); the bearer token is
-$SCALESWEEP_API_TOKEN. Errors are one line on stderr, never a traceback: exit 2 when the service refused the
-request or could not be reached; a followed job exits 0 only when it SUCCEEDED (1 FAILED, 130 CANCELLED).
+The server is `--server` (before or after the subcommand) or $SCALESWEEP_SERVER (default http://127.0.0.1:8000);
+the bearer token is $SCALESWEEP_API_TOKEN. `fits` prints tables (--json: the whole document). Errors are one line
+on stderr, never a traceback: exit 2 when the service refused the request or could not be reached; a followed job
+exits 0 only when it SUCCEEDED (1 FAILED, 130 CANCELLED).
 """
 
 from __future__ import annotations
@@ -43,12 +48,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--idempotency-key", help="retries with the same key return the first sweep")
     _follow_options(p)
 
+    p = sub.add_parser("list", help="sweeps (or --transfers), newest first, as a table")
+    p.add_argument("--transfers", action="store_true", help="list transfers instead of sweeps")
+    p.add_argument("--state", choices=["PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"])
+    p.add_argument("--limit", type=int, default=50, help="at most this many (1-200; default 50)")
+    p.add_argument("--json", action="store_true", help="print the page as JSON")
+
     p = sub.add_parser("status", help="state and progress of a sweep (sw-...) or a transfer (tr-...)")
     p.add_argument("id")
     p.add_argument("--json", action="store_true", help="print the resource as JSON")
 
+    p = sub.add_parser("trials", help="a sweep's trials: key, state, attempt, objective, error")
+    p.add_argument("sweep_id")
+    p.add_argument("--json", action="store_true", help="print the trials as JSON")
+
+    p = sub.add_parser("best", help="a sweep's chosen point, with its rank table")
+    p.add_argument("sweep_id")
+    p.add_argument("--json", action="store_true", help="print the whole selection document as JSON")
+
     p = sub.add_parser("cancel", help="cancel a sweep (sw-...) or a transfer (tr-...)")
     p.add_argument("id")
+
+    p = sub.add_parser("resume", help="resume a FAILED or CANCELLED sweep (sw-...) or transfer (tr-...)")
+    p.add_argument("id")
+    _follow_options(p)
 
     p = sub.add_parser("transfer", help="transfer a SUCCEEDED sweep's choice to larger rungs")
     p.add_argument("sweep_id")
@@ -70,6 +93,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=["yaml", "json"], default="yaml")
     p.add_argument("--out", help="write to this file instead of stdout")
 
+    for command in sub.choices.values():  # `remote status ID --server URL` as well as `remote --server URL status`
+        command.add_argument("--server", default=argparse.SUPPRESS, help="the service's base URL")
+        command.add_argument("--timeout", type=float, default=argparse.SUPPRESS, help="seconds to wait for each answer")
+
 
 def _follow_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--follow", action="store_true", help="show live progress until it ends; exit 0 only on success")
@@ -82,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
 
     server = args.server or DEFAULT_SERVER
     try:
+        _check_server(server)
         with ScalesweepClient(server, token=os.environ.get("SCALESWEEP_API_TOKEN") or None,
                               timeout=args.timeout) as client:
             return int(_COMMANDS[args.remote_command](client, args))
@@ -93,7 +121,37 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
 
+def _check_server(server: str) -> None:
+    """A server URL httpx can use, else one line naming where it came from (httpx's own error is a traceback)."""
+    import httpx
+
+    from .client import ApiError
+
+    try:
+        url = httpx.URL(server)
+    except (httpx.InvalidURL, ValueError, TypeError) as exc:
+        raise ApiError("Bad Server URL", None, f"--server / SCALESWEEP_SERVER {server!r} is not a URL: {exc}") \
+            from None
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ApiError("Bad Server URL", None,
+                       f"--server / SCALESWEEP_SERVER {server!r} is not an http(s)://host[:port] URL")
+
+
 # --- display -------------------------------------------------------------------------------------------------
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> str:
+    """Plain aligned columns (numbers right-aligned), one line per row."""
+    cells = [[_fmt(v) if v is not None else "-" for v in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(header)]
+    numeric = [all(isinstance(row[i], int | float) or row[i] is None for row in rows) and bool(rows)
+               for i in range(len(header))]
+
+    def line(values: list[str]) -> str:
+        return "  ".join(v.rjust(w) if num else v.ljust(w)
+                         for v, w, num in zip(values, widths, numeric, strict=True)).rstrip()
+
+    return "\n".join([line(header), line(["-" * w for w in widths]), *(line(r) for r in cells)])
 
 
 def _counts_line(progress: dict[str, int], noun: str) -> str:
@@ -190,6 +248,82 @@ def _cancel(client: ScalesweepClient, args: argparse.Namespace) -> int:
     return 0
 
 
+def _resume(client: ScalesweepClient, args: argparse.Namespace) -> int:
+    job = client.resume_transfer(args.id) if _is_transfer(args.id) else client.resume_sweep(args.id)
+    print(f"{job.id}: {job.state} (resumed)")
+    if not args.follow:
+        return 0
+    if _is_transfer(args.id):
+        final = _follow(client.follow_transfer(job.id, interval=args.interval), _transfer_line)
+    else:
+        final = _follow(client.follow(job.id, interval=args.interval), _sweep_line)
+    if final.state != "SUCCEEDED" and final.error:
+        print(f"{final.id} {final.state}: {' '.join(final.error.split())[:300]}", file=sys.stderr)
+    return _EXIT.get(final.state, 1)
+
+
+def _list(client: ScalesweepClient, args: argparse.Namespace) -> int:
+    if not 1 <= args.limit <= 200:
+        from .client import ApiError
+
+        raise ApiError("Bad Arguments", None, f"--limit must be in [1, 200], got {args.limit}")
+    page: Any = (client.list_transfers(state=args.state, limit=args.limit) if args.transfers
+                 else client.list_sweeps(state=args.state, limit=args.limit))
+    if args.json:
+        print(page.model_dump_json(indent=2))
+        return 0
+    noun = "runs" if args.transfers else "trials"
+    rows = [[j.id, j.state, j.name, j.owner, _counts_line(j.progress, noun),
+             j.created_at.isoformat(timespec="seconds")] for j in page.data]
+    header = ["id", "state", "name", "owner", "progress", "created"]
+    if args.transfers:
+        header.insert(1, "sweep")
+        for row, j in zip(rows, page.data, strict=True):
+            row.insert(1, j.sweep_id)
+    print(_table(header, rows) if rows else f"no {'transfers' if args.transfers else 'sweeps'}")
+    if page.next_cursor:
+        print(f"(more: --limit above {args.limit})")
+    return 0
+
+
+def _trials(client: ScalesweepClient, args: argparse.Namespace) -> int:
+    trials = client.sweep_trials(args.sweep_id)
+    if args.json:
+        print(trials.model_dump_json(indent=2))
+        return 0
+    rows = []
+    for t in sorted(trials.data, key=lambda t: (t.role != "search", t.key, t.attempt)):
+        last = t.fd[max(t.fd)] if t.fd else None
+        error = " ".join((t.error or "").split())[:80] or None
+        rows.append([t.key, t.role, t.state, t.attempt, t.objective, last, error])
+    print(_table(["trial", "role", "state", "attempt", "objective", "last FD", "error"], rows)
+          if rows else f"{args.sweep_id}: no trials yet")
+    return 0
+
+
+def _best(client: ScalesweepClient, args: argparse.Namespace) -> int:
+    doc = client.sweep_best(args.sweep_id)
+    if args.json:
+        print(json.dumps(doc, indent=2, default=str))
+        return 0
+    pair = ", ".join(f"{k}={v}" for k, v in (doc.get("best") or {}).items())
+    print(f"{args.sweep_id} {doc.get('state', '')}: chosen {pair or '(none)'}")
+    rule = (doc.get("selection") or {}).get("rule")
+    if rule:
+        print(f"rule: {' '.join(str(rule).split())}")
+    points = [p for p in doc.get("points") or [] if isinstance(p, dict)]
+    points.sort(key=lambda p: (p.get("rank") is None, p.get("rank") or 0, str(p.get("point_key"))))
+    if points:
+        keys = [k for k in ("rank", "point_key", "objective", "seed_std", "p_best", "status") if k in points[0]]
+        print(_table(keys, [[p.get(k) for k in keys] for p in points]))
+    baselines = [b for b in doc.get("baselines") or [] if isinstance(b, dict)]
+    if baselines:
+        print("baselines:")
+        print(_table(["arm", "objective", "seed_std", "status"],
+                     [[b.get("point_key"), b.get("objective"), b.get("seed_std"), b.get("status")] for b in baselines]))
+    return 0
+
+
 def _transfer(client: ScalesweepClient, args: argparse.Namespace) -> int:
     transfer = client.submit_transfer(args.sweep_id, args.rungs, arms=args.arms, horizon_factor=args.horizon_factor,
                                       seeds=args.seeds, idempotency_key=args.idempotency_key)
@@ -209,8 +343,50 @@ def _fits(client: ScalesweepClient, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(doc, indent=2, default=str))
         return 0
-    print(_fits_text(doc))
+    print(_fits_tables(doc))
     return 0
+
+
+def _fits_tables(doc: dict[str, Any]) -> str:
+    """The fits document as tables: the study, the rungs, the savings and one row per fitted arm with each
+    parameter's interval. The document's structure is the scaling package's (`TransferResult.analysis()`)."""
+    out = [f"transfer {doc.get('transfer_id', '')} {doc.get('state', '')}: chosen "
+           + ", ".join(f"{k}={v}" for k, v in (doc.get("chosen") or {}).items())]
+    details = [f"{k} {_fmt(doc[k])}" for k in ("metric_name", "fd_samples", "horizon", "seeds") if doc.get(k)]
+    if details:
+        out.append("; ".join(details))
+    rungs = doc.get("rungs") or {}
+    if isinstance(rungs, dict) and rungs:
+        basis = doc.get("size_basis")
+        out += ["", _table(["rung", "parameters"], [[r, n] for r, n in rungs.items()])]
+        if basis:
+            out.append(f"size basis: {basis}")
+    savings = doc.get("savings") or {}
+    rows = [[rung, arm, s.get("mean_pct"), s.get("std_pct"), s.get("n")]
+            for rung, per in savings.items() if isinstance(per, dict)
+            for arm, s in per.items() if isinstance(s, dict)]
+    if rows:
+        out += ["", "time-to-best saving of the chosen pair against each arm (paired over seeds):",
+                _table(["rung", "vs arm", "mean %", "std %", "n"], rows)]
+    fits = doc.get("fits") or {}
+    rows, failed = [], []
+    for metric, fit in fits.items():
+        if not isinstance(fit, dict):
+            continue
+        if "error" in fit and "arms" not in fit:
+            failed.append(f"{metric}: {' '.join(str(fit['error']).split())}")
+            continue
+        for arm, a in (fit.get("arms") or {}).items():
+            params = a.get("params") or {}
+            intervals = a.get("intervals") or {}
+            text = "; ".join(f"{p}={_fmt(v)}" + (f" {_fmt(intervals[p])}" if p in intervals else "")
+                             for p, v in params.items())
+            rows.append([metric, fit.get("form", ""), arm, text, ",".join(fit.get("flags") or []) or None])
+    if rows:
+        out += ["", "scaling fits (parameter = value [interval]):",
+                _table(["metric", "form", "arm", "parameters", "flags"], rows)]
+    out += [f"no fit for {line}" for line in failed]
+    return "\n".join(out)
 
 
 def _fmt(value: Any) -> str:
@@ -276,8 +452,12 @@ def _export(client: ScalesweepClient, args: argparse.Namespace) -> int:
 
 _COMMANDS: dict[str, Callable[[ScalesweepClient, argparse.Namespace], int]] = {
     "submit": _submit,
+    "list": _list,
     "status": _status,
+    "trials": _trials,
+    "best": _best,
     "cancel": _cancel,
+    "resume": _resume,
     "transfer": _transfer,
     "fits": _fits,
     "export": _export,

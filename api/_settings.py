@@ -6,10 +6,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["Settings", "get_settings"]
+
+# Stores MLflow's client can track to (its SQLAlchemy stores, its REST server, a local folder).
+_TRACKING_SCHEMES = frozenset({"", "file", "sqlite", "postgresql", "mysql", "mssql", "http", "https", "databricks"})
 
 
 class Settings(BaseSettings):
@@ -72,6 +75,44 @@ class Settings(BaseSettings):
         description="Comma-separated Host names the service answers (Starlette's TrustedHostMiddleware, e.g. "
         "'localhost,127.0.0.1,api.internal'; '*.example.org' matches subdomains); '*' = any. Others get 400.",
     )
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, url: str | None) -> str | None:
+        if url is None:
+            return None
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        try:
+            make_url(url)
+        except ArgumentError:
+            raise ValueError("not a SQLAlchemy URL (e.g. sqlite:////data/scalesweep.db or "
+                             "postgresql+psycopg://user:password@host:5432/db)") from None
+        return url
+
+    @field_validator("mlflow_tracking_uri")
+    @classmethod
+    def _tracking_uri(cls, uri: str | None) -> str | None:
+        if uri is None:
+            return None
+        scheme = uri.split("://", 1)[0].split("+", 1)[0].lower() if "://" in uri else ""
+        if scheme not in _TRACKING_SCHEMES:
+            raise ValueError(f"MLflow cannot track to {uri.split('@')[-1]!r}; use one of "
+                             f"{', '.join(s + '://' for s in sorted(_TRACKING_SCHEMES) if s)} or a local folder")
+        return uri
+
+    @field_validator("trainers")
+    @classmethod
+    def _trainers(cls, path: Path | None) -> Path | None:
+        if path is not None:
+            from sweeper import load_trainers
+
+            try:
+                load_trainers(path)  # read again by the job runner; checked here so a bad file stops start-up
+            except RuntimeError as exc:  # SweepError: one line naming the file
+                raise ValueError(str(exc)) from None
+        return path
 
     @property
     def secret_values(self) -> dict[str, str]:

@@ -221,6 +221,9 @@ class ScalesweepClient:
     def cancel_transfer(self, transfer_id: str) -> TransferPublic:
         return self._model(TransferPublic, "POST", f"/v1/transfers/{transfer_id}/cancel")
 
+    def resume_transfer(self, transfer_id: str) -> TransferPublic:
+        return self._model(TransferPublic, "POST", f"/v1/transfers/{transfer_id}/resume")
+
     def follow_transfer(self, transfer_id: str, interval: float = 2.0,
                         timeout: float | None = None) -> Iterator[TransferPublic]:
         yield from self._follow(self.get_transfer, transfer_id, interval, timeout)

@@ -1,0 +1,63 @@
+"""Bad input at the `scalesweep` entry point is one line naming the file or variable, exit 2, never a traceback
+(issue 17 row 12)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import scalesweep_cli
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    code = scalesweep_cli.main(list(argv))
+    out, err = capsys.readouterr()
+    assert out == ""
+    return code, err.strip()
+
+
+def test_a_trial_config_with_a_yaml_syntax_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("optimizer:\n  name: periodic\n gamma: [0.15\n")
+    code, err = _run(capsys, "trial", str(bad))
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith(f"scalesweep trial: error: {bad}: not valid YAML/JSON (line ") and "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv", [["--server", "http://[::1", "status", "x"], ["status", "x", "--server", "http://[::1"],
+                                  ["status", "x", "--server", "ftp://host"]])
+def test_a_malformed_server_url(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = _run(capsys, "remote", *argv)
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith("scalesweep remote status: error: Bad Server URL: --server / SCALESWEEP_SERVER")
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("SCALESWEEP_DATABASE_URL", "garbage", "SCALESWEEP_DATABASE_URL: not a SQLAlchemy URL"),
+        ("SCALESWEEP_MLFLOW_TRACKING_URI", "ftp://x", "SCALESWEEP_MLFLOW_TRACKING_URI: MLflow cannot track to 'ftp://x'"),
+        ("SCALESWEEP_TRAINERS", "/no/such/trainers.yaml", "SCALESWEEP_TRAINERS: /no/such/trainers.yaml: no trainer"),
+    ],
+)
+def test_serve_with_a_bad_setting(variable: str, value: str, message: str, tmp_path: Path,
+                                  capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SCALESWEEP_API_TOKEN", "a-real-token-123")
+    monkeypatch.setenv("SCALESWEEP_WORKDIR", str(tmp_path / "work"))
+    monkeypatch.setenv(variable, value)
+    code, err = _run(capsys, "serve", "--port", "1")
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith("scalesweep serve: error: invalid settings: ") and message in err, err
+
+
+def test_serve_with_an_invalid_trainer_registry(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    registry = tmp_path / "trainers.yaml"
+    registry.write_text("trainers:\n  mine:\n    command: [train, '{batch}']\n")
+    monkeypatch.setenv("SCALESWEEP_API_TOKEN", "a-real-token-123")
+    monkeypatch.setenv("SCALESWEEP_WORKDIR", str(tmp_path / "work"))
+    monkeypatch.setenv("SCALESWEEP_TRAINERS", str(registry))
+    code, err = _run(capsys, "serve", "--port", "1")
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert f"{registry}: mine.command" in err and "unknown placeholder {batch}" in err, err
