@@ -56,6 +56,7 @@ class DemoProfile:
     horizon_factor: float = 2.0  # the paper: 30k steps at the sweep, 60k after the transfer
     rungs: tuple[str, ...] = ("cpu-xs", "cpu-s", "cpu-m", "cpu-l")
     about: str = ""
+    confirm_top: int = 0  # the sweep's top points re-run on fresh seeds before the choice is final (0 = none)
 
 
 # Half the default batch, a quarter of the FD samples, 8 Euler steps: what the quick and full profiles share.
@@ -100,7 +101,9 @@ PROFILES: dict[str, DemoProfile] = {
         horizon=240,
         seeds=(0, 1, 2),
         trial={**_SMALL_TRIAL, "warmup_steps": 20},
-        about="240 steps at the sweep, 480 after the transfer, batch 16, 256 FD samples, seeds 0, 1, 2",
+        about="240 steps at the sweep, 480 after the transfer, batch 16, 256 FD samples, seeds 0, 1, 2; the top "
+        "3 points confirmed on fresh seeds 3, 4, 5",
+        confirm_top=3,  # a study's choice is confirmed on fresh seeds (the winner's curse, measured)
     ),
 }
 
@@ -118,6 +121,7 @@ def demo_sweep_spec(profile: DemoProfile, name: str) -> dict[str, Any]:
         "selection": {"tie_tolerance": 0.01, "tie_break": "larger_K"},
         "trial": profile.trial,
         "tracking": {"experiment": name},
+        **({"confirm": {"top": profile.confirm_top}} if profile.confirm_top else {}),
     }
 
 
