@@ -133,7 +133,7 @@ def _latest_attempts(runs: list[Any]) -> list[Any]:
 
 def load_runs(tracking_uri: str, parent_run_id: str, *, all_attempts: bool = False) -> list[RunRecord]:
     """Every (not deleted) child run of a sweep's or transfer's parent run, as records, oldest first; of a
-    retried trial only its last attempt unless ``all_attempts``."""
+    retried trial only its last attempt unless ``all_attempts``; a transfer's verification bracket left out."""
     _check_run_id(parent_run_id)
     client = _client(tracking_uri)
     parent = client.get_run(parent_run_id)
@@ -153,6 +153,9 @@ def load_runs(tracking_uri: str, parent_run_id: str, *, all_attempts: bool = Fal
             break
     if not all_attempts:
         runs = _latest_attempts(runs)
+    # A transfer's verification bracket (runs tagged scalesweep.verify_point) answers one question of its own
+    # (scaling.verify_transfer); drawn with the transfer's runs it would pass for more seeds of the searched arm.
+    runs = [r for r in runs if "scalesweep.verify_point" not in r.data.tags]
     return [_record(client, run) for run in runs]
 
 

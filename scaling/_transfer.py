@@ -63,6 +63,7 @@ from ._time_to_best import (
     time_to_best,
     time_to_common_target,
 )
+from ._verification import VerifySpec, is_verification_run, plan_verification, verification_verdict
 
 __all__ = [
     "FIT_METRICS",
@@ -129,6 +130,12 @@ class TransferSpec(BaseModel):
         description="What an arm's decoupled weight decay does when its lr changes with width: keep_lr_wd (wd x "
         "lr_base / lr, so the per-step decay lr x wd is kept) or keep_wd (wd unchanged, lr x wd shrinks with lr).",
     )
+    verify: VerifySpec | None = Field(
+        None,
+        description="A verification stage: a one-at-a-time bracket (K +-1, gamma x0.5/x2, lr x0.5/x2) around the "
+        "transferred point at the largest rung (or verify.rung) on the transfer's seeds, answered held / moved / "
+        "inconclusive. None = no verification.",
+    )
     execution: ExecutionSpec | None = Field(
         None, description="Concurrency and resources (sweeper.ExecutionSpec); None = the sweep's."
     )
@@ -182,6 +189,8 @@ class TransferSpec(BaseModel):
         payload = self.model_dump(mode="json", exclude={"execution"})
         if payload.get("weight_decay_rule") == "keep_lr_wd":  # added later: older transfers resume
             payload.pop("weight_decay_rule")
+        if payload.get("verify", 0) is None:  # added later: older transfers resume
+            payload.pop("verify")
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -214,46 +223,12 @@ def default_transfer_workdir(name: str) -> Path:
 # Planning: from the sweep to one multi-rung sweep spec
 
 
-def size_basis(trial: Mapping[str, Any] | None) -> tuple[dict[str, int], str]:
-    """(denoiser overrides, description) of a study's size basis: a rung's parameters counted as the study's
-    trials build its denoiser (the text encoder's context and pooled widths, the image size and channels), the
-    same count every run logs as `model.parameters`. The sweep export, the transfer's plan, fits and predictions
-    all count sizes this way, so one study never mixes two counts of one rung."""
-    from trials import TrialConfig
-    from trials.data._base import _REGISTRY as _DATASETS
-
-    cfg = TrialConfig.model_validate({**dict(trial or {}), "rung": "cpu-xs"})  # any rung: these fields are shared
-    if cfg.text_encoder == "minilm":
-        from trials.text._minilm import MiniLMEncoder
-
-        context, pooled = int(MiniLMEncoder.context_dim), int(MiniLMEncoder.pooled_dim)
-    else:
-        from trials.text._learned import LearnedTextEncoder
-
-        encoder = LearnedTextEncoder(max_length=cfg.text_max_length)
-        context, pooled = int(encoder.context_dim), int(encoder.pooled_dim)
-    # The dataset class's channel count (3: RGB); building the dataset itself would cost seconds.
-    channels = int(getattr(_DATASETS.get(cfg.data.name), "channels", 3))
-    overrides = {"image_size": cfg.data.image_size, "in_channels": channels, "context_dim": context,
-                 "pooled_dim": pooled}
-    text = (f"trainable denoiser parameters as this study's trials build them ({cfg.text_encoder} text encoder: "
-            f"context {context}, pooled {pooled}; {cfg.data.image_size}px images, {channels} channels); frozen "
-            "text encoders are not counted")
-    return overrides, text
-
-
-def _rung_shape(rung: str, trial: Mapping[str, Any] | None = None) -> tuple[int, int]:
-    """(width, parameters) of a rung's denoiser on the study's size basis (`size_basis(trial)`), counted on the
-    meta device (no memory, any size)."""
-    return _count(rung, json.dumps(dict(trial or {}), sort_keys=True))
-
-
 @cache
-def _count(rung: str, trial_json: str) -> tuple[int, int]:
+def _rung_shape(rung: str) -> tuple[int, int]:
+    """(width, parameters) of a rung's default model, counted on the meta device (no memory, any size)."""
     from trials.models import build_model, count_parameters, get_rung
 
-    overrides, _ = size_basis(json.loads(trial_json))
-    return get_rung(rung).config.width, count_parameters(build_model(rung, device="meta", **overrides)).total
+    return get_rung(rung).config.width, count_parameters(build_model(rung, device="meta")).total
 
 
 def _deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
@@ -390,13 +365,12 @@ def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[dict[s
     horizon = spec.steps or max(1, round(spec.horizon_factor * base.horizon))
     eval_steps = _scaled_eval_steps(base.resolved_eval_steps, base.horizon, horizon)
     seeds = list(spec.seeds or base.seeds)
-    study_trial = _deep_merge(base.trial, spec.trial)  # one size basis for the study: its trials' own models
     base_width = _rung_shape(base_rung)[0]
     optimizers = source.base_optimizers()
 
     rows: list[dict[str, Any]] = []
     for rung in rungs:
-        width, parameters = _rung_shape(rung, study_trial)
+        width, parameters = _rung_shape(rung)
         for arm in spec.arms:
             cfg = optimizers[arm]
             carried, how = carry_optimizer(cfg, base_width=base_width, target_width=width,
@@ -426,6 +400,14 @@ def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[dict[s
         for r in sorted(rows, key=lambda r: -order.index(r["rung"]))
         if r is not first
     ]
+    verification = None
+    if spec.verify is not None:  # the bracket's runs join the one sweep as settings of their own
+        try:
+            verification, bracket = plan_verification(spec.verify, rungs=rungs, searched_arm=source.searched_arm,
+                                                      rows=rows, baselines=baselines, first=first, arm_tags=arm_tags)
+        except ValueError as exc:
+            raise TransferError(str(exc)) from None
+        baselines += bracket
     tracking = spec.tracking.model_dump(mode="json") if spec.tracking else {
         "tracking_uri": source.tracking_uri, "experiment": source.experiment}
     lineage = {
@@ -467,11 +449,12 @@ def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[dict[s
         "weight_decay_rule": spec.weight_decay_rule,
         "searched_arm": source.searched_arm,
         "chosen": dict(source.best),
-        "size_basis": {"text": size_basis(study_trial)[1], "trial": study_trial},
-        "base": {"rung": base_rung, "width": base_width, "parameters": _rung_shape(base_rung, study_trial)[1],
+        "base": {"rung": base_rung, "width": base_width, "parameters": _rung_shape(base_rung)[1],
                  "optimizers": {a: optimizers[a] for a in spec.arms}},
         "runs": [{k: v for k, v in r.items() if k != "optimizer"} for r in rows],
     }
+    if verification is not None:
+        plan["verification"] = verification
     return plan, validated.model_dump(mode="json")
 
 
@@ -633,6 +616,7 @@ class TransferResult:
     runs: list[TransferRun]
     counts: dict[str, int] = field(default_factory=dict)
     source_objectives: dict[str, Any] = field(default_factory=dict)
+    verification_runs: list[TransferRun] = field(default_factory=list)  # the bracket's, kept out of the analysis
     _fits: dict[tuple[Any, ...], ScalingFit] = field(default_factory=dict, repr=False)
 
     @property
@@ -651,16 +635,7 @@ class TransferResult:
         for row in self.plan["runs"]:
             if row["rung"] == rung:
                 return int(row["parameters"])
-        # A rung this transfer did not run: counted on the study's basis (a transfer planned before the basis was
-        # recorded falls back to the rung's default model).
-        return _rung_shape(rung, (self.plan.get("size_basis") or {}).get("trial"))[1]
-
-    @property
-    def size_basis(self) -> str:
-        """What `parameters` counts, in words (one basis per study)."""
-        basis = self.plan.get("size_basis") or {}
-        return str(basis.get("text") or "parameters of each rung's default model (a transfer planned before the "
-                   "size basis was recorded)")
+        return _rung_shape(rung)[1]
 
     def time_to_best(self, **kwargs: Any) -> dict[str, TimeToBest]:
         """Run id -> `time_to_best` of its checkpoints, for runs that succeeded or diverged part-way (keyword
@@ -759,6 +734,22 @@ class TransferResult:
         allow = kwargs.pop("allow_extrapolation", None)
         return self.fits(metric, **kwargs).predict(arm, n, allow_extrapolation=allow)
 
+    def verification(self) -> Any:
+        """The verification stage's verdict (`scaling.TransferVerdict`), or None without one or before its runs."""
+        return verification_verdict(self.plan, [*self.runs, *self.verification_runs], self.searched_arm,
+                                    self.plan["seeds"])
+
+    def verification_doc(self) -> dict[str, Any] | None:
+        """The verdict as data, {"verdict": "pending", ...} while its runs are missing, None without a stage."""
+        plan = self.plan.get("verification")
+        if not plan:
+            return None
+        verdict = self.verification()
+        if verdict is None:
+            return _clean({"verdict": "pending", "rung": plan["rung"], "points": plan["points"],
+                           "reason": "the bracket's runs have not all succeeded on a common seed yet"})
+        return _clean({"rung": plan["rung"], "points": plan["points"], **verdict.to_dict()})
+
     def analysis(self, *, n_boot: int | None = None) -> dict[str, Any]:
         """Everything as JSON-able data: per-run time to best, the savings table, and fits per metric (params,
         intervals, flags, leave-one-rung-out errors) with the chosen pair, FD metric name and sample count."""
@@ -789,7 +780,7 @@ class TransferResult:
             "metric_name": metric_names[0] if len(metric_names) == 1 else metric_names,
             "fd_samples": samples[0] if len(samples) == 1 else samples,
             "horizon": self.plan["horizon"], "eval_steps": self.plan["eval_steps"], "seeds": self.plan["seeds"],
-            "rungs": {r: self.parameters(r) for r in self.plan["rungs"]}, "size_basis": self.size_basis,
+            "rungs": {r: self.parameters(r) for r in self.plan["rungs"]},
             "counts": self.counts, "runs": runs,
             "savings": {rung: {b: {"mean_pct": s.mean_pct, "std_pct": s.std_pct, "n": s.n,
                                    "per_seed_pct": list(s.per_seed_pct), "seeds": list(s.seeds)}
@@ -798,6 +789,7 @@ class TransferResult:
                                                  "time_s": c.time_s, "step": c.step}
                                      for seed, c in per.items()} for rung, per in self.common_targets().items()},
             "fits": fits,
+            "verification": self.verification_doc(),
         })
 
     def export(self, target_rung: str, *, lr_rules: Mapping[str, str] | None = None) -> Export:
@@ -827,14 +819,14 @@ class TransferResult:
             {a: base["optimizers"][a] for a in self.plan["arms"]},
             base_width=int(base["width"]),
             target_width=_rung_shape(target_rung)[0],
-            target={"rung": target_rung, "parameters": self.parameters(target_rung), "size_basis": self.size_basis,
-                    "base_rung": base["rung"],
+            target={"rung": target_rung, "parameters": self.parameters(target_rung), "base_rung": base["rung"],
                     "horizon": self.plan["horizon"]},
             lr_rules=rules,
             verified=verified,
             evidence=evidence,
             weight_decay_rule=str(self.plan.get("weight_decay_rule", "keep_wd")),  # older transfers kept wd
-            provenance={**self.source, "transfer_id": self.transfer_id, "transfer_parent_run_id": self.parent_run_id,
+            provenance={**self.source, "verification": self.verification_doc(), "transfer_id": self.transfer_id,
+                        "transfer_parent_run_id": self.parent_run_id,
                         "code_version": shas[0] if len(shas) == 1 else shas},
         )
 
@@ -859,6 +851,10 @@ class TransferResult:
                 for b, s in per.items():
                     spread = f" ± {s.std_pct:.1f}" if s.std_pct is not None else ""
                     lines.append(f"  {rung:<10} vs {b:<8} {s.mean_pct:+.1f}%{spread} (n={s.n})")
+        doc = self.verification_doc()
+        if doc is not None:
+            lines.append(f"\nverification at {doc['rung']}: {doc['verdict']}: {doc.get('reason', '')}"
+                         + (f" (seeds that would settle it: {doc['seeds_needed']})" if doc.get("seeds_needed") else ""))
         return "\n".join(lines)
 
 
@@ -884,6 +880,8 @@ def load_transfer_result(workdir: str | Path, tracking_uri: str | None = None) -
     tracking = state["sweep_spec"]["tracking"]
     uri = tracking_uri or _stored_uri(path) or tracking["tracking_uri"]
     runs = read_runs(uri, tracking["experiment"], "scalesweep.transfer_id", state["transfer_id"])
+    verification_runs = [r for r in runs if is_verification_run(r)]
+    runs = [r for r in runs if not is_verification_run(r)]
     counts: dict[str, int] = {}
     for run in runs:
         counts[run.state] = counts.get(run.state, 0) + 1
@@ -895,6 +893,7 @@ def load_transfer_result(workdir: str | Path, tracking_uri: str | None = None) -
         workdir=str(path), tracking_uri=uri, experiment=tracking["experiment"],
         parent_run_id=status.get("parent_run_id"), source=dict(state["source"]), plan=dict(state["plan"]),
         runs=runs, counts=counts, source_objectives=dict(state.get("source_objectives", {})),
+        verification_runs=verification_runs,
     )
 
 
@@ -916,8 +915,7 @@ def export_from_sweep(sweep_workdir: str | Path, target_rung: str, tracking_uri:
         {a: optimizers[a] for a in arms},
         base_width=_rung_shape(source.spec.rung)[0],
         target_width=_rung_shape(target_rung)[0],
-        target={"rung": target_rung, "parameters": _rung_shape(target_rung, source.spec.trial)[1],
-                "size_basis": size_basis(source.spec.trial)[1], "base_rung": source.spec.rung},
+        target={"rung": target_rung, "parameters": _rung_shape(target_rung)[1], "base_rung": source.spec.rung},
         verified={a: False for a in arms},
         evidence={a: _clean({"sweep": source.objectives.get(a, {})}) for a in arms},
         provenance=source.provenance(),

@@ -120,6 +120,10 @@ def _build_report(result: Any, transfer_id: str, sweep_id: str) -> str:
             notes.append(f"no {metric} fit: {exc}")
     context = {"transfer": f"{result.name} ({transfer_id})", "sweep": sweep_id, "state": result.state,
                "chosen": ", ".join(f"{k}={v}" for k, v in result.chosen.items())}
+    verification = result.verification_doc()  # the verified transfer's verdict (scaling.verify_transfer)
+    if verification is not None:
+        context["verification"] = (f"{verification['verdict']} at {verification['rung']}: "
+                                   f"{verification.get('reason', '')}")
     data = transfer_report(result.tracking_uri, result.parent_run_id, fits=fits or None,
                            sweep_run_id=result.source.get("sweep_parent_run_id"),
                            title=f"scalesweep transfer {result.name}", context=context)
