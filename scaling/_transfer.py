@@ -223,12 +223,46 @@ def default_transfer_workdir(name: str) -> Path:
 # Planning: from the sweep to one multi-rung sweep spec
 
 
+def size_basis(trial: Mapping[str, Any] | None) -> tuple[dict[str, int], str]:
+    """(denoiser overrides, description) of a study's size basis: a rung's parameters counted as the study's
+    trials build its denoiser (the text encoder's context and pooled widths, the image size and channels), the
+    same count every run logs as `model.parameters`. The sweep export, the transfer's plan, fits and predictions
+    all count sizes this way, so one study never mixes two counts of one rung."""
+    from trials import TrialConfig
+    from trials.data._base import _REGISTRY as _DATASETS
+
+    cfg = TrialConfig.model_validate({**dict(trial or {}), "rung": "cpu-xs"})  # any rung: these fields are shared
+    if cfg.text_encoder == "minilm":
+        from trials.text._minilm import MiniLMEncoder
+
+        context, pooled = int(MiniLMEncoder.context_dim), int(MiniLMEncoder.pooled_dim)
+    else:
+        from trials.text._learned import LearnedTextEncoder
+
+        encoder = LearnedTextEncoder(max_length=cfg.text_max_length)
+        context, pooled = int(encoder.context_dim), int(encoder.pooled_dim)
+    # The dataset class's channel count (3: RGB); building the dataset itself would cost seconds.
+    channels = int(getattr(_DATASETS.get(cfg.data.name), "channels", 3))
+    overrides = {"image_size": cfg.data.image_size, "in_channels": channels, "context_dim": context,
+                 "pooled_dim": pooled}
+    text = (f"trainable denoiser parameters as this study's trials build them ({cfg.text_encoder} text encoder: "
+            f"context {context}, pooled {pooled}; {cfg.data.image_size}px images, {channels} channels); frozen "
+            "text encoders are not counted")
+    return overrides, text
+
+
+def _rung_shape(rung: str, trial: Mapping[str, Any] | None = None) -> tuple[int, int]:
+    """(width, parameters) of a rung's denoiser on the study's size basis (`size_basis(trial)`), counted on the
+    meta device (no memory, any size)."""
+    return _count(rung, json.dumps(dict(trial or {}), sort_keys=True))
+
+
 @cache
-def _rung_shape(rung: str) -> tuple[int, int]:
-    """(width, parameters) of a rung's default model, counted on the meta device (no memory, any size)."""
+def _count(rung: str, trial_json: str) -> tuple[int, int]:
     from trials.models import build_model, count_parameters, get_rung
 
-    return get_rung(rung).config.width, count_parameters(build_model(rung, device="meta")).total
+    overrides, _ = size_basis(json.loads(trial_json))
+    return get_rung(rung).config.width, count_parameters(build_model(rung, device="meta", **overrides)).total
 
 
 def _deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
@@ -365,12 +399,13 @@ def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[dict[s
     horizon = spec.steps or max(1, round(spec.horizon_factor * base.horizon))
     eval_steps = _scaled_eval_steps(base.resolved_eval_steps, base.horizon, horizon)
     seeds = list(spec.seeds or base.seeds)
+    study_trial = _deep_merge(base.trial, spec.trial)  # one size basis for the study: its trials' own models
     base_width = _rung_shape(base_rung)[0]
     optimizers = source.base_optimizers()
 
     rows: list[dict[str, Any]] = []
     for rung in rungs:
-        width, parameters = _rung_shape(rung)
+        width, parameters = _rung_shape(rung, study_trial)
         for arm in spec.arms:
             cfg = optimizers[arm]
             carried, how = carry_optimizer(cfg, base_width=base_width, target_width=width,
@@ -449,7 +484,8 @@ def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[dict[s
         "weight_decay_rule": spec.weight_decay_rule,
         "searched_arm": source.searched_arm,
         "chosen": dict(source.best),
-        "base": {"rung": base_rung, "width": base_width, "parameters": _rung_shape(base_rung)[1],
+        "size_basis": {"text": size_basis(study_trial)[1], "trial": study_trial},
+        "base": {"rung": base_rung, "width": base_width, "parameters": _rung_shape(base_rung, study_trial)[1],
                  "optimizers": {a: optimizers[a] for a in spec.arms}},
         "runs": [{k: v for k, v in r.items() if k != "optimizer"} for r in rows],
     }
@@ -635,7 +671,16 @@ class TransferResult:
         for row in self.plan["runs"]:
             if row["rung"] == rung:
                 return int(row["parameters"])
-        return _rung_shape(rung)[1]
+        # A rung this transfer did not run: counted on the study's basis (a transfer planned before the basis was
+        # recorded falls back to the rung's default model).
+        return _rung_shape(rung, (self.plan.get("size_basis") or {}).get("trial"))[1]
+
+    @property
+    def size_basis(self) -> str:
+        """What `parameters` counts, in words (one basis per study)."""
+        basis = self.plan.get("size_basis") or {}
+        return str(basis.get("text") or "parameters of each rung's default model (a transfer planned before the "
+                   "size basis was recorded)")
 
     def time_to_best(self, **kwargs: Any) -> dict[str, TimeToBest]:
         """Run id -> `time_to_best` of its checkpoints, for runs that succeeded or diverged part-way (keyword
@@ -780,7 +825,7 @@ class TransferResult:
             "metric_name": metric_names[0] if len(metric_names) == 1 else metric_names,
             "fd_samples": samples[0] if len(samples) == 1 else samples,
             "horizon": self.plan["horizon"], "eval_steps": self.plan["eval_steps"], "seeds": self.plan["seeds"],
-            "rungs": {r: self.parameters(r) for r in self.plan["rungs"]},
+            "rungs": {r: self.parameters(r) for r in self.plan["rungs"]}, "size_basis": self.size_basis,
             "counts": self.counts, "runs": runs,
             "savings": {rung: {b: {"mean_pct": s.mean_pct, "std_pct": s.std_pct, "n": s.n,
                                    "per_seed_pct": list(s.per_seed_pct), "seeds": list(s.seeds)}
@@ -819,7 +864,8 @@ class TransferResult:
             {a: base["optimizers"][a] for a in self.plan["arms"]},
             base_width=int(base["width"]),
             target_width=_rung_shape(target_rung)[0],
-            target={"rung": target_rung, "parameters": self.parameters(target_rung), "base_rung": base["rung"],
+            target={"rung": target_rung, "parameters": self.parameters(target_rung), "size_basis": self.size_basis,
+                    "base_rung": base["rung"],
                     "horizon": self.plan["horizon"]},
             lr_rules=rules,
             verified=verified,
@@ -915,7 +961,8 @@ def export_from_sweep(sweep_workdir: str | Path, target_rung: str, tracking_uri:
         {a: optimizers[a] for a in arms},
         base_width=_rung_shape(source.spec.rung)[0],
         target_width=_rung_shape(target_rung)[0],
-        target={"rung": target_rung, "parameters": _rung_shape(target_rung)[1], "base_rung": source.spec.rung},
+        target={"rung": target_rung, "parameters": _rung_shape(target_rung, source.spec.trial)[1],
+                "size_basis": size_basis(source.spec.trial)[1], "base_rung": source.spec.rung},
         verified={a: False for a in arms},
         evidence={a: _clean({"sweep": source.objectives.get(a, {})}) for a in arms},
         provenance=source.provenance(),
