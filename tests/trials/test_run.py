@@ -223,3 +223,19 @@ def test_tracking_at_full_precision_reproduces_the_full_fd() -> None:
     result = run_trial(_tiny(eval={"track_points": 3, "track_samples": 96, "track_sample_steps": 4}))
     assert result.fd_track[12] == pytest.approx(result.fd[12], rel=1e-9)
     assert result.fd_track[24] == pytest.approx(result.fd[24], rel=1e-9)
+
+
+def test_fd_bias_is_estimated_only_where_fd_infinity_is_valid(tmp_path: Path) -> None:
+    # Pooled pixels at size 4: d = 48 features. 96 samples = 2d: no valid FD-infinity grid, no estimate.
+    small = run_trial(_tiny(eval={"track_points": 0}))
+    assert small.fd_infinity == {}
+    big = run_trial(_tiny(tracking=_tracking(tmp_path), eval={"track_points": 0, "fd_samples": 160}))
+    assert sorted(big.fd_infinity) == [12, 24]
+    client = MlflowClient(_tracking(tmp_path)["tracking_uri"])
+    bias = {m.step: m.value for m in client.get_metric_history(big.run_id, "fd_bias")}
+    assert bias == pytest.approx({s: big.fd[s] - big.fd_infinity[s] for s in (12, 24)})
+    # Asked for explicitly below 2d, FD-infinity refuses rather than return a wrong number.
+    from trials.metrics import FeatureError
+
+    with pytest.raises(FeatureError, match="at least 2d = 96 samples"):
+        run_trial(_tiny(eval={"track_points": 0, "fd_infinity": True}))
