@@ -36,6 +36,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not torch.cuda.is_available():
+        no_gpu = pytest.mark.skip(reason="gpu: needs a CUDA device (torch.cuda.is_available() is False here)")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(no_gpu)
     if config.getoption("--run-slow") or os.environ.get("SCALESWEEP_RUN_SLOW") == "1":
         return
     skip = pytest.mark.skip(reason="slow: pass --run-slow or set SCALESWEEP_RUN_SLOW=1")
