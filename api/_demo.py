@@ -1,6 +1,6 @@
 """`scalesweep demo`: the whole study from one command, through the service as a user would run it.
 
-    scalesweep demo [--profile quick|full] [--out DIR] [--no-wait]      (what `make demo` runs)
+    scalesweep demo [--profile quick|full|evidence] [--out DIR] [--no-wait]      (what `make demo` runs)
 
 Stages, each checked before the next starts (the exit status is 0 only when every one succeeded):
 
@@ -57,6 +57,8 @@ class DemoProfile:
     rungs: tuple[str, ...] = ("cpu-xs", "cpu-s", "cpu-m", "cpu-l")
     about: str = ""
     confirm_top: int = 0  # the sweep's top points re-run on fresh seeds before the choice is final (0 = none)
+    space: dict[str, list[Any]] | None = None  # the sweep's K x gamma grid; None = the paper's 12 points
+    transfer: dict[str, Any] = field(default_factory=dict)  # other TransferCreate fields (target, horizon, timing)
 
 
 # Half the default batch, a quarter of the FD samples, 8 Euler steps: what the quick and full profiles share.
@@ -114,7 +116,7 @@ def demo_sweep_spec(profile: DemoProfile, name: str) -> dict[str, Any]:
         "name": name,
         "rung": profile.rungs[0],
         "horizon": profile.horizon,
-        "search": {"method": "grid", "space": {"K": [2, 3, 4], "gamma": [0.10, 0.15, 0.25, 0.35]}},
+        "search": {"method": "grid", "space": profile.space or {"K": [2, 3, 4], "gamma": [0.10, 0.15, 0.25, 0.35]}},
         "seeds": list(profile.seeds),
         "baselines": ["adamw", "muon"],
         "execution": {"concurrency": 2, "cpus_per_trial": 1},
@@ -218,12 +220,20 @@ def _summary(chosen: dict[str, Any] | None, fits: dict[str, Any]) -> list[str]:
         for rung, per in savings.items():
             parts = [f"vs {b} {_fmt(s.get('mean_pct'), 3)} +- {_fmt(s.get('std_pct'), 2)}" for b, s in per.items()]
             lines.append(f"  {rung}: {'; '.join(parts)}")
-    lines.append("\nscaling fits (flags):")
+    if fits.get("targets"):
+        from scaling._rungs import target_table
+
+        lines += target_table(fits["targets"], str(fits.get("searched_arm") or "periodic"))
+    lines.append("\nscaling fits (flags; hold-out error at the largest size against carrying the previous size "
+                 "forward, per arm):")
     for metric_name, doc in (fits.get("fits") or {}).items():
         if "error" in doc:
             lines.append(f"  {metric_name}: not fitted ({doc['error']})")
         else:
-            lines.append(f"  {metric_name} ({doc.get('form')}): {', '.join(doc.get('flags') or []) or 'no flags'}")
+            held = "; ".join(f"{arm} {_fmt(d.get('loo_error'), 2)} vs {_fmt(d.get('loo_baseline_error'), 2)}"
+                             for arm, d in (doc.get("arms") or {}).items())
+            lines.append(f"  {metric_name} ({doc.get('form')}, {doc.get('loss_function', 'huber')}): "
+                         f"{', '.join(doc.get('flags') or []) or 'no flags'}; hold-out {held}")
     return lines
 
 
@@ -299,7 +309,7 @@ def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path) -> int:
                    f"({profile.horizon_factor:g}x the horizon)")
             transfer = client.submit_transfer(sweep.id, list(profile.rungs), arms=["periodic", "muon", "adamw"],
                                               horizon_factor=profile.horizon_factor, seeds=list(profile.seeds),
-                                              idempotency_key=f"demo-transfer-{stamp}")
+                                              idempotency_key=f"demo-transfer-{stamp}", **profile.transfer)
             final_t = _follow(client.follow_transfer(transfer.id, interval=2.0), _transfer_line)
             if final_t.state != "SUCCEEDED":
                 raise DemoError(f"transfer {transfer.id} ended {final_t.state}: {final_t.error or ''}")

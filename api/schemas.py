@@ -104,6 +104,15 @@ class TransferCreate(BaseModel):
     lr_rules: dict[str, Any] | None = Field(None, description="Per-arm learning-rate transfer rule.")
     execution: dict[str, Any] | None = Field(None, description="Concurrency and CPUs (as in a sweep spec).")
     trial: dict[str, Any] | None = Field(None, description="TrialConfig overrides shared by every run.")
+    target: dict[str, Any] | None = Field(
+        None, description="Quality target declared before the runs (scaling.TransferSpec.target): "
+        "{rule: final_mean, arm: adamw, slack: 0.1} (default) or {rule: fixed, values: {rung: value}}.")
+    horizon: dict[str, Any] | None = Field(
+        None, description="Steps per rung: {mode: fixed} (default) or {mode: per_param, images_per_param, cap}.")
+    timing: dict[str, Any] | None = Field(
+        None, description="Per-step timing runs in isolation: {steps: 20, warmup: 5}; steps 0 = none.")
+    plateau: dict[str, Any] | None = Field(
+        None, description="Plateau check: {window: 1/3, max_drop: 0.1} (undertrained above max_drop).")
 
 
 class TransferLinks(BaseModel):

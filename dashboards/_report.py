@@ -50,6 +50,7 @@ class ReportData:
     fd: FDInfo | None = None
     context: Mapping[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    targets: Mapping[str, Any] | None = None  # scaling.TransferResult.target_summary(): time to a declared target
 
     @property
     def fd_info(self) -> FDInfo:
@@ -363,6 +364,10 @@ def build_report(data: ReportData, *, figures: Mapping[str, Figure] | None = Non
         sections.append(("loss", "Loss versus step and effective training time", _loss_html(data.loss)))
     if data.scaling:
         sections.append(("scaling", "Scaling with model size", _scaling_html(data.scaling)))
+    if data.targets is not None:
+        from ._targets import targets_html
+
+        sections.append(("targets", "Time to the declared target", targets_html(data.targets)))
     if data.timing is not None:
         sections.append(("timing", "Optimizer and step time", _timing_html(data.timing)))
     if data.updates is not None:

@@ -1,7 +1,8 @@
 """A transfer's trial runs read back from MLflow as plain records: the only MLflow reading in `scaling`.
 
 Names are the sweeper's and the trials' (README, "MLflow names"): params `rung`, `seed`, `optimizer.name`,
-`optimizer.lr`, `optimizer.refresh_every`, `optimizer.gamma`; metrics at step `fd` and `effective_time_s`; tags
+`optimizer.lr`, `optimizer.refresh_every`, `optimizer.gamma`, `steps`; metrics at step `fd` and
+`effective_time_s`, and the dense tracking curve `fd_track` with `track_effective_time_s`; tags
 `scalesweep.trial_key`, `scalesweep.attempt`, `scalesweep.status`, `model.parameters`, `fd.metric_name`,
 `fd.samples`, and the transfer's own `scalesweep.lr_rule`, `scalesweep.lr_base` (see `_transfer`). Of a retried
 trial only its last attempt counts. Everything goes through an explicit `MlflowClient`, never an active run.
@@ -47,6 +48,16 @@ class TransferRun:
     metric_name: str | None = None
     fd_samples: int | None = None
     git_sha: str | None = None
+    # The dense tracking curve (step, effective_time_s, fd_track), empty for runs without one, and the run's horizon.
+    track: tuple[tuple[int, float, float], ...] = ()
+    horizon: int | None = None
+    track_samples: int | None = None
+    # FD - FD-infinity at the deciding checkpoints (step, bias): the small-sample bias, where the trial estimated it.
+    fd_bias: tuple[tuple[int, float], ...] = ()
+
+    def curve(self) -> tuple[str, tuple[tuple[int, float, float], ...]]:
+        """The densest quality curve this run has: ("fd_track", its tracking curve) or ("fd", its checkpoints)."""
+        return ("fd_track", self.track) if self.track else ("fd", self.checkpoints)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -82,6 +93,12 @@ def _record(client: Any, run: Any) -> TransferRun:
     times = {m.step: m.value
              for m in sorted(client.get_metric_history(run_id, "effective_time_s"), key=lambda m: m.timestamp)}
     checkpoints = tuple((int(s), float(times[s]), float(fd[s])) for s in sorted(fd) if s in times)
+    track_fd = {m.step: m.value
+                for m in sorted(client.get_metric_history(run_id, "fd_track"), key=lambda m: m.timestamp)}
+    track_times = {m.step: m.value for m in sorted(client.get_metric_history(run_id, "track_effective_time_s"),
+                                                   key=lambda m: m.timestamp)} if track_fd else {}
+    track = tuple((int(s), float(track_times[s]), float(track_fd[s])) for s in sorted(track_fd) if s in track_times)
+    bias = {m.step: m.value for m in sorted(client.get_metric_history(run_id, "fd_bias"), key=lambda m: m.timestamp)}
     state = _TAG_STATE.get(tags.get("scalesweep.status", ""), _MLFLOW_STATE.get(run.info.status, "PENDING"))
     return TransferRun(
         rung=params.get("rung", ""),
@@ -102,6 +119,10 @@ def _record(client: Any, run: Any) -> TransferRun:
         metric_name=tags.get("fd.metric_name"),
         fd_samples=_int(tags.get("fd.samples") or params.get("eval.fd_samples")),
         git_sha=tags.get("scalesweep.git_sha"),
+        track=track,
+        horizon=_int(params.get("steps")),
+        track_samples=_int(tags.get("fd.track_samples")) or None,
+        fd_bias=tuple((int(s), float(bias[s])) for s in sorted(bias)),
     )
 
 

@@ -54,6 +54,16 @@ from ._export import Export, build_export
 from ._fit import ScalingFit, fit_scaling
 from ._lr_rules import LrRule, WdRule, carry_optimizer, default_lr_rule
 from ._records import TransferRun, read_runs
+from ._rungs import (
+    HorizonSpec,
+    PlateauSpec,
+    TargetSpec,
+    TimingSpec,
+    measure_step_times,
+    rung_horizon,
+    rung_report,
+    target_table,
+)
 from ._time_to_best import (
     Checkpoints,
     CommonTarget,
@@ -80,7 +90,9 @@ __all__ = [
 
 TRANSFER_FILE = "transfer.json"
 OUTCOME_FILE = "outcome.json"
-FIT_METRICS = ("time_to_best", "best_fd", "endpoint_fd")
+FIT_METRICS = ("time_to_best", "best_fd", "endpoint_fd", "steps_to_target", "time_to_target")
+# Fitted against size like time to best (A*N^-alpha, exponent of either sign): they grow with size at a fixed horizon.
+_COST_METRICS = ("time_to_best", "steps_to_target", "time_to_target")
 # Time to best grows with model size at a fixed horizon: the fit must allow a negative exponent.
 _TIME_ALPHA_BOUNDS = (-3.0, 3.0)
 _ARMS = ("periodic", "muon", "adamw", "rownorm")
@@ -147,6 +159,24 @@ class TransferSpec(BaseModel):
         description="TrialConfig overrides on top of the sweep's `trial` section (nested keys merge), e.g. "
         "{eval: {fd_samples: 2048}}.",
     )
+    target: TargetSpec = Field(
+        default_factory=lambda: TargetSpec(),
+        description="The quality target, declared before any run and applied alike to every arm and seed "
+        "(recorded on the parent run and in exports): final_mean (default: 1.1 x AdamW's mean final quality "
+        "at each rung) or fixed values per rung.",
+    )
+    horizon: HorizonSpec = Field(
+        default_factory=lambda: HorizonSpec(),
+        description="Steps per rung: fixed (the paper: every rung at the transfer horizon) or per_param "
+        "(images_per_param x parameters / batch, capped).",
+    )
+    timing: TimingSpec = Field(
+        default_factory=lambda: TimingSpec(),
+        description="Short timing runs per arm and rung (per-step time in isolation, before the runs start).",
+    )
+    plateau: PlateauSpec = Field(
+        default_factory=lambda: PlateauSpec(), description="The plateau check that flags undertrained rungs."
+    )
 
     @field_validator("rungs")
     @classmethod
@@ -182,6 +212,12 @@ class TransferSpec(BaseModel):
         extra = sorted(set(self.lr_rules) - set(self.arms))
         if extra:
             raise ValueError(f"lr_rules names arms {extra} that are not in arms {self.arms}")
+        if self.target.rule == "final_mean" and self.target.arm not in self.arms:
+            raise ValueError(f"target.arm {self.target.arm!r} must be one of arms {self.arms}")
+        if self.rungs is not None and self.target.rule == "fixed":
+            missing = [r for r in self.rungs if r not in self.target.values]
+            if missing:
+                raise ValueError(f"target.values has no value for rungs {missing}")
         return self
 
     def fingerprint(self) -> str:
@@ -191,6 +227,11 @@ class TransferSpec(BaseModel):
             payload.pop("weight_decay_rule")
         if payload.get("verify", 0) is None:  # added later: older transfers resume
             payload.pop("verify")
+        # Sections added later are left out while at their defaults, so transfers started before them resume.
+        for key, default in (("target", TargetSpec()), ("horizon", HorizonSpec()), ("timing", TimingSpec()),
+                             ("plateau", PlateauSpec())):
+            if payload.get(key) == default.model_dump(mode="json"):
+                payload.pop(key)
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -396,10 +437,18 @@ def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[dict[s
 
     order = list_rungs()
     rungs = sorted(spec.rungs or _default_rungs(base_rung), key=order.index)
-    horizon = spec.steps or max(1, round(spec.horizon_factor * base.horizon))
-    eval_steps = _scaled_eval_steps(base.resolved_eval_steps, base.horizon, horizon)
-    seeds = list(spec.seeds or base.seeds)
+    fixed_horizon = spec.steps or max(1, round(spec.horizon_factor * base.horizon))
+    batch = int(_deep_merge(base.trial, spec.trial).get("batch_size", 32))
     study_trial = _deep_merge(base.trial, spec.trial)  # one size basis for the study: its trials' own models
+    horizons = {r: rung_horizon(spec.horizon, _rung_shape(r, study_trial)[1], batch, fixed_horizon) for r in rungs}
+    horizon = horizons[rungs[0]]  # the sweep's own horizon: the first rung's (its searched point runs there)
+    eval_steps = _scaled_eval_steps(base.resolved_eval_steps, base.horizon, horizon)
+    evals_by_rung = {r: _scaled_eval_steps(base.resolved_eval_steps, base.horizon, h) for r, h in horizons.items()}
+    if spec.target.rule == "fixed":
+        missing = [r for r in rungs if r not in spec.target.values]
+        if missing:
+            raise TransferError(f"target.values has no value for rungs {missing} (rule 'fixed' needs one per rung)")
+    seeds = list(spec.seeds or base.seeds)
     base_width = _rung_shape(base_rung)[0]
     optimizers = source.base_optimizers()
 
@@ -431,7 +480,9 @@ def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[dict[s
         search_optimizer.pop("lr")
     baselines = [
         {"arm": r["arm"], "label": f"{r['arm']}.{r['rung']}", "rung": r["rung"], "optimizer": r["optimizer"],
-         "tags": arm_tags(r)}
+         "tags": arm_tags(r),
+         **({"horizon": horizons[r["rung"]], "eval_steps": evals_by_rung[r["rung"]]}
+            if horizons[r["rung"]] != horizon else {})}
         for r in sorted(rows, key=lambda r: -order.index(r["rung"]))
         if r is not first
     ]
@@ -452,6 +503,9 @@ def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[dict[s
         "scalesweep.source_sweep_name": source.name,
         "scalesweep.source_parent_run_id": source.parent_run_id,
         "scalesweep.transfer.chosen": json.dumps(source.best, sort_keys=True),
+        # Declared before any run: on the parent run from its creation, and on every child.
+        "scalesweep.transfer.target": json.dumps(spec.target.model_dump(mode="json"), sort_keys=True),
+        "scalesweep.transfer.horizons": json.dumps(horizons, sort_keys=True),
     }
     sweep_spec = {
         "name": spec.name,
@@ -479,6 +533,12 @@ def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[dict[s
         "horizon": horizon,
         "source_horizon": base.horizon,
         "eval_steps": eval_steps,
+        "horizons": horizons,
+        "eval_steps_by_rung": evals_by_rung,
+        "horizon_rule": spec.horizon.model_dump(mode="json"),
+        "target": spec.target.model_dump(mode="json"),
+        "target_text": spec.target.describe(),
+        "plateau": spec.plateau.model_dump(mode="json"),
         "seeds": seeds,
         "arms": list(spec.arms),
         "weight_decay_rule": spec.weight_decay_rule,
@@ -548,6 +608,11 @@ def run_transfer(
         for row in plan["runs"]:
             print(f"  {row['rung']:<10} {row['arm']:<8} lr {row['lr']:.4g} ({row['lr_rule']} from "
                   f"{row['lr_base']:.4g})", file=out, flush=True)
+        if "horizons" in plan:
+            print(f"  horizons per rung: {plan['horizons']}; target: {plan['target_text']}", file=out, flush=True)
+    if "step_timing" not in state:
+        state["step_timing"] = _step_timing(spec, state, out)
+        _write_json(path / TRANSFER_FILE, state)
     try:
         swept = run_sweep(SweepSpec.model_validate(sweep_spec), workdir=path, resume=True,
                           show_progress=show_progress, stream=out, show_table=False)  # its table is below
@@ -567,6 +632,43 @@ def run_transfer(
     if out is not None:
         print(result.table(), file=out, flush=True)
     return result
+
+
+def _step_timing(spec: TransferSpec, state: Mapping[str, Any], out: IO[str] | None) -> dict[str, Any]:
+    """Per-step time of every arm at every rung, each from a short run of its own before the transfer's runs start
+    (so no other trial of the transfer shares the cores): the systems half of the time saving."""
+    sweep_spec = state["sweep_spec"]
+    if spec.timing.steps == 0:
+        return {"measured": False, "reason": "timing.steps is 0"}
+    if sweep_spec["backend"]["name"] != "builtin":
+        return {"measured": False, "reason": "the command backend's trainer cannot be timed in isolation here"}
+    rows = [(r["rung"], r["arm"], opt) for r in state["plan"]["runs"]
+            for opt in [_row_optimizer(sweep_spec, r["rung"], r["arm"])] if opt is not None]
+    if out is not None:
+        print(f"timing {spec.timing.steps} steps per arm and rung, one at a time ({len(rows)} short runs)",
+              file=out, flush=True)
+    threads = int(sweep_spec["execution"].get("threads", 1))
+    times = measure_step_times(sweep_spec["trial"], rows, spec.timing, threads=threads)
+    if out is not None:
+        for rung, per in times.items():
+            print(f"  {rung:<10} " + ", ".join(f"{a} {1e3 * t:.1f} ms/step" for a, t in per.items()), file=out,
+                  flush=True)
+    return {"measured": True, "steps": spec.timing.steps, "warmup": spec.timing.warmup, "threads": threads,
+            "seconds_per_step": times, "measured_at": _now()}
+
+
+def _row_optimizer(sweep_spec: Mapping[str, Any], rung: str, arm: str) -> dict[str, Any] | None:
+    """The optimizer a (rung, arm) of the plan runs with, as its sweep spec holds it."""
+    for b in sweep_spec["baselines"]:
+        if b["arm"] == arm and (b.get("rung") or sweep_spec["rung"]) == rung:
+            return {**b["optimizer"], "name": arm}
+    if rung == sweep_spec["rung"]:
+        search = sweep_spec["search"]
+        point = {k: v[0] for k, v in search["space"].items()}
+        from sweeper import SEARCH_PARAMS
+
+        return {**search["optimizer"], **{SEARCH_PARAMS[k][0]: v for k, v in point.items()}, "name": search["arm"]}
+    return None
 
 
 def _transfer_state(path: Path) -> dict[str, Any]:
@@ -653,6 +755,7 @@ class TransferResult:
     counts: dict[str, int] = field(default_factory=dict)
     source_objectives: dict[str, Any] = field(default_factory=dict)
     verification_runs: list[TransferRun] = field(default_factory=list)  # the bracket's, kept out of the analysis
+    step_timing: dict[str, Any] = field(default_factory=dict)  # per-step time per rung and arm, in isolation
     _fits: dict[tuple[Any, ...], ScalingFit] = field(default_factory=dict, repr=False)
 
     @property
@@ -739,14 +842,55 @@ class TransferResult:
                         out.setdefault(rung, {})[seed] = time_to_common_target(arms)
         return out
 
+    def targets(self) -> dict[str, Any]:
+        """The per-rung report against the target declared in the spec (`scaling._rungs.rung_report`): target
+        value and its source, fraction of seeds reaching it per arm, steps and time to target, the paired
+        steps-to-target ratio, the per-step time ratio measured in isolation and the time saving, time to best
+        (the paper's definition) beside them, and the plateau flag per rung."""
+        ttb = {rid: t.best_time_s for rid, t in self.time_to_best().items()}
+        plan = self.plan
+        # Transfers planned before targets existed get the default rule, applied now (and said so in the text).
+        return rung_report(
+            self.runs, rungs=plan["rungs"], arms=plan["arms"], searched_arm=self.searched_arm,
+            seeds=plan["seeds"], target=TargetSpec.model_validate(plan.get("target") or {}),
+            step_times=self.step_timing.get("seconds_per_step"), time_to_best=ttb,
+            plateau_spec=PlateauSpec.model_validate(plan.get("plateau") or {}),
+            horizons=plan.get("horizons") or {r: plan["horizon"] for r in plan["rungs"]})
+
+    def target_summary(self, *, n_boot: int | None = None) -> dict[str, Any]:
+        """The target report (without its per-run rows), the fits of steps and time to target (as in
+        `analysis()`), the undertrained rungs and the searched arm: what the HTML report's target section shows."""
+        report = self.targets()
+        report.pop("per_run")
+        extra: dict[str, Any] = {} if n_boot is None else {"n_boot": n_boot}
+        fits: dict[str, Any] = {}
+        for metric in ("steps_to_target", "time_to_target"):
+            try:
+                fits[metric] = _fit_doc(self.fits(metric, **extra))
+            except ScalingError as exc:
+                fits[metric] = {"error": str(exc)}
+        return _clean({"report": report, "fits": fits, "undertrained_rungs": self.undertrained_rungs(),
+                       "searched_arm": self.searched_arm})
+
+    def undertrained_rungs(self) -> list[str]:
+        """Rungs whose runs are mostly still improving fast at their end (the plateau check)."""
+        return [r for r, e in self.targets()["rungs"].items() if e["plateau"]["undertrained"]]
+
     def fit_data(self, metric: str = "time_to_best") -> dict[str, tuple[list[float], list[float]]]:
         """Arm -> (sizes, values): one entry per succeeded run (sizes repeat over seeds), arms with fewer than two
-        rungs left out."""
+        rungs left out. Steps and time to target count only runs that reached the target."""
         if metric not in FIT_METRICS:
             raise ScalingInputError(f"unknown metric {metric!r}; allowed: {list(FIT_METRICS)}")
         data: dict[str, tuple[list[float], list[float]]] = {}
+        hits = self.targets()["per_run"] if metric in ("steps_to_target", "time_to_target") else {}
         for run, ttb in self._succeeded():
-            value = {"time_to_best": ttb.best_time_s, "best_fd": ttb.best_fd, "endpoint_fd": ttb.endpoint_fd}[metric]
+            if hits:
+                hit = hits.get(run.run_id)
+                value = math.nan if not hit or not hit["reached"] else (
+                    hit["steps"] if metric == "steps_to_target" else hit["time_s"])
+            else:
+                value = {"time_to_best": ttb.best_time_s, "best_fd": ttb.best_fd,
+                         "endpoint_fd": ttb.endpoint_fd}.get(metric, math.nan)
             if not (math.isfinite(value) and value > 0):
                 continue
             sizes, values = data.setdefault(run.arm, ([], []))
@@ -762,8 +906,8 @@ class TransferResult:
         data = self.fit_data(metric)
         if not data:
             raise ScalingInputError(f"no arm has succeeded runs at two rungs or more to fit {metric} on")
-        form = form or ("A*N^-alpha" if metric == "time_to_best" else "E+A*N^-alpha")
-        if metric == "time_to_best":
+        form = form or ("A*N^-alpha" if metric in _COST_METRICS else "E+A*N^-alpha")
+        if metric in _COST_METRICS:
             kwargs.setdefault("alpha_bounds", _TIME_ALPHA_BOUNDS)
         share_t = (share,) if isinstance(share, str) else tuple(share)
         key = (metric, form, share_t, tuple(sorted((k, repr(v)) for k, v in kwargs.items())))
@@ -799,15 +943,26 @@ class TransferResult:
         """Everything as JSON-able data: per-run time to best, the savings table, and fits per metric (params,
         intervals, flags, leave-one-rung-out errors) with the chosen pair, FD metric name and sample count."""
         ttb = self.time_to_best()
+        report = self.targets()
+        hits = report.pop("per_run")
+        drops = {rid: d for e in report["rungs"].values() for rid, d in e["plateau"]["runs"].items()}
         runs = []
         for run in self.runs:
             t = ttb.get(run.run_id)
+            hit = hits.get(run.run_id) or {}
             runs.append({**run.to_dict(), "parameters": self.parameters(run.rung),
                          "best_fd": t.best_fd if t else None, "best_step": t.best_step if t else None,
                          "time_to_best_s": t.best_time_s if t else None,
                          "robust_time_to_best_s": t.robust_time_s if t else None,
                          "endpoint_fd": t.endpoint_fd if t else None,
-                         "volatile_steps": list(t.volatile_steps) if t else []})
+                         "volatile_steps": list(t.volatile_steps) if t else [],
+                         "horizon": run.horizon, "fd_track": [[s, tt, f] for s, tt, f in run.track],
+                         "target": hit.get("target"), "target_reached": hit.get("reached"),
+                         "steps_to_target": hit.get("steps"), "time_to_target_s": hit.get("time_s"),
+                         "plateau_drop": drops.get(run.run_id), "fd_samples": run.fd_samples,
+                         # FD - FD-infinity at the last deciding checkpoint: how much of endpoint_fd is sample bias
+                         "fd_bias_estimate": run.fd_bias[-1][1] if run.fd_bias else None})
+        undertrained = [r for r, e in report["rungs"].items() if e["plateau"]["undertrained"]]
         fits: dict[str, Any] = {}
         extra: dict[str, Any] = {} if n_boot is None else {"n_boot": n_boot}
         for metric in FIT_METRICS:
@@ -817,6 +972,12 @@ class TransferResult:
                 fits[metric] = {"error": str(exc)}
                 continue
             fits[metric] = _fit_doc(fit)
+            over = [r for r in undertrained if float(self.parameters(r)) in {s for a in fit.arms for s in fit.sizes[a]}]
+            if over:  # a size fit over rungs still improving fast mixes model size with training length
+                fits[metric]["flags"] = sorted({*fits[metric]["flags"], "undertrained"})
+                fits[metric]["flag_details"]["undertrained"] = (
+                    f"fitted over rungs whose runs were still improving fast at their end: {over}; the fit mixes "
+                    "model size with under-training")
         metric_names = sorted({r.metric_name for r in self.runs if r.metric_name})
         samples = sorted({r.fd_samples for r in self.runs if r.fd_samples})
         return _clean({
@@ -833,6 +994,11 @@ class TransferResult:
             "common_target": {rung: {str(seed): {"target_fd": c.target_fd, "reference_arm": c.reference_arm,
                                                  "time_s": c.time_s, "step": c.step}
                                      for seed, c in per.items()} for rung, per in self.common_targets().items()},
+            "targets": report, "horizons": self.plan.get("horizons") or {r: self.plan["horizon"]
+                                                                          for r in self.plan["rungs"]},
+            "horizon_rule": self.plan.get("horizon_rule", {"mode": "fixed"}),
+            "step_timing": self.step_timing, "undertrained_rungs": undertrained,
+            "track_samples": sorted({r.track_samples for r in self.runs if r.track_samples}),
             "fits": fits,
             "verification": self.verification_doc(),
         })
@@ -859,6 +1025,16 @@ class TransferResult:
                 ev["time_to_best_s_mean"] = statistics.fmean(ttb[r.run_id].best_time_s for r in at
                                                              if r.run_id in ttb)
             evidence[arm] = _clean(ev)
+        report = self.targets()
+        at_rung = report["rungs"].get(target_rung)
+        if at_rung is not None:  # against the declared target, where this transfer ran the rung
+            for arm in self.plan["arms"]:
+                a = at_rung["arms"].get(arm, {})
+                evidence[arm] = {**evidence[arm], **_clean({
+                    "target": at_rung["target"], "fraction_reached": a.get("fraction_reached"),
+                    "steps_to_target_mean": (a.get("steps_to_target") or {}).get("mean"),
+                    "time_to_target_s_mean": (a.get("time_to_target_s") or {}).get("mean"),
+                    "undertrained_rung": at_rung["plateau"]["undertrained"]})}
         shas = sorted({r.git_sha for r in self.runs if r.git_sha})
         return build_export(
             {a: base["optimizers"][a] for a in self.plan["arms"]},
@@ -873,7 +1049,11 @@ class TransferResult:
             weight_decay_rule=str(self.plan.get("weight_decay_rule", "keep_wd")),  # older transfers kept wd
             provenance={**self.source, "verification": self.verification_doc(), "transfer_id": self.transfer_id,
                         "transfer_parent_run_id": self.parent_run_id,
-                        "code_version": shas[0] if len(shas) == 1 else shas},
+                        "code_version": shas[0] if len(shas) == 1 else shas,
+                        "target_rule": report["rule"], "target_rule_text": report["rule_text"],
+                        "horizon_rule": self.plan.get("horizon_rule", {"mode": "fixed"}),
+                        "horizons": self.plan.get("horizons") or {r: self.plan["horizon"]
+                                                                  for r in self.plan["rungs"]}},
         )
 
     def table(self) -> str:
@@ -897,6 +1077,7 @@ class TransferResult:
                 for b, s in per.items():
                     spread = f" ± {s.std_pct:.1f}" if s.std_pct is not None else ""
                     lines.append(f"  {rung:<10} vs {b:<8} {s.mean_pct:+.1f}%{spread} (n={s.n})")
+        lines += target_table(self.targets(), self.searched_arm)
         doc = self.verification_doc()
         if doc is not None:
             lines.append(f"\nverification at {doc['rung']}: {doc['verdict']}: {doc.get('reason', '')}"
@@ -909,6 +1090,7 @@ def _fit_doc(fit: ScalingFit) -> dict[str, Any]:
         "form": fit.form, "share": list(fit.share), "flags": sorted(fit.flags), "flag_details": fit.flag_details,
         "bootstrap": fit.bootstrap, "n_boot_ok": fit.n_boot_ok, "level": fit.level, "converged": fit.converged,
         "notes": list(fit.notes), "suggestion": fit.suggestion,
+        "loss_function": fit.loss_function, "loss_reason": fit.loss_reason,
         "arms": {arm: {"params": fit.params[arm], "intervals": {p: list(v) for p, v in fit.intervals[arm].items()},
                        "loo_error": fit.loo_error.get(arm), "loo_baseline_error": fit.loo_baseline_error.get(arm),
                        "sizes": list(fit.sizes[arm])} for arm in fit.arms},
@@ -940,6 +1122,7 @@ def load_transfer_result(workdir: str | Path, tracking_uri: str | None = None) -
         parent_run_id=status.get("parent_run_id"), source=dict(state["source"]), plan=dict(state["plan"]),
         runs=runs, counts=counts, source_objectives=dict(state.get("source_objectives", {})),
         verification_runs=verification_runs,
+        step_timing=dict(state.get("step_timing") or {}),
     )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import statistics
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -152,11 +153,67 @@ def test_time_to_best_savings_fits_and_analysis(case: dict[str, Any]) -> None:
     json.dumps(doc, allow_nan=False)  # JSON-able, no NaN
     assert doc["chosen"] == {"K": 3, "gamma": 0.25} and doc["metric_name"] == "fd_pixels"
     assert doc["fd_samples"] == 64 and len(doc["runs"]) == 9
-    assert set(doc["fits"]) == {"time_to_best", "best_fd", "endpoint_fd"}
+    assert set(doc["fits"]) == {"time_to_best", "best_fd", "endpoint_fd", "steps_to_target", "time_to_target"}
     for metric, f in doc["fits"].items():
         assert set(f["arms"]) == {"periodic", "muon", "adamw"}, metric
         assert {"params", "intervals", "loo_error"} <= set(f["arms"]["muon"])
     assert doc["savings"]["cpu-s"]["adamw"]["n"] == 1
+
+
+def test_target_is_declared_before_the_runs_and_every_run_is_tracked_and_timed(case: dict[str, Any]) -> None:
+    result: TransferResult = case["result"]
+    declared = {"rule": "final_mean", "arm": "adamw", "slack": 0.1, "values": {}}
+    assert result.plan["target"] == declared
+    client = MlflowClient(case["uri"])
+    parent = client.get_run(result.parent_run_id)
+    # Set when the parent run is created, before the driver launches any trial; every child carries it too.
+    assert json.loads(parent.data.tags["scalesweep.transfer.target"]) == declared
+    assert json.loads(parent.data.tags["scalesweep.transfer.horizons"]) == dict.fromkeys(RUNGS, 12)
+    children = _children(case["uri"], result.transfer_id)
+    assert min(c.info.start_time for c in children) >= parent.info.start_time
+    assert all(json.loads(c.data.tags["scalesweep.transfer.target"]) == declared for c in children)
+    # Per-step time in isolation: one short timing run per arm and rung, before the runs.
+    timing = result.step_timing
+    assert timing["measured"] and set(timing["seconds_per_step"]) == set(RUNGS)
+    assert all(set(per) == {"periodic", "muon", "adamw"} and all(t > 0 for t in per.values())
+               for per in timing["seconds_per_step"].values())
+    assert "timing 20 steps per arm and rung" in case["progress"]
+    for run in result.runs:  # dense tracking: 12 points from 4 (1/3 of 12) to 12, plus the eval steps
+        assert [s for s, _, _ in run.track] == [4, 5, 6, 7, 8, 9, 10, 11, 12] and run.horizon == 12
+    report = result.targets()
+    for rung in RUNGS:
+        e = report["rungs"][rung]
+        assert e["curve"] == "fd_track" and e["horizon"] == 12
+        adamw_final = statistics.fmean(r.track[-1][2] for r in result.runs if r.rung == rung and r.arm == "adamw")
+        assert e["target"] == pytest.approx(1.1 * adamw_final)
+        assert e["arms"]["adamw"]["reached"] == 1  # its own final value is below 1.1 x itself
+        assert e["comparisons"]["muon"]["step_time_ratio"] == pytest.approx(
+            timing["seconds_per_step"][rung]["periodic"] / timing["seconds_per_step"][rung]["muon"])
+    export = result.export("cpu-m")
+    assert export.provenance["target_rule"] == declared and export.provenance["horizons"] == dict.fromkeys(RUNGS, 12)
+    assert "against the target declared before the runs" in result.table()
+
+
+def test_per_param_horizons_give_each_rung_its_own_steps(case: dict[str, Any]) -> None:
+    spec = {"name": "tiny-horizons", "sweep": str(case["sweep_dir"]), "rungs": ["cpu-xs", "cpu-s"],
+            "horizon": {"mode": "per_param", "images_per_param": 3e-4, "cap": 30, "min_steps": 6},
+            "timing": {"steps": 0}, "trial": {"eval": {"fd_samples": 64, "track_points": 4}}}
+    result = run_transfer(spec, workdir=case["root"] / "horizons")
+    assert result.state == "SUCCEEDED" and result.counts == {"SUCCEEDED": 6}
+    # cpu-xs: 3e-4 x 324908 / 8 = 12 steps; cpu-s: 3e-4 x 1.0M / 8 = 38, capped at 30.
+    assert result.plan["horizons"] == {"cpu-xs": 12, "cpu-s": 30}
+    for run in result.runs:
+        want = {"cpu-xs": (12, [8, 10, 12]), "cpu-s": (30, [20, 25, 30])}[run.rung]
+        assert (run.horizon, [c[0] for c in run.checkpoints]) == want
+        assert run.track[-1][0] == want[0]
+    assert result.step_timing == {"measured": False, "reason": "timing.steps is 0"}
+    report = result.targets()
+    assert report["rungs"]["cpu-s"]["horizon"] == 30
+    assert report["rungs"]["cpu-s"]["comparisons"]["muon"]["step_time_ratio"] is None
+    assert "time_saving_pct" not in report["rungs"]["cpu-s"]["comparisons"]["muon"]
+    doc = result.analysis(n_boot=0)
+    assert doc["horizons"] == {"cpu-xs": 12, "cpu-s": 30} and doc["horizon_rule"]["mode"] == "per_param"
+    json.dumps(doc, allow_nan=False)
 
 
 def test_export_round_trips_and_builds_the_optimizer(case: dict[str, Any]) -> None:

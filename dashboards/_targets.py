@@ -1,0 +1,105 @@
+"""The report's section on time to a declared target: the rule, per-rung table (fraction reaching, steps and time
+to target, time to best labelled as the paper's), the paired comparisons with their intervals, the plateau flag,
+and the fits of steps and time to target with their hold-out error beside the carry-forward baseline.
+
+It renders the plain data of `scaling.TransferResult.target_summary()` (no computation here), so every number is
+the one the REST fits resource and the export carry.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+__all__ = ["targets_html"]
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _f(value: Any, digits: int = 4) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "—"
+    return f"{value:.{digits}g}"
+
+
+def _spread(d: Mapping[str, Any] | None) -> str:
+    if not d or d.get("mean") is None:
+        return "—"
+    return _f(d["mean"]) + (f" ± {_f(d['std'], 2)}" if d.get("std") is not None else "")
+
+
+def _interval(d: Mapping[str, Any] | None, suffix: str = "") -> str:
+    if not d:
+        return "—"
+    text = _f(d["mean"], 3) + suffix
+    if d.get("lo") is None:
+        return f"{text} (n={d.get('n')}, one run)"
+    return f"{text} [{_f(d['lo'], 3)}, {_f(d['hi'], 3)}]{suffix} (n={d.get('n')})"
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[str]], caption: str = "") -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    cap = f"<caption>{_e(caption)}</caption>" if caption else ""
+    return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def targets_html(summary: Mapping[str, Any]) -> str:
+    """HTML tables of the target report and its fits (`TransferResult.target_summary()`)."""
+    report = summary["report"]
+    parts = [f"<p><strong>Target, declared before the runs:</strong> {_e(report['rule_text'])}. A comparison "
+             f"needs at least {report['min_paired_seeds']} paired seed(s) reaching it in both arms; otherwise it "
+             "is reported as too few, never as a number.</p>"]
+    rows = []
+    for rung, e in report["rungs"].items():
+        p = e["plateau"]
+        plateau = (f"<strong>undertrained</strong> ({p['runs_flagged']}/{p['runs_checked']})" if p["undertrained"]
+                   else f"ok ({p['runs_flagged']}/{p['runs_checked']} flagged)")
+        for arm, a in e["arms"].items():
+            rows.append([_e(rung), _f(e["horizon"]), _f(e["target"]), _e(e["curve"]), _e(arm),
+                         f"{a['reached']}/{a['seeds']}", _spread(a["steps_to_target"]),
+                         _spread(a["time_to_target_s"]), _spread(a["time_to_best_s"]),
+                         _f(1e3 * a["step_time_s"], 3) if a.get("step_time_s") else "—", plateau])
+    parts.append(_table(["rung", "horizon", "target", "curve", "arm", "reached", "steps to target",
+                         "time to target s", "time to best s (paper's definition)", "ms/step (isolated)",
+                         "plateau"], rows, "per rung and arm, mean ± std over the seeds that reached"))
+    comp_rows = []
+    for rung, e in report["rungs"].items():
+        for base, c in e["comparisons"].items():
+            if c["status"] != "ok":
+                comp_rows.append([_e(rung), _e(base), _e(c["note"]), "—", "—", "—"])
+                continue
+            ttb = c.get("time_to_best_saving_pct")
+            comp_rows.append([_e(rung), _e(base), _interval(c["steps_to_target_ratio"]),
+                              _f(c.get("step_time_ratio"), 3), _interval(c.get("time_saving_pct"), " %"),
+                              _interval(ttb, " %") if ttb else "—"])
+    parts.append(_table(["rung", "baseline", "steps-to-target ratio (optimizer)", "per-step time ratio (systems, "
+                         "isolated)", "time saving = 1 - product", "time-to-best saving (paper's definition)"],
+                        comp_rows, f"{summary.get('searched_arm', 'searched arm')} against each baseline, paired "
+                        "over seeds: mean, 95% interval, n"))
+    for metric, fit in (summary.get("fits") or {}).items():
+        if "error" in fit:
+            parts.append(f"<p>no {_e(metric)} fit: {_e(fit['error'])}</p>")
+            continue
+        fit_rows = []
+        for arm, d in fit["arms"].items():
+            cells = "; ".join(f"{_e(k)} = {_f(v)} [{_f(d['intervals'][k][0])}, {_f(d['intervals'][k][1])}]"
+                              for k, v in d["params"].items())
+            fit_rows.append([_e(arm), cells, _f(d.get("loo_error")), _f(d.get("loo_baseline_error"))])
+        parts.append(_table(["arm", "parameters", "hold-out error at the largest size", "carry-forward baseline"],
+                            fit_rows, f"fit {fit['form']} of {metric} against size (loss: {fit['loss_function']})"))
+        flags = [f"<li><code>{_e(k)}</code>: {_e(fit['flag_details'].get(k, ''))}</li>" for k in fit["flags"]]
+        flags += [f"<li>{_e(n)}</li>" for n in fit.get("notes", [])]
+        if fit.get("suggestion"):
+            flags.append(f"<li>suggestion: {_e(fit['suggestion'])}</li>")
+        if flags:
+            parts.append(f"<ul>{''.join(flags)}</ul>")
+    under = summary.get("undertrained_rungs") or []
+    if under:
+        parts.append(f"<p><strong>Undertrained rungs:</strong> {_e(', '.join(under))}. Every fit over them mixes "
+                     "model size with under-training.</p>")
+    return "".join(parts)

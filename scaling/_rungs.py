@@ -1,0 +1,416 @@
+"""What a transfer reports per rung against a target declared before the runs: the target rule, horizons per rung,
+per-step time measured in isolation, and the per-rung table (fraction reaching, steps and time to target, the
+steps-to-target ratio, the per-step time ratio and their product, the plateau flag).
+
+Definitions:
+- The **target** at a rung comes from the transfer's `target` rule, fixed in its spec before any run starts and
+  applied alike to every arm and seed: `final_mean` = (1 + slack) x the mean over seeds of the reference arm's
+  (AdamW by default) final value on the quality curve at that rung; `fixed` = a stated value per rung.
+- The **quality curve** of a run is its dense tracking FD (`fd_track`) when every run at the rung has one, else
+  its FD at the deciding checkpoints; target and crossings are always read on the same curve.
+- **Steps to target** and **time to target** are `time_to_target`'s interpolated first crossing, in training
+  steps and in effective training seconds (the run's own clock).
+- The **steps-to-target ratio** (searched arm / baseline, paired by seed) is the optimizer effect. The
+  **per-step time ratio** is measured in isolation (a short timing run per arm and rung, one at a time, before
+  the transfer's runs start), the systems effect. The **time saving** is 1 - their product. Time to best (the
+  paper's definition: the effective time at the best deciding checkpoint) is kept beside it, labelled so.
+- A comparison needs at least half of the seeds (and one) to reach the target in both arms; otherwise it is
+  reported as `too_few_reached`, never as a number. One paired seed is reported as one run, without an interval.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ._records import TransferRun
+from ._target import DEFAULT_PLATEAU_MAX_DROP, DEFAULT_PLATEAU_WINDOW, plateau, time_to_target
+
+__all__ = [
+    "HorizonSpec",
+    "PlateauSpec",
+    "TargetSpec",
+    "TimingSpec",
+    "measure_step_times",
+    "run_targets",
+    "rung_horizon",
+    "rung_report",
+    "target_table",
+]
+
+ArmName = Literal["periodic", "muon", "adamw", "rownorm"]
+
+
+class TargetSpec(BaseModel):
+    """The quality target, declared before the runs (recorded on the transfer's parent run and in exports)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    rule: Literal["final_mean", "fixed"] = Field(
+        "final_mean",
+        description="final_mean: (1 + slack) x the mean over seeds of `arm`'s final quality at each rung; "
+        "fixed: `values[rung]` (lower is better, on the tracking FD's scale when runs track, else FD's).",
+    )
+    arm: ArmName = Field("adamw", description="Reference arm of final_mean (AdamW: the baseline the paper beats).")
+    slack: float = Field(
+        0.1,
+        ge=0,
+        lt=1,
+        description="final_mean's margin above the reference's final mean: 0.1 so that the reference arm itself "
+        "reaches the target on most seeds before its end, not only on the seeds below its own mean.",
+    )
+    values: dict[str, float] = Field(default_factory=dict, description="fixed: rung -> target value (> 0).")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TargetSpec:
+        if self.rule == "fixed" and not self.values:
+            raise ValueError("target.values must give a value per rung when target.rule is 'fixed'")
+        if self.rule == "final_mean" and self.values:
+            raise ValueError("target.values is only for target.rule 'fixed'")
+        bad = {r: v for r, v in self.values.items() if not (math.isfinite(v) and v > 0)}
+        if bad:
+            raise ValueError(f"target.values must be finite and > 0, got {bad}")
+        return self
+
+    def describe(self) -> str:
+        if self.rule == "fixed":
+            return f"fixed per rung: {dict(sorted(self.values.items()))}"
+        return f"(1 + {self.slack:g}) x mean over seeds of {self.arm}'s final quality at the rung"
+
+
+class HorizonSpec(BaseModel):
+    """Steps per rung: the paper's one horizon for every rung, or a number of training images per parameter."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    mode: Literal["fixed", "per_param"] = Field(
+        "fixed", description="fixed: every rung runs the transfer's horizon (the paper); per_param: see below."
+    )
+    images_per_param: float | None = Field(
+        None,
+        gt=0,
+        description="per_param: training images (steps x batch) per model parameter; steps = images_per_param x "
+        "parameters / batch_size, rounded, between min_steps and cap.",
+    )
+    cap: int | None = Field(None, ge=3, description="per_param: most steps any rung gets (bounds the study's time).")
+    min_steps: int = Field(30, ge=3, description="per_param: fewest steps any rung gets.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> HorizonSpec:
+        if self.mode == "per_param" and (self.images_per_param is None or self.cap is None):
+            raise ValueError("horizon.mode 'per_param' needs horizon.images_per_param and horizon.cap")
+        if self.mode == "fixed" and (self.images_per_param is not None or self.cap is not None):
+            raise ValueError("horizon.images_per_param and horizon.cap are only for horizon.mode 'per_param'")
+        if self.cap is not None and self.cap < self.min_steps:
+            raise ValueError(f"horizon.cap ({self.cap}) must be >= horizon.min_steps ({self.min_steps})")
+        return self
+
+
+class TimingSpec(BaseModel):
+    """The short timing run per arm and rung that measures per-step time in isolation."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    steps: int = Field(20, ge=0, description="Timed steps per arm and rung (0: no timing, no time saving).")
+    warmup: int = Field(5, ge=1, description="Untimed steps first (allocator, caches, the first Newton-Schulz).")
+
+
+class PlateauSpec(BaseModel):
+    """The plateau check of every run (see `scaling.plateau`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    window: float = Field(DEFAULT_PLATEAU_WINDOW, gt=0, le=1, description="Last fraction of the horizon checked.")
+    max_drop: float = Field(
+        DEFAULT_PLATEAU_MAX_DROP, ge=0, lt=1,
+        description="A run whose fitted quality falls by more than this fraction over the window is undertrained.",
+    )
+
+
+def rung_horizon(spec: HorizonSpec, parameters: int, batch_size: int, default: int) -> int:
+    """The steps one rung runs: `default` (fixed), or images_per_param x parameters / batch within the bounds."""
+    if spec.mode == "fixed" or spec.images_per_param is None or spec.cap is None:
+        return default
+    return int(min(spec.cap, max(spec.min_steps, round(spec.images_per_param * parameters / batch_size))))
+
+
+def measure_step_times(
+    trial: Mapping[str, Any], rows: Sequence[tuple[str, str, Mapping[str, Any]]], timing: TimingSpec, threads: int = 1
+) -> dict[str, dict[str, float]]:
+    """Rung -> arm -> seconds per training step, each from a short run of its own, one after another.
+
+    Each is the built-in trial (`trial` as the transfer's runs get it) for `warmup + steps` steps; its effective
+    time between the two tiny evaluations at `warmup` and `warmup + steps` divided by `steps`. Evaluation is
+    shrunk to nothing (pooled pixels, 16 images, one sampler step): it is outside the timed window anyway.
+    """
+    from trials import run_trial
+
+    out: dict[str, dict[str, float]] = {}
+    for rung, arm, optimizer in rows:
+        cfg = {k: v for k, v in trial.items() if k not in ("tracking", "checkpoint_dir")}
+        cfg.update(rung=rung, optimizer=dict(optimizer), seed=0, steps=timing.warmup + timing.steps,
+                   eval_steps=[timing.warmup, timing.warmup + timing.steps], threads=threads)
+        cfg["eval"] = {"extractor": "pixels", "extractor_options": {"size": 4}, "fd_samples": 16,
+                       "reference_samples": 16, "sample_steps": 1, "val_samples": 1, "track_points": 0}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # 16 samples give a singular covariance: that FD is never read
+            result = run_trial(cfg)
+        clock = result.effective_time_s
+        if timing.warmup in clock and timing.warmup + timing.steps in clock:
+            out.setdefault(rung, {})[arm] = (clock[timing.warmup + timing.steps] - clock[timing.warmup]) / timing.steps
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Reading the runs against the target
+
+
+def _curve_name(runs: Sequence[TransferRun]) -> str:
+    return "fd_track" if runs and all(r.track for r in runs) else "fd"
+
+
+def _final(points: Sequence[tuple[int, float, float]]) -> float | None:
+    finite = [f for _, _, f in points if math.isfinite(f)]
+    return finite[-1] if finite and math.isfinite(points[-1][2]) else None
+
+
+def _points(run: TransferRun, curve: str) -> tuple[tuple[int, float, float], ...]:
+    return run.track if curve == "fd_track" else run.checkpoints
+
+
+def _targets(target: TargetSpec, by_rung: Mapping[str, list[TransferRun]]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for rung, runs in by_rung.items():
+        curve = _curve_name(runs)
+        if target.rule == "fixed":
+            value = target.values.get(rung)
+            out[rung] = {"value": value, "curve": curve,
+                         "source": "fixed" if value is not None else f"no fixed value for {rung}"}
+            continue
+        finals = {r.seed: _final(_points(r, curve)) for r in runs if r.arm == target.arm}
+        finite = {s: v for s, v in finals.items() if v is not None}
+        if not finite:
+            out[rung] = {"value": None, "curve": curve,
+                         "source": f"no finished {target.arm} run at {rung} to set the target"}
+            continue
+        mean = statistics.fmean(finite.values())
+        out[rung] = {"value": (1 + target.slack) * mean, "curve": curve, "reference_mean": mean,
+                     "reference_seeds": sorted(finite),
+                     "source": f"(1 + {target.slack:g}) x {mean:.4g}, the mean final {curve} of {target.arm} over "
+                               f"seeds {sorted(finite)}"}
+    return out
+
+
+def run_targets(
+    runs: Sequence[TransferRun], target: TargetSpec
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """(rung -> target {value, curve, source}, run id -> {reached, steps, time_s, target}) for succeeded runs."""
+    ok = [r for r in runs if r.state == "SUCCEEDED" and (r.track or r.checkpoints)]
+    by_rung: dict[str, list[TransferRun]] = {}
+    for r in ok:
+        by_rung.setdefault(r.rung, []).append(r)
+    targets = _targets(target, by_rung)
+    per_run: dict[str, dict[str, Any]] = {}
+    for r in ok:
+        t = targets[r.rung]
+        if t["value"] is None:
+            continue
+        steps, times, values = zip(*_points(r, t["curve"]), strict=True)
+        hit = time_to_target(steps, times, values, t["value"])
+        per_run[r.run_id] = {"reached": hit.reached, "steps": hit.step, "time_s": hit.time_s, "target": t["value"],
+                             "curve": t["curve"]}
+    return targets, per_run
+
+
+def _spread(values: Sequence[float]) -> dict[str, Any]:
+    if not values:
+        return {"mean": None, "std": None, "n": 0}
+    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else None,
+            "n": len(values)}
+
+
+def _paired(diffs: Sequence[float], level: float = 0.95) -> dict[str, Any]:
+    """Mean of paired values with a Student-t interval; one value -> no interval (one run)."""
+    n = len(diffs)
+    mean = statistics.fmean(diffs)
+    if n < 2:
+        return {"mean": mean, "lo": None, "hi": None, "n": n, "label": "one run"}
+    from scipy import stats
+
+    half = float(stats.t.ppf((1 + level) / 2, n - 1)) * statistics.stdev(diffs) / math.sqrt(n)
+    return {"mean": mean, "lo": mean - half, "hi": mean + half, "n": n, "level": level}
+
+
+def rung_report(
+    runs: Sequence[TransferRun],
+    *,
+    rungs: Sequence[str],
+    arms: Sequence[str],
+    searched_arm: str,
+    seeds: Sequence[int],
+    target: TargetSpec,
+    step_times: Mapping[str, Mapping[str, float]] | None,
+    time_to_best: Mapping[str, float],
+    plateau_spec: PlateauSpec,
+    horizons: Mapping[str, int],
+) -> dict[str, Any]:
+    """The per-rung table against the declared target (module docstring), JSON-able."""
+    targets, per_run = run_targets(runs, target)
+    ok = [r for r in runs if r.state == "SUCCEEDED"]
+    need = max(1, math.ceil(len(seeds) / 2))
+    out: dict[str, Any] = {"rule": target.model_dump(mode="json"), "rule_text": target.describe(),
+                           "min_paired_seeds": need, "rungs": {}}
+    for rung in rungs:
+        at = [r for r in ok if r.rung == rung]
+        t = targets.get(rung, {"value": None, "curve": _curve_name(at), "source": "no succeeded runs"})
+        entry: dict[str, Any] = {"target": t["value"], "curve": t["curve"], "target_source": t["source"],
+                                 "horizon": horizons.get(rung), "arms": {}, "comparisons": {}}
+        # Plateau per run and the rung's flag: undertrained when most of its checked runs are.
+        checks = {}
+        for r in at:
+            points = _points(r, t["curve"])
+            if points:
+                s, _, v = zip(*points, strict=True)
+                checks[r.run_id] = plateau(s, v, horizon=r.horizon or horizons.get(rung) or s[-1],
+                                           window=plateau_spec.window, max_drop=plateau_spec.max_drop)
+        checked = [c for c in checks.values() if c.checked]
+        flagged = sum(c.undertrained for c in checked)
+        entry["plateau"] = {
+            "undertrained": bool(checked) and flagged > len(checked) / 2,
+            "runs_flagged": flagged, "runs_checked": len(checked), "window": plateau_spec.window,
+            "max_drop": plateau_spec.max_drop,
+            "median_drop": statistics.median(c.drop for c in checked if c.drop is not None) if checked else None,
+            "runs": {rid: c.drop for rid, c in checks.items()},
+        }
+        by_arm: dict[str, dict[int, TransferRun]] = {}
+        for r in at:
+            by_arm.setdefault(r.arm, {})[r.seed] = r
+        timing = (step_times or {}).get(rung, {})
+        for arm in arms:
+            seeds_run = by_arm.get(arm, {})
+            hits = {s: per_run[r.run_id] for s, r in seeds_run.items() if r.run_id in per_run}
+            reached = {s: h for s, h in hits.items() if h["reached"]}
+            entry["arms"][arm] = {
+                "seeds": len(seeds_run), "reached": len(reached),
+                "fraction_reached": len(reached) / len(seeds_run) if seeds_run else None,
+                "steps_to_target": _spread([h["steps"] for h in reached.values()]),
+                "time_to_target_s": _spread([h["time_s"] for h in reached.values()]),
+                "per_seed": {str(s): {"reached": h["reached"], "steps": h["steps"], "time_s": h["time_s"]}
+                             for s, h in sorted(hits.items())},
+                "time_to_best_s": _spread([time_to_best[r.run_id] for r in seeds_run.values()
+                                           if r.run_id in time_to_best]),
+                "time_to_best_definition": "the paper's: effective time at the best deciding checkpoint",
+                "step_time_s": timing.get(arm),
+                # Beside every FD: its sample count and bias estimate (FD - FD-infinity) at the last deciding step.
+                "fd_samples": sorted({r.fd_samples for r in seeds_run.values() if r.fd_samples}),
+                "fd_bias_end": _spread([r.fd_bias[-1][1] for r in seeds_run.values() if r.fd_bias]),
+            }
+        ours = {s: per_run[r.run_id] for s, r in by_arm.get(searched_arm, {}).items() if r.run_id in per_run}
+        for base in (a for a in arms if a != searched_arm):
+            theirs = {s: per_run[r.run_id] for s, r in by_arm.get(base, {}).items() if r.run_id in per_run}
+            paired = sorted(s for s in ours if s in theirs)
+            both = [s for s in paired if ours[s]["reached"] and theirs[s]["reached"]]
+            comp: dict[str, Any] = {"seeds_paired": len(paired), "seeds_both_reached": len(both)}
+            step_ratio_time = (timing[searched_arm] / timing[base]
+                               if searched_arm in timing and base in timing and timing[base] > 0 else None)
+            comp["step_time_ratio"] = step_ratio_time
+            comp["step_time_ratio_source"] = ("measured in isolation: a short timing run per arm at this rung"
+                                              if step_ratio_time is not None else "not measured (timing.steps 0)")
+            if len(both) < need:
+                comp["status"] = "too_few_reached"
+                comp["note"] = (f"{len(both)} of {len(paired)} paired seeds reached the target in both arms; at "
+                                f"least {need} are needed for a number")
+            else:
+                comp["status"] = "ok"
+                log_ratios = [math.log(ours[s]["steps"] / theirs[s]["steps"]) for s in both]
+                lr = _paired(log_ratios)
+                comp["steps_to_target_ratio"] = {
+                    "mean": math.exp(lr["mean"]), "lo": math.exp(lr["lo"]) if lr["lo"] is not None else None,
+                    "hi": math.exp(lr["hi"]) if lr["hi"] is not None else None, "n": lr["n"],
+                    "per_seed": {str(s): ours[s]["steps"] / theirs[s]["steps"] for s in both},
+                    "definition": f"{searched_arm} / {base} steps to target, geometric mean over paired seeds",
+                }
+                comp["steps_to_target_difference"] = _paired([ours[s]["steps"] - theirs[s]["steps"] for s in both])
+                comp["time_to_target_difference_s"] = _paired(
+                    [ours[s]["time_s"] - theirs[s]["time_s"] for s in both])
+                if step_ratio_time is not None:
+                    ratio = comp["steps_to_target_ratio"]
+                    comp["time_saving_pct"] = {
+                        "mean": 100 * (1 - ratio["mean"] * step_ratio_time),
+                        # A larger steps ratio is a smaller saving: the interval's ends swap.
+                        "lo": 100 * (1 - ratio["hi"] * step_ratio_time) if ratio["hi"] is not None else None,
+                        "hi": 100 * (1 - ratio["lo"] * step_ratio_time) if ratio["lo"] is not None else None,
+                        "n": ratio["n"],
+                        "definition": "1 - steps-to-target ratio x per-step time ratio (positive: faster); the "
+                                      "interval carries the seeds' spread, not the timing run's",
+                    }
+            ttb_ours = {s: time_to_best[r.run_id] for s, r in by_arm.get(searched_arm, {}).items()
+                        if r.run_id in time_to_best}
+            ttb_base = {s: time_to_best[r.run_id] for s, r in by_arm.get(base, {}).items() if r.run_id in time_to_best}
+            common = sorted(s for s in ttb_ours if s in ttb_base)
+            if common:
+                comp["time_to_best_saving_pct"] = {
+                    **_paired([100 * (ttb_base[s] - ttb_ours[s]) / ttb_base[s] for s in common]),
+                    "definition": "the paper's time to best: each arm timed to its own best deciding checkpoint",
+                }
+            entry["comparisons"][base] = comp
+        out["rungs"][rung] = entry
+    out["per_run"] = per_run
+    return out
+
+
+def _num(value: float | None, fmt: str = ".4g") -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def _ms(spread: Mapping[str, Any]) -> str:
+    if not spread or spread.get("mean") is None:
+        return "-"
+    std = spread.get("std")
+    return f"{spread['mean']:.4g}" + (f" ± {std:.2g}" if std is not None else "")
+
+
+def _interval(d: Mapping[str, Any], fmt: str = ".3g", sign: str = "") -> str:
+    text = format(d["mean"], sign + fmt)
+    if d.get("lo") is None:
+        return f"{text} (n={d['n']}, one run)" if d.get("n") == 1 else f"{text} (n={d['n']})"
+    return f"{text} [{format(d['lo'], sign + fmt)}, {format(d['hi'], sign + fmt)}] (n={d['n']})"
+
+
+def target_table(report: Mapping[str, Any], searched_arm: str) -> list[str]:
+    """The per-rung report as text lines (the CLI's and the demo's table)."""
+    lines = [f"\nagainst the target declared before the runs: {report['rule_text']}",
+             f"{'rung':<10} {'horizon':>7} {'target':>8} {'arm':<9} {'reached':>7} {'steps to target':>17} "
+             f"{'time to target s':>17} {'time to best s*':>16} {'ms/step':>8}"]
+    for rung, e in report["rungs"].items():
+        for arm, a in e["arms"].items():
+            lines.append(f"{rung:<10} {_num(e['horizon'], 'd') if e['horizon'] else '-':>7} "
+                         f"{_num(e['target']):>8} {arm:<9} {a['reached']:>3}/{a['seeds']:<3} "
+                         f"{_ms(a['steps_to_target']):>17} {_ms(a['time_to_target_s']):>17} "
+                         f"{_ms(a['time_to_best_s']):>16} "
+                         f"{_num(1e3 * a['step_time_s'] if a['step_time_s'] else None, '.1f'):>8}")
+        p = e["plateau"]
+        state = "UNDERTRAINED" if p["undertrained"] else "plateau ok"
+        lines.append(f"{'':<10} {state}: {p['runs_flagged']}/{p['runs_checked']} runs still falling > "
+                     f"{100 * p['max_drop']:.0f}% over the last {p['window']:.2g} (median drop "
+                     f"{_num(100 * p['median_drop'] if p['median_drop'] is not None else None, '.1f')}%); "
+                     f"curve {e['curve']}")
+    lines.append("* time to best: the paper's definition (each arm timed to its own best deciding checkpoint)")
+    lines.append(f"\n{searched_arm} against each baseline (paired over seeds; ratio < 1 and saving > 0: {searched_arm} "
+                 "is faster):")
+    for rung, e in report["rungs"].items():
+        for base, c in e["comparisons"].items():
+            if c["status"] != "ok":
+                lines.append(f"  {rung:<10} vs {base:<8} {c['note']}")
+                continue
+            saving = c.get("time_saving_pct")
+            lines.append(
+                f"  {rung:<10} vs {base:<8} steps-to-target ratio {_interval(c['steps_to_target_ratio'])} x "
+                f"per-step time ratio {_num(c['step_time_ratio'], '.3g')} (isolated) = time saving "
+                + (_interval(saving, '.1f', '+') + " %" if saving else "- (no timing)"))
+    return lines

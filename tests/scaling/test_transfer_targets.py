@@ -1,0 +1,188 @@
+"""A transfer's report against its declared target, on synthetic records with known crossings: fraction
+reaching, steps and time to target, the paired ratios and the time saving, the plateau flag, the fits and the
+export. No Ray, no MLflow."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from pydantic import ValidationError
+
+from scaling import TransferResult, TransferRun, TransferSpec
+from scaling._rungs import HorizonSpec, rung_horizon
+
+SIZES = {"cpu-xs": 300_000, "cpu-s": 1_000_000, "cpu-m": 2_300_000, "cpu-l": 4_500_000}
+ARMS = ("periodic", "muon", "adamw")
+TRACK = tuple(range(2, 25, 2))
+SLOPE = {"periodic": 8.0, "muon": 10.0, "adamw": 5.0}  # FD falls by this per step from 300
+STEP_S = {"periodic": 0.01, "muon": 0.02, "adamw": 0.009}  # seconds per step
+
+
+def _fd(arm: str, step: int, rung: str, flat_after: int | None) -> float:
+    s = min(step, flat_after) if flat_after else step
+    return 300.0 - SLOPE[arm] * s * (SIZES["cpu-xs"] / SIZES[rung]) ** 0.3  # slower at larger rungs
+
+
+def _run(rung: str, arm: str, seed: int, flat_after: int | None = None, jitter: float = 1.0) -> TransferRun:
+    track = tuple((s, s * STEP_S[arm] * jitter, _fd(arm, s, rung, flat_after)) for s in TRACK)
+    checkpoints = tuple(p for p in track if p[0] in (16, 20, 24))
+    return TransferRun(rung=rung, parameters=SIZES[rung], arm=arm, seed=seed, lr=0.02, lr_rule="unchanged",
+                       lr_base=0.02, K=3 if arm == "periodic" else None, gamma=0.15 if arm == "periodic" else None,
+                       run_id=f"{rung}-{arm}-{seed}", state="SUCCEEDED", trial_key=f"{arm}.{rung},seed={seed}",
+                       attempt=0, checkpoints=checkpoints, metric_name="fd_pixels", fd_samples=96, track=track,
+                       horizon=24, track_samples=64)
+
+
+def _result(runs: list[TransferRun], rungs: list[str], target: dict | None = None,
+            seeds: tuple[int, ...] = (0, 1, 2)) -> TransferResult:
+    plan = {
+        "rungs": rungs, "horizon": 24, "source_horizon": 12, "eval_steps": [16, 20, 24], "seeds": list(seeds),
+        "arms": list(ARMS), "searched_arm": "periodic", "chosen": {"K": 3, "gamma": 0.15},
+        "horizons": {r: 24 for r in rungs}, "target": target or {"rule": "final_mean", "arm": "adamw", "slack": 0.1},
+        "base": {"rung": "cpu-xs", "width": 64, "parameters": SIZES["cpu-xs"], "optimizers": {
+            "periodic": {"name": "periodic", "lr": 0.02, "refresh_every": 3, "gamma": 0.15, "aux_lr": 0.003},
+            "muon": {"name": "muon", "lr": 0.02, "aux_lr": 0.003},
+            "adamw": {"name": "adamw", "lr": 0.004, "aux_lr": 0.003}}},
+        "runs": [{"rung": g, "arm": a, "lr_rule": "unchanged", "parameters": SIZES[g]} for g in rungs for a in ARMS],
+    }
+    timing = {"measured": True, "seconds_per_step": {r: dict(STEP_S) for r in rungs}}
+    return TransferResult(transfer_id="t-1", name="t", state="SUCCEEDED", workdir="/nowhere", tracking_uri="x",
+                          experiment="e", parent_run_id="p", source={"sweep_id": "s-1"}, plan=plan, runs=runs,
+                          step_timing=timing)
+
+
+def test_crossings_ratios_and_time_saving_against_the_declared_target() -> None:
+    result = _result([_run("cpu-xs", a, s) for a in ARMS for s in (0, 1, 2)], ["cpu-xs"])
+    report = result.targets()
+    rung = report["rungs"]["cpu-xs"]
+    # AdamW ends at 300 - 5 * 24 = 180; target 1.1 x 180 = 198, on the tracking curve.
+    assert rung["target"] == pytest.approx(198.0) and rung["curve"] == "fd_track"
+    expected_steps = {arm: (300 - 198) / SLOPE[arm] for arm in ARMS}  # 12.75, 10.2, 20.4: linear, so exact
+    for arm in ARMS:
+        a = rung["arms"][arm]
+        assert a["reached"] == 3 and a["fraction_reached"] == 1.0
+        assert a["steps_to_target"]["mean"] == pytest.approx(expected_steps[arm])
+        assert a["time_to_target_s"]["mean"] == pytest.approx(expected_steps[arm] * STEP_S[arm])
+        assert a["step_time_s"] == STEP_S[arm]
+    vs_muon = rung["comparisons"]["muon"]
+    assert vs_muon["status"] == "ok" and vs_muon["seeds_both_reached"] == 3
+    assert vs_muon["steps_to_target_ratio"]["mean"] == pytest.approx(12.75 / 10.2)  # 1.25: more steps
+    assert vs_muon["step_time_ratio"] == pytest.approx(0.5)  # but half the time per step
+    assert vs_muon["time_saving_pct"]["mean"] == pytest.approx(100 * (1 - 1.25 * 0.5))  # 37.5 % faster
+    assert vs_muon["time_saving_pct"]["n"] == 3
+    vs_adamw = rung["comparisons"]["adamw"]
+    assert vs_adamw["time_saving_pct"]["mean"] == pytest.approx(100 * (1 - (12.75 / 20.4) * (0.01 / 0.009)))
+    assert vs_adamw["steps_to_target_difference"]["mean"] == pytest.approx(12.75 - 20.4)
+    assert "time_to_best_saving_pct" in vs_adamw and "paper" in vs_adamw["time_to_best_saving_pct"]["definition"]
+    text = result.table()
+    assert "against the target declared before the runs" in text and "time saving +37.5" in text
+
+
+def test_paired_interval_over_seeds_with_spread() -> None:
+    runs = [_run("cpu-xs", a, s, jitter=1.0 + 0.1 * s) for a in ARMS for s in (0, 1, 2)]
+    runs = [r if r.arm != "periodic" else _jittered_steps(r, 1.0 + 0.05 * r.seed) for r in runs]
+    c = _result(runs, ["cpu-xs"]).targets()["rungs"]["cpu-xs"]["comparisons"]["muon"]
+    ratio = c["steps_to_target_ratio"]
+    assert ratio["n"] == 3 and ratio["lo"] < ratio["mean"] < ratio["hi"]
+    assert c["time_saving_pct"]["lo"] < c["time_saving_pct"]["mean"] < c["time_saving_pct"]["hi"]
+
+
+def _jittered_steps(run: TransferRun, factor: float) -> TransferRun:
+    from dataclasses import replace
+
+    track = tuple((s, t, 300 - (300 - f) / factor) for s, t, f in run.track)  # slower by `factor`
+    return replace(run, track=track)
+
+
+def test_too_few_seeds_reaching_is_reported_as_such_never_as_a_number() -> None:
+    # A fixed target only periodic and muon reach (adamw ends at 180, muon at 60): adamw reaches on no seed.
+    result = _result([_run("cpu-xs", a, s) for a in ARMS for s in (0, 1, 2)], ["cpu-xs"],
+                     target={"rule": "fixed", "values": {"cpu-xs": 150.0}})
+    rung = result.targets()["rungs"]["cpu-xs"]
+    assert rung["target"] == 150.0 and rung["arms"]["adamw"]["reached"] == 0
+    assert rung["arms"]["adamw"]["steps_to_target"]["mean"] is None
+    vs_adamw = rung["comparisons"]["adamw"]
+    assert vs_adamw["status"] == "too_few_reached" and "steps_to_target_ratio" not in vs_adamw
+    assert "time_saving_pct" not in vs_adamw and "0 of 3 paired seeds" in vs_adamw["note"]
+    assert rung["comparisons"]["muon"]["status"] == "ok"
+    assert "0 of 3 paired seeds reached" in result.table()
+
+
+def test_plateau_flags_a_rung_still_improving_and_clears_a_flat_one() -> None:
+    runs = [_run("cpu-xs", a, s) for a in ARMS for s in (0, 1)] + \
+           [_run("cpu-s", a, s, flat_after=14) for a in ARMS for s in (0, 1)]
+    result = _result(runs, ["cpu-xs", "cpu-s"], seeds=(0, 1))
+    report = result.targets()["rungs"]
+    assert report["cpu-xs"]["plateau"]["undertrained"] and report["cpu-xs"]["plateau"]["runs_flagged"] == 6
+    assert not report["cpu-s"]["plateau"]["undertrained"] and report["cpu-s"]["plateau"]["runs_flagged"] == 0
+    assert result.undertrained_rungs() == ["cpu-xs"]
+    doc = result.analysis(n_boot=0)
+    assert doc["undertrained_rungs"] == ["cpu-xs"]
+    run = next(r for r in doc["runs"] if r["run_id"] == "cpu-s-adamw-0")
+    assert run["plateau_drop"] == pytest.approx(0.0, abs=1e-9) and run["target_reached"] is True
+    for metric in ("steps_to_target", "time_to_target", "time_to_best"):
+        fit = doc["fits"][metric]
+        assert "undertrained" in fit["flags"] and "cpu-xs" in fit["flag_details"]["undertrained"]
+    json.dumps(doc)
+
+
+def test_steps_and_time_to_target_are_fitted_against_size() -> None:
+    runs = [_run(g, a, s) for g in SIZES for a in ARMS for s in (0, 1)]
+    result = _result(runs, list(SIZES), seeds=(0, 1), target={"rule": "fixed", "values": dict.fromkeys(SIZES, 250.0)})
+    fit = result.fits("steps_to_target", n_boot=50)
+    assert fit.form == "A*N^-alpha" and "non_identifiable" not in fit.flags
+    # Steps to target = 50 / (slope x (N0 / N)^0.3): they grow like N^0.3, so alpha = -0.3 for every arm.
+    for arm in fit.arms:
+        assert fit.params[arm]["alpha"] == pytest.approx(-0.3, abs=0.01)
+    doc = result.analysis(n_boot=50)
+    for metric in ("steps_to_target", "time_to_target"):
+        arms = doc["fits"][metric]["arms"]
+        assert set(arms) == set(ARMS)
+        assert all(v["loo_error"] is not None and v["loo_baseline_error"] is not None for v in arms.values())
+        assert doc["fits"][metric]["loss_function"] in ("huber", "least_squares")
+    export = result.export("cpu-m")
+    assert export.provenance["target_rule"] == {"rule": "fixed", "arm": "adamw", "slack": 0.1,
+                                                "values": dict.fromkeys(SIZES, 250.0)}
+    assert export.provenance["horizons"] == {r: 24 for r in SIZES}
+    assert export.arms["periodic"].evidence["fraction_reached"] == 1.0
+
+
+def test_target_and_horizon_specs_are_strict() -> None:
+    base = {"name": "t", "sweep": "out/sweeps/x"}
+    with pytest.raises(ValidationError, match=r"target.values must give a value per rung"):
+        TransferSpec.model_validate({**base, "target": {"rule": "fixed"}})
+    with pytest.raises(ValidationError, match=r"target.values has no value for rungs \['cpu-s'\]"):
+        TransferSpec.model_validate({**base, "rungs": ["cpu-xs", "cpu-s"],
+                                     "target": {"rule": "fixed", "values": {"cpu-xs": 100.0}}})
+    with pytest.raises(ValidationError, match=r"target.arm 'rownorm' must be one of arms"):
+        TransferSpec.model_validate({**base, "target": {"arm": "rownorm"}})
+    with pytest.raises(ValidationError, match="rule"):
+        TransferSpec.model_validate({**base, "target": {"rule": "best"}})
+    with pytest.raises(ValidationError, match=r"needs horizon.images_per_param and horizon.cap"):
+        TransferSpec.model_validate({**base, "horizon": {"mode": "per_param"}})
+    spec = TransferSpec.model_validate({**base, "horizon": {"mode": "per_param", "images_per_param": 0.5,
+                                                            "cap": 3000}})
+    h = spec.horizon
+    assert rung_horizon(h, 324_908, 32, 999) == 3000  # 0.5 x 324908 / 32 = 5077, capped
+    assert rung_horizon(HorizonSpec(mode="per_param", images_per_param=0.05, cap=3000), 324_908, 32, 999) == 508
+    assert rung_horizon(HorizonSpec(mode="per_param", images_per_param=0.5, cap=3000), 4_543_820, 32, 999) == 3000
+    assert rung_horizon(HorizonSpec(), 4_543_820, 32, 999) == 999
+    # Specs without the new sections keep their fingerprint (transfers started before them still resume).
+    assert TransferSpec.model_validate(base).fingerprint() == TransferSpec.model_validate(
+        {**base, "target": {"rule": "final_mean"}}).fingerprint()
+    assert math.isfinite(spec.target.slack)
+
+
+def test_the_html_report_shows_the_target_section() -> None:
+    from dashboards import build_report
+    from dashboards._report import ReportData
+
+    result = _result([_run("cpu-xs", a, s) for a in ARMS for s in (0, 1, 2)], ["cpu-xs"],
+                     target={"rule": "fixed", "values": {"cpu-xs": 150.0}})
+    html = build_report(ReportData(targets=result.target_summary(n_boot=0)))
+    assert "Time to the declared target" in html and "fixed per rung: {&#x27;cpu-xs&#x27;: 150.0}" in html
+    assert "0 of 3 paired seeds reached the target in both arms" in html  # adamw: never a number
+    assert "steps-to-target ratio (optimizer)" in html and "time to best s (paper&#x27;s definition)" in html
+    assert "1.25 [1.25, 1.25] (n=3)" in html  # periodic / muon steps to target, paired over 3 seeds
