@@ -112,14 +112,24 @@ def test_killed_driver_resumes_every_point_exactly_once(store_uri: str, tmp_path
     assert result.state == "SUCCEEDED" and len(result.points) == 4 and result.selection is not None
 
 
-# Failed once in about eight runs during development (cause not captured; two races fixed since, none recurred in
-# later runs): one rerun so a rare timing flake on a loaded 2-core machine does not sink CI; a real bug fails twice.
-@pytest.mark.flaky(reruns=1)
+def _ran_what_its_name_says(run: Any) -> None:
+    """A search trial's run carries the point of its name. The driver creates the run with the point (params K and
+    gamma) before the trial starts; the trial then logs its whole config. A cancel that lands between the two
+    leaves a KILLED run with the point only: that run never trained, so there is no config to compare."""
+    tags, params = run.data.tags, run.data.params
+    k, gamma = params["K"], params["gamma"]
+    assert tags["scalesweep.trial_key"] == f"K={k},gamma={gamma},seed=0", (run.info.run_name, params)
+    if "optimizer.refresh_every" in params:
+        assert params["optimizer.refresh_every"] == k and params["optimizer.gamma"] == gamma, params
+    else:
+        assert run.info.status == "KILLED", (run.info.run_name, run.info.status, params)
+
+
 def test_two_sweeps_at_once_stay_apart_and_cancelled_sweeps_resume(store_uri: str, tmp_path: Path) -> None:
     """Sweep a is cancelled as the service does it (SIGTERM to the driver's whole process group, local Ray
     included), sweep b through `cancel_sweep` (cancel file, then SIGTERM to the driver); both then resume."""
-    # Its own experiment per attempt: the store lives for the session, and a rerun (flaky, above) that reused
-    # "twins" would count the first attempt's runs as belonging to neither sweep.
+    # Its own experiment: the store lives for the session (a rerun that reused "twins" would count an earlier
+    # attempt's runs as belonging to neither sweep).
     experiment = f"twins-{uuid.uuid4().hex[:8]}"
     specs = {
         "twin-a": make_spec("twin-a", store_uri, baselines=["adamw"],
@@ -181,10 +191,8 @@ def test_two_sweeps_at_once_stay_apart_and_cancelled_sweeps_resume(store_uri: st
         assert sorted(finished) == sorted(expected[name]), listing  # each of its own trials finished exactly once
         for run in runs:
             assert run.info.status in ("FINISHED", "KILLED"), listing  # KILLED: a trial stopped by a cancel
-            if run.data.tags["scalesweep.role"] == "search":  # the trial ran what its name says
-                k, gamma = run.data.params["K"], run.data.params["gamma"]
-                assert run.data.tags["scalesweep.trial_key"] == f"K={k},gamma={gamma},seed=0"
-                assert run.data.params["optimizer.refresh_every"] == k
+            if run.data.tags["scalesweep.role"] == "search":
+                _ran_what_its_name_says(run)
         result = load_sweep_result(workdir)
         assert result.state == "SUCCEEDED" and len(result.points) == 4
     assert seen == len(all_runs)  # no trial run belongs to neither sweep
