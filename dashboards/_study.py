@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from ._decisions import decision_notes, load_selection
 from ._errors import DashboardError
 from ._heatmap import compute_heatmap
 from ._mlflow import load_chosen, load_runs, log_figures
@@ -24,11 +25,14 @@ __all__ = ["log_report_figures", "sweep_report", "transfer_report"]
 
 def sweep_report(tracking_uri: str, sweep_run_id: str, *, title: str = "scalesweep sweep",
                  context: Mapping[str, str] | None = None) -> ReportData:
-    """Heatmap (chosen pair marked), FD and loss curves, and timing of a sweep's trials."""
+    """Heatmap (chosen pair marked), FD and loss curves, and timing of a sweep's trials; the header states the
+    decisions the sweep recorded (choice and P(best), confirmation and winner's curse, budgets, paired claims)."""
     records = load_runs(tracking_uri, sweep_run_id)
     chosen = load_chosen(tracking_uri, sweep_run_id)
-    return compute_report(records, title=title, chosen=chosen,
+    data = compute_report(records, title=title, chosen=chosen,
                           context={"tracking URI": tracking_uri, "sweep parent run": sweep_run_id, **(context or {})})
+    notes = decision_notes(load_selection(tracking_uri, sweep_run_id))  # P(best), winner's curse, paired claims
+    return replace(data, notes=(*notes, *data.notes)) if notes else data
 
 
 def transfer_report(
