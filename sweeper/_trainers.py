@@ -62,7 +62,10 @@ class RegisteredTrainer(BaseModel):
     def _known_placeholders(cls, command: list[str]) -> list[str]:
         from trials import CommandConfig
 
-        CommandConfig.model_validate({"command": command})  # unknown {placeholders} are refused with the list
+        try:  # unknown {placeholders} are refused with the list of known ones
+            CommandConfig.model_validate({"command": command})
+        except ValidationError as exc:
+            raise ValueError(str(exc.errors()[0]["msg"]).removeprefix("Value error, ")) from None
         return command
 
 
