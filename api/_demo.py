@@ -107,6 +107,26 @@ PROFILES: dict[str, DemoProfile] = {
         "3 points confirmed on fresh seeds 3, 4, 5",
         confirm_top=3,  # a study's choice is confirmed on fresh seeds (the winner's curse, measured)
     ),
+    # A study whose answer is evidence (docs/targets.md): its hour goes to the transfer, not to the grid. The sweep
+    # runs only the paper's pair (K=3, gamma=0.15) beside both baselines; the transfer gives every rung a horizon
+    # that grows with its size (0.03 training images per parameter, between 600 and 900 steps), three seeds, a
+    # target declared up front (1.1 x AdamW's mean final tracking FD per rung), 8 tracking evaluations per run,
+    # 512 FD samples at the deciding checkpoints (> 2d, so each carries a bias estimate) and timing runs.
+    "evidence": DemoProfile(
+        name="evidence",
+        horizon=300,
+        seeds=(0, 1, 2),
+        space={"K": [3], "gamma": [0.15]},
+        trial={"batch_size": 16, "log_every": 25, "warmup_steps": 20,
+               "eval": {"fd_samples": 512, "reference_samples": 1024, "sample_steps": 8, "val_samples": 64,
+                        "track_points": 8, "track_samples": 256, "track_sample_steps": 8}},
+        transfer={"horizon": {"mode": "per_param", "images_per_param": 0.03, "cap": 900, "min_steps": 600},
+                  "target": {"rule": "final_mean", "arm": "adamw", "slack": 0.1},
+                  "timing": {"steps": 20, "warmup": 5}},
+        about="the paper's pair only at the sweep (300 steps, 3 seeds); transfer to 4 rungs at 600-900 steps "
+        "(0.03 images per parameter, capped), 3 seeds, target 1.1 x AdamW's final mean, 8 tracking evaluations, "
+        "512 FD samples, per-step timing in isolation",
+    ),
 }
 
 

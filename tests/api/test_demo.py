@@ -29,6 +29,22 @@ def test_demo_sweep_is_the_papers_grid_with_both_baselines() -> None:
     assert full.seeds == (0, 1, 2) and full.horizon > quick.horizon and full.rungs == quick.rungs
 
 
+def test_evidence_profile_spends_its_time_on_the_transfer_with_a_declared_target() -> None:
+    from scaling import TransferSpec
+    from scaling._rungs import rung_horizon
+    from scaling._transfer import _rung_shape
+
+    p = PROFILES["evidence"]
+    sweep = SweepSpec.model_validate(demo_sweep_spec(p, "demo-e"))
+    assert sweep.search.space == {"K": [3], "gamma": [0.15]} and sweep.seeds == [0, 1, 2]
+    spec = TransferSpec.model_validate({"name": "e", "sweep": "x", "rungs": list(p.rungs), **p.transfer})
+    assert spec.target.rule == "final_mean" and spec.timing.steps == 20
+    horizons = {r: rung_horizon(spec.horizon, _rung_shape(r)[1], p.trial["batch_size"], 0) for r in p.rungs}
+    assert horizons == {"cpu-xs": 609, "cpu-s": 900, "cpu-m": 900, "cpu-l": 900}
+    assert len(p.rungs) == 4  # A*N^-alpha per arm on 4 sizes leaves 2 residual degrees of freedom: identifiable
+    assert p.trial["eval"]["fd_samples"] > 2 * 128  # a bias estimate beside every deciding FD (shapes-cnn: 128-d)
+
+
 def test_summary_reports_table_savings_and_flags() -> None:
     doc = {
         "metric_name": "fd_pixels", "fd_samples": 64,
@@ -53,6 +69,7 @@ def test_demo_pipeline_end_to_end(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "chosen pair: K=" in proc.stdout
+    assert "against the target declared before the runs" in proc.stdout  # the per-rung target table
     # the export builds every arm's optimizer and names the target rung
     export = Export.from_text((out / "export.yaml").read_text())
     assert set(export.arms) == {"periodic", "muon", "adamw"}
@@ -62,8 +79,12 @@ def test_demo_pipeline_end_to_end(tmp_path: Path) -> None:
     assert {r["rung"] for r in fits["runs"]} == {"cpu-xs", "cpu-s"}
     assert all(r["state"] == "SUCCEEDED" for r in fits["runs"])
     assert fits["horizon"] == 2 * PROFILES["smoke"].horizon
+    # the target declared before the runs, over REST: the rule, a per-rung report, timing, fits of the new quantities
+    assert fits["targets"]["rule"]["rule"] == "final_mean" and set(fits["targets"]["rungs"]) == {"cpu-xs", "cpu-s"}
+    assert fits["step_timing"]["measured"] and {"steps_to_target", "time_to_target"} <= set(fits["fits"])
     report = (out / "report.html").read_text()
     assert report.count("<img") >= 4 and "fd_pixels" in report
+    assert "Time to the declared target" in report
     assert 'alt="heatmap"' in report and 'alt="scaling"' in report  # the sweep's grid beside the transfer's fits
     # each driver logged its figures to its MLflow parent run
     from mlflow.tracking import MlflowClient
