@@ -5,7 +5,8 @@
                                           1 when it failed, 130 when it was cancelled
     scalesweep transfer status DIR [--json]
     scalesweep transfer cancel DIR [--grace S]
-    scalesweep fit DIR [--metric time_to_best|best_fd|endpoint_fd] [--form F] [--share P ...] [--n-boot N] [--json]
+    scalesweep fit DIR [--metric time_to_best|best_fd|endpoint_fd|steps_to_target|time_to_target] [--form F]
+                       [--share P ...] [--n-boot N] [--json]
                                           fits with intervals, flags and the savings table of a transfer
     scalesweep export DIR --rung RUNG [--format yaml|json] [--out FILE] [--from-sweep]
                                           the transferred hyperparameters for RUNG (DIR a transfer folder, or a
@@ -49,7 +50,8 @@ def add_commands(sub: Any) -> None:
 
     p = sub.add_parser("fit", help="scaling fits, intervals, flags and savings of a transfer")
     p.add_argument("workdir", help="the transfer's work folder")
-    p.add_argument("--metric", help="time_to_best (default), best_fd or endpoint_fd; all three with --json")
+    p.add_argument("--metric", help="time_to_best (default), best_fd, endpoint_fd, steps_to_target or "
+                   "time_to_target; all of them with --json")
     p.add_argument("--form", help="A*N^-alpha or E+A*N^-alpha (default: A*N^-alpha for time, E+A*N^-alpha for FD)")
     p.add_argument("--share", nargs="*", default=[], help="parameters tied across arms, e.g. alpha E")
     p.add_argument("--n-boot", type=int, help="bootstrap replicates (default 500)")
