@@ -52,6 +52,7 @@ _DISPLAY_EVERY_S = 30.0  # a progress line at least this often on a quiet sweep
 # Seconds a cancel may take before the driver closes its runs and exits regardless: below the 10 s a service
 # typically waits between SIGTERM and SIGKILL of a driver's process group.
 _CANCEL_GRACE_S = "8"
+_REQUEST_CANCEL_LOCK = threading.RLock()  # re-entrant: a signal handler may run while the main thread holds it
 
 
 def default_workdir(name: str) -> Path:
@@ -290,13 +291,15 @@ class _Driver:
 
     def request_cancel(self) -> None:
         """Stop gracefully; if that has not finished within the grace period (Ray itself may have been killed by
-        a SIGTERM to the whole process group), close the sweep's runs and exit anyway."""
+        a SIGTERM to the whole process group), close the sweep's runs and exit anyway. Called from the signal
+        handler and from the signal-watching thread alike: the first call starts the one timer."""
         self.cancel.set()
-        if self._deadline is None:
-            grace = float(os.environ.get("SCALESWEEP_CANCEL_GRACE_S", _CANCEL_GRACE_S))
-            self._deadline = threading.Timer(grace, self._emergency_stop, args=(grace,))
-            self._deadline.daemon = True
-            self._deadline.start()
+        with _REQUEST_CANCEL_LOCK:
+            if self._deadline is None:
+                grace = float(os.environ.get("SCALESWEEP_CANCEL_GRACE_S", _CANCEL_GRACE_S))
+                self._deadline = threading.Timer(grace, self._emergency_stop, args=(grace,))
+                self._deadline.daemon = True
+                self._deadline.start()
 
     def disarm(self) -> None:
         if self._deadline is not None:
@@ -432,9 +435,36 @@ def _signals_cancel(driver: _Driver) -> Iterator[None]:
         driver.request_cancel()
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    # The handler above runs only when the main thread next returns to the interpreter. A SIGTERM to the whole
+    # process group (the service stopping a driver) also kills the local Ray, and the main thread can then sit for
+    # a minute inside Ray's C++ core waiting for its dead GCS, until Ray ends the process with status 1: no
+    # cancel, no emergency stop, runs left RUNNING. Python's C-level handler writes each signal's number to the
+    # wakeup fd at once, from whichever thread took it, so a thread reading that fd starts the cancel (and its
+    # grace-period timer) without waiting for the main thread.
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    old_wakeup = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+
+    def watch() -> None:
+        while True:
+            try:
+                data = os.read(read_fd, 64)
+            except OSError:
+                return
+            if not data:  # the write end closed: the context has ended
+                return
+            if signal.SIGTERM in data or signal.SIGINT in data:
+                driver.request_cancel()
+
+    watcher = threading.Thread(target=watch, name="scalesweep-signal-watch", daemon=True)
+    watcher.start()
     try:
         yield
     finally:
+        signal.set_wakeup_fd(old_wakeup)
+        os.close(write_fd)
+        watcher.join(timeout=5)
+        os.close(read_fd)
         for s, handler in old.items():
             signal.signal(s, handler)
 
