@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import JSON, DateTime, Integer, String, Text, TypeDecorator, create_engine
 from sqlalchemy.engine import Dialect, Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
+from sqlalchemy.pool import QueuePool
 
 __all__ = ["Base", "SweepRecord", "TransferRecord", "make_engine", "make_sessionmaker", "migrate", "new_id"]
 
@@ -80,12 +81,17 @@ class TransferRecord(_Job, Base):
     sweep_id: Mapped[str] = mapped_column(String(40), index=True)
 
 
-def make_engine(url: str) -> Engine:
+def make_engine(url: str, *, pool_size: int = 5, pool_timeout_s: float = 30.0) -> Engine:
+    """An engine with a fixed pool of `pool_size` connections (no overflow) on SQLite files and servers alike: a
+    checkout that waits longer than `pool_timeout_s` raises `sqlalchemy.exc.TimeoutError`, which the service
+    answers with 503 + Retry-After (the pool is sized to its route threads: docs/load.md)."""
+    pool = {"pool_size": pool_size, "max_overflow": 0, "pool_timeout": pool_timeout_s}
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         # The job queue's thread and request threads share the engine.
-        return create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
-    return create_engine(url, pool_pre_ping=True)
+        return create_engine(url, poolclass=QueuePool, connect_args={"check_same_thread": False, "timeout": 30},
+                             **pool)
+    return create_engine(url, pool_pre_ping=True, **pool)
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker:

@@ -9,11 +9,13 @@ from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 __all__ = ["PROBLEM_JSON", "install_problem_handlers", "problem"]
 
 PROBLEM_JSON = "application/problem+json"
+RETRY_AFTER_S = 1  # what a 503 for a busy database pool asks the client to wait, in seconds
 log = logging.getLogger("scalesweep.api")
 
 _TITLES = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
@@ -70,6 +72,14 @@ def install_problem_handlers(app: FastAPI) -> None:
         if exc.status_code == 405:  # Starlette lists only the first matching route's methods: list them all
             headers["Allow"] = ", ".join(_allowed_methods(request))
         return problem(exc.status_code, str(exc.detail), instance=request.url.path, headers=headers or None)
+
+    @app.exception_handler(PoolTimeout)
+    async def _busy(request: Request, exc: PoolTimeout) -> JSONResponse:
+        # Every database connection stayed in use for the whole checkout timeout: a short, retryable refusal
+        # rather than a request that hangs or a 500 (docs/load.md).
+        log.warning("no database connection for %s %s within the pool timeout", request.method, request.url.path)
+        return problem(503, "the service is busy (no database connection free); retry shortly",
+                       instance=request.url.path, headers={"Retry-After": str(RETRY_AFTER_S)})
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:  # never leak a traceback

@@ -64,6 +64,19 @@ class Settings(BaseSettings):
         "a machine that both serves and trains, the service's answers go first (api_load: README).",
     )
     poll_interval_s: float = Field(1.0, gt=0, description="How often the job queue checks its drivers.")
+    api_threads: int = Field(
+        32, ge=1, le=1000, description="Worker threads that run the routes (every route and dependency that touches "
+        "the database, files or MLflow is synchronous and runs on one); the database pool is sized to match "
+        "(docs/load.md).",
+    )
+    db_pool_size: int | None = Field(
+        None, ge=1, le=1000, description="Database connections kept open. Default: api_threads + 2 (the job "
+        "queue's thread and one spare), so a route thread never waits for a connection.",
+    )
+    db_pool_timeout_s: float = Field(
+        1.0, gt=0, le=60, description="How long a request waits for a database connection before it is answered "
+        "503 with Retry-After (never a long hang).",
+    )
 
     trainers: Path | None = Field(
         None,
@@ -141,6 +154,11 @@ class Settings(BaseSettings):
     @property
     def db_url(self) -> str:
         return str(self.database_url)
+
+    @property
+    def pool_size(self) -> int:
+        """Connections in the database pool: db_pool_size, else one per route thread plus two."""
+        return self.db_pool_size if self.db_pool_size is not None else self.api_threads + 2
 
     @property
     def ray_jobs_address(self) -> str:

@@ -2,34 +2,76 @@
 
 from __future__ import annotations
 
+import functools
 import hmac
-from collections.abc import AsyncIterator
-from typing import Annotated
+import inspect
+from collections.abc import Callable, Iterator
+from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Request
+from fastapi.routing import APIRoute
 from sqlalchemy.orm import Session
 
 from ._settings import Settings
 
-__all__ = ["Owner", "ReadAccess", "SessionDep", "SettingsDep"]
+__all__ = ["Owner", "ReadAccess", "SessionDep", "SessionRoute", "SettingsDep", "release"]
 
 
-# The dependencies are `async def` although they do no I/O: FastAPI runs a sync dependency in its thread pool,
-# one hop per dependency per request, and on a busy 2-core machine those hops cost more than the route itself
-# (benchmarks/api_load.py). A session opens no connection until the route (run in the pool) uses it.
+# One concurrency model for the whole API (docs/load.md): everything that touches the database, a file or MLflow
+# is synchronous and runs on the thread pool, never on the event loop. The session dependency is a plain generator,
+# so FastAPI opens it and closes it (returning its connection to the pool) on worker threads, the closing one
+# outside the thread limit; routes that use it are `def`. An `async def` route or dependency that held a session
+# would block the loop on a pool checkout while the connections it waits for can only come back through the loop:
+# under more requests than connections the whole service stopped for good. `tests/api/test_load.py` checks that no
+# `async def` in the API touches a session. The pool holds a connection per route thread (Settings.pool_size),
+# and a checkout that still waits past Settings.db_pool_timeout_s is a 503 with Retry-After (`api._problems`).
+# The token and settings dependencies stay `async def`: they read memory only, and a thread hop would cost more.
 
 
 async def _settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
-async def _session(request: Request) -> AsyncIterator[Session]:
+def _session(request: Request) -> Iterator[Session]:
     with request.app.state.sessionmaker() as session:
         yield session
 
 
 SettingsDep = Annotated[Settings, Depends(_settings)]
 SessionDep = Annotated[Session, Depends(_session)]
+
+
+class SessionRoute(APIRoute):
+    """The route class of every router: a synchronous endpoint closes the sessions it was given as it returns, on
+    its own worker thread. Without this a connection would stay checked out after the endpoint gave its thread
+    back, until the dependency's teardown ran (after the response is built), so more requests than route threads
+    could hold connections and a pool sized to the threads could run dry."""
+
+    def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
+        super().__init__(path, _closing_sessions(endpoint), **kwargs)
+
+
+def _closing_sessions(endpoint: Callable[..., Any]) -> Callable[..., Any]:
+    if inspect.iscoroutinefunction(endpoint):
+        return endpoint  # holds no session: tests/api/test_load.py checks that
+
+    @functools.wraps(endpoint)  # FastAPI reads the signature (and its annotations) through __wrapped__
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return endpoint(*args, **kwargs)
+        finally:
+            for value in kwargs.values():
+                if isinstance(value, Session):
+                    value.close()
+
+    run.closes_sessions = True  # type: ignore[attr-defined]
+    return run
+
+
+def release(session: Session) -> None:
+    """End the session's read transaction, so its connection goes back to the pool before slow work (an MLflow
+    read, a fit); the records already loaded stay readable (the sessionmaker does not expire them on commit)."""
+    session.commit()
 
 _UNAUTHORIZED = {"WWW-Authenticate": 'Bearer realm="scalesweep"'}
 

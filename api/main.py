@@ -6,6 +6,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
+import anyio.to_thread
 from fastapi import FastAPI
 
 from ._cache import ResultCache
@@ -37,7 +39,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the app; `settings` default to the environment (`SCALESWEEP_*`)."""
     settings = settings or get_settings()
     settings.workdir.mkdir(parents=True, exist_ok=True)
-    engine = make_engine(settings.db_url)
+    engine = make_engine(settings.db_url, pool_size=settings.pool_size, pool_timeout_s=settings.db_pool_timeout_s)
     migrate(engine)
     _create_tracking_store(settings.tracking_uri)
 
@@ -45,18 +47,25 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     jobs = JobRunner(settings, sessions)
     results: ResultCache[Any] = ResultCache()
 
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        jobs.start()  # reconciles what a previous service process left RUNNING
-        yield
+    def shutdown() -> None:
         jobs.stop()  # drivers keep running; the next service process adopts them
         results.close()
         engine.dispose()
 
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # The routes' thread pool (anyio's default limiter, per event loop) and the database pool are sized
+        # together from settings.api_threads: see api.deps and docs/load.md. Database work stays off the loop.
+        anyio.to_thread.current_default_thread_limiter().total_tokens = settings.api_threads
+        await anyio.to_thread.run_sync(jobs.start)  # reconciles what a previous service process left RUNNING
+        yield
+        await anyio.to_thread.run_sync(shutdown)
+
     errors = {code: {"model": Problem, "description": desc} for code, desc in (
         (400, "malformed request (e.g. a body that is not UTF-8 JSON)"),
         (401, "missing or invalid bearer token"), (404, "no such resource"),
-        (422, "invalid input: each field and what is allowed"), (500, "internal error"))}
+        (422, "invalid input: each field and what is allowed"), (500, "internal error"),
+        (503, "busy: no database connection free within the pool timeout; retry after Retry-After seconds"))}
     app = FastAPI(
         responses=errors,  # type: ignore[arg-type]
         title="scalesweep",

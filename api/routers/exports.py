@@ -12,10 +12,10 @@ from scaling import ScalingError, export_from_sweep
 
 from .._cache import file_version
 from .._db import SweepRecord
-from ..deps import ReadAccess, SessionDep
+from ..deps import ReadAccess, SessionDep, SessionRoute, release
 from .transfers import get_transfer_record, transfer_result
 
-router = APIRouter(tags=["exports"])
+router = APIRouter(tags=["exports"], route_class=SessionRoute)
 
 Format = Literal["yaml", "json"]
 _MEDIA = {"yaml": "application/yaml", "json": "application/json"}
@@ -52,6 +52,7 @@ def export_transfer(
     format: Format = "yaml", rung: Annotated[str | None, _RUNG] = None,
 ) -> Response:
     record = get_transfer_record(session, transfer_id)
+    release(session)
     result = transfer_result(request, record)
     target = rung or result.plan["rungs"][-1]
     export = _export(lambda: result.export(target))
@@ -69,6 +70,7 @@ def export_sweep(
         raise HTTPException(404, f"no sweep {sweep_id!r}")
     if record.state != "SUCCEEDED" or not record.storage_path:
         raise HTTPException(409, f"sweep {sweep_id} is {record.state}: only a SUCCEEDED sweep exports its choice")
+    release(session)
     folder = Path(record.storage_path)
     export = _export(lambda: request.app.state.results.get(
         f"sweep-export:{folder}:{rung}", file_version(folder / "status.json"),

@@ -12,13 +12,13 @@ from fastapi.responses import HTMLResponse
 
 from scaling import ExtrapolationRefused, ScalingError
 
-from ..deps import ReadAccess, SessionDep
+from ..deps import ReadAccess, SessionDep, SessionRoute, release
 from ..schemas import Prediction
 from .transfers import get_transfer_record, result_version, transfer_result
 
-router = APIRouter(prefix="/transfers", tags=["fits"])
+router = APIRouter(prefix="/transfers", tags=["fits"], route_class=SessionRoute)
 
-Metric = Literal["time_to_best", "best_fd", "endpoint_fd", "steps_to_target", "time_to_target"]
+Metric = Literal["time_to_best", "best_fd", "endpoint_fd"]
 # The dashboards name the same quantities after the run record's fields.
 _REPORT_METRIC = {"time_to_best": "time_to_best_s", "best_fd": "best_fd", "endpoint_fd": "endpoint_fd"}
 
@@ -39,6 +39,7 @@ def get_fits(transfer_id: str, request: Request, session: SessionDep, _reader: R
     fits of each metric with bootstrap intervals, flags (at_bound, non_identifiable, misspecified, ...) and
     leave-one-rung-out errors. With `metric`, only that fit under `fits`."""
     record = get_transfer_record(session, transfer_id)
+    release(session)
     doc = dict(_cached(request, record, "analysis", lambda r: r.analysis()))
     if metric is not None:
         doc["fits"] = {metric: doc.get("fits", {}).get(metric)}
@@ -70,6 +71,7 @@ def predict(
     metric: Metric = "time_to_best",
 ) -> Prediction:
     record = get_transfer_record(session, transfer_id)
+    release(session)
     n = _size(size)
     if isinstance(n, str) and not re.fullmatch(r"[a-z0-9.\-]+", n):
         raise HTTPException(422, f"size: {size!r} is neither a number nor a rung name")
@@ -102,6 +104,7 @@ def predict(
                        409: {"description": "the transfer has not started its runs"}})
 def report(transfer_id: str, request: Request, session: SessionDep, _reader: ReadAccess) -> HTMLResponse:
     record = get_transfer_record(session, transfer_id)
+    release(session)
     html = _cached(request, record, "report", lambda r: _build_report(r, record.id, record.sweep_id))
     return HTMLResponse(html)
 
@@ -120,16 +123,11 @@ def _build_report(result: Any, transfer_id: str, sweep_id: str) -> str:
             notes.append(f"no {metric} fit: {exc}")
     context = {"transfer": f"{result.name} ({transfer_id})", "sweep": sweep_id, "state": result.state,
                "chosen": ", ".join(f"{k}={v}" for k, v in result.chosen.items())}
-    verification = result.verification_doc()  # the verified transfer's verdict (scaling.verify_transfer)
-    if verification is not None:
-        context["verification"] = (f"{verification['verdict']} at {verification['rung']}: "
-                                   f"{verification.get('reason', '')}")
     data = transfer_report(result.tracking_uri, result.parent_run_id, fits=fits or None,
                            sweep_run_id=result.source.get("sweep_parent_run_id"),
                            title=f"scalesweep transfer {result.name}", context=context)
-    from dataclasses import replace
-
-    data = replace(data, targets=result.target_summary())  # time to the declared target, its fits and flags
     if notes:
+        from dataclasses import replace
+
         data = replace(data, notes=(*data.notes, *notes))
     return build_report(data)

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response, status
-from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import and_, or_, select
 from sqlalchemy.exc import IntegrityError
 
@@ -18,10 +17,10 @@ from .._cache import file_version
 from .._db import SweepRecord, new_id
 from .._jobs import TERMINAL
 from .._security import check_rest_spec, public_spec
-from ..deps import Owner, ReadAccess, SessionDep
+from ..deps import Owner, ReadAccess, SessionDep, SessionRoute, release
 from ..schemas import Links, SweepPublic, SweepsPublic, TrialPublic, TrialsPublic
 
-router = APIRouter(prefix="/sweeps", tags=["sweeps"])
+router = APIRouter(prefix="/sweeps", tags=["sweeps"], route_class=SessionRoute)
 
 STATES = ("PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED")
 
@@ -163,9 +162,8 @@ def list_sweeps(
 
 
 @router.get("/{sweep_id}", response_model=SweepPublic, summary="A sweep: state, progress, best so far, MLflow ids")
-async def get_sweep(sweep_id: str, request: Request, session: SessionDep, _reader: ReadAccess) -> SweepPublic:
-    # async: one primary-key read and two small status files cost less than the thread-pool hop a sync route
-    # takes, and followers poll this route all the time (benchmarks/api_load.py).
+def get_sweep(sweep_id: str, request: Request, session: SessionDep, _reader: ReadAccess) -> SweepPublic:
+    # Synchronous like every route that reads the database: see api.deps (docs/load.md).
     return _public(request, _get(session, sweep_id))
 
 
@@ -188,21 +186,11 @@ def _result(request: Request, record: SweepRecord) -> Any:
         return None
 
 
-async def _result_async(request: Request, record: SweepRecord) -> Any:
-    """`_result` without a thread hop when the cache can answer; the first MLflow read runs in the thread pool."""
-    source = _result_source(record)
-    if source is None:
-        return None
-    try:
-        known, value = request.app.state.results.peek(*source)
-    except SweepError:
-        return None
-    return value if known else await run_in_threadpool(_result, request, record)
-
-
 @router.get("/{sweep_id}/trials", response_model=TrialsPublic, summary="Each trial: params, state, FD per eval step")
-async def get_trials(sweep_id: str, request: Request, session: SessionDep, _reader: ReadAccess) -> TrialsPublic:
-    result = await _result_async(request, _get(session, sweep_id))
+def get_trials(sweep_id: str, request: Request, session: SessionDep, _reader: ReadAccess) -> TrialsPublic:
+    record = _get(session, sweep_id)
+    release(session)  # the first read of a result waits for MLflow: without holding a connection
+    result = _result(request, record)
     if result is None:
         return TrialsPublic(data=[], count=0)
     data = [
@@ -217,6 +205,7 @@ async def get_trials(sweep_id: str, request: Request, session: SessionDep, _read
             responses={409: {"description": "no point scored yet"}})
 def get_best(sweep_id: str, request: Request, session: SessionDep, _reader: ReadAccess) -> dict[str, Any]:
     record = _get(session, sweep_id)
+    release(session)
     result = _result(request, record)
     if result is None or result.selection is None:
         raise HTTPException(409, f"sweep {sweep_id} ({record.state}) has no point scored on every seed yet")

@@ -18,11 +18,11 @@ from .._cache import file_version
 from .._db import SweepRecord, TransferRecord, new_id
 from .._jobs import TERMINAL
 from .._security import check_rest_spec
-from ..deps import Owner, ReadAccess, SessionDep
+from ..deps import Owner, ReadAccess, SessionDep, SessionRoute, release
 from ..schemas import RunsPublic, TransferCreate, TransferLinks, TransferPublic, TransfersPublic
 from .sweeps import _decode_cursor, _encode_cursor, _ui
 
-router = APIRouter(prefix="/transfers", tags=["transfers"])
+router = APIRouter(prefix="/transfers", tags=["transfers"], route_class=SessionRoute)
 
 CREATE_EXAMPLE = {"sweep_id": "sw-0123456789ab", "rungs": ["cpu-xs", "cpu-s"], "arms": ["periodic", "adamw"],
                   "horizon_factor": 2.0, "seeds": [0]}
@@ -179,14 +179,16 @@ def list_transfers(
 
 
 @router.get("/{transfer_id}", response_model=TransferPublic, summary="A transfer: state, run counts, MLflow ids")
-async def get_transfer(transfer_id: str, request: Request, session: SessionDep, _reader: ReadAccess) -> TransferPublic:
-    return public(request, get_transfer_record(session, transfer_id))  # async: see sweeps.get_sweep
+def get_transfer(transfer_id: str, request: Request, session: SessionDep, _reader: ReadAccess) -> TransferPublic:
+    return public(request, get_transfer_record(session, transfer_id))
 
 
 @router.get("/{transfer_id}/runs", response_model=RunsPublic,
             summary="Each run: rung, arm, seed, lr and its rule, state, checkpoints (step, time s, FD)")
 def get_runs(transfer_id: str, request: Request, session: SessionDep, _reader: ReadAccess) -> RunsPublic:
-    result = transfer_result(request, get_transfer_record(session, transfer_id), started=False)
+    record = get_transfer_record(session, transfer_id)
+    release(session)  # the first read of a result waits for MLflow: without holding a connection
+    result = transfer_result(request, record, started=False)
     data = [run.to_dict() for run in result.runs] if result is not None else []
     return RunsPublic(data=data, count=len(data))
 

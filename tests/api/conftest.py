@@ -32,3 +32,55 @@ def settings(tmp_path: Path) -> Settings:
 def client(settings: Settings) -> Iterator[TestClient]:
     with TestClient(create_app(settings), raise_server_exceptions=False) as c:
         yield c
+
+
+PG_BIN = Path("/usr/lib/postgresql/15/bin")
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """A throw-away PostgreSQL 15 on a loopback port (trust auth, fsync off); yields a SQLAlchemy URL prefix
+    `postgresql+psycopg://postgres@127.0.0.1:PORT/` (append a database name; see `postgres_database`). Skipped
+    where the server binaries or psycopg are absent. PostgreSQL refuses to run as root: as root, its commands
+    run as the `postgres` user on a folder that user owns."""
+    import os
+    import pwd
+    import shutil
+    import subprocess
+    import tempfile
+
+    if not (PG_BIN / "initdb").is_file() or not (PG_BIN / "pg_ctl").is_file():
+        pytest.skip(f"PostgreSQL server binaries not found in {PG_BIN} (Debian: apt-get install postgresql)")
+    pytest.importorskip("psycopg", reason="psycopg is not installed (pip install 'psycopg[binary]')")
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        try:
+            pwd.getpwnam("postgres")
+        except KeyError:
+            pytest.skip("running as root and there is no 'postgres' user to run PostgreSQL as")
+        prefix = ["runuser", "-u", "postgres", "--"]
+    folder = Path(tempfile.mkdtemp(prefix="scalesweep-pg-"))  # directly under /tmp: the user can reach it
+    if prefix:
+        shutil.chown(folder, user="postgres")
+    data, port = folder / "data", free_port()
+    subprocess.run([*prefix, str(PG_BIN / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync"],
+                   check=True, capture_output=True)
+    options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
+    subprocess.run([*prefix, str(PG_BIN / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(folder / "log"),
+                    "-w", "start"], check=True, capture_output=True)
+    try:
+        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/"
+    finally:
+        subprocess.run([*prefix, str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+                       capture_output=True)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def postgres_database(server: str, name: str) -> str:
+    """Create database `name` on the server from `postgres_server`; returns its SQLAlchemy URL."""
+    import psycopg
+
+    with psycopg.connect(server.replace("postgresql+psycopg", "postgresql") + "postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return server + name
