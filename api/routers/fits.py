@@ -18,7 +18,7 @@ from .transfers import get_transfer_record, result_version, transfer_result
 
 router = APIRouter(prefix="/transfers", tags=["fits"], route_class=SessionRoute)
 
-Metric = Literal["time_to_best", "best_fd", "endpoint_fd"]
+Metric = Literal["time_to_best", "best_fd", "endpoint_fd", "steps_to_target", "time_to_target"]
 # The dashboards name the same quantities after the run record's fields.
 _REPORT_METRIC = {"time_to_best": "time_to_best_s", "best_fd": "best_fd", "endpoint_fd": "endpoint_fd"}
 
@@ -123,11 +123,16 @@ def _build_report(result: Any, transfer_id: str, sweep_id: str) -> str:
             notes.append(f"no {metric} fit: {exc}")
     context = {"transfer": f"{result.name} ({transfer_id})", "sweep": sweep_id, "state": result.state,
                "chosen": ", ".join(f"{k}={v}" for k, v in result.chosen.items())}
+    verification = result.verification_doc()  # the verified transfer's verdict (scaling.verify_transfer)
+    if verification is not None:
+        context["verification"] = (f"{verification['verdict']} at {verification['rung']}: "
+                                   f"{verification.get('reason', '')}")
     data = transfer_report(result.tracking_uri, result.parent_run_id, fits=fits or None,
                            sweep_run_id=result.source.get("sweep_parent_run_id"),
                            title=f"scalesweep transfer {result.name}", context=context)
-    if notes:
-        from dataclasses import replace
+    from dataclasses import replace
 
+    data = replace(data, targets=result.target_summary())  # time to the declared target, its fits and flags
+    if notes:
         data = replace(data, notes=(*data.notes, *notes))
     return build_report(data)
