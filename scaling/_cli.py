@@ -139,6 +139,7 @@ def _fit(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=2, allow_nan=False))
         return 0
     print(result.table())
+    undertrained = result.undertrained_rungs()
     metrics = [args.metric] if args.metric else list(FIT_METRICS)
     for metric in metrics:
         print(f"\n{metric} vs parameter count:")
@@ -154,7 +155,7 @@ def _fit(args: argparse.Namespace) -> int:
             continue
         share = f", shared {list(fit.share)}" if fit.share else ""
         print(f"  form {fit.form}{share}; {fit.level:.0%} intervals ({fit.bootstrap} bootstrap, "
-              f"{fit.n_boot_ok} replicates)")
+              f"{fit.n_boot_ok} replicates); loss {fit.loss_reason or fit.loss_function}")
         for arm in fit.arms:
             params = ", ".join(f"{p}={_num(v)} [{_num(fit.intervals[arm][p][0])}, {_num(fit.intervals[arm][p][1])}]"
                                for p, v in fit.params[arm].items())
@@ -163,6 +164,10 @@ def _fit(args: argparse.Namespace) -> int:
                   f"{_num(carry, '.1%')})")
         for flag in sorted(fit.flags):
             print(f"  flag {flag}: {fit.flag_details.get(flag, '')}")
+        fitted = {s for a in fit.arms for s in fit.sizes[a]}
+        over = [r for r in undertrained if float(result.parameters(r)) in fitted]
+        if over:
+            print(f"  flag undertrained: fitted over rungs whose runs were still improving fast at their end: {over}")
         if fit.suggestion:
             print(f"  suggestion: {fit.suggestion}")
     return 0

@@ -1035,6 +1035,25 @@ class TransferResult:
                     "steps_to_target_mean": (a.get("steps_to_target") or {}).get("mean"),
                     "time_to_target_s_mean": (a.get("time_to_target_s") or {}).get("mean"),
                     "undertrained_rung": at_rung["plateau"]["undertrained"]})}
+        under = self.undertrained_rungs()
+        for metric in ("steps_to_target", "time_to_target"):  # the fitted curve at the target, or why there is none
+            try:
+                fit = self.fits(metric)
+            except ScalingError as exc:
+                for arm in self.plan["arms"]:
+                    evidence[arm] = {**evidence[arm], f"{metric}_fit": {"error": str(exc)}}
+                continue
+            flags = sorted({*fit.flags, *(["undertrained"] if under else [])})
+            for arm in self.plan["arms"]:
+                doc: dict[str, Any] = {"form": fit.form, "flags": flags, "loss_function": fit.loss_function,
+                                       "loo_error": fit.loo_error.get(arm),
+                                       "loo_baseline_error": fit.loo_baseline_error.get(arm)}
+                try:
+                    point, lo, hi = fit.predict(arm, self.parameters(target_rung))
+                    doc.update(point=point, lo=lo, hi=hi, level=fit.level)
+                except ScalingError as exc:  # not fitted for this arm, or beyond the extrapolation limit
+                    doc["refused"] = str(exc)
+                evidence[arm] = {**evidence[arm], f"{metric}_fit": _clean(doc)}
         shas = sorted({r.git_sha for r in self.runs if r.git_sha})
         return build_export(
             {a: base["optimizers"][a] for a in self.plan["arms"]},

@@ -147,6 +147,10 @@ def test_steps_and_time_to_target_are_fitted_against_size() -> None:
                                                 "values": dict.fromkeys(SIZES, 250.0)}
     assert export.provenance["horizons"] == {r: 24 for r in SIZES}
     assert export.arms["periodic"].evidence["fraction_reached"] == 1.0
+    fitted = export.arms["periodic"].evidence["steps_to_target_fit"]
+    point = result.fits("steps_to_target").predict("periodic", SIZES["cpu-m"])[0]
+    assert fitted["point"] == pytest.approx(point) and fitted["lo"] <= fitted["point"] <= fitted["hi"]
+    assert "loo_baseline_error" in fitted and "time_to_target_fit" in export.arms["muon"].evidence
 
 
 def test_target_and_horizon_specs_are_strict() -> None:
