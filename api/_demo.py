@@ -314,7 +314,9 @@ def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path) -> int:
 
         # fits bootstrap several hundred replicates per metric on first request: allow minutes, not seconds
         with ScalesweepClient(api_url, token=token, timeout=600.0) as client:
-            _stage(f"2/4 sweep: 12-point K x gamma grid + AdamW + Muon at {profile.rungs[0]} "
+            grid = profile.space or {"K": [2, 3, 4], "gamma": [0.10, 0.15, 0.25, 0.35]}
+            points = len(grid["K"]) * len(grid["gamma"])
+            _stage(f"2/4 sweep: {points}-point K x gamma grid + AdamW + Muon at {profile.rungs[0]} "
                    f"(profile {profile.name}: {profile.about})")
             stamp = time.strftime("%Y%m%d-%H%M%S")
             sweep = client.submit_sweep(demo_sweep_spec(profile, f"demo-{profile.name}-{stamp}"),
