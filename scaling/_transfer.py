@@ -667,7 +667,7 @@ def _row_optimizer(sweep_spec: Mapping[str, Any], rung: str, arm: str) -> dict[s
         point = {k: v[0] for k, v in search["space"].items()}
         from sweeper import SEARCH_PARAMS
 
-        return {**search["optimizer"], **{SEARCH_PARAMS[k][0]: v for k, v in point.items()}, "name": search["arm"]}
+        return {**search["optimizer"], **{SEARCH_PARAMS[k][0]: v for k, v in point.items()}}  # it names its arm
     return None
 
 
