@@ -13,7 +13,7 @@ from sweeper import TRAINERS_ENV, RegisteredTrainer, SweepError, redact_spec, re
 
 from ._settings import Settings
 
-__all__ = ["check_rest_spec", "expand_trainer", "public_spec", "scrub_env"]
+__all__ = ["TrustedHosts", "check_rest_spec", "expand_trainer", "public_spec", "scrub_env"]
 
 # Fields of a command backend that only a registered trainer may set over REST.
 _OPERATOR_ONLY = ("command", "env", "cwd")
@@ -69,6 +69,33 @@ def scrub_env(env: Mapping[str, str], settings: Settings) -> dict[str, str]:
 def child_env(settings: Settings, extra: Mapping[str, str]) -> dict[str, str]:
     """The environment of a process the service starts: its own, scrubbed, plus `extra`."""
     return scrub_env({**os.environ, **extra}, settings)
+
+
+class TrustedHosts:
+    """ASGI middleware: answer only requests whose Host is listed (`SCALESWEEP_ALLOWED_HOSTS`); others get a 400
+    problem+json, as every other error. `*.example.org` matches subdomains; a port in the header is ignored."""
+
+    def __init__(self, app: Any, hosts: list[str]) -> None:
+        self.app = app
+        self.exact = {h.lower() for h in hosts if not h.startswith("*.")}
+        self.suffixes = tuple(h[1:].lower() for h in hosts if h.startswith("*."))
+
+    def allowed(self, host: str) -> bool:
+        host = host.strip().lower()
+        name = host[: host.index("]") + 1] if host.startswith("[") and "]" in host else host.rsplit(":", 1)[0]
+        return name in self.exact or (bool(self.suffixes) and name.endswith(self.suffixes))
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] in ("http", "websocket"):
+            host = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k == b"host"), "")
+            if not self.allowed(host):
+                from ._problems import problem
+
+                response = problem(400, f"Host {host!r} is not one this service answers (SCALESWEEP_ALLOWED_HOSTS)",
+                                   instance=scope.get("path"))
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def public_spec(spec: Mapping[str, Any]) -> dict[str, Any]:

@@ -85,7 +85,7 @@ class Settings(BaseSettings):
     )
     allowed_hosts: str = Field(
         "*",
-        description="Comma-separated Host names the service answers (Starlette's TrustedHostMiddleware, e.g. "
+        description="Comma-separated Host names the service answers (a Host check before any route, e.g. "
         "'localhost,127.0.0.1,api.internal'; '*.example.org' matches subdomains); '*' = any. Others get 400.",
     )
 

@@ -80,9 +80,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.results = results
     install_problem_handlers(app)
     if settings.host_list != ["*"]:  # a browser on the same machine must not reach us under a rebound DNS name
-        from starlette.middleware.trustedhost import TrustedHostMiddleware
+        from ._security import TrustedHosts
 
-        app.add_middleware(TrustedHostMiddleware, allowed_hosts=settings.host_list)
+        app.add_middleware(TrustedHosts, hosts=settings.host_list)
     app.include_router(health.router, prefix=API_PREFIX)
     app.include_router(sweeps.router, prefix=API_PREFIX)
     for router in (transfers.router, fits.router, exports.router):

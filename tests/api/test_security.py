@@ -148,8 +148,16 @@ def test_trusted_hosts(tmp_path: Path) -> None:
     settings = Settings(workdir=tmp_path / "work", api_token=TOKEN,  # type: ignore[arg-type]
                         allowed_hosts="localhost, api.internal")
     api = TestClient(create_app(settings), raise_server_exceptions=False)
-    assert api.get("/v1/health").status_code == 400  # TestClient's Host is "testserver"
+    refused = api.get("/v1/health")  # TestClient's Host is "testserver"
+    assert refused.status_code == 400 and refused.headers["content-type"] == "application/problem+json"
+    assert "'testserver' is not one this service answers" in refused.json()["detail"]
+    assert api.get("/v1/health", headers={"Host": "evil.example"}).status_code == 400
     assert api.get("/v1/health", headers={"Host": "api.internal"}).status_code == 200
     assert api.get("/v1/health", headers={"Host": "localhost:8000"}).status_code == 200
+    subdomains = TestClient(create_app(Settings(workdir=tmp_path / "w3", api_token=TOKEN,  # type: ignore[arg-type]
+                                                allowed_hosts="*.example.org,[::1]")))
+    assert subdomains.get("/v1/health", headers={"Host": "api.example.org"}).status_code == 200
+    assert subdomains.get("/v1/health", headers={"Host": "[::1]:8000"}).status_code == 200
+    assert subdomains.get("/v1/health", headers={"Host": "example.org.evil"}).status_code == 400
     open_api = TestClient(create_app(Settings(workdir=tmp_path / "w2", api_token=TOKEN)))  # type: ignore[arg-type]
     assert open_api.get("/v1/health").status_code == 200  # the default '*' answers any Host
