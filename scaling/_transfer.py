@@ -264,6 +264,14 @@ def default_transfer_workdir(name: str) -> Path:
 # Planning: from the sweep to one multi-rung sweep spec
 
 
+def _without_credentials(uri: str) -> str:
+    """`postgresql://user:secret@host/db` -> `postgresql://host/db`: provenance is served to open reads (fits,
+    exports) and a tracking URI may carry the store's password."""
+    import re
+
+    return re.sub(r"//[^/@]*@", "//", uri)
+
+
 def size_basis(trial: Mapping[str, Any] | None) -> tuple[dict[str, int], str]:
     """(denoiser overrides, description) of a study's size basis: a rung's parameters counted as the study's
     trials build its denoiser (the text encoder's context and pooled widths, the image size and channels), the
@@ -383,7 +391,8 @@ class _Source:
     def provenance(self) -> dict[str, Any]:
         return {"sweep_id": self.sweep_id, "sweep_name": self.name, "sweep_parent_run_id": self.parent_run_id,
                 "sweep_workdir": self.workdir, "sweep_rung": self.spec.rung, "sweep_horizon": self.spec.horizon,
-                "chosen": dict(self.best), "tracking_uri": self.tracking_uri, "experiment": self.experiment}
+                "chosen": dict(self.best), "tracking_uri": _without_credentials(self.tracking_uri),
+                "experiment": self.experiment}
 
 
 def _load_source(workdir: str | Path, tracking_uri: str | None = None) -> _Source:
