@@ -182,7 +182,7 @@ def compare_with_baselines(
     chosen: PointSummary, baselines: Sequence[PointSummary]
 ) -> tuple[dict[str, float], dict[str, PairedDifference]]:
     """(relative difference of the means, paired difference over common seeds) of `chosen` against each baseline."""
-    vs = {b.point_key: (float(chosen.objective) - b.objective) / b.objective  # type: ignore[arg-type]
+    vs = {b.point_key: (float(chosen.objective) - b.objective) / b.objective
           for b in baselines if b.objective and chosen.objective is not None}
     paired: dict[str, PairedDifference] = {}
     for b in baselines:
