@@ -113,6 +113,12 @@ class TransferCreate(BaseModel):
         None, description="Per-step timing runs in isolation: {steps: 20, warmup: 5}; steps 0 = none.")
     plateau: dict[str, Any] | None = Field(
         None, description="Plateau check: {window: 1/3, max_drop: 0.1} (undertrained above max_drop).")
+    weight_decay_rule: str | None = Field(
+        None, description="keep_lr_wd (default: wd scaled so lr x wd is kept when the lr changes with width) or "
+        "keep_wd (docs/decisions.md).")
+    verify: dict[str, Any] | None = Field(
+        None, description="A verification bracket around the transferred point: {} for the largest rung, or "
+        "{rung, knobs, tolerance}; the verdict (held / moved / inconclusive) is in /fits (docs/decisions.md).")
 
 
 class TransferLinks(BaseModel):
