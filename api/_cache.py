@@ -5,7 +5,9 @@ beside the service; `GET /trials` is polled by every follower. The driver rewrit
 trial starts, reports or ends (and every few seconds as a heartbeat), so the file's mtime is a cheap version of
 what MLflow holds: a result is read again only when it changed. A stale entry is served while one background
 thread reads the new one (stale-while-revalidate), so a burst of readers never queues behind MLflow; only the
-first read of a job waits, and concurrent first reads share one load.
+first read of a job waits, and concurrent first reads share one load. What is computed from a result (a
+transfer's fits, predictions, report) asks for `fresh` values instead: it waits for the current version, so it is
+never computed from, or stored under the version of, a result that has since changed.
 """
 
 from __future__ import annotations
@@ -55,28 +57,37 @@ class ResultCache(Generic[T]):
                 return False, None
         return True, self.get(key, version, load)
 
-    def get(self, key: str, version: Hashable, load: Callable[[], T]) -> T:
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is not None:
-                self._entries.move_to_end(key)
-                if entry[0] != version and key not in self._loading:
-                    self._loading[key] = self._pool.submit(self._load, key, version, load)
-                return entry[1]  # current, or stale while the new version loads
-            future = self._loading.get(key)
-            if future is None:  # the first read of this key: load it here, later readers wait for this load
-                future = Future()
-                self._loading[key] = future
-                owner = True
-            else:
-                owner = False
-        if owner:
-            try:
-                future.set_result(self._load(key, version, load))
-            except BaseException as exc:
-                future.set_exception(exc)
-                raise
-        return future.result()
+    def get(self, key: str, version: Hashable, load: Callable[[], T], *, fresh: bool = False) -> T:
+        """The value for `version`. A stale entry is served while a background thread loads the new one, unless
+        `fresh`: then the caller waits for a load of this version (shared with concurrent callers)."""
+        while True:
+            with self._lock:
+                entry = self._entries.get(key)
+                if entry is not None and (entry[0] == version or not fresh):
+                    self._entries.move_to_end(key)
+                    if entry[0] != version and key not in self._loading:
+                        self._loading[key] = self._pool.submit(self._load, key, version, load)
+                    return entry[1]  # current, or stale while the new version loads
+                future = self._loading.get(key)
+                owner = future is None
+                if future is None:  # no load in flight: load it here, later readers wait for this load
+                    future = Future()
+                    self._loading[key] = future
+            if owner:
+                try:
+                    value = self._load(key, version, load)
+                except BaseException as exc:
+                    future.set_exception(exc)
+                    raise
+                future.set_result(value)
+                return value
+            value = future.result()
+            if not fresh:
+                return value
+            with self._lock:  # the load we waited for may have been of an older version: then load ours
+                entry = self._entries.get(key)
+                if entry is not None and entry[0] == version:
+                    return entry[1]
 
     def _load(self, key: str, version: Hashable, load: Callable[[], T]) -> T:
         try:

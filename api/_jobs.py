@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import yaml
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from ._db import SweepRecord, TransferRecord
@@ -332,6 +332,7 @@ class JobRunner:
         with self._lock, self.sessions() as session:
             running = self._records(session, "RUNNING")
             for record in running:
+                self._note_mlflow_ids(record)
                 code = self._exit_code(record)
                 if code is None:
                     continue
@@ -350,6 +351,27 @@ class JobRunner:
                         record.state, record.error = "FAILED", f"could not start the driver: {exc}"[:2000]
                         session.commit()
                         log.error("%s %s: %s", kind_of(record).name, record.id, exc)
+
+    def _note_mlflow_ids(self, record: Record) -> None:
+        """Record the job's MLflow experiment and parent run ids once its driver created them (the status file
+        names the parent run; its experiment id comes from MLflow), so they stay on the record after it ends."""
+        if record.mlflow_experiment_id and record.mlflow_parent_run_id:
+            return
+        status = self.live_status(record)
+        parent, uri = status.get("parent_run_id"), status.get("tracking_uri")
+        if not parent or not uri:
+            return
+        try:
+            from mlflow import MlflowClient
+
+            from sweeper._ledger import resolve_tracking_uri
+
+            folder = Path(record.storage_path) if record.storage_path else self.job_dir(record)
+            experiment_id = MlflowClient(resolve_tracking_uri(str(uri), folder)).get_run(parent).info.experiment_id
+        except Exception as exc:  # MLflow not reachable yet: the next pass tries again
+            log.debug("%s %s: MLflow ids not read yet: %s", kind_of(record).name, record.id, exc)
+            return
+        record.mlflow_parent_run_id, record.mlflow_experiment_id = str(parent), str(experiment_id)
 
     def _final_state(self, record: Record, code: int) -> str:
         """How a finished driver left its job: its status file says (it also covers a driver adopted from an
@@ -380,13 +402,19 @@ class JobRunner:
         text = path.read_text(errors="replace").strip().splitlines()
         return " | ".join(text[-lines:])[-2000:]
 
-    def cancel(self, session: Session, record: Record) -> None:
-        """Stop the driver. Locally: the sweeper's own cancel first (cancel file, SIGTERM, closes every MLflow
-        run), then the process group if anything is left. A Ray Job: the cancel file, then `stop_job` (Ray sends
-        the driver SIGTERM, which the sweeper handles the same way)."""
+    def cancel(self, session: Session, record: Record) -> bool:
+        """Mark a PENDING or RUNNING job CANCELLED (False when it already finished or another request cancelled it
+        first: the state check and the write are one statement), then stop its driver. Locally: the sweeper's own
+        cancel first (cancel file, SIGTERM, closes every MLflow run), then the process group if anything is left.
+        A Ray Job: the cancel file, then `stop_job` (Ray sends the driver SIGTERM, which the sweeper handles the
+        same way)."""
         kind = kind_of(record)
-        with self._lock:
-            if record.state == "RUNNING":
+        with self._lock:  # the queue's pass cannot start or reap this job meanwhile
+            session.refresh(record)
+            previous = record.state
+            if previous in TERMINAL or not self._claim(session, record, previous, state="CANCELLED"):
+                return False  # already finished, or another request cancelled it first
+            if previous == "RUNNING":
                 folder = self.job_dir(record)
                 if record.ray_job_id and self.ray_jobs is not None:
                     (folder / "cancel").touch()
@@ -405,14 +433,28 @@ class JobRunner:
                     proc = self._procs.pop(record.id, None)
                     if proc is not None:
                         proc.wait(timeout=30)
-            record.state = "CANCELLED"
-            session.commit()
+            return True
 
-    def resume(self, session: Session, record: Record) -> None:
+    def resume(self, session: Session, record: Record) -> bool:
+        """Queue a FAILED or CANCELLED job again; False when it is in neither state (any more)."""
         with self._lock:
+            if not self._claim(session, record, "FAILED", "CANCELLED", state="PENDING", pid=None, error=None):
+                return False
             self._resume.add(record.id)
-            record.state, record.pid, record.error = "PENDING", None, None
-            session.commit()
+            return True
+
+    def _claim(self, session: Session, record: Record, *states: str, **values: Any) -> bool:
+        """Apply `values` to the record only while its state is one of `states`: the check and the write are one
+        UPDATE ... WHERE statement, so of many concurrent requests (threads or service processes) for the same
+        transition exactly one changes the row; True for that one."""
+        table = type(record)
+        changed = session.execute(
+            update(table).where(table.id == record.id, table.state.in_(states)).values(**values)
+            .execution_options(synchronize_session=False)
+        ).rowcount
+        session.commit()
+        session.refresh(record)
+        return bool(changed)
 
     def start(self) -> None:
         self.reconcile()

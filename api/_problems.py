@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 __all__ = ["PROBLEM_JSON", "install_problem_handlers", "problem"]
 
 PROBLEM_JSON = "application/problem+json"
+MALFORMED_JSON = "malformed JSON body"  # how every body that is not JSON is refused (400)
 RETRY_AFTER_S = 1  # what a 503 for a busy database pool asks the client to wait, in seconds
 log = logging.getLogger("scalesweep.api")
 
@@ -43,21 +44,20 @@ def _field(loc: tuple[Any, ...] | list[Any]) -> str:
 
 
 def _allowed_methods(request: Request) -> list[str]:
-    from starlette.routing import Match
+    from ._http import route_methods  # asks the router itself, so routes of included routers count too
 
-    methods: set[str] = set()
-    for route in request.app.router.routes:
-        match, _ = route.matches(request.scope)
-        if match in (Match.PARTIAL, Match.FULL):
-            methods |= set(getattr(route, "methods", None) or ())
-    if "GET" in methods:
-        methods.add("HEAD")
-    return sorted(methods)
+    return route_methods(request.app, request.scope)
 
 
 def install_problem_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        syntax = next((e for e in exc.errors() if e.get("type") == "json_invalid"), None)
+        if syntax is not None:  # not JSON at all: the body's syntax, not a field, is wrong
+            loc = syntax.get("loc") or ()
+            where = f" at character {loc[-1]}" if loc and isinstance(loc[-1], int) else ""
+            reason = (syntax.get("ctx") or {}).get("error") or syntax.get("msg", "")
+            return problem(400, f"{MALFORMED_JSON}: {reason}{where}", instance=request.url.path)
         errors = [
             {"field": _field(e.get("loc", ())), "in": (e.get("loc") or ["body"])[0], "message": e.get("msg", ""),
              "type": e.get("type", "")}
@@ -71,7 +71,10 @@ def install_problem_handlers(app: FastAPI) -> None:
         headers = dict(getattr(exc, "headers", None) or {})
         if exc.status_code == 405:  # Starlette lists only the first matching route's methods: list them all
             headers["Allow"] = ", ".join(_allowed_methods(request))
-        return problem(exc.status_code, str(exc.detail), instance=request.url.path, headers=headers or None)
+        detail = str(exc.detail)
+        if exc.status_code == 400 and detail == "There was an error parsing the body":  # FastAPI's, e.g. a body
+            detail = f"{MALFORMED_JSON}: not UTF-8 JSON, or nested too deeply to parse"  # nested 100,000 deep
+        return problem(exc.status_code, detail, instance=request.url.path, headers=headers or None)
 
     @app.exception_handler(PoolTimeout)
     async def _busy(request: Request, exc: PoolTimeout) -> JSONResponse:

@@ -77,6 +77,20 @@ class Settings(BaseSettings):
         1.0, gt=0, le=60, description="How long a request waits for a database connection before it is answered "
         "503 with Retry-After (never a long hang).",
     )
+    max_body_bytes: int = Field(
+        1024 * 1024, ge=1024, description="Largest request body accepted (a sweep spec is a few kB); larger is 413, "
+        "refused before it is read, and only after the token was checked.",
+    )
+
+    @field_validator("api_token")
+    @classmethod
+    def _token_not_blank(cls, token: SecretStr) -> SecretStr:
+        # Spaces pass a length check, but no client sends them as a bearer token: the service would run and refuse
+        # every call.
+        if len(token.get_secret_value().strip()) < 8:
+            raise ValueError("is blank or under 8 characters once spaces are removed; set a real token, e.g. "
+                             "python -c \"import secrets; print(secrets.token_urlsafe(24))\"")
+        return token
 
     trainers: Path | None = Field(
         None,

@@ -12,6 +12,8 @@ from fastapi import FastAPI
 
 from ._cache import ResultCache
 from ._db import make_engine, make_sessionmaker, migrate
+from ._docs import install_docs
+from ._http import RequestGuard, redact_access_log
 from ._jobs import JobRunner
 from ._problems import PROBLEM_JSON, install_problem_handlers
 from ._settings import Settings, get_settings
@@ -25,7 +27,7 @@ API_PREFIX = "/v1"
 
 def _create_tracking_store(uri: str) -> None:
     """Create MLflow's store once, here, before any driver runs: several processes creating a new SQLite store at
-    once corrupt its schema (FIELD_NOTES)."""
+    once corrupt its schema (docs/design.md)."""
     from mlflow import MlflowClient
 
     if uri.startswith("sqlite:///"):
@@ -57,6 +59,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # The routes' thread pool (anyio's default limiter, per event loop) and the database pool are sized
         # together from settings.api_threads: see api.deps and docs/load.md. Database work stays off the loop.
         anyio.to_thread.current_default_thread_limiter().total_tokens = settings.api_threads
+        redact_access_log()  # here: uvicorn has configured its loggers by now
         await anyio.to_thread.run_sync(jobs.start)  # reconciles what a previous service process left RUNNING
         yield
         await anyio.to_thread.run_sync(shutdown)
@@ -64,6 +67,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     errors = {code: {"model": Problem, "description": desc} for code, desc in (
         (400, "malformed request (e.g. a body that is not UTF-8 JSON)"),
         (401, "missing or invalid bearer token"), (404, "no such resource"),
+        (413, "the body is larger than SCALESWEEP_MAX_BODY_BYTES"),
+        (415, "a body that is not JSON (Content-Type: application/json)"),
         (422, "invalid input: each field and what is allowed"), (500, "internal error"),
         (503, "busy: no database connection free within the pool timeout; retry after Retry-After seconds"))}
     app = FastAPI(
@@ -72,6 +77,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         summary="Sweeps and scaling studies for Periodic Row-wise Muon on diffusion transformers.",
         lifespan=lifespan,
+        docs_url=None,  # served by install_docs, with assets from the service itself (offline clusters)
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.engine = engine
@@ -79,6 +86,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.jobs = jobs
     app.state.results = results
     install_problem_handlers(app)
+    install_docs(app)
+    # HEAD as GET; for writes: the token before the body is read, JSON only (415), bounded size (413).
+    app.add_middleware(RequestGuard, settings=settings, fastapi_app=app)
     if settings.host_list != ["*"]:  # a browser on the same machine must not reach us under a rebound DNS name
         from ._security import TrustedHosts
 

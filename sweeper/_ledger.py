@@ -381,6 +381,7 @@ class SweepLedger:
             effective_time_s=metrics.get("total_effective_time_s"),
             wall_time_s=metrics.get("trial_wall_s"),
             error=tags.get(TAG.ERROR),
+            metric_name=tags.get("fd.metric_name"),
         )
 
 

@@ -54,6 +54,7 @@ class TrialRecord:
     effective_time_s: float | None = None
     wall_time_s: float | None = None
     error: str | None = None
+    metric_name: str | None = None  # what the FD was computed on (the run's fd.metric_name tag), e.g. fd_pixels
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

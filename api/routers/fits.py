@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -23,11 +24,27 @@ Metric = Literal["time_to_best", "best_fd", "endpoint_fd", "steps_to_target", "t
 _REPORT_METRIC = {"time_to_best": "time_to_best_s", "best_fd": "best_fd", "endpoint_fd": "endpoint_fd"}
 
 
+def _current(request: Request, record: Any) -> tuple[Any, Any]:
+    """(version, result): the transfer's runs as the driver's files stand now, runs without a rung left out."""
+    folder = Path(str(record.storage_path))
+    version = result_version(folder)  # read before the result: a label never newer than what it labels
+    return version, _planned_runs(transfer_result(request, record, fresh=True))
+
+
+def _planned_runs(result: Any) -> Any:
+    """The result without runs that have no rung yet (their rung tag is written when they start): nothing can be
+    computed for them, and their parameter count is unknown."""
+    if all(run.rung for run in result.runs):
+        return result
+    return replace(result, runs=[run for run in result.runs if run.rung], _fits={})
+
+
 def _cached(request: Request, record: Any, what: str, compute: Any) -> Any:
-    """`compute(result)` once per version of the transfer's runs (bootstrap fits take seconds)."""
-    result = transfer_result(request, record)
-    folder = Path(result.workdir)
-    return request.app.state.results.get(f"{what}:{folder}", result_version(folder), lambda: compute(result))
+    """`compute(result)` once per version of the transfer's runs (bootstrap fits take seconds), always from the
+    current runs: computed from the result of the version it is stored under, waiting for it when it changed."""
+    version, result = _current(request, record)
+    return request.app.state.results.get(f"{what}:{Path(result.workdir)}", version, lambda: compute(result),
+                                         fresh=True)
 
 
 @router.get("/{transfer_id}/fits", summary="Time to best and FD per run, savings per rung, scaling fits per metric",
@@ -43,7 +60,8 @@ def get_fits(transfer_id: str, request: Request, session: SessionDep, _reader: R
     doc = dict(_cached(request, record, "analysis", lambda r: r.analysis()))
     if metric is not None:
         doc["fits"] = {metric: doc.get("fits", {}).get(metric)}
-    return {"transfer_id": record.id, **doc}
+    # The service's id, not the transfer's own (its MLflow tag scalesweep.transfer_id), kept as tracking_id.
+    return {**doc, "transfer_id": record.id, "tracking_id": doc.get("transfer_id")}
 
 
 def _size(size: str) -> float | str:
@@ -79,7 +97,7 @@ def predict(
         fit = _cached(request, record, f"fit-{metric}", lambda r: r.fits(metric))
     except ScalingError as exc:  # too few sizes or runs, or the fit did not converge
         raise HTTPException(422, f"refused: no {metric} fit: {exc}") from None
-    result = transfer_result(request, record)
+    result = _current(request, record)[1]
     if arm not in fit.arms:
         raise HTTPException(422, f"arm: no fit for {arm!r}; fitted arms: {', '.join(fit.arms)}")
     try:

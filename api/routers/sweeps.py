@@ -195,7 +195,8 @@ def get_trials(sweep_id: str, request: Request, session: SessionDep, _reader: Re
         return TrialsPublic(data=[], count=0)
     data = [
         TrialPublic(key=t.trial_key, role=t.role, arm=t.arm, params=t.params, seed=t.seed, state=t.status,
-                    attempt=t.attempt, fd=t.fd, objective=t.objective, run_id=t.run_id or "", error=t.error)
+                    attempt=t.attempt, fd=t.fd, objective=t.objective, run_id=t.run_id or "", error=t.error,
+                    metric_name=t.metric_name)
         for t in result.trials
     ]
     return TrialsPublic(data=data, count=len(data))
@@ -209,7 +210,10 @@ def get_best(sweep_id: str, request: Request, session: SessionDep, _reader: Read
     result = _result(request, record)
     if result is None or result.selection is None:
         raise HTTPException(409, f"sweep {sweep_id} ({record.state}) has no point scored on every seed yet")
-    return {"sweep_id": record.id, "state": record.state, "best": result.best, **result.selection_document()}
+    doc = result.selection_document()
+    # The service's id, not the sweeper's own (its MLflow tag scalesweep.sweep_id), which is kept as tracking_id.
+    return {**doc, "sweep_id": record.id, "tracking_id": doc.get("sweep_id"), "state": record.state,
+            "best": result.best}
 
 
 @router.post("/{sweep_id}/cancel", status_code=202, response_model=SweepPublic, summary="Cancel a sweep",
@@ -218,7 +222,9 @@ def cancel(sweep_id: str, request: Request, session: SessionDep, _owner: Owner) 
     record = _get(session, sweep_id)
     if record.state in TERMINAL:
         raise HTTPException(409, f"sweep {sweep_id} is {record.state}: only PENDING or RUNNING sweeps can be cancelled")
-    request.app.state.jobs.cancel(session, record)
+    if not request.app.state.jobs.cancel(session, record):  # another request changed it first
+        raise HTTPException(409, f"sweep {sweep_id} is {record.state}: only PENDING or RUNNING sweeps can be "
+                            "cancelled")
     return _public(request, record)
 
 
@@ -228,6 +234,7 @@ def resume(sweep_id: str, request: Request, session: SessionDep, _owner: Owner) 
     record = _get(session, sweep_id)
     if record.state not in ("FAILED", "CANCELLED"):
         raise HTTPException(409, f"sweep {sweep_id} is {record.state}: only FAILED or CANCELLED sweeps resume")
-    request.app.state.jobs.resume(session, record)
+    if not request.app.state.jobs.resume(session, record):  # the check and the write are one statement
+        raise HTTPException(409, f"sweep {sweep_id} is {record.state}: only FAILED or CANCELLED sweeps resume")
     request.app.state.jobs.wake()
     return _public(request, record)

@@ -55,9 +55,10 @@ def result_version(folder: Path) -> Any:
     return file_version(folder / "status.json"), file_version(folder / "outcome.json")
 
 
-def transfer_result(request: Request, record: TransferRecord, *, started: bool = True) -> Any:
+def transfer_result(request: Request, record: TransferRecord, *, started: bool = True, fresh: bool = False) -> Any:
     """The transfer's runs and analysis source (`scaling.TransferResult`), read from MLflow again only when the
-    driver's files changed; None before the driver planned it. With `started`, a 409 instead of None."""
+    driver's files changed; None before the driver planned it. With `started`, a 409 instead of None. With
+    `fresh`, never a value older than the driver's files (`api._cache`)."""
     folder = _folder(record)
     if folder is None:
         if started:
@@ -65,7 +66,7 @@ def transfer_result(request: Request, record: TransferRecord, *, started: bool =
         return None
     try:
         return request.app.state.results.get(f"transfer:{folder}", result_version(folder),
-                                             lambda: load_transfer_result(folder))
+                                             lambda: load_transfer_result(folder), fresh=fresh)
     except ScalingError as exc:
         raise HTTPException(409, f"transfer {record.id}: {exc}") from None
 
@@ -200,7 +201,9 @@ def cancel(transfer_id: str, request: Request, session: SessionDep, _owner: Owne
     if record.state in TERMINAL:
         raise HTTPException(409, f"transfer {transfer_id} is {record.state}: only PENDING or RUNNING transfers can "
                             "be cancelled")
-    request.app.state.jobs.cancel(session, record)
+    if not request.app.state.jobs.cancel(session, record):  # another request changed it first
+        raise HTTPException(409, f"transfer {transfer_id} is {record.state}: only PENDING or RUNNING transfers can be "
+                            "cancelled")
     return public(request, record)
 
 
@@ -211,6 +214,7 @@ def resume(transfer_id: str, request: Request, session: SessionDep, _owner: Owne
     if record.state not in ("FAILED", "CANCELLED"):
         raise HTTPException(409, f"transfer {transfer_id} is {record.state}: only FAILED or CANCELLED transfers "
                             "resume")
-    request.app.state.jobs.resume(session, record)
+    if not request.app.state.jobs.resume(session, record):  # the check and the write are one statement
+        raise HTTPException(409, f"transfer {transfer_id} is {record.state}: only FAILED or CANCELLED transfers resume")
     request.app.state.jobs.wake()
     return public(request, record)
