@@ -397,40 +397,6 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def _fits_text(doc: dict[str, Any]) -> str:
-    """The fits document as indented text: scalars on one line each, nested mappings indented, short lists
-    inline. The document's structure is the scaling package's (`TransferResult.analysis()`); --json has it all."""
-    lines: list[str] = []
-
-    def walk(node: Any, depth: int) -> None:
-        pad = "  " * depth
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if isinstance(value, dict | list) and value and not _inline(value):
-                    lines.append(f"{pad}{key}:")
-                    walk(value, depth + 1)
-                else:
-                    lines.append(f"{pad}{key}: {_fmt(value) if not isinstance(value, list) else _inline_list(value)}")
-        elif isinstance(node, list):
-            for item in node:
-                if isinstance(item, dict):
-                    lines.append(f"{pad}- " + ", ".join(f"{k}={_fmt(v)}" for k, v in item.items()
-                                                       if not isinstance(v, dict | list) or _inline(v)))
-                else:
-                    lines.append(f"{pad}- {_fmt(item)}")
-
-    walk(doc, 0)
-    return "\n".join(lines)
-
-
-def _inline(value: Any) -> bool:
-    return isinstance(value, list) and len(value) <= 8 and all(not isinstance(v, dict | list) for v in value)
-
-
-def _inline_list(value: list[Any]) -> str:
-    return "[" + ", ".join(_fmt(v) for v in value) + "]"
-
-
 def _export(client: ScalesweepClient, args: argparse.Namespace) -> int:
     from .client import ApiError
 
