@@ -130,38 +130,38 @@ def test_a_real_transfer_over_http(live: str, tmp_path: Path, capsys: pytest.Cap
         assert chosen == {"K": 3, "gamma": 0.25}
 
         # the CLI: a transfer to two rungs, followed to the end
+        # two seeds, so that the fits have a bootstrap over seeds and their predictions an interval to check
         code = scalesweep_cli.main(["remote", "transfer", sweep.id, "--rungs", "cpu-xs", "cpu-s", "--arms",
-                                    "periodic", "adamw", "--seeds", "0", "--follow", "--interval", "0.5"])
+                                    "periodic", "adamw", "--seeds", "0", "1", "--follow", "--interval", "0.5"])
         out = capsys.readouterr().out
         assert code == 0, out
         transfer_id = out.split()[1]
-        assert f"{transfer_id} SUCCEEDED: runs 4 done, 0 running, 0 failed of 4" in out
+        assert f"{transfer_id} SUCCEEDED: runs 8 done, 0 running, 0 failed of 8" in out
 
         runs = client.transfer_runs(transfer_id).data
-        assert sorted((r["rung"], r["arm"]) for r in runs) == [("cpu-s", "adamw"), ("cpu-s", "periodic"),
-                                                               ("cpu-xs", "adamw"), ("cpu-xs", "periodic")]
+        assert sorted((r["rung"], r["arm"], r["seed"]) for r in runs) == [
+            (rung, arm, seed) for rung in ("cpu-s", "cpu-xs") for arm in ("adamw", "periodic") for seed in (0, 1)]
         assert all(r["state"] == "SUCCEEDED" and [c[0] for c in r["checkpoints"]][-1] == 12 for r in runs)
         assert {r["K"] for r in runs if r["arm"] == "periodic"} == {3}  # the chosen pair, unchanged
 
         assert scalesweep_cli.main(["remote", "fits", transfer_id, "--json"]) == 0
         fits = json.loads(capsys.readouterr().out)
-        assert fits["chosen"] == chosen and fits["counts"] == {"SUCCEEDED": 4}
+        assert fits["chosen"] == chosen and fits["counts"] == {"SUCCEEDED": 8}
         assert set(fits["savings"]) == {"cpu-xs", "cpu-s"} and set(fits["fits"]) >= {"time_to_best", "best_fd"}
         assert scalesweep_cli.main(["remote", "fits", transfer_id]) == 0
         assert "savings:" in capsys.readouterr().out
 
-        with pytest.raises(ApiError) as refused:  # far beyond the fitted sizes: refused, with the reason
-            client.predict(transfer_id, 1e12, "periodic", "best_fd")
-        assert refused.value.status == 422 and "refused" in refused.value.detail
-        if "error" in fits["fits"]["time_to_best"]:  # two sizes may be too few: then predict says so too
-            with pytest.raises(ApiError) as no_fit:
-                client.predict(transfer_id, "cpu-s", "periodic")
-            assert no_fit.value.status == 422
-        else:
-            near = client.predict(transfer_id, "cpu-s", "periodic")
-            assert near.size == fits["rungs"]["cpu-s"] and near.point > 0
-            if near.lo is not None and near.hi is not None:
-                assert near.lo <= near.point <= near.hi
+        assert "error" not in fits["fits"]["time_to_best"], fits["fits"]["time_to_best"]
+        largest = fits["rungs"]["cpu-s"]
+        with pytest.raises(ApiError) as refused:  # far beyond the fitted sizes: refused for that reason
+            client.predict(transfer_id, 1e12, "periodic")
+        assert refused.value.status == 422
+        assert refused.value.detail.startswith("refused: extrapolation refused for arm 'periodic': size 1e+12 is ")
+        assert f"the largest fitted size {largest:.4g}" in refused.value.detail
+        near = client.predict(transfer_id, "cpu-s", "periodic")  # inside the fitted range: a point and an interval
+        assert near.size == largest and near.point > 0
+        assert near.lo is not None and near.hi is not None, near
+        assert near.lo <= near.point <= near.hi and near.lo < near.hi
 
         export = yaml.safe_load(client.export(transfer_id, rung="cpu-s"))
         assert json.loads(client.export(transfer_id, rung="cpu-s", format="json")) == export
