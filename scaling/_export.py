@@ -140,7 +140,6 @@ def build_export(
             rules["refresh_every"] = "chosen by the sweep at the base rung, carried without re-tuning"
             rules["gamma"] = "chosen by the sweep at the base rung, carried without re-tuning"
         exported["aux_lr"], rules["aux_lr"] = _aux_lr(cfg.aux_lr, target)
-        exported["aux_lr"], rules["aux_lr"] = _aux_lr(cfg.aux_lr, target)
         how["base_shapes"] = shapes
         out[name] = ArmExport(
             optimizer=exported,
@@ -151,27 +150,6 @@ def build_export(
         )
     prov = {"created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"), **dict(provenance or {})}
     return Export(target={**dict(target), "width": target_width, "base_width": base_width}, arms=out, provenance=prov)
-
-
-# The paper's AdamW lr for the non-matrix parameters (biases, norms, embeddings) at its sizes.
-PAPER_AUX_LR = 1e-4
-
-
-def _aux_lr(aux_lr: float, target: Mapping[str, Any]) -> tuple[float, str]:
-    """(value, rule) of the non-matrix AdamW lr at the target. The CPU ladder trains its tiny non-matrix group at
-    `trials.CPU_AUX_LR` (3e-3); that override is not carried to the paper's sizes, which get the paper's 1e-4."""
-    from trials import CPU_AUX_LR
-
-    base, rung = str(target.get("base_rung") or ""), str(target.get("rung") or "")
-    if aux_lr == CPU_AUX_LR and base.startswith("cpu-") and rung and not rung.startswith("cpu-"):
-        return PAPER_AUX_LR, (f"the paper's AdamW lr for non-matrix parameters ({PAPER_AUX_LR:g}); the sweep's "
-                              f"{aux_lr:g} is the CPU ladder's default (trials.CPU_AUX_LR), not carried to {rung}")
-    if aux_lr == PAPER_AUX_LR:
-        return aux_lr, f"unchanged: {aux_lr:g}, the paper's AdamW lr for non-matrix parameters"
-    if aux_lr == CPU_AUX_LR:
-        return aux_lr, (f"unchanged: {aux_lr:g}, the CPU ladder's default for non-matrix parameters "
-                        f"(trials.CPU_AUX_LR; the paper uses {PAPER_AUX_LR:g} at its sizes)")
-    return aux_lr, f"unchanged: {aux_lr:g}, as the sweep set it (the paper uses {PAPER_AUX_LR:g})"
 
 
 # The paper's AdamW lr for the non-matrix parameters (biases, norms, embeddings) at its sizes.
