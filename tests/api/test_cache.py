@@ -174,3 +174,19 @@ def test_least_recently_used_keys_are_evicted_beyond_max_entries() -> None:
         assert [loads[k].calls for k in "abc"] == [1, 2, 1] and cache.loads == 4
     finally:
         cache.close()
+
+
+def test_a_fresh_read_waits_for_the_current_version_while_others_get_the_stale_one(cache: ResultCache[Any]) -> None:
+    # What the fits, predictions and report ask for: never an analysis of a result that has since changed.
+    cache.get("tr-1", 1, Loader("old"))
+    gate = threading.Event()
+    newer = Loader("new", gate=gate)
+    results: list[Any] = []
+    fresh = threading.Thread(target=lambda: results.append(cache.get("tr-1", 2, newer, fresh=True)), daemon=True)
+    fresh.start()
+    assert newer.entered.wait(TIMEOUT_S)
+    assert cache.get("tr-1", 2, newer) == "old"  # a plain read is not held up by the fresh one
+    assert fresh.is_alive() and results == []  # the fresh read waits for version 2
+    gate.set()
+    fresh.join(TIMEOUT_S)
+    assert results == ["new"] and newer.calls == 1
