@@ -149,7 +149,10 @@ def test_a_real_transfer_over_http(live: str, tmp_path: Path, capsys: pytest.Cap
         assert fits["chosen"] == chosen and fits["counts"] == {"SUCCEEDED": 8}
         assert set(fits["savings"]) == {"cpu-xs", "cpu-s"} and set(fits["fits"]) >= {"time_to_best", "best_fd"}
         assert scalesweep_cli.main(["remote", "fits", transfer_id]) == 0
-        assert "savings:" in capsys.readouterr().out
+        table = capsys.readouterr().out  # the fits as tables: the savings table has a row per rung
+        assert "time-to-best saving of the chosen pair against each arm (paired over seeds):" in table
+        assert all(any(line.split()[:2] == [rung, "adamw"] for line in table.splitlines())
+                   for rung in ("cpu-xs", "cpu-s")), table
 
         assert "error" not in fits["fits"]["time_to_best"], fits["fits"]["time_to_best"]
         largest = fits["rungs"]["cpu-s"]
