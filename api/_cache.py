@@ -46,7 +46,7 @@ class ResultCache(Generic[T]):
         self._loading: dict[str, Future[T]] = {}
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scalesweep-cache")
-        self.loads = 0  # how many times `load` ran (tests and the benchmark read it)
+        self.loads = 0  # how many loads succeeded (the tests read it)
 
     def peek(self, key: str, version: Hashable, load: Callable[[], T]) -> tuple[bool, T | None]:
         """(True, value) without waiting when the key was ever loaded (a stale value starts a background load, as

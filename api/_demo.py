@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import secrets
 import signal
@@ -136,7 +137,8 @@ def demo_sweep_spec(profile: DemoProfile, name: str) -> dict[str, Any]:
         "name": name,
         "rung": profile.rungs[0],
         "horizon": profile.horizon,
-        "search": {"method": "grid", "space": profile.space or {"K": [2, 3, 4], "gamma": [0.10, 0.15, 0.25, 0.35]}},
+        # No space given: the sweep's default, the paper's 3 x 4 grid.
+        "search": {"method": "grid", **({"space": profile.space} if profile.space else {})},
         "seeds": list(profile.seeds),
         "baselines": ["adamw", "muon"],
         "execution": {"concurrency": 2, "cpus_per_trial": 1},
@@ -314,13 +316,14 @@ def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path) -> int:
 
         # fits bootstrap several hundred replicates per metric on first request: allow minutes, not seconds
         with ScalesweepClient(api_url, token=token, timeout=600.0) as client:
-            grid = profile.space or {"K": [2, 3, 4], "gamma": [0.10, 0.15, 0.25, 0.35]}
-            points = len(grid["K"]) * len(grid["gamma"])
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            spec = demo_sweep_spec(profile, f"demo-{profile.name}-{stamp}")
+            from sweeper import SweepSpec
+
+            points = math.prod(len(v) for v in SweepSpec.model_validate(spec).search.space.values())
             _stage(f"2/4 sweep: {points}-point K x gamma grid + AdamW + Muon at {profile.rungs[0]} "
                    f"(profile {profile.name}: {profile.about})")
-            stamp = time.strftime("%Y%m%d-%H%M%S")
-            sweep = client.submit_sweep(demo_sweep_spec(profile, f"demo-{profile.name}-{stamp}"),
-                                        idempotency_key=f"demo-{stamp}")
+            sweep = client.submit_sweep(spec, idempotency_key=f"demo-{stamp}")
             final = _follow(client.follow(sweep.id, interval=2.0), _sweep_line)
             if final.state != "SUCCEEDED":
                 raise DemoError(f"sweep {sweep.id} ended {final.state}: {final.error or ''}")

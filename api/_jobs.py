@@ -353,25 +353,15 @@ class JobRunner:
                         log.error("%s %s: %s", kind_of(record).name, record.id, exc)
 
     def _note_mlflow_ids(self, record: Record) -> None:
-        """Record the job's MLflow experiment and parent run ids once its driver created them (the status file
-        names the parent run; its experiment id comes from MLflow), so they stay on the record after it ends."""
+        """Record the job's MLflow experiment and parent run ids once its driver wrote them to its status file, so
+        they stay on the record after it ends. Read from the file only: this runs under the queue's lock on every
+        pass, where a call to a slow tracking server would hold up cancels and resumes."""
         if record.mlflow_experiment_id and record.mlflow_parent_run_id:
             return
         status = self.live_status(record)
-        parent, uri = status.get("parent_run_id"), status.get("tracking_uri")
-        if not parent or not uri:
-            return
-        try:
-            from mlflow import MlflowClient
-
-            from sweeper._ledger import resolve_tracking_uri
-
-            folder = Path(record.storage_path) if record.storage_path else self.job_dir(record)
-            experiment_id = MlflowClient(resolve_tracking_uri(str(uri), folder)).get_run(parent).info.experiment_id
-        except Exception as exc:  # MLflow not reachable yet: the next pass tries again
-            log.debug("%s %s: MLflow ids not read yet: %s", kind_of(record).name, record.id, exc)
-            return
-        record.mlflow_parent_run_id, record.mlflow_experiment_id = str(parent), str(experiment_id)
+        parent, experiment_id = status.get("parent_run_id"), status.get("experiment_id")
+        if parent and experiment_id:
+            record.mlflow_parent_run_id, record.mlflow_experiment_id = str(parent), str(experiment_id)
 
     def _final_state(self, record: Record, code: int) -> str:
         """How a finished driver left its job: its status file says (it also covers a driver adopted from an

@@ -9,11 +9,11 @@ from typing import Any
 
 from fastapi.exceptions import RequestValidationError
 
-from sweeper import TRAINERS_ENV, RegisteredTrainer, SweepError, redact_spec, resolve_trainer
+from sweeper import TRAINERS_ENV, RegisteredTrainer, SweepError, resolve_trainer
 
 from ._settings import Settings
 
-__all__ = ["TrustedHosts", "check_rest_spec", "expand_trainer", "public_spec", "scrub_env"]
+__all__ = ["TrustedHosts", "check_rest_spec", "expand_trainer", "scrub_env"]
 
 # Fields of a command backend that only a registered trainer may set over REST.
 _OPERATOR_ONLY = ("command", "env", "cwd")
@@ -97,7 +97,3 @@ class TrustedHosts:
                 return
         await self.app(scope, receive, send)
 
-
-def public_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
-    """A stored spec as reads show it: trainer environment values redacted."""
-    return redact_spec(spec)

@@ -8,16 +8,14 @@ the one the REST fits resource and the export carry.
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ._report import _e
+from ._report import _table as _report_table
+
 __all__ = ["targets_html"]
-
-
-def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
 
 
 def _f(value: Any, digits: int = 4) -> str:
@@ -42,10 +40,8 @@ def _interval(d: Mapping[str, Any] | None, suffix: str = "") -> str:
 
 
 def _table(header: Sequence[str], rows: Iterable[Sequence[str]], caption: str = "") -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
-    cap = f"<caption>{_e(caption)}</caption>" if caption else ""
-    return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    """The report's table, with this section's plain-text header and caption escaped (cells arrive as HTML)."""
+    return _report_table([_e(h) for h in header], rows, _e(caption))
 
 
 def targets_html(summary: Mapping[str, Any]) -> str:

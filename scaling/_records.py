@@ -55,10 +55,6 @@ class TransferRun:
     # FD - FD-infinity at the deciding checkpoints (step, bias): the small-sample bias, where the trial estimated it.
     fd_bias: tuple[tuple[int, float], ...] = ()
 
-    def curve(self) -> tuple[str, tuple[tuple[int, float, float], ...]]:
-        """The densest quality curve this run has: ("fd_track", its tracking curve) or ("fd", its checkpoints)."""
-        return ("fd_track", self.track) if self.track else ("fd", self.checkpoints)
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "rung": self.rung, "parameters": self.parameters, "arm": self.arm, "seed": self.seed, "lr": self.lr,

@@ -28,6 +28,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from sweeper import MAX_HORIZON
+
 from ._records import TransferRun
 from ._target import DEFAULT_PLATEAU_MAX_DROP, DEFAULT_PLATEAU_WINDOW, plateau, time_to_target
 
@@ -94,11 +96,13 @@ class HorizonSpec(BaseModel):
     images_per_param: float | None = Field(
         None,
         gt=0,
+        le=1e6,
         description="per_param: training images (steps x batch) per model parameter; steps = images_per_param x "
         "parameters / batch_size, rounded, between min_steps and cap.",
     )
-    cap: int | None = Field(None, ge=3, description="per_param: most steps any rung gets (bounds the study's time).")
-    min_steps: int = Field(30, ge=3, description="per_param: fewest steps any rung gets.")
+    cap: int | None = Field(None, ge=3, le=MAX_HORIZON,
+                            description="per_param: most steps any rung gets (bounds the study's time).")
+    min_steps: int = Field(30, ge=3, le=MAX_HORIZON, description="per_param: fewest steps any rung gets.")
 
     @model_validator(mode="after")
     def _consistent(self) -> HorizonSpec:
@@ -116,8 +120,12 @@ class TimingSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    steps: int = Field(20, ge=0, description="Timed steps per arm and rung (0: no timing, no time saving).")
-    warmup: int = Field(5, ge=1, description="Untimed steps first (allocator, caches, the first Newton-Schulz).")
+    # Bounded: the timing runs go one at a time before the transfer's runs start, so a huge count would hold the
+    # whole transfer at its start.
+    steps: int = Field(20, ge=0, le=10_000,
+                       description="Timed steps per arm and rung (0: no timing, no time saving).")
+    warmup: int = Field(5, ge=1, le=1_000,
+                        description="Untimed steps first (allocator, caches, the first Newton-Schulz).")
 
 
 class PlateauSpec(BaseModel):

@@ -13,13 +13,13 @@ give it: `steps` strictly increasing, `times_s` the cumulative effective trainin
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._errors import ScalingInputError
+from ._time_to_best import _as_float_array
 
 __all__ = [
     "DEFAULT_PLATEAU_MAX_DROP",
@@ -48,20 +48,10 @@ class TimeToTarget:
     time_s: float | None
 
 
-def _vector(name: str, values: ArrayLike) -> NDArray[np.float64]:
-    try:
-        array = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ScalingInputError(f"{name} must be a sequence of numbers: {exc}") from exc
-    if array.ndim != 1:
-        raise ScalingInputError(f"{name} must be one-dimensional, got shape {array.shape}")
-    return array
-
-
 def _curve(
     steps: ArrayLike, times_s: ArrayLike, values: ArrayLike
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
-    s, t, v = _vector("steps", steps), _vector("times_s", times_s), _vector("values", values)
+    s, t, v = _as_float_array("steps", steps), _as_float_array("times_s", times_s), _as_float_array("values", values)
     if not (len(t) == len(s) and len(v) == len(s)):
         raise ScalingInputError(
             f"steps, times_s and values must have equal lengths, got {len(s)}, {len(t)} and {len(v)}"
@@ -143,8 +133,8 @@ def plateau(
     fit over at least 3 checkpoints is used rather than first-vs-last so that one noisy evaluation at either end
     cannot flag (or clear) a run on its own.
     """
-    s = _vector("steps", steps)
-    v = _vector("values", values)
+    s = _as_float_array("steps", steps)
+    v = _as_float_array("values", values)
     if len(s) != len(v):
         raise ScalingInputError(f"steps and values must have equal lengths, got {len(s)} and {len(v)}")
     if len(s) and (not np.all(np.isfinite(s)) or np.any(np.diff(s) <= 0)):
@@ -167,8 +157,3 @@ def plateau(
     return Plateau(drop=drop, undertrained=drop > max_drop, checked=True, n_points=n, window=window,
                    max_drop=max_drop)
 
-
-def fraction_undertrained(checks: Sequence[Plateau]) -> tuple[int, int]:
-    """(flagged, checked) over a rung's runs: a rung is `undertrained` when most of its checked runs are."""
-    checked = [c for c in checks if c.checked]
-    return sum(c.undertrained for c in checked), len(checked)

@@ -41,7 +41,7 @@ import sys
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 from typing import IO, Any, Literal
 
@@ -713,6 +713,7 @@ def transfer_status(workdir: str | Path) -> dict[str, Any]:
     counts = {k: v for k, v in (status.get("counts") or {}).items()}
     return {**base, "state": final, "driver_alive": status.get("driver_alive", False), "pid": status.get("pid"),
             "counts": counts, "sweep_id": status.get("sweep_id"), "parent_run_id": status.get("parent_run_id"),
+            "experiment_id": status.get("experiment_id"),
             "tracking_uri": status.get("tracking_uri", base["tracking_uri"]),
             "experiment": status.get("experiment", base["experiment"]), "summary": status.get("summary"),
             "running": status.get("running") or [], "events": status.get("events") or [],
@@ -855,7 +856,12 @@ class TransferResult:
         """The per-rung report against the target declared in the spec (`scaling._rungs.rung_report`): target
         value and its source, fraction of seeds reaching it per arm, steps and time to target, the paired
         steps-to-target ratio, the per-step time ratio measured in isolation and the time saving, time to best
-        (the paper's definition) beside them, and the plateau flag per rung."""
+        (the paper's definition) beside them, and the plateau flag per rung. Computed once per result (the
+        analysis, the export and the fits each ask for it); callers get their own top-level copy."""
+        return dict(self._target_report)
+
+    @cached_property
+    def _target_report(self) -> dict[str, Any]:
         ttb = {rid: t.best_time_s for rid, t in self.time_to_best().items()}
         plan = self.plan
         # Transfers planned before targets existed get the default rule, applied now (and said so in the text).

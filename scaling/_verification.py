@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -28,8 +28,9 @@ class VerifySpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     rung: str | None = Field(None, description="Rung of the bracket; None = the transfer's largest rung.")
-    knobs: list[str] = Field(
+    knobs: list[Literal["K", "gamma", "lr"]] = Field(
         default_factory=lambda: ["K", "gamma", "lr"],
+        min_length=1,
         description="Knobs moved one at a time: K one step either side, gamma and lr x0.5 and x2.",
     )
     tolerance: float = Field(

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from ._selection import PointSummary, SweepSelection, compare_with_baselines
+from ._selection import PointSummary, SweepSelection, compare_with_baselines, runner_up_of
 from ._spec import SweepSpec
 from ._uncertainty import select_points_by_key
 
@@ -102,9 +102,11 @@ def apply_confirmation(selection: SweepSelection, doc: Mapping[str, Any], points
                                tie_break="larger_K" if selection.tie_break == "larger_K" else "none")
     report.update(chosen=sel.chosen, final=True, rule=sel.rule, p_best=sel.p_best,
                   diff_to_best={k: d.to_dict() for k, d in sel.diff_to_best.items()})
-    if sel.chosen != selection.point.point_key:
+    if sel.chosen != selection.point.point_key:  # everything said about the choice follows it
         selection.point = by_key[sel.chosen]
         selection.rule = f"confirmed on fresh seeds {report['seeds']}: {sel.rule}"
+        selection.tied = list(sel.candidates)
+        selection.runner_up, selection.gap_abs, selection.gap_rel = runner_up_of(selection.ranking, selection.point)
         selection.vs_baselines, selection.vs_baselines_paired = compare_with_baselines(selection.point,
                                                                                        selection.baselines)
     selection.confirmation = report

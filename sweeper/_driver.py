@@ -384,6 +384,7 @@ class _Driver:
             "pgid": os.getpgrp(),
             "host": socket.gethostname(),
             "parent_run_id": self.parent_run_id,
+            "experiment_id": self.ledger.experiment_id,  # known since ensure_store: readers need no MLflow call
             "tracking_uri": self.ledger.tracking_uri,
             "experiment": self.ledger.experiment,
             "started_at": dt.datetime.fromtimestamp(self.started, dt.UTC).isoformat(timespec="seconds"),
@@ -588,8 +589,10 @@ def run_sweep(
                     _finish(driver, ledger, parent_run_id, final_state, timings, wall_start, error)
                 driver.disarm()
                 raise SweepFailedError(f"sweep {spec.name} failed: {exc!r}") from exc
-        if final_state == "RUNNING" and spec.confirm.top > 0:
-            _confirm(spec, driver, ledger, parent_run_id, workdir)  # before the choice is final
+        # The confirmation runs before the choice is final; cancelled, it leaves the sweep CANCELLED and resumable.
+        if final_state == "RUNNING" and spec.confirm.top > 0 and not _confirm(spec, driver, ledger, parent_run_id,
+                                                                              workdir):
+            final_state = "CANCELLED"
         result = _finish(driver, ledger, parent_run_id, final_state, timings, wall_start, error)
         driver.disarm()
         result.workdir = str(workdir)
@@ -599,24 +602,28 @@ def run_sweep(
         return result
 
 
-def _confirm(spec: SweepSpec, driver: _Driver, ledger: SweepLedger, parent_run_id: str, workdir: Path) -> None:
+def _confirm(spec: SweepSpec, driver: _Driver, ledger: SweepLedger, parent_run_id: str, workdir: Path) -> bool:
     """Run the top points again on fresh seeds (once: a resumed sweep that has its confirmation keeps it) and
-    record it on the parent run, where reading the result back makes the confirmed choice final."""
+    record it on the parent run, where reading the result back makes the confirmed choice final. False when the
+    confirmation was cancelled: nothing is recorded, so a resumed sweep continues it (in `workdir/confirm`)."""
     from ._confirm import CONFIRM_TAG, run_confirmation
 
     parent = ledger.client.get_run(parent_run_id)
     if CONFIRM_TAG in parent.data.tags:
-        return
+        return True
     spec_dict = {**spec.model_dump(mode="json"), "resolved_eval_steps": spec.resolved_eval_steps}
     provisional = build_result(ledger, parent, spec_dict, state="RUNNING")
     if provisional.selection is None:
-        return
+        return True
     driver._event(f"confirming the top {spec.confirm.top} point(s) on fresh seeds {spec.confirm_seeds}")
     try:
         doc = run_confirmation(spec, provisional.selection, driver.sweep_id, workdir, driver.stream)
     except SweepError as exc:  # the sweep's own result stands; the record says the confirmation failed
         doc = {"error": str(exc)[:1000], "seeds": spec.confirm_seeds, "objectives": {}}
+    if doc.get("state") == "CANCELLED":
+        return False
     ledger.set_tags(parent_run_id, {CONFIRM_TAG: json.dumps(doc)})
+    return True
 
 
 def _fit(spec: SweepSpec, driver: _Driver, workdir: Path) -> dict[str, float]:
@@ -718,8 +725,8 @@ def _finish(driver: _Driver, ledger: SweepLedger, parent_run_id: str, state: str
     if result.selection is not None:
         sel = result.selection
         metrics["best_objective"] = float(sel.point.objective)  # type: ignore[arg-type]
-        if sel.uncertainty is not None:
-            metrics["best_p_best"] = sel.uncertainty.p_best[sel.point.point_key]
+        if sel.chosen_p_best is not None:
+            metrics["best_p_best"] = sel.chosen_p_best
         if sel.confirmation is not None:
             before = sel.confirmation["points"].get(sel.confirmation["chosen_before"], {})
             if before.get("winners_curse") is not None:

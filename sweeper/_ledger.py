@@ -243,8 +243,9 @@ class SweepLedger:
                 tags[f"{TAG.BEST}runner_up"] = selection.runner_up.point_key
                 tags[f"{TAG.BEST}gap_rel"] = f"{selection.gap_rel:.4g}"
             tags[f"{TAG.BEST}rule"] = selection.rule[:5000]
+            if selection.chosen_p_best is not None:
+                tags[f"{TAG.BEST}p_best"] = f"{selection.chosen_p_best:.4g}"
             if selection.uncertainty is not None:
-                tags[f"{TAG.BEST}p_best"] = f"{selection.uncertainty.p_best[selection.point.point_key]:.4g}"
                 tags[f"{TAG.BEST}seeds"] = str(selection.uncertainty.n)
         self.set_tags(run_id, tags)
         now = int(time.time() * 1000)

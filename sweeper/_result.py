@@ -102,8 +102,8 @@ class SweepResult:
                              f"{len(b.seed_objectives):>5}  {b.status}")
         if self.selection is not None:
             s = self.selection
-            lines += ["", f"chosen: {s.point.point_key} (objective {_num(s.point.objective)}"
-                      + (f", P(best) {s.p_best[s.point.point_key]:.2f}" if s.p_best else "") + f"); rule: {s.rule}"]
+            p_best = f", P(best) {s.chosen_p_best:.2f}" if s.chosen_p_best is not None else ""
+            lines += ["", f"chosen: {s.point.point_key} (objective {_num(s.point.objective)}{p_best}); rule: {s.rule}"]
             if s.runner_up is not None:
                 lines.append(f"runner-up: {s.runner_up.point_key}, gap {_num(s.gap_abs)} ({s.gap_rel:+.2%})"
                              + (f"; pooled seed std {_num(s.pooled_seed_std)}" if s.pooled_seed_std else ""))

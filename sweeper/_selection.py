@@ -116,6 +116,14 @@ class SweepSelection:
         """Point key -> probability of being best (empty without an uncertainty record)."""
         return dict(self.uncertainty.p_best) if self.uncertainty is not None else {}
 
+    @property
+    def chosen_p_best(self) -> float | None:
+        """The chosen point's probability of being best, from the runs that made the choice: the confirmation's
+        fresh seeds when a confirmation made it final, else the sweep's own seeds."""
+        if self.confirmation is not None and self.confirmation.get("final"):
+            return self.confirmation["p_best"].get(self.point.point_key)
+        return self.p_best.get(self.point.point_key)
+
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["uncertainty"] = self.uncertainty.to_dict() if self.uncertainty is not None else None
@@ -194,6 +202,18 @@ def compare_with_baselines(
     return vs, paired
 
 
+def runner_up_of(
+    ranking: Sequence[PointSummary], chosen: PointSummary
+) -> tuple[PointSummary | None, float | None, float | None]:
+    """(runner-up, its objective minus the chosen one's, that gap relative to the chosen objective): the best-ranked
+    scored point other than the chosen one."""
+    runner_up = next((p for p in ranking if p is not chosen and p.objective is not None), None)
+    if runner_up is None or chosen.objective is None:
+        return runner_up, None, None
+    gap_abs = float(runner_up.objective) - float(chosen.objective)  # type: ignore[arg-type]
+    return runner_up, gap_abs, gap_abs / chosen.objective if chosen.objective else math.inf
+
+
 def select_best(
     points: Sequence[PointSummary],
     *,
@@ -228,11 +248,7 @@ def select_best(
     chosen = by_key[uncertainty.chosen] if uncertainty is not None else best
     tied = [by_key[k] for k in uncertainty.candidates] if uncertainty is not None else [best]
     rule = uncertainty.rule if uncertainty is not None else "lowest objective"
-    runner_up = next((p for p in scored if p is not chosen), None)
-    gap_abs = gap_rel = None
-    if runner_up is not None:
-        gap_abs = value[runner_up.point_key] - value[chosen.point_key]
-        gap_rel = gap_abs / value[chosen.point_key] if value[chosen.point_key] else math.inf
+    runner_up, gap_abs, gap_rel = runner_up_of(scored, chosen)
     variances = [p.seed_std**2 for p in scored if p.seed_std is not None]
     pooled = math.sqrt(statistics.fmean(variances)) if variances else None
     vs, paired = compare_with_baselines(chosen, baselines)

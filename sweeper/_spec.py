@@ -354,6 +354,7 @@ class BaselineSpec(BaseModel):
     horizon: int | None = Field(
         None,
         ge=1,
+        le=MAX_HORIZON,
         description="Training steps of this arm's runs; None = the sweep's horizon. Lets a transfer give each rung "
         "a horizon that grows with its size.",
     )
@@ -400,6 +401,8 @@ class BaselineSpec(BaseModel):
         if "name" in self.optimizer and self.optimizer["name"] != self.arm:
             raise ValueError(f"optimizer.name {self.optimizer['name']!r} contradicts arm {self.arm!r}")
         _check_optimizer({**self.optimizer, "name": self.arm}, "optimizer")
+        for name, config in self.variants() if self.lr_factors else ():  # each lr multiple within the caps
+            _check_optimizer(config, f"lr_factors ({name})")
         return self
 
     @property
@@ -598,7 +601,9 @@ class SelectionSpec(BaseModel):
         description="Paired bootstrap resamples of the seeds behind each point's probability of being best "
         "(2000: the probabilities to about +-0.01).",
     )
-    bootstrap_seed: int = Field(0, ge=0, description="Seed of the bootstrap's resampling (the result is reproducible).")
+    bootstrap_seed: int = Field(
+        0, ge=0, le=MAX_SEED, description="Seed of the bootstrap's resampling (the result is reproducible)."
+    )
 
 
 def _default_tracking_uri() -> str:
@@ -633,9 +638,7 @@ class ConfirmSpec(BaseModel):
     @field_validator("seeds")
     @classmethod
     def _distinct(cls, seeds: list[int] | None) -> list[int] | None:
-        if seeds is not None and (len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds)):
-            raise ValueError(f"confirm.seeds must be distinct non-negative integers, got {seeds}")
-        return seeds
+        return None if seeds is None else check_seeds(seeds)
 
 
 class SweepTracking(BaseModel):

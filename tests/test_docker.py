@@ -149,6 +149,17 @@ def test_ray_processes_share_the_token_and_the_work_folder() -> None:
         assert f"cache:{cache}" in services[name]["volumes"], name
 
 
+def test_the_api_containers_ray_node_starts_without_the_services_secrets() -> None:
+    # The raylet this container starts (and every Ray worker it forks) must not inherit the token or the database
+    # URL: `ray start` runs behind `env -u` for both, and `scalesweep serve` (which needs them) only after it.
+    command = " ".join(_services()["api"]["command"])
+    ray_start = command.index("ray start")
+    unset = command[:ray_start].split()
+    for secret in ("SCALESWEEP_API_TOKEN", "SCALESWEEP_DATABASE_URL"):
+        assert ["-u", secret] in [unset[i:i + 2] for i in range(len(unset) - 1)], (secret, command)
+    assert "env" in unset and command.index("scalesweep serve") > ray_start
+
+
 # --- (2) .env.example and compose agree -------------------------------------------------------------------------
 
 

@@ -277,14 +277,29 @@ def test_files_named_in_the_docs_exist() -> None:
     assert not problems, problems
 
 
+def _anchors(path: Path) -> set[str]:
+    """The heading anchors of a Markdown file as GitHub renders them (headings inside code fences are not
+    headings: a fence left open swallows the sections after it, and their links break)."""
+    anchors, fenced = set(), False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and (m := re.match(r"#{1,6}\s+(.*)", line)):
+            anchors.add(re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-"))
+    return anchors
+
+
 def test_links_between_the_docs_resolve() -> None:
     problems = []
     for path in DOCS:
         if not path.is_file():
             continue
-        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", path.read_text(encoding="utf-8")):
-            if "://" in target:
+        for target, anchor in re.findall(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)", path.read_text(encoding="utf-8")):
+            if "://" in target or (not target and not anchor):
                 continue
-            if not (path.parent / target).exists():
+            linked = path.parent / target if target else path
+            if not linked.exists():
                 problems.append(f"{path.relative_to(ROOT)} -> {target}")
+            elif anchor and linked.suffix == ".md" and anchor not in _anchors(linked):
+                problems.append(f"{path.relative_to(ROOT)} -> {target}#{anchor} (no such heading)")
     assert not problems, problems

@@ -103,8 +103,9 @@ class EvalConfig(BaseModel):
     fd_bias: bool = Field(
         True,
         description="Estimate each deciding FD's small-sample bias as FD - FD-infinity (logged as fd_bias and "
-        "fd_infinity) whenever fd_samples > 2x the feature dimension; not estimated below that. Costs "
-        "milliseconds: it reuses the generated features.",
+        "fd_infinity) whenever fd_samples > 2x the feature dimension; not estimated below that. It reuses the "
+        "generated features; its cost grows with N and d (one measurement on a 2-core EPYC, not scripted: 55 ms "
+        "at 512 samples x 128-d features, 2.4 s at 2048 x 768-d against 0.17 s for the plain FD).",
     )
     track_points: int = Field(
         12,

@@ -27,6 +27,7 @@ from ._tracking import RunLogger, provenance_tags
 from .data import ImageTextDataset, get_dataset, stream_generator, stream_seed
 from .flow import flow_loss, sample_euler, validation_loss
 from .metrics import (
+    FeatureError,
     FeatureExtractor,
     FeatureStats,
     feature_statistics,
@@ -238,6 +239,10 @@ def run_trial(
 
     extractor = _extractor(cfg, dataset)
     reference = _reference_stats(cfg, dataset, extractor)
+    if cfg.eval.fd_infinity and cfg.eval.fd_samples <= 2 * reference.dim:  # refused before training, not at an eval
+        raise FeatureError(f"eval.fd_infinity: FD-infinity needs subsets of at least 2d = {2 * reference.dim} "
+                           f"samples (d = {reference.dim} {extractor.metric_name} features); eval.fd_samples is "
+                           f"{cfg.eval.fd_samples}. Use more samples, or plain FD at a fixed sample count")
     validation = dataset.validation_set(cfg.eval.val_samples).to(device)
     # Common random numbers: every trial of a study samples the same captions from the same noise, so FD
     # differences between arms are not sampling noise.
@@ -260,6 +265,11 @@ def run_trial(
         track_samples=min(cfg.eval.track_samples, cfg.eval.fd_samples) if track_steps else 0,
         track_sample_steps=cfg.eval.track_sample_steps if track_steps else 0,
     )
+    # Where tracking asks for what the full evaluation computes anyway (as many images, the same first captions
+    # and noise, as many sampler steps), a tracking point at an eval step takes the full FD instead of sampling
+    # the same images twice.
+    track_is_full = (result.track_samples == cfg.eval.fd_samples
+                     and cfg.eval.track_sample_steps == cfg.eval.sample_steps)
     start_step, effective, loss_sum, loss_n = 0, 0.0, 0.0, 0
     ckpt_path = Path(cfg.checkpoint_dir) / "last.pt" if cfg.checkpoint_dir else None
     fingerprint = _config_fingerprint(cfg)
@@ -348,7 +358,7 @@ def run_trial(
                     bar.set_postfix(loss=f"{loss_sum / loss_n:.4f}")
                 loss_sum, loss_n = 0.0, 0
 
-            if step in track_steps:
+            if step in track_steps and not (track_is_full and step in eval_steps):
                 # Before the full evaluation, so both see the same weights; NaN (not a divergence) when the cheap
                 # sampler's output is not finite: the full evaluation decides divergence.
                 t_track = time.perf_counter()
@@ -391,6 +401,9 @@ def run_trial(
                 result.effective_time_s[step] = effective
                 if "fd_infinity" in record:
                     result.fd_infinity[step] = record["fd_infinity"]
+                if track_is_full and step in track_steps:  # the tracking point is this evaluation's FD
+                    result.fd_track[step], result.track_effective_time_s[step] = record["fd"], effective
+                    record.update(fd_track=record["fd"], track_effective_time_s=effective)
                 metrics = {k: v for k, v in record.items() if k != "samples"}
                 metrics[extractor.metric_name] = record["fd"]
                 pending.append((step, metrics))
@@ -483,22 +496,7 @@ def _evaluate(
         val = validation_loss(
             model.denoiser, validation.images, context, pooled, seed=stream_seed(cfg.data.seed, "val")
         )
-        chunks = []
-        for start in range(0, cfg.eval.fd_samples, cfg.eval.batch_size):
-            captions = fd_batch.captions[start : start + cfg.eval.batch_size]
-            ctx, pool = _encode(model, cond, captions, cond.frozen_embeddings(captions))
-            noise = fd_noise[start : start + cfg.eval.batch_size].to(ctx.device)
-            chunks.append(
-                sample_euler(
-                    model.denoiser,
-                    ctx,
-                    pool,
-                    noise=noise,
-                    steps=cfg.eval.sample_steps,
-                    guidance_scale=cfg.eval.guidance_scale,
-                ).cpu()
-            )
-        samples = torch.cat(chunks)
+        samples = _generate(cfg, model, cond, fd_batch, fd_noise, cfg.eval.fd_samples, cfg.eval.sample_steps)
         if not (math.isfinite(val) and torch.isfinite(samples).all()):
             return None
         features = extractor.extract(samples)
@@ -518,6 +516,19 @@ def _evaluate(
         model.train(was_training)
 
 
+def _generate(cfg: TrialConfig, model: _TextToImage, cond: _Conditioner, fd_batch: Any, fd_noise: Tensor, n: int,
+              steps: int) -> Tensor:
+    """The first `n` images of the fixed FD captions and noise, `steps` Euler steps, in eval-batch chunks."""
+    chunks = []
+    for start in range(0, n, cfg.eval.batch_size):
+        stop = min(n, start + cfg.eval.batch_size)
+        captions = fd_batch.captions[start:stop]
+        ctx, pool = _encode(model, cond, captions, cond.frozen_embeddings(captions))
+        chunks.append(sample_euler(model.denoiser, ctx, pool, noise=fd_noise[start:stop].to(ctx.device), steps=steps,
+                                   guidance_scale=cfg.eval.guidance_scale).cpu())
+    return torch.cat(chunks)
+
+
 @torch.no_grad()
 def _track(
     cfg: TrialConfig,
@@ -534,22 +545,7 @@ def _track(
     was_training = model.training
     model.eval()
     try:
-        chunks = []
-        for start in range(0, n, cfg.eval.batch_size):
-            stop = min(n, start + cfg.eval.batch_size)
-            captions = fd_batch.captions[start:stop]
-            ctx, pool = _encode(model, cond, captions, cond.frozen_embeddings(captions))
-            chunks.append(
-                sample_euler(
-                    model.denoiser,
-                    ctx,
-                    pool,
-                    noise=fd_noise[start:stop].to(ctx.device),
-                    steps=cfg.eval.track_sample_steps,
-                    guidance_scale=cfg.eval.guidance_scale,
-                ).cpu()
-            )
-        samples = torch.cat(chunks)
+        samples = _generate(cfg, model, cond, fd_batch, fd_noise, n, cfg.eval.track_sample_steps)
         if not torch.isfinite(samples).all():
             return math.nan
         return frechet_distance_from_stats(feature_statistics(extractor.extract(samples)), reference)

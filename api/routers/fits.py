@@ -39,12 +39,13 @@ def _planned_runs(result: Any) -> Any:
     return replace(result, runs=[run for run in result.runs if run.rung], _fits={})
 
 
-def _cached(request: Request, record: Any, what: str, compute: Any) -> Any:
-    """`compute(result)` once per version of the transfer's runs (bootstrap fits take seconds), always from the
-    current runs: computed from the result of the version it is stored under, waiting for it when it changed."""
+def _cached(request: Request, record: Any, what: str, compute: Any) -> tuple[Any, Any]:
+    """(`compute(result)`, result): computed once per version of the transfer's runs (bootstrap fits take seconds),
+    always from the current runs: from the result of the version it is stored under, waiting when it changed."""
     version, result = _current(request, record)
-    return request.app.state.results.get(f"{what}:{Path(result.workdir)}", version, lambda: compute(result),
-                                         fresh=True)
+    value = request.app.state.results.get(f"{what}:{Path(result.workdir)}", version, lambda: compute(result),
+                                          fresh=True)
+    return value, result
 
 
 @router.get("/{transfer_id}/fits", summary="Time to best and FD per run, savings per rung, scaling fits per metric",
@@ -57,7 +58,7 @@ def get_fits(transfer_id: str, request: Request, session: SessionDep, _reader: R
     leave-one-rung-out errors. With `metric`, only that fit under `fits`."""
     record = get_transfer_record(session, transfer_id)
     release(session)
-    doc = dict(_cached(request, record, "analysis", lambda r: r.analysis()))
+    doc = dict(_cached(request, record, "analysis", lambda r: r.analysis())[0])
     if metric is not None:
         doc["fits"] = {metric: doc.get("fits", {}).get(metric)}
     # The service's id, not the transfer's own (its MLflow tag scalesweep.transfer_id), kept as tracking_id.
@@ -94,10 +95,9 @@ def predict(
     if isinstance(n, str) and not re.fullmatch(r"[a-z0-9.\-]+", n):
         raise HTTPException(422, f"size: {size!r} is neither a number nor a rung name")
     try:
-        fit = _cached(request, record, f"fit-{metric}", lambda r: r.fits(metric))
+        fit, result = _cached(request, record, f"fit-{metric}", lambda r: r.fits(metric))
     except ScalingError as exc:  # too few sizes or runs, or the fit did not converge
         raise HTTPException(422, f"refused: no {metric} fit: {exc}") from None
-    result = _current(request, record)[1]
     if arm not in fit.arms:
         raise HTTPException(422, f"arm: no fit for {arm!r}; fitted arms: {', '.join(fit.arms)}")
     try:
@@ -123,7 +123,7 @@ def predict(
 def report(transfer_id: str, request: Request, session: SessionDep, _reader: ReadAccess) -> HTMLResponse:
     record = get_transfer_record(session, transfer_id)
     release(session)
-    html = _cached(request, record, "report", lambda r: _build_report(r, record.id, record.sweep_id))
+    html = _cached(request, record, "report", lambda r: _build_report(r, record.id, record.sweep_id))[0]
     return HTMLResponse(html)
 
 
@@ -148,8 +148,6 @@ def _build_report(result: Any, transfer_id: str, sweep_id: str) -> str:
     data = transfer_report(result.tracking_uri, result.parent_run_id, fits=fits or None,
                            sweep_run_id=result.source.get("sweep_parent_run_id"),
                            title=f"scalesweep transfer {result.name}", context=context)
-    from dataclasses import replace
-
     data = replace(data, targets=result.target_summary())  # time to the declared target, its fits and flags
     if notes:
         data = replace(data, notes=(*data.notes, *notes))

@@ -11,12 +11,11 @@ from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Resp
 from sqlalchemy import and_, or_, select
 from sqlalchemy.exc import IntegrityError
 
-from sweeper import SweepError, SweepSpec, load_sweep_result, sweep_status
+from sweeper import SweepError, SweepSpec, load_sweep_result, redact_spec, sweep_status
 
 from .._cache import file_version
 from .._db import SweepRecord, new_id
-from .._jobs import TERMINAL
-from .._security import check_rest_spec, public_spec
+from .._security import check_rest_spec
 from ..deps import Owner, ReadAccess, SessionDep, SessionRoute, release
 from ..schemas import Links, SweepPublic, SweepsPublic, TrialPublic, TrialsPublic
 
@@ -72,7 +71,7 @@ def _public(request: Request, record: SweepRecord) -> SweepPublic:
         mlflow_parent_run_id=parent_run_id,
         links=Links(self=base, trials=f"{base}/trials", best=f"{base}/best", mlflow_experiment=exp_link,
                     mlflow_parent_run=run_link),
-        spec=public_spec(record.spec),
+        spec=redact_spec(record.spec),
     )
 
 
@@ -220,9 +219,7 @@ def get_best(sweep_id: str, request: Request, session: SessionDep, _reader: Read
              responses={409: {"description": "already finished"}})
 def cancel(sweep_id: str, request: Request, session: SessionDep, _owner: Owner) -> SweepPublic:
     record = _get(session, sweep_id)
-    if record.state in TERMINAL:
-        raise HTTPException(409, f"sweep {sweep_id} is {record.state}: only PENDING or RUNNING sweeps can be cancelled")
-    if not request.app.state.jobs.cancel(session, record):  # another request changed it first
+    if not request.app.state.jobs.cancel(session, record):  # finished, or another request changed it first
         raise HTTPException(409, f"sweep {sweep_id} is {record.state}: only PENDING or RUNNING sweeps can be "
                             "cancelled")
     return _public(request, record)
@@ -232,8 +229,6 @@ def cancel(sweep_id: str, request: Request, session: SessionDep, _owner: Owner) 
              responses={409: {"description": "not resumable"}})
 def resume(sweep_id: str, request: Request, session: SessionDep, _owner: Owner) -> SweepPublic:
     record = _get(session, sweep_id)
-    if record.state not in ("FAILED", "CANCELLED"):
-        raise HTTPException(409, f"sweep {sweep_id} is {record.state}: only FAILED or CANCELLED sweeps resume")
     if not request.app.state.jobs.resume(session, record):  # the check and the write are one statement
         raise HTTPException(409, f"sweep {sweep_id} is {record.state}: only FAILED or CANCELLED sweeps resume")
     request.app.state.jobs.wake()

@@ -16,7 +16,6 @@ from scaling import ScalingError, TransferSpec, load_transfer_result, transfer_s
 
 from .._cache import file_version
 from .._db import SweepRecord, TransferRecord, new_id
-from .._jobs import TERMINAL
 from .._security import check_rest_spec
 from ..deps import Owner, ReadAccess, SessionDep, SessionRoute, release
 from ..schemas import RunsPublic, TransferCreate, TransferLinks, TransferPublic, TransfersPublic
@@ -198,10 +197,7 @@ def get_runs(transfer_id: str, request: Request, session: SessionDep, _reader: R
              responses={409: {"description": "already finished"}})
 def cancel(transfer_id: str, request: Request, session: SessionDep, _owner: Owner) -> TransferPublic:
     record = get_transfer_record(session, transfer_id)
-    if record.state in TERMINAL:
-        raise HTTPException(409, f"transfer {transfer_id} is {record.state}: only PENDING or RUNNING transfers can "
-                            "be cancelled")
-    if not request.app.state.jobs.cancel(session, record):  # another request changed it first
+    if not request.app.state.jobs.cancel(session, record):  # finished, or another request changed it first
         raise HTTPException(409, f"transfer {transfer_id} is {record.state}: only PENDING or RUNNING transfers can be "
                             "cancelled")
     return public(request, record)
@@ -211,9 +207,6 @@ def cancel(transfer_id: str, request: Request, session: SessionDep, _owner: Owne
              responses={409: {"description": "not resumable"}})
 def resume(transfer_id: str, request: Request, session: SessionDep, _owner: Owner) -> TransferPublic:
     record = get_transfer_record(session, transfer_id)
-    if record.state not in ("FAILED", "CANCELLED"):
-        raise HTTPException(409, f"transfer {transfer_id} is {record.state}: only FAILED or CANCELLED transfers "
-                            "resume")
     if not request.app.state.jobs.resume(session, record):  # the check and the write are one statement
         raise HTTPException(409, f"transfer {transfer_id} is {record.state}: only FAILED or CANCELLED transfers resume")
     request.app.state.jobs.wake()

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import socket
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import uvicorn
 from fastapi.testclient import TestClient
 
 from api._settings import Settings
@@ -21,6 +24,29 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+class LiveServer:
+    """A real uvicorn on loopback in a thread, as `scalesweep serve` runs it; `lifespan="off"` starts no job queue
+    (nothing is launched), "on" runs the service's start-up and its job queue. `stop()` ends it."""
+
+    def __init__(self, settings: Settings, *, lifespan: str = "off", access_log: bool = False) -> None:
+        self.app = create_app(settings)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, lifespan=lifespan,
+                                log_level="info" if access_log else "warning", access_log=access_log)
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.time() + 60
+        while not self.server.started and time.time() < deadline:
+            time.sleep(0.05)
+        assert self.server.started, "uvicorn did not start"
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
@@ -26,7 +25,7 @@ from api.main import create_app
 from scaling import TransferResult
 from scaling._records import TransferRun
 
-from .conftest import AUTH, TOKEN, free_port
+from .conftest import AUTH, TOKEN, LiveServer, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEP = {"name": "tiny", "rung": "cpu-xs", "horizon": 20, "search": {"method": "grid", "space": {"K": [2, 3]}}}
@@ -35,27 +34,6 @@ SWEEP = {"name": "tiny", "rung": "cpu-xs", "horizon": 20, "search": {"method": "
 @pytest.fixture
 def api(settings: Settings) -> Iterator[TestClient]:
     yield TestClient(create_app(settings), raise_server_exceptions=False)  # no lifespan: nothing is launched
-
-
-class LiveServer:
-    """A real uvicorn on loopback in a thread; `lifespan` off means no job queue (nothing is launched)."""
-
-    def __init__(self, settings: Settings, *, lifespan: str = "off", access_log: bool = False) -> None:
-        self.app = create_app(settings)
-        self.port = free_port()
-        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, lifespan=lifespan,
-                                log_level="info" if access_log else "warning", access_log=access_log)
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.time() + 30
-        while not self.server.started and time.time() < deadline:
-            time.sleep(0.05)
-        assert self.server.started
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=20)
 
 
 @pytest.fixture

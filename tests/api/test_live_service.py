@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,14 +15,12 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 import yaml
 
 import scalesweep_cli
 from api._settings import Settings
-from api.main import create_app
 
-from .conftest import AUTH, TOKEN, free_port
+from .conftest import AUTH, TOKEN, LiveServer
 
 # Three real drivers (two sweeps and a transfer), each starting its own Ray: 7-8 min in the module fixture on a
 # shared 2-core machine under a load average of 14-18 (measured), so above the suite's 10-minute default.
@@ -79,16 +76,8 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         mp.setenv("SCALESWEEP_API_TOKEN", TOKEN)
         mp.setenv("SCALESWEEP_DATABASE_URL", settings.db_url)
         mp.setenv("SOME_COPY_OF_THE_TOKEN", TOKEN)
-        port = free_port()
-        server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, lifespan="on",
-                                               log_level="warning"))
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        deadline = time.time() + 60
-        while not server.started and time.time() < deadline:
-            time.sleep(0.05)
-        assert server.started, "uvicorn did not start"
-        url = f"http://127.0.0.1:{port}"
+        server = LiveServer(settings, lifespan="on")
+        url = server.url
         try:
             with httpx.Client(base_url=url, timeout=30) as client:
                 good = client.post("/v1/sweeps", json=SPEC, headers=AUTH).json()["id"]
@@ -109,8 +98,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
                 for sweep in client.get("/v1/sweeps").json()["data"]:
                     if sweep["state"] in ("PENDING", "RUNNING"):
                         client.post(f"/v1/sweeps/{sweep['id']}/cancel", headers=AUTH)
-            server.should_exit = True
-            thread.join(timeout=30)
+            server.stop()
 
 
 def test_no_process_the_service_starts_can_read_its_secrets(live: Live) -> None:

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from fastapi.routing import APIRoute
+from fastapi.testclient import TestClient
 
 import api
 from api._db import Base, SweepRecord, TransferRecord, make_engine, make_sessionmaker, migrate
@@ -34,7 +34,7 @@ from api.client import ScalesweepClient
 from api.deps import _session
 from api.main import create_app
 
-from .conftest import TOKEN, free_port, postgres_database
+from .conftest import TOKEN, LiveServer, postgres_database
 from .test_transfers import REAL_SWEEP
 
 API = Path(api.__file__).resolve().parent
@@ -129,31 +129,11 @@ class Study:
     transfer_id: str
 
 
-class Server:
-    """A uvicorn server in a thread (as `scalesweep serve` runs it), stopped by `stop()`."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.app = create_app(settings)
-        self.port = free_port()
-        self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.time() + 60
-        while not self.server.started and time.time() < deadline:
-            time.sleep(0.05)
-        assert self.server.started
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=30)
-
-
 @pytest.fixture(scope="module")
 def study(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Study]:
     """A tiny real sweep and a one-rung transfer of it, run through the service, which is then stopped."""
     workdir = tmp_path_factory.mktemp("load") / "work"
-    server = Server(Settings(workdir=workdir, api_token=TOKEN, poll_interval_s=0.3))  # type: ignore[arg-type]
+    server = LiveServer(Settings(workdir=workdir, api_token=TOKEN, poll_interval_s=0.3), lifespan="on")  # type: ignore[arg-type]
     try:
         with ScalesweepClient(server.url, token=TOKEN) as client:
             # Generous waits: on a 2-core machine shared with other work the study has taken over 10 minutes.
@@ -265,10 +245,29 @@ def _cold_settings(study: Study, **overrides: Any) -> Settings:
     return Settings(workdir=study.workdir, api_token=TOKEN, poll_interval_s=0.3, **overrides)  # type: ignore[arg-type]
 
 
+def test_a_request_that_finds_no_free_connection_gets_503_with_retry_after(tmp_path: Path) -> None:
+    # The refusal itself, forced: the pool's only connection is held, so the next read must be told to come back
+    # (503 problem+json, Retry-After) after the pool timeout, not hang or fail with a 500; health needs no database.
+    settings = Settings(workdir=tmp_path / "work", api_token=TOKEN, db_pool_size=1,  # type: ignore[arg-type]
+                        db_pool_timeout_s=0.2)
+    app = create_app(settings)
+    client = TestClient(app)  # no lifespan: no job queue, so the held connection is the only one in use
+    with app.state.engine.connect():
+        started = time.monotonic()
+        busy = client.get("/v1/sweeps")
+        waited = time.monotonic() - started
+        assert busy.status_code == 503, busy.text
+        assert busy.headers["content-type"].startswith("application/problem+json")
+        assert busy.headers["retry-after"] == "1" and busy.json()["status"] == 503
+        assert 0.2 <= waited < 10  # it waited for the pool timeout, then answered
+        assert client.get("/v1/health").status_code == 200
+    assert client.get("/v1/sweeps").status_code == 200  # the connection given back: the same read answers
+
+
 def test_a_cold_service_with_one_connection_answers_every_read_under_a_burst(study: Study) -> None:
     # One connection for 16 route threads and the job queue: most requests wait for it, and those that wait past
     # the pool timeout must get a 503 with Retry-After, never a hang or a 500.
-    server = Server(_cold_settings(study, api_threads=16, db_pool_size=1))
+    server = LiveServer(_cold_settings(study, api_threads=16, db_pool_size=1), lifespan="on")
     try:
         counts = check_burst(server.port, study, clients=40, rounds=2, busy_allowed=True)
     finally:
@@ -281,7 +280,7 @@ def test_a_pool_sized_to_the_route_threads_never_refuses(study: Study) -> None:
     # a connection, so nothing is refused and nothing hangs.
     settings = _cold_settings(study, api_threads=2)
     assert settings.pool_size == 4
-    server = Server(settings)
+    server = LiveServer(settings, lifespan="on")
     try:
         counts = check_burst(server.port, study, clients=40, rounds=1, busy_allowed=False)
     finally:
@@ -301,7 +300,7 @@ def test_the_same_on_postgresql(study: Study, postgres_server: str) -> None:
         write.commit()
     source.dispose()
     target.dispose()
-    server = Server(_cold_settings(study, database_url=url, api_threads=16, db_pool_size=2))
+    server = LiveServer(_cold_settings(study, database_url=url, api_threads=16, db_pool_size=2), lifespan="on")
     try:
         counts = check_burst(server.port, study, clients=40, rounds=2, busy_allowed=True)
     finally:
@@ -310,7 +309,7 @@ def test_the_same_on_postgresql(study: Study, postgres_server: str) -> None:
 
 
 def test_finished_jobs_carry_the_services_ids_and_their_mlflow_fields(study: Study) -> None:
-    server = Server(_cold_settings(study))
+    server = LiveServer(_cold_settings(study), lifespan="on")
     try:
         def read(path: str) -> Any:
             status, _, body = get(server.port, path)

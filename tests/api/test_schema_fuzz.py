@@ -40,7 +40,7 @@ def test_api_conforms_to_its_schema(case: schemathesis.Case) -> None:
 
 # --- hostile inputs on every operation that takes a body (issue 17 item 3) -----------------------------------------
 
-_LIMIT = _app.state.settings.max_body_bytes if hasattr(_app.state.settings, "max_body_bytes") else 1024 * 1024
+_LIMIT = _app.state.settings.max_body_bytes
 _WRITES = schema.include(method="POST")
 
 

@@ -93,6 +93,10 @@ def test_without_a_registry_no_trainer_runs_over_rest(settings: Settings) -> Non
         ({"baselines": [{"arm": "adamw", "optimizer": {"lr": 1e6}}]}, "baselines[0]"),
         ({"search": {"space": {"K": list(range(1, 120)), "gamma": [0.1 + i / 1000 for i in range(100)]}}},
          "search"),
+        ({"baselines": [{"arm": "adamw", "horizon": 10**12}]}, "baselines[0].horizon"),
+        ({"baselines": [{"arm": "adamw", "lr_factors": [1e6]}]}, "baselines[0]"),
+        ({"confirm": {"top": 2, "seeds": [2**70]}}, "confirm.seeds"),
+        ({"selection": {"bootstrap_seed": 2**70}}, "selection.bootstrap_seed"),
     ],
 )
 def test_numbers_are_finite_and_bounded_with_the_field_named(api: TestClient, change: dict[str, Any],

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -177,6 +178,23 @@ def test_target_and_horizon_specs_are_strict() -> None:
     assert TransferSpec.model_validate(base).fingerprint() == TransferSpec.model_validate(
         {**base, "target": {"rule": "final_mean"}}).fingerprint()
     assert math.isfinite(spec.target.slack)
+
+
+@pytest.mark.parametrize(("section", "value", "field"), [
+    ("horizon", {"mode": "per_param", "images_per_param": 1e300, "cap": 3000}, "horizon.images_per_param"),
+    ("horizon", {"mode": "per_param", "images_per_param": 0.5, "cap": 10**15}, "horizon.cap"),
+    ("horizon", {"mode": "per_param", "images_per_param": float("inf"), "cap": 3000}, "horizon.images_per_param"),
+    ("timing", {"steps": 10**12}, "timing.steps"),
+    ("timing", {"warmup": 10**12}, "timing.warmup"),
+    ("verify", {"knobs": ["K", "gama"]}, "verify.knobs.1"),
+    ("verify", {"knobs": []}, "verify.knobs"),
+])
+def test_oversized_non_finite_and_unknown_sections_are_refused(section: str, value: Any, field: str) -> None:
+    # Oversized timing runs would hold the transfer at its start; a misspelt knob would silently drop from the
+    # verification bracket; a huge horizon would run for ever.
+    with pytest.raises(ValidationError) as refused:
+        TransferSpec.model_validate({"name": "t", "sweep": "out/sweeps/x", section: value})
+    assert field in {".".join(str(p) for p in e["loc"]) for e in refused.value.errors()}, refused.value
 
 
 def test_the_html_report_shows_the_target_section() -> None:

@@ -63,6 +63,11 @@ def test_the_fresh_seeds_make_the_choice_and_measure_the_winners_curse() -> None
     assert c["points"]["K=2,gamma=0.15"]["winners_curse"] == pytest.approx(42.0 - 35.0)  # it looked 7 FD better
     assert c["points"]["K=3,gamma=0.15"]["confirmed_objective"] == pytest.approx(37.0)
     assert c["p_best"]["K=3,gamma=0.15"] == pytest.approx(1.0)
+    # What is said about the choice follows it: the runner-up is another point, its gap is from the new choice
+    # (K=2's 35.0 against K=3's 37.0 on the sweep's seeds), and P(best) is the confirmation's.
+    assert selection.runner_up is not None and selection.runner_up.point_key == "K=2,gamma=0.15"
+    assert selection.gap_abs == pytest.approx(35.0 - 37.0)
+    assert selection.tied == ["K=3,gamma=0.15"] and selection.chosen_p_best == pytest.approx(1.0)
 
 
 def test_an_unfinished_confirmation_leaves_the_choice_as_it_was() -> None:

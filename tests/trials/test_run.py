@@ -218,11 +218,25 @@ def test_dense_tracking_evaluations_are_logged_beside_the_deciding_ones(tmp_path
     assert off.fd == pytest.approx(result.fd)  # tracking never changes the training or the full FD
 
 
-def test_tracking_at_full_precision_reproduces_the_full_fd() -> None:
-    # Same images, same sampler steps, same weights: the tracking FD at a deciding step is the full FD.
-    result = run_trial(_tiny(eval={"track_points": 3, "track_samples": 96, "track_sample_steps": 4}))
+def test_tracking_at_full_precision_reproduces_the_full_fd(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Same images, same sampler steps, same weights: the tracking FD at a deciding step is the full FD, taken from
+    # the full evaluation rather than sampled a second time (tracking then samples only between eval steps).
+    import trials._run as run_module
+
+    tracked: list[int] = []
+    track = run_module._track
+
+    def counting(*args: Any) -> float:
+        tracked.append(len(tracked))
+        return track(*args)
+
+    monkeypatch.setattr(run_module, "_track", counting)
+    cfg = _tiny(eval={"track_points": 3, "track_samples": 96, "track_sample_steps": 4})
+    result = run_trial(cfg)
+    assert sorted(result.fd_track) == [8, 12, 16, 24]  # linspace(8, 24, 3) plus the eval steps 12 and 24
     assert result.fd_track[12] == pytest.approx(result.fd[12], rel=1e-9)
     assert result.fd_track[24] == pytest.approx(result.fd[24], rel=1e-9)
+    assert len(tracked) == 2  # at steps 8 and 16 only
 
 
 def test_fd_bias_is_estimated_only_where_fd_infinity_is_valid(tmp_path: Path) -> None:
@@ -237,5 +251,7 @@ def test_fd_bias_is_estimated_only_where_fd_infinity_is_valid(tmp_path: Path) ->
     # Asked for explicitly below 2d, FD-infinity refuses rather than return a wrong number.
     from trials.metrics import FeatureError
 
+    reported: list[dict[str, Any]] = []
     with pytest.raises(FeatureError, match="at least 2d = 96 samples"):
-        run_trial(_tiny(eval={"track_points": 0, "fd_infinity": True}))
+        run_trial(_tiny(eval={"track_points": 0, "fd_infinity": True}), progress=reported.append)
+    assert reported == []  # refused before the first training step, not at the first evaluation
