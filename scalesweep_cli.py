@@ -7,8 +7,10 @@ are slow to import) and turns expected errors into one-line messages instead of 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 
 def _cmd_optimizers(args: argparse.Namespace) -> int:
@@ -138,15 +140,18 @@ def _log_figures(args: argparse.Namespace) -> None:
             data = sweep_report(sweep.tracking_uri, sweep.parent_run_id, title=f"scalesweep sweep {sweep.name}")
             logged = log_report_figures(sweep.tracking_uri, sweep.parent_run_id, data)
         else:
-            from dashboards import log_report_figures, transfer_report
+            from dashboards import REPORT_FILE, log_report_figures, store_transfer_report
             from scaling import default_transfer_workdir, load_transfer_result, load_transfer_spec
 
             result = load_transfer_result(args.workdir or default_transfer_workdir(load_transfer_spec(args.spec).name))
             if not result.parent_run_id:
                 return
-            data = transfer_report(result.tracking_uri, result.parent_run_id,
-                                   sweep_run_id=result.source.get("sweep_parent_run_id"),
-                                   title=f"scalesweep transfer {result.name}")
+            # The finished transfer's report, built once here and stored in its work folder: readers (the
+            # service's /report) serve it instead of reading MLflow and fitting again. A driver the service
+            # started names the transfer and its sweep by the service's ids.
+            data = store_transfer_report(result, transfer_id=os.environ.get("SCALESWEEP_TRANSFER_ID"),
+                                         sweep_id=os.environ.get("SCALESWEEP_SOURCE_SWEEP_ID"))
+            print(f"report: {Path(result.workdir) / REPORT_FILE}")
             logged = log_report_figures(result.tracking_uri, result.parent_run_id, data)
         print(f"figures logged to the MLflow parent run: {', '.join(logged)}")
     except Exception as exc:  # the run's numbers are already stored: say what is missing, once

@@ -270,6 +270,8 @@ class JobRunner:
         self._write_spec(record, folder)
         resume = record.id in self._resume
         env = {f"SCALESWEEP_{kind.name.upper()}_ID": record.id}
+        if isinstance(record, TransferRecord):  # the stored report names the transfer's sweep by the service's id
+            env["SCALESWEEP_SOURCE_SWEEP_ID"] = record.sweep_id
         argv = self.command(record, resume)
         if self.ray_jobs is not None:
             # One submission id per attempt: Ray refuses to reuse one, and a resume is a new attempt.

@@ -15,13 +15,11 @@ from scaling import ExtrapolationRefused, ScalingError
 
 from ..deps import ReadAccess, SessionDep, SessionRoute, release
 from ..schemas import Prediction
-from .transfers import get_transfer_record, result_version, transfer_result
+from .transfers import _folder, get_transfer_record, result_version, transfer_result
 
 router = APIRouter(prefix="/transfers", tags=["fits"], route_class=SessionRoute)
 
 Metric = Literal["time_to_best", "best_fd", "endpoint_fd", "steps_to_target", "time_to_target"]
-# The dashboards name the same quantities after the run record's fields.
-_REPORT_METRIC = {"time_to_best": "time_to_best_s", "best_fd": "best_fd", "endpoint_fd": "endpoint_fd"}
 
 
 def _current(request: Request, record: Any) -> tuple[Any, Any]:
@@ -121,34 +119,25 @@ def predict(
             responses={200: {"content": {"text/html": {"schema": {"type": "string"}}}},
                        409: {"description": "the transfer has not started its runs"}})
 def report(transfer_id: str, request: Request, session: SessionDep, _reader: ReadAccess) -> HTMLResponse:
+    """A finished transfer's page is the one its job stored when it ended (read once per version, no MLflow
+    read, no fit); a running or changed transfer's page is built here, once per version of its runs."""
+    from dashboards import DashboardError, stored_transfer_report, transfer_page
+
     record = get_transfer_record(session, transfer_id)
     release(session)
-    html = _cached(request, record, "report", lambda r: _build_report(r, record.id, record.sweep_id))[0]
-    return HTMLResponse(html)
+    folder = _folder(record)
+    if folder is None:
+        raise HTTPException(409, f"transfer {record.id} ({record.state}) has not started its runs yet")
+    version = result_version(folder)
 
-
-def _build_report(result: Any, transfer_id: str, sweep_id: str) -> str:
-    from dashboards import build_report, transfer_report
-
-    if not result.parent_run_id:
-        raise HTTPException(409, f"transfer {transfer_id} has no MLflow parent run yet")
-    fits: dict[str, Any] = {}
-    notes: list[str] = []
-    for metric, name in _REPORT_METRIC.items():
+    def build() -> str:
+        stored = stored_transfer_report(folder, version)
+        if stored is not None:
+            return stored
+        result = _planned_runs(transfer_result(request, record, fresh=True))
         try:
-            fits[name] = result.fits(metric)
-        except ScalingError as exc:
-            notes.append(f"no {metric} fit: {exc}")
-    context = {"transfer": f"{result.name} ({transfer_id})", "sweep": sweep_id, "state": result.state,
-               "chosen": ", ".join(f"{k}={v}" for k, v in result.chosen.items())}
-    verification = result.verification_doc()  # the verified transfer's verdict (scaling.verify_transfer)
-    if verification is not None:
-        context["verification"] = (f"{verification['verdict']} at {verification['rung']}: "
-                                   f"{verification.get('reason', '')}")
-    data = transfer_report(result.tracking_uri, result.parent_run_id, fits=fits or None,
-                           sweep_run_id=result.source.get("sweep_parent_run_id"),
-                           title=f"scalesweep transfer {result.name}", context=context)
-    data = replace(data, targets=result.target_summary())  # time to the declared target, its fits and flags
-    if notes:
-        data = replace(data, notes=(*data.notes, *notes))
-    return build_report(data)
+            return transfer_page(result, transfer_id=record.id, sweep_id=record.sweep_id)
+        except DashboardError as exc:  # no MLflow parent run yet
+            raise HTTPException(409, str(exc)) from None
+
+    return HTMLResponse(request.app.state.results.get(f"report:{folder}", version, build, fresh=True))

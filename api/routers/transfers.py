@@ -14,7 +14,6 @@ from sqlalchemy.exc import IntegrityError
 
 from scaling import ScalingError, TransferSpec, load_transfer_result, transfer_status
 
-from .._cache import file_version
 from .._db import SweepRecord, TransferRecord, new_id
 from .._security import check_rest_spec
 from ..deps import Owner, ReadAccess, SessionDep, SessionRoute, release
@@ -50,8 +49,11 @@ def _live(record: TransferRecord) -> dict[str, Any]:
 
 
 def result_version(folder: Path) -> Any:
-    """What changes whenever the transfer's runs do: the driver's status file and the transfer's outcome."""
-    return file_version(folder / "status.json"), file_version(folder / "outcome.json")
+    """What changes whenever the transfer's runs do: the driver's status file and the transfer's outcome (the
+    version a finished transfer's stored report is labelled with)."""
+    from dashboards import transfer_page_version
+
+    return transfer_page_version(folder)
 
 
 def transfer_result(request: Request, record: TransferRecord, *, started: bool = True, fresh: bool = False) -> Any:

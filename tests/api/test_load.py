@@ -16,6 +16,7 @@ import ast
 import http.client
 import inspect
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -33,6 +34,7 @@ from api._settings import Settings
 from api.client import ScalesweepClient
 from api.deps import _session
 from api.main import create_app
+from dashboards import stored_transfer_report, transfer_page_version
 
 from .conftest import TOKEN, LiveServer, postgres_database
 from .test_transfers import REAL_SWEEP
@@ -327,3 +329,27 @@ def test_finished_jobs_carry_the_services_ids_and_their_mlflow_fields(study: Stu
         assert trials and {t["metric_name"] for t in trials} == {"fd_pixels"}
     finally:
         server.stop()
+
+
+def test_a_finished_transfers_report_is_the_page_its_job_stored(study: Study) -> None:
+    # The transfer's job built its report when it ended and stored it beside its state, so a cold service answers
+    # /report without reading MLflow or fitting (the build that took longer than a client's patience under load).
+    # Once the transfer's files change (a resume), the stored page is no longer current and the page is rebuilt.
+    folder = next(p.parent for p in study.workdir.rglob("transfer.json"))
+    page = (folder / "report.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and "<img" in page
+    assert stored_transfer_report(folder) == page  # labelled with the job files as they are: current
+    assert study.transfer_id in page and study.sweep_id in page  # named by the service's ids, as its own build
+    server = LiveServer(_cold_settings(study))
+    try:
+        (folder / "report.html").write_text("<!DOCTYPE html><p>the stored page</p>")  # marks what is served
+        status, _, body = get(server.port, f"/v1/transfers/{study.transfer_id}/report")
+        assert (status, body) == (200, b"<!DOCTYPE html><p>the stored page</p>")
+        os.utime(folder / "status.json", ns=(time.time_ns(), time.time_ns()))  # its runs' files changed
+        status, _, body = get(server.port, f"/v1/transfers/{study.transfer_id}/report")
+        assert status == 200 and b"the stored page" not in body and b"<img" in body
+        assert study.transfer_id.encode() in body
+    finally:
+        server.stop()
+        (folder / "report.html").write_text(page)  # the page again, labelled current, for the other tests
+        (folder / "report.json").write_text(json.dumps({"version": transfer_page_version(folder)}))

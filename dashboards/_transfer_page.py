@@ -1,0 +1,115 @@
+"""A transfer's HTML report as one page, and the copy of it that the finished transfer stores in its work folder.
+
+Building the page reads every run from MLflow, fits three metrics with bootstrap intervals and draws the figures:
+seconds on an idle machine, far longer beside training runs. A finished transfer does not change, so the job that
+ran it builds the page once, when it ends, and stores it beside its state with the version of the job files it
+was built from (`store_transfer_report`). A reader (the REST service's `/report`) serves the stored page while
+that version still holds (`stored_transfer_report`), and builds a fresh one only for a transfer that is still
+running or has changed since (a resumed one).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Hashable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ._errors import DashboardError
+from ._report import ReportData, build_report
+from ._study import transfer_report
+
+__all__ = ["REPORT_FILE", "store_transfer_report", "stored_transfer_report", "transfer_page", "transfer_page_data",
+           "transfer_page_version"]
+
+REPORT_FILE = "report.html"
+_REPORT_META = "report.json"  # {"version": ...}: which job files the stored page was built from
+# The report's scaling panels, keyed by the names the dashboards give the run record's fields.
+_REPORT_METRIC = {"time_to_best": "time_to_best_s", "best_fd": "best_fd", "endpoint_fd": "endpoint_fd"}
+
+
+def transfer_page_version(folder: str | Path) -> Hashable:
+    """What changes whenever a transfer's runs do: (mtime_ns, size) of its driver's status file and of its outcome
+    file (None for a file that is absent). A page built at one version is current while this returns the same."""
+    def stat(name: str) -> tuple[int, int] | None:
+        try:
+            st = (Path(folder) / name).stat()
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size)
+
+    return stat("status.json"), stat("outcome.json")
+
+
+def transfer_page(result: Any, *, transfer_id: str | None = None, sweep_id: str | None = None) -> str:
+    """The whole report of a transfer (`scaling.TransferResult`) as one self-contained HTML page: curves, timing,
+    scaling fits, the declared target and the verification verdict, with the source sweep's heatmap. `transfer_id`
+    and `sweep_id` name them as the caller knows them (the service's ids); by default the transfer's own."""
+    return build_report(transfer_page_data(result, transfer_id=transfer_id, sweep_id=sweep_id))
+
+
+def transfer_page_data(result: Any, *, transfer_id: str | None = None, sweep_id: str | None = None) -> ReportData:
+    """What `transfer_page` draws, before it is drawn (its figures can be logged to MLflow from the same data)."""
+    from scaling import ScalingError
+
+    if not result.parent_run_id:
+        raise DashboardError(f"transfer {transfer_id or result.transfer_id} has no MLflow parent run yet")
+    fits: dict[str, Any] = {}
+    notes: list[str] = []
+    for metric, name in _REPORT_METRIC.items():
+        try:
+            fits[name] = result.fits(metric)
+        except ScalingError as exc:
+            notes.append(f"no {metric} fit: {exc}")
+    context = {"transfer": f"{result.name} ({transfer_id or result.transfer_id})",
+               "sweep": sweep_id or str(result.source.get("sweep_id", "")), "state": result.state,
+               "chosen": ", ".join(f"{k}={v}" for k, v in result.chosen.items())}
+    verification = result.verification_doc()  # the verified transfer's verdict
+    if verification is not None:
+        context["verification"] = f"{verification['verdict']} at {verification['rung']}: " \
+                                  f"{verification.get('reason', '')}"
+    data = transfer_report(result.tracking_uri, result.parent_run_id, fits=fits or None,
+                           sweep_run_id=result.source.get("sweep_parent_run_id"),
+                           title=f"scalesweep transfer {result.name}", context=context)
+    data = replace(data, targets=result.target_summary())  # time to the declared target, its fits and flags
+    if notes:
+        data = replace(data, notes=(*data.notes, *notes))
+    return data
+
+
+def _json_version(version: Hashable) -> Any:
+    return json.loads(json.dumps(version))
+
+
+def store_transfer_report(result: Any, *, transfer_id: str | None = None, sweep_id: str | None = None) -> ReportData:
+    """Build the page of a transfer (ids as in `transfer_page`) and store it in its work folder (`report.html`)
+    with the version of the job files it was built from. Written atomically: a reader sees the old page or the new
+    one, never half of one. Returns what the page draws (to log its figures from)."""
+    path = Path(result.workdir)
+    version = transfer_page_version(path)  # read before the page is built: a label never newer than the page
+    data = transfer_page_data(result, transfer_id=transfer_id, sweep_id=sweep_id)
+    html = build_report(data)
+    for name, text in ((REPORT_FILE, html), (_REPORT_META, json.dumps({"version": _json_version(version)}))):
+        fd, tmp = tempfile.mkstemp(dir=path, prefix=f".{name}.")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path / name)
+    return data
+
+
+def stored_transfer_report(folder: str | Path, version: Hashable | None = None) -> str | None:
+    """The stored page of the transfer in `folder` when it was built at `version` (default: the job files as they
+    are now), else None (never stored, or the transfer changed since)."""
+    path = Path(folder)
+    version = transfer_page_version(path) if version is None else version
+    try:
+        meta = json.loads((path / _REPORT_META).read_text())
+        if meta.get("version") != _json_version(version):
+            return None
+        # The page is written before its label, so a label that matches the version names a page of that version.
+        return (path / REPORT_FILE).read_text(encoding="utf-8")
+    except (OSError, ValueError, AttributeError):
+        return None
