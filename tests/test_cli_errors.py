@@ -66,7 +66,8 @@ def test_serve_with_an_invalid_trainer_registry(tmp_path: Path, capsys: pytest.C
 def test_a_trial_config_that_does_not_validate(capsys: pytest.CaptureFixture[str]) -> None:
     code, err = _run(capsys, "trial", "--set", "optimizer.gamma=5", "--set", "optimizer.name=nosuch")
     assert code == 2 and len(err.splitlines()) == 1, err
-    assert err.startswith("scalesweep trial: error: invalid trial config: ") and "optimizer.name: Input should be " in err, err
+    assert err.startswith("scalesweep trial: error: invalid trial config: "), err
+    assert "optimizer.name: Input should be " in err, err
     assert "Traceback" not in err
 
 
