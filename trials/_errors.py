@@ -15,7 +15,7 @@ The package bases keep their historical Python bases too (`SweepError` and `Tria
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -29,6 +29,7 @@ __all__ = [
     "TrialError",
     "validation_error_message",
     "validation_messages",
+    "validation_text",
 ]
 
 
@@ -52,30 +53,32 @@ class TrialError(JobError):
     """A trial could not run as configured, or its external command failed."""
 
 
-def _message(error: Any) -> str:
-    # pydantic words a validator's ValueError as "Value error, <our message>": the prefix only adds noise.
-    return str(error["msg"]).removeprefix("Value error, ")
+def validation_text(error: Mapping[str, Any]) -> str:
+    """One pydantic error's message. pydantic words a validator's ValueError as "Value error, <our message>": the
+    prefix only adds noise, so it is dropped."""
+    return str(error.get("msg", "")).removeprefix("Value error, ")
 
 
 def validation_messages(
-    exc: ValidationError,
+    exc: ValidationError | Sequence[Mapping[str, Any]],
     prefix: str = "",
     *,
     with_field: bool = True,
     field: Callable[[Sequence[Any]], str] | None = None,
 ) -> str:
-    """Every error of a pydantic ValidationError as 'prefix.field.path: message', joined by '; '.
+    """Every error of a pydantic ValidationError (or a list of its error dicts, as FastAPI hands them over) as
+    'prefix.field.path: message', joined by '; '.
 
     `with_field=False` leaves the field path out (the prefix alone names the value); `field` words a location
     another way (e.g. as the environment variable that set it). An error without a location is its message."""
     parts = []
-    for err in exc.errors():
+    for err in exc if isinstance(exc, Sequence) else exc.errors():
         loc = tuple(err["loc"]) if with_field else ()
         if field is not None and loc:
             where = ".".join(p for p in (prefix, field(loc)) if p)
         else:
             where = ".".join(str(p) for p in (prefix, *loc) if p != "")
-        parts.append(f"{where}: {_message(err)}" if where else _message(err))
+        parts.append(f"{where}: {validation_text(err)}" if where else validation_text(err))
     return "; ".join(parts)
 
 
