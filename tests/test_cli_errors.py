@@ -1,5 +1,5 @@
-"""Bad input at the `scalesweep` entry point is one line naming the file or variable, exit 2, never a traceback
-(issue 17 row 12)."""
+"""Bad input at the `scalesweep` entry point is one line naming the file or variable, exit 2, never a traceback:
+every subcommand goes through the one dispatch in scalesweep_cli."""
 
 from __future__ import annotations
 
