@@ -7,7 +7,8 @@ VENV ?= .venv
 # TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu gets the CPU build, .../whl/cu128 a CUDA one (README).
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX_URL ?=
-EXTRAS ?= dev,text,dino
+# `all` is the sweeper, the service and the figures (pyproject.toml); `make test` and `make demo` need them all.
+EXTRAS ?= all,dev,text,dino
 PYTEST_ARGS ?=
 # Free space needed to create .venv (CPU torch and the extras take about 2 GB).
 MIN_FREE_GB ?= 3

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 
@@ -65,18 +65,12 @@ def apply_override(config: dict, item: str, option: str = "--set") -> None:
 def _cmd_trial(args: argparse.Namespace) -> int:
     import json
 
-    from pydantic import ValidationError
-
     from trials import TrialConfig, run_trial
 
     config = _load_mapping(args.config) if args.config else {}
     for item in args.set or []:
         apply_override(config, item)
-    try:
-        cfg = TrialConfig.model_validate(config)
-    except ValidationError as exc:
-        errors = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise ValueError(f"invalid trial config: {errors}") from None
+    cfg = TrialConfig.model_validate(config)  # a ValidationError is worded by dispatch: "invalid trial config: ..."
     result = run_trial(cfg, show_progress=not args.json)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
@@ -97,16 +91,15 @@ def _cmd_trial(args: argparse.Namespace) -> int:
 def _cmd_serve(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
+    from trials._errors import validation_error_message
+
     try:
         from api._settings import Settings
 
         settings = Settings()  # type: ignore[call-arg]
-    except ValidationError as exc:
-        errors = "; ".join(
-            f"SCALESWEEP_{'_'.join(map(str, e['loc'])).upper()}: {str(e['msg']).removeprefix('Value error, ')}"
-            if e["loc"] else str(e["msg"]).removeprefix("Value error, ") for e in exc.errors()
-        )
-        raise ValueError(f"invalid settings: {errors}") from None
+    except ValidationError as exc:  # each field named by the variable that set it
+        raise ValueError(validation_error_message(
+            exc, "settings", field=lambda loc: "SCALESWEEP_" + "_".join(map(str, loc)).upper())) from None
     import uvicorn
 
     from api.main import create_app
@@ -171,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("config", nargs="?", help="config file; omitted = all defaults (cpu-xs, periodic K=3, 1800 steps)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field, e.g. optimizer.gamma=0.25")
     p.add_argument("--json", action="store_true", help="print the result as JSON (no progress bar)")
-    p.set_defaults(func=_cmd_trial)
+    p.set_defaults(func=_cmd_trial, error_subject="trial config")
 
     p = sub.add_parser("serve", help="start the REST service (settings from SCALESWEEP_* environment variables)")
     p.add_argument("--host", default="127.0.0.1")
@@ -203,21 +196,66 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+# The module a missing extra shows up as, and the extra that installs it (pyproject.toml).
+_EXTRA_OF = {
+    "ray": "sweep", "optuna": "sweep", "mlflow": "sweep", "tqdm": "sweep", "threadpoolctl": "sweep",
+    "fastapi": "service", "fastapi_offline": "service", "uvicorn": "service", "httpx": "service",
+    "sqlalchemy": "service", "alembic": "service", "pydantic_settings": "service",
+    "matplotlib": "figures",
+}
+
+
+def _label(args: argparse.Namespace) -> str:
+    """'scalesweep sweep run', 'scalesweep remote status', 'scalesweep fit': the command as the user typed it."""
+    sub = getattr(args, f"{args.command}_command", None)
+    return " ".join(("scalesweep", args.command, *([sub] if sub else [])))
+
+
+def dispatch(label: str, command: Callable[[], int], what: str | None = None) -> int:
+    """Run one subcommand; every failure is one line on stderr, never a traceback.
+
+    Exit 2 for bad input, a job in the wrong state, a refused request or a missing extra (the project's own
+    errors, `ValueError`, `OSError`); exit 1 when a job's driver broke down mid-run (`JobFailedError`: recorded as
+    FAILED, resumable) or on an unexpected failure (Ray, MLflow: details are in their logs); 130 on Ctrl-C. A
+    pydantic error is worded as 'invalid <what>: field: message; ...'."""
     try:
-        code = int(args.func(args))
-        if code == 0 and "run" in (getattr(args, "sweep_command", None), getattr(args, "transfer_command", None)):
-            _log_figures(args)
-        return code
-    except (ValueError, FileNotFoundError) as exc:  # user input: say it in one line, no traceback
-        first = str(exc).strip().splitlines()
-        print(f"scalesweep {args.command}: error: {' '.join(first)}", file=sys.stderr)
-        return 2
+        return int(command())
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except ModuleNotFoundError as exc:
+        extra = _EXTRA_OF.get((exc.name or "").partition(".")[0])
+        if extra is None:
+            print(f"{label}: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return 1
+        print(f"{label}: error: {exc.name} is not installed; this command needs the {extra!r} extra: "
+              f"pip install 'scalesweep[{extra}]'", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        from pydantic import ValidationError
+
+        from trials._errors import JobFailedError, ScalesweepError, validation_error_message
+
+        if isinstance(exc, ValidationError):
+            message, code = validation_error_message(exc, what), 2
+        else:
+            message = " ".join(str(exc).split()) or type(exc).__name__
+            expected = isinstance(exc, ScalesweepError | ValueError | OSError)
+            code = 1 if isinstance(exc, JobFailedError) or not expected else 2
+            if not expected:
+                message = f"{type(exc).__name__}: {message}"
+        print(f"{label}: error: {message}", file=sys.stderr)
+        return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    label = _label(args)
+    code = dispatch(label, lambda: args.func(args), getattr(args, "error_subject", None))
+    if code == 0 and "run" in (getattr(args, "sweep_command", None), getattr(args, "transfer_command", None)):
+        _log_figures(args)
+    return code
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from trials._errors import validation_messages, validation_text
+
 __all__ = ["PROBLEM_JSON", "install_problem_handlers", "problem"]
 
 PROBLEM_JSON = "application/problem+json"
@@ -59,11 +61,11 @@ def install_problem_handlers(app: FastAPI) -> None:
             reason = (syntax.get("ctx") or {}).get("error") or syntax.get("msg", "")
             return problem(400, f"{MALFORMED_JSON}: {reason}{where}", instance=request.url.path)
         errors = [
-            {"field": _field(e.get("loc", ())), "in": (e.get("loc") or ["body"])[0], "message": e.get("msg", ""),
+            {"field": _field(e.get("loc", ())), "in": (e.get("loc") or ["body"])[0], "message": validation_text(e),
              "type": e.get("type", "")}
             for e in exc.errors()
         ]
-        detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5])
+        detail = validation_messages(list(exc.errors())[:5], field=_field)
         return problem(422, f"invalid request: {detail}", instance=request.url.path, errors=errors)
 
     @app.exception_handler(StarletteHTTPException)

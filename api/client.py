@@ -23,6 +23,8 @@ from typing import Any, Literal, TypeVar
 import httpx
 from pydantic import BaseModel, ValidationError
 
+from trials._errors import ScalesweepError
+
 from .schemas import (
     Prediction,
     RunsPublic,
@@ -41,7 +43,7 @@ TERMINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
 _M = TypeVar("_M", bound=BaseModel)
 
 
-class ApiError(Exception):
+class ApiError(ScalesweepError):
     """A request the service refused or could not answer: the RFC 9457 problem fields, flattened.
 
     `status` is the HTTP status, or None when no response came back (connection refused, timeout); `errors` lists

@@ -16,18 +16,6 @@ from ._records import ARMS
 
 # The arms keep one colour in every figure so a reader learns them once (matplotlib's tab10 order).
 ARM_COLORS = {"adamw": "tab:blue", "muon": "tab:orange", "periodic": "tab:green", "rownorm": "tab:red"}
-_PALETTE = (
-    "tab:green",
-    "tab:purple",
-    "tab:brown",
-    "tab:pink",
-    "tab:olive",
-    "tab:cyan",
-    "tab:gray",
-    "tab:blue",
-    "tab:orange",
-    "tab:red",
-)
 
 
 def new_figure(width: float, height: float) -> Figure:

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from trials.optim import ARMS
+
 from ._errors import DashboardInputError
 
 __all__ = [
@@ -31,7 +33,6 @@ __all__ = [
 
 # Display order of the optimizer arms (trials.optim's names): the two baselines, then the cheap variant and its
 # every-step ablation.
-ARMS = ("adamw", "muon", "periodic", "rownorm")
 SUCCEEDED = "SUCCEEDED"
 # The per-step series a trial logs (README, "MLflow names") that the dashboards draw.
 SERIES = ("fd", "val_loss", "loss", "effective_time_s", "optimizer_time_s", "step_time_s", "optimizer_step_time_s")

@@ -70,14 +70,9 @@ def add_commands(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Dispatch `scalesweep transfer|fit|export`; returns the exit status."""
-    from sweeper import SweepError
-    from sweeper._cli import dispatch
-
-    from ._errors import ScalingError
-
+    """Run `scalesweep transfer|fit|export`; returns the exit status (errors are worded by the CLI's dispatch)."""
     name = args.command if args.command != "transfer" else f"transfer {args.transfer_command}"
-    return dispatch(f"scalesweep {name}", lambda: _COMMANDS[name](args), (ScalingError, SweepError))
+    return int(_COMMANDS[name](args))
 
 
 def _run(args: argparse.Namespace) -> int:

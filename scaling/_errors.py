@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from trials._errors import InputError, JobError, ScalesweepError
+
 __all__ = [
     "ExtrapolationRefused",
     "FitFailed",
@@ -11,11 +13,11 @@ __all__ = [
 ]
 
 
-class ScalingError(Exception):
+class ScalingError(ScalesweepError):
     """Base class of every error raised by ``scaling``."""
 
 
-class ScalingInputError(ScalingError, ValueError):
+class ScalingInputError(ScalingError, InputError):  # a ValueError, as before
     """Run records or fit data that cannot be used as given: mismatched lengths, non-finite or non-positive
     values, steps out of order, an unknown arm or parameter name."""
 
@@ -29,6 +31,6 @@ class ExtrapolationRefused(ScalingError):
     (``max_extrapolation``)."""
 
 
-class TransferError(ScalingError):
+class TransferError(ScalingError, JobError):  # a RuntimeError too
     """A transfer that cannot start or be read as asked: a sweep with no chosen pair, a work folder that holds
     another transfer or none, a spec changed on resume."""

@@ -24,6 +24,8 @@ import math
 from functools import cache
 from typing import Any, Literal
 
+from trials.optim import MUON_FAMILY
+
 from ._errors import ScalingInputError
 
 __all__ = [
@@ -46,13 +48,12 @@ WD_RULES: tuple[str, ...] = ("keep_lr_wd", "keep_wd")
 # Default rule per arm under the 'original' shape adjustment (see `default_lr_rule` for match_rms_adamw).
 DEFAULT_LR_RULE: dict[str, LrRule] = {"adamw": "width", "muon": "unchanged", "periodic": "unchanged",
                                       "rownorm": "unchanged"}
-_MUON_FAMILY = ("muon", "periodic", "rownorm")
 
 
 def default_lr_rule(arm: str, adjust_lr_fn: str | None = None) -> LrRule:
     """The lr rule an arm transfers by when none is given: AdamW `width`; the Muon family `unchanged`, or `width`
     under `adjust_lr_fn="match_rms_adamw"` (its update RMS is then AdamW's, independent of width)."""
-    if arm in _MUON_FAMILY and adjust_lr_fn == "match_rms_adamw":
+    if arm in MUON_FAMILY and adjust_lr_fn == "match_rms_adamw":
         return "width"
     return DEFAULT_LR_RULE.get(arm, "unchanged")
 

@@ -14,6 +14,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from trials.optim import ARMS_WITH_GAMMA
+
 __all__ = ["TransferRun", "read_runs"]
 
 _PAGE = 1000
@@ -106,7 +108,7 @@ def _record(client: Any, run: Any) -> TransferRun:
         lr_base=_num(tags.get("scalesweep.lr_base")),
         # Every trial logs its whole config, so a baseline carries K and gamma params it never used.
         K=_int(params.get("optimizer.refresh_every")) if arm == "periodic" else None,
-        gamma=_num(params.get("optimizer.gamma")) if arm in ("periodic", "rownorm") else None,
+        gamma=_num(params.get("optimizer.gamma")) if arm in ARMS_WITH_GAMMA else None,
         run_id=run_id,
         state=state,
         trial_key=tags.get("scalesweep.trial_key", run.info.run_name or run_id),

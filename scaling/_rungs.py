@@ -29,6 +29,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sweeper import MAX_HORIZON
+from trials.optim import ArmName
 
 from ._records import TransferRun
 from ._target import DEFAULT_PLATEAU_MAX_DROP, DEFAULT_PLATEAU_WINDOW, plateau, time_to_target
@@ -44,9 +45,6 @@ __all__ = [
     "rung_report",
     "target_table",
 ]
-
-ArmName = Literal["periodic", "muon", "adamw", "rownorm"]
-
 
 class TargetSpec(BaseModel):
     """The quality target, declared before the runs (recorded on the transfer's parent run and in exports)."""

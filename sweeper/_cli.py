@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
 from typing import Any
 
 __all__ = ["add_arguments", "run"]
@@ -28,6 +27,7 @@ _EXIT = {"SUCCEEDED": 0, "FAILED": 1, "CANCELLED": 130}
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The `sweep` subcommands (argparse only: building the parser imports nothing heavy)."""
+    parser.set_defaults(error_subject="sweep spec")  # a ValidationError reads "invalid sweep spec: ..."
     sub = parser.add_subparsers(dest="sweep_command", required=True)
     p = sub.add_parser("validate", help="check a sweep spec and print it with its defaults")
     p.add_argument("spec", help="sweep spec file (.yaml, .yml or .json)")
@@ -49,57 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--grace", type=float, default=60.0, help="seconds to wait before killing the driver")
 
 
-def describe_error(exc: BaseException, what: str | None = None) -> str:
-    """One line for an expected error; pydantic errors as 'invalid <what>: field: message; ...' (`what` defaults
-    to the model's title)."""
-    from pydantic import ValidationError
-
-    if isinstance(exc, ValidationError):
-        parts = []
-        for err in exc.errors():
-            loc = ".".join(str(p) for p in err["loc"])
-            msg = str(err["msg"]).removeprefix("Value error, ")
-            parts.append(f"{loc}: {msg}" if loc else msg)
-        return f"invalid {what or exc.title}: " + "; ".join(parts)
-    return " ".join(str(exc).strip().splitlines()) or type(exc).__name__
-
-
-def dispatch(
-    label: str,
-    command: Callable[[], int],
-    usage_errors: tuple[type[BaseException], ...],
-    what: str | None = None,
-) -> int:
-    """Run one CLI command; every error becomes one line on stderr, never a traceback.
-
-    Exit 1 when a driver broke down mid-run (`SweepFailedError`: recorded as FAILED, resumable) or on an
-    unexpected failure (Ray, MLflow: details are in their logs); exit 2 for bad input or a job in the wrong state
-    (`usage_errors`, plus `ValueError` and `OSError`)."""
-    from ._errors import SweepFailedError
-
-    try:
-        return int(command())
-    except SweepFailedError as exc:
-        print(f"{label}: error: {describe_error(exc, what)}", file=sys.stderr)
-        return 1
-    except (*usage_errors, ValueError, OSError) as exc:
-        print(f"{label}: error: {describe_error(exc, what)}", file=sys.stderr)
-        return 2
-    except Exception as exc:
-        print(f"{label}: error: {type(exc).__name__}: {describe_error(exc, what)}", file=sys.stderr)
-        return 1
-
-
 def run(args: argparse.Namespace) -> int:
-    """Dispatch `scalesweep sweep <command>`; returns the exit status."""
-    from ._errors import SweepError
-
-    return dispatch(
-        f"scalesweep sweep {args.sweep_command}",
-        lambda: _COMMANDS[args.sweep_command](args),
-        (SweepError,),
-        what="sweep spec",
-    )
+    """Run `scalesweep sweep <command>`; returns the exit status (errors are worded by the CLI's dispatch)."""
+    return int(_COMMANDS[args.sweep_command](args))
 
 
 def _validate(args: argparse.Namespace) -> int:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from trials._errors import JobError, JobFailedError
+
 __all__ = ["SweepError", "SweepFailedError"]
 
 
-class SweepError(RuntimeError):
+class SweepError(JobError):  # a RuntimeError, as before
     """A sweep could not be started, resumed, cancelled or read as asked."""
 
 
-class SweepFailedError(SweepError):
+class SweepFailedError(SweepError, JobFailedError):
     """The driver itself failed mid-sweep (not a trial: those are recorded and retried); the sweep is FAILED."""

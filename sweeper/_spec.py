@@ -18,6 +18,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from trials.optim import ArmName
+
 from ._errors import SweepError
 
 __all__ = [
@@ -115,10 +117,6 @@ def check_seeds(seeds: list[int]) -> list[int]:
     if len(set(seeds)) != len(seeds) or any(not 0 <= s <= MAX_SEED for s in seeds):
         raise ValueError(f"seeds must be distinct non-negative integers (at most {MAX_SEED}), got {seeds}")
     return seeds
-
-
-_ARMS = ("adamw", "muon", "periodic", "rownorm")
-ArmName = Literal["adamw", "muon", "periodic", "rownorm"]
 
 
 def _canonical(name: str, value: float | int) -> float | int:

@@ -29,6 +29,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from trials._errors import validation_messages
+
 from ._errors import SweepError
 
 __all__ = ["TRAINERS_ENV", "RegisteredTrainer", "load_trainers", "resolve_trainer"]
@@ -65,7 +67,7 @@ class RegisteredTrainer(BaseModel):
         try:  # unknown {placeholders} are refused with the list of known ones
             CommandConfig.model_validate({"command": command})
         except ValidationError as exc:
-            raise ValueError(str(exc.errors()[0]["msg"]).removeprefix("Value error, ")) from None
+            raise ValueError(validation_messages(exc, with_field=False)) from None
         return command
 
 
@@ -109,9 +111,7 @@ def load_trainers(source: str | Path | None = None) -> dict[str, RegisteredTrain
         try:
             trainers[name] = RegisteredTrainer.model_validate(entry)
         except ValidationError as exc:
-            err = exc.errors()[0]
-            loc = ".".join(str(p) for p in (name, *err["loc"]))
-            raise SweepError(f"{where}: {loc}: {str(err['msg']).removeprefix('Value error, ')}") from None
+            raise SweepError(f"{where}: {validation_messages(exc, name)}") from None
     return trainers
 
 

@@ -2,11 +2,50 @@
 
 from __future__ import annotations
 
+import copy
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 import torch
+
+# The tiny trial every test that trains for real starts from (tests import it, or take the `tiny_trial` fixture):
+# seconds on one CPU thread; pixel features pooled to 4x4 (48-d) keep FD cheap and need no training. These are the
+# fields a sweep spec's `trial` section may set; `tiny_trial()` adds the rung, steps and eval steps of a whole
+# trial config.
+TINY_TRIAL: dict[str, Any] = {
+    "batch_size": 16,
+    "warmup_steps": 4,
+    "log_every": 4,
+    "text_encoder": "learned",
+    "eval": {
+        "extractor": "pixels",
+        "extractor_options": {"size": 4},
+        "fd_samples": 96,
+        "reference_samples": 256,
+        "sample_steps": 4,
+        "val_samples": 32,
+    },
+}
+
+
+def tiny_trial(**overrides: Any) -> dict[str, Any]:
+    """A fresh tiny `TrialConfig` mapping (cpu-xs, 24 steps, eval at 12 and 24); a mapping override is merged
+    into the field's mapping (`eval={"fd_samples": 160}` keeps the other eval fields)."""
+    cfg: dict[str, Any] = {"rung": "cpu-xs", "steps": 24, "eval_steps": [12, 24], **copy.deepcopy(TINY_TRIAL)}
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(cfg.get(key), dict):
+            cfg[key] = {**cfg[key], **value}
+        else:
+            cfg[key] = value
+    return cfg
+
+
+@pytest.fixture
+def tiny_trial_config() -> Callable[..., dict[str, Any]]:
+    """`tiny_trial` as a fixture: `tiny_trial_config(steps=6)` is a fresh tiny trial config."""
+    return tiny_trial
 
 
 def pytest_configure(config: pytest.Config) -> None:

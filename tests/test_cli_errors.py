@@ -1,5 +1,5 @@
-"""Bad input at the `scalesweep` entry point is one line naming the file or variable, exit 2, never a traceback
-(issue 17 row 12)."""
+"""Bad input at the `scalesweep` entry point is one line naming the file or variable, exit 2, never a traceback:
+every subcommand goes through the one dispatch in scalesweep_cli."""
 
 from __future__ import annotations
 
@@ -61,3 +61,38 @@ def test_serve_with_an_invalid_trainer_registry(tmp_path: Path, capsys: pytest.C
     code, err = _run(capsys, "serve", "--port", "1")
     assert code == 2 and len(err.splitlines()) == 1, err
     assert f"{registry}: mine.command" in err and "unknown placeholder {batch}" in err, err
+
+
+def test_a_trial_config_that_does_not_validate(capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = _run(capsys, "trial", "--set", "optimizer.gamma=5", "--set", "optimizer.name=nosuch")
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith("scalesweep trial: error: invalid trial config: "), err
+    assert "optimizer.name: Input should be " in err, err
+    assert "Traceback" not in err
+
+
+def test_a_trial_that_fails_is_one_line(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import trials
+    from trials import TrialError
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise TrialError("the command exited 3:\nsee its log")
+
+    monkeypatch.setattr(trials, "run_trial", refuse)
+    code, err = _run(capsys, "trial")
+    assert (code, err) == (2, "scalesweep trial: error: the command exited 3: see its log")
+
+
+def test_serve_when_the_app_cannot_start(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    import api.main
+
+    def refuse(settings: object) -> None:
+        raise OSError("database is locked\nand more")
+
+    monkeypatch.setenv("SCALESWEEP_API_TOKEN", "a-real-token-123")
+    monkeypatch.setenv("SCALESWEEP_WORKDIR", str(tmp_path / "work"))
+    monkeypatch.setattr(api.main, "create_app", refuse)
+    code, err = _run(capsys, "serve", "--port", "1")
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith("scalesweep serve: error: could not start the service (OSError: database is locked)"), err

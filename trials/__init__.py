@@ -8,11 +8,27 @@ and `trials.flow` (rectified-flow objective and sampler).
 
 from __future__ import annotations
 
-from ._command import PLACEHOLDERS, CommandConfig, run_command_trial
-from ._config import CPU_AUX_LR, DataConfig, EvalConfig, TrialConfig, TrialResult, default_eval_steps
-from ._errors import TrialError
-from ._run import metric_floor, run_trial
-from ._tracking import DEFAULT_EXPERIMENT, DEFAULT_TRACKING_URI, RunLogger, TrackingConfig, ensure_store
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from ._errors import InputError, JobError, JobFailedError, ScalesweepError, TrialError
+
+if TYPE_CHECKING:
+    from ._command import PLACEHOLDERS, CommandConfig, run_command_trial
+    from ._config import CPU_AUX_LR, DataConfig, EvalConfig, TrialConfig, TrialResult, default_eval_steps
+    from ._run import metric_floor, run_trial
+    from ._tracking import DEFAULT_EXPERIMENT, DEFAULT_TRACKING_URI, RunLogger, TrackingConfig, ensure_store
+
+# Imported on first use (module __getattr__ below): `import trials.optim` or `from trials import ScalesweepError`
+# must not pay for torch, the trial loop and its tracking code (a few seconds), nor need the `sweep` extra.
+_LAZY = {
+    "._command": ("PLACEHOLDERS", "CommandConfig", "run_command_trial"),
+    "._config": ("CPU_AUX_LR", "DataConfig", "EvalConfig", "TrialConfig", "TrialResult", "default_eval_steps"),
+    "._run": ("metric_floor", "run_trial"),
+    "._tracking": ("DEFAULT_EXPERIMENT", "DEFAULT_TRACKING_URI", "RunLogger", "TrackingConfig", "ensure_store"),
+}
+_HOME = {name: module for module, names in _LAZY.items() for name in names}
+_SUBPACKAGES = ("data", "flow", "metrics", "models", "optim", "text")
 
 __all__ = [
     "CPU_AUX_LR",
@@ -22,7 +38,11 @@ __all__ = [
     "CommandConfig",
     "DataConfig",
     "EvalConfig",
+    "InputError",
+    "JobError",
+    "JobFailedError",
     "RunLogger",
+    "ScalesweepError",
     "TrackingConfig",
     "TrialConfig",
     "TrialError",
@@ -33,3 +53,17 @@ __all__ = [
     "run_command_trial",
     "run_trial",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOME:
+        value = getattr(importlib.import_module(_HOME[name], __name__), name)
+        globals()[name] = value  # the next lookup is a plain attribute
+        return value
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__, *_SUBPACKAGES})

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import base64
-import datetime as dt
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response, status
-from sqlalchemy import and_, or_, select
-from sqlalchemy.exc import IntegrityError
+from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response
 
 from sweeper import SweepError, SweepSpec, load_sweep_result, redact_spec, sweep_status
 
@@ -18,6 +14,7 @@ from .._db import SweepRecord, new_id
 from .._security import check_rest_spec
 from ..deps import Owner, ReadAccess, SessionDep, SessionRoute, release
 from ..schemas import Links, SweepPublic, SweepsPublic, TrialPublic, TrialsPublic
+from . import _jobroutes as jobs
 
 router = APIRouter(prefix="/sweeps", tags=["sweeps"], route_class=SessionRoute)
 
@@ -30,14 +27,6 @@ SPEC_EXAMPLE = {
     "search": {"method": "grid", "space": {"K": [2, 3], "gamma": [0.15, 0.25]}},
     "seeds": [0],
 }
-
-
-def _ui(settings: Any, experiment_id: str | None, run_id: str | None) -> tuple[str | None, str | None]:
-    base = settings.mlflow_ui_url
-    if not base or not experiment_id:
-        return None, None
-    exp = f"{base.rstrip('/')}/#/experiments/{experiment_id}"
-    return exp, (f"{exp}/runs/{run_id}" if run_id else None)
 
 
 def _live(record: SweepRecord) -> dict[str, Any]:
@@ -54,8 +43,9 @@ def _public(request: Request, record: SweepRecord) -> SweepPublic:
     settings = request.app.state.settings
     live = _live(record)
     parent_run_id = record.mlflow_parent_run_id or live.get("parent_run_id")
-    counts = {k: int(v) for k, v in (live.get("counts") or {}).items() if isinstance(v, int | float)}
-    exp_link, run_link = _ui(settings, record.mlflow_experiment_id or live.get("experiment_id"), parent_run_id)
+    counts = jobs.progress(live)
+    exp_link, run_link = jobs.mlflow_links(settings, record.mlflow_experiment_id or live.get("experiment_id"),
+                                           parent_run_id)
     base = f"/v1/sweeps/{record.id}"
     return SweepPublic(
         id=record.id,
@@ -76,23 +66,7 @@ def _public(request: Request, record: SweepRecord) -> SweepPublic:
 
 
 def _get(session: Any, sweep_id: str) -> SweepRecord:
-    record = session.get(SweepRecord, sweep_id)
-    if record is None:
-        raise HTTPException(404, f"no sweep {sweep_id!r}")
-    return record
-
-
-def _encode_cursor(record: SweepRecord) -> str:
-    raw = f"{record.created_at.isoformat()}|{record.id}"
-    return base64.urlsafe_b64encode(raw.encode()).decode()
-
-
-def _decode_cursor(cursor: str) -> tuple[dt.datetime, str]:
-    try:
-        created, _, sweep_id = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
-        return dt.datetime.fromisoformat(created), sweep_id
-    except (ValueError, UnicodeDecodeError):
-        raise HTTPException(422, "cursor: not a cursor this service issued (pass next_cursor as given)") from None
+    return jobs.get_job(session, SweepRecord, sweep_id, "sweep")
 
 
 @router.post(
@@ -116,26 +90,13 @@ def create_sweep(
 ) -> SweepPublic:
     body = spec.model_dump(mode="json")
     check_rest_spec(body, request.app.state.jobs.trainers)  # a token is not a shell: registered trainers only
-    idempotency_key = (idempotency_key or "").strip() or None  # an empty header is no key at all
-    if idempotency_key:
-        existing = session.scalars(select(SweepRecord).where(SweepRecord.idempotency_key == idempotency_key)).first()
-        if existing is not None:
-            if existing.spec != body:
-                raise HTTPException(409, "Idempotency-Key was already used with a different sweep spec")
-            response.status_code = status.HTTP_200_OK
-            response.headers["Location"] = f"/v1/sweeps/{existing.id}"
-            return _public(request, existing)
-    record = SweepRecord(id=new_id("sw"), name=spec.name, state="PENDING", spec=body, owner=owner,
-                         idempotency_key=idempotency_key)
-    session.add(record)
-    try:
-        session.commit()
-    except IntegrityError:  # the same key committed by a concurrent request between our look-up and insert
-        session.rollback()
-        raise HTTPException(409, "Idempotency-Key is being used by another request; retry to get its sweep") from None
-    request.app.state.jobs.wake()
-    response.headers["Location"] = f"/v1/sweeps/{record.id}"
-    return _public(request, record)
+    return jobs.create_job(
+        request, response, session, SweepRecord, noun="sweep", what="sweep spec", idempotency_key=idempotency_key,
+        same=lambda existing: existing.spec == body,
+        new=lambda key: SweepRecord(id=new_id("sw"), name=spec.name, state="PENDING", spec=body, owner=owner,
+                                    idempotency_key=key),
+        public=_public,
+    )
 
 
 @router.get("", response_model=SweepsPublic, summary="List sweeps, newest first")
@@ -143,21 +104,13 @@ def list_sweeps(
     request: Request,
     session: SessionDep,
     _reader: ReadAccess,
-    state: Annotated[str | None, Query(pattern="^(PENDING|RUNNING|SUCCEEDED|FAILED|CANCELLED)$")] = None,
+    state: Annotated[str | None, Query(pattern=jobs.STATE_PATTERN)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: str | None = None,
 ) -> SweepsPublic:
-    query = select(SweepRecord).order_by(SweepRecord.created_at.desc(), SweepRecord.id.desc())
-    if state:
-        query = query.where(SweepRecord.state == state)
-    if cursor:
-        created, sweep_id = _decode_cursor(cursor)
-        query = query.where(or_(SweepRecord.created_at < created,
-                                and_(SweepRecord.created_at == created, SweepRecord.id < sweep_id)))
-    rows = list(session.scalars(query.limit(limit + 1)))
-    page = rows[:limit]
+    page, next_cursor = jobs.list_page(session, SweepRecord, state=state, limit=limit, cursor=cursor)
     data = [_public(request, r) for r in page]
-    return SweepsPublic(data=data, count=len(data), next_cursor=_encode_cursor(page[-1]) if len(rows) > limit else None)
+    return SweepsPublic(data=data, count=len(data), next_cursor=next_cursor)
 
 
 @router.get("/{sweep_id}", response_model=SweepPublic, summary="A sweep: state, progress, best so far, MLflow ids")
@@ -219,9 +172,7 @@ def get_best(sweep_id: str, request: Request, session: SessionDep, _reader: Read
              responses={409: {"description": "already finished"}})
 def cancel(sweep_id: str, request: Request, session: SessionDep, _owner: Owner) -> SweepPublic:
     record = _get(session, sweep_id)
-    if not request.app.state.jobs.cancel(session, record):  # finished, or another request changed it first
-        raise HTTPException(409, f"sweep {sweep_id} is {record.state}: only PENDING or RUNNING sweeps can be "
-                            "cancelled")
+    jobs.cancel_job(request, session, record, "sweep")
     return _public(request, record)
 
 
@@ -229,7 +180,5 @@ def cancel(sweep_id: str, request: Request, session: SessionDep, _owner: Owner) 
              responses={409: {"description": "not resumable"}})
 def resume(sweep_id: str, request: Request, session: SessionDep, _owner: Owner) -> SweepPublic:
     record = _get(session, sweep_id)
-    if not request.app.state.jobs.resume(session, record):  # the check and the write are one statement
-        raise HTTPException(409, f"sweep {sweep_id} is {record.state}: only FAILED or CANCELLED sweeps resume")
-    request.app.state.jobs.wake()
+    jobs.resume_job(request, session, record, "sweep")
     return _public(request, record)

@@ -6,11 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response, status
+from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
-from sqlalchemy import and_, or_, select
-from sqlalchemy.exc import IntegrityError
 
 from scaling import ScalingError, TransferSpec, load_transfer_result, transfer_status
 
@@ -18,7 +16,7 @@ from .._db import SweepRecord, TransferRecord, new_id
 from .._security import check_rest_spec
 from ..deps import Owner, ReadAccess, SessionDep, SessionRoute, release
 from ..schemas import RunsPublic, TransferCreate, TransferLinks, TransferPublic, TransfersPublic
-from .sweeps import _decode_cursor, _encode_cursor, _ui
+from . import _jobroutes as jobs
 
 router = APIRouter(prefix="/transfers", tags=["transfers"], route_class=SessionRoute)
 
@@ -27,10 +25,7 @@ CREATE_EXAMPLE = {"sweep_id": "sw-0123456789ab", "rungs": ["cpu-xs", "cpu-s"], "
 
 
 def get_transfer_record(session: Any, transfer_id: str) -> TransferRecord:
-    record = session.get(TransferRecord, transfer_id)
-    if record is None:
-        raise HTTPException(404, f"no transfer {transfer_id!r}")
-    return record
+    return jobs.get_job(session, TransferRecord, transfer_id, "transfer")
 
 
 def _folder(record: TransferRecord) -> Path | None:
@@ -77,8 +72,8 @@ def public(request: Request, record: TransferRecord) -> TransferPublic:
     live = _live(record)
     parent = record.mlflow_parent_run_id or live.get("parent_run_id")
     experiment_id = record.mlflow_experiment_id or live.get("experiment_id")
-    counts = {k: int(v) for k, v in (live.get("counts") or {}).items() if isinstance(v, int | float)}
-    exp_link, run_link = _ui(settings, experiment_id, parent)
+    counts = jobs.progress(live)
+    exp_link, run_link = jobs.mlflow_links(settings, experiment_id, parent)
     base = f"/v1/transfers/{record.id}"
     return TransferPublic(
         id=record.id, sweep_id=record.sweep_id, name=str(record.spec.get("name", "")), state=record.state,
@@ -130,28 +125,13 @@ def create_transfer(
         raise HTTPException(409, f"sweep {sweep.id} is {sweep.state}: only a SUCCEEDED sweep can be transferred")
     spec = _spec(body, sweep).model_dump(mode="json")
     check_rest_spec(spec, request.app.state.jobs.trainers)  # e.g. no Ray cluster of the caller's choosing
-    idempotency_key = (idempotency_key or "").strip() or None
-    if idempotency_key:
-        existing = session.scalars(
-            select(TransferRecord).where(TransferRecord.idempotency_key == idempotency_key)).first()
-        if existing is not None:
-            if existing.spec != spec or existing.sweep_id != sweep.id:
-                raise HTTPException(409, "Idempotency-Key was already used with a different transfer")
-            response.status_code = status.HTTP_200_OK
-            response.headers["Location"] = f"/v1/transfers/{existing.id}"
-            return public(request, existing)
-    record = TransferRecord(id=new_id("tr"), sweep_id=sweep.id, state="PENDING", spec=spec, owner=owner,
-                            idempotency_key=idempotency_key)
-    session.add(record)
-    try:
-        session.commit()
-    except IntegrityError:
-        session.rollback()
-        raise HTTPException(409, "Idempotency-Key is being used by another request; retry to get its transfer") \
-            from None
-    request.app.state.jobs.wake()
-    response.headers["Location"] = f"/v1/transfers/{record.id}"
-    return public(request, record)
+    return jobs.create_job(
+        request, response, session, TransferRecord, noun="transfer", idempotency_key=idempotency_key,
+        same=lambda existing: existing.spec == spec and existing.sweep_id == sweep.id,
+        new=lambda key: TransferRecord(id=new_id("tr"), sweep_id=sweep.id, state="PENDING", spec=spec, owner=owner,
+                                       idempotency_key=key),
+        public=public,
+    )
 
 
 @router.get("", response_model=TransfersPublic, summary="List transfers, newest first")
@@ -159,25 +139,16 @@ def list_transfers(
     request: Request,
     session: SessionDep,
     _reader: ReadAccess,
-    state: Annotated[str | None, Query(pattern="^(PENDING|RUNNING|SUCCEEDED|FAILED|CANCELLED)$")] = None,
+    state: Annotated[str | None, Query(pattern=jobs.STATE_PATTERN)] = None,
     sweep_id: Annotated[str | None, Query(max_length=40)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: str | None = None,
 ) -> TransfersPublic:
-    query = select(TransferRecord).order_by(TransferRecord.created_at.desc(), TransferRecord.id.desc())
-    if state:
-        query = query.where(TransferRecord.state == state)
-    if sweep_id:
-        query = query.where(TransferRecord.sweep_id == sweep_id)
-    if cursor:
-        created, last_id = _decode_cursor(cursor)
-        query = query.where(or_(TransferRecord.created_at < created,
-                                and_(TransferRecord.created_at == created, TransferRecord.id < last_id)))
-    rows = list(session.scalars(query.limit(limit + 1)))
-    page = rows[:limit]
+    page, next_cursor = jobs.list_page(
+        session, TransferRecord, state=state, limit=limit, cursor=cursor,
+        filters=(lambda query: query.where(TransferRecord.sweep_id == sweep_id)) if sweep_id else None)
     data = [public(request, r) for r in page]
-    return TransfersPublic(data=data, count=len(data),
-                           next_cursor=_encode_cursor(page[-1]) if len(rows) > limit else None)  # type: ignore[arg-type]
+    return TransfersPublic(data=data, count=len(data), next_cursor=next_cursor)
 
 
 @router.get("/{transfer_id}", response_model=TransferPublic, summary="A transfer: state, run counts, MLflow ids")
@@ -199,9 +170,7 @@ def get_runs(transfer_id: str, request: Request, session: SessionDep, _reader: R
              responses={409: {"description": "already finished"}})
 def cancel(transfer_id: str, request: Request, session: SessionDep, _owner: Owner) -> TransferPublic:
     record = get_transfer_record(session, transfer_id)
-    if not request.app.state.jobs.cancel(session, record):  # finished, or another request changed it first
-        raise HTTPException(409, f"transfer {transfer_id} is {record.state}: only PENDING or RUNNING transfers can be "
-                            "cancelled")
+    jobs.cancel_job(request, session, record, "transfer")
     return public(request, record)
 
 
@@ -209,7 +178,5 @@ def cancel(transfer_id: str, request: Request, session: SessionDep, _owner: Owne
              responses={409: {"description": "not resumable"}})
 def resume(transfer_id: str, request: Request, session: SessionDep, _owner: Owner) -> TransferPublic:
     record = get_transfer_record(session, transfer_id)
-    if not request.app.state.jobs.resume(session, record):  # the check and the write are one statement
-        raise HTTPException(409, f"transfer {transfer_id} is {record.state}: only FAILED or CANCELLED transfers resume")
-    request.app.state.jobs.wake()
+    jobs.resume_job(request, session, record, "transfer")
     return public(request, record)

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from ..conftest import TINY_TRIAL
 from .conftest import AUTH, TOKEN, free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,14 +26,7 @@ SPEC: dict[str, Any] = {
     "search": {"method": "grid", "space": {"K": [2, 3], "gamma": [0.15]}},
     "baselines": ["adamw"],
     "execution": {"concurrency": 2, "num_cpus": 2},
-    "trial": {
-        "batch_size": 8,
-        "warmup_steps": 2,
-        "log_every": 4,
-        "text_encoder": "learned",
-        "eval": {"extractor": "pixels", "extractor_options": {"size": 4}, "fd_samples": 64,
-                 "reference_samples": 128, "sample_steps": 2, "val_samples": 16},
-    },
+    "trial": TINY_TRIAL,
     "tracking": {"experiment": "e2e"},
 }
 

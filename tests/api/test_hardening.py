@@ -43,7 +43,7 @@ def live(settings: Settings) -> Iterator[LiveServer]:
     server.stop()
 
 
-# --- row 2 and 3: the analysis of a transfer is always the current one; runs not started are no 500 -----------
+# --- the analysis of a transfer is always the current one; runs not started are no 500 -------------------------------
 
 
 def _transfer_folder(api: TestClient, tmp_path: Path) -> tuple[str, Path]:
@@ -109,7 +109,7 @@ def test_runs_without_a_rung_are_left_out_of_the_analysis(api: TestClient, tmp_p
     assert api.get(f"/v1/transfers/{transfer_id}/runs").json()["count"] == 2  # the runs list shows it as it is
 
 
-# --- row 4: the token before the body, and a bounded body ----------------------------------------------------
+# --- the token before the body, and a bounded body -------------------------------------------------------------------
 
 
 def _raw(port: int, head: str, body: bytes = b"", timeout: float = 10) -> tuple[int, bytes]:
@@ -158,7 +158,7 @@ def test_a_body_under_the_limit_still_works(api: TestClient, settings: Settings)
     assert r.status_code == 201, r.text
 
 
-# --- row 6: one state change per transition, however many ask at once ---------------------------------------
+# --- one state change per transition, however many ask at once -------------------------------------------------------
 
 
 def _concurrent_posts(port: int, path: str, n: int = 20) -> list[int]:
@@ -199,7 +199,7 @@ def test_exactly_one_of_20_concurrent_resumes_and_cancels_wins(live: LiveServer,
         assert session.get(record_type, pending).state == "CANCELLED"
 
 
-# --- row 8: a blank token refuses to start --------------------------------------------------------------------
+# --- a blank token refuses to start ----------------------------------------------------------------------------------
 
 
 def test_a_blank_token_refuses_to_start(tmp_path: Path) -> None:
@@ -214,7 +214,7 @@ def test_a_blank_token_refuses_to_start(tmp_path: Path) -> None:
     assert len(lines) == 1 and "SCALESWEEP_API_TOKEN" in lines[0] and "blank" in lines[0], done.stderr
 
 
-# --- row 9: no query string in the access log -----------------------------------------------------------------
+# --- no query string in the access log -------------------------------------------------------------------------------
 
 
 def test_query_strings_are_redacted_from_the_access_log(settings: Settings) -> None:
@@ -244,7 +244,7 @@ def test_query_strings_are_redacted_from_the_access_log(settings: Settings) -> N
     assert "s3cret" not in line and "/v1/sweeps?[redacted]" in line, messages
 
 
-# --- row 10: 405 says what is allowed; HEAD wherever GET ------------------------------------------------------
+# --- 405 says what is allowed; HEAD wherever GET ---------------------------------------------------------------------
 
 
 def test_405_lists_the_allowed_methods_and_head_is_served(api: TestClient) -> None:
@@ -263,7 +263,7 @@ def test_405_lists_the_allowed_methods_and_head_is_served(api: TestClient) -> No
     assert api.head("/v1/sweeps/sw-nope").status_code == 404
 
 
-# --- row 11: malformed JSON is one 400; a body that is not JSON is 415 ----------------------------------------
+# --- malformed JSON is one 400; a body that is not JSON is 415 -------------------------------------------------------
 
 
 def test_malformed_json_is_400_and_other_content_types_are_415(api: TestClient) -> None:
@@ -282,7 +282,7 @@ def test_malformed_json_is_400_and_other_content_types_are_415(api: TestClient) 
     assert api.post("/v1/sweeps/sw-nope/cancel", headers=AUTH).status_code == 404  # no body, no content type needed
 
 
-# --- row 13: the docs pages work offline ----------------------------------------------------------------------
+# --- the docs pages work offline -------------------------------------------------------------------------------------
 
 
 def test_docs_and_redoc_assets_are_served_by_the_service(api: TestClient) -> None:

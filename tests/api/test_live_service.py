@@ -118,7 +118,7 @@ def test_no_process_the_service_starts_can_read_its_secrets(live: Live) -> None:
 
 
 def test_a_failed_sweep_and_its_trials_say_why(live: Live) -> None:
-    # Issue 17 row 18: `error` was the last lines of the driver log (an ASCII rank table); trials had none.
+    # `error` says why in words (not the driver log's last lines, which may be an ASCII rank table), per trial too.
     failed = live.bodies["bad"]
     assert failed["state"] == "FAILED"
     assert "exited with 3" in failed["error"] and "CUDA out of memory" in failed["error"], failed["error"]
@@ -190,7 +190,7 @@ def test_remote_fits_prints_tables_and_json_on_request(live: Live, capsys: pytes
 
 
 def test_one_size_basis_for_the_sweep_export_and_the_transfer(live: Live) -> None:
-    # Issue 17 row 16: cpu-s was 1,012,492 parameters in the sweep export, 951,052 in the transfer.
+    # Two ways of counting once gave cpu-s 1,012,492 parameters in the sweep export and 951,052 in the transfer.
     export = httpx.get(f"{live.url}/v1/sweeps/{live.good}/export", params={"rung": "cpu-s", "format": "json"},
                        timeout=300)  # the first export counts parameters on a loaded machine: seconds
     assert export.status_code == 200, export.text

@@ -38,7 +38,7 @@ def test_api_conforms_to_its_schema(case: schemathesis.Case) -> None:
     case.validate_response(response, excluded_checks=[positive_data_acceptance])
 
 
-# --- hostile inputs on every operation that takes a body (issue 17 item 3) -----------------------------------------
+# --- hostile inputs on every operation that takes a body ---------------------------------------------------------
 
 _LIMIT = _app.state.settings.max_body_bytes
 _WRITES = schema.include(method="POST")

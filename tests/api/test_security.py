@@ -49,7 +49,7 @@ def _refused(r: Any, field: str) -> str:
 
 
 def test_a_free_form_command_over_rest_is_refused_naming_the_field(api: TestClient) -> None:
-    # Issue 17 row 1: this body ran `id; env` on the host.
+    # A free-form command from a bearer token would run `id; env` on the host: only registered trainers may run.
     shell = {**SPEC, "backend": {"name": "command", "command": ["sh", "-c", "id; env"]}}
     detail = _refused(api.post("/v1/sweeps", json=shell, headers=AUTH), "backend.command")
     assert "SCALESWEEP_TRAINERS" in detail and "backend.trainer" in detail and "scalesweep sweep run" in detail
@@ -101,7 +101,7 @@ def test_without_a_registry_no_trainer_runs_over_rest(settings: Settings) -> Non
 )
 def test_numbers_are_finite_and_bounded_with_the_field_named(api: TestClient, change: dict[str, Any],
                                                              field: str) -> None:
-    # Issue 17 row 5: Infinity and 1e30 were accepted (201) and the API showed null.
+    # Unchecked, Infinity and 1e30 would be accepted (201) and the API would show them as null.
     body = json.dumps({**SPEC, **change})  # Python writes Infinity/NaN, as a hostile client may
     r = api.post("/v1/sweeps", content=body, headers={**AUTH, "Content-Type": "application/json"})
     assert r.status_code == 422, r.text
@@ -118,8 +118,8 @@ def test_transfer_numbers_are_bounded() -> None:
 
 
 def test_reads_redact_trainer_environments(api: TestClient) -> None:
-    # Issue 17 row 7: open reads showed backend.env values (and a record stored before trainers were required
-    # may still hold a free-form command and its environment).
+    # Reads are open to every token holder, so a trainer's backend.env values (secrets, often) never appear in them;
+    # a record stored before trainers were required may still hold a free-form command and its environment.
     spec = {**SPEC, "backend": {"name": "command", "command": ["train"], "env": {"WANDB_API_KEY": "s3cret-42"}}}
     with api.app.state.sessionmaker() as session:  # type: ignore[attr-defined]
         session.add(SweepRecord(id="sw-old", name="old", state="FAILED", spec=spec, owner="x"))

@@ -24,6 +24,7 @@ from api._settings import Settings
 from api.client import ApiError, ScalesweepClient
 from api.main import create_app
 
+from ..conftest import TINY_TRIAL
 from .conftest import AUTH, TOKEN, free_port
 
 SWEEP = {"name": "tiny", "rung": "cpu-xs", "horizon": 20, "search": {"method": "grid", "space": {"K": [2, 3]}}}
@@ -89,11 +90,6 @@ def test_transfers_validate_refuse_and_change_state(api: TestClient, tmp_path: P
 
 # --- for real ------------------------------------------------------------------------------------------------
 
-TINY_TRIAL: dict[str, Any] = {
-    "batch_size": 8, "warmup_steps": 2, "log_every": 3, "text_encoder": "learned",
-    "eval": {"extractor": "pixels", "extractor_options": {"size": 4}, "fd_samples": 64, "reference_samples": 128,
-             "sample_steps": 2, "val_samples": 16},
-}
 REAL_SWEEP: dict[str, Any] = {
     "name": "api-tiny", "rung": "cpu-xs", "horizon": 6, "search": {"space": {"K": [3], "gamma": [0.25]}},
     "baselines": ["adamw"], "backend": {"name": "builtin", "checkpoints": False},

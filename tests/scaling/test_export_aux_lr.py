@@ -1,5 +1,5 @@
 """The exported non-matrix AdamW lr is what it says it is: the paper's 1e-4 at the paper's sizes, and the CPU
-ladder's 3e-3 labelled as that wherever it is carried (issue 17 row 14)."""
+ladder's 3e-3 labelled as that wherever it is carried."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One size basis per study (issue 17 row 16): a rung's parameter count is the count of the denoiser the study's
+"""One size basis per study: a rung's parameter count is the count of the denoiser the study's
 trials build, the number every run logs, wherever a size appears (sweep export, transfer plan, fits, predict)."""
 
 from __future__ import annotations
@@ -6,13 +6,14 @@ from __future__ import annotations
 from scaling._transfer import _rung_shape, size_basis
 from trials import run_trial
 
+from ..conftest import tiny_trial
+
 LEARNED = {"text_encoder": "learned"}
 
 
 def test_the_basis_is_what_a_real_trial_counts() -> None:
-    trial = {**LEARNED, "rung": "cpu-xs", "steps": 2, "eval_steps": [2], "batch_size": 4, "warmup_steps": 0,
-             "log_every": 1, "eval": {"extractor": "pixels", "extractor_options": {"size": 4}, "fd_samples": 16,
-                                      "reference_samples": 32, "sample_steps": 1, "val_samples": 4}}
+    trial = tiny_trial(**LEARNED, steps=2, eval_steps=[2], batch_size=4, warmup_steps=0, log_every=1,
+                       eval={"fd_samples": 16, "reference_samples": 32, "sample_steps": 1, "val_samples": 4})
     result = run_trial(trial)
     assert result.parameters == _rung_shape("cpu-xs", LEARNED)[1]
 

@@ -14,26 +14,11 @@ from typing import Any
 
 import pytest
 
+from ..conftest import TINY_TRIAL  # the one tiny trial; scaling tests import it from here too
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 FAKE_TRAINER = HERE / "fake_trainer.py"
-
-# The tiny trial of tests/trials (a few seconds on one thread): pixels pooled to 4x4 need no feature training.
-TINY_TRIAL: dict[str, Any] = {
-    "batch_size": 16,
-    "warmup_steps": 4,
-    "log_every": 4,
-    "text_encoder": "learned",
-    "eval": {
-        "extractor": "pixels",
-        "extractor_options": {"size": 4},
-        "fd_samples": 96,
-        "reference_samples": 256,
-        "sample_steps": 4,
-        "val_samples": 32,
-    },
-}
-
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     try:

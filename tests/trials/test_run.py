@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,36 +12,11 @@ from pydantic import ValidationError
 
 from trials import CommandConfig, TrialError, run_command_trial, run_trial
 
+from ..conftest import tiny_trial
+
 REPO = Path(__file__).resolve().parents[2]
 
-# Small enough for seconds on one CPU thread; pixels (pooled to 4x4: 48-d) keeps FD cheap and needs no training.
-TINY: dict[str, Any] = {
-    "rung": "cpu-xs",
-    "steps": 24,
-    "eval_steps": [12, 24],
-    "batch_size": 16,
-    "warmup_steps": 4,
-    "log_every": 4,
-    "text_encoder": "learned",
-    "eval": {
-        "extractor": "pixels",
-        "extractor_options": {"size": 4},
-        "fd_samples": 96,
-        "reference_samples": 256,
-        "sample_steps": 4,
-        "val_samples": 32,
-    },
-}
-
-
-def _tiny(**overrides: Any) -> dict[str, Any]:
-    cfg = json.loads(json.dumps(TINY))
-    for key, value in overrides.items():
-        if isinstance(value, dict) and isinstance(cfg.get(key), dict):
-            cfg[key] = {**cfg[key], **value}
-        else:
-            cfg[key] = value
-    return cfg
+_tiny = tiny_trial
 
 
 def _tracking(tmp_path: Path) -> dict[str, str]:

@@ -19,6 +19,8 @@ from trials.optim import (
     update_stats,
 )
 
+from ..conftest import tiny_trial
+
 
 def _with_spectrum(m: int, n: int, values: list[float], seed: int = 0) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
@@ -108,10 +110,8 @@ def test_torch_muon_in_bf16_is_measured_too() -> None:
 def test_a_trial_logs_the_update_statistics_at_its_eval_steps() -> None:
     from trials import run_trial
 
-    tiny = {"rung": "cpu-xs", "steps": 6, "eval_steps": [3, 6], "batch_size": 8, "warmup_steps": 2, "log_every": 2,
-            "text_encoder": "learned", "optimizer": {"name": "periodic", "refresh_every": 2},
-            "eval": {"extractor": "pixels", "extractor_options": {"size": 4}, "fd_samples": 64,
-                     "reference_samples": 128, "sample_steps": 2, "val_samples": 16}}
+    tiny = tiny_trial(steps=6, eval_steps=[3, 6], warmup_steps=2, log_every=2,
+                      optimizer={"name": "periodic", "refresh_every": 2})
     records: list[dict] = []
     run_trial(tiny, progress=records.append)
     assert [r["step"] for r in records] == [3, 6]

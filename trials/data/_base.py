@@ -12,6 +12,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .._errors import InputError
+
 __all__ = [
     "DataError",
     "ImageTextBatch",
@@ -24,7 +26,7 @@ __all__ = [
 ]
 
 
-class DataError(ValueError):
+class DataError(InputError):  # a ValueError, as before
     """Base error of `trials.data`: an unknown dataset name, a bad argument, or a malformed dataset folder."""
 
 

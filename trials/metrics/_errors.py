@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .._errors import InputError, ScalesweepError
+
 __all__ = [
     "ExtractorUnavailableError",
     "FeatureError",
@@ -11,11 +13,11 @@ __all__ = [
 ]
 
 
-class MetricsError(Exception):
+class MetricsError(ScalesweepError):
     """Base class of every error raised by ``trials.metrics``."""
 
 
-class FeatureError(MetricsError, ValueError):
+class FeatureError(MetricsError, InputError):  # a ValueError, as before
     """Features or images of the wrong shape, dtype or with non-finite values."""
 
 
@@ -23,7 +25,7 @@ class FrechetNumericalError(MetricsError, ArithmeticError):
     """The Fréchet distance could not be computed reliably (covariances not positive semi-definite)."""
 
 
-class UnknownExtractorError(MetricsError, ValueError):
+class UnknownExtractorError(MetricsError, InputError):
     """No feature extractor is registered under the requested name."""
 
 

@@ -32,10 +32,12 @@ import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import Tensor, nn
 
+from .._errors import InputError
+
 __all__ = ["MMDiT", "MMDiTConfig", "ModelError"]
 
 
-class ModelError(ValueError):
+class ModelError(InputError):  # a ValueError, as before
     """Base error of `trials.models`: a bad config, an unknown rung name, or inputs of the wrong shape."""
 
 

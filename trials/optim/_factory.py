@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor, nn
 from torch.optim import Optimizer
 
+from ._arms import ArmName
 from ._functional import fast_ns_dtype
 from ._periodic import PeriodicRowMuon, RowNormMuon
 from ._routing import ParameterRouting, route_parameters
@@ -43,7 +44,7 @@ __all__ = [
     "list_optimizers",
 ]
 
-OptimizerName = Literal["adamw", "muon", "periodic", "rownorm"]
+OptimizerName = ArmName  # the arms this factory builds: the registry below has one builder per name
 
 # Main (matrix) learning rates when the config gives none. Muon's lr sits an order of magnitude above AdamW's under
 # the "original" lr convention; 0.02 is Muon's customary value and 3e-3 was AdamW's best in a pilot lr scan on the

@@ -7,6 +7,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from torch import Tensor
 
+from .._errors import InputError
+
 __all__ = [
     "TextEncoder",
     "TextEncoderError",
@@ -17,7 +19,7 @@ __all__ = [
 ]
 
 
-class TextEncoderError(ValueError):
+class TextEncoderError(InputError):  # a ValueError, as before
     """Base error of `trials.text`: an unknown encoder name or a bad argument."""
 
 

@@ -1,0 +1,133 @@
+"""What the sweep and transfer routers share: both are jobs the service queues, so both are created with an
+optional Idempotency-Key, listed newest first by an opaque cursor, fetched by id, cancelled and resumed the same
+way. Each router keeps only what is its own (the spec it accepts, its public shape, its sub-resources)."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from fastapi import HTTPException, Request, Response, status
+from sqlalchemy import Select, and_, or_, select
+from sqlalchemy.exc import IntegrityError
+
+from .._db import SweepRecord, TransferRecord
+
+__all__ = [
+    "STATE_PATTERN",
+    "cancel_job",
+    "create_job",
+    "get_job",
+    "list_page",
+    "mlflow_links",
+    "progress",
+    "resume_job",
+]
+
+STATE_PATTERN = "^(PENDING|RUNNING|SUCCEEDED|FAILED|CANCELLED)$"
+
+Job = TypeVar("Job", SweepRecord, TransferRecord)
+Public = TypeVar("Public")
+
+
+def mlflow_links(settings: Any, experiment_id: str | None, run_id: str | None) -> tuple[str | None, str | None]:
+    """Links to the job's experiment and parent run in the MLflow UI, when the service knows where the UI is."""
+    base = settings.mlflow_ui_url
+    if not base or not experiment_id:
+        return None, None
+    exp = f"{base.rstrip('/')}/#/experiments/{experiment_id}"
+    return exp, (f"{exp}/runs/{run_id}" if run_id else None)
+
+
+def progress(live: dict[str, Any]) -> dict[str, int]:
+    """The run counts per state from a driver's status document."""
+    return {k: int(v) for k, v in (live.get("counts") or {}).items() if isinstance(v, int | float)}
+
+
+def get_job(session: Any, model: type[Job], job_id: str, noun: str) -> Job:
+    record = session.get(model, job_id)
+    if record is None:
+        raise HTTPException(404, f"no {noun} {job_id!r}")
+    return record
+
+
+def _encode_cursor(record: SweepRecord | TransferRecord) -> str:
+    raw = f"{record.created_at.isoformat()}|{record.id}"
+    return base64.urlsafe_b64encode(raw.encode()).decode()
+
+
+def _decode_cursor(cursor: str) -> tuple[dt.datetime, str]:
+    try:
+        created, _, job_id = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
+        return dt.datetime.fromisoformat(created), job_id
+    except (ValueError, UnicodeDecodeError):
+        raise HTTPException(422, "cursor: not a cursor this service issued (pass next_cursor as given)") from None
+
+
+def list_page(session: Any, model: type[Job], *, state: str | None, limit: int, cursor: str | None,
+              filters: Callable[[Select[Any]], Select[Any]] | None = None) -> tuple[list[Job], str | None]:
+    """One page of jobs, newest first (ties broken by id), and the cursor of the next page (None on the last).
+    The cursor is the last row's (created_at, id), so rows created meanwhile neither repeat nor go missing."""
+    query = select(model).order_by(model.created_at.desc(), model.id.desc())
+    if state:
+        query = query.where(model.state == state)
+    if filters is not None:
+        query = filters(query)
+    if cursor:
+        created, last_id = _decode_cursor(cursor)
+        query = query.where(or_(model.created_at < created, and_(model.created_at == created, model.id < last_id)))
+    rows = list(session.scalars(query.limit(limit + 1)))
+    page = rows[:limit]
+    return page, (_encode_cursor(page[-1]) if len(rows) > limit else None)
+
+
+def create_job(
+    request: Request,
+    response: Response,
+    session: Any,
+    model: type[Job],
+    *,
+    noun: str,
+    idempotency_key: str | None,
+    same: Callable[[Job], bool],
+    new: Callable[[str | None], Job],
+    public: Callable[[Request, Job], Public],
+    what: str | None = None,
+) -> Public:
+    """Create a job, or answer 200 with the one already created under the same Idempotency-Key (409 when that
+    key came with another body: `same` says whether a stored job matches this request). `new(key)` builds the
+    record; the job queue is woken to start it."""
+    idempotency_key = (idempotency_key or "").strip() or None  # an empty header is no key at all
+    if idempotency_key:
+        existing = session.scalars(select(model).where(model.idempotency_key == idempotency_key)).first()
+        if existing is not None:
+            if not same(existing):
+                raise HTTPException(409, f"Idempotency-Key was already used with a different {what or noun}")
+            response.status_code = status.HTTP_200_OK
+            response.headers["Location"] = f"/v1/{noun}s/{existing.id}"
+            return public(request, existing)
+    record = new(idempotency_key)
+    session.add(record)
+    try:
+        session.commit()
+    except IntegrityError:  # the same key committed by a concurrent request between our look-up and insert
+        session.rollback()
+        raise HTTPException(409, f"Idempotency-Key is being used by another request; retry to get its {noun}") \
+            from None
+    request.app.state.jobs.wake()
+    response.headers["Location"] = f"/v1/{noun}s/{record.id}"
+    return public(request, record)
+
+
+def cancel_job(request: Request, session: Any, record: SweepRecord | TransferRecord, noun: str) -> None:
+    if not request.app.state.jobs.cancel(session, record):  # finished, or another request changed it first
+        raise HTTPException(409, f"{noun} {record.id} is {record.state}: only PENDING or RUNNING {noun}s can be "
+                            "cancelled")
+
+
+def resume_job(request: Request, session: Any, record: SweepRecord | TransferRecord, noun: str) -> None:
+    if not request.app.state.jobs.resume(session, record):  # the check and the write are one statement
+        raise HTTPException(409, f"{noun} {record.id} is {record.state}: only FAILED or CANCELLED {noun}s resume")
+    request.app.state.jobs.wake()

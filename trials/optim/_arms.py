@@ -1,0 +1,21 @@
+"""The optimizer arms' names: the one vocabulary every package uses (specs, transfers, records, figures).
+
+Torch-free on purpose: the sweeper's spec, scaling and dashboards name arms without loading torch.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+__all__ = ["ARMS", "ARMS_WITH_GAMMA", "MUON_FAMILY", "ArmName"]
+
+ArmName = Literal["adamw", "muon", "periodic", "rownorm"]
+
+# Every arm, in the order tables and figures list them (the baseline first, the ablation last).
+ARMS: tuple[ArmName, ...] = get_args(ArmName)
+
+# Arms whose block matrices take an orthogonalised (Muon-style) step; AdamW is the only one that does not.
+MUON_FAMILY: tuple[ArmName, ...] = ("muon", "periodic", "rownorm")
+
+# Arms with a row-norm step ratio `gamma` (periodic every K steps between refreshes, rownorm every step).
+ARMS_WITH_GAMMA: tuple[ArmName, ...] = ("periodic", "rownorm")
