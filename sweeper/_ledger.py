@@ -61,6 +61,7 @@ from trials.record import (
     PARENT_TAG,
     PENDING,
     PRUNED,
+    RUNNING,
     SUCCEEDED,
     TAG,
     TERMINAL_STATUS,
@@ -136,7 +137,7 @@ class SweepLedger:
             TAG.SWEEP_ID: sweep_id,
             TAG.SWEEP_NAME: spec.name,
             TAG.FINGERPRINT: spec.fingerprint(),
-            TAG.STATUS: "RUNNING",
+            TAG.STATUS: RUNNING,
             TAG.WORKDIR: str(workdir),
         }
         run = self.client.create_run(self.experiment_id, tags=tags, run_name=parent_run_name(spec.name))
@@ -171,7 +172,7 @@ class SweepLedger:
 
     def start_parent(self, run_id: str, *, pid: int | None = None) -> None:
         self.client.update_run(run_id, status="RUNNING")
-        self.set_tags(run_id, {TAG.STATUS: "RUNNING", TAG.DRIVER_HOST: platform.node(),
+        self.set_tags(run_id, {TAG.STATUS: RUNNING, TAG.DRIVER_HOST: platform.node(),
                                TAG.DRIVER_PID: str(pid or os.getpid())})
 
     def find_parent(self, sweep: str) -> Run:
