@@ -69,6 +69,7 @@ from trials.record import (
     StoredRun,
     quote,
     read_runs,
+    trials_tagged,
 )
 
 from ._errors import SweepError
@@ -302,12 +303,9 @@ class SweepLedger:
 
         self.client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
 
-    def _trial_filter(self, sweep_id: str) -> str:
-        return f"tags.`{TAG.KIND}` = 'trial' and tags.`{TAG.SWEEP_ID}` = '{quote(sweep_id)}'"
-
     def close_stale(self, sweep_id: str) -> list[str]:
         """Runs of this sweep still RUNNING or SCHEDULED (their driver is gone) closed as KILLED; their ids."""
-        runs = read_runs(self.client, [self.experiment_id], self._trial_filter(sweep_id), latest=False)
+        runs = read_runs(self.client, [self.experiment_id], trials_tagged(TAG.SWEEP_ID, sweep_id), latest=False)
         stale = [run.run_id for run in runs if run.mlflow_status in ("RUNNING", "SCHEDULED")]
         for run_id in stale:
             self.close(run_id, CANCELLED)
@@ -315,7 +313,7 @@ class SweepLedger:
 
     def records(self, sweep_id: str, *, histories: bool = True) -> list[TrialRecord]:
         """Every attempt of every trial of the sweep, from its runs."""
-        runs = read_runs(self.client, [self.experiment_id], self._trial_filter(sweep_id), latest=False,
+        runs = read_runs(self.client, [self.experiment_id], trials_tagged(TAG.SWEEP_ID, sweep_id), latest=False,
                          histories=(METRIC.FD,) if histories else ())
         return [trial_record(run) for run in runs]
 

@@ -57,6 +57,7 @@ __all__ = [
     "run_state",
     "search_runs",
     "trial_run",
+    "trials_tagged",
 ]
 
 # MLflow's tag that nests a run under its parent (a sweep's or a transfer's run).
@@ -234,6 +235,11 @@ def parse_float(text: str | None) -> float | None:
 def quote(value: str) -> str:
     """A value safe inside single quotes of an MLflow filter string."""
     return value.replace("'", "\\'")
+
+
+def trials_tagged(tag: str, value: str) -> str:
+    """The filter string for the trial runs whose tag `tag` is `value` (a sweep's id, a transfer's id)."""
+    return f"tags.`{TAG.KIND}` = 'trial' and tags.`{tag}` = '{quote(value)}'"
 
 
 @dataclass(frozen=True)

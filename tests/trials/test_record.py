@@ -20,6 +20,7 @@ from trials.record import (
     read_runs,
     run_state,
     trial_run,
+    trials_tagged,
 )
 
 # A trainer that reports two checkpoints at once (no braces: the command is a template).
@@ -58,6 +59,11 @@ def _run(run_id: str, key: str | None, attempt: int, start: int) -> StoredRun:
 def test_latest_attempt_per_trial_keeps_order_and_untagged_runs() -> None:
     runs = [_run("a0", "a", 0, 1), _run("b0", "b", 0, 2), _run("x", None, 0, 3), _run("a1", "a", 1, 4)]
     assert [r.run_id for r in latest_attempts(runs)] == ["b0", "x", "a1"]
+
+
+def test_trial_filters_quote_the_value() -> None:
+    assert trials_tagged(TAG.SWEEP_ID, "it's") == (
+        "tags.`scalesweep.kind` = 'trial' and tags.`scalesweep.sweep_id` = 'it\\'s'")
 
 
 def test_command_backend_writes_the_same_summary_as_the_builtin_one(tmp_path: Path) -> None:
