@@ -1,7 +1,8 @@
 """Run records as the dashboards see them, the honest name of the FD they carry, and seed statistics.
 
 A record is one trial (one MLflow child run): its arm and knobs, seed, status, and the series it logged, each a
-mapping training step -> value. ``as_records`` accepts ``RunRecord`` objects or plain dicts with the same keys
+mapping training step -> value; `load_runs` builds them from `trials.record`'s runs. Its status is one of
+`trials.record.STATES` or DIVERGED. ``as_records`` accepts ``RunRecord`` objects or plain dicts with the same keys
 (step keys may be strings, as JSON gives them back).
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from trials.optim import ARMS
+from trials.record import METRIC, SUCCEEDED
 
 from ._errors import DashboardInputError
 
@@ -31,11 +33,9 @@ __all__ = [
     "fd_label",
 ]
 
-# Display order of the optimizer arms (trials.optim's names): the two baselines, then the cheap variant and its
-# every-step ablation.
-SUCCEEDED = "SUCCEEDED"
-# The per-step series a trial logs (README, "MLflow names") that the dashboards draw.
-SERIES = ("fd", "val_loss", "loss", "effective_time_s", "optimizer_time_s", "step_time_s", "optimizer_step_time_s")
+# The per-step series a trial logs (`trials.record.METRIC`) that the dashboards draw.
+SERIES = (METRIC.FD, METRIC.VAL_LOSS, METRIC.LOSS, METRIC.EFFECTIVE_TIME_S, METRIC.OPTIMIZER_TIME_S,
+          METRIC.STEP_TIME_S, METRIC.OPTIMIZER_STEP_TIME_S)
 # The only extractor whose FD is FD-DINO (trials.metrics); every other number is FD on other features.
 _DINO_METRIC = "fd_dinov2"
 

@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from trials.record import LINEAGE
+
 from ._selection import PointSummary, SweepSelection, compare_with_baselines, runner_up_of
 from ._spec import SweepSpec
 from ._uncertainty import select_points_by_key
@@ -24,8 +26,8 @@ from ._uncertainty import select_points_by_key
 __all__ = ["CONFIRM_TAG", "apply_confirmation", "confirmation_from_tags", "confirmation_spec", "run_confirmation",
            "top_points"]
 
-CONFIRM_TAG = "scalesweep.confirmation"
-_POINT_TAG = "scalesweep.confirm_point"
+CONFIRM_TAG = LINEAGE.CONFIRMATION
+_POINT_TAG = LINEAGE.CONFIRM_POINT
 
 
 def top_points(selection: SweepSelection, top: int) -> list[PointSummary]:
@@ -51,7 +53,7 @@ def confirmation_spec(spec: SweepSpec, points: Sequence[PointSummary], sweep_id:
                    for i, p in enumerate(others, start=2)],
         early_stopping={"method": "none"},
         confirm={"top": 0},
-        tags={**spec.tags, "scalesweep.confirms": sweep_id},
+        tags={**spec.tags, LINEAGE.CONFIRMS: sweep_id},
     )
     return SweepSpec.model_validate(data)
 

@@ -48,9 +48,29 @@ import json
 import os
 import platform
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from trials.record import (
+    CANCELLED,
+    DIVERGED,
+    FAILED,
+    KILLED,
+    METRIC,
+    PARENT_TAG,
+    PENDING,
+    PRUNED,
+    RUNNING,
+    SUCCEEDED,
+    TAG,
+    TERMINAL_STATUS,
+    TRIAL_TAG,
+    StoredRun,
+    quote,
+    read_runs,
+    trials_tagged,
+)
 
 from ._errors import SweepError
 from ._selection import SweepSelection, TrialRecord
@@ -63,34 +83,7 @@ if TYPE_CHECKING:
     from ._planner import TrialRequest
     from ._spec import SweepSpec
 
-__all__ = ["PARENT_TAG", "TAG", "SweepLedger", "parent_run_name", "resolve_tracking_uri"]
-
-PARENT_TAG = "mlflow.parentRunId"
-
-
-class TAG:
-    """Tag names (see the module docstring for the layout)."""
-
-    KIND = "scalesweep.kind"
-    SWEEP_ID = "scalesweep.sweep_id"
-    SWEEP_NAME = "scalesweep.sweep_name"
-    FINGERPRINT = "scalesweep.fingerprint"
-    STATUS = "scalesweep.status"
-    WORKDIR = "scalesweep.workdir"
-    DRIVER_HOST = "scalesweep.driver_host"
-    DRIVER_PID = "scalesweep.driver_pid"
-    TRIAL_KEY = "scalesweep.trial_key"
-    POINT_KEY = "scalesweep.point_key"
-    ROLE = "scalesweep.role"
-    ARM = "scalesweep.arm"
-    SEED = "scalesweep.seed"
-    ATTEMPT = "scalesweep.attempt"
-    PARAMS = "scalesweep.params"
-    STEPS_DONE = "scalesweep.steps_done"
-    ERROR = "scalesweep.error"
-    STOP_REASON = "scalesweep.stop_reason"
-    BEST = "scalesweep.best."
-
+__all__ = ["PARENT_TAG", "TAG", "SweepLedger", "parent_run_name", "resolve_tracking_uri", "trial_record"]
 
 def parent_run_name(name: str) -> str:
     return f"sweep:{name}"
@@ -103,22 +96,6 @@ def resolve_tracking_uri(uri: str, base: Path | None = None) -> str:
         if not path.is_absolute():
             return f"sqlite:///{((base or Path.cwd()) / path).resolve()}"
     return uri
-
-
-# MLflow run status + our tag -> trial state (docs/design.md's trial states).
-def _trial_state(run: Run) -> tuple[str, bool]:
-    status, tag = run.info.status, run.data.tags.get(TAG.STATUS, "")
-    if tag == "PRUNED":
-        return "PRUNED", False
-    if status == "FINISHED":
-        return "SUCCEEDED", False
-    if status == "FAILED":
-        return "FAILED", tag == "DIVERGED"
-    if status == "KILLED":
-        return "CANCELLED", False
-    if status == "SCHEDULED":
-        return "PENDING", False
-    return "RUNNING", False
 
 
 class SweepLedger:
@@ -161,7 +138,7 @@ class SweepLedger:
             TAG.SWEEP_ID: sweep_id,
             TAG.SWEEP_NAME: spec.name,
             TAG.FINGERPRINT: spec.fingerprint(),
-            TAG.STATUS: "RUNNING",
+            TAG.STATUS: RUNNING,
             TAG.WORKDIR: str(workdir),
         }
         run = self.client.create_run(self.experiment_id, tags=tags, run_name=parent_run_name(spec.name))
@@ -196,7 +173,7 @@ class SweepLedger:
 
     def start_parent(self, run_id: str, *, pid: int | None = None) -> None:
         self.client.update_run(run_id, status="RUNNING")
-        self.set_tags(run_id, {TAG.STATUS: "RUNNING", TAG.DRIVER_HOST: platform.node(),
+        self.set_tags(run_id, {TAG.STATUS: RUNNING, TAG.DRIVER_HOST: platform.node(),
                                TAG.DRIVER_PID: str(pid or os.getpid())})
 
     def find_parent(self, sweep: str) -> Run:
@@ -206,7 +183,7 @@ class SweepLedger:
         for key in (TAG.SWEEP_ID, TAG.SWEEP_NAME):
             runs = self.client.search_runs(
                 [self.experiment_id],
-                filter_string=f"tags.`{TAG.KIND}` = 'sweep' and tags.`{key}` = '{_quote(sweep)}'",
+                filter_string=f"tags.`{TAG.KIND}` = 'sweep' and tags.`{key}` = '{quote(sweep)}'",
                 order_by=["attributes.start_time DESC"],
                 max_results=1,
             )
@@ -254,7 +231,7 @@ class SweepLedger:
             self.client.log_batch(run_id, metrics=batch)
         if selection_doc is not None:
             self.client.log_dict(run_id, dict(selection_doc), "selection.json")
-        mlflow_status = {"SUCCEEDED": "FINISHED", "FAILED": "FAILED", "CANCELLED": "KILLED"}.get(state)
+        mlflow_status = TERMINAL_STATUS.get(state)
         if mlflow_status is not None:
             self.client.set_terminated(run_id, status=mlflow_status)
 
@@ -277,7 +254,7 @@ class SweepLedger:
             TAG.SEED: str(req.seed),
             TAG.ATTEMPT: str(req.attempt),
             TAG.PARAMS: json.dumps(req.params, sort_keys=True),
-            TAG.STATUS: "PENDING",
+            TAG.STATUS: PENDING,
         }
         run = self.client.create_run(self.experiment_id, tags=tags, run_name=req.run_name)
         run_id = run.info.run_id
@@ -289,7 +266,7 @@ class SweepLedger:
     def reopen(self, run_id: str) -> None:
         """An interrupted run about to be resumed into."""
         self.client.update_run(run_id, status="SCHEDULED")
-        self.set_tags(run_id, {TAG.STATUS: "PENDING"})
+        self.set_tags(run_id, {TAG.STATUS: PENDING})
 
     def close(self, run_id: str, state: str, *, diverged: bool = False, error: str | None = None,
               steps_done: int | None = None, metrics: Mapping[str, float] | None = None) -> None:
@@ -299,16 +276,12 @@ class SweepLedger:
         tags: dict[str, str] = {}
         if steps_done is not None:
             tags[TAG.STEPS_DONE] = str(steps_done)
-        if state == "SUCCEEDED":
-            status, tag = "FINISHED", "SUCCEEDED"
-        elif state == "FAILED":
-            status, tag = "FAILED", "DIVERGED" if diverged else "FAILED"
-            if error and TAG.ERROR not in run.data.tags:
-                tags[TAG.ERROR] = error[:500]
-        elif state == "PRUNED":
-            status, tag = "KILLED", "PRUNED"
-        else:  # CANCELLED: interrupted, resumable
-            status, tag = "KILLED", "KILLED"
+        if state not in (SUCCEEDED, FAILED, PRUNED):
+            state = CANCELLED  # interrupted, resumable
+        status = TERMINAL_STATUS[state]
+        tag = {FAILED: DIVERGED if diverged else FAILED, CANCELLED: KILLED}.get(state, state)
+        if state == FAILED and error and TAG.ERROR not in run.data.tags:
+            tags[TAG.ERROR] = error[:500]
         if run.data.tags.get(TAG.STATUS) != tag:
             tags[TAG.STATUS] = tag
         if tags:
@@ -330,68 +303,42 @@ class SweepLedger:
 
         self.client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
 
-    def child_runs(self, sweep_id: str) -> list[Run]:
-        out: list[Run] = []
-        token = None
-        while True:
-            page = self.client.search_runs(
-                [self.experiment_id],
-                filter_string=f"tags.`{TAG.KIND}` = 'trial' and tags.`{TAG.SWEEP_ID}` = '{_quote(sweep_id)}'",
-                max_results=1000,
-                page_token=token,
-            )
-            out.extend(page)
-            token = page.token
-            if not token:
-                return out
-
     def close_stale(self, sweep_id: str) -> list[str]:
         """Runs of this sweep still RUNNING or SCHEDULED (their driver is gone) closed as KILLED; their ids."""
-        closed = []
-        for run in self.child_runs(sweep_id):
-            if run.info.status in ("RUNNING", "SCHEDULED"):
-                self.close(run.info.run_id, "CANCELLED")
-                closed.append(run.info.run_id)
-        return closed
+        runs = read_runs(self.client, [self.experiment_id], trials_tagged(TAG.SWEEP_ID, sweep_id), latest=False)
+        stale = [run.run_id for run in runs if run.mlflow_status in ("RUNNING", "SCHEDULED")]
+        for run_id in stale:
+            self.close(run_id, CANCELLED)
+        return stale
 
     def records(self, sweep_id: str, *, histories: bool = True) -> list[TrialRecord]:
         """Every attempt of every trial of the sweep, from its runs."""
-        return [self._record(run, histories) for run in self.child_runs(sweep_id)]
-
-    def _record(self, run: Run, histories: bool) -> TrialRecord:
-        tags, metrics = run.data.tags, run.data.metrics
-        state, diverged = _trial_state(run)
-        fd: dict[int, float] = {}
-        if histories:
-            fd = {m.step: m.value for m in self.client.get_metric_history(run.info.run_id, "fd")}
-        steps = tags.get(TAG.STEPS_DONE)
-        return TrialRecord(
-            trial_key=tags.get(TAG.TRIAL_KEY, run.info.run_name or ""),
-            point_key=tags.get(TAG.POINT_KEY, ""),
-            role="baseline" if tags.get(TAG.ROLE) == "baseline" else "search",
-            arm=tags.get(TAG.ARM, ""),
-            seed=int(tags.get(TAG.SEED, "0")),
-            attempt=int(tags.get(TAG.ATTEMPT, "0")),
-            status=state,  # type: ignore[arg-type]
-            params=json.loads(tags.get(TAG.PARAMS, "{}")),
-            diverged=diverged,
-            run_id=run.info.run_id,
-            objective=metrics.get("objective") if state == "SUCCEEDED" else None,
-            fd=fd,
-            steps_done=int(steps) if steps else (max(fd) if fd else 0),
-            effective_time_s=metrics.get("total_effective_time_s"),
-            wall_time_s=metrics.get("trial_wall_s"),
-            error=tags.get(TAG.ERROR),
-            metric_name=tags.get("fd.metric_name"),
-        )
+        runs = read_runs(self.client, [self.experiment_id], trials_tagged(TAG.SWEEP_ID, sweep_id), latest=False,
+                         histories=(METRIC.FD,) if histories else ())
+        return [trial_record(run) for run in runs]
 
 
-def _quote(value: str) -> str:
-    return value.replace("'", "\\'")
-
-
-def runs_by_key(records: Iterable[TrialRecord]) -> dict[str, list[TrialRecord]]:
-    out: dict[str, list[TrialRecord]] = {}
-    for rec in records:
-        out.setdefault(rec.trial_key, []).append(rec)
-    return out
+def trial_record(run: StoredRun) -> TrialRecord:
+    """The sweeper's view of one attempt's run."""
+    tags, metrics = run.tags, run.metrics
+    fd = run.history(METRIC.FD)
+    steps = tags.get(TAG.STEPS_DONE)
+    return TrialRecord(
+        trial_key=run.trial_key or run.run_name,
+        point_key=tags.get(TAG.POINT_KEY, ""),
+        role="baseline" if tags.get(TAG.ROLE) == "baseline" else "search",
+        arm=tags.get(TAG.ARM, ""),
+        seed=int(tags.get(TAG.SEED, "0")),
+        attempt=int(tags.get(TAG.ATTEMPT, "0")),
+        status=run.state,  # type: ignore[arg-type]
+        params=json.loads(tags.get(TAG.PARAMS, "{}")),
+        diverged=run.diverged,
+        run_id=run.run_id,
+        objective=metrics.get(METRIC.OBJECTIVE) if run.state == SUCCEEDED else None,
+        fd=fd,
+        steps_done=int(steps) if steps else (max(fd) if fd else 0),
+        effective_time_s=metrics.get(METRIC.TOTAL_EFFECTIVE_TIME_S),
+        wall_time_s=metrics.get(METRIC.TRIAL_WALL_S),
+        error=tags.get(TAG.ERROR),
+        metric_name=tags.get(TRIAL_TAG.FD_METRIC_NAME),
+    )

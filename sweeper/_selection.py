@@ -16,6 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from trials.record import STATES
+
 from ._uncertainty import PairedDifference, Selection, paired_difference, select_points_by_key
 
 __all__ = [
@@ -28,8 +30,9 @@ __all__ = [
     "summarise_points",
 ]
 
-# Trial states (docs/design.md): CANCELLED = interrupted by the sweep (cancel, lost driver); it resumes on --resume.
-TRIAL_STATES = ("PENDING", "RUNNING", "SUCCEEDED", "PRUNED", "FAILED", "CANCELLED")
+# Trial states (`trials.record.STATES`): CANCELLED = interrupted by the sweep (cancel, lost driver); it resumes on
+# --resume.
+TRIAL_STATES = STATES
 TrialState = Literal["PENDING", "RUNNING", "SUCCEEDED", "PRUNED", "FAILED", "CANCELLED"]
 Role = Literal["search", "baseline"]
 

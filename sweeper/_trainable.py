@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from trials.record import PRUNED, TAG, TRIAL_TAG
+
 __all__ = ["BACKENDS", "list_backends", "make_trainable", "run_job"]
 
 ProgressFn = Callable[[dict[str, Any]], None]
@@ -133,7 +135,7 @@ def _tag_worker(job: dict[str, Any]) -> None:
         node = ray.get_runtime_context().get_node_id()
         MlflowClient(tracking_uri=tracking["tracking_uri"]).log_batch(
             tracking["run_id"],
-            tags=[RunTag("scalesweep.ray_node", str(node)), RunTag("scalesweep.worker_host", socket.gethostname())],
+            tags=[RunTag(TRIAL_TAG.RAY_NODE, str(node)), RunTag(TRIAL_TAG.WORKER_HOST, socket.gethostname())],
         )
 
 
@@ -157,9 +159,9 @@ def _relabel_if_pruned(job: dict[str, Any]) -> bool:
         from mlflow.entities import RunTag
 
         client = MlflowClient(tracking_uri=tracking["tracking_uri"])
-        if client.get_run(run_id).data.tags.get("scalesweep.stop_reason") != "pruned":
+        if client.get_run(run_id).data.tags.get(TAG.STOP_REASON) != "pruned":
             return False
-        client.log_batch(run_id, tags=[RunTag("scalesweep.status", "PRUNED")])
+        client.log_batch(run_id, tags=[RunTag(TAG.STATUS, PRUNED)])
         return True
     except Exception:  # the driver re-applies the label after the sweep: never fail a stopping trial over it
         return False

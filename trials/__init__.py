@@ -3,7 +3,11 @@
 Knows nothing of Ray or HTTP. `run_trial(config)` is the entry point; subpackages hold the parts:
 `trials.optim` (optimizers and routing), `trials.models` (MMDiT and its size ladder), `trials.data`
 (captioned image sets), `trials.text` (text encoders), `trials.metrics` (Fréchet distance, feature extractors)
-and `trials.flow` (rectified-flow objective and sampler).
+and `trials.flow` (rectified-flow objective and sampler). `trials.record` owns the run record in MLflow: tag and
+metric names, run states, the reader, and the context manager both trial backends open their runs with.
+
+The names below load on first use, so `import trials.record` (the sweeper, the dashboards) or `import
+trials.optim` does not pull in torch's training stack, MLflow or the feature extractors.
 """
 
 from __future__ import annotations

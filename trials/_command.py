@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ._config import TrialConfig, TrialResult
 from ._errors import TrialError
 from ._run import summarise_quality
-from ._tracking import RunLogger, provenance_tags
+from .record import METRIC, TRIAL_TAG, RunRecorder, trial_run
 
 __all__ = ["PLACEHOLDERS", "CommandConfig", "run_command_trial"]
 
@@ -151,15 +151,12 @@ def run_command_trial(
     cfg = config if isinstance(config, TrialConfig) else TrialConfig.model_validate(dict(config))
     cmd = command if isinstance(command, CommandConfig) else CommandConfig.model_validate(dict(command))
     wall_start = time.perf_counter()
-    logger = RunLogger(cfg.tracking) if cfg.tracking is not None else None
-    run_id = logger.run_id if logger is not None else ""
     uri = cfg.tracking.tracking_uri if cfg.tracking is not None else ""
-    result = TrialResult(status="SUCCEEDED", metric_name="fd_external", fd_samples=cfg.eval.fd_samples, run_id=run_id)
-
-    with tempfile.TemporaryDirectory(prefix="scalesweep-cmd-") as tmp:
+    with trial_run(cfg.tracking, tags={TRIAL_TAG.BACKEND: "command"}) as run, \
+            tempfile.TemporaryDirectory(prefix="scalesweep-cmd-") as tmp:
         progress_file, config_file = Path(tmp) / "progress.jsonl", Path(tmp) / "trial.json"
         config_file.write_text(cfg.model_dump_json(exclude={"tracking"}, indent=2))
-        values = _values(cfg, progress_file, config_file, run_id, uri)
+        values = _values(cfg, progress_file, config_file, run.run_id, uri)
         argv = [arg.format_map(values) for arg in cmd.command]
         env = {
             **{k: v for k, v in os.environ.items() if k not in SERVICE_SECRET_ENV},
@@ -168,77 +165,74 @@ def run_command_trial(
             "SCALESWEEP_TRIAL_CONFIG": str(config_file),
             "SCALESWEEP_EVAL_STEPS": values["eval_steps"],
         }
-        if logger is not None:
-            env.update(MLFLOW_TRACKING_URI=uri, MLFLOW_RUN_ID=run_id)
-            logger.log_params({**cfg.model_dump(exclude={"tracking", "checkpoint_dir"}), "command": shlex.join(argv)})
-            logger.set_tags({**provenance_tags(), "scalesweep.kind": "trial", "scalesweep.backend": "command"})
-
-        tail = _Tail(progress_file)
-
-        def consume() -> None:
-            for record in tail.read():
-                step = record["step"]
-                metrics = {k: float(v) for k, v in record.items() if isinstance(v, int | float) and k != "step"}
-                if "metric_name" in record:
-                    result.metric_name = str(record["metric_name"])
-                if "fd" in metrics:
-                    if not math.isfinite(metrics["fd"]):
-                        result.status, result.diverged_at = "DIVERGED", step
-                    else:
-                        result.fd[step] = metrics["fd"]
-                        if "val_loss" in metrics:
-                            result.val_loss[step] = metrics["val_loss"]
-                        if "effective_time_s" in metrics:
-                            result.effective_time_s[step] = metrics["effective_time_s"]
-                result.steps_done = max(result.steps_done, step)
-                if logger is not None:
-                    logger.log_metrics({k: v for k, v in metrics.items() if math.isfinite(v)}, step)
-                if progress is not None:
-                    progress({"step": step, **metrics})
-
-        stderr_path = Path(tmp) / "stderr.txt"
-        try:
-            with stderr_path.open("w") as stderr:
-                try:
-                    proc = subprocess.Popen(argv, cwd=cmd.cwd, env=env, stdout=subprocess.DEVNULL, stderr=stderr,
-                                            start_new_session=True)
-                except OSError as exc:
-                    raise TrialError(f"could not start trainer command {argv[0]!r}: {exc}") from None
-                try:
-                    while proc.poll() is None:
-                        consume()
-                        if cmd.timeout_s is not None and time.perf_counter() - wall_start > cmd.timeout_s:
-                            raise TrialError(f"trainer command timed out after {cmd.timeout_s} s")
-                        time.sleep(cmd.poll_s)
-                finally:
-                    if proc.poll() is None:  # stopped by a timeout or by the caller: end the trainer's whole group
-                        os.killpg(proc.pid, 9)
-                        proc.wait()
-            consume()
-            if proc.returncode != 0:
-                err = stderr_path.read_text(errors="replace").strip().splitlines()[-5:]
-                raise TrialError(f"trainer command exited with {proc.returncode}: {' | '.join(err)}")
-        except BaseException as exc:
-            if logger is not None:
-                interrupted = isinstance(exc, KeyboardInterrupt | SystemExit)
-                logger.set_tags({"scalesweep.status": "KILLED" if interrupted else "FAILED",
-                                 "scalesweep.error": repr(exc)[:500]})
-                logger.finish("KILLED" if interrupted else "FAILED")
-            raise
-
-    if not result.fd and result.status == "SUCCEEDED":
-        if logger is not None:
-            logger.finish("FAILED")
-        raise TrialError(f"trainer command finished without reporting any 'fd' to {progress_file.name}")
-    if result.effective_time_s:
-        result.total_effective_time_s = max(result.effective_time_s.values())
-    summarise_quality(result)
-    result.wall_time_s = time.perf_counter() - wall_start
-    if logger is not None:
-        summary = {"objective": result.objective, "best_fd": result.best_fd, "endpoint_fd": result.endpoint_fd,
-                   "time_to_best_s": result.time_to_best_s}
-        logger.log_metrics({k: v for k, v in summary.items() if v is not None}, result.steps_done)
-        logger.set_tags({"scalesweep.status": result.status, "fd.metric_name": result.metric_name})
-        logger.log_dict(result.to_dict(), "trial_result.json")
-        logger.finish("FINISHED" if result.status == "SUCCEEDED" else "FAILED")
+        if run.tracked:
+            env.update(MLFLOW_TRACKING_URI=uri, MLFLOW_RUN_ID=run.run_id)
+            run.log_params({**cfg.model_dump(exclude={"tracking", "checkpoint_dir"}), "command": shlex.join(argv)})
+        collector = _Collector(cfg, run, progress)
+        _run_trainer(argv, cmd, env, Path(tmp), _Tail(progress_file), collector.consume, wall_start)
+        result = collector.result
+        if not result.fd and result.status == "SUCCEEDED":
+            raise TrialError(f"trainer command finished without reporting any 'fd' to {progress_file.name}")
+        if result.effective_time_s:
+            result.total_effective_time_s = max(result.effective_time_s.values())
+        summarise_quality(result)
+        result.wall_time_s = time.perf_counter() - wall_start
+        run.finish(result)
     return result
+
+
+class _Collector:
+    """The trainer's progress records -> the trial's result, its MLflow metrics and the caller's `progress`."""
+
+    def __init__(self, cfg: TrialConfig, run: RunRecorder, progress: Callable[[dict[str, Any]], None] | None):
+        self.run, self.progress = run, progress
+        self.result = TrialResult(status="SUCCEEDED", metric_name="fd_external", fd_samples=cfg.eval.fd_samples,
+                                  run_id=run.run_id)
+
+    def consume(self, records: list[dict[str, Any]]) -> None:
+        result = self.result
+        for record in records:
+            step = record["step"]
+            metrics = {k: float(v) for k, v in record.items() if isinstance(v, int | float) and k != "step"}
+            if "metric_name" in record:
+                result.metric_name = str(record["metric_name"])
+            fd = metrics.get(METRIC.FD)
+            if fd is not None and not math.isfinite(fd):
+                result.status, result.diverged_at = "DIVERGED", step
+            elif fd is not None:
+                result.fd[step] = fd
+                if METRIC.VAL_LOSS in metrics:
+                    result.val_loss[step] = metrics[METRIC.VAL_LOSS]
+                if METRIC.EFFECTIVE_TIME_S in metrics:
+                    result.effective_time_s[step] = metrics[METRIC.EFFECTIVE_TIME_S]
+            result.steps_done = max(result.steps_done, step)
+            self.run.log_metrics({k: v for k, v in metrics.items() if math.isfinite(v)}, step)
+            if self.progress is not None:
+                self.progress({"step": step, **metrics})
+
+
+def _run_trainer(argv: list[str], cmd: CommandConfig, env: dict[str, str], tmp: Path, tail: _Tail,
+                 consume: Callable[[list[dict[str, Any]]], None], wall_start: float) -> None:
+    """Start the trainer in a session of its own, hand its progress to `consume` while it runs and once after, and
+    raise `TrialError` on a timeout or a non-zero exit (with the end of its stderr)."""
+    stderr_path = tmp / "stderr.txt"
+    with stderr_path.open("w") as stderr:
+        try:
+            proc = subprocess.Popen(argv, cwd=cmd.cwd, env=env, stdout=subprocess.DEVNULL, stderr=stderr,
+                                    start_new_session=True)
+        except OSError as exc:
+            raise TrialError(f"could not start trainer command {argv[0]!r}: {exc}") from None
+        try:
+            while proc.poll() is None:
+                consume(tail.read())
+                if cmd.timeout_s is not None and time.perf_counter() - wall_start > cmd.timeout_s:
+                    raise TrialError(f"trainer command timed out after {cmd.timeout_s} s")
+                time.sleep(cmd.poll_s)
+        finally:
+            if proc.poll() is None:  # stopped by a timeout or by the caller: end the trainer's whole group
+                os.killpg(proc.pid, 9)
+                proc.wait()
+    consume(tail.read())
+    if proc.returncode != 0:
+        err = stderr_path.read_text(errors="replace").strip().splitlines()[-5:]
+        raise TrialError(f"trainer command exited with {proc.returncode}: {' | '.join(err)}")

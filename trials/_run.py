@@ -7,13 +7,15 @@ text encoder's cached embeddings, evaluation and checkpoint I/O are excluded. It
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import math
 import os
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,6 @@ from torch import Tensor, nn
 
 from ._config import TrialConfig, TrialResult
 from ._errors import TrialError
-from ._tracking import RunLogger, provenance_tags
 from .data import ImageTextDataset, get_dataset, stream_generator, stream_seed
 from .flow import flow_loss, sample_euler, validation_loss
 from .metrics import (
@@ -37,6 +38,7 @@ from .metrics import (
 )
 from .models import build_model, count_parameters
 from .optim import build_optimizer, update_stats
+from .record import METRIC, TRIAL_TAG, RunRecorder, trial_run
 from .text import LearnedTextEncoder, get_text_encoder
 
 __all__ = ["metric_floor", "run_trial", "summarise_quality"]
@@ -216,34 +218,89 @@ def run_trial(
     cfg = config if isinstance(config, TrialConfig) else TrialConfig.model_validate(dict(config))
     wall_start = time.perf_counter()
     torch.set_num_threads(cfg.threads)
-    device = _resolve_device(cfg.device)
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    trial = _build(cfg)
+    result = _new_result(trial)
+    checkpoint = _Checkpoint(cfg)
+    checkpoint.restore(trial, result)
+    params = cfg.model_dump(exclude={"tracking", "checkpoint_dir"})
+    with trial_run(cfg.tracking, params=params, tags=_run_tags(trial, result)) as run:
+        if run.tracked:
+            result.run_id = run.run_id
+        with _progress_bar(cfg, trial.step, show_progress) as bar:
+            _train(trial, result, run, checkpoint, bar, progress)
+        _summarise(result, trial.effective, trial.optimizer)
+        result.wall_time_s = time.perf_counter() - wall_start
+        run.finish(result)
+    return result
 
+
+@dataclass
+class _Trial:
+    """What one trial trains and scores with, built once by `_build`, and the counters a checkpoint carries:
+    `step` (the last step trained) and `effective` (training time so far, seconds)."""
+
+    cfg: TrialConfig
+    sync: Callable[[], None]
+    dataset: ImageTextDataset
+    cond: _Conditioner
+    module: _TextToImage
+    ema: _TextToImage | None
+    optimizer: Any
+    parameters: int
+    extractor: FeatureExtractor
+    reference: FeatureStats
+    validation: Any
+    fd_batch: Any
+    fd_noise: Tensor
+    train_gen: torch.Generator
+    noise_gen: torch.Generator
+    track_samples: int
+    step: int = 0
+    effective: float = 0.0
+    params: list[Tensor] = field(default_factory=list)
+    ema_params: list[Tensor] = field(default_factory=list)
+
+    @property
+    def scored(self) -> _TextToImage:
+        """The weights evaluations score: the EMA average, or the raw weights without one."""
+        return self.ema if self.ema is not None else self.module
+
+    @property
+    def eval_steps(self) -> list[int]:
+        return self.cfg.resolved_eval_steps
+
+    @property
+    def track_steps(self) -> set[int]:
+        return set(self.cfg.resolved_track_steps)
+
+    @property
+    def track_is_full(self) -> bool:
+        """Where tracking asks for what the full evaluation computes anyway (as many images, the same first
+        captions and noise, as many sampler steps), a tracking point at an eval step takes the full FD instead of
+        sampling the same images twice."""
+        return self.track_samples == self.cfg.eval.fd_samples and (
+            self.cfg.eval.track_sample_steps == self.cfg.eval.sample_steps)
+
+
+def _build(cfg: TrialConfig) -> _Trial:
+    """Data, text conditioning, model, optimizer, EMA copy and the fixed evaluation inputs; refuses an
+    FD-infinity request the sample count cannot serve before any training."""
+    device = _resolve_device(cfg.device)
     dataset = _dataset(cfg)
     cond = _Conditioner(cfg, dataset, device)
     torch.manual_seed(cfg.seed)  # model init is a function of the seed
-    denoiser = build_model(
-        cfg.rung,
-        image_size=cfg.data.image_size,
-        in_channels=dataset.channels,
-        context_dim=cond.context_dim,
-        pooled_dim=cond.pooled_dim,
-    )
+    denoiser = build_model(cfg.rung, image_size=cfg.data.image_size, in_channels=dataset.channels,
+                           context_dim=cond.context_dim, pooled_dim=cond.pooled_dim)
     module = _TextToImage(denoiser, cond.learned).to(device)
     optimizer = build_optimizer(module, cfg.optimizer, block_prefixes=("denoiser.blocks",))
-    counts = count_parameters(denoiser)
     ema = copy.deepcopy(module).requires_grad_(False).eval() if cfg.eval.ema_decay is not None else None
-    decay = cfg.eval.ema_decay or 0.0
-    params: list[Tensor] = list(module.parameters())
-    ema_params: list[Tensor] = list(ema.parameters()) if ema is not None else []
 
     extractor = _extractor(cfg, dataset)
     reference = _reference_stats(cfg, dataset, extractor)
-    if cfg.eval.fd_infinity and cfg.eval.fd_samples <= 2 * reference.dim:  # refused before training, not at an eval
+    if cfg.eval.fd_infinity and cfg.eval.fd_samples <= 2 * reference.dim:
         raise FeatureError(f"eval.fd_infinity: FD-infinity needs subsets of at least 2d = {2 * reference.dim} "
                            f"samples (d = {reference.dim} {extractor.metric_name} features); eval.fd_samples is "
                            f"{cfg.eval.fd_samples}. Use more samples, or plain FD at a fixed sample count")
-    validation = dataset.validation_set(cfg.eval.val_samples).to(device)
     # Common random numbers: every trial of a study samples the same captions from the same noise, so FD
     # differences between arms are not sampling noise.
     fd_batch = dataset.sample(cfg.eval.fd_samples, stream_generator(cfg.data.seed, "fd-captions"))
@@ -251,229 +308,239 @@ def run_trial(
         (cfg.eval.fd_samples, dataset.channels, cfg.data.image_size, cfg.data.image_size),
         generator=stream_generator(cfg.data.seed, "fd-noise"),
     )
-    eval_steps = cfg.resolved_eval_steps
-    track_steps = set(cfg.resolved_track_steps)
-
-    train_gen = stream_generator(cfg.seed, "train")
-    noise_gen = stream_generator(cfg.seed, "noise")
-    result = TrialResult(
-        status="SUCCEEDED",
-        metric_name=extractor.metric_name,
-        fd_samples=cfg.eval.fd_samples,
-        parameters=counts.total,
-        muon_parameters=optimizer.routing.muon_numel,
-        track_samples=min(cfg.eval.track_samples, cfg.eval.fd_samples) if track_steps else 0,
-        track_sample_steps=cfg.eval.track_sample_steps if track_steps else 0,
+    return _Trial(
+        cfg=cfg,
+        sync=torch.cuda.synchronize if device.type == "cuda" else (lambda: None),
+        dataset=dataset, cond=cond, module=module, ema=ema, optimizer=optimizer,
+        parameters=count_parameters(denoiser).total,
+        extractor=extractor, reference=reference,
+        validation=dataset.validation_set(cfg.eval.val_samples).to(device), fd_batch=fd_batch, fd_noise=fd_noise,
+        train_gen=stream_generator(cfg.seed, "train"), noise_gen=stream_generator(cfg.seed, "noise"),
+        track_samples=min(cfg.eval.track_samples, cfg.eval.fd_samples) if cfg.resolved_track_steps else 0,
+        params=list(module.parameters()), ema_params=list(ema.parameters()) if ema is not None else [],
     )
-    # Where tracking asks for what the full evaluation computes anyway (as many images, the same first captions
-    # and noise, as many sampler steps), a tracking point at an eval step takes the full FD instead of sampling
-    # the same images twice.
-    track_is_full = (result.track_samples == cfg.eval.fd_samples
-                     and cfg.eval.track_sample_steps == cfg.eval.sample_steps)
-    start_step, effective, loss_sum, loss_n = 0, 0.0, 0.0, 0
-    ckpt_path = Path(cfg.checkpoint_dir) / "last.pt" if cfg.checkpoint_dir else None
-    fingerprint = _config_fingerprint(cfg)
-    if ckpt_path is not None and ckpt_path.is_file():
-        saved = torch.load(ckpt_path, map_location=device, weights_only=False)
-        if saved["fingerprint"] != fingerprint:
-            raise TrialError(f"checkpoint {ckpt_path} was written by a different trial config; refusing to resume")
-        module.load_state_dict(saved["module"])
-        if ema is not None:
-            ema.load_state_dict(saved["ema"])
-        optimizer.load_state_dict(saved["optimizer"])
-        train_gen.set_state(saved["train_gen"])
-        noise_gen.set_state(saved["noise_gen"])
-        start_step, effective = saved["step"], saved["effective"]
-        for name in ("fd", "val_loss", "effective_time_s", "fd_infinity", "fd_track", "track_effective_time_s"):
-            getattr(result, name).update(saved["records"].get(name, {}))
 
-    logger = RunLogger(cfg.tracking) if cfg.tracking is not None else None
-    if logger is not None:
-        result.run_id = logger.run_id
-        logger.log_params(cfg.model_dump(exclude={"tracking", "checkpoint_dir"}))
-        logger.set_tags(
-            {
-                **provenance_tags(),
-                "scalesweep.kind": "trial",
-                "fd.extractor": extractor.name,
-                "fd.metric_name": extractor.metric_name,
-                "fd.samples": str(cfg.eval.fd_samples),
-                "fd.reference_samples": str(cfg.eval.reference_samples),
-                "fd.weights": "ema" if ema is not None else "raw",
-                "fd.track_samples": str(result.track_samples),
-                "fd.track_sample_steps": str(result.track_sample_steps),
-                "optimizer.ns_dtype": str(optimizer.ns_dtype).removeprefix("torch."),
-                "model.parameters": str(counts.total),
-                "model.muon_parameters": str(optimizer.routing.muon_numel),
-            }
-        )
 
-    bar = None
-    if show_progress:
-        from tqdm import tqdm
+def _new_result(trial: _Trial) -> TrialResult:
+    cfg = trial.cfg
+    return TrialResult(
+        status="SUCCEEDED",
+        metric_name=trial.extractor.metric_name,
+        fd_samples=cfg.eval.fd_samples,
+        parameters=trial.parameters,
+        muon_parameters=trial.optimizer.routing.muon_numel,
+        track_samples=trial.track_samples,
+        track_sample_steps=cfg.eval.track_sample_steps if cfg.resolved_track_steps else 0,
+    )
 
-        bar = tqdm(total=cfg.steps, initial=start_step, desc=f"{cfg.rung} {cfg.optimizer.name}", unit="step")
 
-    pending: list[tuple[int, dict[str, float]]] = []  # train-loss points, flushed to MLflow at each eval
+def _run_tags(trial: _Trial, result: TrialResult) -> dict[str, str]:
+    """What the run's FD numbers are and what was trained (MLflow tags)."""
+    cfg = trial.cfg
+    return {
+        TRIAL_TAG.FD_EXTRACTOR: trial.extractor.name,
+        TRIAL_TAG.FD_METRIC_NAME: trial.extractor.metric_name,
+        TRIAL_TAG.FD_SAMPLES: str(cfg.eval.fd_samples),
+        TRIAL_TAG.FD_REFERENCE_SAMPLES: str(cfg.eval.reference_samples),
+        TRIAL_TAG.FD_WEIGHTS: "ema" if trial.ema is not None else "raw",
+        TRIAL_TAG.FD_TRACK_SAMPLES: str(result.track_samples),
+        TRIAL_TAG.FD_TRACK_SAMPLE_STEPS: str(result.track_sample_steps),
+        TRIAL_TAG.NS_DTYPE: str(trial.optimizer.ns_dtype).removeprefix("torch."),
+        TRIAL_TAG.PARAMETERS: str(result.parameters),
+        TRIAL_TAG.MUON_PARAMETERS: str(result.muon_parameters),
+    }
 
-    def flush() -> None:
-        if logger is not None:
-            for step, metrics in pending:
-                logger.log_metrics(metrics, step)
-        pending.clear()
 
+class _NoBar:
+    def update(self, n: int) -> None:
+        pass
+
+    def set_postfix(self, **values: str) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _progress_bar(cfg: TrialConfig, start: int, show: bool) -> Iterator[Any]:
+    """A tqdm bar over the training steps, or one that draws nothing."""
+    if not show:
+        yield _NoBar()
+        return
+    from tqdm import tqdm
+
+    bar = tqdm(total=cfg.steps, initial=start, desc=f"{cfg.rung} {cfg.optimizer.name}", unit="step")
     try:
-        module.train()
-        for step in range(start_step + 1, cfg.steps + 1):
-            batch = dataset.sample(cfg.batch_size, train_gen).to(device)
-            cached = cond.frozen_embeddings(batch.captions)
-            sync()
-            t0 = time.perf_counter()
-            optimizer.zero_grad()
-            context, pooled = _encode(module, cond, batch.captions, cached)
-            loss = flow_loss(module.denoiser, batch.images, context, pooled, noise_gen, cond_dropout=cfg.cond_dropout)
-            if not torch.isfinite(loss):
+        yield bar
+    finally:
+        bar.close()
+
+
+def _train(trial: _Trial, result: TrialResult, run: RunRecorder, checkpoint: _Checkpoint, bar: Any,
+           progress: ProgressFn | None) -> None:
+    """The loop: a train step; the mean train loss every `log_every` steps; a tracking FD at the tracking steps; at
+    each eval step the full evaluation, its sample grid, a checkpoint and the caller's `progress`. Stops at the
+    first non-finite loss or evaluation, with status DIVERGED."""
+    cfg, start = trial.cfg, trial.step
+    eval_steps, track_steps = trial.eval_steps, trial.track_steps
+    loss_sum, loss_n = 0.0, 0
+    for step in range(start + 1, cfg.steps + 1):
+        loss = _train_step(trial, step)
+        if loss is None:
+            result.status, result.diverged_at = "DIVERGED", step
+            break
+        loss_sum, loss_n = loss_sum + loss, loss_n + 1
+        bar.update(1)
+        if step % cfg.log_every == 0:
+            run.defer(step, {METRIC.LOSS: loss_sum / loss_n})
+            bar.set_postfix(loss=f"{loss_sum / loss_n:.4f}")
+            loss_sum, loss_n = 0.0, 0
+        if step in track_steps and not (trial.track_is_full and step in eval_steps):
+            _track_point(trial, result, run, step)
+            if step not in eval_steps:
+                run.flush()  # the full evaluation flushes its own
+        if step in eval_steps:
+            evaluated = _evaluate_step(trial, result, step)
+            if evaluated is None:
                 result.status, result.diverged_at = "DIVERGED", step
                 break
-            loss.backward()
-            if cfg.grad_clip is not None:
-                nn.utils.clip_grad_norm_(params, cfg.grad_clip)
-            optimizer.set_lr_scale(min(1.0, step / cfg.warmup_steps) if cfg.warmup_steps else 1.0)
-            optimizer.step()
-            if ema is not None:
-                # Warm-up (TF's num_updates rule): the effective decay (1+t)/(10+t) stays below `decay` until
-                # t ~ 2000 (0.989 at step 800, 0.9926 at 1200), so the average tracks the recent weights early on.
-                # Measured at cpu-xs, 1200 steps, 3 seeds: this rule gave objective seed std 5.6-21; the plain
-                # running mean up to the full 0.995 window lagged more and had std 28-64 (benchmarks/trial_quality.py).
-                d = min(decay, (1 + step) / (10 + step))
-                torch._foreach_lerp_(ema_params, [p.detach() for p in params], 1.0 - d)
-            sync()
-            effective += time.perf_counter() - t0
-            loss_sum, loss_n = loss_sum + loss.item(), loss_n + 1
-            if bar is not None:
-                bar.update(1)
-            if step % cfg.log_every == 0:
-                pending.append((step, {"loss": loss_sum / loss_n}))
-                if bar is not None:
-                    bar.set_postfix(loss=f"{loss_sum / loss_n:.4f}")
-                loss_sum, loss_n = 0.0, 0
+            metrics, samples = evaluated
+            run.defer(step, metrics)
+            run.flush()
+            _log_samples(run, samples, step)
+            bar.set_postfix(loss=f"{metrics[METRIC.VAL_LOSS]:.4f}", fd=f"{metrics[METRIC.FD]:.2f}")
+            checkpoint.save(trial, result, step)
+            if progress is not None:
+                progress({"step": step, "metric_name": trial.extractor.metric_name, **metrics})
+        result.steps_done = step
+    result.steps_done = max(result.steps_done, start)
 
-            if step in track_steps and not (track_is_full and step in eval_steps):
-                # Before the full evaluation, so both see the same weights; NaN (not a divergence) when the cheap
-                # sampler's output is not finite: the full evaluation decides divergence.
-                t_track = time.perf_counter()
-                fd_track = _track(cfg, ema if ema is not None else module, cond, fd_batch, fd_noise, extractor,
-                                  reference, result.track_samples)
-                result.track_eval_time_s += time.perf_counter() - t_track
-                result.fd_track[step] = fd_track
-                result.track_effective_time_s[step] = effective
-                pending.append((step, {"fd_track": fd_track, "track_effective_time_s": effective}))
-                if step not in eval_steps:
-                    flush()  # the full evaluation flushes its own
-            if step in eval_steps:
-                t_eval = time.perf_counter()
-                record = _evaluate(
-                    cfg,
-                    ema if ema is not None else module,
-                    cond,
-                    validation,
-                    fd_batch,
-                    fd_noise,
-                    extractor,
-                    reference,
-                    step,
-                )
-                result.eval_time_s += time.perf_counter() - t_eval
-                if record is None:
-                    result.status, result.diverged_at = "DIVERGED", step
-                    break
-                record.update(
-                    effective_time_s=effective,
-                    optimizer_time_s=optimizer.total_step_time_s,
-                    step_time_s=effective / step,
-                    optimizer_step_time_s=optimizer.total_step_time_s / max(1, optimizer.steps),
-                    ns5_calls=float(optimizer.ns5_calls),
-                    rownorm_calls=float(optimizer.rownorm_calls),
-                )
-                record.update(update_stats(optimizer))  # Muon family: update RMS / spectral norm per kind
-                result.fd[step] = record["fd"]
-                result.val_loss[step] = record["val_loss"]
-                result.effective_time_s[step] = effective
-                if "fd_infinity" in record:
-                    result.fd_infinity[step] = record["fd_infinity"]
-                if track_is_full and step in track_steps:  # the tracking point is this evaluation's FD
-                    result.fd_track[step], result.track_effective_time_s[step] = record["fd"], effective
-                    record.update(fd_track=record["fd"], track_effective_time_s=effective)
-                metrics = {k: v for k, v in record.items() if k != "samples"}
-                metrics[extractor.metric_name] = record["fd"]
-                pending.append((step, metrics))
-                flush()
-                if logger is not None:
-                    with tempfile.TemporaryDirectory() as tmp:
-                        grid = Path(tmp) / f"step_{step:07d}.png"
-                        _sample_grid(record["samples"], grid)
-                        logger.log_artifact(grid, "samples")
-                if bar is not None:
-                    bar.set_postfix(loss=f"{record['val_loss']:.4f}", fd=f"{record['fd']:.2f}")
-                if ckpt_path is not None:
-                    _save_checkpoint(
-                        ckpt_path,
-                        {
-                            "fingerprint": fingerprint,
-                            "step": step,
-                            "effective": effective,
-                            "module": module.state_dict(),
-                            "ema": ema.state_dict() if ema is not None else None,
-                            "optimizer": optimizer.state_dict(),
-                            "train_gen": train_gen.get_state(),
-                            "noise_gen": noise_gen.get_state(),
-                            "records": {
-                                "fd": result.fd,
-                                "val_loss": result.val_loss,
-                                "effective_time_s": result.effective_time_s,
-                                "fd_infinity": result.fd_infinity,
-                                "fd_track": result.fd_track,
-                                "track_effective_time_s": result.track_effective_time_s,
-                            },
-                        },
-                    )
-                if progress is not None:
-                    progress({"step": step, "metric_name": extractor.metric_name, **metrics})
-            result.steps_done = step
-        result.steps_done = max(result.steps_done, start_step)
-    except BaseException as exc:
-        if logger is not None:
-            flush()
-            interrupted = isinstance(exc, KeyboardInterrupt | SystemExit)
-            logger.set_tags(
-                {"scalesweep.status": "KILLED" if interrupted else "FAILED", "scalesweep.error": repr(exc)[:500]}
-            )
-            logger.finish("KILLED" if interrupted else "FAILED")
-        raise
-    finally:
-        if bar is not None:
-            bar.close()
 
-    _summarise(result, effective, optimizer)
-    result.wall_time_s = time.perf_counter() - wall_start
-    if logger is not None:
-        flush()
-        summary = {
-            k: v
-            for k, v in {
-                "objective": result.objective,
-                "best_fd": result.best_fd,
-                "endpoint_fd": result.endpoint_fd,
-                "time_to_best_s": result.time_to_best_s,
-                "total_effective_time_s": result.total_effective_time_s,
-            }.items()
-            if v is not None
-        }
-        logger.log_metrics(summary, result.steps_done)
-        logger.set_tags({"scalesweep.status": result.status})
-        logger.log_dict(result.to_dict(), "trial_result.json")
-        logger.finish("FINISHED" if result.status == "SUCCEEDED" else "FAILED")
-    return result
+def _train_step(trial: _Trial, step: int) -> float | None:
+    """One optimizer step (timed as effective training time, see the module docstring); the loss, or None when it
+    is not finite (nothing is updated then)."""
+    cfg, module, optimizer = trial.cfg, trial.module, trial.optimizer
+    batch = trial.dataset.sample(cfg.batch_size, trial.train_gen).to(trial.cond.device)
+    cached = trial.cond.frozen_embeddings(batch.captions)
+    trial.sync()
+    t0 = time.perf_counter()
+    optimizer.zero_grad()
+    context, pooled = _encode(module, trial.cond, batch.captions, cached)
+    loss = flow_loss(module.denoiser, batch.images, context, pooled, trial.noise_gen, cond_dropout=cfg.cond_dropout)
+    if not torch.isfinite(loss):
+        return None
+    loss.backward()
+    if cfg.grad_clip is not None:
+        nn.utils.clip_grad_norm_(trial.params, cfg.grad_clip)
+    optimizer.set_lr_scale(min(1.0, step / cfg.warmup_steps) if cfg.warmup_steps else 1.0)
+    optimizer.step()
+    if trial.ema is not None:
+        # Warm-up (TF's num_updates rule): the effective decay (1+t)/(10+t) stays below `decay` until
+        # t ~ 2000 (0.989 at step 800, 0.9926 at 1200), so the average tracks the recent weights early on.
+        # Measured at cpu-xs, 1200 steps, 3 seeds: this rule gave objective seed std 5.6-21; the plain
+        # running mean up to the full 0.995 window lagged more and had std 28-64 (benchmarks/trial_quality.py).
+        d = min(cfg.eval.ema_decay or 0.0, (1 + step) / (10 + step))
+        torch._foreach_lerp_(trial.ema_params, [p.detach() for p in trial.params], 1.0 - d)
+    trial.sync()
+    trial.effective += time.perf_counter() - t0
+    trial.step = step
+    return loss.item()
+
+
+def _track_point(trial: _Trial, result: TrialResult, run: RunRecorder, step: int) -> None:
+    """A tracking FD, before the full evaluation so both see the same weights; NaN (not a divergence) when the
+    cheap sampler's output is not finite: the full evaluation decides divergence."""
+    t_track = time.perf_counter()
+    fd_track = _track(trial.cfg, trial.scored, trial.cond, trial.fd_batch, trial.fd_noise, trial.extractor,
+                      trial.reference, result.track_samples)
+    result.track_eval_time_s += time.perf_counter() - t_track
+    result.fd_track[step] = fd_track
+    result.track_effective_time_s[step] = trial.effective
+    run.defer(step, {METRIC.FD_TRACK: fd_track, METRIC.TRACK_EFFECTIVE_TIME_S: trial.effective})
+
+
+def _evaluate_step(trial: _Trial, result: TrialResult, step: int) -> tuple[dict[str, float], Tensor] | None:
+    """The full evaluation at an eval step, recorded in `result`: the step's metrics (FD, validation loss, timings,
+    update statistics) and its samples; None when the outputs were not finite."""
+    t_eval = time.perf_counter()
+    record = _evaluate(trial.cfg, trial.scored, trial.cond, trial.validation, trial.fd_batch, trial.fd_noise,
+                       trial.extractor, trial.reference, step)
+    result.eval_time_s += time.perf_counter() - t_eval
+    if record is None:
+        return None
+    optimizer, effective = trial.optimizer, trial.effective
+    samples = record.pop("samples")
+    record.update({
+        METRIC.EFFECTIVE_TIME_S: effective,
+        METRIC.OPTIMIZER_TIME_S: optimizer.total_step_time_s,
+        METRIC.STEP_TIME_S: effective / step,
+        METRIC.OPTIMIZER_STEP_TIME_S: optimizer.total_step_time_s / max(1, optimizer.steps),
+        "ns5_calls": float(optimizer.ns5_calls),
+        "rownorm_calls": float(optimizer.rownorm_calls),
+    })
+    record.update(update_stats(optimizer))  # Muon family: update RMS / spectral norm per kind
+    result.fd[step] = record[METRIC.FD]
+    result.val_loss[step] = record[METRIC.VAL_LOSS]
+    result.effective_time_s[step] = effective
+    if METRIC.FD_INFINITY in record:
+        result.fd_infinity[step] = record[METRIC.FD_INFINITY]
+    if trial.track_is_full and step in trial.track_steps:  # the tracking point is this evaluation's FD
+        result.fd_track[step], result.track_effective_time_s[step] = record[METRIC.FD], effective
+        record.update({METRIC.FD_TRACK: record[METRIC.FD], METRIC.TRACK_EFFECTIVE_TIME_S: effective})
+    record[trial.extractor.metric_name] = record[METRIC.FD]
+    return record, samples
+
+
+def _log_samples(run: RunRecorder, samples: Tensor, step: int) -> None:
+    """The step's generated images as one PNG grid under the run's `samples/` artifacts (a glance in MLflow's UI)."""
+    if not run.tracked:
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        grid = Path(tmp) / f"step_{step:07d}.png"
+        _sample_grid(samples, grid)
+        run.log_artifact(str(grid), "samples")
+
+
+# What a checkpoint holds of the result: everything measured per step so far.
+_RECORDS = ("fd", "val_loss", "effective_time_s", "fd_infinity", "fd_track", "track_effective_time_s")
+
+
+class _Checkpoint:
+    """`checkpoint_dir/last.pt`: the weights, optimizer state, random streams and the result so far, written
+    atomically at each eval step; restored only by a trial with the same config (nothing to do without a dir)."""
+
+    def __init__(self, cfg: TrialConfig) -> None:
+        self.path = Path(cfg.checkpoint_dir) / "last.pt" if cfg.checkpoint_dir else None
+        self.fingerprint = _config_fingerprint(cfg)
+
+    def restore(self, trial: _Trial, result: TrialResult) -> None:
+        if self.path is None or not self.path.is_file():
+            return
+        saved = torch.load(self.path, map_location=trial.cond.device, weights_only=False)
+        if saved["fingerprint"] != self.fingerprint:
+            raise TrialError(f"checkpoint {self.path} was written by a different trial config; refusing to resume")
+        trial.module.load_state_dict(saved["module"])
+        if trial.ema is not None:
+            trial.ema.load_state_dict(saved["ema"])
+        trial.optimizer.load_state_dict(saved["optimizer"])
+        trial.train_gen.set_state(saved["train_gen"])
+        trial.noise_gen.set_state(saved["noise_gen"])
+        trial.step, trial.effective = saved["step"], saved["effective"]
+        for name in _RECORDS:
+            getattr(result, name).update(saved["records"].get(name, {}))
+
+    def save(self, trial: _Trial, result: TrialResult, step: int) -> None:
+        if self.path is None:
+            return
+        _save_checkpoint(self.path, {
+            "fingerprint": self.fingerprint,
+            "step": step,
+            "effective": trial.effective,
+            "module": trial.module.state_dict(),
+            "ema": trial.ema.state_dict() if trial.ema is not None else None,
+            "optimizer": trial.optimizer.state_dict(),
+            "train_gen": trial.train_gen.get_state(),
+            "noise_gen": trial.noise_gen.get_state(),
+            "records": {name: getattr(result, name) for name in _RECORDS},
+        })
 
 
 @torch.no_grad()

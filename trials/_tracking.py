@@ -11,12 +11,14 @@ import os
 import platform
 import subprocess
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from .record import PARENT_TAG, PROVENANCE
 
 __all__ = [
     "DEFAULT_EXPERIMENT",
@@ -32,7 +34,6 @@ __all__ = [
 # MLflow 3 deprecates). Artifacts go to a folder beside the database.
 DEFAULT_TRACKING_URI = "sqlite:///scalesweep-mlflow.db"
 DEFAULT_EXPERIMENT = "scalesweep"
-PARENT_TAG = "mlflow.parentRunId"
 
 
 class TrackingConfig(BaseModel):
@@ -117,21 +118,21 @@ def provenance_tags() -> dict[str, str]:
     import torch
 
     tags = {
-        "scalesweep.git_sha": os.environ.get("SCALESWEEP_GIT_SHA", _git_sha()),
-        "scalesweep.python": platform.python_version(),
-        "scalesweep.torch": torch.__version__,
-        "scalesweep.host": platform.node(),
-        "scalesweep.cpu": platform.processor() or platform.machine(),
-        "scalesweep.cpu_count": str(os.cpu_count()),
-        "scalesweep.torch_threads": str(torch.get_num_threads()),
+        PROVENANCE.GIT_SHA: os.environ.get("SCALESWEEP_GIT_SHA", _git_sha()),
+        PROVENANCE.PYTHON: platform.python_version(),
+        PROVENANCE.TORCH: torch.__version__,
+        PROVENANCE.HOST: platform.node(),
+        PROVENANCE.CPU: platform.processor() or platform.machine(),
+        PROVENANCE.CPU_COUNT: str(os.cpu_count()),
+        PROVENANCE.TORCH_THREADS: str(torch.get_num_threads()),
     }
     if torch.cuda.is_available():
-        tags["scalesweep.gpu"] = torch.cuda.get_device_name(0)
+        tags[PROVENANCE.GPU] = torch.cuda.get_device_name(0)
     try:
         from importlib.metadata import version
 
-        tags["scalesweep.version"] = version("scalesweep")
-        tags["scalesweep.mlflow"] = version("mlflow")
+        tags[PROVENANCE.VERSION] = version("scalesweep")
+        tags[PROVENANCE.MLFLOW] = version("mlflow")
     except Exception:  # not installed as a distribution (running from a source tree)
         pass
     return tags
@@ -195,10 +196,3 @@ class RunLogger:
         """`status`: FINISHED, FAILED or KILLED (MLflow's terminal states)."""
         self.client.set_terminated(self.run_id, status=status)
 
-
-def metric_history(tracking_uri: str, run_id: str, keys: Iterable[str]) -> dict[str, list[tuple[int, float]]]:
-    """(step, value) pairs of each metric of a run, sorted by step."""
-    from mlflow import MlflowClient
-
-    client = MlflowClient(tracking_uri=tracking_uri)
-    return {k: sorted((m.step, m.value) for m in client.get_metric_history(run_id, k)) for k in keys}

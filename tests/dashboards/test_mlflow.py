@@ -226,3 +226,21 @@ def test_bad_names_and_ids_are_refused(store: dict[str, Any]) -> None:
         log_figures(store["uri"], store["parent"], {"../escape": plot_timing(compute_timing([]))})
     with pytest.raises(DashboardInputError, match="not a run id"):
         load_runs(store["uri"], "x' OR '1'='1")
+
+
+def test_states_read_as_the_sweeper_reads_them(tmp_path: Path) -> None:
+    # An interrupted trial (MLflow KILLED, tagged KILLED) is CANCELLED here as in the sweeper's ledger, and a trial
+    # still running (its tag still PENDING) is RUNNING.
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.create_experiment("states", artifact_location=(tmp_path / "art").as_uri())
+    parent = client.create_run(exp, run_name="sweep").info.run_id
+    fd = {800: 50.0, 1000: 45.0, 1200: 40.0}
+    killed = _log_trial(client, exp, parent, arm="periodic", k=3, gamma=0.15, seed=0, fd=fd, status="KILLED")
+    client.set_terminated(killed, "KILLED")
+    running = _log_trial(client, exp, parent, arm="periodic", k=3, gamma=0.15, seed=1, fd=fd, status="PENDING")
+    client.update_run(running, "RUNNING")
+    diverged = _log_trial(client, exp, parent, arm="periodic", k=3, gamma=0.15, seed=2, fd=fd, status="DIVERGED")
+    by_id = {r.run_id: r.status for r in load_runs(uri, parent)}
+    assert by_id == {killed: "CANCELLED", running: "RUNNING", diverged: "DIVERGED"}
+    assert load_run(uri, killed).status == "CANCELLED"
