@@ -35,7 +35,6 @@ import datetime as dt
 import hashlib
 import json
 import math
-import os
 import statistics
 import sys
 import uuid
@@ -48,6 +47,18 @@ from typing import IO, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from sweeper import MAX_HORIZON, MAX_SEEDS, ExecutionSpec, SweepSpec, SweepTracking, check_numbers, check_seeds
+from sweeper._jobfiles import (
+    OUTCOME_FILE,
+    SPEC_FILE,
+    STATE_FILE,
+    TRANSFER_FILE,
+    is_sweep_folder,
+    is_transfer_folder,
+    read_json,
+    read_outcome,
+    read_transfer,
+    write_json,
+)
 
 from ._errors import ScalingError, ScalingInputError, TransferError
 from ._export import Export, build_export
@@ -88,8 +99,6 @@ __all__ = [
     "transfer_status",
 ]
 
-TRANSFER_FILE = "transfer.json"
-OUTCOME_FILE = "outcome.json"
 FIT_METRICS = ("time_to_best", "best_fd", "endpoint_fd", "steps_to_target", "time_to_target")
 # Fitted against size like time to best (A*N^-alpha, exponent of either sign): they grow with size at a fixed horizon.
 _COST_METRICS = ("time_to_best", "steps_to_target", "time_to_target")
@@ -336,19 +345,6 @@ def _default_rungs(base: str) -> list[str]:
     return family[family.index(base):]
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        return dict(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError):
-        return None
-
-
-def _write_json(path: Path, data: Mapping[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
-    os.replace(tmp, path)  # readers never see half a file
-
-
 def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
@@ -399,11 +395,11 @@ def _load_source(workdir: str | Path, tracking_uri: str | None = None) -> _Sourc
     from sweeper import load_sweep_result
 
     path = Path(workdir).resolve()
-    if (path / TRANSFER_FILE).is_file():
+    if is_transfer_folder(path):
         raise TransferError(f"{path} is a transfer's work folder, not a sweep's; give the sweep it came from")
-    spec_data = _read_json(path / "spec.json")
+    spec_data = read_json(path / SPEC_FILE)
     if spec_data is None:
-        raise TransferError(f"{path} is not a sweep work folder (no spec.json)")
+        raise TransferError(f"{path} is not a sweep work folder (no {SPEC_FILE})")
     result = load_sweep_result(path, tracking_uri=tracking_uri)
     if result.state != "SUCCEEDED":  # a running sweep's choice may still change
         raise TransferError(f"sweep {result.sweep_id} is {result.state}: transfer from a finished (SUCCEEDED) sweep")
@@ -587,7 +583,7 @@ def run_transfer(
     spec = spec if isinstance(spec, TransferSpec) else load_transfer_spec(spec)
     path = Path(workdir or default_transfer_workdir(spec.name)).resolve()
     out = (stream or sys.stdout) if show_progress else None
-    state = _read_json(path / TRANSFER_FILE)
+    state = read_transfer(path)
     if state is not None and not resume:
         raise TransferError(f"{path} already holds transfer {state['transfer_id']}; pass resume=True (--resume) "
                             "to continue it, or choose another work folder")
@@ -603,7 +599,7 @@ def run_transfer(
                  "spec": spec.model_dump(mode="json"), "source": source.provenance(),
                  "source_objectives": source.objectives, "plan": plan, "sweep_spec": sweep_spec,
                  "created_at": _now()}
-        _write_json(path / TRANSFER_FILE, state)
+        write_json(path / TRANSFER_FILE, state)
     sweep_spec = dict(state["sweep_spec"])
     if spec.execution is not None:  # execution may change between a run and its resume
         sweep_spec["execution"] = spec.execution.model_dump(mode="json")
@@ -621,12 +617,12 @@ def run_transfer(
             print(f"  horizons per rung: {plan['horizons']}; target: {plan['target_text']}", file=out, flush=True)
     if "step_timing" not in state:
         state["step_timing"] = _step_timing(spec, state, out)
-        _write_json(path / TRANSFER_FILE, state)
+        write_json(path / TRANSFER_FILE, state)
     try:
         swept = run_sweep(SweepSpec.model_validate(sweep_spec), workdir=path, resume=True,
                           show_progress=show_progress, stream=out, show_table=False)  # its table is below
     except SweepFailedError as exc:
-        _write_json(path / OUTCOME_FILE, {"state": "FAILED", "error": str(exc), "finished_at": _now()})
+        write_json(path / OUTCOME_FILE, {"state": "FAILED", "error": str(exc), "finished_at": _now()})
         raise
     result = load_transfer_result(path)
     if swept.state == "CANCELLED":
@@ -636,7 +632,7 @@ def run_transfer(
         final = "SUCCEEDED"  # failed or diverged runs are data (and counted), as in a sweep
     else:
         final = "FAILED"
-    _write_json(path / OUTCOME_FILE, {"state": final, "finished_at": _now(), "counts": result.counts})
+    write_json(path / OUTCOME_FILE, {"state": final, "finished_at": _now(), "counts": result.counts})
     result.state = final
     if out is not None:
         print(result.table(), file=out, flush=True)
@@ -681,7 +677,7 @@ def _row_optimizer(sweep_spec: Mapping[str, Any], rung: str, arm: str) -> dict[s
 
 
 def _transfer_state(path: Path) -> dict[str, Any]:
-    state = _read_json(path / TRANSFER_FILE)
+    state = read_transfer(path)
     if state is None:
         raise TransferError(f"{path} is not a transfer work folder (no {TRANSFER_FILE})")
     return state
@@ -701,10 +697,10 @@ def transfer_status(workdir: str | Path) -> dict[str, Any]:
             "runs_planned": len(state["plan"]["runs"]) * len(state["plan"]["seeds"]),
             "tracking_uri": state["sweep_spec"]["tracking"]["tracking_uri"],
             "experiment": state["sweep_spec"]["tracking"]["experiment"]}
-    if not (path / "sweep.json").is_file():  # the driver has not reached its sweep yet
+    if not is_sweep_folder(path):  # the driver has not reached its sweep yet
         return {**base, "state": "PENDING", "driver_alive": False, "counts": {}, "parent_run_id": None}
     status = sweep_status(path)
-    outcome = _read_json(path / OUTCOME_FILE)
+    outcome = read_outcome(path)
     sweep_state = status.get("state")
     if sweep_state in ("SUCCEEDED", "FAILED"):
         final = outcome["state"] if outcome else sweep_state
@@ -727,7 +723,7 @@ def cancel_transfer(workdir: str | Path, *, grace_s: float = 60.0) -> dict[str, 
 
     path = Path(workdir).resolve()
     _transfer_state(path)
-    if (path / "sweep.json").is_file():
+    if is_sweep_folder(path):
         cancel_sweep(path, grace_s=grace_s)  # a finished transfer stays as it ended
     return transfer_status(path)
 
@@ -1148,7 +1144,7 @@ def load_transfer_result(workdir: str | Path, tracking_uri: str | None = None) -
     for run in runs:
         counts[run.state] = counts.get(run.state, 0) + 1
     status: dict[str, Any] = {}
-    if (path / "sweep.json").is_file():
+    if is_sweep_folder(path):
         status = transfer_status(path)
     return TransferResult(
         transfer_id=state["transfer_id"], name=state["name"], state=str(status.get("state", "PENDING")),
@@ -1161,7 +1157,7 @@ def load_transfer_result(workdir: str | Path, tracking_uri: str | None = None) -
 
 
 def _stored_uri(path: Path) -> str | None:
-    sweep = _read_json(path / "sweep.json")
+    sweep = read_json(path / STATE_FILE)
     return str(sweep["tracking_uri"]) if sweep else None
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import fcntl
 import json
 import logging
 import math
@@ -36,17 +35,27 @@ from pathlib import Path
 from typing import IO, Any
 
 from ._errors import SweepError, SweepFailedError
+from ._jobfiles import (
+    SPEC_FILE,
+    STATE_FILE,
+    STATUS_FILE,
+    cancel_requested,
+    clear_cancel,
+    driver_lock,
+    driver_running,
+    read_state,
+    read_status,
+    request_cancel,
+    write_json,
+)
 from ._ledger import SweepLedger, resolve_tracking_uri
 from ._planner import FINISHED, Planner, TrialRequest
-from ._result import STATE_FILE, SweepResult, build_result, read_state
+from ._result import SweepResult, build_result
 from ._spec import CommandBackend, SweepSpec, load_spec
 from ._trainable import checkpoint_path, make_trainable
 
 __all__ = ["cancel_sweep", "default_workdir", "run_sweep", "sweep_status"]
 
-STATUS_FILE = "status.json"
-CANCEL_FILE = "cancel"
-LOCK_FILE = "driver.lock"
 _STATUS_EVERY_S = 5.0  # status.json heartbeat while nothing changes
 _DISPLAY_EVERY_S = 30.0  # a progress line at least this often on a quiet sweep
 # Seconds a cancel may take before the driver closes its runs and exits regardless: below the 10 s a service
@@ -62,43 +71,6 @@ def default_workdir(name: str) -> Path:
 
 def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-
-
-def _write_json(path: Path, data: Mapping[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
-    os.replace(tmp, path)  # readers never see half a file
-
-
-@contextlib.contextmanager
-def _driver_lock(workdir: Path) -> Iterator[None]:
-    workdir.mkdir(parents=True, exist_ok=True)
-    handle = (workdir / LOCK_FILE).open("a+")
-    try:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            status = _read_status(workdir) or {}
-            raise SweepError(
-                f"a driver is already running the sweep in {workdir} (pid {status.get('pid', '?')}); "
-                "cancel it first or use another work folder"
-            ) from None
-        yield
-    finally:
-        handle.close()  # closing releases the lock
-
-
-def _driver_running(workdir: Path) -> bool:
-    path = workdir / LOCK_FILE
-    if not path.exists():
-        return False
-    with path.open("a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(handle, fcntl.LOCK_UN)
-        return False
 
 
 def _kill_own_processes() -> None:
@@ -119,14 +91,6 @@ def _kill_own_processes() -> None:
                 os.kill(pid, signal.SIGKILL)
         except (OSError, ValueError, IndexError):
             continue
-
-
-def _read_status(workdir: Path) -> dict[str, Any] | None:
-    path = workdir / STATUS_FILE
-    try:
-        return dict(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError):
-        return None
 
 
 @dataclass
@@ -315,12 +279,12 @@ class _Driver:
             self.ledger.close_stale(self.sweep_id)
             self.ledger.finish_parent(self.parent_run_id, "CANCELLED", None, {}, None)
         with contextlib.suppress(Exception):
-            _write_json(self.workdir / STATUS_FILE, {**self.status("CANCELLED", "cancel grace period exceeded"),
+            write_json(self.workdir / STATUS_FILE, {**self.status("CANCELLED", "cancel grace period exceeded"),
                                                      "finished_at": _now()})
         os._exit(130)
 
     def cancel_requested(self) -> bool:
-        if not self.cancel.is_set() and (self.workdir / CANCEL_FILE).exists():
+        if not self.cancel.is_set() and cancel_requested(self.workdir):
             self.request_cancel()
         if self.cancel.is_set() and not self._cancel_announced:  # set here, or by a signal handler
             self._cancel_announced = True
@@ -409,7 +373,7 @@ class _Driver:
             self._print(self.summary_line())
             self._dirty, self._last_display = False, now
         if (force or now - self._last_status > _STATUS_EVERY_S) and not self._final:
-            _write_json(self.workdir / STATUS_FILE, self.status(state))
+            write_json(self.workdir / STATUS_FILE, self.status(state))
             self._last_status = now
 
     def reconcile(self) -> None:
@@ -534,7 +498,7 @@ def run_sweep(
     wall_start = time.perf_counter()
     workdir = Path(workdir or default_workdir(spec.name)).resolve()
     stream = (stream or sys.stdout) if show_progress else None
-    with _driver_lock(workdir):
+    with driver_lock(workdir, SweepError):
         state = read_state(workdir)
         if state is not None and not resume:
             raise SweepError(
@@ -558,10 +522,10 @@ def run_sweep(
             state = {"sweep_id": sweep_id, "name": spec.name, "parent_run_id": parent_run_id, "tracking_uri": uri,
                      "experiment": spec.tracking.experiment, "fingerprint": spec.fingerprint(),
                      "created_at": _now()}
-            _write_json(workdir / STATE_FILE, state)
-            _write_json(workdir / "spec.json", spec.model_dump(mode="json"))
+            write_json(workdir / STATE_FILE, state)
+            write_json(workdir / SPEC_FILE, spec.model_dump(mode="json"))
         sweep_id, parent_run_id = state["sweep_id"], state["parent_run_id"]
-        (workdir / CANCEL_FILE).unlink(missing_ok=True)  # a cancel belongs to the run it stopped
+        clear_cancel(workdir)  # a cancel belongs to the run it stopped
         ledger.start_parent(parent_run_id)
         stale = ledger.close_stale(sweep_id)
         planner = Planner(spec, ledger.records(sweep_id))
@@ -742,7 +706,7 @@ def _finish(driver: _Driver, ledger: SweepLedger, parent_run_id: str, state: str
     ledger.finish_parent(parent_run_id, state, result.selection, metrics, result.selection_document())
     driver.tick(force=True, state=state)
     if not driver._final:
-        _write_json(driver.workdir / STATUS_FILE, {**driver.status(state, error), "finished_at": _now()})
+        write_json(driver.workdir / STATUS_FILE, {**driver.status(state, error), "finished_at": _now()})
     return result
 
 
@@ -753,8 +717,8 @@ def sweep_status(workdir: str | Path) -> dict[str, Any]:
     state = read_state(workdir)
     if state is None:
         raise SweepError(f"{workdir} is not a sweep work folder (no {STATE_FILE})")
-    status = _read_status(workdir) or {"state": "PENDING", "sweep_id": state["sweep_id"]}
-    alive = _driver_running(workdir)
+    status = read_status(workdir) or {"state": "PENDING", "sweep_id": state["sweep_id"]}
+    alive = driver_running(workdir)
     status["driver_alive"] = alive
     if status.get("state") == "RUNNING" and not alive:
         status["state"] = "INTERRUPTED"  # the driver is gone mid-sweep: resume it with --resume
@@ -772,27 +736,27 @@ def cancel_sweep(workdir: str | Path, *, grace_s: float = 60.0) -> dict[str, Any
     state = read_state(workdir)
     if state is None:
         raise SweepError(f"{workdir} is not a sweep work folder (no {STATE_FILE})")
-    (workdir / CANCEL_FILE).touch()
-    status = _read_status(workdir) or {}
+    request_cancel(workdir)
+    status = read_status(workdir) or {}
     pid = status.get("pid")
-    if _driver_running(workdir) and isinstance(pid, int):
+    if driver_running(workdir) and isinstance(pid, int):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
         deadline = time.time() + grace_s
-        while _driver_running(workdir) and time.time() < deadline:
+        while driver_running(workdir) and time.time() < deadline:
             time.sleep(0.5)
-        if _driver_running(workdir):
+        if driver_running(workdir):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 if os.getpgid(pid) == pid:  # a session leader: its group holds its local Ray too
                     os.killpg(pid, signal.SIGKILL)
                 else:
                     os.kill(pid, signal.SIGKILL)
             time.sleep(1.0)
-    status = _read_status(workdir) or {}
+    status = read_status(workdir) or {}
     if status.get("state") not in ("SUCCEEDED", "FAILED", "CANCELLED"):
         ledger = SweepLedger(state["tracking_uri"], state["experiment"])
         ledger.close_stale(state["sweep_id"])
         ledger.finish_parent(state["parent_run_id"], "CANCELLED", None, {}, None)
         status.update(state="CANCELLED", updated_at=_now(), sweep_id=state["sweep_id"])
-        _write_json(workdir / STATUS_FILE, status)
+        write_json(workdir / STATUS_FILE, status)
     return sweep_status(workdir)

@@ -13,6 +13,7 @@ from sqlalchemy import and_, or_, select
 from sqlalchemy.exc import IntegrityError
 
 from scaling import ScalingError, TransferSpec, load_transfer_result, transfer_status
+from sweeper._jobfiles import OUTCOME_FILE, STATUS_FILE, is_transfer_folder
 
 from .._cache import file_version
 from .._db import SweepRecord, TransferRecord, new_id
@@ -36,7 +37,7 @@ def get_transfer_record(session: Any, transfer_id: str) -> TransferRecord:
 
 def _folder(record: TransferRecord) -> Path | None:
     folder = Path(record.storage_path) if record.storage_path else None
-    return folder if folder is not None and (folder / "transfer.json").is_file() else None
+    return folder if folder is not None and is_transfer_folder(folder) else None
 
 
 def _live(record: TransferRecord) -> dict[str, Any]:
@@ -51,7 +52,7 @@ def _live(record: TransferRecord) -> dict[str, Any]:
 
 def result_version(folder: Path) -> Any:
     """What changes whenever the transfer's runs do: the driver's status file and the transfer's outcome."""
-    return file_version(folder / "status.json"), file_version(folder / "outcome.json")
+    return file_version(folder / STATUS_FILE), file_version(folder / OUTCOME_FILE)
 
 
 def transfer_result(request: Request, record: TransferRecord, *, started: bool = True, fresh: bool = False) -> Any:
