@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 from ._errors import SweepError
 from ._selection import SweepSelection, TrialRecord
 from ._spec import redact_spec
+from ._tags import TAG
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -66,30 +67,6 @@ if TYPE_CHECKING:
 __all__ = ["PARENT_TAG", "TAG", "SweepLedger", "parent_run_name", "resolve_tracking_uri"]
 
 PARENT_TAG = "mlflow.parentRunId"
-
-
-class TAG:
-    """Tag names (see the module docstring for the layout)."""
-
-    KIND = "scalesweep.kind"
-    SWEEP_ID = "scalesweep.sweep_id"
-    SWEEP_NAME = "scalesweep.sweep_name"
-    FINGERPRINT = "scalesweep.fingerprint"
-    STATUS = "scalesweep.status"
-    WORKDIR = "scalesweep.workdir"
-    DRIVER_HOST = "scalesweep.driver_host"
-    DRIVER_PID = "scalesweep.driver_pid"
-    TRIAL_KEY = "scalesweep.trial_key"
-    POINT_KEY = "scalesweep.point_key"
-    ROLE = "scalesweep.role"
-    ARM = "scalesweep.arm"
-    SEED = "scalesweep.seed"
-    ATTEMPT = "scalesweep.attempt"
-    PARAMS = "scalesweep.params"
-    STEPS_DONE = "scalesweep.steps_done"
-    ERROR = "scalesweep.error"
-    STOP_REASON = "scalesweep.stop_reason"
-    BEST = "scalesweep.best."
 
 
 def parent_run_name(name: str) -> str:

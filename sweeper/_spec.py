@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ._errors import SweepError
+from ._tags import TAG
 
 __all__ = [
     "SEARCH_PARAMS",
@@ -167,8 +168,6 @@ def _nested_errors(exc: ValidationError, prefix: str, *, with_field: bool = True
 
 def _check_tags(tags: dict[str, str]) -> dict[str, str]:
     """Extra tags may not set the ledger's own (TAG) or MLflow's: the ledger reads them back as its record."""
-    from ._ledger import TAG
-
     reserved = {v for k, v in vars(TAG).items() if k.isupper()}
     prefixes = ("mlflow.", TAG.BEST)
     bad = sorted(k for k in tags if k in reserved or k.startswith(prefixes) or not k.strip())
