@@ -126,33 +126,6 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     return run(args)
 
 
-def _log_figures(args: argparse.Namespace) -> None:
-    """After a driver finished its sweep or transfer: its figures (heatmap, curves, timing, scaling points) as PNG
-    artifacts on its MLflow parent run. Best effort: a figure that cannot be drawn never fails the finished run."""
-    try:
-        if args.command == "sweep":
-            from dashboards import log_report_figures, sweep_report
-            from sweeper import default_workdir, load_spec, load_sweep_result
-
-            sweep = load_sweep_result(args.workdir or default_workdir(load_spec(args.spec).name))
-            data = sweep_report(sweep.tracking_uri, sweep.parent_run_id, title=f"scalesweep sweep {sweep.name}")
-            logged = log_report_figures(sweep.tracking_uri, sweep.parent_run_id, data)
-        else:
-            from dashboards import log_report_figures, transfer_report
-            from scaling import default_transfer_workdir, load_transfer_result, load_transfer_spec
-
-            result = load_transfer_result(args.workdir or default_transfer_workdir(load_transfer_spec(args.spec).name))
-            if not result.parent_run_id:
-                return
-            data = transfer_report(result.tracking_uri, result.parent_run_id,
-                                   sweep_run_id=result.source.get("sweep_parent_run_id"),
-                                   title=f"scalesweep transfer {result.name}")
-            logged = log_report_figures(result.tracking_uri, result.parent_run_id, data)
-        print(f"figures logged to the MLflow parent run: {', '.join(logged)}")
-    except Exception as exc:  # the run's numbers are already stored: say what is missing, once
-        print(f"warning: figures not logged to MLflow: {type(exc).__name__}: {exc}", file=sys.stderr)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="scalesweep",
@@ -202,10 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        code = int(args.func(args))
-        if code == 0 and "run" in (getattr(args, "sweep_command", None), getattr(args, "transfer_command", None)):
-            _log_figures(args)
-        return code
+        return int(args.func(args))  # a sweep or transfer run logs its own figures (sweeper._figures)
     except (ValueError, FileNotFoundError) as exc:  # user input: say it in one line, no traceback
         first = str(exc).strip().splitlines()
         print(f"scalesweep {args.command}: error: {' '.join(first)}", file=sys.stderr)

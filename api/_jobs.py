@@ -100,13 +100,13 @@ def _sweep_cancel(folder: Path, grace_s: float) -> None:
 def _transfer_status(folder: Path) -> dict[str, Any] | None:
     if not is_transfer_folder(folder):
         return None
-    from scaling import transfer_status
+    from sweeper import transfer_status
 
     return transfer_status(folder)
 
 
 def _transfer_cancel(folder: Path, grace_s: float) -> None:
-    from scaling import cancel_transfer
+    from sweeper import cancel_transfer
 
     cancel_transfer(folder, grace_s=grace_s)
 

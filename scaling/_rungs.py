@@ -28,8 +28,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from sweeper import MAX_HORIZON
-
 from ._records import TransferRun
 from ._target import DEFAULT_PLATEAU_MAX_DROP, DEFAULT_PLATEAU_WINDOW, plateau, time_to_target
 
@@ -46,6 +44,11 @@ __all__ = [
 ]
 
 ArmName = Literal["periodic", "muon", "adamw", "rownorm"]
+
+
+# The sweeper's cap on a horizon (`sweeper.MAX_HORIZON`), spelled here so that importing `scaling` does not import the
+# sweeper; tests/test_layout.py keeps the two equal.
+MAX_HORIZON = 10_000_000
 
 
 class TargetSpec(BaseModel):

@@ -444,6 +444,7 @@ def run_sweep(
     show_progress: bool = False,
     stream: IO[str] | None = None,
     show_table: bool = True,
+    log_figures: bool = True,
 ) -> SweepResult:
     """Run a sweep to its end (or until cancelled) and return its result, read back from MLflow.
 
@@ -451,6 +452,8 @@ def run_sweep(
     `workdir` continues where it stopped (a new one starts when there is none); without it, an existing sweep in
     `workdir` is an error. `show_progress` prints one line per trial event and a summary to `stream` (stdout),
     and at the end the rank table unless `show_table` is False (a caller with its own table, e.g. a transfer).
+    A SUCCEEDED sweep logs its figures on its parent run (`_figures`) unless `log_figures` is False (a sweep run
+    inside a transfer or a confirmation, whose caller logs its own).
     Run it in a process of its own (the CLI does): Ray takes over signals and is not safe to share.
     """
     spec = _with_trainer(spec if isinstance(spec, SweepSpec) else load_spec(spec))
@@ -522,6 +525,10 @@ def run_sweep(
         if driver.stream is not None and show_table:
             with contextlib.suppress(OSError, ValueError):
                 print(result.table(), file=driver.stream, flush=True)
+        if log_figures and result.state == "SUCCEEDED":
+            from ._figures import log_sweep_figures
+
+            log_sweep_figures(result, driver.stream)
         return result
 
 
@@ -558,7 +565,7 @@ def run_confirmation(spec: SweepSpec, selection: SweepSelection, sweep_id: str, 
     points = top_points(selection, spec.confirm.top)
     sub = confirmation_spec(spec, points, sweep_id)
     result = run_sweep(sub, workdir=workdir / "confirm", resume=True, show_progress=stream is not None,
-                       stream=stream, show_table=False)
+                       stream=stream, show_table=False, log_figures=False)
     by_label = {points[0].point_key: result.points[0] if result.points else None}
     for i, p in enumerate(points[1:], start=2):
         by_label[p.point_key] = next((b for b in result.baselines if b.point_key == f"top{i}"), None)

@@ -1,8 +1,12 @@
-"""The package boundaries of STYLE.md, checked: imports point one way (api -> sweeper -> trials)."""
+"""The package boundaries, checked: imports point one way (api -> sweeper -> trials), no module imports
+itself back through others, and the on-disk job protocol has one owner."""
 
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -192,3 +196,30 @@ def test_job_files_are_named_only_by_the_job_protocol_module() -> None:
             if literal or cancel_path:
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert offenders == []
+
+
+def test_importing_scaling_loads_neither_ray_mlflow_nor_the_sweeper() -> None:
+    """`scaling` is pure functions over records: the transfer job's names it still exports load on first use."""
+    code = ("import sys, scaling; "
+            "print(sorted(m for m in ('ray', 'mlflow', 'sweeper') if m in sys.modules or "
+            "any(k.startswith(m + '.') for k in sys.modules)))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env,
+                         timeout=120, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_the_transfer_job_names_still_work_from_scaling() -> None:
+    import scaling
+    import sweeper
+
+    for name in ("TransferSpec", "run_transfer", "load_transfer_result", "load_transfer_spec", "transfer_status",
+                 "cancel_transfer", "default_transfer_workdir", "export_from_sweep"):
+        assert getattr(scaling, name) is getattr(sweeper, name), name
+
+
+def test_scaling_caps_a_horizon_where_the_sweeper_does() -> None:
+    from scaling._rungs import MAX_HORIZON
+    from sweeper import MAX_HORIZON as SWEEPER_MAX_HORIZON
+
+    assert MAX_HORIZON == SWEEPER_MAX_HORIZON
