@@ -7,7 +7,6 @@ are slow to import) and turns expected errors into one-line messages instead of 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -25,7 +24,6 @@ def _cmd_optimizers(args: argparse.Namespace) -> int:
 
 def _load_mapping(path: str) -> dict:
     """A YAML or JSON file holding one mapping."""
-    from pathlib import Path
 
     import yaml
 
@@ -119,36 +117,6 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     from sweeper._cli import run
 
     return run(args)
-
-
-def _log_figures(args: argparse.Namespace) -> None:
-    """After a driver finished its sweep or transfer: its figures (heatmap, curves, timing, scaling points) as PNG
-    artifacts on its MLflow parent run. Best effort: a figure that cannot be drawn never fails the finished run."""
-    try:
-        if args.command == "sweep":
-            from dashboards import log_report_figures, sweep_report
-            from sweeper import default_workdir, load_spec, load_sweep_result
-
-            sweep = load_sweep_result(args.workdir or default_workdir(load_spec(args.spec).name))
-            data = sweep_report(sweep.tracking_uri, sweep.parent_run_id, title=f"scalesweep sweep {sweep.name}")
-            logged = log_report_figures(sweep.tracking_uri, sweep.parent_run_id, data)
-        else:
-            from dashboards import REPORT_FILE, log_report_figures, store_transfer_report
-            from scaling import default_transfer_workdir, load_transfer_result, load_transfer_spec
-
-            result = load_transfer_result(args.workdir or default_transfer_workdir(load_transfer_spec(args.spec).name))
-            if not result.parent_run_id:
-                return
-            # The finished transfer's report, built once here and stored in its work folder: readers (the
-            # service's /report) serve it instead of reading MLflow and fitting again. A driver the service
-            # started names the transfer and its sweep by the service's ids.
-            data = store_transfer_report(result, transfer_id=os.environ.get("SCALESWEEP_TRANSFER_ID"),
-                                         sweep_id=os.environ.get("SCALESWEEP_SOURCE_SWEEP_ID"))
-            print(f"report: {Path(result.workdir) / REPORT_FILE}")
-            logged = log_report_figures(result.tracking_uri, result.parent_run_id, data)
-        print(f"figures logged to the MLflow parent run: {', '.join(logged)}")
-    except Exception as exc:  # the run's numbers are already stored: say what is missing, once
-        print(f"warning: figures not logged to MLflow: {type(exc).__name__}: {exc}", file=sys.stderr)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -252,10 +220,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     label = _label(args)
-    code = dispatch(label, lambda: args.func(args), getattr(args, "error_subject", None))
-    if code == 0 and "run" in (getattr(args, "sweep_command", None), getattr(args, "transfer_command", None)):
-        _log_figures(args)
-    return code
+    # A sweep or transfer run logs its own figures (sweeper._figures).
+    return dispatch(label, lambda: args.func(args), getattr(args, "error_subject", None))
 
 
 if __name__ == "__main__":

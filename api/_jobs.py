@@ -34,6 +34,8 @@ import yaml
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from sweeper._jobfiles import is_sweep_folder, is_transfer_folder, request_cancel
+
 from ._db import SweepRecord, TransferRecord
 from ._security import child_env, expand_trainer, scrub_env
 from ._settings import Settings
@@ -82,7 +84,7 @@ def _kill_group(pid: int, grace_s: float = 10.0) -> None:
 
 
 def _sweep_status(folder: Path) -> dict[str, Any] | None:
-    if not (folder / "sweep.json").is_file():
+    if not is_sweep_folder(folder):
         return None
     from sweeper import sweep_status
 
@@ -96,15 +98,15 @@ def _sweep_cancel(folder: Path, grace_s: float) -> None:
 
 
 def _transfer_status(folder: Path) -> dict[str, Any] | None:
-    if not (folder / "transfer.json").is_file():
+    if not is_transfer_folder(folder):
         return None
-    from scaling import transfer_status
+    from sweeper import transfer_status
 
     return transfer_status(folder)
 
 
 def _transfer_cancel(folder: Path, grace_s: float) -> None:
-    from scaling import cancel_transfer
+    from sweeper import cancel_transfer
 
     cancel_transfer(folder, grace_s=grace_s)
 
@@ -250,7 +252,7 @@ class JobRunner:
             except RuntimeError as exc:  # the cluster does not answer: assume the job lives rather than re-run it
                 log.warning("%s", exc)
                 return True
-        if (self.job_dir(record) / "sweep.json").is_file():  # the driver has taken its lock
+        if is_sweep_folder(self.job_dir(record)):  # the driver has taken its lock
             status = self.live_status(record)
             if "driver_alive" in status:
                 return bool(status["driver_alive"])
@@ -409,13 +411,13 @@ class JobRunner:
             if previous == "RUNNING":
                 folder = self.job_dir(record)
                 if record.ray_job_id and self.ray_jobs is not None:
-                    (folder / "cancel").touch()
+                    request_cancel(folder)
                     try:
                         self.ray_jobs.stop(record.ray_job_id)
                     except RuntimeError as exc:
                         log.warning("%s", exc)
                 else:
-                    if (folder / "sweep.json").is_file():
+                    if is_sweep_folder(folder):
                         try:
                             kind.local_cancel(folder, self.cancel_grace_s)
                         except (OSError, ValueError, RuntimeError) as exc:

@@ -42,7 +42,6 @@ from ._transfer_page import (
     stored_transfer_report,
     transfer_page,
     transfer_page_data,
-    transfer_page_version,
 )
 from ._updates import UpdateScaleData, compute_update_scale, plot_update_scale
 
@@ -97,7 +96,6 @@ __all__ = [
     "sweep_report",
     "transfer_page",
     "transfer_page_data",
-    "transfer_page_version",
     "transfer_report",
     "write_report",
 ]

@@ -3,9 +3,9 @@
 Building the page reads every run from MLflow, fits three metrics with bootstrap intervals and draws the figures:
 seconds on an idle machine, far longer beside training runs. A finished transfer does not change, so the job that
 ran it builds the page once, when it ends, and stores it beside its state with the version of the job files it
-was built from (`store_transfer_report`). A reader (the REST service's `/report`) serves the stored page while
-that version still holds (`stored_transfer_report`), and builds a fresh one only for a transfer that is still
-running or has changed since (a resumed one).
+was built from (`store_transfer_report`; the version is `sweeper._jobfiles.transfer_version`). A reader (the REST
+service's `/report`) serves the stored page while that version still holds (`stored_transfer_report`), and builds
+a fresh one only for a transfer that is still running or has changed since (a resumed one).
 """
 
 from __future__ import annotations
@@ -18,30 +18,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from sweeper._jobfiles import REPORT_FILE, REPORT_LABEL_FILE, transfer_version
+
 from ._errors import DashboardError
 from ._report import ReportData, build_report
 from ._study import transfer_report
 
-__all__ = ["REPORT_FILE", "store_transfer_report", "stored_transfer_report", "transfer_page", "transfer_page_data",
-           "transfer_page_version"]
+__all__ = ["REPORT_FILE", "store_transfer_report", "stored_transfer_report", "transfer_page", "transfer_page_data"]
 
-REPORT_FILE = "report.html"
-_REPORT_META = "report.json"  # {"version": ...}: which job files the stored page was built from
 # The report's scaling panels, keyed by the names the dashboards give the run record's fields.
 _REPORT_METRIC = {"time_to_best": "time_to_best_s", "best_fd": "best_fd", "endpoint_fd": "endpoint_fd"}
-
-
-def transfer_page_version(folder: str | Path) -> Hashable:
-    """What changes whenever a transfer's runs do: (mtime_ns, size) of its driver's status file and of its outcome
-    file (None for a file that is absent). A page built at one version is current while this returns the same."""
-    def stat(name: str) -> tuple[int, int] | None:
-        try:
-            st = (Path(folder) / name).stat()
-        except OSError:
-            return None
-        return (st.st_mtime_ns, st.st_size)
-
-    return stat("status.json"), stat("outcome.json")
 
 
 def transfer_page(result: Any, *, transfer_id: str | None = None, sweep_id: str | None = None) -> str:
@@ -89,10 +75,10 @@ def store_transfer_report(result: Any, *, transfer_id: str | None = None, sweep_
     with the version of the job files it was built from. Written atomically: a reader sees the old page or the new
     one, never half of one. Returns what the page draws (to log its figures from)."""
     path = Path(result.workdir)
-    version = transfer_page_version(path)  # read before the page is built: a label never newer than the page
+    version = transfer_version(path)  # read before the page is built: a label never newer than the page
     data = transfer_page_data(result, transfer_id=transfer_id, sweep_id=sweep_id)
     html = build_report(data)
-    for name, text in ((REPORT_FILE, html), (_REPORT_META, json.dumps({"version": _json_version(version)}))):
+    for name, text in ((REPORT_FILE, html), (REPORT_LABEL_FILE, json.dumps({"version": _json_version(version)}))):
         fd, tmp = tempfile.mkstemp(dir=path, prefix=f".{name}.")
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
@@ -104,9 +90,9 @@ def stored_transfer_report(folder: str | Path, version: Hashable | None = None) 
     """The stored page of the transfer in `folder` when it was built at `version` (default: the job files as they
     are now), else None (never stored, or the transfer changed since)."""
     path = Path(folder)
-    version = transfer_page_version(path) if version is None else version
+    version = transfer_version(path) if version is None else version
     try:
-        meta = json.loads((path / _REPORT_META).read_text())
+        meta = json.loads((path / REPORT_LABEL_FILE).read_text())
         if meta.get("version") != _json_version(version):
             return None
         # The page is written before its label, so a label that matches the version names a page of that version.

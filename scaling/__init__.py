@@ -1,16 +1,21 @@
 """Scaling studies from run records: time to best quality, savings between arms, and scaling-law fits.
 
-Pure functions: they take numbers (checkpoints, sizes and values) and return typed results; figures live
-elsewhere. Exports carry the chosen hyperparameters to a target size by stated rules.
+Pure functions: they take numbers (checkpoints, sizes and values) or records already read (`TransferRun`) and
+return typed results; figures live elsewhere. Exports carry the chosen hyperparameters to a target size by stated
+rules. `TransferResult` is a transfer's analysis over its runs and its typed plan (`TransferPlan`). Importing
+`scaling` loads neither Ray, MLflow nor the sweeper.
 
-Beside them, the transfer (`_transfer`): it launches a finished sweep's chosen pair at larger rungs through the
-sweeper, beside the baseline arms, and reads the runs back from MLflow (`_records`) into those pure functions.
+The transfer job itself moved to the sweeper (`sweeper._transfer_spec`, `sweeper._transfer_job`): its spec, plan,
+driver, status, cancel and the MLflow reader. Its names are still importable from here (`scaling.run_transfer`,
+`scaling.TransferSpec`, ...): they are forwarded to `sweeper` on first use.
 
     scalesweep transfer run SPEC [--workdir DIR] [--resume] | transfer status DIR | transfer cancel DIR
     scalesweep fit DIR [--metric M] [--json] | scalesweep export DIR --rung RUNG [--from-sweep]
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from ._errors import ExtrapolationRefused, FitFailed, ScalingError, ScalingInputError, TransferError
 from ._export import LR_RULES, WD_RULES, ArmExport, Export, build_export, default_lr_rule, export_snippet, transfer_lr
@@ -43,18 +48,7 @@ from ._time_to_best import (
     time_to_best,
     time_to_common_target,
 )
-from ._transfer import (
-    FIT_METRICS,
-    TransferResult,
-    TransferSpec,
-    cancel_transfer,
-    default_transfer_workdir,
-    export_from_sweep,
-    load_transfer_result,
-    load_transfer_spec,
-    run_transfer,
-    transfer_status,
-)
+from ._transfer import FIT_METRICS, PlanRow, TransferPlan, TransferResult
 from ._verify import TransferVerdict, verification_design, verify_transfer
 
 __all__ = [
@@ -76,6 +70,7 @@ __all__ = [
     "Export",
     "ExtrapolationRefused",
     "FitFailed",
+    "PlanRow",
     "Plateau",
     "Savings",
     "ScalingError",
@@ -84,6 +79,7 @@ __all__ = [
     "TimeToBest",
     "TimeToTarget",
     "TransferError",
+    "TransferPlan",
     "TransferResult",
     "TransferRun",
     "TransferSpec",
@@ -108,3 +104,36 @@ __all__ = [
     "verification_design",
     "verify_transfer",
 ]
+
+if TYPE_CHECKING:  # what the forwarded names are, for type checkers; at run time `__getattr__` below
+    from sweeper._transfer_job import (
+        cancel_transfer,
+        export_from_sweep,
+        load_transfer_result,
+        run_transfer,
+        transfer_status,
+    )
+    from sweeper._transfer_spec import TransferSpec, default_transfer_workdir, load_transfer_spec
+
+# The transfer job's names, moved to the sweeper: forwarded on first use, so that importing `scaling` stays free
+# of the sweeper (and of Ray and MLflow behind it).
+_MOVED_TO_SWEEPER = frozenset({
+    "TransferSpec",
+    "cancel_transfer",
+    "default_transfer_workdir",
+    "export_from_sweep",
+    "load_transfer_result",
+    "load_transfer_spec",
+    "run_transfer",
+    "transfer_status",
+})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MOVED_TO_SWEEPER:
+        import sweeper
+
+        value = getattr(sweeper, name)
+        globals()[name] = value  # once found, a plain attribute
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -76,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ._transfer import load_transfer_spec, run_transfer
+    from sweeper._transfer_job import run_transfer
+    from sweeper._transfer_spec import load_transfer_spec
 
     spec = load_transfer_spec(args.spec)  # validate before anything starts
     result = run_transfer(spec, workdir=args.workdir, resume=args.resume, show_progress=not args.quiet)
@@ -86,7 +87,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from ._transfer import transfer_status
+    from sweeper._transfer_job import transfer_status
 
     status = transfer_status(args.workdir)
     if args.json:
@@ -105,7 +106,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _cancel(args: argparse.Namespace) -> int:
-    from ._transfer import cancel_transfer
+    from sweeper._transfer_job import cancel_transfer
 
     status = cancel_transfer(args.workdir, grace_s=args.grace)
     print(f"{status['transfer_id']}: {status['state']}")
@@ -117,8 +118,10 @@ def _num(value: float | None, fmt: str = ".4g") -> str:
 
 
 def _fit(args: argparse.Namespace) -> int:
+    from sweeper._transfer_job import load_transfer_result
+
     from ._errors import ScalingError, ScalingInputError
-    from ._transfer import FIT_METRICS, load_transfer_result
+    from ._transfer import FIT_METRICS
 
     if args.metric is not None and args.metric not in FIT_METRICS:
         raise ScalingInputError(f"--metric: unknown metric {args.metric!r}; allowed: {list(FIT_METRICS)}")
@@ -175,8 +178,9 @@ def _fit_json(fit: Any) -> Any:
 
 
 def _export(args: argparse.Namespace) -> int:
+    from sweeper._transfer_job import export_from_sweep, load_transfer_result
+
     from ._errors import ScalingInputError
-    from ._transfer import export_from_sweep, load_transfer_result
 
     if args.format not in _FORMATS:
         raise ScalingInputError(f"--format: unknown format {args.format!r}; allowed: {list(_FORMATS)}")

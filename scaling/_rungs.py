@@ -28,7 +28,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from sweeper import MAX_HORIZON
 from trials.optim import ArmName
 
 from ._records import TransferRun
@@ -45,6 +44,11 @@ __all__ = [
     "rung_report",
     "target_table",
 ]
+
+# The sweeper's cap on a horizon (`sweeper.MAX_HORIZON`), spelled here so that importing `scaling` does not import the
+# sweeper; tests/test_layout.py keeps the two equal.
+MAX_HORIZON = 10_000_000
+
 
 class TargetSpec(BaseModel):
     """The quality target, declared before the runs (recorded on the transfer's parent run and in exports)."""

@@ -23,10 +23,20 @@ cheaper K).
   continue from their checkpoint in their own run, failed ones are retried up to the limit, each attempt a run.
 - The MLflow layout (run names, tags, params, metrics, artifacts) is documented in `sweeper._ledger`.
 
-Knows nothing of HTTP. Heavy imports (torch, Ray, Optuna, MLflow) happen inside the calls that need them.
+The transfer job lives here too (`_transfer_spec`, `_transfer_job`): `run_transfer` carries a finished sweep's
+chosen pair to larger rungs as one multi-rung sweep, `transfer_status` and `cancel_transfer` work from any
+process, and `load_transfer_result` reads its runs back into `scaling.TransferResult`. Those names load on first
+use (they import `scaling`'s analysis); `scaling` still forwards them under their old names.
+
+    scalesweep transfer run SPEC [--workdir DIR] [--resume] | transfer status DIR | transfer cancel DIR
+
+The work folder protocol (file names, atomic writes, status, cancel) is `_jobfiles`. Knows nothing of HTTP.
+Heavy imports (torch, Ray, Optuna, MLflow) happen inside the calls that need them.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from ._driver import cancel_sweep, default_workdir, run_sweep, sweep_status
 from ._errors import SweepError, SweepFailedError
@@ -90,25 +100,60 @@ __all__ = [
     "SweepSelection",
     "SweepSpec",
     "SweepTracking",
+    "TransferSpec",
     "TrialRecord",
     "TrialRequest",
     "cancel_sweep",
+    "cancel_transfer",
     "check_numbers",
     "check_seeds",
+    "default_transfer_workdir",
     "default_workdir",
+    "export_from_sweep",
     "format_params",
     "list_backends",
     "list_search_methods",
     "load_spec",
     "load_sweep_result",
     "load_trainers",
+    "load_transfer_result",
+    "load_transfer_spec",
     "paired_difference",
     "parent_run_name",
     "redact_spec",
     "resolve_trainer",
     "run_sweep",
+    "run_transfer",
     "select_best",
     "select_point",
     "summarise_points",
     "sweep_status",
+    "transfer_status",
 ]
+
+if TYPE_CHECKING:  # what the lazily loaded names are, for type checkers; at run time `__getattr__` below
+    from ._transfer_job import cancel_transfer, export_from_sweep, load_transfer_result, run_transfer, transfer_status
+    from ._transfer_spec import TransferSpec, default_transfer_workdir, load_transfer_spec
+
+# The transfer job: loaded on first use, since it imports `scaling`'s analysis (numpy, scipy) that a sweep alone
+# does not need.
+_TRANSFER_NAMES = {
+    "TransferSpec": "._transfer_spec",
+    "default_transfer_workdir": "._transfer_spec",
+    "load_transfer_spec": "._transfer_spec",
+    "cancel_transfer": "._transfer_job",
+    "export_from_sweep": "._transfer_job",
+    "load_transfer_result": "._transfer_job",
+    "run_transfer": "._transfer_job",
+    "transfer_status": "._transfer_job",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _TRANSFER_NAMES:
+        import importlib
+
+        value = getattr(importlib.import_module(_TRANSFER_NAMES[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from trials.record import LINEAGE
 
@@ -23,8 +22,7 @@ from ._selection import PointSummary, SweepSelection, compare_with_baselines, ru
 from ._spec import SweepSpec
 from ._uncertainty import select_points_by_key
 
-__all__ = ["CONFIRM_TAG", "apply_confirmation", "confirmation_from_tags", "confirmation_spec", "run_confirmation",
-           "top_points"]
+__all__ = ["CONFIRM_TAG", "apply_confirmation", "confirmation_from_tags", "confirmation_spec", "top_points"]
 
 CONFIRM_TAG = LINEAGE.CONFIRMATION
 _POINT_TAG = LINEAGE.CONFIRM_POINT
@@ -56,25 +54,6 @@ def confirmation_spec(spec: SweepSpec, points: Sequence[PointSummary], sweep_id:
         tags={**spec.tags, LINEAGE.CONFIRMS: sweep_id},
     )
     return SweepSpec.model_validate(data)
-
-
-def run_confirmation(spec: SweepSpec, selection: SweepSelection, sweep_id: str, workdir: Path,
-                     stream: IO[str] | None = None) -> dict[str, Any]:
-    """Run the confirmation sweep (resumable, in `workdir/confirm`) and return the document for CONFIRM_TAG."""
-    from ._driver import run_sweep
-
-    points = top_points(selection, spec.confirm.top)
-    sub = confirmation_spec(spec, points, sweep_id)
-    result = run_sweep(sub, workdir=workdir / "confirm", resume=True, show_progress=stream is not None,
-                       stream=stream, show_table=False)
-    by_label = {points[0].point_key: result.points[0] if result.points else None}
-    for i, p in enumerate(points[1:], start=2):
-        by_label[p.point_key] = next((b for b in result.baselines if b.point_key == f"top{i}"), None)
-    seeds = sub.seeds
-    objectives = {key: [s.seed_objectives.get(q) for q in seeds] if s is not None else [None] * len(seeds)
-                  for key, s in by_label.items()}
-    return {"sweep_id": result.sweep_id, "parent_run_id": result.parent_run_id, "state": result.state,
-            "seeds": seeds, "objectives": objectives}
 
 
 def apply_confirmation(selection: SweepSelection, doc: Mapping[str, Any], points: Sequence[PointSummary], *,

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import fcntl
 import json
 import logging
 import math
@@ -35,24 +34,31 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from ._emergency import CancelDeadline
 from ._errors import SweepError, SweepFailedError
+from ._heartbeat import Heartbeat
+from ._jobfiles import (
+    SPEC_FILE,
+    STATE_FILE,
+    STATUS_FILE,
+    cancel_requested,
+    clear_cancel,
+    driver_lock,
+    driver_running,
+    read_state,
+    read_status,
+    request_cancel,
+    write_json,
+)
 from ._ledger import SweepLedger, resolve_tracking_uri
 from ._planner import FINISHED, Planner, TrialRequest
-from ._result import STATE_FILE, SweepResult, build_result, read_state
-from ._spec import CommandBackend, SweepSpec, load_spec
+from ._result import SweepResult, build_result
+from ._selection import SweepSelection
+from ._spec import CommandBackend, EarlyStoppingSpec, SweepSpec, load_spec
 from ._trainable import checkpoint_path, make_trainable
 
 __all__ = ["cancel_sweep", "default_workdir", "run_sweep", "sweep_status"]
 
-STATUS_FILE = "status.json"
-CANCEL_FILE = "cancel"
-LOCK_FILE = "driver.lock"
-_STATUS_EVERY_S = 5.0  # status.json heartbeat while nothing changes
-_DISPLAY_EVERY_S = 30.0  # a progress line at least this often on a quiet sweep
-# Seconds a cancel may take before the driver closes its runs and exits regardless: below the 10 s a service
-# typically waits between SIGTERM and SIGKILL of a driver's process group.
-_CANCEL_GRACE_S = "8"
-_REQUEST_CANCEL_LOCK = threading.RLock()  # re-entrant: a signal handler may run while the main thread holds it
 
 
 def default_workdir(name: str) -> Path:
@@ -62,71 +68,6 @@ def default_workdir(name: str) -> Path:
 
 def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-
-
-def _write_json(path: Path, data: Mapping[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
-    os.replace(tmp, path)  # readers never see half a file
-
-
-@contextlib.contextmanager
-def _driver_lock(workdir: Path) -> Iterator[None]:
-    workdir.mkdir(parents=True, exist_ok=True)
-    handle = (workdir / LOCK_FILE).open("a+")
-    try:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            status = _read_status(workdir) or {}
-            raise SweepError(
-                f"a driver is already running the sweep in {workdir} (pid {status.get('pid', '?')}); "
-                "cancel it first or use another work folder"
-            ) from None
-        yield
-    finally:
-        handle.close()  # closing releases the lock
-
-
-def _driver_running(workdir: Path) -> bool:
-    path = workdir / LOCK_FILE
-    if not path.exists():
-        return False
-    with path.open("a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(handle, fcntl.LOCK_UN)
-        return False
-
-
-def _kill_own_processes() -> None:
-    """SIGKILL the local Ray this driver started: every other process of its session when the driver leads one
-    (as the CLI and the service start it; Ray's workers sit in process groups of their own inside it), else of
-    its process group when it leads that. Otherwise nothing: the session or group may be a user's shell."""
-    me = os.getpid()
-    if os.getsid(0) == me:
-        field_index = 3  # session id, in /proc/<pid>/stat after the command name
-    elif os.getpgrp() == me:
-        field_index = 2  # process group id
-    else:
-        return
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            pid, owner = int(stat.parent.name), int(stat.read_text().rsplit(")", 1)[1].split()[field_index])
-            if owner == me and pid != me:
-                os.kill(pid, signal.SIGKILL)
-        except (OSError, ValueError, IndexError):
-            continue
-
-
-def _read_status(workdir: Path) -> dict[str, Any] | None:
-    path = workdir / STATUS_FILE
-    try:
-        return dict(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError):
-        return None
 
 
 @dataclass
@@ -139,13 +80,14 @@ class _Live:
 
 
 class _Driver:
-    """State shared by the Tune searcher, scheduler, stopper and callback of one sweep run."""
+    """One sweep run: what the Tune adapters call (`_hooks.TuneHooks`: trials asked for, reported, pruned and
+    ended, each recorded in the ledger and told to the planner), the cancel, and the status the heartbeat writes.
+    After Tune ends, `close_leftovers` and `reconcile` make MLflow say how every trial ended."""
 
     def __init__(self, spec: SweepSpec, workdir: Path, ledger: SweepLedger, sweep_id: str, parent_run_id: str,
                  planner: Planner, stream: IO[str] | None) -> None:
         self.spec, self.workdir, self.ledger = spec, workdir, ledger
         self.sweep_id, self.parent_run_id, self.planner = sweep_id, parent_run_id, planner
-        self.stream = stream
         self.n_evals = len(spec.resolved_eval_steps)
         self.live: dict[str, _Live] = {}  # Tune trial id -> the attempt it runs
         self.pruned: set[str] = set()
@@ -153,14 +95,10 @@ class _Driver:
         self.trial_wall: list[float] = []
         self.cancel = threading.Event()
         self.started = time.time()
-        self.events: list[str] = []
         self.errors: dict[str, str] = {}
-        self._last_status = 0.0
-        self._dirty = False  # a trial ended since the last summary line
+        self.heartbeat = Heartbeat(workdir, stream, self.status, self.summary_line)
+        self.deadline = CancelDeadline(self._announce_emergency, self._close_in_emergency)
         self._cancel_announced = False
-        self._deadline: threading.Timer | None = None
-        self._final = False
-        self._last_display = time.time()
         # The rule's choice once the sweep has ended (`_finish`); until then the status shows the lowest mean so far,
         # labelled provisional, because the rule needs every point's seeds and the bootstrap.
         self.chosen: dict[str, Any] | None = None
@@ -272,7 +210,7 @@ class _Driver:
         elif state == "FAILED":
             detail = "diverged" if diverged else "error"
             detail += f"; retry as attempt {retry.attempt + 1}" if retry else "; no retries left"
-        self._dirty = True
+        self.heartbeat.dirty = True
         self._event(f"{what} {live.request.run_name}  {detail}".rstrip())
 
     def on_error(self, run_id: str, message: str) -> None:
@@ -290,37 +228,30 @@ class _Driver:
     # -- cancel, status, display ------------------------------------------------------------------------------
 
     def request_cancel(self) -> None:
-        """Stop gracefully; if that has not finished within the grace period (Ray itself may have been killed by
-        a SIGTERM to the whole process group), close the sweep's runs and exit anyway. Called from the signal
-        handler and from the signal-watching thread alike: the first call starts the one timer."""
+        """Stop gracefully; if that has not finished within the grace period, close the sweep's runs and exit
+        anyway (`_emergency`). Called from the signal handler and from the signal-watching thread alike."""
         self.cancel.set()
-        with _REQUEST_CANCEL_LOCK:
-            if self._deadline is None:
-                grace = float(os.environ.get("SCALESWEEP_CANCEL_GRACE_S", _CANCEL_GRACE_S))
-                self._deadline = threading.Timer(grace, self._emergency_stop, args=(grace,))
-                self._deadline.daemon = True
-                self._deadline.start()
+        self.deadline.arm()
 
     def disarm(self) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
+        self.deadline.disarm()
 
-    def _emergency_stop(self, grace: float) -> None:
-        self._final = True  # the main thread may still be running: it must not overwrite the final status
-        self._print(f"cancel did not finish within {grace:g} s: closing the sweep's runs and exiting")
-        _kill_own_processes()  # first, so that no trial still running writes to MLflow after the closes below
+    def _announce_emergency(self, grace: float) -> None:
+        self.heartbeat.final = True  # the main thread may still be running: it must not overwrite the final status
+        self.heartbeat.print(f"cancel did not finish within {grace:g} s: closing the sweep's runs and exiting")
+
+    def _close_in_emergency(self) -> None:
         with contextlib.suppress(Exception):
             for live in list(self.live.values()):
                 self.ledger.close(live.run_id, "CANCELLED")
             self.ledger.close_stale(self.sweep_id)
             self.ledger.finish_parent(self.parent_run_id, "CANCELLED", None, {}, None)
         with contextlib.suppress(Exception):
-            _write_json(self.workdir / STATUS_FILE, {**self.status("CANCELLED", "cancel grace period exceeded"),
-                                                     "finished_at": _now()})
-        os._exit(130)
+            write_json(self.workdir / STATUS_FILE, {**self.status("CANCELLED", "cancel grace period exceeded"),
+                                                    "finished_at": _now()})
 
     def cancel_requested(self) -> bool:
-        if not self.cancel.is_set() and (self.workdir / CANCEL_FILE).exists():
+        if not self.cancel.is_set() and cancel_requested(self.workdir):
             self.request_cancel()
         if self.cancel.is_set() and not self._cancel_announced:  # set here, or by a signal handler
             self._cancel_announced = True
@@ -337,18 +268,16 @@ class _Driver:
             self.planner.complete(live.request, "CANCELLED")
             self._event(f"stopped {live.request.run_name}")
 
-    def _print(self, text: str) -> None:
-        if self.stream is None:
-            return
-        try:
-            print(f"[{time.strftime('%H:%M:%S')}] {text}", file=self.stream, flush=True)
-        except (OSError, ValueError):  # the reader went away (closed pipe): the sweep goes on without a display
-            self.stream = None
+    @property
+    def stream(self) -> IO[str] | None:
+        return self.heartbeat.stream
+
+    @property
+    def early_stopping(self) -> EarlyStoppingSpec:
+        return self.spec.early_stopping
 
     def _event(self, text: str) -> None:
-        self.events = [*self.events[-49:], f"{time.strftime('%H:%M:%S')} {text}"]
-        self._print(text)
-        self.tick(force=True)
+        self.heartbeat.event(text)
 
     def summary_line(self) -> str:
         counts = self.planner.counts()
@@ -398,19 +327,13 @@ class _Driver:
                  "step": lv.last.get("step"), "objective_so_far": lv.last.get("objective_so_far")}
                 for lv in self.live.values()
             ],
-            "events": self.events[-20:],
+            "events": self.heartbeat.events[-20:],
             "error": error,
             "summary": self.summary_line(),
         }
 
     def tick(self, force: bool = False, state: str = "RUNNING") -> None:
-        now = time.time()
-        if self.stream is not None and (self._dirty or now - self._last_display > _DISPLAY_EVERY_S):
-            self._print(self.summary_line())
-            self._dirty, self._last_display = False, now
-        if (force or now - self._last_status > _STATUS_EVERY_S) and not self._final:
-            _write_json(self.workdir / STATUS_FILE, self.status(state))
-            self._last_status = now
+        self.heartbeat.tick(force, state)
 
     def reconcile(self) -> None:
         """Re-apply how each trial ended: a stopped worker may have written KILLED after the driver wrote PRUNED."""
@@ -521,6 +444,7 @@ def run_sweep(
     show_progress: bool = False,
     stream: IO[str] | None = None,
     show_table: bool = True,
+    log_figures: bool = True,
 ) -> SweepResult:
     """Run a sweep to its end (or until cancelled) and return its result, read back from MLflow.
 
@@ -528,13 +452,15 @@ def run_sweep(
     `workdir` continues where it stopped (a new one starts when there is none); without it, an existing sweep in
     `workdir` is an error. `show_progress` prints one line per trial event and a summary to `stream` (stdout),
     and at the end the rank table unless `show_table` is False (a caller with its own table, e.g. a transfer).
+    A SUCCEEDED sweep logs its figures on its parent run (`_figures`) unless `log_figures` is False (a sweep run
+    inside a transfer or a confirmation, whose caller logs its own).
     Run it in a process of its own (the CLI does): Ray takes over signals and is not safe to share.
     """
     spec = _with_trainer(spec if isinstance(spec, SweepSpec) else load_spec(spec))
     wall_start = time.perf_counter()
     workdir = Path(workdir or default_workdir(spec.name)).resolve()
     stream = (stream or sys.stdout) if show_progress else None
-    with _driver_lock(workdir):
+    with driver_lock(workdir, SweepError):
         state = read_state(workdir)
         if state is not None and not resume:
             raise SweepError(
@@ -558,10 +484,10 @@ def run_sweep(
             state = {"sweep_id": sweep_id, "name": spec.name, "parent_run_id": parent_run_id, "tracking_uri": uri,
                      "experiment": spec.tracking.experiment, "fingerprint": spec.fingerprint(),
                      "created_at": _now()}
-            _write_json(workdir / STATE_FILE, state)
-            _write_json(workdir / "spec.json", spec.model_dump(mode="json"))
+            write_json(workdir / STATE_FILE, state)
+            write_json(workdir / SPEC_FILE, spec.model_dump(mode="json"))
         sweep_id, parent_run_id = state["sweep_id"], state["parent_run_id"]
-        (workdir / CANCEL_FILE).unlink(missing_ok=True)  # a cancel belongs to the run it stopped
+        clear_cancel(workdir)  # a cancel belongs to the run it stopped
         ledger.start_parent(parent_run_id)
         stale = ledger.close_stale(sweep_id)
         planner = Planner(spec, ledger.records(sweep_id))
@@ -599,6 +525,10 @@ def run_sweep(
         if driver.stream is not None and show_table:
             with contextlib.suppress(OSError, ValueError):
                 print(result.table(), file=driver.stream, flush=True)
+        if log_figures and result.state == "SUCCEEDED":
+            from ._figures import log_sweep_figures
+
+            log_sweep_figures(result, driver.stream)
         return result
 
 
@@ -606,7 +536,7 @@ def _confirm(spec: SweepSpec, driver: _Driver, ledger: SweepLedger, parent_run_i
     """Run the top points again on fresh seeds (once: a resumed sweep that has its confirmation keeps it) and
     record it on the parent run, where reading the result back makes the confirmed choice final. False when the
     confirmation was cancelled: nothing is recorded, so a resumed sweep continues it (in `workdir/confirm`)."""
-    from ._confirm import CONFIRM_TAG, run_confirmation
+    from ._confirm import CONFIRM_TAG
 
     parent = ledger.client.get_run(parent_run_id)
     if CONFIRM_TAG in parent.data.tags:
@@ -624,6 +554,26 @@ def _confirm(spec: SweepSpec, driver: _Driver, ledger: SweepLedger, parent_run_i
         return False
     ledger.set_tags(parent_run_id, {CONFIRM_TAG: json.dumps(doc)})
     return True
+
+
+def run_confirmation(spec: SweepSpec, selection: SweepSelection, sweep_id: str, workdir: Path,
+                     stream: IO[str] | None = None) -> dict[str, Any]:
+    """Run the confirmation sweep (`_confirm.confirmation_spec`: resumable, in `workdir/confirm`) and return the
+    document for `_confirm.CONFIRM_TAG`. Here, beside `run_sweep`, because it is a sweep of its own."""
+    from ._confirm import confirmation_spec, top_points
+
+    points = top_points(selection, spec.confirm.top)
+    sub = confirmation_spec(spec, points, sweep_id)
+    result = run_sweep(sub, workdir=workdir / "confirm", resume=True, show_progress=stream is not None,
+                       stream=stream, show_table=False, log_figures=False)
+    by_label = {points[0].point_key: result.points[0] if result.points else None}
+    for i, p in enumerate(points[1:], start=2):
+        by_label[p.point_key] = next((b for b in result.baselines if b.point_key == f"top{i}"), None)
+    seeds = sub.seeds
+    objectives = {key: [s.seed_objectives.get(q) for q in seeds] if s is not None else [None] * len(seeds)
+                  for key, s in by_label.items()}
+    return {"sweep_id": result.sweep_id, "parent_run_id": result.parent_run_id, "state": result.state,
+            "seeds": seeds, "objectives": objectives}
 
 
 def _fit(spec: SweepSpec, driver: _Driver, workdir: Path) -> dict[str, float]:
@@ -741,8 +691,7 @@ def _finish(driver: _Driver, ledger: SweepLedger, parent_run_id: str, state: str
         ledger.set_tags(parent_run_id, {"scalesweep.error": error[:500]})
     ledger.finish_parent(parent_run_id, state, result.selection, metrics, result.selection_document())
     driver.tick(force=True, state=state)
-    if not driver._final:
-        _write_json(driver.workdir / STATUS_FILE, {**driver.status(state, error), "finished_at": _now()})
+    driver.heartbeat.write_final(state, error, _now())
     return result
 
 
@@ -753,8 +702,8 @@ def sweep_status(workdir: str | Path) -> dict[str, Any]:
     state = read_state(workdir)
     if state is None:
         raise SweepError(f"{workdir} is not a sweep work folder (no {STATE_FILE})")
-    status = _read_status(workdir) or {"state": "PENDING", "sweep_id": state["sweep_id"]}
-    alive = _driver_running(workdir)
+    status = read_status(workdir) or {"state": "PENDING", "sweep_id": state["sweep_id"]}
+    alive = driver_running(workdir)
     status["driver_alive"] = alive
     if status.get("state") == "RUNNING" and not alive:
         status["state"] = "INTERRUPTED"  # the driver is gone mid-sweep: resume it with --resume
@@ -772,27 +721,27 @@ def cancel_sweep(workdir: str | Path, *, grace_s: float = 60.0) -> dict[str, Any
     state = read_state(workdir)
     if state is None:
         raise SweepError(f"{workdir} is not a sweep work folder (no {STATE_FILE})")
-    (workdir / CANCEL_FILE).touch()
-    status = _read_status(workdir) or {}
+    request_cancel(workdir)
+    status = read_status(workdir) or {}
     pid = status.get("pid")
-    if _driver_running(workdir) and isinstance(pid, int):
+    if driver_running(workdir) and isinstance(pid, int):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
         deadline = time.time() + grace_s
-        while _driver_running(workdir) and time.time() < deadline:
+        while driver_running(workdir) and time.time() < deadline:
             time.sleep(0.5)
-        if _driver_running(workdir):
+        if driver_running(workdir):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 if os.getpgid(pid) == pid:  # a session leader: its group holds its local Ray too
                     os.killpg(pid, signal.SIGKILL)
                 else:
                     os.kill(pid, signal.SIGKILL)
             time.sleep(1.0)
-    status = _read_status(workdir) or {}
+    status = read_status(workdir) or {}
     if status.get("state") not in ("SUCCEEDED", "FAILED", "CANCELLED"):
         ledger = SweepLedger(state["tracking_uri"], state["experiment"])
         ledger.close_stale(state["sweep_id"])
         ledger.finish_parent(state["parent_run_id"], "CANCELLED", None, {}, None)
         status.update(state="CANCELLED", updated_at=_now(), sweep_id=state["sweep_id"])
-        _write_json(workdir / STATUS_FILE, status)
+        write_json(workdir / STATUS_FILE, status)
     return sweep_status(workdir)

@@ -6,7 +6,6 @@ sweep runs, after it ended, and from any process: the driver itself returns what
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -15,12 +14,11 @@ from typing import Any
 
 from ._confirm import apply_confirmation, confirmation_from_tags
 from ._errors import SweepError
+from ._jobfiles import STATE_FILE, read_state
 from ._ledger import TAG, SweepLedger
 from ._selection import PointSummary, SweepSelection, TrialRecord, _latest, select_best, summarise_points
 
 __all__ = ["SweepResult", "load_sweep_result"]
-
-STATE_FILE = "sweep.json"
 
 
 @dataclass
@@ -206,13 +204,6 @@ def build_result(ledger: SweepLedger, parent: Any, spec: Mapping[str, Any], *, w
         timings={k: parent.data.metrics[k] for k in timing_keys if k in parent.data.metrics},
         workdir=workdir or tags.get(TAG.WORKDIR),
     )
-
-
-def read_state(workdir: Path) -> dict[str, Any] | None:
-    path = workdir / STATE_FILE
-    if not path.is_file():
-        return None
-    return dict(json.loads(path.read_text(encoding="utf-8")))
 
 
 def load_sweep_result(

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from trials.optim import ArmName
+from trials.record import TAG
 
 from ._errors import SweepError
 
@@ -165,8 +166,6 @@ def _nested_errors(exc: ValidationError, prefix: str, *, with_field: bool = True
 
 def _check_tags(tags: dict[str, str]) -> dict[str, str]:
     """Extra tags may not set the ledger's own (TAG) or MLflow's: the ledger reads them back as its record."""
-    from ._ledger import TAG
-
     reserved = {v for k, v in vars(TAG).items() if k.isupper()}
     prefixes = ("mlflow.", TAG.BEST)
     bad = sorted(k for k in tags if k in reserved or k.startswith(prefixes) or not k.strip())

@@ -1,4 +1,5 @@
-"""The Ray Tune side of the driver: searcher, ASHA scheduler, stopper and callback, all delegating to the driver.
+"""The Ray Tune side of a sweep: searcher, ASHA scheduler, stopper and callback, each delegating to the sweep's
+hooks (`_hooks.TuneHooks`, which the driver implements): this module does not know the driver.
 
 Module-level classes (Tune pickles its config into the experiment folder: classes defined in a function would be
 pickled by value with the driver they close over); each drops its driver reference when pickled, since the sweep's
@@ -18,7 +19,7 @@ from ray.tune.search import Searcher
 from ._planner import FINISHED
 
 if TYPE_CHECKING:
-    from ._driver import _Driver
+    from ._hooks import TuneHooks
 
 __all__ = ["tune_parts"]
 
@@ -26,7 +27,7 @@ __all__ = ["tune_parts"]
 class _Unpicklable:
     """Tune pickles its configuration; the driver (MLflow client, locks) stays behind."""
 
-    _driver: _Driver | None
+    _driver: TuneHooks | None
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k != "_driver"}
@@ -36,7 +37,7 @@ class _Unpicklable:
         self._driver = None
 
     @property
-    def driver(self) -> _Driver:
+    def driver(self) -> TuneHooks:
         if self._driver is None:
             raise RuntimeError("this Tune component was unpickled without its sweep driver")
         return self._driver
@@ -45,7 +46,7 @@ class _Unpicklable:
 class SweepSearcher(_Unpicklable, Searcher):
     """Trials come from the sweep's planner; outcomes go back to it (and to the trials' MLflow runs)."""
 
-    def __init__(self, driver: _Driver) -> None:
+    def __init__(self, driver: TuneHooks) -> None:
         super().__init__(metric="objective_so_far", mode="min")
         self._driver = driver
 
@@ -75,7 +76,7 @@ class SweepASHA(_Unpicklable, AsyncHyperBandScheduler):
     """ASHA over the search trials only (baselines always run their horizon). It tells the driver when it stops a
     trial before its last eval step: a prune. At the last eval step its STOP is just the end of the trial."""
 
-    def __init__(self, driver: _Driver, **kwargs: Any) -> None:
+    def __init__(self, driver: TuneHooks, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._driver = driver
 
@@ -103,7 +104,7 @@ class SweepASHA(_Unpicklable, AsyncHyperBandScheduler):
 class CancelStopper(_Unpicklable, tune.Stopper):
     """Stops every trial when the sweep is cancelled (cancel file, SIGTERM, SIGINT)."""
 
-    def __init__(self, driver: _Driver) -> None:
+    def __init__(self, driver: TuneHooks) -> None:
         self._driver = driver
 
     def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
@@ -116,7 +117,7 @@ class CancelStopper(_Unpicklable, tune.Stopper):
 class Monitor(_Unpicklable, tune.Callback):
     """Status file and progress lines on every Tune step; error text onto failed trials' runs."""
 
-    def __init__(self, driver: _Driver) -> None:
+    def __init__(self, driver: TuneHooks) -> None:
         self._driver = driver
 
     def on_step_end(self, iteration: int, trials: list[Any], **info: Any) -> None:
@@ -136,9 +137,9 @@ def _error_text(trial: Any) -> str:
         return "unknown error (no error file)"
 
 
-def tune_parts(driver: _Driver) -> tuple[Any, Any, Any, Any]:
+def tune_parts(driver: TuneHooks) -> tuple[Any, Any, Any, Any]:
     """The searcher, scheduler (ASHA or FIFO), stopper and callback of one sweep run."""
-    es = driver.spec.early_stopping
+    es = driver.early_stopping
     scheduler: Any = FIFOScheduler()
     if es.method == "asha":
         scheduler = SweepASHA(

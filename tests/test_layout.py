@@ -1,8 +1,12 @@
-"""The package boundaries of STYLE.md, checked: imports point one way (api -> sweeper -> trials)."""
+"""The package boundaries, checked: imports point one way (api -> sweeper -> trials), no module imports
+itself back through others, and the on-disk job protocol has one owner."""
 
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -46,3 +50,176 @@ def test_public_surface_is_explicit(package: str) -> None:
     assert isinstance(module.__all__, list)
     missing = [name for name in module.__all__ if not hasattr(module, name)]
     assert missing == []
+
+
+# ------------------------------------------------------------------------------------------------------------
+# One owner for the on-disk job protocol; no import cycles; `scaling` light to import.
+
+PRODUCT_PACKAGES = ("trials", "sweeper", "scaling", "dashboards", "api")
+JOB_FILES = {"sweep.json", "status.json", "driver.lock", "transfer.json", "outcome.json"}
+JOB_PROTOCOL_MODULE = ROOT / "sweeper" / "_jobfiles.py"
+
+
+def _product_modules() -> dict[str, tuple[Path, bool]]:
+    """Dotted module name -> (source file, is a package's __init__)."""
+    modules: dict[str, tuple[Path, bool]] = {"scalesweep_cli": (ROOT / "scalesweep_cli.py", False)}
+    for package in PRODUCT_PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            is_package = parts[-1] == "__init__"
+            modules[".".join(parts[:-1] if is_package else parts)] = (path, is_package)
+    return modules
+
+
+def _import_nodes(tree: ast.Module, *, deferred: bool) -> list[ast.Import | ast.ImportFrom]:
+    """The module's imports: those that run when it is imported (its body, `if`/`try` blocks, TYPE_CHECKING
+    included), or with `deferred` also those inside functions and classes."""
+    if deferred:
+        return [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)]
+    found: list[ast.Import | ast.ImportFrom] = []
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                found.append(node)
+            elif isinstance(node, ast.If | ast.Try | ast.With):
+                for block in (node.body, getattr(node, "orelse", []), getattr(node, "finalbody", []),
+                              *(h.body for h in getattr(node, "handlers", []))):
+                    visit(block)
+
+    visit(tree.body)
+    return found
+
+
+def _import_graph(*, deferred: bool) -> dict[str, set[str]]:
+    """Module -> product modules it imports (absolute and relative imports, `from pkg import submodule` too)."""
+    modules = _product_modules()
+    graph: dict[str, set[str]] = {}
+    for name, (path, is_package) in modules.items():
+        package = name if is_package else name.rpartition(".")[0]
+        targets: set[str] = set()
+        for node in _import_nodes(ast.parse(path.read_text(), filename=str(path)), deferred=deferred):
+            if isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names)
+                continue
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                module = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                module = node.module or ""
+            targets.add(module)
+            targets.update(f"{module}.{alias.name}" for alias in node.names)
+        graph[name] = {t for t in targets if t in modules and t != name}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle (as a path a -> b -> ... -> a) per strongly connected group of modules."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[set[str]] = []
+
+    def connect(v: str) -> None:  # Tarjan's algorithm; the graph is a few hundred modules deep at most
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.add(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(group)
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    cycles = []
+    for group in groups:  # walk inside the group from its first module back to it
+        start = min(group)
+        path, seen = [start], {start}
+        while True:
+            nxt = sorted(w for w in graph[path[-1]] if w in group)
+            back = [w for w in nxt if w == start]
+            if back and len(path) > 1:
+                break
+            step = next((w for w in nxt if w not in seen), None) or nxt[0]
+            if step in seen:
+                path = path[path.index(step):]
+                break
+            path.append(step)
+            seen.add(step)
+        cycles.append([*path, path[0]])
+    return cycles
+
+
+def test_no_import_cycle_among_product_modules() -> None:
+    cycles = _cycles(_import_graph(deferred=False))
+    assert cycles == [], "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+@pytest.mark.parametrize("package", ["sweeper", "scaling"])
+def test_no_deferred_import_cycle_in(package: str) -> None:
+    """Imports inside functions hide a cycle from the interpreter, not from a reader: none in these packages."""
+    graph = _import_graph(deferred=True)
+    inside = {m: {t for t in ts if t.split(".")[0] == package} for m, ts in graph.items() if m.split(".")[0] == package}
+    cycles = _cycles(inside)
+    assert cycles == [], "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+def test_the_cycle_check_finds_a_cycle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
+
+
+def test_job_files_are_named_only_by_the_job_protocol_module() -> None:
+    """`sweep.json`, `status.json`, `cancel`, ... are spelled in `sweeper._jobfiles` alone; everyone else uses its
+    constants and helpers, so the protocol between a driver and its readers changes in one place."""
+    offenders = []
+    for path, _ in _product_modules().values():
+        if path == JOB_PROTOCOL_MODULE:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            literal = isinstance(node, ast.Constant) and node.value in JOB_FILES
+            cancel_path = (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)
+                           and isinstance(node.right, ast.Constant) and node.right.value == "cancel")
+            if literal or cancel_path:
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert offenders == []
+
+
+def test_importing_scaling_loads_neither_ray_mlflow_nor_the_sweeper() -> None:
+    """`scaling` is pure functions over records: the transfer job's names it still exports load on first use."""
+    code = ("import sys, scaling; "
+            "print(sorted(m for m in ('ray', 'mlflow', 'sweeper') if m in sys.modules or "
+            "any(k.startswith(m + '.') for k in sys.modules)))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env,
+                         timeout=120, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_the_transfer_job_names_still_work_from_scaling() -> None:
+    import scaling
+    import sweeper
+
+    for name in ("TransferSpec", "run_transfer", "load_transfer_result", "load_transfer_spec", "transfer_status",
+                 "cancel_transfer", "default_transfer_workdir", "export_from_sweep"):
+        assert getattr(scaling, name) is getattr(sweeper, name), name
+
+
+def test_scaling_caps_a_horizon_where_the_sweeper_does() -> None:
+    from scaling._rungs import MAX_HORIZON
+    from sweeper import MAX_HORIZON as SWEEPER_MAX_HORIZON
+
+    assert MAX_HORIZON == SWEEPER_MAX_HORIZON

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, HTTPException, Query, Request, Response
 
 from scaling import ScalingError, export_from_sweep
+from sweeper._jobfiles import STATUS_FILE
 
 from .._cache import file_version
 from .._db import SweepRecord
@@ -73,6 +74,6 @@ def export_sweep(
     release(session)
     folder = Path(record.storage_path)
     export = _export(lambda: request.app.state.results.get(
-        f"sweep-export:{folder}:{rung}", file_version(folder / "status.json"),
+        f"sweep-export:{folder}:{rung}", file_version(folder / STATUS_FILE),
         lambda: export_from_sweep(folder, rung)))
     return _render(export, format, f"{record.id}-{rung}")

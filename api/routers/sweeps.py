@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response
 
 from sweeper import SweepError, SweepSpec, load_sweep_result, redact_spec, sweep_status
+from sweeper._jobfiles import STATUS_FILE, is_sweep_folder
 
 from .._cache import file_version
 from .._db import SweepRecord, new_id
@@ -31,7 +32,7 @@ SPEC_EXAMPLE = {
 
 def _live(record: SweepRecord) -> dict[str, Any]:
     """The driver's own status file (progress, best so far), when the sweep has started."""
-    if not record.storage_path or not (Path(record.storage_path) / "sweep.json").is_file():
+    if not record.storage_path or not is_sweep_folder(record.storage_path):
         return {}
     try:
         return sweep_status(record.storage_path)
@@ -122,9 +123,9 @@ def get_sweep(sweep_id: str, request: Request, session: SessionDep, _reader: Rea
 def _result_source(record: SweepRecord) -> tuple[str, Any, Any] | None:
     """(cache key, version, loader) of the sweep's result, or None before its driver wrote its work folder."""
     folder = Path(record.storage_path) if record.storage_path else None
-    if folder is None or not (folder / "sweep.json").is_file():
+    if folder is None or not is_sweep_folder(folder):
         return None
-    return f"sweep:{folder}", file_version(folder / "status.json"), lambda: load_sweep_result(folder)
+    return f"sweep:{folder}", file_version(folder / STATUS_FILE), lambda: load_sweep_result(folder)
 
 
 def _result(request: Request, record: SweepRecord) -> Any:

@@ -11,6 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from scaling import ScalingError, TransferSpec, load_transfer_result, transfer_status
+from sweeper._jobfiles import is_transfer_folder, transfer_version
 
 from .._db import SweepRecord, TransferRecord, new_id
 from .._security import check_rest_spec
@@ -30,7 +31,7 @@ def get_transfer_record(session: Any, transfer_id: str) -> TransferRecord:
 
 def _folder(record: TransferRecord) -> Path | None:
     folder = Path(record.storage_path) if record.storage_path else None
-    return folder if folder is not None and (folder / "transfer.json").is_file() else None
+    return folder if folder is not None and is_transfer_folder(folder) else None
 
 
 def _live(record: TransferRecord) -> dict[str, Any]:
@@ -45,10 +46,8 @@ def _live(record: TransferRecord) -> dict[str, Any]:
 
 def result_version(folder: Path) -> Any:
     """What changes whenever the transfer's runs do: the driver's status file and the transfer's outcome (the
-    version a finished transfer's stored report is labelled with)."""
-    from dashboards import transfer_page_version
-
-    return transfer_page_version(folder)
+    version a finished transfer's stored report page is labelled with)."""
+    return transfer_version(folder)
 
 
 def transfer_result(request: Request, record: TransferRecord, *, started: bool = True, fresh: bool = False) -> Any:

@@ -34,7 +34,8 @@ from api._settings import Settings
 from api.client import ScalesweepClient
 from api.deps import _session
 from api.main import create_app
-from dashboards import stored_transfer_report, transfer_page_version
+from dashboards import stored_transfer_report
+from sweeper._jobfiles import transfer_version
 
 from .conftest import TOKEN, LiveServer, postgres_database
 from .test_transfers import REAL_SWEEP
@@ -352,4 +353,4 @@ def test_a_finished_transfers_report_is_the_page_its_job_stored(study: Study) ->
     finally:
         server.stop()
         (folder / "report.html").write_text(page)  # the page again, labelled current, for the other tests
-        (folder / "report.json").write_text(json.dumps({"version": transfer_page_version(folder)}))
+        (folder / "report.json").write_text(json.dumps({"version": transfer_version(folder)}))

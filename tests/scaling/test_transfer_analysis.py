@@ -20,8 +20,9 @@ from scaling import (
     TransferSpec,
     load_transfer_spec,
 )
-from scaling._transfer import _default_rungs, _plan, _rung_shape, _scaled_eval_steps, _Source
+from scaling._transfer import _rung_shape
 from sweeper import SweepSpec
+from sweeper._transfer_job import _default_rungs, _plan, _scaled_eval_steps, _Source
 
 from ..sweeper.conftest import TINY_TRIAL
 

@@ -7,9 +7,10 @@ import pytest
 
 from scaling import TransferError, TransferSpec
 from scaling._records import TransferRun
-from scaling._transfer import TransferResult, _plan, _Source
+from scaling._transfer import TransferResult
 from scaling._verification import is_verification_run
 from sweeper import SweepSpec
+from sweeper._transfer_job import _plan, _Source
 
 from ..sweeper.conftest import TINY_TRIAL
 

@@ -1,0 +1,682 @@
+"""The transfer job: carry a finished sweep's chosen pair, unchanged, to larger rungs beside the baseline arms
+(`run_transfer`), say how it goes (`transfer_status`), stop it (`cancel_transfer`), and read its runs back from
+MLflow (`load_transfer_result`) into `scaling.TransferResult`, whose analysis (time to best, savings, fits,
+exports) is pure.
+
+The paper's second stage. From a sweep's work folder, every (rung, arm, seed) runs once at a horizon of
+`horizon_factor` x the sweep's (2x: the paper's 30k -> 60k), with the same eval schedule shape (the sweep's eval
+steps scaled by the same factor: 2/3, 5/6, 6/6 by default), the sweep's seeds, and the learning rate carried by a
+stated rule per arm (`scaling._lr_rules`: the Muon family `unchanged`, or `width` under `match_rms_adamw`; AdamW
+`width`; weight decay keeps lr x wd by default). K and gamma are never re-tuned. The plan is typed
+(`scaling.TransferPlan`) and stored in the work folder with the sweep spec that runs it.
+
+How it runs (one sweep that holds every rung). The whole rung x arm table is one sweeper sweep: the chosen pair at
+the first rung is its (single-point) search, every other (rung, arm) a baseline with its own `rung`, optimizer and
+tags (`sweeper.BaselineSpec.rung`, `.tags`). One driver, one Ray instance and one Tune run then keep both cores of
+a small machine busy across rungs, largest runs first, with the sweeper's resume, retries, cancel and MLflow ledger
+as they are. The alternative, one sweeper driver subprocess per rung, would leave a core idle at the end of each
+rung, pay Ray's start (4-8 s) and a process per rung, and need its own bookkeeping of which rung finished; two
+`Tuner.fit()` in one process interfere, so it could not run them in-process either (docs/design.md).
+
+Work folder (default `out/transfers/<name>`): `transfer.json` (identity, the plan, the sweep spec it runs),
+`outcome.json` (the final state once the driver ends), and the sweeper's own files (`sweep.json`, `status.json`,
+`driver.lock`, `cancel`, `checkpoints/`, `ray/`), so `scalesweep sweep status DIR` works on it too.
+
+MLflow (the sweep's store and experiment unless `tracking` says otherwise): a parent run `sweep:<transfer name>`,
+one child run per (rung, arm, seed) attempt, named `K=3,gamma=0.15,seed=0` (the chosen pair at the first rung) or
+`<arm>.<rung>,seed=<seed>`. Lineage tags on the parent and every child: `scalesweep.transfer_id`,
+`scalesweep.transfer_name`, `scalesweep.source_sweep_id`, `scalesweep.source_sweep_name`,
+`scalesweep.source_parent_run_id`, `scalesweep.transfer.chosen` (JSON of the pair); per child:
+`scalesweep.lr_rule`, `scalesweep.lr_base` (the lr at the sweep's rung), `scalesweep.base_rung`,
+`scalesweep.base_width`; the lr a run used is its param `optimizer.lr`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import sys
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from scaling._errors import TransferError
+from scaling._export import Export, build_export
+from scaling._lr_rules import carry_optimizer, default_lr_rule
+from scaling._records import TransferRun
+from scaling._rungs import measure_step_times, rung_horizon
+from scaling._transfer import TransferPlan, TransferResult, _clean, _rung_shape, size_basis
+from scaling._verification import is_verification_run, plan_verification
+from trials.optim import ARMS as _ARMS
+from trials.optim import ARMS_WITH_GAMMA
+
+from ._driver import cancel_sweep, run_sweep, sweep_status
+from ._errors import SweepFailedError
+from ._jobfiles import (
+    OUTCOME_FILE,
+    SPEC_FILE,
+    STATE_FILE,
+    TRANSFER_FILE,
+    is_sweep_folder,
+    is_transfer_folder,
+    read_json,
+    read_outcome,
+    read_transfer,
+    write_json,
+)
+from ._result import load_sweep_result
+from ._spec import SEARCH_PARAMS, SweepSpec, format_params
+from ._transfer_spec import TransferSpec, default_transfer_workdir, load_transfer_spec
+
+__all__ = [
+    "cancel_transfer",
+    "export_from_sweep",
+    "load_transfer_result",
+    "read_runs",
+    "run_transfer",
+    "transfer_status",
+]
+
+_PAGE = 1000
+# MLflow's run status, when a run never set scalesweep.status (killed before the trial started).
+_MLFLOW_STATE = {"FINISHED": "SUCCEEDED", "FAILED": "FAILED", "KILLED": "CANCELLED", "RUNNING": "RUNNING",
+                 "SCHEDULED": "PENDING"}
+# The sweeper's scalesweep.status values -> a run's state here (KILLED: interrupted, resumable).
+_TAG_STATE = {"SUCCEEDED": "SUCCEEDED", "DIVERGED": "DIVERGED", "FAILED": "FAILED", "PRUNED": "PRUNED",
+              "KILLED": "CANCELLED", "PENDING": "PENDING", "RUNNING": "RUNNING"}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Planning: from the sweep to one multi-rung sweep spec
+
+
+def _without_credentials(uri: str) -> str:
+    """`postgresql://user:secret@host/db` -> `postgresql://host/db`: provenance is served to open reads (fits,
+    exports) and a tracking URI may carry the store's password."""
+    import re
+
+    return re.sub(r"//[^/@]*@", "//", uri)
+
+
+def _deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _scaled_eval_steps(eval_steps: Sequence[int], old: int, new: int) -> list[int]:
+    """The sweep's eval steps at the same fractions of the new horizon (2/3, 5/6, 6/6 stay 2/3, 5/6, 6/6)."""
+    return sorted({min(new, max(1, round(s * new / old))) for s in eval_steps})
+
+
+def _default_rungs(base: str) -> list[str]:
+    from trials.models import list_rungs
+
+    family = list_rungs(base.split("-")[0])
+    return family[family.index(base):]
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class _Source:
+    """What a transfer (or an export) needs of a finished sweep."""
+
+    workdir: str
+    sweep_id: str
+    name: str
+    parent_run_id: str
+    tracking_uri: str
+    experiment: str
+    spec: SweepSpec
+    best: dict[str, float | int]
+    objectives: dict[str, Any]  # arm -> {objective, run_ids} at the sweep's rung
+    searched_arm: str
+
+    def base_optimizers(self) -> dict[str, dict[str, Any]]:
+        """Each arm's full optimizer config at the sweep's rung, as the trials ran it (aux lr resolved)."""
+        from trials import TrialConfig
+
+        raw: dict[str, dict[str, Any]] = {arm: {"name": arm} for arm in _ARMS}
+        for b in reversed(self.spec.baselines):  # the first baseline of an arm wins...
+            raw[b.arm] = b.variants()[0][1]
+        chosen = {arm: doc.get("point") for arm, doc in self.objectives.items()}
+        for b in self.spec.baselines:  # ...unless the sweep measured another setting of it best (an lr bracket)
+            options = dict(b.variants())
+            if chosen.get(b.arm) in options:
+                raw[b.arm] = options[str(chosen[b.arm])]
+        raw[self.searched_arm] = self.spec.search.optimizer_for(self.best)
+        out = {}
+        for arm, cfg in raw.items():
+            trial = TrialConfig.model_validate({"rung": self.spec.rung, "optimizer": cfg})
+            out[arm] = trial.optimizer.model_dump(mode="json", exclude_none=True)
+            out[arm]["lr"] = trial.optimizer.resolved_lr
+        return out
+
+    def provenance(self) -> dict[str, Any]:
+        return {"sweep_id": self.sweep_id, "sweep_name": self.name, "sweep_parent_run_id": self.parent_run_id,
+                "sweep_workdir": self.workdir, "sweep_rung": self.spec.rung, "sweep_horizon": self.spec.horizon,
+                "chosen": dict(self.best), "tracking_uri": _without_credentials(self.tracking_uri),
+                "experiment": self.experiment}
+
+
+def _load_source(workdir: str | Path, tracking_uri: str | None = None) -> _Source:
+    path = Path(workdir).resolve()
+    if is_transfer_folder(path):
+        raise TransferError(f"{path} is a transfer's work folder, not a sweep's; give the sweep it came from")
+    spec_data = read_json(path / SPEC_FILE)
+    if spec_data is None:
+        raise TransferError(f"{path} is not a sweep work folder (no {SPEC_FILE})")
+    result = load_sweep_result(path, tracking_uri=tracking_uri)
+    if result.state != "SUCCEEDED":  # a running sweep's choice may still change
+        raise TransferError(f"sweep {result.sweep_id} is {result.state}: transfer from a finished (SUCCEEDED) sweep")
+    if result.selection is None or not result.best:
+        raise TransferError(f"sweep {result.sweep_id} has no chosen point yet (state {result.state}): there is "
+                            "nothing to transfer")
+    spec = SweepSpec.model_validate(spec_data)
+    objectives: dict[str, Any] = {spec.search.arm: {"objective": result.selection.point.objective,
+                                                    "run_ids": list(result.selection.point.run_ids.values()),
+                                                    "point": result.selection.point.point_key}}
+    # Of an arm's settings (an lr bracket gives one per lr), the lowest mean objective is what a transfer carries.
+    ranked = sorted(result.baselines, key=lambda b: (b.objective is None, b.objective or 0.0))
+    for b in ranked:
+        objectives.setdefault(b.arm, {"objective": b.objective, "run_ids": list(b.run_ids.values()),
+                                      "point": b.point_key,
+                                      "lr_tuning": {p.point_key: p.objective for p in result.baselines
+                                                    if p.arm == b.arm}})
+    return _Source(workdir=str(path), sweep_id=result.sweep_id, name=result.name,
+                   parent_run_id=result.parent_run_id, tracking_uri=result.tracking_uri,
+                   experiment=result.experiment, spec=spec, best=dict(result.best), objectives=objectives,
+                   searched_arm=spec.search.arm)
+
+
+def _rule(spec: TransferSpec, arm: str, adjust_lr_fn: str | None = None) -> str:
+    """The spec's lr rule for `arm`, else the arm's default (which follows its `adjust_lr_fn`)."""
+    given: dict[str, str] = {str(k): str(v) for k, v in spec.lr_rules.items()}
+    return given.get(arm) or default_lr_rule(arm, adjust_lr_fn)
+
+
+def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[TransferPlan, dict[str, Any]]:
+    """(the plan, the sweep spec that runs it) for a transfer of `source`."""
+    if source.searched_arm not in spec.arms:
+        raise TransferError(f"arms must include the sweep's searched arm {source.searched_arm!r} (it carries the "
+                            f"chosen pair {format_params(source.best)}); got {list(spec.arms)}")
+    base = source.spec
+    base_rung = base.rung
+    from trials.models import list_rungs
+
+    order = list_rungs()
+    rungs = sorted(spec.rungs or _default_rungs(base_rung), key=order.index)
+    fixed_horizon = spec.steps or max(1, round(spec.horizon_factor * base.horizon))
+    batch = int(_deep_merge(base.trial, spec.trial).get("batch_size", 32))
+    study_trial = _deep_merge(base.trial, spec.trial)  # one size basis for the study: its trials' own models
+    horizons = {r: rung_horizon(spec.horizon, _rung_shape(r, study_trial)[1], batch, fixed_horizon) for r in rungs}
+    horizon = horizons[rungs[0]]  # the sweep's own horizon: the first rung's (its searched point runs there)
+    eval_steps = _scaled_eval_steps(base.resolved_eval_steps, base.horizon, horizon)
+    evals_by_rung = {r: _scaled_eval_steps(base.resolved_eval_steps, base.horizon, h) for r, h in horizons.items()}
+    if spec.target.rule == "fixed":
+        missing = [r for r in rungs if r not in spec.target.values]
+        if missing:
+            raise TransferError(f"target.values has no value for rungs {missing} (rule 'fixed' needs one per rung)")
+    seeds = list(spec.seeds or base.seeds)
+    base_width = _rung_shape(base_rung)[0]
+    optimizers = source.base_optimizers()
+
+    rows: list[dict[str, Any]] = []
+    for rung in rungs:
+        width, parameters = _rung_shape(rung, study_trial)
+        for arm in spec.arms:
+            cfg = optimizers[arm]
+            carried, how = carry_optimizer(cfg, base_width=base_width, target_width=width,
+                                           lr_rule=_rule(spec, arm, cfg.get("adjust_lr_fn")),
+                                           wd_rule=spec.weight_decay_rule)
+            rows.append({"rung": rung, "arm": arm, "width": width, "parameters": parameters, "lr": carried["lr"],
+                         "lr_rule": how["lr_rule"], "lr_base": cfg["lr"], "weight_decay": carried["weight_decay"],
+                         "weight_decay_rule": how["weight_decay_rule"], "optimizer": carried})
+
+    def arm_tags(row: Mapping[str, Any]) -> dict[str, str]:
+        return {"scalesweep.lr_rule": row["lr_rule"], "scalesweep.lr_base": f"{row['lr_base']:.6g}",
+                "scalesweep.wd_rule": row["weight_decay_rule"],
+                "scalesweep.base_rung": base_rung, "scalesweep.base_width": str(base_width)}
+
+    # The chosen pair at the first rung is the sweep's one search point; everything else is a baseline with its
+    # own rung. Largest rungs first: on a few cores the longest runs should start first (LPT scheduling).
+    first = next(r for r in rows if r["rung"] == rungs[0] and r["arm"] == source.searched_arm)
+    searched_fields = {SEARCH_PARAMS[n][0]: n for n in source.best}
+    space = {name: [value] for name, value in source.best.items() if name != "lr"}
+    search_optimizer = {k: v for k, v in first["optimizer"].items() if k not in searched_fields or k == "lr"}
+    if not space:  # only lr was searched: the search point is the transferred lr itself
+        space = {"lr": [first["lr"]]}
+        search_optimizer.pop("lr")
+    baselines = [
+        {"arm": r["arm"], "label": f"{r['arm']}.{r['rung']}", "rung": r["rung"], "optimizer": r["optimizer"],
+         "tags": arm_tags(r),
+         **({"horizon": horizons[r["rung"]], "eval_steps": evals_by_rung[r["rung"]]}
+            if horizons[r["rung"]] != horizon else {})}
+        for r in sorted(rows, key=lambda r: -order.index(r["rung"]))
+        if r is not first
+    ]
+    verification = None
+    if spec.verify is not None:  # the bracket's runs join the one sweep as settings of their own
+        try:
+            verification, bracket = plan_verification(spec.verify, rungs=rungs, searched_arm=source.searched_arm,
+                                                      rows=rows, baselines=baselines, first=first, arm_tags=arm_tags)
+        except ValueError as exc:
+            raise TransferError(str(exc)) from None
+        baselines += bracket
+    tracking = spec.tracking.model_dump(mode="json") if spec.tracking else {
+        "tracking_uri": source.tracking_uri, "experiment": source.experiment}
+    lineage = {
+        "scalesweep.transfer_id": transfer_id,
+        "scalesweep.transfer_name": spec.name,
+        "scalesweep.source_sweep_id": source.sweep_id,
+        "scalesweep.source_sweep_name": source.name,
+        "scalesweep.source_parent_run_id": source.parent_run_id,
+        "scalesweep.transfer.chosen": json.dumps(source.best, sort_keys=True),
+        # Declared before any run: on the parent run from its creation, and on every child.
+        "scalesweep.transfer.target": json.dumps(spec.target.model_dump(mode="json"), sort_keys=True),
+        "scalesweep.transfer.horizons": json.dumps(horizons, sort_keys=True),
+    }
+    sweep_spec = {
+        "name": spec.name,
+        "rung": rungs[0],
+        "horizon": horizon,
+        "eval_steps": eval_steps,
+        "search": {"method": "grid", "space": space, "optimizer": search_optimizer, "tags": arm_tags(first)},
+        "seeds": seeds,
+        "baselines": baselines,
+        "execution": (spec.execution or base.execution).model_dump(mode="json"),
+        "retries": base.retries.model_dump(mode="json"),
+        "backend": base.backend.model_dump(mode="json"),
+        "trial": _deep_merge(base.trial, spec.trial),
+        "tracking": tracking,
+        "tags": lineage,
+    }
+    try:
+        validated = SweepSpec.model_validate(sweep_spec)
+    except ValidationError as exc:  # e.g. a `trial` override that trials refuses
+        parts = "; ".join(f"{'.'.join(map(str, e['loc']))}: {str(e['msg']).removeprefix('Value error, ')}"
+                          for e in exc.errors())
+        raise TransferError(f"the transfer's runs would be invalid: {parts}") from None
+    plan: dict[str, Any] = {
+        "rungs": rungs,
+        "horizon": horizon,
+        "source_horizon": base.horizon,
+        "eval_steps": eval_steps,
+        "horizons": horizons,
+        "eval_steps_by_rung": evals_by_rung,
+        "horizon_rule": spec.horizon.model_dump(mode="json"),
+        "target": spec.target.model_dump(mode="json"),
+        "target_text": spec.target.describe(),
+        "plateau": spec.plateau.model_dump(mode="json"),
+        "seeds": seeds,
+        "arms": list(spec.arms),
+        "weight_decay_rule": spec.weight_decay_rule,
+        "searched_arm": source.searched_arm,
+        "chosen": dict(source.best),
+        "size_basis": {"text": size_basis(study_trial)[1], "trial": study_trial},
+        "base": {"rung": base_rung, "width": base_width, "parameters": _rung_shape(base_rung, study_trial)[1],
+                 "optimizers": {a: optimizers[a] for a in spec.arms}},
+        "runs": [{k: v for k, v in r.items() if k != "optimizer"} for r in rows],
+    }
+    if verification is not None:
+        plan["verification"] = verification
+    return TransferPlan.model_validate(plan), validated.model_dump(mode="json")
+
+
+class TransferState(BaseModel):
+    """What `transfer.json` holds: the transfer's identity, its source, its plan and the sweep spec that runs it,
+    and the per-step timing once measured. Written when the transfer is planned, read by every later call."""
+
+    model_config = ConfigDict(extra="allow")
+
+    transfer_id: str
+    name: str
+    fingerprint: str | None = None
+    spec: dict[str, Any] = {}
+    source: dict[str, Any]  # the sweep's provenance (`_Source.provenance`)
+    source_objectives: dict[str, Any] = {}
+    plan: TransferPlan
+    sweep_spec: dict[str, Any]
+    created_at: str | None = None
+    step_timing: dict[str, Any] | None = None  # None until measured, before the first run
+
+    @property
+    def tracking(self) -> dict[str, str]:
+        return dict(self.sweep_spec["tracking"])
+
+    def to_dict(self) -> dict[str, Any]:
+        doc = {k: v for k, v in self.model_dump(mode="json", exclude={"plan"}).items() if v is not None}
+        return {**doc, "plan": self.plan.to_dict()}
+
+    def write(self, path: Path) -> None:
+        write_json(path / TRANSFER_FILE, self.to_dict())
+
+
+def _transfer_state(path: Path) -> TransferState:
+    state = read_transfer(path)
+    if state is None:
+        raise TransferError(f"{path} is not a transfer work folder (no {TRANSFER_FILE})")
+    try:
+        return TransferState.model_validate(state)
+    except ValidationError as exc:
+        raise TransferError(f"{path / TRANSFER_FILE} is not a transfer's state: {exc.errors()[0]['msg']}") from None
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The driver
+
+
+def run_transfer(
+    spec: TransferSpec | str | Path | Mapping[str, Any],
+    workdir: str | Path | None = None,
+    resume: bool = False,
+    show_progress: bool = False,
+    *,
+    stream: IO[str] | None = None,
+) -> TransferResult:
+    """Run a transfer to its end (or until cancelled) and return its result, read back from MLflow.
+
+    `workdir` holds its state (default `out/transfers/<name>`). With `resume=True` a transfer already there
+    continues where it stopped (finished runs are never re-run); without it an existing transfer is an error.
+    `show_progress` prints the plan, one line per run event, and the savings at the end, to `stream` (stdout).
+    A SUCCEEDED transfer logs its figures on its parent run (`_figures`). Blocks; run it in a process of its own
+    (the CLI does): Ray takes over signals and is not safe to share.
+    """
+    spec = spec if isinstance(spec, TransferSpec) else load_transfer_spec(spec)
+    path = Path(workdir or default_transfer_workdir(spec.name)).resolve()
+    out = (stream or sys.stdout) if show_progress else None
+    state = _transfer_state(path) if is_transfer_folder(path) else None
+    if state is not None and not resume:
+        raise TransferError(f"{path} already holds transfer {state.transfer_id}; pass resume=True (--resume) "
+                            "to continue it, or choose another work folder")
+    if state is not None and state.fingerprint != spec.fingerprint():
+        raise TransferError(f"the spec changed since transfer {state.transfer_id} started in {path}; only "
+                            "`execution` may change on resume")
+    if state is None:
+        transfer_id = f"{spec.name}-{uuid.uuid4().hex[:8]}"
+        source = _load_source(spec.sweep)
+        plan, sweep_spec = _plan(spec, source, transfer_id)
+        path.mkdir(parents=True, exist_ok=True)
+        state = TransferState(transfer_id=transfer_id, name=spec.name, fingerprint=spec.fingerprint(),
+                              spec=spec.model_dump(mode="json"), source=source.provenance(),
+                              source_objectives=source.objectives, plan=plan, sweep_spec=sweep_spec,
+                              created_at=_now())
+        state.write(path)
+    sweep_spec = dict(state.sweep_spec)
+    if spec.execution is not None:  # execution may change between a run and its resume
+        sweep_spec["execution"] = spec.execution.model_dump(mode="json")
+    (path / OUTCOME_FILE).unlink(missing_ok=True)
+    if out is not None:
+        _print_plan(state, out)
+    if state.step_timing is None:
+        state.step_timing = _step_timing(spec, state, out)
+        state.write(path)
+    try:
+        swept = run_sweep(SweepSpec.model_validate(sweep_spec), workdir=path, resume=True,
+                          show_progress=show_progress, stream=out, show_table=False,  # its table is below
+                          log_figures=False)  # the transfer's figures, below, cover its runs
+    except SweepFailedError as exc:
+        write_json(path / OUTCOME_FILE, {"state": "FAILED", "error": str(exc), "finished_at": _now()})
+        raise
+    result = load_transfer_result(path)
+    if swept.state == "CANCELLED":
+        final = "CANCELLED"
+    elif any(r.state == "SUCCEEDED" for r in result.runs) and not any(
+            r.state in ("RUNNING", "PENDING", "CANCELLED") for r in result.runs):
+        final = "SUCCEEDED"  # failed or diverged runs are data (and counted), as in a sweep
+    else:
+        final = "FAILED"
+    write_json(path / OUTCOME_FILE, {"state": final, "finished_at": _now(), "counts": result.counts})
+    result.state = final
+    if out is not None:
+        print(result.table(), file=out, flush=True)
+    if final == "SUCCEEDED":
+        from ._figures import log_transfer_figures
+
+        log_transfer_figures(result, out)
+    return result
+
+
+def _print_plan(state: TransferState, out: IO[str]) -> None:
+    plan = state.plan
+    print(f"transfer {state.transfer_id}: {state.source['chosen']} from sweep {state.source['sweep_id']} to "
+          f"{', '.join(plan.rungs)}; arms {', '.join(plan.arms)}; {plan.horizon} steps (sweep: "
+          f"{plan.source_horizon}), evals at {plan.eval_steps}, seeds {plan.seeds}; "
+          f"{len(plan.runs) * len(plan.seeds)} runs", file=out, flush=True)
+    for row in plan.runs:
+        print(f"  {row.rung:<10} {row.arm:<8} lr {row.lr or 0.0:.4g} ({row.lr_rule} from {row.lr_base or 0.0:.4g})",
+              file=out, flush=True)
+    if plan.horizons is not None:
+        print(f"  horizons per rung: {plan.horizons}; target: {plan.target_text}", file=out, flush=True)
+
+
+def _step_timing(spec: TransferSpec, state: TransferState, out: IO[str] | None) -> dict[str, Any]:
+    """Per-step time of every arm at every rung, each from a short run of its own before the transfer's runs start
+    (so no other trial of the transfer shares the cores): the systems half of the time saving."""
+    sweep_spec = state.sweep_spec
+    if spec.timing.steps == 0:
+        return {"measured": False, "reason": "timing.steps is 0"}
+    if sweep_spec["backend"]["name"] != "builtin":
+        return {"measured": False, "reason": "the command backend's trainer cannot be timed in isolation here"}
+    rows = [(r.rung, r.arm, opt) for r in state.plan.runs
+            for opt in [_row_optimizer(sweep_spec, r.rung, r.arm)] if opt is not None]
+    if out is not None:
+        print(f"timing {spec.timing.steps} steps per arm and rung, one at a time ({len(rows)} short runs)",
+              file=out, flush=True)
+    threads = int(sweep_spec["execution"].get("threads", 1))
+    times = measure_step_times(sweep_spec["trial"], rows, spec.timing, threads=threads)
+    if out is not None:
+        for rung, per in times.items():
+            print(f"  {rung:<10} " + ", ".join(f"{a} {1e3 * t:.1f} ms/step" for a, t in per.items()), file=out,
+                  flush=True)
+    return {"measured": True, "steps": spec.timing.steps, "warmup": spec.timing.warmup, "threads": threads,
+            "seconds_per_step": times, "measured_at": _now()}
+
+
+def _row_optimizer(sweep_spec: Mapping[str, Any], rung: str, arm: str) -> dict[str, Any] | None:
+    """The optimizer a (rung, arm) of the plan runs with, as its sweep spec holds it."""
+    for b in sweep_spec["baselines"]:
+        if b["arm"] == arm and (b.get("rung") or sweep_spec["rung"]) == rung:
+            return {**b["optimizer"], "name": arm}
+    if rung == sweep_spec["rung"]:
+        search = sweep_spec["search"]
+        point = {k: v[0] for k, v in search["space"].items()}
+        return {**search["optimizer"], **{SEARCH_PARAMS[k][0]: v for k, v in point.items()}}  # it names its arm
+    return None
+
+
+def transfer_status(workdir: str | Path) -> dict[str, Any]:
+    """The live status of the transfer in `workdir`: state (PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED, or
+    INTERRUPTED when its driver died; `--resume` continues it), run counts, driver_alive, pid, MLflow ids and the
+    last events."""
+    path = Path(workdir).resolve()
+    state = _transfer_state(path)
+    plan = state.plan
+    base = {"transfer_id": state.transfer_id, "name": state.name, "workdir": str(path),
+            "source_sweep_id": state.source["sweep_id"], "rungs": plan.rungs, "arms": plan.arms,
+            "horizon": plan.horizon, "runs_planned": len(plan.runs) * len(plan.seeds),
+            "tracking_uri": state.tracking["tracking_uri"], "experiment": state.tracking["experiment"]}
+    if not is_sweep_folder(path):  # the driver has not reached its sweep yet
+        return {**base, "state": "PENDING", "driver_alive": False, "counts": {}, "parent_run_id": None}
+    status = sweep_status(path)
+    outcome = read_outcome(path)
+    sweep_state = status.get("state")
+    if sweep_state in ("SUCCEEDED", "FAILED"):
+        final = outcome["state"] if outcome else sweep_state
+    else:
+        final = sweep_state
+    counts = {k: v for k, v in (status.get("counts") or {}).items()}
+    return {**base, "state": final, "driver_alive": status.get("driver_alive", False), "pid": status.get("pid"),
+            "counts": counts, "sweep_id": status.get("sweep_id"), "parent_run_id": status.get("parent_run_id"),
+            "experiment_id": status.get("experiment_id"),
+            "tracking_uri": status.get("tracking_uri", base["tracking_uri"]),
+            "experiment": status.get("experiment", base["experiment"]), "summary": status.get("summary"),
+            "running": status.get("running") or [], "events": status.get("events") or [],
+            "error": (outcome or {}).get("error") or status.get("error"), "updated_at": status.get("updated_at")}
+
+
+def cancel_transfer(workdir: str | Path, *, grace_s: float = 60.0) -> dict[str, Any]:
+    """Stop the transfer in `workdir` (the sweeper's cancel: cancel file, SIGTERM, then its process group after
+    `grace_s`); no run is left RUNNING and the transfer ends CANCELLED, resumable. Returns its status."""
+    path = Path(workdir).resolve()
+    _transfer_state(path)
+    if is_sweep_folder(path):
+        cancel_sweep(path, grace_s=grace_s)  # a finished transfer stays as it ended
+    return transfer_status(path)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Reading it back
+
+
+def load_transfer_result(workdir: str | Path, tracking_uri: str | None = None) -> TransferResult:
+    """The transfer in `workdir`, its runs read from MLflow (`tracking_uri` overrides the stored one, e.g. when
+    the store moved). Works while it runs and after it ended, from any process."""
+    path = Path(workdir).resolve()
+    state = _transfer_state(path)
+    tracking = state.tracking
+    uri = tracking_uri or _stored_uri(path) or tracking["tracking_uri"]
+    runs = read_runs(uri, tracking["experiment"], "scalesweep.transfer_id", state.transfer_id)
+    verification_runs = [r for r in runs if is_verification_run(r)]
+    runs = [r for r in runs if not is_verification_run(r)]
+    counts: dict[str, int] = {}
+    for run in runs:
+        counts[run.state] = counts.get(run.state, 0) + 1
+    status: dict[str, Any] = {}
+    if is_sweep_folder(path):
+        status = transfer_status(path)
+    return TransferResult(
+        transfer_id=state.transfer_id, name=state.name, state=str(status.get("state", "PENDING")),
+        workdir=str(path), tracking_uri=uri, experiment=tracking["experiment"],
+        parent_run_id=status.get("parent_run_id"), source=dict(state.source), plan=state.plan,
+        runs=runs, counts=counts, source_objectives=dict(state.source_objectives),
+        verification_runs=verification_runs, step_timing=dict(state.step_timing or {}),
+    )
+
+
+def _stored_uri(path: Path) -> str | None:
+    sweep = read_json(path / STATE_FILE)
+    return str(sweep["tracking_uri"]) if sweep else None
+
+
+def export_from_sweep(sweep_workdir: str | Path, target_rung: str, tracking_uri: str | None = None) -> Export:
+    """The sweep's choice carried to `target_rung` by the default lr rules alone, without transfer runs (every
+    arm `verified_at_target` False), with the sweep's objectives and run ids as evidence."""
+    from trials.models import check_rung
+
+    check_rung(target_rung)
+    source = _load_source(sweep_workdir, tracking_uri)
+    optimizers = source.base_optimizers()
+    arms = [source.searched_arm, *(a for a in ("muon", "adamw") if a != source.searched_arm)]
+    return build_export(
+        {a: optimizers[a] for a in arms},
+        base_width=_rung_shape(source.spec.rung)[0],
+        target_width=_rung_shape(target_rung)[0],
+        target={"rung": target_rung, "parameters": _rung_shape(target_rung, source.spec.trial)[1],
+                "size_basis": size_basis(source.spec.trial)[1], "base_rung": source.spec.rung},
+        verified={a: False for a in arms},
+        evidence={a: _clean({"sweep": source.objectives.get(a, {})}) for a in arms},
+        provenance=source.provenance(),
+    )
+
+
+def _num(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return None  # e.g. "None": an lr left to the arm's default
+    return value if math.isfinite(value) else None
+
+
+def _int(text: str | None) -> int | None:
+    value = _num(text)
+    return int(value) if value is not None and value == int(value) else None
+
+
+def _record(client: Any, run: Any) -> TransferRun:
+    params: dict[str, str] = run.data.params
+    tags: dict[str, str] = run.data.tags
+    run_id = run.info.run_id
+    arm = params.get("optimizer.name") or tags.get("scalesweep.arm", "")
+    # A resumed trial may log a step twice: the later value (by timestamp) counts.
+    fd = {m.step: m.value for m in sorted(client.get_metric_history(run_id, "fd"), key=lambda m: m.timestamp)}
+    times = {m.step: m.value
+             for m in sorted(client.get_metric_history(run_id, "effective_time_s"), key=lambda m: m.timestamp)}
+    checkpoints = tuple((int(s), float(times[s]), float(fd[s])) for s in sorted(fd) if s in times)
+    track_fd = {m.step: m.value
+                for m in sorted(client.get_metric_history(run_id, "fd_track"), key=lambda m: m.timestamp)}
+    track_times = {m.step: m.value for m in sorted(client.get_metric_history(run_id, "track_effective_time_s"),
+                                                   key=lambda m: m.timestamp)} if track_fd else {}
+    track = tuple((int(s), float(track_times[s]), float(track_fd[s])) for s in sorted(track_fd) if s in track_times)
+    bias = {m.step: m.value for m in sorted(client.get_metric_history(run_id, "fd_bias"), key=lambda m: m.timestamp)}
+    state = _TAG_STATE.get(tags.get("scalesweep.status", ""), _MLFLOW_STATE.get(run.info.status, "PENDING"))
+    return TransferRun(
+        rung=params.get("rung", ""),
+        parameters=_int(tags.get("model.parameters")),
+        arm=arm,
+        seed=_int(params.get("seed", tags.get("scalesweep.seed"))) or 0,
+        lr=_num(params.get("optimizer.lr")) or _num(tags.get("scalesweep.lr")),
+        lr_rule=tags.get("scalesweep.lr_rule"),
+        lr_base=_num(tags.get("scalesweep.lr_base")),
+        # Every trial logs its whole config, so a baseline carries K and gamma params it never used.
+        K=_int(params.get("optimizer.refresh_every")) if arm == "periodic" else None,
+        gamma=_num(params.get("optimizer.gamma")) if arm in ARMS_WITH_GAMMA else None,
+        run_id=run_id,
+        state=state,
+        trial_key=tags.get("scalesweep.trial_key", run.info.run_name or run_id),
+        attempt=_int(tags.get("scalesweep.attempt")) or 0,
+        checkpoints=checkpoints,
+        metric_name=tags.get("fd.metric_name"),
+        fd_samples=_int(tags.get("fd.samples") or params.get("eval.fd_samples")),
+        git_sha=tags.get("scalesweep.git_sha"),
+        track=track,
+        horizon=_int(params.get("steps")),
+        track_samples=_int(tags.get("fd.track_samples")) or None,
+        fd_bias=tuple((int(s), float(bias[s])) for s in sorted(bias)),
+    )
+
+
+def read_runs(tracking_uri: str, experiment: str, tag: str, value: str) -> list[TransferRun]:
+    """The trial runs whose tag `tag` equals `value` (e.g. a transfer's id), last attempt per trial, ordered by
+    trial key."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        return []
+    quoted = value.replace("'", "\\'")
+    runs: list[Any] = []
+    token = None
+    while True:
+        page = client.search_runs(
+            [exp.experiment_id],
+            filter_string=f"tags.`scalesweep.kind` = 'trial' and tags.`{tag}` = '{quoted}'",
+            max_results=_PAGE,
+            page_token=token,
+        )
+        runs.extend(page)
+        token = page.token
+        if not token:
+            break
+    latest: dict[str, Any] = {}
+    for run in runs:
+        key = run.data.tags.get("scalesweep.trial_key", run.info.run_id)
+        rank = (_int(run.data.tags.get("scalesweep.attempt")) or 0, run.info.start_time or 0)
+        if key not in latest or rank > latest[key][0]:
+            latest[key] = (rank, run)
+    return [_record(client, run) for _, (_, run) in sorted(latest.items())]

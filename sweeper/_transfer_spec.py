@@ -1,0 +1,186 @@
+"""A transfer's spec: which finished sweep's chosen pair to carry, unchanged, to which larger rungs, beside which
+baseline arms, at what horizon, with which lr and weight-decay rules, target, timing and verification. Validated
+by pydantic; `TransferSpec.fingerprint` is what a resumed transfer must match.
+
+The sections the analysis reads back (target, horizon, timing, plateau, verification) and the lr rules are
+`scaling`'s pure types: a transfer is planned and run here and analysed there from the same definitions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from scaling._errors import TransferError
+from scaling._lr_rules import LrRule, WdRule
+from scaling._rungs import HorizonSpec, PlateauSpec, TargetSpec, TimingSpec
+from scaling._verification import VerifySpec
+from trials.optim import ARMS
+
+from ._spec import MAX_HORIZON, MAX_SEEDS, ExecutionSpec, SweepTracking, check_numbers, check_seeds
+
+__all__ = ["ARMS", "TransferSpec", "default_transfer_workdir", "load_transfer_spec"]
+
+_ARMS = ARMS
+_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+
+ArmName = Literal["periodic", "muon", "adamw", "rownorm"]
+LrRuleName = LrRule
+
+
+class TransferSpec(BaseModel):
+    """One transfer: the chosen pair of a finished sweep, fixed, at larger rungs beside the baseline arms."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    name: str = Field(..., pattern=_NAME_PATTERN, description="Transfer name (run names, work folder).")
+    sweep: str = Field(..., min_length=1, description="The finished sweep's work folder (holds sweep.json).")
+    rungs: list[str] | None = Field(
+        None,
+        description="Rungs to run (trials.models.list_rungs()); None = the sweep's rung and every larger rung of "
+        "its family. The sweep's rung is run again at the transfer horizon: a fit must not mix horizons.",
+    )
+    arms: list[ArmName] = Field(
+        default_factory=lambda: ["periodic", "muon", "adamw"],  # type: ignore[arg-type]
+        description="Optimizer arms at every rung: the sweep's searched arm (it carries the chosen pair) and the "
+        "baselines. Default: the paper's three.",
+    )
+    horizon_factor: float = Field(
+        2.0, gt=0, le=100, description="Horizon as a multiple of the sweep's (2.0: the paper's 30k -> 60k steps)."
+    )
+    steps: int | None = Field(None, ge=1, le=MAX_HORIZON, description="Horizon in steps; overrides horizon_factor.")
+    seeds: list[int] | None = Field(
+        None, min_length=1, max_length=MAX_SEEDS, description="Seeds of every run; None = the sweep's."
+    )
+    lr_rules: dict[ArmName, LrRuleName] = Field(
+        default_factory=dict,
+        description="Rule carrying each arm's lr from the sweep's rung (unchanged | width | sqrt_width); "
+        "unlisted arms: the Muon family unchanged (already shape-adjusted), or width under adjust_lr_fn "
+        "match_rms_adamw (its update RMS is AdamW's); AdamW width (muP).",
+    )
+    weight_decay_rule: WdRule = Field(
+        "keep_lr_wd",
+        description="What an arm's decoupled weight decay does when its lr changes with width: keep_lr_wd (wd x "
+        "lr_base / lr, so the per-step decay lr x wd is kept) or keep_wd (wd unchanged, lr x wd shrinks with lr).",
+    )
+    verify: VerifySpec | None = Field(
+        None,
+        description="A verification stage: a one-at-a-time bracket (K +-1, gamma x0.5/x2, lr x0.5/x2) around the "
+        "transferred point at the largest rung (or verify.rung) on the transfer's seeds, answered held / moved / "
+        "inconclusive. None = no verification.",
+    )
+    execution: ExecutionSpec | None = Field(
+        None, description="Concurrency and resources (sweeper.ExecutionSpec); None = the sweep's."
+    )
+    tracking: SweepTracking | None = Field(
+        None, description="MLflow URI and experiment; None = the sweep's store and experiment."
+    )
+    trial: dict[str, Any] = Field(
+        default_factory=dict,
+        description="TrialConfig overrides on top of the sweep's `trial` section (nested keys merge), e.g. "
+        "{eval: {fd_samples: 2048}}.",
+    )
+    target: TargetSpec = Field(
+        default_factory=lambda: TargetSpec(),
+        description="The quality target, declared before any run and applied alike to every arm and seed "
+        "(recorded on the parent run and in exports): final_mean (default: 1.1 x AdamW's mean final quality "
+        "at each rung) or fixed values per rung.",
+    )
+    horizon: HorizonSpec = Field(
+        default_factory=lambda: HorizonSpec(),
+        description="Steps per rung: fixed (the paper: every rung at the transfer horizon) or per_param "
+        "(images_per_param x parameters / batch, capped).",
+    )
+    timing: TimingSpec = Field(
+        default_factory=lambda: TimingSpec(),
+        description="Short timing runs per arm and rung (per-step time in isolation, before the runs start).",
+    )
+    plateau: PlateauSpec = Field(
+        default_factory=lambda: PlateauSpec(), description="The plateau check that flags undertrained rungs."
+    )
+
+    @field_validator("rungs")
+    @classmethod
+    def _known_rungs(cls, rungs: list[str] | None) -> list[str] | None:
+        if rungs is None:
+            return None
+        from trials.models import check_rung
+
+        if not rungs or len(set(rungs)) != len(rungs):
+            raise ValueError(f"rungs must be a non-empty list of distinct rungs, got {rungs}")
+        return [check_rung(r) for r in rungs]
+
+    @field_validator("arms")
+    @classmethod
+    def _distinct_arms(cls, arms: list[str]) -> list[str]:
+        if not arms or len(set(arms)) != len(arms):
+            raise ValueError(f"arms must be a non-empty list of distinct arms from {list(_ARMS)}, got {arms}")
+        return arms
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct_seeds(cls, seeds: list[int] | None) -> list[int] | None:
+        return None if seeds is None else check_seeds(seeds)
+
+    @field_validator("trial")
+    @classmethod
+    def _finite_trial(cls, trial: dict[str, Any]) -> dict[str, Any]:
+        check_numbers(trial, "trial")  # the merged sweep spec applies the sweep's own limits as well
+        return trial
+
+    @model_validator(mode="after")
+    def _rules_for_arms(self) -> TransferSpec:
+        extra = sorted(set(self.lr_rules) - set(self.arms))
+        if extra:
+            raise ValueError(f"lr_rules names arms {extra} that are not in arms {self.arms}")
+        if self.target.rule == "final_mean" and self.target.arm not in self.arms:
+            raise ValueError(f"target.arm {self.target.arm!r} must be one of arms {self.arms}")
+        if self.rungs is not None and self.target.rule == "fixed":
+            missing = [r for r in self.rungs if r not in self.target.values]
+            if missing:
+                raise ValueError(f"target.values has no value for rungs {missing}")
+        return self
+
+    def fingerprint(self) -> str:
+        """What a resumed transfer must match: everything but `execution`, which may change on resume."""
+        payload = self.model_dump(mode="json", exclude={"execution"})
+        if payload.get("weight_decay_rule") == "keep_lr_wd":  # added later: older transfers resume
+            payload.pop("weight_decay_rule")
+        if payload.get("verify", 0) is None:  # added later: older transfers resume
+            payload.pop("verify")
+        # Sections added later are left out while at their defaults, so transfers started before them resume.
+        for key, default in (("target", TargetSpec()), ("horizon", HorizonSpec()), ("timing", TimingSpec()),
+                             ("plateau", PlateauSpec())):
+            if payload.get(key) == default.model_dump(mode="json"):
+                payload.pop(key)
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def load_transfer_spec(source: str | Path | Mapping[str, Any]) -> TransferSpec:
+    """A `TransferSpec` from a YAML or JSON file, or a mapping. Raises FileNotFoundError, TransferError for
+    unreadable text, and pydantic's ValidationError (a ValueError) naming the field and the allowed values."""
+    if isinstance(source, Mapping):
+        return TransferSpec.model_validate(dict(source))
+    path = Path(source)
+    if not path.is_file():
+        raise FileNotFoundError(f"no transfer spec at {path}")
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))  # YAML is a superset of JSON
+    except yaml.YAMLError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise TransferError(f"{path}: not valid YAML/JSON: {first}") from None
+    if not isinstance(data, dict):
+        raise TransferError(f"{path}: a transfer spec is a mapping of fields, got {type(data).__name__}")
+    return TransferSpec.model_validate(data)
+
+
+def default_transfer_workdir(name: str) -> Path:
+    """Where a transfer keeps its state unless told otherwise (`out/` is git-ignored)."""
+    return Path("out") / "transfers" / name
