@@ -23,11 +23,7 @@ import math
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from ._config import TrialResult
-    from ._tracking import RunLogger, TrackingConfig
+from typing import Any
 
 __all__ = [
     "CANCELLED",
@@ -363,7 +359,9 @@ class RunRecorder:
     """A trial's MLflow run while it runs, written through `RunLogger` (by run id, never an active run). Every call
     does nothing when the trial is not tracked, so a backend writes the same code either way."""
 
-    def __init__(self, logger: RunLogger | None) -> None:
+    # The logger is a `trials._tracking.RunLogger` (or None): typed loosely, as are the tracking config and the
+    # trial result below, because those modules import this one for its names.
+    def __init__(self, logger: Any | None) -> None:
         self.logger = logger
         self.run_id = logger.run_id if logger is not None else ""
         self.finished = False
@@ -398,7 +396,7 @@ class RunRecorder:
         if self.logger is not None:
             self.logger.log_artifact(path, artifact_path)
 
-    def finish(self, result: TrialResult) -> None:
+    def finish(self, result: Any) -> None:
         """The run's summary (`METRIC.SUMMARY` at the last step, the status and FD tags, `trial_result.json`), then
         its end: FINISHED when the trial SUCCEEDED, FAILED when it diverged."""
         self.flush()
@@ -422,7 +420,7 @@ class RunRecorder:
 
 
 @contextmanager
-def trial_run(tracking: TrackingConfig | None, *, params: Mapping[str, Any] | None = None,
+def trial_run(tracking: Any | None, *, params: Mapping[str, Any] | None = None,
               tags: Mapping[str, str] | None = None) -> Iterator[RunRecorder]:
     """Open a trial's run (a new one, or the sweep's run named in `tracking.run_id`; none when `tracking` is None),
     log `params` and `tags` with the provenance tags and `scalesweep.kind=trial`, and yield its recorder. The body
