@@ -35,6 +35,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from sweeper._jobfiles import is_sweep_folder, is_transfer_folder, request_cancel
+from trials import ScalesweepError
 
 from ._db import SweepRecord, TransferRecord
 from ._security import child_env, expand_trainer, scrub_env
@@ -238,7 +239,7 @@ class JobRunner:
         folder = Path(record.storage_path) if record.storage_path else self.job_dir(record)
         try:
             return kind_of(record).read_status(folder) or {}
-        except (OSError, ValueError, KeyError, RuntimeError) as exc:  # SweepError/TransferError are these
+        except (OSError, ValueError, KeyError, ScalesweepError) as exc:  # a corrupt or half-written job file
             log.debug("%s %s: status unreadable: %s", kind_of(record).name, record.id, exc)
             return {}
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
+from trials.optim import ARMS_WITH_GAMMA
 from trials.record import LINEAGE, PARENT_TAG, TAG, TRIAL_TAG, StoredRun, parse_float, parse_int, read_run, read_runs
 
 from ._draw import png_bytes
@@ -53,7 +54,7 @@ def _record(run: StoredRun) -> RunRecord:
         # Every trial logs its whole config, so a baseline carries K and γ params it never used: keep them only
         # for the arms they shape.
         K=parse_int(params.get("optimizer.refresh_every", params.get("K"))) if arm == "periodic" else None,
-        gamma=parse_float(params.get("optimizer.gamma", params.get("gamma"))) if arm in ("periodic", "rownorm")
+        gamma=parse_float(params.get("optimizer.gamma", params.get("gamma"))) if arm in ARMS_WITH_GAMMA
         else None,
         status=run.status,
         objective=run.metrics.get("objective"),
