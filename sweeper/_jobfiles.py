@@ -10,6 +10,8 @@ A driver runs in a process of its own and keeps its state in a work folder:
     cancel          ask the driver to stop (`request_cancel`); it checks for the file between Tune steps
     transfer.json   a transfer's identity and plan, beside its sweep's files
     outcome.json    a transfer's final state once its driver ended
+    analysis.json   a finished transfer's analysis (`TransferResult.analysis()`), stored by its driver when it
+                    ended, with the version of the job files it was computed from (`transfer_version`)
     report.html     a finished transfer's report page, stored by its driver when it ended
     report.json     the version of the job files (`transfer_version`) that page was built from
 
@@ -29,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "ANALYSIS_FILE",
     "CANCEL_FILE",
     "LOCK_FILE",
     "OUTCOME_FILE",
@@ -45,6 +48,7 @@ __all__ = [
     "is_sweep_folder",
     "is_transfer_folder",
     "read_json",
+    "read_labelled",
     "read_outcome",
     "read_state",
     "read_status",
@@ -52,6 +56,7 @@ __all__ = [
     "request_cancel",
     "transfer_version",
     "write_json",
+    "write_labelled",
 ]
 
 STATE_FILE = "sweep.json"
@@ -61,6 +66,7 @@ LOCK_FILE = "driver.lock"
 CANCEL_FILE = "cancel"
 TRANSFER_FILE = "transfer.json"
 OUTCOME_FILE = "outcome.json"
+ANALYSIS_FILE = "analysis.json"
 REPORT_FILE = "report.html"
 REPORT_LABEL_FILE = "report.json"
 
@@ -94,6 +100,24 @@ def transfer_version(folder: str | Path) -> tuple[tuple[int, int] | None, tuple[
         return (st.st_mtime_ns, st.st_size)
 
     return stat(STATUS_FILE), stat(OUTCOME_FILE)
+
+
+def _label(version: Any) -> Any:
+    return json.loads(json.dumps(version))  # tuples as JSON lists, to compare with what was stored
+
+
+def write_labelled(path: Path, data: Mapping[str, Any], version: Any) -> None:
+    """Write `data` computed from a job's runs at `version` (`transfer_version`), labelled with it."""
+    write_json(path, {"version": _label(version), "data": dict(data)})
+
+
+def read_labelled(path: Path, version: Any) -> dict[str, Any] | None:
+    """What `write_labelled` stored in `path`, when it was computed at `version`; else None (absent, unreadable,
+    or the job's runs changed since)."""
+    doc = read_json(path)
+    if doc is None or doc.get("version") != _label(version) or not isinstance(doc.get("data"), dict):
+        return None
+    return dict(doc["data"])
 
 
 def is_sweep_folder(folder: str | Path) -> bool:

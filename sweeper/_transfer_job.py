@@ -58,6 +58,7 @@ from trials.optim import ARMS_WITH_GAMMA
 from ._driver import cancel_sweep, run_sweep, sweep_status
 from ._errors import SweepFailedError
 from ._jobfiles import (
+    ANALYSIS_FILE,
     OUTCOME_FILE,
     SPEC_FILE,
     STATE_FILE,
@@ -67,7 +68,9 @@ from ._jobfiles import (
     read_json,
     read_outcome,
     read_transfer,
+    transfer_version,
     write_json,
+    write_labelled,
 )
 from ._result import load_sweep_result
 from ._spec import SEARCH_PARAMS, SweepSpec, format_params
@@ -445,8 +448,20 @@ def run_transfer(
     if final == "SUCCEEDED":
         from ._figures import log_transfer_figures
 
+        _store_analysis(path, result, out)  # first: its fits are reused by the report's panels
         log_transfer_figures(result, out)
     return result
+
+
+def _store_analysis(path: Path, result: TransferResult, out: IO[str] | None) -> None:
+    """The finished transfer's analysis (its bootstrap fits take tens of CPU seconds), computed once here and
+    stored beside its state: readers (the service's `/fits`) serve it instead of computing it again. Best effort:
+    the runs are stored already, and a reader computes the analysis itself when this file is missing."""
+    version = transfer_version(path)  # read before computing: a label never newer than what it labels
+    try:
+        write_labelled(path / ANALYSIS_FILE, result.analysis(), version)
+    except Exception as exc:
+        print(f"warning: analysis not stored: {type(exc).__name__}: {exc}", file=out or sys.stderr)
 
 
 def _print_plan(state: TransferState, out: IO[str]) -> None:

@@ -12,6 +12,7 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse
 
 from scaling import ExtrapolationRefused, ScalingError
+from sweeper._jobfiles import ANALYSIS_FILE, read_labelled
 
 from ..deps import ReadAccess, SessionDep, SessionRoute, release
 from ..schemas import Prediction
@@ -56,7 +57,18 @@ def get_fits(transfer_id: str, request: Request, session: SessionDep, _reader: R
     leave-one-rung-out errors. With `metric`, only that fit under `fits`."""
     record = get_transfer_record(session, transfer_id)
     release(session)
-    doc = dict(_cached(request, record, "analysis", lambda r: r.analysis())[0])
+    folder = _folder(record)
+    if folder is None:
+        raise HTTPException(409, f"transfer {record.id} ({record.state}) has not started its runs yet")
+    version = result_version(folder)
+
+    def analysis() -> dict[str, Any]:  # a finished transfer's, as its driver stored it; else computed here
+        stored = read_labelled(folder / ANALYSIS_FILE, version)
+        if stored is not None:
+            return stored
+        return dict(_planned_runs(transfer_result(request, record, fresh=True)).analysis())
+
+    doc = dict(request.app.state.results.get(f"analysis:{folder}", version, analysis, fresh=True))
     if metric is not None:
         doc["fits"] = {metric: doc.get("fits", {}).get(metric)}
     # The service's id, not the transfer's own (its MLflow tag scalesweep.transfer_id), kept as tracking_id.

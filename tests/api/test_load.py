@@ -35,7 +35,7 @@ from api.client import ScalesweepClient
 from api.deps import _session
 from api.main import create_app
 from dashboards import stored_transfer_report
-from sweeper._jobfiles import transfer_version
+from sweeper._jobfiles import ANALYSIS_FILE, read_labelled, transfer_version, write_labelled
 
 from .conftest import TOKEN, LiveServer, postgres_database
 from .test_transfers import REAL_SWEEP
@@ -332,17 +332,23 @@ def test_finished_jobs_carry_the_services_ids_and_their_mlflow_fields(study: Stu
         server.stop()
 
 
-def test_a_finished_transfers_report_is_the_page_its_job_stored(study: Study) -> None:
-    # The transfer's job built its report when it ended and stored it beside its state, so a cold service answers
-    # /report without reading MLflow or fitting (the build that took longer than a client's patience under load).
-    # Once the transfer's files change (a resume), the stored page is no longer current and the page is rebuilt.
+def test_a_finished_transfers_report_and_analysis_are_what_its_job_stored(study: Study) -> None:
+    # The transfer's job computed its analysis and built its report when it ended and stored both beside its
+    # state, so a cold service answers /fits and /report without reading MLflow or fitting (cold builds that took
+    # longer than a client's patience under load). Once the transfer's files change (a resume), neither is
+    # current any more and both are computed from the runs again.
     folder = next(p.parent for p in study.workdir.rglob("transfer.json"))
     page = (folder / "report.html").read_text()
     assert page.startswith("<!DOCTYPE html>") and "<img" in page
     assert stored_transfer_report(folder) == page  # labelled with the job files as they are: current
     assert study.transfer_id in page and study.sweep_id in page  # named by the service's ids, as its own build
-    server = LiveServer(_cold_settings(study))
+    server, analysis = LiveServer(_cold_settings(study)), None
     try:
+        analysis = read_labelled(folder / ANALYSIS_FILE, transfer_version(folder))  # stored by the driver too
+        assert analysis is not None and analysis["counts"] == {"SUCCEEDED": 2}, analysis
+        write_labelled(folder / ANALYSIS_FILE, {**analysis, "stored": True}, transfer_version(folder))
+        status, _, body = get(server.port, f"/v1/transfers/{study.transfer_id}/fits")
+        assert status == 200 and json.loads(body)["stored"] is True  # served as stored, not computed again
         (folder / "report.html").write_text("<!DOCTYPE html><p>the stored page</p>")  # marks what is served
         status, _, body = get(server.port, f"/v1/transfers/{study.transfer_id}/report")
         assert (status, body) == (200, b"<!DOCTYPE html><p>the stored page</p>")
@@ -350,7 +356,11 @@ def test_a_finished_transfers_report_is_the_page_its_job_stored(study: Study) ->
         status, _, body = get(server.port, f"/v1/transfers/{study.transfer_id}/report")
         assert status == 200 and b"the stored page" not in body and b"<img" in body
         assert study.transfer_id.encode() in body
+        status, _, body = get(server.port, f"/v1/transfers/{study.transfer_id}/fits")
+        assert status == 200 and "stored" not in json.loads(body)  # computed from the runs again
     finally:
         server.stop()
         (folder / "report.html").write_text(page)  # the page again, labelled current, for the other tests
         (folder / "report.json").write_text(json.dumps({"version": transfer_version(folder)}))
+        if analysis is not None:
+            write_labelled(folder / ANALYSIS_FILE, analysis, transfer_version(folder))
