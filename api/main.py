@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -37,6 +38,19 @@ def _create_tracking_store(uri: str) -> None:
     MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
 
 
+# What the read routes import on their first use: torch and the model ladder (an export counts a rung's
+# parameters), MLflow's client, the analysis and the figures. Imported at start-up, before the service answers:
+# a first import takes seconds and holds Python's import lock, so done under load it stalled every reader that
+# needed any of them (cold exports took longer than a client's 10 s patience in benchmarks/api_load.py).
+_READ_PATH_MODULES = ("torch", "trials.models", "mlflow", "scaling", "sweeper._transfer_job", "sweeper._result",
+                      "dashboards")
+
+
+def _import_read_paths() -> None:
+    for name in _READ_PATH_MODULES:
+        importlib.import_module(name)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the app; `settings` default to the environment (`SCALESWEEP_*`)."""
     settings = settings or get_settings()
@@ -61,6 +75,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         anyio.to_thread.current_default_thread_limiter().total_tokens = settings.api_threads
         redact_access_log()  # here: uvicorn has configured its loggers by now
         await anyio.to_thread.run_sync(jobs.start)  # reconciles what a previous service process left RUNNING
+        await anyio.to_thread.run_sync(_import_read_paths)
         yield
         await anyio.to_thread.run_sync(shutdown)
 

@@ -14,7 +14,7 @@ from sweeper._jobfiles import STATUS_FILE
 from .._cache import file_version
 from .._db import SweepRecord
 from ..deps import ReadAccess, SessionDep, SessionRoute, release
-from .transfers import get_transfer_record, transfer_result
+from .transfers import get_transfer_record, result_version, transfer_result
 
 router = APIRouter(tags=["exports"], route_class=SessionRoute)
 
@@ -54,9 +54,14 @@ def export_transfer(
 ) -> Response:
     record = get_transfer_record(session, transfer_id)
     release(session)
+    folder = Path(str(record.storage_path))
+    version = result_version(folder)  # read before the result: a label never newer than what it labels
     result = transfer_result(request, record)
     target = rung or result.plan["rungs"][-1]
-    export = _export(lambda: result.export(target))
+    # Once per version of the transfer's runs and rung (its first computation fits the runs: a second or more),
+    # shared by concurrent readers.
+    export = _export(lambda: request.app.state.results.get(f"transfer-export:{folder}:{target}", version,
+                                                           lambda: result.export(target), fresh=True))
     return _render(export, format, f"{record.id}-{target}")
 
 
