@@ -76,7 +76,7 @@ typecheck: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --durations=30 $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/optimizer_step.py
