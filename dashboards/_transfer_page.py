@@ -10,7 +10,6 @@ a fresh one only for a transfer that is still running or has changed since (a re
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from collections.abc import Hashable
@@ -18,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sweeper._jobfiles import REPORT_FILE, REPORT_LABEL_FILE, transfer_version
+from sweeper._jobfiles import REPORT_FILE, REPORT_LABEL_FILE, read_labelled, transfer_version, write_labelled
 
 from ._errors import DashboardError
 from ._report import ReportData, build_report
@@ -66,10 +65,6 @@ def transfer_page_data(result: Any, *, transfer_id: str | None = None, sweep_id:
     return data
 
 
-def _json_version(version: Hashable) -> Any:
-    return json.loads(json.dumps(version))
-
-
 def store_transfer_report(result: Any, *, transfer_id: str | None = None, sweep_id: str | None = None) -> ReportData:
     """Build the page of a transfer (ids as in `transfer_page`) and store it in its work folder (`report.html`)
     with the version of the job files it was built from. Written atomically: a reader sees the old page or the new
@@ -77,12 +72,11 @@ def store_transfer_report(result: Any, *, transfer_id: str | None = None, sweep_
     path = Path(result.workdir)
     version = transfer_version(path)  # read before the page is built: a label never newer than the page
     data = transfer_page_data(result, transfer_id=transfer_id, sweep_id=sweep_id)
-    html = build_report(data)
-    for name, text in ((REPORT_FILE, html), (REPORT_LABEL_FILE, json.dumps({"version": _json_version(version)}))):
-        fd, tmp = tempfile.mkstemp(dir=path, prefix=f".{name}.")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path / name)
+    fd, tmp = tempfile.mkstemp(dir=path, prefix=f".{REPORT_FILE}.")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(build_report(data))
+    os.replace(tmp, path / REPORT_FILE)
+    write_labelled(path / REPORT_LABEL_FILE, {}, version)  # after the page: a current label names a current page
     return data
 
 
@@ -90,12 +84,9 @@ def stored_transfer_report(folder: str | Path, version: Hashable | None = None) 
     """The stored page of the transfer in `folder` when it was built at `version` (default: the job files as they
     are now), else None (never stored, or the transfer changed since)."""
     path = Path(folder)
-    version = transfer_version(path) if version is None else version
+    if read_labelled(path / REPORT_LABEL_FILE, transfer_version(path) if version is None else version) is None:
+        return None
     try:
-        meta = json.loads((path / REPORT_LABEL_FILE).read_text())
-        if meta.get("version") != _json_version(version):
-            return None
-        # The page is written before its label, so a label that matches the version names a page of that version.
         return (path / REPORT_FILE).read_text(encoding="utf-8")
-    except (OSError, ValueError, AttributeError):
+    except OSError:
         return None

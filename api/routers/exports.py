@@ -9,12 +9,12 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, HTTPException, Query, Request, Response
 
 from scaling import ScalingError, export_from_sweep
-from sweeper._jobfiles import STATUS_FILE
+from sweeper._jobfiles import STATUS_FILE, transfer_version
 
 from .._cache import file_version
 from .._db import SweepRecord
 from ..deps import ReadAccess, SessionDep, SessionRoute, release
-from .transfers import get_transfer_record, result_version, transfer_result
+from .transfers import get_transfer_record, started_folder, transfer_result
 
 router = APIRouter(tags=["exports"], route_class=SessionRoute)
 
@@ -54,8 +54,8 @@ def export_transfer(
 ) -> Response:
     record = get_transfer_record(session, transfer_id)
     release(session)
-    folder = Path(str(record.storage_path))
-    version = result_version(folder)  # read before the result: a label never newer than what it labels
+    folder = started_folder(record)
+    version = transfer_version(folder)  # read before the result: a label never newer than what it labels
     result = transfer_result(request, record)
     target = rung or result.plan["rungs"][-1]
     # Once per version of the transfer's runs and rung (its first computation fits the runs: a second or more),

@@ -4,29 +4,30 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse
 
 from scaling import ExtrapolationRefused, ScalingError
-from sweeper._jobfiles import ANALYSIS_FILE, read_labelled
+from sweeper._jobfiles import ANALYSIS_FILE, read_labelled, transfer_version
 
 from ..deps import ReadAccess, SessionDep, SessionRoute, release
 from ..schemas import Prediction
-from .transfers import _folder, get_transfer_record, result_version, transfer_result
+from .transfers import get_transfer_record, started_folder, transfer_result
 
 router = APIRouter(prefix="/transfers", tags=["fits"], route_class=SessionRoute)
 
+T = TypeVar("T")
 Metric = Literal["time_to_best", "best_fd", "endpoint_fd", "steps_to_target", "time_to_target"]
 
 
 def _current(request: Request, record: Any) -> tuple[Any, Any]:
     """(version, result): the transfer's runs as the driver's files stand now, runs without a rung left out."""
-    folder = Path(str(record.storage_path))
-    version = result_version(folder)  # read before the result: a label never newer than what it labels
+    version = transfer_version(started_folder(record))  # read before the result: never newer than it
     return version, _planned_runs(transfer_result(request, record, fresh=True))
 
 
@@ -47,6 +48,21 @@ def _cached(request: Request, record: Any, what: str, compute: Any) -> tuple[Any
     return value, result
 
 
+def _stored_or_computed(request: Request, record: Any, what: str, stored: Callable[[Path, Any], T | None],
+                        compute: Callable[[Any], T]) -> T:
+    """What a finished transfer's driver stored for the current version of its job files (`stored(folder,
+    version)`: a file read), else `compute(result)` from its runs; once per version, shared by concurrent readers.
+    Unlike `_cached`, a stored value needs no MLflow read at all."""
+    folder = started_folder(record)
+    version = transfer_version(folder)
+
+    def load() -> T:
+        value = stored(folder, version)
+        return value if value is not None else compute(_planned_runs(transfer_result(request, record, fresh=True)))
+
+    return request.app.state.results.get(f"{what}:{folder}", version, load, fresh=True)
+
+
 @router.get("/{transfer_id}/fits", summary="Time to best and FD per run, savings per rung, scaling fits per metric",
             responses={409: {"description": "the transfer has not started its runs"}})
 def get_fits(transfer_id: str, request: Request, session: SessionDep, _reader: ReadAccess,
@@ -57,18 +73,9 @@ def get_fits(transfer_id: str, request: Request, session: SessionDep, _reader: R
     leave-one-rung-out errors. With `metric`, only that fit under `fits`."""
     record = get_transfer_record(session, transfer_id)
     release(session)
-    folder = _folder(record)
-    if folder is None:
-        raise HTTPException(409, f"transfer {record.id} ({record.state}) has not started its runs yet")
-    version = result_version(folder)
-
-    def analysis() -> dict[str, Any]:  # a finished transfer's, as its driver stored it; else computed here
-        stored = read_labelled(folder / ANALYSIS_FILE, version)
-        if stored is not None:
-            return stored
-        return dict(_planned_runs(transfer_result(request, record, fresh=True)).analysis())
-
-    doc = dict(request.app.state.results.get(f"analysis:{folder}", version, analysis, fresh=True))
+    doc = dict(_stored_or_computed(request, record, "analysis",
+                                   lambda folder, version: read_labelled(folder / ANALYSIS_FILE, version),
+                                   lambda result: dict(result.analysis())))
     if metric is not None:
         doc["fits"] = {metric: doc.get("fits", {}).get(metric)}
     # The service's id, not the transfer's own (its MLflow tag scalesweep.transfer_id), kept as tracking_id.
@@ -137,19 +144,11 @@ def report(transfer_id: str, request: Request, session: SessionDep, _reader: Rea
 
     record = get_transfer_record(session, transfer_id)
     release(session)
-    folder = _folder(record)
-    if folder is None:
-        raise HTTPException(409, f"transfer {record.id} ({record.state}) has not started its runs yet")
-    version = result_version(folder)
 
-    def build() -> str:
-        stored = stored_transfer_report(folder, version)
-        if stored is not None:
-            return stored
-        result = _planned_runs(transfer_result(request, record, fresh=True))
+    def page(result: Any) -> str:
         try:
             return transfer_page(result, transfer_id=record.id, sweep_id=record.sweep_id)
         except DashboardError as exc:  # no MLflow parent run yet
             raise HTTPException(409, str(exc)) from None
 
-    return HTMLResponse(request.app.state.results.get(f"report:{folder}", version, build, fresh=True))
+    return HTMLResponse(_stored_or_computed(request, record, "report", stored_transfer_report, page))

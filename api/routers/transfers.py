@@ -44,23 +44,23 @@ def _live(record: TransferRecord) -> dict[str, Any]:
         return {}
 
 
-def result_version(folder: Path) -> Any:
-    """What changes whenever the transfer's runs do: the driver's status file and the transfer's outcome (the
-    version a finished transfer's stored report page is labelled with)."""
-    return transfer_version(folder)
+def started_folder(record: TransferRecord) -> Path:
+    """The transfer's work folder once its driver planned it; else a 409."""
+    folder = _folder(record)
+    if folder is None:
+        raise HTTPException(409, f"transfer {record.id} ({record.state}) has not started its runs yet")
+    return folder
 
 
 def transfer_result(request: Request, record: TransferRecord, *, started: bool = True, fresh: bool = False) -> Any:
     """The transfer's runs and analysis source (`scaling.TransferResult`), read from MLflow again only when the
     driver's files changed; None before the driver planned it. With `started`, a 409 instead of None. With
     `fresh`, never a value older than the driver's files (`api._cache`)."""
-    folder = _folder(record)
+    folder = started_folder(record) if started else _folder(record)
     if folder is None:
-        if started:
-            raise HTTPException(409, f"transfer {record.id} ({record.state}) has not started its runs yet")
         return None
     try:
-        return request.app.state.results.get(f"transfer:{folder}", result_version(folder),
+        return request.app.state.results.get(f"transfer:{folder}", transfer_version(folder),
                                              lambda: load_transfer_result(folder), fresh=fresh)
     except ScalingError as exc:
         raise HTTPException(409, f"transfer {record.id}: {exc}") from None

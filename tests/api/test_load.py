@@ -361,6 +361,6 @@ def test_a_finished_transfers_report_and_analysis_are_what_its_job_stored(study:
     finally:
         server.stop()
         (folder / "report.html").write_text(page)  # the page again, labelled current, for the other tests
-        (folder / "report.json").write_text(json.dumps({"version": transfer_version(folder)}))
+        write_labelled(folder / "report.json", {}, transfer_version(folder))
         if analysis is not None:
             write_labelled(folder / ANALYSIS_FILE, analysis, transfer_version(folder))
