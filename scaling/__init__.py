@@ -15,7 +15,9 @@ driver, status, cancel and the MLflow reader. Its names are still importable fro
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from trials._lazy import lazy_attributes
 
 from ._errors import ExtrapolationRefused, FitFailed, ScalingError, ScalingInputError, TransferError
 from ._export import LR_RULES, WD_RULES, ArmExport, Export, build_export, default_lr_rule, export_snippet, transfer_lr
@@ -117,7 +119,7 @@ if TYPE_CHECKING:  # what the forwarded names are, for type checkers; at run tim
 
 # The transfer job's names, moved to the sweeper: forwarded on first use, so that importing `scaling` stays free
 # of the sweeper (and of Ray and MLflow behind it).
-_MOVED_TO_SWEEPER = frozenset({
+_MOVED_TO_SWEEPER = {name: "sweeper" for name in (
     "TransferSpec",
     "cancel_transfer",
     "default_transfer_workdir",
@@ -126,14 +128,6 @@ _MOVED_TO_SWEEPER = frozenset({
     "load_transfer_spec",
     "run_transfer",
     "transfer_status",
-})
+)}
 
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED_TO_SWEEPER:
-        import sweeper
-
-        value = getattr(sweeper, name)
-        globals()[name] = value  # once found, a plain attribute
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_attributes(__name__, globals(), _MOVED_TO_SWEEPER)

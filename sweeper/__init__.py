@@ -36,7 +36,9 @@ Heavy imports (torch, Ray, Optuna, MLflow) happen inside the calls that need the
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from trials._lazy import lazy_attributes
 
 from ._driver import cancel_sweep, default_workdir, run_sweep, sweep_status
 from ._errors import SweepError, SweepFailedError
@@ -149,11 +151,4 @@ _TRANSFER_NAMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _TRANSFER_NAMES:
-        import importlib
-
-        value = getattr(importlib.import_module(_TRANSFER_NAMES[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_attributes(__name__, globals(), _TRANSFER_NAMES)

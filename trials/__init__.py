@@ -12,10 +12,10 @@ trials.optim` does not pull in torch's training stack, MLflow or the feature ext
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ._errors import InputError, JobError, JobFailedError, ScalesweepError, TrialError
+from ._lazy import homes_of, lazy_attributes
 
 if TYPE_CHECKING:
     from ._command import PLACEHOLDERS, CommandConfig, run_command_trial
@@ -31,7 +31,6 @@ _LAZY = {
     "._run": ("metric_floor", "run_trial"),
     "._tracking": ("DEFAULT_EXPERIMENT", "DEFAULT_TRACKING_URI", "RunLogger", "TrackingConfig", "ensure_store"),
 }
-_HOME = {name: module for module, names in _LAZY.items() for name in names}
 _SUBPACKAGES = ("data", "flow", "metrics", "models", "optim", "text")
 
 __all__ = [
@@ -59,15 +58,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _HOME:
-        value = getattr(importlib.import_module(_HOME[name], __name__), name)
-        globals()[name] = value  # the next lookup is a plain attribute
-        return value
-    if name in _SUBPACKAGES:
-        return importlib.import_module(f".{name}", __name__)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__, *_SUBPACKAGES})
+__getattr__, __dir__ = lazy_attributes(__name__, globals(), homes_of(_LAZY), _SUBPACKAGES)

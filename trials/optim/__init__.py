@@ -6,8 +6,9 @@ Vanilla Muon is `torch.optim.Muon` and AdamW is `torch.optim.AdamW`; they are re
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from trials._lazy import homes_of, lazy_attributes
 
 from ._arms import ARMS, ARMS_WITH_GAMMA, MUON_FAMILY, ArmName
 
@@ -39,7 +40,6 @@ _LAZY = {
     "._sharded": ("DEFAULT_BUCKET_BYTES", "ShardedPeriodicRowMuon"),
     "._update_stats": ("MATRIX_KINDS", "STEP_KINDS", "matrix_kind", "spectral_norm", "update_stats"),
 }
-_HOME = {name: module for module, names in _LAZY.items() for name in names}
 
 __all__ = [
     "ARMS",
@@ -74,13 +74,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _HOME:
-        value = getattr(importlib.import_module(_HOME[name], __name__), name)
-        globals()[name] = value  # the next lookup is a plain attribute
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_attributes(__name__, globals(), homes_of(_LAZY))
