@@ -274,6 +274,45 @@ def _check_export(text: str) -> list[str]:
     return built
 
 
+def _service_env(args: argparse.Namespace, out: Path, *, token: str, tracking_uri: str, ui_url: str) -> dict[str, str]:
+    """The service's environment: its token, work folder, database and MLflow store under `out`, one sweep at a
+    time."""
+    env = {**os.environ,
+           "SCALESWEEP_API_TOKEN": token,
+           "SCALESWEEP_WORKDIR": str(out / "work"),
+           "SCALESWEEP_DATABASE_URL": f"sqlite:///{out / 'scalesweep.db'}",
+           "SCALESWEEP_MLFLOW_TRACKING_URI": tracking_uri,
+           "SCALESWEEP_MLFLOW_UI_URL": ui_url,
+           "SCALESWEEP_MAX_CONCURRENT_SWEEPS": "1"}
+    if args.ray_address:
+        env["SCALESWEEP_RAY_ADDRESS"] = args.ray_address
+    return env
+
+
+def _save_outcome(client: Any, transfer_id: str, target: str, out: Path) -> tuple[Any, list[str], Path]:
+    """Stage 4: the transfer's fits, its export for `target` (YAML and JSON, checked to build each arm's
+    optimizer) and its report page, written under `out`; returns (fits, what the export builds, report path)."""
+    fits = client.transfer_fits(transfer_id)
+    (out / "fits.json").write_text(json.dumps(fits, indent=2, default=str))
+    export_yaml = client.export(transfer_id, rung=target, format="yaml")
+    (out / "export.yaml").write_text(export_yaml)
+    (out / "export.json").write_text(client.export(transfer_id, rung=target, format="json"))
+    built = _check_export(export_yaml)
+    report = out / "report.html"
+    report.write_text(client.report(transfer_id))
+    return fits, built, report
+
+
+def _stay_up(processes: list[_Process]) -> None:
+    """Keep the service and the MLflow UI running until Ctrl-C (or until one of them exits, which raises)."""
+    print("\nthe service and the MLflow UI stay up; Ctrl-C to stop", flush=True)
+    with contextlib.suppress(KeyboardInterrupt):
+        while True:
+            for p in processes:
+                p.check()
+            time.sleep(1.0)
+
+
 def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path) -> int:
     from ._cli import _follow, _sweep_line, _transfer_line
     from .client import ApiError, ScalesweepClient
@@ -294,15 +333,7 @@ def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path) -> int:
         from trials import ensure_store
 
         ensure_store(tracking_uri)  # once, before any process writes to it (docs/design.md: concurrent creation)
-        env = {**os.environ,
-               "SCALESWEEP_API_TOKEN": token,
-               "SCALESWEEP_WORKDIR": str(out / "work"),
-               "SCALESWEEP_DATABASE_URL": f"sqlite:///{out / 'scalesweep.db'}",
-               "SCALESWEEP_MLFLOW_TRACKING_URI": tracking_uri,
-               "SCALESWEEP_MLFLOW_UI_URL": ui_url,
-               "SCALESWEEP_MAX_CONCURRENT_SWEEPS": "1"}
-        if args.ray_address:
-            env["SCALESWEEP_RAY_ADDRESS"] = args.ray_address
+        env = _service_env(args, out, token=token, tracking_uri=tracking_uri, ui_url=ui_url)
         api = _start("service", [sys.executable, "-m", "scalesweep_cli", "serve", "--host", "127.0.0.1",
                                  "--port", str(api_port), "--log-level", "warning"], env, logs, Path.cwd())
         processes.append(api)
@@ -340,15 +371,8 @@ def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path) -> int:
                 raise DemoError(f"transfer {transfer.id} ended {final_t.state}: {final_t.error or ''}")
 
             _stage("4/4 fits, export and report")
-            fits = client.transfer_fits(transfer.id)
-            (out / "fits.json").write_text(json.dumps(fits, indent=2, default=str))
             target = profile.rungs[-1]
-            export_yaml = client.export(transfer.id, rung=target, format="yaml")
-            (out / "export.yaml").write_text(export_yaml)
-            (out / "export.json").write_text(client.export(transfer.id, rung=target, format="json"))
-            built = _check_export(export_yaml)
-            report = out / "report.html"
-            report.write_text(client.report(transfer.id))
+            fits, built, report = _save_outcome(client, transfer.id, target, out)
             print("\n".join(_summary(best.get("best"), fits)))
             print(f"\nexport ({target}) builds: {'; '.join(built)}")
             minutes = (time.monotonic() - started) / 60
@@ -361,12 +385,7 @@ def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path) -> int:
                   f"  transfer    {api_url}/v1/transfers/{transfer.id}", flush=True)
         _wait_http(ui, ui_url, 60)
         if not args.no_wait:
-            print("\nthe service and the MLflow UI stay up; Ctrl-C to stop", flush=True)
-            with contextlib.suppress(KeyboardInterrupt):
-                while True:
-                    for p in processes:
-                        p.check()
-                    time.sleep(1.0)
+            _stay_up(processes)
         return 0
     except ApiError as exc:
         raise DemoError(f"the service refused a request: {exc}") from None

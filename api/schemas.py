@@ -38,7 +38,9 @@ class Links(BaseModel):
     mlflow_parent_run: str | None = Field(None, description="MLflow UI link to the sweep's parent run.")
 
 
-class SweepPublic(BaseModel):
+class JobPublic(BaseModel):
+    """What a sweep and a transfer both show: the service's record of the job and its MLflow ids."""
+
     id: str
     name: str
     state: str = Field(description="PENDING, RUNNING, SUCCEEDED, FAILED or CANCELLED.")
@@ -46,6 +48,13 @@ class SweepPublic(BaseModel):
     created_at: dt.datetime
     updated_at: dt.datetime
     error: str | None = None
+    progress: dict[str, int] = Field(default_factory=dict, description="Runs by state.")
+    mlflow_experiment_id: str | None = None
+    mlflow_parent_run_id: str | None = None
+    spec: dict[str, Any]
+
+
+class SweepPublic(JobPublic):
     progress: dict[str, int] = Field(
         default_factory=dict, description="Trials by state (SUCCEEDED, RUNNING, PENDING, PRUNED, FAILED, ...)."
     )
@@ -54,10 +63,7 @@ class SweepPublic(BaseModel):
         description="While the sweep runs: the lowest mean objective so far, with provisional=true (the rule may "
         "choose another point). Once it ended: the rule's choice, provisional=false, the same point as /best.",
     )
-    mlflow_experiment_id: str | None = None
-    mlflow_parent_run_id: str | None = None
     links: Links
-    spec: dict[str, Any]
 
 
 class SweepsPublic(BaseModel):
@@ -132,20 +138,9 @@ class TransferLinks(BaseModel):
     mlflow_parent_run: str | None = None
 
 
-class TransferPublic(BaseModel):
-    id: str
+class TransferPublic(JobPublic):
     sweep_id: str
-    name: str
-    state: str = Field(description="PENDING, RUNNING, SUCCEEDED, FAILED or CANCELLED.")
-    owner: str
-    created_at: dt.datetime
-    updated_at: dt.datetime
-    error: str | None = None
-    progress: dict[str, int] = Field(default_factory=dict, description="Runs by state.")
-    mlflow_experiment_id: str | None = None
-    mlflow_parent_run_id: str | None = None
     links: TransferLinks
-    spec: dict[str, Any]
 
 
 class TransfersPublic(BaseModel):

@@ -80,6 +80,55 @@ def _distinct_gammas(values: Iterable[float]) -> list[float]:
     return out
 
 
+def _axes(
+    grid: list[RunRecord], ks: Sequence[int] | None, gammas: Sequence[float] | None, steps: Sequence[int] | None
+) -> tuple[list[int], list[float], list[int]]:
+    """The K rows, gamma columns and step panels: the given values and those the records have."""
+    k_values = sorted({int(k) for k in (ks or ())} | {int(r.K) for r in grid if r.K is not None})
+    seen = [float(r.gamma) for r in grid if r.gamma is not None]
+    g_values = _distinct_gammas([float(g) for g in (gammas or ())] + seen)
+    if steps is None:
+        step_values = sorted({s for r in grid if r.succeeded for s, v in r.fd.items() if math.isfinite(v)})
+    else:
+        step_values = sorted({int(s) for s in steps})
+    return k_values, g_values, step_values
+
+
+def _chosen(
+    k_values: list[int], g_values: list[float], objective: NDArray[np.float64], chosen: tuple[int, float] | None
+) -> tuple[tuple[int, float] | None, str | None]:
+    """The cell to mark and where it came from: the given pair (snapped to the grid), else the lowest objective."""
+    shape = objective.shape
+    source: str | None
+    if chosen is not None:
+        row, col = _cell_index(k_values, g_values, *chosen)
+        chosen_pair: tuple[int, float] | None = (k_values[row], g_values[col])
+        source = "given"
+    elif np.isfinite(objective).any():
+        best_row, best_col = np.unravel_index(int(np.nanargmin(objective)), shape)
+        chosen_pair = (k_values[int(best_row)], g_values[int(best_col)])
+        source = "lowest objective"
+    else:
+        chosen_pair, source = None, None
+    return chosen_pair, source
+
+
+def _baselines(others: list[RunRecord], rungs: tuple[str, ...]) -> dict[str, float]:
+    """Each other arm's mean objective over its succeeded runs at the grid's rungs."""
+    baselines: dict[str, float] = {}
+    for name in sorted({r.label for r in others}):
+        values = [
+            v
+            for r in others
+            if r.label == name and r.succeeded and (not rungs or r.rung in rungs)
+            for v in [r.objective_value()]
+            if v is not None
+        ]
+        if values:
+            baselines[name] = float(np.mean(values))
+    return baselines
+
+
 def compute_heatmap(
     records: Iterable[RunRecord | Mapping[str, Any]],
     *,
@@ -102,13 +151,7 @@ def compute_heatmap(
     others = [r for r in recs if r.arm != arm]
     if not grid and not ks:
         raise DashboardInputError(f"no {arm!r} records with K and gamma, and no grid given")
-    k_values = sorted({int(k) for k in (ks or ())} | {int(r.K) for r in grid if r.K is not None})
-    seen = [float(r.gamma) for r in grid if r.gamma is not None]
-    g_values = _distinct_gammas([float(g) for g in (gammas or ())] + seen)
-    if steps is None:
-        step_values = sorted({s for r in grid if r.succeeded for s, v in r.fd.items() if math.isfinite(v)})
-    else:
-        step_values = sorted({int(s) for s in steps})
+    k_values, g_values, step_values = _axes(grid, ks, gammas, steps)
 
     shape = (len(k_values), len(g_values))
     cells: dict[tuple[int, int], list[RunRecord]] = {}
@@ -144,30 +187,10 @@ def compute_heatmap(
                 f"K={k_values[i]}, γ={g_values[j]:g}: {len(ok)} of {len(runs)} seeds succeeded; the cell is their mean"
             )
 
-    source: str | None
-    if chosen is not None:
-        row, col = _cell_index(k_values, g_values, *chosen)
-        chosen_pair: tuple[int, float] | None = (k_values[row], g_values[col])
-        source = "given"
-    elif np.isfinite(objective).any():
-        best_row, best_col = np.unravel_index(int(np.nanargmin(objective)), shape)
-        chosen_pair = (k_values[int(best_row)], g_values[int(best_col)])
-        source = "lowest objective"
-    else:
-        chosen_pair, source = None, None
+    chosen_pair, source = _chosen(k_values, g_values, objective, chosen)
 
     rungs = tuple(sorted({r.rung for r in grid}))
-    baselines: dict[str, float] = {}
-    for name in sorted({r.label for r in others}):
-        values = [
-            v
-            for r in others
-            if r.label == name and r.succeeded and (not rungs or r.rung in rungs)
-            for v in [r.objective_value()]
-            if v is not None
-        ]
-        if values:
-            baselines[name] = float(np.mean(values))
+    baselines = _baselines(others, rungs)
     return HeatmapData(
         ks=tuple(k_values),
         gammas=tuple(g_values),

@@ -301,9 +301,36 @@ def compute_scaling_plot(
     )
 
 
-def _draw_panel(ax: Any, data: ScalingPlotData) -> None:
+def _legend_handles(data: ScalingPlotData, arms: list[str], colors: dict[str, Any], seeds: dict[str, int], *,
+                    has_extrapolation: bool, has_band: bool, has_refused: bool) -> list[Any]:
+    """One legend entry per arm and one per line style, instead of one per artist (three per arm)."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
+
+    handles: list[Any] = []
+    for arm in arms:
+        n = seeds.get(arm)
+        what = f" (mean, min–max over {n} seed{'s' if n != 1 else ''})" if n else ""
+        handles.append(Line2D([], [], color=colors[arm], marker="o" if n else None, label=f"{arm}{what}"))
+    if data.curves:
+        handles.append(Line2D([], [], color="0.3", label="fit over the fitted sizes"))
+    if has_extrapolation:
+        handles.append(Line2D([], [], color="0.3", linestyle="--", label="fit extrapolated"))
+    if has_band and data.fit is not None:
+        handles.append(Patch(facecolor="0.3", alpha=0.15, label=f"{data.fit.level:.0%} bootstrap interval"))
+    if has_refused and data.fit is not None:
+        handles.append(
+            Patch(
+                facecolor="0.9",
+                edgecolor="0.6",
+                hatch="//",
+                label=f"fit refuses to extrapolate (> {data.fit.max_extrapolation:g}× largest fitted size)",
+            )
+        )
+    return handles
+
+
+def _draw_panel(ax: Any, data: ScalingPlotData) -> None:
     from matplotlib.ticker import FuncFormatter
 
     arms = sorted({p.arm for p in data.points} | {c.arm for c in data.curves}, key=arm_key)
@@ -339,27 +366,8 @@ def _draw_panel(ax: Any, data: ScalingPlotData) -> None:
         if c.refused_from is not None:
             refused.add((c.refused_from, c.refused_to))
 
-    # One legend entry per arm and one per line style, instead of one per artist (three per arm).
-    handles: list[Any] = []
-    for arm in arms:
-        n = seeds.get(arm)
-        what = f" (mean, min–max over {n} seed{'s' if n != 1 else ''})" if n else ""
-        handles.append(Line2D([], [], color=colors[arm], marker="o" if n else None, label=f"{arm}{what}"))
-    if data.curves:
-        handles.append(Line2D([], [], color="0.3", label="fit over the fitted sizes"))
-    if has_extrapolation:
-        handles.append(Line2D([], [], color="0.3", linestyle="--", label="fit extrapolated"))
-    if has_band and data.fit is not None:
-        handles.append(Patch(facecolor="0.3", alpha=0.15, label=f"{data.fit.level:.0%} bootstrap interval"))
-    if refused and data.fit is not None:
-        handles.append(
-            Patch(
-                facecolor="0.9",
-                edgecolor="0.6",
-                hatch="//",
-                label=f"fit refuses to extrapolate (> {data.fit.max_extrapolation:g}× largest fitted size)",
-            )
-        )
+    handles = _legend_handles(data, arms, colors, seeds, has_extrapolation=has_extrapolation, has_band=has_band,
+                              has_refused=bool(refused))
     ax.set_xscale("log")
     ax.set_yscale("log")
     # Plain numbers on the value axis: a decade rarely fits in an FD panel, and "2.4 × 10^1" reads badly.

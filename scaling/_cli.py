@@ -27,25 +27,17 @@ from typing import Any
 
 __all__ = ["add_commands", "run"]
 
-_EXIT = {"SUCCEEDED": 0, "FAILED": 1, "CANCELLED": 130}
 _FORMATS = ("yaml", "json")
 
 
 def add_commands(sub: Any) -> None:
     """Add `transfer`, `fit` and `export` to the top-level subparsers (argparse only: nothing heavy imported)."""
+    from sweeper._cli import add_cancel, add_run_and_status  # the transfer job's driver is the sweeper's
+
     p = sub.add_parser("transfer", help="carry a sweep's chosen (K, gamma) to larger rungs beside the baselines")
     tsub = p.add_subparsers(dest="transfer_command", required=True)
-    t = tsub.add_parser("run", help="run or resume a transfer (the driver runs in this process)")
-    t.add_argument("spec", help="transfer spec file (.yaml, .yml or .json)")
-    t.add_argument("--workdir", help="the transfer's state folder (default out/transfers/<name>)")
-    t.add_argument("--resume", action="store_true", help="continue the transfer in --workdir (or start it)")
-    t.add_argument("--quiet", action="store_true", help="no progress lines, only the final table")
-    t = tsub.add_parser("status", help="live state of a transfer")
-    t.add_argument("workdir", help="the transfer's work folder")
-    t.add_argument("--json", action="store_true", help="print the status document as JSON")
-    t = tsub.add_parser("cancel", help="stop a running transfer; it can be resumed later")
-    t.add_argument("workdir", help="the transfer's work folder")
-    t.add_argument("--grace", type=float, default=60.0, help="seconds to wait before killing the driver")
+    add_run_and_status(tsub, "transfer")
+    add_cancel(tsub, "transfer")
     p.set_defaults(func=run)
 
     p = sub.add_parser("fit", help="scaling fits, intervals, flags and savings of a transfer")
@@ -76,33 +68,25 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from sweeper._cli import run_job
     from sweeper._transfer_job import run_transfer
     from sweeper._transfer_spec import load_transfer_spec
 
-    spec = load_transfer_spec(args.spec)  # validate before anything starts
-    result = run_transfer(spec, workdir=args.workdir, resume=args.resume, show_progress=not args.quiet)
-    if args.quiet:
-        print(result.table())
-    return _EXIT.get(result.state, 1)
+    return run_job(args, load_transfer_spec, run_transfer)
 
 
 def _status(args: argparse.Namespace) -> int:
+    from sweeper._cli import print_status
     from sweeper._transfer_job import transfer_status
 
     status = transfer_status(args.workdir)
-    if args.json:
-        print(json.dumps(status, indent=2, default=str))
-        return 0
-    driver = f"alive, pid {status.get('pid')}" if status["driver_alive"] else "not running"
-    counts = ", ".join(f"{v} {k.lower()}" for k, v in (status.get("counts") or {}).items() if v)
-    print(f"{status['transfer_id']}: {status['state']} (driver {driver}); {status['runs_planned']} runs planned"
-          + (f"; {counts}" if counts else ""))
-    for line in (status.get("events") or [])[-5:]:
-        print(f"  {line}")
-    if status["state"] == "INTERRUPTED":
-        print(f"the driver stopped mid-transfer; continue it with: scalesweep transfer run SPEC --workdir "
-              f"{args.workdir} --resume")
-    return 0
+
+    def headline(driver: str) -> str:
+        counts = ", ".join(f"{v} {k.lower()}" for k, v in (status.get("counts") or {}).items() if v)
+        return (f"{status['transfer_id']}: {status['state']} (driver {driver}); {status['runs_planned']} runs "
+                "planned" + (f"; {counts}" if counts else ""))
+
+    return print_status(args, status, job="transfer", headline=headline, details=list)
 
 
 def _cancel(args: argparse.Namespace) -> int:

@@ -678,20 +678,11 @@ def _one_blas_thread() -> AbstractContextManager[object]:
     return threadpool_limits(limits=1, user_api="blas")
 
 
-def _fit(settings: _Settings, data: Mapping[str, _ArmData], offer_alternative: bool) -> ScalingFit:
-    arms = list(data)
-    all_sizes = np.concatenate([d.sizes for d in data.values()])
-    log_n0 = float(np.mean(np.log(all_sizes)))
-    all_logy = np.concatenate([v for d in data.values() for v in d.logy])
-    logy_range = (float(all_logy.min()), float(all_logy.max()))
-
-    problem, design, solutions, best = _point_fit(settings, arms, data, log_n0, logy_range)
-    if best is None:
-        raise FitFailed(
-            f"no starting point converged for form {settings.form.name!r} with share={settings.share}: "
-            f"best start stopped with {solutions[0].message!r}"
-        )
-    theta = best.theta
+def _diagnose(
+    settings: _Settings, problem: _Problem, theta: Array, data: Mapping[str, _ArmData], log_n0: float
+) -> tuple[list[str], list[str], set[str], dict[str, str], list[str]]:
+    """The point fit's flags with their details (at a bound, non-identifiable, misspecified) and notes; returns
+    (the parameters at a bound, the weakly identified arms, flags, details, notes)."""
     notes: list[str] = []
     flags: set[str] = set()
     details: dict[str, str] = {}
@@ -719,8 +710,19 @@ def _fit(settings: _Settings, data: Mapping[str, _ArmData], offer_alternative: b
         details["misspecified"] = "; ".join(
             f"arm {arm!r}: p = {p:.2g} < {settings.misspecification_p:g}" for arm, p in bad.items()
         )
+    return bound_hits, weak, flags, details, notes
 
-    # Bootstrap.
+
+def _bootstrap(
+    settings: _Settings,
+    problem: _Problem,
+    design: _Design,
+    theta: Array,
+    solutions: Sequence[_Solution],
+    data: Mapping[str, _ArmData],
+) -> tuple[str, int, Array, list[str]]:
+    """Refit `settings.n_boot` resampled data sets (by seed when every size has two or more, else parametric):
+    returns (the mode used, how many draws, the converged refits' parameters, notes)."""
     replicated = all(len(v) >= 2 for d in data.values() for v in d.logy)
     mode = settings.bootstrap
     if mode == "auto":
@@ -731,9 +733,9 @@ def _fit(settings: _Settings, data: Mapping[str, _ArmData], offer_alternative: b
     draws, boot_notes = (
         _bootstrap_draws(mode, problem, design, theta, settings.n_boot, rng) if settings.n_boot else ([], [])
     )
-    notes += boot_notes
+    notes = list(boot_notes)
     starts = _distinct(solutions, settings.boot_starts)
-    thetas = []
+    thetas: list[Array] = []
     for logy in draws:
         _, sol = _solve(problem, design, logy, starts, _BOOT_OPTIONS)
         if sol is not None:
@@ -741,9 +743,12 @@ def _fit(settings: _Settings, data: Mapping[str, _ArmData], offer_alternative: b
     if draws and len(thetas) < 0.9 * len(draws):
         notes.append(f"only {len(thetas)} of {len(draws)} bootstrap fits converged; intervals use those")
     boot = np.array(thetas).reshape(len(thetas), problem.n_slots)
+    return mode, len(draws), boot, notes
 
-    point_public = _to_public(problem, theta, log_n0)
-    params = {arm: {k: float(v) for k, v in p.items()} for arm, p in point_public.items()}
+
+def _intervals(settings: _Settings, problem: _Problem, boot: Array, log_n0: float,
+               arms: Sequence[str]) -> dict[str, dict[str, tuple[float, float]]]:
+    """Each arm's percentile interval per parameter at `settings.level` (NaN with fewer than two refits)."""
     lo_q, hi_q = (1 - settings.level) / 2, (1 + settings.level) / 2
     intervals: dict[str, dict[str, tuple[float, float]]] = {}
     if len(boot) >= 2:
@@ -752,6 +757,32 @@ def _fit(settings: _Settings, data: Mapping[str, _ArmData], offer_alternative: b
             intervals[arm] = {k: (float(np.quantile(v, lo_q)), float(np.quantile(v, hi_q))) for k, v in p.items()}
     else:
         intervals = {arm: {k: (math.nan, math.nan) for k in settings.form.params} for arm in arms}
+    return intervals
+
+
+
+def _fit(settings: _Settings, data: Mapping[str, _ArmData], offer_alternative: bool) -> ScalingFit:
+    arms = list(data)
+    all_sizes = np.concatenate([d.sizes for d in data.values()])
+    log_n0 = float(np.mean(np.log(all_sizes)))
+    all_logy = np.concatenate([v for d in data.values() for v in d.logy])
+    logy_range = (float(all_logy.min()), float(all_logy.max()))
+
+    problem, design, solutions, best = _point_fit(settings, arms, data, log_n0, logy_range)
+    if best is None:
+        raise FitFailed(
+            f"no starting point converged for form {settings.form.name!r} with share={settings.share}: "
+            f"best start stopped with {solutions[0].message!r}"
+        )
+    theta = best.theta
+    bound_hits, weak, flags, details, notes = _diagnose(settings, problem, theta, data, log_n0)
+
+    mode, n_draws, boot, boot_notes = _bootstrap(settings, problem, design, theta, solutions, data)
+    notes += boot_notes
+
+    point_public = _to_public(problem, theta, log_n0)
+    params = {arm: {k: float(v) for k, v in p.items()} for arm, p in point_public.items()}
+    intervals = _intervals(settings, problem, boot, log_n0, arms)
 
     point_internal = {
         arm: {name: float(v[i]) for name, v in problem.per_arm(theta).items()} for i, arm in enumerate(arms)
@@ -781,9 +812,9 @@ def _fit(settings: _Settings, data: Mapping[str, _ArmData], offer_alternative: b
         loss=best.loss if settings.loss == "least_squares" else best.loss * settings.huber_delta,
         converged=True,
         at_bound_params=tuple(bound_hits),
-        bootstrap=mode if draws else "none",
+        bootstrap=mode if n_draws else "none",
         n_boot=settings.n_boot,
-        n_boot_ok=len(thetas),
+        n_boot_ok=len(boot),
         level=settings.level,
         huber_delta=settings.huber_delta,
         max_extrapolation=settings.max_extrapolation,
@@ -836,6 +867,37 @@ def _alternative(settings: _Settings, data: Mapping[str, _ArmData]) -> tuple[str
     return "too few sizes for this form even with shared parameters: add sizes to the ladder", None
 
 
+def _shared_params(form: str, f: Form, share: Sequence[str] | str) -> tuple[str, ...]:
+    """`share` as a tuple of distinct parameter names of the form, checked."""
+    if isinstance(share, str):
+        share = (share,)
+    share_t = tuple(dict.fromkeys(share))
+    unknown = [p for p in share_t if p not in f.params]
+    if unknown:
+        raise ScalingInputError(f"cannot share {unknown}: form {form!r} has parameters {list(f.params)}")
+    if "A" in share_t and "alpha" not in share_t:
+        # A is in units of N^alpha: one A with different exponents ties the curves at N = 1 parameter, which
+        # says nothing about the models; tie alpha as well.
+        raise ScalingInputError("sharing 'A' needs 'alpha' shared too (A's units depend on alpha)")
+    return share_t
+
+
+def _choose_loss(loss: str, delta: float, parsed: Mapping[str, _ArmData]) -> tuple[str, str]:
+    """The loss to fit with and why: "auto" is Huber when some size has replicate values, else least squares."""
+    if loss != "auto":
+        return loss, f"{loss}: asked for"
+    replicated = any(len(v) >= 2 for d in parsed.values() for v in d.logy)
+    chosen = "huber" if replicated else "least_squares"
+    reason = (
+        f"huber (delta {delta:g} on log residuals): replicate values at some size, so a robust loss resists "
+        "one bad run"
+        if replicated
+        else "least squares in log space: one value per size, so there are no replicates to be robust "
+        "against (a Huber fit at a small delta would pass exactly through a subset of the points)"
+    )
+    return chosen, reason
+
+
 def fit_scaling(
     data: FitData,
     form: str = "E+A*N^-alpha",
@@ -871,16 +933,7 @@ def fit_scaling(
     if form not in FORMS:
         raise ScalingInputError(f"unknown form {form!r}; choices: {sorted(FORMS)}")
     f = FORMS[form]
-    if isinstance(share, str):
-        share = (share,)
-    share_t = tuple(dict.fromkeys(share))
-    unknown = [p for p in share_t if p not in f.params]
-    if unknown:
-        raise ScalingInputError(f"cannot share {unknown}: form {form!r} has parameters {list(f.params)}")
-    if "A" in share_t and "alpha" not in share_t:
-        # A is in units of N^alpha: one A with different exponents ties the curves at N = 1 parameter, which
-        # says nothing about the models; tie alpha as well.
-        raise ScalingInputError("sharing 'A' needs 'alpha' shared too (A's units depend on alpha)")
+    share_t = _shared_params(form, f, share)
     delta = _positive("huber_delta", huber_delta)
     if not isinstance(n_boot, numbers.Integral) or isinstance(n_boot, bool) or n_boot < 0:
         raise ScalingInputError(f"n_boot must be an integer >= 0, got {n_boot!r}")
@@ -903,18 +956,7 @@ def fit_scaling(
     if loss not in ("auto", "huber", "least_squares"):
         raise ScalingInputError(f"unknown loss {loss!r}; choices: ['auto', 'huber', 'least_squares']")
     parsed = _parse(data)
-    replicated = any(len(v) >= 2 for d in parsed.values() for v in d.logy)
-    if loss == "auto":
-        chosen = "huber" if replicated else "least_squares"
-        reason = (
-            f"huber (delta {delta:g} on log residuals): replicate values at some size, so a robust loss resists "
-            "one bad run"
-            if replicated
-            else "least squares in log space: one value per size, so there are no replicates to be robust "
-            "against (a Huber fit at a small delta would pass exactly through a subset of the points)"
-        )
-    else:
-        chosen, reason = loss, f"{loss}: asked for"
+    chosen, reason = _choose_loss(loss, delta, parsed)
     settings = _Settings(
         form=f,
         share=share_t,

@@ -256,6 +256,80 @@ def _paired(diffs: Sequence[float], level: float = 0.95) -> dict[str, Any]:
     return {"mean": mean, "lo": mean - half, "hi": mean + half, "n": n, "level": level}
 
 
+def _plateau_summary(at: Sequence[TransferRun], curve: str, rung_horizon: int | None,
+                     plateau_spec: PlateauSpec) -> dict[str, Any]:
+    """Plateau per run and the rung's flag: undertrained when most of its checked runs are."""
+    checks = {}
+    for r in at:
+        points = _points(r, curve)
+        if points:
+            s, _, v = zip(*points, strict=True)
+            checks[r.run_id] = plateau(s, v, horizon=r.horizon or rung_horizon or s[-1],
+                                       window=plateau_spec.window, max_drop=plateau_spec.max_drop)
+    checked = [c for c in checks.values() if c.checked]
+    flagged = sum(c.undertrained for c in checked)
+    return {
+        "undertrained": bool(checked) and flagged > len(checked) / 2,
+        "runs_flagged": flagged, "runs_checked": len(checked), "window": plateau_spec.window,
+        "max_drop": plateau_spec.max_drop,
+        "median_drop": statistics.median(c.drop for c in checked if c.drop is not None) if checked else None,
+        "runs": {rid: c.drop for rid, c in checks.items()},
+    }
+
+
+def _compare(ours: dict[int, dict[str, Any]], theirs: dict[int, dict[str, Any]],
+             by_arm: dict[str, dict[int, TransferRun]], *, base: str, searched_arm: str, timing: Mapping[str, float],
+             need: int, time_to_best: Mapping[str, float]) -> dict[str, Any]:
+    """The searched arm against one baseline at one rung, over the seeds both ran: steps and time to the target
+    (a number only when at least `need` paired seeds reached it in both arms) and time to best."""
+    paired = sorted(s for s in ours if s in theirs)
+    both = [s for s in paired if ours[s]["reached"] and theirs[s]["reached"]]
+    comp: dict[str, Any] = {"seeds_paired": len(paired), "seeds_both_reached": len(both)}
+    step_ratio_time = (timing[searched_arm] / timing[base]
+                       if searched_arm in timing and base in timing and timing[base] > 0 else None)
+    comp["step_time_ratio"] = step_ratio_time
+    comp["step_time_ratio_source"] = ("measured in isolation: a short timing run per arm at this rung"
+                                      if step_ratio_time is not None else "not measured (timing.steps 0)")
+    if len(both) < need:
+        comp["status"] = "too_few_reached"
+        comp["note"] = (f"{len(both)} of {len(paired)} paired seeds reached the target in both arms; at "
+                        f"least {need} are needed for a number")
+    else:
+        comp["status"] = "ok"
+        log_ratios = [math.log(ours[s]["steps"] / theirs[s]["steps"]) for s in both]
+        lr = _paired(log_ratios)
+        comp["steps_to_target_ratio"] = {
+            "mean": math.exp(lr["mean"]), "lo": math.exp(lr["lo"]) if lr["lo"] is not None else None,
+            "hi": math.exp(lr["hi"]) if lr["hi"] is not None else None, "n": lr["n"],
+            "per_seed": {str(s): ours[s]["steps"] / theirs[s]["steps"] for s in both},
+            "definition": f"{searched_arm} / {base} steps to target, geometric mean over paired seeds",
+        }
+        comp["steps_to_target_difference"] = _paired([ours[s]["steps"] - theirs[s]["steps"] for s in both])
+        comp["time_to_target_difference_s"] = _paired(
+            [ours[s]["time_s"] - theirs[s]["time_s"] for s in both])
+        if step_ratio_time is not None:
+            ratio = comp["steps_to_target_ratio"]
+            comp["time_saving_pct"] = {
+                "mean": 100 * (1 - ratio["mean"] * step_ratio_time),
+                # A larger steps ratio is a smaller saving: the interval's ends swap.
+                "lo": 100 * (1 - ratio["hi"] * step_ratio_time) if ratio["hi"] is not None else None,
+                "hi": 100 * (1 - ratio["lo"] * step_ratio_time) if ratio["lo"] is not None else None,
+                "n": ratio["n"],
+                "definition": "1 - steps-to-target ratio x per-step time ratio (positive: faster); the "
+                              "interval carries the seeds' spread, not the timing run's",
+            }
+    ttb_ours = {s: time_to_best[r.run_id] for s, r in by_arm.get(searched_arm, {}).items()
+                if r.run_id in time_to_best}
+    ttb_base = {s: time_to_best[r.run_id] for s, r in by_arm.get(base, {}).items() if r.run_id in time_to_best}
+    common = sorted(s for s in ttb_ours if s in ttb_base)
+    if common:
+        comp["time_to_best_saving_pct"] = {
+            **_paired([100 * (ttb_base[s] - ttb_ours[s]) / ttb_base[s] for s in common]),
+            "definition": "the paper's time to best: each arm timed to its own best deciding checkpoint",
+        }
+    return comp
+
+
 def rung_report(
     runs: Sequence[TransferRun],
     *,
@@ -280,23 +354,7 @@ def rung_report(
         t = targets.get(rung, {"value": None, "curve": _curve_name(at), "source": "no succeeded runs"})
         entry: dict[str, Any] = {"target": t["value"], "curve": t["curve"], "target_source": t["source"],
                                  "horizon": horizons.get(rung), "arms": {}, "comparisons": {}}
-        # Plateau per run and the rung's flag: undertrained when most of its checked runs are.
-        checks = {}
-        for r in at:
-            points = _points(r, t["curve"])
-            if points:
-                s, _, v = zip(*points, strict=True)
-                checks[r.run_id] = plateau(s, v, horizon=r.horizon or horizons.get(rung) or s[-1],
-                                           window=plateau_spec.window, max_drop=plateau_spec.max_drop)
-        checked = [c for c in checks.values() if c.checked]
-        flagged = sum(c.undertrained for c in checked)
-        entry["plateau"] = {
-            "undertrained": bool(checked) and flagged > len(checked) / 2,
-            "runs_flagged": flagged, "runs_checked": len(checked), "window": plateau_spec.window,
-            "max_drop": plateau_spec.max_drop,
-            "median_drop": statistics.median(c.drop for c in checked if c.drop is not None) if checked else None,
-            "runs": {rid: c.drop for rid, c in checks.items()},
-        }
+        entry["plateau"] = _plateau_summary(at, t["curve"], horizons.get(rung), plateau_spec)
         by_arm: dict[str, dict[int, TransferRun]] = {}
         for r in at:
             by_arm.setdefault(r.arm, {})[r.seed] = r
@@ -323,52 +381,8 @@ def rung_report(
         ours = {s: per_run[r.run_id] for s, r in by_arm.get(searched_arm, {}).items() if r.run_id in per_run}
         for base in (a for a in arms if a != searched_arm):
             theirs = {s: per_run[r.run_id] for s, r in by_arm.get(base, {}).items() if r.run_id in per_run}
-            paired = sorted(s for s in ours if s in theirs)
-            both = [s for s in paired if ours[s]["reached"] and theirs[s]["reached"]]
-            comp: dict[str, Any] = {"seeds_paired": len(paired), "seeds_both_reached": len(both)}
-            step_ratio_time = (timing[searched_arm] / timing[base]
-                               if searched_arm in timing and base in timing and timing[base] > 0 else None)
-            comp["step_time_ratio"] = step_ratio_time
-            comp["step_time_ratio_source"] = ("measured in isolation: a short timing run per arm at this rung"
-                                              if step_ratio_time is not None else "not measured (timing.steps 0)")
-            if len(both) < need:
-                comp["status"] = "too_few_reached"
-                comp["note"] = (f"{len(both)} of {len(paired)} paired seeds reached the target in both arms; at "
-                                f"least {need} are needed for a number")
-            else:
-                comp["status"] = "ok"
-                log_ratios = [math.log(ours[s]["steps"] / theirs[s]["steps"]) for s in both]
-                lr = _paired(log_ratios)
-                comp["steps_to_target_ratio"] = {
-                    "mean": math.exp(lr["mean"]), "lo": math.exp(lr["lo"]) if lr["lo"] is not None else None,
-                    "hi": math.exp(lr["hi"]) if lr["hi"] is not None else None, "n": lr["n"],
-                    "per_seed": {str(s): ours[s]["steps"] / theirs[s]["steps"] for s in both},
-                    "definition": f"{searched_arm} / {base} steps to target, geometric mean over paired seeds",
-                }
-                comp["steps_to_target_difference"] = _paired([ours[s]["steps"] - theirs[s]["steps"] for s in both])
-                comp["time_to_target_difference_s"] = _paired(
-                    [ours[s]["time_s"] - theirs[s]["time_s"] for s in both])
-                if step_ratio_time is not None:
-                    ratio = comp["steps_to_target_ratio"]
-                    comp["time_saving_pct"] = {
-                        "mean": 100 * (1 - ratio["mean"] * step_ratio_time),
-                        # A larger steps ratio is a smaller saving: the interval's ends swap.
-                        "lo": 100 * (1 - ratio["hi"] * step_ratio_time) if ratio["hi"] is not None else None,
-                        "hi": 100 * (1 - ratio["lo"] * step_ratio_time) if ratio["lo"] is not None else None,
-                        "n": ratio["n"],
-                        "definition": "1 - steps-to-target ratio x per-step time ratio (positive: faster); the "
-                                      "interval carries the seeds' spread, not the timing run's",
-                    }
-            ttb_ours = {s: time_to_best[r.run_id] for s, r in by_arm.get(searched_arm, {}).items()
-                        if r.run_id in time_to_best}
-            ttb_base = {s: time_to_best[r.run_id] for s, r in by_arm.get(base, {}).items() if r.run_id in time_to_best}
-            common = sorted(s for s in ttb_ours if s in ttb_base)
-            if common:
-                comp["time_to_best_saving_pct"] = {
-                    **_paired([100 * (ttb_base[s] - ttb_ours[s]) / ttb_base[s] for s in common]),
-                    "definition": "the paper's time to best: each arm timed to its own best deciding checkpoint",
-                }
-            entry["comparisons"][base] = comp
+            entry["comparisons"][base] = _compare(ours, theirs, by_arm, base=base, searched_arm=searched_arm,
+                                                  timing=timing, need=need, time_to_best=time_to_best)
         out["rungs"][rung] = entry
     out["per_run"] = per_run
     return out

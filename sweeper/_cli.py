@@ -18,11 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["add_arguments", "run"]
 
-_EXIT = {"SUCCEEDED": 0, "FAILED": 1, "CANCELLED": 130}
+# How a job ended, as the exit status of the commands that run or follow it.
+EXIT_STATUS = {"SUCCEEDED": 0, "FAILED": 1, "CANCELLED": 130}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,21 +33,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="sweep_command", required=True)
     p = sub.add_parser("validate", help="check a sweep spec and print it with its defaults")
     p.add_argument("spec", help="sweep spec file (.yaml, .yml or .json)")
-    p = sub.add_parser("run", help="run or resume a sweep (the driver runs in this process)")
-    p.add_argument("spec", help="sweep spec file (.yaml, .yml or .json)")
-    p.add_argument("--workdir", help="the sweep's state folder (default out/sweeps/<name>)")
-    p.add_argument("--resume", action="store_true", help="continue the sweep in --workdir (or start it)")
-    p.add_argument("--quiet", action="store_true", help="no progress lines, only the final table")
-    p = sub.add_parser("status", help="live state of a sweep")
-    p.add_argument("workdir", help="the sweep's work folder")
-    p.add_argument("--json", action="store_true", help="print the status document as JSON")
+    add_run_and_status(sub, "sweep")
     p = sub.add_parser("result", help="the rank table and the chosen point, from MLflow")
     p.add_argument("sweep", help="a work folder, or a sweep id / sweep name / parent run id with --tracking-uri")
     p.add_argument("--tracking-uri", help="MLflow tracking URI (when SWEEP is not a work folder)")
     p.add_argument("--experiment", help="MLflow experiment (default: scalesweep)")
     p.add_argument("--json", action="store_true", help="print the selection document as JSON")
-    p = sub.add_parser("cancel", help="stop a running sweep; it can be resumed later")
-    p.add_argument("workdir", help="the sweep's work folder")
+    add_cancel(sub, "sweep")
+
+
+def add_run_and_status(sub: Any, job: str) -> None:
+    """`run SPEC` and `status WORKDIR` of a job the driver runs in this process (a sweep, a transfer)."""
+    p = sub.add_parser("run", help=f"run or resume a {job} (the driver runs in this process)")
+    p.add_argument("spec", help=f"{job} spec file (.yaml, .yml or .json)")
+    p.add_argument("--workdir", help=f"the {job}'s state folder (default out/{job}s/<name>)")
+    p.add_argument("--resume", action="store_true", help=f"continue the {job} in --workdir (or start it)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines, only the final table")
+    p = sub.add_parser("status", help=f"live state of a {job}")
+    p.add_argument("workdir", help=f"the {job}'s work folder")
+    p.add_argument("--json", action="store_true", help="print the status document as JSON")
+
+
+def add_cancel(sub: Any, job: str) -> None:
+    """`cancel WORKDIR [--grace S]` of a job's driver."""
+    p = sub.add_parser("cancel", help=f"stop a running {job}; it can be resumed later")
+    p.add_argument("workdir", help=f"the {job}'s work folder")
     p.add_argument("--grace", type=float, default=60.0, help="seconds to wait before killing the driver")
 
 
@@ -65,36 +77,55 @@ def _validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_job(args: argparse.Namespace, load: Callable[[Any], Any], run: Callable[..., Any]) -> int:
+    """`scalesweep sweep run` and `scalesweep transfer run`: load the spec (validated before anything starts), run
+    the job's driver, print its table under --quiet (else the driver's progress was the output); the exit status
+    says how it ended (0 succeeded, 1 failed, 130 cancelled)."""
+    spec = load(args.spec)
+    result = run(spec, workdir=args.workdir, resume=args.resume, show_progress=not args.quiet)
+    if args.quiet:
+        print(result.table())
+    return EXIT_STATUS.get(result.state, 1)
+
+
+def print_status(args: argparse.Namespace, status: dict[str, Any], *, headline: Callable[[str], str],
+                 details: Callable[[], list[str]], job: str) -> int:
+    """A job driver's status document: whole as JSON under --json, else a headline (given the driver's liveness
+    in words), the job's own detail lines, the last events and, for an interrupted job, how to resume it."""
+    if args.json:
+        print(json.dumps(status, indent=2, default=str))
+        return 0
+    driver = f"alive, pid {status.get('pid')}" if status["driver_alive"] else "not running"
+    print(headline(driver))
+    for line in details():
+        print(line)
+    for line in (status.get("events") or [])[-5:]:
+        print(f"  {line}")
+    if status.get("state") == "INTERRUPTED":
+        print(f"the driver stopped mid-{job}; continue it with: scalesweep {job} run SPEC --workdir "
+              f"{args.workdir} --resume")
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
     from ._driver import run_sweep
     from ._spec import load_spec
 
-    spec = load_spec(args.spec)  # validate before anything starts
-    result = run_sweep(spec, workdir=args.workdir, resume=args.resume, show_progress=not args.quiet)
-    if args.quiet:
-        print(result.table())
-    return _EXIT.get(result.state, 1)
+    return run_job(args, load_spec, run_sweep)
 
 
 def _status(args: argparse.Namespace) -> int:
     from ._driver import sweep_status
 
     status = sweep_status(args.workdir)
-    if args.json:
-        print(json.dumps(status, indent=2, default=str))
-        return 0
-    driver = f"alive, pid {status.get('pid')}" if status["driver_alive"] else "not running"
-    print(f"{status.get('sweep_id')}: {status.get('state')} (driver {driver})")
-    if status.get("summary"):
-        print(status["summary"])
-    for trial in status.get("running") or []:
-        print(f"  running {trial['trial_key']} (attempt {trial['attempt'] + 1}) at step {trial.get('step') or 0}")
-    for line in (status.get("events") or [])[-5:]:
-        print(f"  {line}")
-    if status.get("state") == "INTERRUPTED":
-        print("the driver stopped mid-sweep; continue it with: scalesweep sweep run SPEC --workdir "
-              f"{args.workdir} --resume")
-    return 0
+
+    def details() -> list[str]:
+        lines = [status["summary"]] if status.get("summary") else []
+        return lines + [f"  running {trial['trial_key']} (attempt {trial['attempt'] + 1}) at step "
+                        f"{trial.get('step') or 0}" for trial in status.get("running") or []]
+
+    return print_status(args, status, job="sweep", details=details,
+                        headline=lambda driver: f"{status.get('sweep_id')}: {status.get('state')} (driver {driver})")
 
 
 def _result(args: argparse.Namespace) -> int:

@@ -436,6 +436,33 @@ def _with_trainer(spec: SweepSpec) -> SweepSpec:
     return SweepSpec.model_validate({**spec.model_dump(mode="json"), "backend": resolved})
 
 
+def _check_resumable(spec: SweepSpec, workdir: Path, state: Mapping[str, Any], resume: bool) -> None:
+    """Refuse to start over a sweep already in `workdir`, and to resume it with a changed spec."""
+    if not resume:
+        raise SweepError(
+            f"{workdir} already holds sweep {state['sweep_id']}; pass resume=True (--resume) to continue it, "
+            "or choose another work folder"
+        )
+    if state.get("fingerprint") != spec.fingerprint():
+        raise SweepError(
+            f"the spec changed since sweep {state['sweep_id']} started in {workdir} (fingerprint "
+            f"{state.get('fingerprint')} -> {spec.fingerprint()}); only `execution` and `retries` may change "
+            "on resume"
+        )
+
+
+def _new_sweep(spec: SweepSpec, workdir: Path, ledger: SweepLedger, uri: str) -> dict[str, Any]:
+    """Start a sweep's record: its id, its parent run, and its state and spec files in `workdir`."""
+    sweep_id = f"{spec.name}-{uuid.uuid4().hex[:8]}"
+    parent_run_id = ledger.create_parent(spec, sweep_id, workdir)
+    state = {"sweep_id": sweep_id, "name": spec.name, "parent_run_id": parent_run_id, "tracking_uri": uri,
+             "experiment": spec.tracking.experiment, "fingerprint": spec.fingerprint(),
+             "created_at": _now()}
+    write_json(workdir / STATE_FILE, state)
+    write_json(workdir / SPEC_FILE, spec.model_dump(mode="json"))
+    return state
+
+
 def run_sweep(
     spec: SweepSpec | str | Path | Mapping[str, Any],
     *,
@@ -462,30 +489,15 @@ def run_sweep(
     stream = (stream or sys.stdout) if show_progress else None
     with driver_lock(workdir, SweepError):
         state = read_state(workdir)
-        if state is not None and not resume:
-            raise SweepError(
-                f"{workdir} already holds sweep {state['sweep_id']}; pass resume=True (--resume) to continue it, "
-                "or choose another work folder"
-            )
-        if state is not None and state.get("fingerprint") != spec.fingerprint():
-            raise SweepError(
-                f"the spec changed since sweep {state['sweep_id']} started in {workdir} (fingerprint "
-                f"{state.get('fingerprint')} -> {spec.fingerprint()}); only `execution` and `retries` may change "
-                "on resume"
-            )
+        if state is not None:
+            _check_resumable(spec, workdir, state, resume)
         uri = resolve_tracking_uri(state["tracking_uri"] if state else spec.tracking.tracking_uri)
         t0 = time.perf_counter()
         ledger = SweepLedger(uri, spec.tracking.experiment)
         ledger.ensure_store()  # once, before any trial touches the store
         store_s = time.perf_counter() - t0
         if state is None:
-            sweep_id = f"{spec.name}-{uuid.uuid4().hex[:8]}"
-            parent_run_id = ledger.create_parent(spec, sweep_id, workdir)
-            state = {"sweep_id": sweep_id, "name": spec.name, "parent_run_id": parent_run_id, "tracking_uri": uri,
-                     "experiment": spec.tracking.experiment, "fingerprint": spec.fingerprint(),
-                     "created_at": _now()}
-            write_json(workdir / STATE_FILE, state)
-            write_json(workdir / SPEC_FILE, spec.model_dump(mode="json"))
+            state = _new_sweep(spec, workdir, ledger, uri)
         sweep_id, parent_run_id = state["sweep_id"], state["parent_run_id"]
         clear_cancel(workdir)  # a cancel belongs to the run it stopped
         ledger.start_parent(parent_run_id)

@@ -210,8 +210,66 @@ def _rule(spec: TransferSpec, arm: str, adjust_lr_fn: str | None = None) -> str:
     return given.get(arm) or default_lr_rule(arm, adjust_lr_fn)
 
 
+def _carried_rows(spec: TransferSpec, rungs: list[str], study_trial: Mapping[str, Any],
+                  optimizers: Mapping[str, dict[str, Any]], base_width: int) -> list[dict[str, Any]]:
+    """One row per (rung, arm): the model's size and the arm's optimizer carried from the base rung's width by
+    the spec's lr and weight-decay rules."""
+    rows: list[dict[str, Any]] = []
+    for rung in rungs:
+        width, parameters = _rung_shape(rung, study_trial)
+        for arm in spec.arms:
+            cfg = optimizers[arm]
+            carried, how = carry_optimizer(cfg, base_width=base_width, target_width=width,
+                                           lr_rule=_rule(spec, arm, cfg.get("adjust_lr_fn")),
+                                           wd_rule=spec.weight_decay_rule)
+            rows.append({"rung": rung, "arm": arm, "width": width, "parameters": parameters, "lr": carried["lr"],
+                         "lr_rule": how["lr_rule"], "lr_base": cfg["lr"], "weight_decay": carried["weight_decay"],
+                         "weight_decay_rule": how["weight_decay_rule"], "optimizer": carried})
+    return rows
+
+
+def _search_point(best: Mapping[str, Any], first: Mapping[str, Any]) -> tuple[dict[str, list[Any]], dict[str, Any]]:
+    """The sweep's one search point (the chosen pair as a one-value grid) and the optimizer settings around it,
+    from the searched arm's row at the first rung."""
+    searched_fields = {SEARCH_PARAMS[n][0]: n for n in best}
+    space = {name: [value] for name, value in best.items() if name != "lr"}
+    search_optimizer = {k: v for k, v in first["optimizer"].items() if k not in searched_fields or k == "lr"}
+    if not space:  # only lr was searched: the search point is the transferred lr itself
+        space = {"lr": [first["lr"]]}
+        search_optimizer.pop("lr")
+    return space, search_optimizer
+
+
+def _lineage(spec: TransferSpec, source: _Source, transfer_id: str, horizons: Mapping[str, int]) -> dict[str, Any]:
+    """The tags that tie every run to this transfer and its source sweep, with the target and horizons."""
+    return {
+        "scalesweep.transfer_id": transfer_id,
+        "scalesweep.transfer_name": spec.name,
+        "scalesweep.source_sweep_id": source.sweep_id,
+        "scalesweep.source_sweep_name": source.name,
+        "scalesweep.source_parent_run_id": source.parent_run_id,
+        "scalesweep.transfer.chosen": json.dumps(source.best, sort_keys=True),
+        # Declared before any run: on the parent run from its creation, and on every child.
+        "scalesweep.transfer.target": json.dumps(spec.target.model_dump(mode="json"), sort_keys=True),
+        "scalesweep.transfer.horizons": json.dumps(horizons, sort_keys=True),
+    }
+
+
+def _validated_sweep(sweep_spec: dict[str, Any]) -> SweepSpec:
+    """The sweep spec that runs the transfer, validated; its errors are the transfer's, naming each field."""
+    try:
+        validated = SweepSpec.model_validate(sweep_spec)
+    except ValidationError as exc:  # e.g. a `trial` override that trials refuses
+        parts = "; ".join(f"{'.'.join(map(str, e['loc']))}: {str(e['msg']).removeprefix('Value error, ')}"
+                          for e in exc.errors())
+        raise TransferError(f"the transfer's runs would be invalid: {parts}") from None
+    return validated
+
+
 def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[TransferPlan, dict[str, Any]]:
     """(the plan, the sweep spec that runs it) for a transfer of `source`."""
+    # Long on purpose: one straight compile from the transfer spec to the plan and the sweep spec, in the order
+    # the plan document lists them; its steps with a name of their own are the helpers above.
     if source.searched_arm not in spec.arms:
         raise TransferError(f"arms must include the sweep's searched arm {source.searched_arm!r} (it carries the "
                             f"chosen pair {format_params(source.best)}); got {list(spec.arms)}")
@@ -236,17 +294,7 @@ def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[Transf
     base_width = _rung_shape(base_rung)[0]
     optimizers = source.base_optimizers()
 
-    rows: list[dict[str, Any]] = []
-    for rung in rungs:
-        width, parameters = _rung_shape(rung, study_trial)
-        for arm in spec.arms:
-            cfg = optimizers[arm]
-            carried, how = carry_optimizer(cfg, base_width=base_width, target_width=width,
-                                           lr_rule=_rule(spec, arm, cfg.get("adjust_lr_fn")),
-                                           wd_rule=spec.weight_decay_rule)
-            rows.append({"rung": rung, "arm": arm, "width": width, "parameters": parameters, "lr": carried["lr"],
-                         "lr_rule": how["lr_rule"], "lr_base": cfg["lr"], "weight_decay": carried["weight_decay"],
-                         "weight_decay_rule": how["weight_decay_rule"], "optimizer": carried})
+    rows = _carried_rows(spec, rungs, study_trial, optimizers, base_width)
 
     def arm_tags(row: Mapping[str, Any]) -> dict[str, str]:
         return {"scalesweep.lr_rule": row["lr_rule"], "scalesweep.lr_base": f"{row['lr_base']:.6g}",
@@ -256,12 +304,7 @@ def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[Transf
     # The chosen pair at the first rung is the sweep's one search point; everything else is a baseline with its
     # own rung. Largest rungs first: on a few cores the longest runs should start first (LPT scheduling).
     first = next(r for r in rows if r["rung"] == rungs[0] and r["arm"] == source.searched_arm)
-    searched_fields = {SEARCH_PARAMS[n][0]: n for n in source.best}
-    space = {name: [value] for name, value in source.best.items() if name != "lr"}
-    search_optimizer = {k: v for k, v in first["optimizer"].items() if k not in searched_fields or k == "lr"}
-    if not space:  # only lr was searched: the search point is the transferred lr itself
-        space = {"lr": [first["lr"]]}
-        search_optimizer.pop("lr")
+    space, search_optimizer = _search_point(source.best, first)
     baselines = [
         {"arm": r["arm"], "label": f"{r['arm']}.{r['rung']}", "rung": r["rung"], "optimizer": r["optimizer"],
          "tags": arm_tags(r),
@@ -280,17 +323,7 @@ def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[Transf
         baselines += bracket
     tracking = spec.tracking.model_dump(mode="json") if spec.tracking else {
         "tracking_uri": source.tracking_uri, "experiment": source.experiment}
-    lineage = {
-        "scalesweep.transfer_id": transfer_id,
-        "scalesweep.transfer_name": spec.name,
-        "scalesweep.source_sweep_id": source.sweep_id,
-        "scalesweep.source_sweep_name": source.name,
-        "scalesweep.source_parent_run_id": source.parent_run_id,
-        "scalesweep.transfer.chosen": json.dumps(source.best, sort_keys=True),
-        # Declared before any run: on the parent run from its creation, and on every child.
-        "scalesweep.transfer.target": json.dumps(spec.target.model_dump(mode="json"), sort_keys=True),
-        "scalesweep.transfer.horizons": json.dumps(horizons, sort_keys=True),
-    }
+    lineage = _lineage(spec, source, transfer_id, horizons)
     sweep_spec = {
         "name": spec.name,
         "rung": rungs[0],
@@ -306,12 +339,7 @@ def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[Transf
         "tracking": tracking,
         "tags": lineage,
     }
-    try:
-        validated = SweepSpec.model_validate(sweep_spec)
-    except ValidationError as exc:  # e.g. a `trial` override that trials refuses
-        parts = "; ".join(f"{'.'.join(map(str, e['loc']))}: {str(e['msg']).removeprefix('Value error, ')}"
-                          for e in exc.errors())
-        raise TransferError(f"the transfer's runs would be invalid: {parts}") from None
+    validated = _validated_sweep(sweep_spec)
     plan: dict[str, Any] = {
         "rungs": rungs,
         "horizon": horizon,

@@ -7,20 +7,25 @@ from __future__ import annotations
 import base64
 import datetime as dt
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from fastapi import HTTPException, Request, Response, status
+from fastapi import APIRouter, HTTPException, Request, Response, status
+from fastapi import Path as PathParam
 from sqlalchemy import Select, and_, or_, select
 from sqlalchemy.exc import IntegrityError
 
 from .._db import SweepRecord, TransferRecord
+from ..deps import Owner, SessionDep
 
 __all__ = [
     "STATE_PATTERN",
+    "add_state_routes",
     "cancel_job",
     "create_job",
+    "create_responses",
     "get_job",
     "list_page",
+    "live_meta",
     "mlflow_links",
     "progress",
     "resume_job",
@@ -39,6 +44,26 @@ def mlflow_links(settings: Any, experiment_id: str | None, run_id: str | None) -
         return None, None
     exp = f"{base.rstrip('/')}/#/experiments/{experiment_id}"
     return exp, (f"{exp}/runs/{run_id}" if run_id else None)
+
+
+def live_meta(request: Request, record: SweepRecord | TransferRecord, live: dict[str, Any]) -> dict[str, Any]:
+    """What both jobs' public shapes take from the record or, before it is stored there, from the driver's status
+    document: the MLflow ids, the run counts and the links to the MLflow UI."""
+    parent = record.mlflow_parent_run_id or live.get("parent_run_id")
+    experiment_id = record.mlflow_experiment_id or live.get("experiment_id")
+    exp_link, run_link = mlflow_links(request.app.state.settings, experiment_id, parent)
+    return {"experiment_id": experiment_id, "parent_run_id": parent, "progress": progress(live),
+            "mlflow_experiment": exp_link, "mlflow_parent_run": run_link}
+
+
+def create_responses(noun: str, model: type[Any], conflict: str) -> dict[int | str, dict[str, Any]]:
+    """The documented answers of a create route: 201 with its Location, 200 for a repeated Idempotency-Key,
+    and the 409 `conflict` describes."""
+    return {
+        201: {"headers": {"Location": {"description": f"the new {noun}", "schema": {"type": "string"}}}},
+        200: {"model": model, "description": f"the {noun} already created with this Idempotency-Key"},
+        409: {"description": conflict},
+    }
 
 
 def progress(live: dict[str, Any]) -> dict[str, int]:
@@ -131,3 +156,26 @@ def resume_job(request: Request, session: Any, record: SweepRecord | TransferRec
     if not request.app.state.jobs.resume(session, record):  # the check and the write are one statement
         raise HTTPException(409, f"{noun} {record.id} is {record.state}: only FAILED or CANCELLED {noun}s resume")
     request.app.state.jobs.wake()
+
+
+def add_state_routes(router: APIRouter, *, noun: str, response_model: type[Any],
+                     get: Callable[[Any, str], Any], public: Callable[[Request, Any], Any]) -> None:
+    """Register `POST /{<noun>_id}/cancel` and `POST /{<noun>_id}/resume` on a job router: 202 with the job's
+    public shape, 409 when the job's state does not allow it; `get(session, job_id)` finds the job or answers 404."""
+    param = f"{noun}_id"
+
+    def cancel(job_id: str, request: Request, session: SessionDep, _owner: Owner) -> Any:
+        record = get(session, job_id)
+        cancel_job(request, session, record, noun)
+        return public(request, record)
+
+    def resume(job_id: str, request: Request, session: SessionDep, _owner: Owner) -> Any:
+        record = get(session, job_id)
+        resume_job(request, session, record, noun)
+        return public(request, record)
+
+    for action, route, refusal in (("Cancel", cancel, "already finished"), ("Resume", resume, "not resumable")):
+        # The path names the id after the job (`sweep_id`, `transfer_id`), as the job's other routes do.
+        route.__annotations__["job_id"] = Annotated[str, PathParam(alias=param)]
+        router.post(f"/{{{param}}}/{route.__name__}", status_code=202, response_model=response_model,
+                    summary=f"{action} a {noun}", responses={409: {"description": refusal}})(route)

@@ -41,12 +41,8 @@ def _live(record: SweepRecord) -> dict[str, Any]:
 
 
 def _public(request: Request, record: SweepRecord) -> SweepPublic:
-    settings = request.app.state.settings
     live = _live(record)
-    parent_run_id = record.mlflow_parent_run_id or live.get("parent_run_id")
-    counts = jobs.progress(live)
-    exp_link, run_link = jobs.mlflow_links(settings, record.mlflow_experiment_id or live.get("experiment_id"),
-                                           parent_run_id)
+    meta = jobs.live_meta(request, record, live)
     base = f"/v1/sweeps/{record.id}"
     return SweepPublic(
         id=record.id,
@@ -56,12 +52,12 @@ def _public(request: Request, record: SweepRecord) -> SweepPublic:
         created_at=record.created_at,
         updated_at=record.updated_at,
         error=record.error,
-        progress=counts,
+        progress=meta["progress"],
         best_so_far=live.get("best"),
-        mlflow_experiment_id=record.mlflow_experiment_id or live.get("experiment_id"),
-        mlflow_parent_run_id=parent_run_id,
-        links=Links(self=base, trials=f"{base}/trials", best=f"{base}/best", mlflow_experiment=exp_link,
-                    mlflow_parent_run=run_link),
+        mlflow_experiment_id=meta["experiment_id"],
+        mlflow_parent_run_id=meta["parent_run_id"],
+        links=Links(self=base, trials=f"{base}/trials", best=f"{base}/best",
+                    mlflow_experiment=meta["mlflow_experiment"], mlflow_parent_run=meta["mlflow_parent_run"]),
         spec=redact_spec(record.spec),
     )
 
@@ -75,11 +71,7 @@ def _get(session: Any, sweep_id: str) -> SweepRecord:
     status_code=201,
     response_model=SweepPublic,
     summary="Submit a sweep",
-    responses={
-        201: {"headers": {"Location": {"description": "the new sweep", "schema": {"type": "string"}}}},
-        200: {"model": SweepPublic, "description": "the sweep already created with this Idempotency-Key"},
-        409: {"description": "Idempotency-Key already used with another spec"},
-    },
+    responses=jobs.create_responses("sweep", SweepPublic, "Idempotency-Key already used with another spec"),
 )
 def create_sweep(
     request: Request,
@@ -169,17 +161,4 @@ def get_best(sweep_id: str, request: Request, session: SessionDep, _reader: Read
             "best": result.best}
 
 
-@router.post("/{sweep_id}/cancel", status_code=202, response_model=SweepPublic, summary="Cancel a sweep",
-             responses={409: {"description": "already finished"}})
-def cancel(sweep_id: str, request: Request, session: SessionDep, _owner: Owner) -> SweepPublic:
-    record = _get(session, sweep_id)
-    jobs.cancel_job(request, session, record, "sweep")
-    return _public(request, record)
-
-
-@router.post("/{sweep_id}/resume", status_code=202, response_model=SweepPublic, summary="Resume a sweep",
-             responses={409: {"description": "not resumable"}})
-def resume(sweep_id: str, request: Request, session: SessionDep, _owner: Owner) -> SweepPublic:
-    record = _get(session, sweep_id)
-    jobs.resume_job(request, session, record, "sweep")
-    return _public(request, record)
+jobs.add_state_routes(router, noun="sweep", response_model=SweepPublic, get=_get, public=_public)

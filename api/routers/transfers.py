@@ -67,20 +67,16 @@ def transfer_result(request: Request, record: TransferRecord, *, started: bool =
 
 
 def public(request: Request, record: TransferRecord) -> TransferPublic:
-    settings = request.app.state.settings
-    live = _live(record)
-    parent = record.mlflow_parent_run_id or live.get("parent_run_id")
-    experiment_id = record.mlflow_experiment_id or live.get("experiment_id")
-    counts = jobs.progress(live)
-    exp_link, run_link = jobs.mlflow_links(settings, experiment_id, parent)
+    meta = jobs.live_meta(request, record, _live(record))
     base = f"/v1/transfers/{record.id}"
     return TransferPublic(
         id=record.id, sweep_id=record.sweep_id, name=str(record.spec.get("name", "")), state=record.state,
         owner=record.owner, created_at=record.created_at, updated_at=record.updated_at, error=record.error,
-        progress=counts, mlflow_experiment_id=experiment_id, mlflow_parent_run_id=parent,
+        progress=meta["progress"], mlflow_experiment_id=meta["experiment_id"],
+        mlflow_parent_run_id=meta["parent_run_id"],
         links=TransferLinks(self=base, sweep=f"/v1/sweeps/{record.sweep_id}", runs=f"{base}/runs",
                             fits=f"{base}/fits", export=f"{base}/export", report=f"{base}/report",
-                            mlflow_experiment=exp_link, mlflow_parent_run=run_link),
+                            mlflow_experiment=meta["mlflow_experiment"], mlflow_parent_run=meta["mlflow_parent_run"]),
         spec=record.spec,
     )
 
@@ -101,11 +97,8 @@ def _spec(body: TransferCreate, sweep: SweepRecord) -> TransferSpec:
     status_code=201,
     response_model=TransferPublic,
     summary="Transfer a SUCCEEDED sweep's choice to larger rungs",
-    responses={
-        201: {"headers": {"Location": {"description": "the new transfer", "schema": {"type": "string"}}}},
-        200: {"model": TransferPublic, "description": "the transfer already created with this Idempotency-Key"},
-        409: {"description": "the sweep has not SUCCEEDED, or the Idempotency-Key was used with another body"},
-    },
+    responses=jobs.create_responses(
+        "transfer", TransferPublic, "the sweep has not SUCCEEDED, or the Idempotency-Key was used with another body"),
 )
 def create_transfer(
     request: Request,
@@ -165,17 +158,4 @@ def get_runs(transfer_id: str, request: Request, session: SessionDep, _reader: R
     return RunsPublic(data=data, count=len(data))
 
 
-@router.post("/{transfer_id}/cancel", status_code=202, response_model=TransferPublic, summary="Cancel a transfer",
-             responses={409: {"description": "already finished"}})
-def cancel(transfer_id: str, request: Request, session: SessionDep, _owner: Owner) -> TransferPublic:
-    record = get_transfer_record(session, transfer_id)
-    jobs.cancel_job(request, session, record, "transfer")
-    return public(request, record)
-
-
-@router.post("/{transfer_id}/resume", status_code=202, response_model=TransferPublic, summary="Resume a transfer",
-             responses={409: {"description": "not resumable"}})
-def resume(transfer_id: str, request: Request, session: SessionDep, _owner: Owner) -> TransferPublic:
-    record = get_transfer_record(session, transfer_id)
-    jobs.resume_job(request, session, record, "transfer")
-    return public(request, record)
+jobs.add_state_routes(router, noun="transfer", response_model=TransferPublic, get=get_transfer_record, public=public)

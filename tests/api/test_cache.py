@@ -63,6 +63,14 @@ def _blocked_in_future_result(thread: threading.Thread) -> bool:
     return False
 
 
+def _start_waiting(readers: list[Any], what: str) -> None:
+    """Start each reader and wait until it is blocked on `what` another reader started."""
+    for r in readers:
+        r.start()
+    for r in readers:
+        _until(lambda r=r: _blocked_in_future_result(r), f"a reader to wait for {what}")
+
+
 class Reader(threading.Thread):
     def __init__(self, cache: ResultCache[Any], key: str, version: Any, load: Callable[[], Any]) -> None:
         super().__init__(daemon=True)
@@ -110,10 +118,7 @@ def test_concurrent_first_reads_share_one_load(cache: ResultCache[Any]) -> None:
     assert load.entered.wait(TIMEOUT_S)
     assert cache.peek("sw-1", 1, load) == (False, None)  # nothing to serve yet, and peek never waits
     waiters = [Reader(cache, "sw-1", 1, load) for _ in range(4)]
-    for w in waiters:
-        w.start()
-    for w in waiters:
-        _until(lambda w=w: _blocked_in_future_result(w), "a reader to wait for the first load")
+    _start_waiting(waiters, "the first load")
     gate.set()
     for r in (owner, *waiters):
         r.join(TIMEOUT_S)
@@ -130,10 +135,7 @@ def test_a_failed_first_load_reaches_every_waiting_reader_and_the_next_read_retr
     owner.start()
     assert failing.entered.wait(TIMEOUT_S)
     waiters = [Reader(cache, "sw-1", 1, failing) for _ in range(3)]
-    for w in waiters:
-        w.start()
-    for w in waiters:
-        _until(lambda w=w: _blocked_in_future_result(w), "a reader to wait for the failing load")
+    _start_waiting(waiters, "the failing load")
     gate.set()
     for r in (owner, *waiters):
         r.join(TIMEOUT_S)

@@ -95,61 +95,22 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     parent = client.create_run(exp, run_name="sweep").info.run_id
     other_parent = client.create_run(exp, run_name="another sweep").info.run_id
     fd_best = {800: 40.0, 1000: 35.0, 1200: 30.0}
-    ids = {
-        "best": _log_trial(client, exp, parent, arm="periodic", k=3, gamma=0.15, seed=0, fd=fd_best),
-        "worse": _log_trial(
-            client, exp, parent, arm="periodic", k=2, gamma=0.25, seed=0, fd={800: 45.0, 1000: 40.0, 1200: 38.0}
-        ),
-        "failed": _log_trial(
-            client,
-            exp,
-            parent,
-            arm="periodic",
-            k=4,
-            gamma=0.15,
-            seed=0,
-            fd={800: 50.0, 1000: math.nan, 1200: math.nan},
-            status="FAILED",
-        ),
-        "untagged": _log_trial(
-            client,
-            exp,
-            parent,
-            arm="periodic",
-            k=3,
-            gamma=0.25,
-            seed=0,
-            fd={800: 42.0, 1000: 37.0, 1200: 33.0},
-            status=None,
-        ),
-        "adamw": _log_trial(
-            client, exp, parent, arm="adamw", k=3, gamma=0.15, seed=0, fd={800: 60.0, 1000: 55.0, 1200: 50.0}
-        ),
+    nan = math.nan
+    # Each trial's own settings (the rest: arm periodic, seed 0, SUCCEEDED, this sweep), logged in this order.
+    trials: dict[str, dict[str, Any]] = {
+        "best": {"k": 3, "gamma": 0.15, "fd": fd_best},
+        "worse": {"k": 2, "gamma": 0.25, "fd": {800: 45.0, 1000: 40.0, 1200: 38.0}},
+        "failed": {"k": 4, "gamma": 0.15, "fd": {800: 50.0, 1000: nan, 1200: nan}, "status": "FAILED"},
+        "untagged": {"k": 3, "gamma": 0.25, "fd": {800: 42.0, 1000: 37.0, 1200: 33.0}, "status": None},
+        "adamw": {"arm": "adamw", "k": 3, "gamma": 0.15, "fd": {800: 60.0, 1000: 55.0, 1200: 50.0}},
         # Retried: attempt 0 failed, attempt 1 succeeded; only the last attempt is the trial.
-        "retry0": _log_trial(
-            client,
-            exp,
-            parent,
-            arm="periodic",
-            k=2,
-            gamma=0.15,
-            seed=0,
-            fd={800: 47.0, 1000: math.nan, 1200: math.nan},
-            status="FAILED",
-            attempt=0,
-        ),
-        "retry1": _log_trial(
-            client,
-            exp,
-            parent,
-            arm="periodic",
-            k=2,
-            gamma=0.15,
-            seed=0,
-            fd={800: 46.0, 1000: 41.0, 1200: 39.0},
-            attempt=1,
-        ),
-        "elsewhere": _log_trial(client, exp, other_parent, arm="muon", k=3, gamma=0.15, seed=0, fd=fd_best),
+        "retry0": {"k": 2, "gamma": 0.15, "fd": {800: 47.0, 1000: nan, 1200: nan}, "status": "FAILED", "attempt": 0},
+        "retry1": {"k": 2, "gamma": 0.15, "fd": {800: 46.0, 1000: 41.0, 1200: 39.0}, "attempt": 1},
+        "elsewhere": {"arm": "muon", "k": 3, "gamma": 0.15, "fd": fd_best, "parent": other_parent},
+    }
+    ids = {
+        name: _log_trial(client, exp, settings.pop("parent", parent), **{"arm": "periodic", "seed": 0, **settings})
+        for name, settings in trials.items()
     }
     client.set_tag(parent, "scalesweep.best.K", "3")
     client.set_tag(parent, "scalesweep.best.gamma", "0.15")

@@ -26,6 +26,7 @@ AdamW) are a quarter of the model.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -47,41 +48,23 @@ class Rung:
     note: str = ""
 
 
-def _cpu(name: str, depth: int, mirrors: str) -> Rung:
-    width = 32 * depth  # SD3's width = 64 * depth, halved so the ladder trains in minutes on a CPU
-    return Rung(
-        name,
-        MMDiTConfig(
-            width=width,
-            depth=depth,
-            heads=depth,
-            patch=2,
-            in_channels=3,
-            image_size=16,
-            context_dim=384,
-            pooled_dim=384,
-        ),
-        mirrors,
-        "16x16 RGB, patch 2, MiniLM text (384-d)",
-    )
+def _family(width_per_depth: int, in_channels: int, image_size: int, context_dim: int, pooled_dim: int,
+            data: str) -> Callable[[str, int, str], Rung]:
+    """A rung family: width and heads grow with depth (one head per block), everything else is the family's."""
+
+    def rung(name: str, depth: int, mirrors: str) -> Rung:
+        config = MMDiTConfig(width=width_per_depth * depth, depth=depth, heads=depth, patch=2,
+                             in_channels=in_channels, image_size=image_size, context_dim=context_dim,
+                             pooled_dim=pooled_dim)
+        return Rung(name, config, mirrors, data)
+
+    return rung
 
 
-def _paper(name: str, depth: int, mirrors: str) -> Rung:
-    return Rung(
-        name,
-        MMDiTConfig(
-            width=64 * depth,
-            depth=depth,
-            heads=depth,
-            patch=2,
-            in_channels=16,
-            image_size=128,
-            context_dim=4096,
-            pooled_dim=2048,
-        ),
-        mirrors,
-        "SD3 family: 16-ch 128x128 latents, patch 2, T5-XXL tokens (4096-d), CLIP-L+G pooled (2048-d)",
-    )
+# SD3's width = 64 * depth, halved on the CPU rungs so the ladder trains in minutes on a CPU.
+_cpu = _family(32, 3, 16, 384, 384, "16x16 RGB, patch 2, MiniLM text (384-d)")
+_paper = _family(64, 16, 128, 4096, 2048,
+                 "SD3 family: 16-ch 128x128 latents, patch 2, T5-XXL tokens (4096-d), CLIP-L+G pooled (2048-d)")
 
 
 RUNGS: dict[str, Rung] = {

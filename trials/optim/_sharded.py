@@ -62,7 +62,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from ._comm import CommStats, is_dtensor, local_tensor
-from ._functional import NS_COEFFICIENTS, adjust_lr, newton_schulz5
+from ._functional import adjust_lr, newton_schulz5
 from ._periodic import PeriodicRowMuon
 
 __all__ = ["DEFAULT_BUCKET_BYTES", "ShardedPeriodicRowMuon"]
@@ -185,40 +185,18 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
     def __init__(
         self,
         params: Iterable[Tensor] | Iterable[dict[str, Any]],
-        lr: float = 1e-3,
-        weight_decay: float = 0.1,
-        momentum: float = 0.95,
-        nesterov: bool = True,
-        refresh_every: int = 3,
-        gamma: float = 0.15,
-        ns_coefficients: tuple[float, float, float] = NS_COEFFICIENTS,
-        ns_steps: int = 5,
-        eps: float = 1e-7,
-        adjust_lr_fn: str | None = None,
-        *,
-        ns_dtype: torch.dtype = torch.bfloat16,
+        *args: Any,
         bucket_bytes: int = DEFAULT_BUCKET_BYTES,
+        **kwargs: Any,
     ) -> None:
+        # The other arguments are PeriodicRowMuon's, passed through unchanged (same names, order and defaults).
         if isinstance(bucket_bytes, bool) or not isinstance(bucket_bytes, int) or bucket_bytes < 1:
             raise ValueError(f"bucket_bytes must be an int >= 1, got {bucket_bytes!r}")
         self.bucket_bytes = bucket_bytes
         self._layouts: dict[Tensor, _Layout] = {}
         self._group: Any = None
         self._group_ranks: tuple[int, ...] | None = None
-        super().__init__(
-            params,
-            lr=lr,
-            weight_decay=weight_decay,
-            momentum=momentum,
-            nesterov=nesterov,
-            refresh_every=refresh_every,
-            gamma=gamma,
-            ns_coefficients=ns_coefficients,
-            ns_steps=ns_steps,
-            eps=eps,
-            adjust_lr_fn=adjust_lr_fn,
-            ns_dtype=ns_dtype,
-        )
+        super().__init__(params, *args, **kwargs)
         self.comm_stats = CommStats(world_size=self.world_size)
 
     @property
