@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from trials._commandline import CommandLine
 from trials.optim import ArmName
 from trials.record import TAG
 
@@ -525,7 +526,7 @@ class CommandBackend(BaseModel):
         description="A trainer registered by the operator (SCALESWEEP_TRAINERS): its command, environment and "
         "working directory come from the registry. The only form accepted over REST.",
     )
-    command: list[str] | None = Field(
+    command: CommandLine | None = Field(
         None,
         min_length=1,
         description="Argument list or one shell-like string, with {placeholders} (local CLI only; over REST name "
@@ -543,13 +544,6 @@ class CommandBackend(BaseModel):
         None, gt=0, le=30 * 86400, description="Kill a trainer after this many seconds (at most 30 days)."
     )
     poll_s: float = Field(0.5, gt=0, le=3600, description="Seconds between reads of the trainer's progress file.")
-
-    @field_validator("command", mode="before")
-    @classmethod
-    def _split(cls, value: Any) -> Any:
-        import shlex
-
-        return shlex.split(value) if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _valid_command(self) -> CommandBackend:

@@ -27,8 +27,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from trials._commandline import CommandLine
 from trials._errors import validation_messages
 
 from ._errors import SweepError
@@ -44,31 +45,13 @@ class RegisteredTrainer(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    command: list[str] = Field(
+    command: CommandLine = Field(
         ..., min_length=1, description="Argument list (or one shell-like string) with trials' {placeholders}."
     )
     env: dict[str, str] = Field(default_factory=dict, description="Fixed extra environment of the trainer.")
     cwd: str | None = Field(None, description="Working directory; None = the driver's work folder.")
     timeout_s: float | None = Field(None, gt=0, description="Longest a trial may run; a spec may only lower it.")
     description: str = Field("", max_length=500, description="What this trainer is, for people reading specs.")
-
-    @field_validator("command", mode="before")
-    @classmethod
-    def _split(cls, value: Any) -> Any:
-        import shlex
-
-        return shlex.split(value) if isinstance(value, str) else value
-
-    @field_validator("command")
-    @classmethod
-    def _known_placeholders(cls, command: list[str]) -> list[str]:
-        from trials import CommandConfig
-
-        try:  # unknown {placeholders} are refused with the list of known ones
-            CommandConfig.model_validate({"command": command})
-        except ValidationError as exc:
-            raise ValueError(validation_messages(exc, with_field=False)) from None
-        return command
 
 
 def load_trainers(source: str | Path | None = None) -> dict[str, RegisteredTrainer]:

@@ -22,7 +22,6 @@ import json
 import math
 import os
 import shlex
-import string
 import subprocess
 import tempfile
 import time
@@ -30,37 +29,19 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
+from ._commandline import PLACEHOLDERS, CommandLine
 from ._config import TrialConfig, TrialResult
 from ._errors import TrialError
 from ._run import summarise_quality
 from .record import METRIC, TRIAL_TAG, RunRecorder, trial_run
 
-__all__ = ["PLACEHOLDERS", "CommandConfig", "run_command_trial"]
+__all__ = ["PLACEHOLDERS", "CommandConfig", "CommandLine", "run_command_trial"]
 
 # The service's own secrets: never handed to a trainer, even where a driver was started with them in its
 # environment (the service itself starts drivers without them).
 SERVICE_SECRET_ENV = frozenset({"SCALESWEEP_API_TOKEN", "SCALESWEEP_DATABASE_URL"})
-
-PLACEHOLDERS = (
-    "optimizer",
-    "K",
-    "gamma",
-    "lr",
-    "aux_lr",
-    "weight_decay",
-    "momentum",
-    "rung",
-    "steps",
-    "seed",
-    "batch_size",
-    "eval_steps",
-    "progress_file",
-    "config_file",
-    "run_id",
-    "tracking_uri",
-)
 
 
 class CommandConfig(BaseModel):
@@ -68,27 +49,13 @@ class CommandConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    command: list[str] = Field(
+    command: CommandLine = Field(
         ..., min_length=1, description="Argument list (or one shell-like string, split with shlex) with placeholders."
     )
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables.")
     cwd: str | None = Field(None, description="Working directory of the command.")
     timeout_s: float | None = Field(None, gt=0, description="Kill the trainer after this many seconds.")
     poll_s: float = Field(0.5, gt=0, description="How often the progress file is read while the trainer runs.")
-
-    @field_validator("command", mode="before")
-    @classmethod
-    def _split(cls, value: Any) -> Any:
-        return shlex.split(value) if isinstance(value, str) else value
-
-    @field_validator("command")
-    @classmethod
-    def _known_placeholders(cls, command: list[str]) -> list[str]:
-        for arg in command:
-            for _, name, _, _ in string.Formatter().parse(arg):
-                if name is not None and name not in PLACEHOLDERS:
-                    raise ValueError(f"unknown placeholder {{{name}}} in {arg!r}; allowed: {list(PLACEHOLDERS)}")
-        return command
 
 
 def _values(cfg: TrialConfig, progress_file: Path, config_file: Path, run_id: str, uri: str) -> dict[str, str]:
