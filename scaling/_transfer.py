@@ -143,7 +143,7 @@ def size_basis(trial: Mapping[str, Any] | None) -> tuple[dict[str, int], str]:
     same count every run logs as `model.parameters`. The sweep export, the transfer's plan, fits and predictions
     all count sizes this way, so one study never mixes two counts of one rung."""
     from trials import TrialConfig
-    from trials.data._base import _REGISTRY as _DATASETS
+    from trials.data._base import DATASETS
 
     cfg = TrialConfig.model_validate({**dict(trial or {}), "rung": "cpu-xs"})  # any rung: these fields are shared
     if cfg.text_encoder == "minilm":
@@ -156,7 +156,8 @@ def size_basis(trial: Mapping[str, Any] | None) -> tuple[dict[str, int], str]:
         encoder = LearnedTextEncoder(max_length=cfg.text_max_length)
         context, pooled = int(encoder.context_dim), int(encoder.pooled_dim)
     # The dataset class's channel count (3: RGB); building the dataset itself would cost seconds.
-    channels = int(getattr(_DATASETS.get(cfg.data.name), "channels", 3))
+    factory = DATASETS.factory(cfg.data.name) if cfg.data.name in DATASETS else None
+    channels = int(getattr(factory, "channels", 3))
     overrides = {"image_size": cfg.data.image_size, "in_channels": channels, "context_dim": context,
                  "pooled_dim": pooled}
     text = (f"trainable denoiser parameters as this study's trials build them ({cfg.text_encoder} text encoder: "

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import zlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from .._errors import InputError
+from .._registry import Registry
 
 __all__ = [
     "DataError",
@@ -105,23 +104,8 @@ class ImageTextDataset(ABC):
         """Every distinct caption the dataset can produce (for text-encoder caches and vocabularies)."""
 
 
-DatasetFactory = Callable[..., ImageTextDataset]
-_REGISTRY: dict[str, DatasetFactory] = {}
-
-
-def register_dataset(name: str, factory: DatasetFactory) -> None:
-    """Make `get_dataset(name, **kwargs)` call `factory(**kwargs)`."""
-    _REGISTRY[name] = factory
-
-
-def list_datasets() -> list[str]:
-    return sorted(_REGISTRY)
-
-
-def get_dataset(name: str, **kwargs: Any) -> ImageTextDataset:
-    """The dataset `name` built with `kwargs`; an unknown name raises `DataError` listing the valid ones."""
-    try:
-        factory = _REGISTRY[name]
-    except KeyError:
-        raise DataError(f"unknown dataset {name!r}; valid datasets: {list_datasets()}") from None
-    return factory(**kwargs)
+DATASETS: Registry[ImageTextDataset] = Registry(
+    lambda name, names: DataError(f"unknown dataset {name!r}; valid datasets: {names}"))
+register_dataset = DATASETS.register  # register_dataset(name, factory): get_dataset(name, **kw) calls factory(**kw)
+list_datasets = DATASETS.names
+get_dataset = DATASETS.build  # an unknown name raises DataError listing the valid ones

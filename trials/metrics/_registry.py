@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
+from .._registry import Registry
 from ._dinov2 import Dinov2Extractor
 from ._errors import FeatureError, UnknownExtractorError
 from ._extractors import FeatureExtractor, PixelExtractor
@@ -12,7 +12,6 @@ from ._label_cnn import ShapesCNNExtractor
 
 __all__ = ["get_extractor", "list_extractors", "register_extractor"]
 
-ExtractorFactory = Callable[..., FeatureExtractor]
 
 
 def _shapes_cnn(**kwargs: Any) -> ShapesCNNExtractor:
@@ -29,33 +28,11 @@ def _shapes_cnn(**kwargs: Any) -> ShapesCNNExtractor:
     return ShapesCNNExtractor.from_training_data(**kwargs)
 
 
-_REGISTRY: dict[str, ExtractorFactory] = {
-    "dinov2": Dinov2Extractor,
-    "pixels": PixelExtractor,
-    "shapes-cnn": _shapes_cnn,
-}
-
-
-def register_extractor(name: str, factory: ExtractorFactory, *, overwrite: bool = False) -> None:
-    """Make ``get_extractor(name, **kw)`` call ``factory(**kw)``."""
-    if not name:
-        raise FeatureError("extractor name must be a non-empty string")
-    if name in _REGISTRY and not overwrite:
-        raise FeatureError(f"an extractor named {name!r} is already registered (pass overwrite=True)")
-    _REGISTRY[name] = factory
-
-
-def list_extractors() -> list[str]:
-    """Registered extractor names, sorted."""
-    return sorted(_REGISTRY)
-
-
-def get_extractor(name: str, **kwargs: Any) -> FeatureExtractor:
-    """Build the extractor registered as ``name``; keyword arguments go to its constructor."""
-    try:
-        factory = _REGISTRY[name]
-    except KeyError:
-        raise UnknownExtractorError(
-            f"unknown feature extractor {name!r}; valid names: {', '.join(list_extractors())}"
-        ) from None
-    return factory(**kwargs)
+EXTRACTORS: Registry[FeatureExtractor] = Registry(
+    lambda name, names: UnknownExtractorError(f"unknown feature extractor {name!r}; valid names: {', '.join(names)}"),
+    {"dinov2": Dinov2Extractor, "pixels": PixelExtractor, "shapes-cnn": _shapes_cnn},
+    guard=lambda message: FeatureError(f"extractor: {message}"),
+)
+register_extractor = EXTRACTORS.register  # get_extractor(name, **kw) then calls factory(**kw)
+list_extractors = EXTRACTORS.names
+get_extractor = EXTRACTORS.build  # keyword arguments go to the extractor's constructor

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
 from torch import Tensor
 
 from .._errors import InputError
+from .._registry import Registry
 
 __all__ = [
     "TextEncoder",
@@ -44,25 +45,8 @@ class TextEncoder(Protocol):
     def encode(self, captions: Sequence[str]) -> tuple[Tensor, Tensor]: ...
 
 
-TextEncoderFactory = Callable[..., TextEncoder]
-_REGISTRY: dict[str, TextEncoderFactory] = {}
-
-
-def register_text_encoder(name: str, factory: TextEncoderFactory) -> None:
-    """Make `get_text_encoder(name, **kwargs)` call `factory(**kwargs)`."""
-    _REGISTRY[name] = factory
-
-
-def list_text_encoders() -> list[str]:
-    return sorted(_REGISTRY)
-
-
-def get_text_encoder(name: str, **kwargs: Any) -> TextEncoder:
-    """The encoder called `name`; an unknown name raises `TextEncoderError` listing the valid ones."""
-    try:
-        factory = _REGISTRY[name]
-    except KeyError:
-        raise TextEncoderError(
-            f"unknown text encoder {name!r}; valid encoders: {list_text_encoders()}"
-        ) from None
-    return factory(**kwargs)
+ENCODERS: Registry[TextEncoder] = Registry(
+    lambda name, names: TextEncoderError(f"unknown text encoder {name!r}; valid encoders: {names}"))
+register_text_encoder = ENCODERS.register  # get_text_encoder(name, **kw) then calls factory(**kw)
+list_text_encoders = ENCODERS.names
+get_text_encoder = ENCODERS.build  # an unknown name raises TextEncoderError listing the valid ones
