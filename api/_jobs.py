@@ -84,32 +84,29 @@ def _kill_group(pid: int, grace_s: float = 10.0) -> None:
 # --- what differs between sweeps and transfers ---------------------------------------------------------------
 
 
-def _sweep_status(folder: Path) -> dict[str, Any] | None:
-    if not is_sweep_folder(folder):
-        return None
-    from sweeper import sweep_status
+def _status_reader(is_folder: Callable[[Path], bool], reader: str) -> Callable[[Path], dict[str, Any] | None]:
+    """A kind's status reader: None while its driver has not written the folder, else `sweeper.<reader>(folder)`
+    (the sweeper is imported on first use, so the service starts without the drivers' imports)."""
 
-    return sweep_status(folder)
+    def read(folder: Path) -> dict[str, Any] | None:
+        if not is_folder(folder):
+            return None
+        import sweeper
 
+        return getattr(sweeper, reader)(folder)
 
-def _sweep_cancel(folder: Path, grace_s: float) -> None:
-    from sweeper import cancel_sweep
-
-    cancel_sweep(folder, grace_s=grace_s)
-
-
-def _transfer_status(folder: Path) -> dict[str, Any] | None:
-    if not is_transfer_folder(folder):
-        return None
-    from sweeper import transfer_status
-
-    return transfer_status(folder)
+    return read
 
 
-def _transfer_cancel(folder: Path, grace_s: float) -> None:
-    from sweeper import cancel_transfer
+def _canceller(name: str) -> Callable[[Path, float], None]:
+    """A kind's local cancel: `sweeper.<name>(folder, grace_s=...)`, imported on first use."""
 
-    cancel_transfer(folder, grace_s=grace_s)
+    def cancel(folder: Path, grace_s: float) -> None:
+        import sweeper
+
+        getattr(sweeper, name)(folder, grace_s=grace_s)
+
+    return cancel
 
 
 @dataclass(frozen=True)
@@ -125,9 +122,10 @@ class JobKind:
 
 
 KINDS: dict[str, JobKind] = {
-    "sweep": JobKind("sweep", SweepRecord, "sweeps", ("sweep", "run"), _sweep_status, _sweep_cancel),
-    "transfer": JobKind("transfer", TransferRecord, "transfers", ("transfer", "run"), _transfer_status,
-                        _transfer_cancel),
+    "sweep": JobKind("sweep", SweepRecord, "sweeps", ("sweep", "run"), _status_reader(is_sweep_folder, "sweep_status"),
+                     _canceller("cancel_sweep")),
+    "transfer": JobKind("transfer", TransferRecord, "transfers", ("transfer", "run"),
+                        _status_reader(is_transfer_folder, "transfer_status"), _canceller("cancel_transfer")),
 }
 
 

@@ -435,12 +435,7 @@ class ScalingFit:
         """
         if arm not in self.params:
             raise ScalingInputError(f"unknown arm {arm!r}; fitted arms: {list(self.arms)}")
-        try:
-            n = float(size)
-        except (TypeError, ValueError) as exc:
-            raise ScalingInputError(f"size must be a number, got {size!r}") from exc
-        if not math.isfinite(n) or n <= 0:
-            raise ScalingInputError(f"size must be a finite parameter count > 0, got {size!r}")
+        n = _positive("size (a parameter count)", size)
         allow = self.allow_extrapolation if allow_extrapolation is None else allow_extrapolation
         largest = self.sizes[arm][-1]
         limit = self.max_extrapolation * largest

@@ -56,6 +56,14 @@ def _check_hyperparameters(
         raise ValueError(f"adjust_lr_fn={adjust_lr_fn!r} is not supported; allowed: {list(ADJUST_LR_FNS)}")
 
 
+def closure_loss(closure: Callable[[], float] | None) -> float | None:
+    """The loss from an optimizer step's `closure` (run with gradients on), or None without one."""
+    if closure is None:
+        return None
+    with torch.enable_grad():
+        return closure()
+
+
 class PeriodicRowMuon(Optimizer):
     """Muon with a full Newton-Schulz refresh every `refresh_every` steps and gamma-scaled row norm in between.
 
@@ -135,10 +143,7 @@ class PeriodicRowMuon(Optimizer):
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
         """Performs one optimisation step; parameters without a gradient are skipped (their counter stays)."""
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = closure_loss(closure)
 
         for group in self.param_groups:
             lr: float = group["lr"]
@@ -185,28 +190,10 @@ class RowNormMuon(PeriodicRowMuon):
     shape-adjusted lr, so gamma keeps the meaning it has in the periodic arm.
     """
 
-    def __init__(
-        self,
-        params: Iterable[Tensor] | Iterable[dict[str, Any]],
-        lr: float = 1e-3,
-        weight_decay: float = 0.1,
-        momentum: float = 0.95,
-        nesterov: bool = True,
-        gamma: float = 0.15,
-        eps: float = 1e-7,
-        adjust_lr_fn: str | None = None,
-    ) -> None:
-        self._setup(
-            params,
-            lr=lr,
-            weight_decay=weight_decay,
-            momentum=momentum,
-            nesterov=nesterov,
-            refresh_every=None,
-            gamma=gamma,
-            ns_coefficients=NS_COEFFICIENTS,
-            ns_steps=5,
-            eps=eps,
-            adjust_lr_fn=adjust_lr_fn,
-            ns_dtype=torch.bfloat16,  # never used: no refresh
-        )
+    def __init__(self, params: Iterable[Tensor] | Iterable[dict[str, Any]], lr: float = 1e-3,
+                 weight_decay: float = 0.1, momentum: float = 0.95, nesterov: bool = True, gamma: float = 0.15,
+                 eps: float = 1e-7, adjust_lr_fn: str | None = None) -> None:
+        # No refresh (refresh_every=None), so Newton-Schulz never runs and its settings are placeholders.
+        self._setup(params, lr=lr, weight_decay=weight_decay, momentum=momentum, nesterov=nesterov,
+                    refresh_every=None, gamma=gamma, ns_coefficients=NS_COEFFICIENTS, ns_steps=5, eps=eps,
+                    adjust_lr_fn=adjust_lr_fn, ns_dtype=torch.bfloat16)

@@ -63,7 +63,7 @@ from torch import Tensor
 
 from ._comm import CommStats, is_dtensor, local_tensor
 from ._functional import adjust_lr, newton_schulz5
-from ._periodic import PeriodicRowMuon
+from ._periodic import PeriodicRowMuon, closure_loss
 
 __all__ = ["DEFAULT_BUCKET_BYTES", "ShardedPeriodicRowMuon"]
 
@@ -243,10 +243,7 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
         """Performs one optimisation step (the module docstring says what is communicated and when)."""
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = closure_loss(closure)
         self.comm_stats.begin_step()
 
         # Pass 1: momentum for every matrix, and sort the updates by what they need from other ranks.
