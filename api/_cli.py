@@ -54,17 +54,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, default=50, help="at most this many (1-200; default 50)")
     p.add_argument("--json", action="store_true", help="print the page as JSON")
 
-    p = sub.add_parser("status", help="state and progress of a sweep (sw-...) or a transfer (tr-...)")
-    p.add_argument("id")
-    p.add_argument("--json", action="store_true", help="print the resource as JSON")
-
-    p = sub.add_parser("trials", help="a sweep's trials: key, state, attempt, objective, error")
-    p.add_argument("sweep_id")
-    p.add_argument("--json", action="store_true", help="print the trials as JSON")
-
-    p = sub.add_parser("best", help="a sweep's chosen point, with its rank table")
-    p.add_argument("sweep_id")
-    p.add_argument("--json", action="store_true", help="print the whole selection document as JSON")
+    # One job (or a sweep) read by id, printed as a table or with --json as the resource.
+    for name, ident, what, as_json in (
+        ("status", "id", "state and progress of a sweep (sw-...) or a transfer (tr-...)", "the resource"),
+        ("trials", "sweep_id", "a sweep's trials: key, state, attempt, objective, error", "the trials"),
+        ("best", "sweep_id", "a sweep's chosen point, with its rank table", "the whole selection document"),
+    ):
+        p = sub.add_parser(name, help=what)
+        p.add_argument(ident)
+        p.add_argument("--json", action="store_true", help=f"print {as_json} as JSON")
 
     p = sub.add_parser("cancel", help="cancel a sweep (sw-...) or a transfer (tr-...)")
     p.add_argument("id")

@@ -101,20 +101,9 @@ class PeriodicRowMuon(Optimizer):
                 f"refresh_every must be an int >= 1 (1 = vanilla Muon; the paper's default is 3), "
                 f"got {refresh_every!r}"
             )
-        self._setup(
-            params,
-            lr=lr,
-            weight_decay=weight_decay,
-            momentum=momentum,
-            nesterov=nesterov,
-            refresh_every=refresh_every,
-            gamma=gamma,
-            ns_coefficients=tuple(ns_coefficients),
-            ns_steps=ns_steps,
-            eps=eps,
-            adjust_lr_fn=adjust_lr_fn,
-            ns_dtype=ns_dtype,
-        )
+        self._setup(params, lr=lr, weight_decay=weight_decay, momentum=momentum, nesterov=nesterov,
+                    refresh_every=refresh_every, gamma=gamma, ns_coefficients=tuple(ns_coefficients), ns_steps=ns_steps,
+                    eps=eps, adjust_lr_fn=adjust_lr_fn, ns_dtype=ns_dtype)
 
     def _setup(self, params: Iterable[Tensor] | Iterable[dict[str, Any]], **defaults: Any) -> None:
         if defaults["ns_dtype"] not in (torch.bfloat16, torch.float32, torch.float64):
