@@ -267,14 +267,20 @@ def test_a_request_that_finds_no_free_connection_gets_503_with_retry_after(tmp_p
     assert client.get("/v1/sweeps").status_code == 200  # the connection given back: the same read answers
 
 
+def _burst(study: Study, settings: Settings, **burst: Any) -> dict[str, int]:
+    """Status counts of `check_burst` against a fresh (cold) service with `settings`."""
+    server = LiveServer(settings, lifespan="on")
+    try:
+        return check_burst(server.port, study, **burst)
+    finally:
+        server.stop()
+
+
 def test_a_cold_service_with_one_connection_answers_every_read_under_a_burst(study: Study) -> None:
     # One connection for 16 route threads and the job queue: most requests wait for it, and those that wait past
     # the pool timeout must get a 503 with Retry-After, never a hang or a 500.
-    server = LiveServer(_cold_settings(study, api_threads=16, db_pool_size=1), lifespan="on")
-    try:
-        counts = check_burst(server.port, study, clients=40, rounds=2, busy_allowed=True)
-    finally:
-        server.stop()
+    counts = _burst(study, _cold_settings(study, api_threads=16, db_pool_size=1), clients=40, rounds=2,
+                    busy_allowed=True)
     assert counts.get("200", 0) > 0, counts
 
 
@@ -283,11 +289,7 @@ def test_a_pool_sized_to_the_route_threads_never_refuses(study: Study) -> None:
     # a connection, so nothing is refused and nothing hangs.
     settings = _cold_settings(study, api_threads=2)
     assert settings.pool_size == 4
-    server = LiveServer(settings, lifespan="on")
-    try:
-        counts = check_burst(server.port, study, clients=40, rounds=1, busy_allowed=False)
-    finally:
-        server.stop()
+    counts = _burst(study, settings, clients=40, rounds=1, busy_allowed=False)
     assert "503" not in counts, counts
 
 
@@ -303,11 +305,8 @@ def test_the_same_on_postgresql(study: Study, postgres_server: str) -> None:
         write.commit()
     source.dispose()
     target.dispose()
-    server = LiveServer(_cold_settings(study, database_url=url, api_threads=16, db_pool_size=2), lifespan="on")
-    try:
-        counts = check_burst(server.port, study, clients=40, rounds=2, busy_allowed=True)
-    finally:
-        server.stop()
+    settings = _cold_settings(study, database_url=url, api_threads=16, db_pool_size=2)
+    counts = _burst(study, settings, clients=40, rounds=2, busy_allowed=True)
     assert counts.get("200", 0) > 0, counts
 
 
