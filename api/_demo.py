@@ -358,6 +358,16 @@ def _stay_up(processes: list[_Process]) -> None:
             time.sleep(1.0)
 
 
+def _sweep_title(profile: DemoProfile, spec: dict[str, Any]) -> str:
+    from sweeper import SweepSpec
+
+    points = math.prod(len(v) for v in SweepSpec.model_validate(spec).search.space.values())
+    lrs = (f" (each at lr x{', x'.join(f'{f:g}' for f in profile.baseline_lr_factors)})"
+           if profile.baseline_lr_factors else "")
+    return (f"2/4 sweep: {points}-point K x gamma grid + AdamW + Muon{lrs} at {profile.rungs[0]} "
+            f"(profile {profile.name}: {profile.about})")
+
+
 def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path) -> int:
     from ._cli import _follow, _sweep_line, _transfer_line
     from .client import ApiError, ScalesweepClient
@@ -394,13 +404,7 @@ def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path) -> int:
         with ScalesweepClient(api_url, token=token, timeout=600.0) as client:
             stamp = time.strftime("%Y%m%d-%H%M%S")
             spec = demo_sweep_spec(profile, f"demo-{profile.name}-{stamp}")
-            from sweeper import SweepSpec
-
-            points = math.prod(len(v) for v in SweepSpec.model_validate(spec).search.space.values())
-            lrs = f" (each at lr x{', x'.join(f'{f:g}' for f in profile.baseline_lr_factors)})" \
-                if profile.baseline_lr_factors else ""
-            _stage(f"2/4 sweep: {points}-point K x gamma grid + AdamW + Muon{lrs} at {profile.rungs[0]} "
-                   f"(profile {profile.name}: {profile.about})")
+            _stage(_sweep_title(profile, spec))
             sweep = client.submit_sweep(spec, idempotency_key=f"demo-{stamp}")
             final = _follow(client.follow(sweep.id, interval=2.0), _sweep_line)
             if final.state != "SUCCEEDED":
