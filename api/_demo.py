@@ -60,6 +60,7 @@ class DemoProfile:
     confirm_top: int = 0  # the sweep's top points re-run on fresh seeds before the choice is final (0 = none)
     space: dict[str, list[Any]] | None = None  # the sweep's K x gamma grid; None = the paper's 12 points
     transfer: dict[str, Any] = field(default_factory=dict)  # other TransferCreate fields (target, horizon, timing)
+    baseline_lr_factors: tuple[float, ...] = ()  # each baseline run at these multiples of its lr (equal budgets)
 
 
 # Half the default batch, a quarter of the FD samples, 8 Euler steps: what the quick and full profiles share.
@@ -108,25 +109,34 @@ PROFILES: dict[str, DemoProfile] = {
         "3 points confirmed on fresh seeds 3, 4, 5",
         confirm_top=3,  # a study's choice is confirmed on fresh seeds (the winner's curse, measured)
     ),
-    # A study whose answer is evidence (docs/targets.md): its hour goes to the transfer, not to the grid. The sweep
-    # runs only the paper's pair (K=3, gamma=0.15) beside both baselines; the transfer gives every rung a horizon
-    # that grows with its size (0.03 training images per parameter, between 600 and 900 steps), three seeds, a
-    # target declared up front (1.1 x AdamW's mean final tracking FD per rung), 8 tracking evaluations per run,
-    # 512 FD samples at the deciding checkpoints (> 2d, so each carries a bias estimate) and timing runs.
+    # A study whose answer is evidence (docs/targets.md, docs/decisions.md), sized from the full profile's measured
+    # 40 min transfer. The sweep is small but decides with its uncertainty: 6 points around the paper's pair (K in
+    # {2, 3, 4}, gamma in {0.15, 0.35}) on seeds 0-2, the top two confirmed on fresh seeds 3-5, and both baselines
+    # given the same tuning effort (lr x0.5 / x1 / x2 on the same seeds); its trials score as the full profile's
+    # (256 FD samples, no tracking). The transfer gets horizons per parameter (0.02 training images per parameter
+    # between 360 and 480 steps: the cap binds above cpu-xs), three seeds, a target declared up front (1.1 x
+    # AdamW's mean final tracking FD per rung), 6 tracking evaluations per run, 512 FD samples at the deciding
+    # checkpoints (> 2d, so each carries a bias estimate), timing runs in isolation, and a verification bracket
+    # at cpu-s (K +-1, gamma and lr x0.5 / x2; cpu-s rather than cpu-l: the bracket's 18 runs at cpu-l would
+    # double the study).
     "evidence": DemoProfile(
         name="evidence",
-        horizon=300,
+        horizon=240,
         seeds=(0, 1, 2),
-        space={"K": [3], "gamma": [0.15]},
-        trial={"batch_size": 16, "log_every": 25, "warmup_steps": 20,
-               "eval": {"fd_samples": 512, "reference_samples": 1024, "sample_steps": 8, "val_samples": 64,
-                        "track_points": 8, "track_samples": 256, "track_sample_steps": 8}},
-        transfer={"horizon": {"mode": "per_param", "images_per_param": 0.03, "cap": 900, "min_steps": 600},
+        space={"K": [2, 3, 4], "gamma": [0.15, 0.35]},
+        confirm_top=2,
+        baseline_lr_factors=(0.5, 1.0, 2.0),
+        trial={**_SMALL_TRIAL, "warmup_steps": 20, "eval": {**_SMALL_TRIAL["eval"], "track_points": 0}},
+        transfer={"horizon": {"mode": "per_param", "images_per_param": 0.02, "cap": 480, "min_steps": 360},
                   "target": {"rule": "final_mean", "arm": "adamw", "slack": 0.1},
-                  "timing": {"steps": 20, "warmup": 5}},
-        about="the paper's pair only at the sweep (300 steps, 3 seeds); transfer to 4 rungs at 600-900 steps "
-        "(0.03 images per parameter, capped), 3 seeds, target 1.1 x AdamW's final mean, 8 tracking evaluations, "
-        "512 FD samples, per-step timing in isolation",
+                  "timing": {"steps": 20, "warmup": 5},
+                  "verify": {"rung": "cpu-s"},
+                  "trial": {"eval": {"fd_samples": 512, "reference_samples": 1024, "track_points": 6,
+                                     "track_samples": 256, "track_sample_steps": 8}}},
+        about="6 points (K 2-4 x gamma 0.15, 0.35) at the sweep, 240 steps, seeds 0-2, top 2 confirmed on seeds "
+        "3-5, baselines at lr x0.5/x1/x2; transfer to 4 rungs at 360-480 steps (0.02 images per parameter, "
+        "capped), 3 seeds, target 1.1 x AdamW's final mean, 6 tracking evaluations, 512 FD samples, per-step "
+        "timing in isolation, a verification bracket at cpu-s",
     ),
 }
 
@@ -140,7 +150,8 @@ def demo_sweep_spec(profile: DemoProfile, name: str) -> dict[str, Any]:
         # No space given: the sweep's default, the paper's 3 x 4 grid.
         "search": {"method": "grid", **({"space": profile.space} if profile.space else {})},
         "seeds": list(profile.seeds),
-        "baselines": ["adamw", "muon"],
+        "baselines": (["adamw", "muon"] if not profile.baseline_lr_factors else
+                      [{"arm": a, "lr_factors": list(profile.baseline_lr_factors)} for a in ("adamw", "muon")]),
         "execution": {"concurrency": 2, "cpus_per_trial": 1},
         "selection": {"tie_tolerance": 0.01, "tie_break": "larger_K"},
         "trial": profile.trial,
@@ -223,10 +234,44 @@ def _fmt(value: Any, digits: int = 4) -> str:
     return "-"
 
 
-def _summary(chosen: dict[str, Any] | None, fits: dict[str, Any]) -> list[str]:
+def _decision_lines(selection_doc: dict[str, Any] | None, fits: dict[str, Any]) -> list[str]:
+    """The study's two decisions with their uncertainty: the sweep's choice (P(best), the winner's curse on fresh
+    seeds, each arm's tuning budget) and the verification verdict at the bracketed rung."""
+    lines: list[str] = []
+    sel = (selection_doc or {}).get("selection") or {}
+    point = sel.get("point") or {}
+    if point:
+        ranked = sorted(((p.get("p_best") or 0.0, p["point_key"]) for p in sel.get("ranking") or []), reverse=True)
+        chosen_p = dict((k, v) for v, k in ranked).get(point.get("point_key"))
+        lines.append(f"\nsweep choice: {point.get('point_key')} (objective {_fmt(point.get('objective'))}, "
+                     f"P(best) {_fmt(chosen_p, 2)}); P(best) by point: "
+                     + ", ".join(f"{k} {v:.2f}" for v, k in ranked[:4]) + (" ..." if len(ranked) > 4 else ""))
+        for key, row in ((sel.get("confirmation") or {}).get("points") or {}).items():
+            curse = row.get("winners_curse")
+            lines.append(f"  confirmed {key}: selected {_fmt(row.get('selected_objective'))}, on fresh seeds "
+                         f"{_fmt(row.get('confirmed_objective'))}"
+                         + (f" (winner's curse {curse:+.4g})" if curse is not None else ""))
+    budgets = (selection_doc or {}).get("budgets") or {}
+    if budgets:
+        lines.append("  tuning budget: " + "; ".join(f"{arm} {b['settings']} setting(s), {b['trials']} trials"
+                                                     for arm, b in budgets.items()))
+    ver = fits.get("verification") or {}
+    if ver.get("verdict"):
+        move = ver.get("move")
+        lines.append(f"verification at {ver.get('rung')}: {ver['verdict'].upper()} (n={ver.get('n')}, margin "
+                     f"{_fmt(ver.get('margin'), 3)})" + (f"; move: {move}" if move else "")
+                     + (f"; seeds that would settle it: {ver['seeds_needed']}" if ver.get("seeds_needed") else ""))
+        if ver.get("reason"):
+            lines.append(f"  {ver['reason']}")
+    return lines
+
+
+def _summary(chosen: dict[str, Any] | None, fits: dict[str, Any],
+             selection_doc: dict[str, Any] | None = None) -> list[str]:
     """The short printed summary from the fits document (`scaling.TransferResult.analysis()`): chosen pair,
-    per-run FD table, time-to-best savings, fit flags."""
+    per-run FD table, time-to-best savings, fit flags, and the decisions with their uncertainty."""
     lines = [f"chosen pair: {', '.join(f'{k}={v}' for k, v in (chosen or {}).items()) or '(none)'}"]
+    lines += _decision_lines(selection_doc, fits)
     metric, samples = fits.get("metric_name") or "fd", fits.get("fd_samples")
     lines += [f"\nafter the transfer: FD on {metric} features ({samples} samples), best-seen and endpoint, and time "
               "to best (effective training seconds)",
@@ -321,7 +366,9 @@ def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path) -> int:
             from sweeper import SweepSpec
 
             points = math.prod(len(v) for v in SweepSpec.model_validate(spec).search.space.values())
-            _stage(f"2/4 sweep: {points}-point K x gamma grid + AdamW + Muon at {profile.rungs[0]} "
+            lrs = f" (each at lr x{', x'.join(f'{f:g}' for f in profile.baseline_lr_factors)})" \
+                if profile.baseline_lr_factors else ""
+            _stage(f"2/4 sweep: {points}-point K x gamma grid + AdamW + Muon{lrs} at {profile.rungs[0]} "
                    f"(profile {profile.name}: {profile.about})")
             sweep = client.submit_sweep(spec, idempotency_key=f"demo-{stamp}")
             final = _follow(client.follow(sweep.id, interval=2.0), _sweep_line)
@@ -349,7 +396,7 @@ def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path) -> int:
             built = _check_export(export_yaml)
             report = out / "report.html"
             report.write_text(client.report(transfer.id))
-            print("\n".join(_summary(best.get("best"), fits)))
+            print("\n".join(_summary(best.get("best"), fits, best)))
             print(f"\nexport ({target}) builds: {'; '.join(built)}")
             minutes = (time.monotonic() - started) / 60
             print(f"\ndone in {minutes:.1f} min. Open:\n"

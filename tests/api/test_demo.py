@@ -29,20 +29,45 @@ def test_demo_sweep_is_the_papers_grid_with_both_baselines() -> None:
     assert full.seeds == (0, 1, 2) and full.horizon > quick.horizon and full.rungs == quick.rungs
 
 
-def test_evidence_profile_spends_its_time_on_the_transfer_with_a_declared_target() -> None:
+def test_evidence_profile_decides_with_uncertainty_and_declares_its_target() -> None:
     from scaling import TransferSpec
     from scaling._rungs import rung_horizon
     from scaling._transfer import _rung_shape
 
     p = PROFILES["evidence"]
     sweep = SweepSpec.model_validate(demo_sweep_spec(p, "demo-e"))
-    assert sweep.search.space == {"K": [3], "gamma": [0.15]} and sweep.seeds == [0, 1, 2]
+    # a small grid around the paper's pair, confirmed on fresh seeds, baselines tuned over the same lr bracket
+    assert sweep.search.space == {"K": [2, 3, 4], "gamma": [0.15, 0.35]} and sweep.seeds == [0, 1, 2]
+    assert sweep.confirm.top == 2 and sweep.confirm_seeds == [3, 4, 5]
+    assert [v for b in sweep.baselines for v, _ in b.variants()] == [
+        "adamw.lr_x0.5", "adamw.lr_x1", "adamw.lr_x2", "muon.lr_x0.5", "muon.lr_x1", "muon.lr_x2"]
     spec = TransferSpec.model_validate({"name": "e", "sweep": "x", "rungs": list(p.rungs), **p.transfer})
     assert spec.target.rule == "final_mean" and spec.timing.steps == 20
+    assert spec.verify is not None and spec.verify.rung == "cpu-s"
     horizons = {r: rung_horizon(spec.horizon, _rung_shape(r)[1], p.trial["batch_size"], 0) for r in p.rungs}
-    assert horizons == {"cpu-xs": 609, "cpu-s": 900, "cpu-m": 900, "cpu-l": 900}
+    assert horizons == {"cpu-xs": 406, "cpu-s": 480, "cpu-m": 480, "cpu-l": 480}
     assert len(p.rungs) == 4  # A*N^-alpha per arm on 4 sizes leaves 2 residual degrees of freedom: identifiable
-    assert p.trial["eval"]["fd_samples"] > 2 * 128  # a bias estimate beside every deciding FD (shapes-cnn: 128-d)
+    # the transfer's deciding FDs carry a bias estimate (> 2d samples; shapes-cnn: 128-d), tracking finds the target
+    assert spec.trial["eval"]["fd_samples"] > 2 * 128 and spec.trial["eval"]["track_points"] >= 6
+
+
+def test_summary_states_the_decisions_with_their_uncertainty() -> None:
+    selection = {
+        "selection": {
+            "point": {"point_key": "K=3,gamma=0.15", "objective": 100.0},
+            "ranking": [{"point_key": "K=3,gamma=0.15", "p_best": 0.7}, {"point_key": "K=2,gamma=0.15", "p_best": 0.3}],
+            "confirmation": {"points": {"K=3,gamma=0.15": {"selected_objective": 100.0, "confirmed_objective": 112.5,
+                                                           "winners_curse": 12.5}}},
+        },
+        "budgets": {"periodic": {"settings": 6, "trials": 24}, "adamw": {"settings": 3, "trials": 9}},
+    }
+    fits = {"verification": {"rung": "cpu-s", "verdict": "inconclusive", "n": 3, "margin": 2.0, "seeds_needed": 8,
+                             "reason": "2 bracket point(s) could still be better"}}
+    text = "\n".join(_summary({"K": 3, "gamma": 0.15}, fits, selection))
+    assert "sweep choice: K=3,gamma=0.15 (objective 100, P(best) 0.7); P(best) by point: K=3,gamma=0.15 0.70, " \
+           "K=2,gamma=0.15 0.30" in text
+    assert "winner's curse +12.5" in text and "adamw 3 setting(s), 9 trials" in text
+    assert "verification at cpu-s: INCONCLUSIVE (n=3, margin 2)" in text and "settle it: 8" in text
 
 
 def test_summary_reports_table_savings_and_flags() -> None:
