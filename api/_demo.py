@@ -242,10 +242,13 @@ def _decision_lines(selection_doc: dict[str, Any] | None, fits: dict[str, Any]) 
     point = sel.get("point") or {}
     if point:
         ranked = sorted(((p.get("p_best") or 0.0, p["point_key"]) for p in sel.get("ranking") or []), reverse=True)
-        chosen_p = dict((k, v) for v, k in ranked).get(point.get("point_key"))
-        lines.append(f"\nsweep choice: {point.get('point_key')} (objective {_fmt(point.get('objective'))}, "
-                     f"P(best) {_fmt(chosen_p, 2)}); P(best) by point: "
-                     + ", ".join(f"{k} {v:.2f}" for v, k in ranked[:4]) + (" ..." if len(ranked) > 4 else ""))
+        lines.append(f"\nsweep choice: {point.get('point_key')} (objective {_fmt(point.get('objective'))}); P(best) on "
+                     "the sweep's seeds: " + ", ".join(f"{k} {v:.2f}" for v, k in ranked[:4])
+                     + (" ..." if len(ranked) > 4 else ""))
+        confirmation = sel.get("confirmation") or {}
+        if confirmation.get("p_best"):
+            lines.append("  P(best) on the confirmation's fresh seeds (what made the choice final): " + ", ".join(
+                f"{k} {v:.2f}" for k, v in sorted(confirmation["p_best"].items(), key=lambda kv: -kv[1])))
         for key, row in ((sel.get("confirmation") or {}).get("points") or {}).items():
             curse = row.get("winners_curse")
             lines.append(f"  confirmed {key}: selected {_fmt(row.get('selected_objective'))}, on fresh seeds "
