@@ -236,25 +236,11 @@ def _fmt(value: Any, digits: int = 4) -> str:
 
 def _decision_lines(selection_doc: dict[str, Any] | None, fits: dict[str, Any]) -> list[str]:
     """The study's two decisions with their uncertainty: the sweep's choice (P(best), the winner's curse on fresh
-    seeds, each arm's tuning budget) and the verification verdict at the bracketed rung."""
-    lines: list[str] = []
-    sel = (selection_doc or {}).get("selection") or {}
-    point = sel.get("point") or {}
-    if point:
-        ranked = sorted(((p.get("p_best") or 0.0, p["point_key"]) for p in sel.get("ranking") or []), reverse=True)
-        chosen_p = dict((k, v) for v, k in ranked).get(point.get("point_key"))
-        lines.append(f"\nsweep choice: {point.get('point_key')} (objective {_fmt(point.get('objective'))}, "
-                     f"P(best) {_fmt(chosen_p, 2)}); P(best) by point: "
-                     + ", ".join(f"{k} {v:.2f}" for v, k in ranked[:4]) + (" ..." if len(ranked) > 4 else ""))
-        for key, row in ((sel.get("confirmation") or {}).get("points") or {}).items():
-            curse = row.get("winners_curse")
-            lines.append(f"  confirmed {key}: selected {_fmt(row.get('selected_objective'))}, on fresh seeds "
-                         f"{_fmt(row.get('confirmed_objective'))}"
-                         + (f" (winner's curse {curse:+.4g})" if curse is not None else ""))
-    budgets = (selection_doc or {}).get("budgets") or {}
-    if budgets:
-        lines.append("  tuning budget: " + "; ".join(f"{arm} {b['settings']} setting(s), {b['trials']} trials"
-                                                     for arm, b in budgets.items()))
+    seeds, paired claims, each arm's tuning budget) and the verification verdict at the bracketed rung."""
+    from dashboards._decisions import decision_notes
+
+    notes = decision_notes(selection_doc)
+    lines = ["\nthe sweep's decision:", *(f"  {n}" for n in notes)] if notes else []
     ver = fits.get("verification") or {}
     if ver.get("verdict"):
         move = ver.get("move")

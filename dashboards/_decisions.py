@@ -55,6 +55,9 @@ def decision_notes(doc: Mapping[str, Any] | None) -> list[str]:
                  for k, r in conf["points"].items() if r.get("winners_curse") is not None]
         notes.append(f"confirmed on fresh seeds {conf.get('seeds')}: " + "; ".join(parts)
                      + (f"; final choice {conf.get('chosen')}" if conf.get("final") else ""))
+        if conf.get("p_best"):
+            notes.append("P(best) on the fresh seeds (what made the choice final): " + ", ".join(
+                f"{k} {v:.2f}" for k, v in sorted(conf["p_best"].items(), key=lambda kv: -kv[1])))
     for name, d in (sel.get("vs_baselines_paired") or {}).items():
         notes.append(f"{chosen} - {name} (objective, paired over seeds): {_interval(d)}")
     budgets = doc.get("budgets") or {}

@@ -100,7 +100,8 @@ class SweepResult:
                              f"{len(b.seed_objectives):>5}  {b.status}")
         if self.selection is not None:
             s = self.selection
-            p_best = f", P(best) {s.chosen_p_best:.2f}" if s.chosen_p_best is not None else ""
+            on_fresh = " on the confirmation's fresh seeds" if s.confirmation and s.confirmation.get("final") else ""
+            p_best = f", P(best) {s.chosen_p_best:.2f}{on_fresh}" if s.chosen_p_best is not None else ""
             lines += ["", f"chosen: {s.point.point_key} (objective {_num(s.point.objective)}{p_best}); rule: {s.rule}"]
             if s.runner_up is not None:
                 lines.append(f"runner-up: {s.runner_up.point_key}, gap {_num(s.gap_abs)} ({s.gap_rel:+.2%})"

@@ -54,18 +54,20 @@ def test_evidence_profile_decides_with_uncertainty_and_declares_its_target() -> 
 def test_summary_states_the_decisions_with_their_uncertainty() -> None:
     selection = {
         "selection": {
-            "point": {"point_key": "K=3,gamma=0.15", "objective": 100.0},
-            "ranking": [{"point_key": "K=3,gamma=0.15", "p_best": 0.7}, {"point_key": "K=2,gamma=0.15", "p_best": 0.3}],
-            "confirmation": {"points": {"K=3,gamma=0.15": {"selected_objective": 100.0, "confirmed_objective": 112.5,
-                                                           "winners_curse": 12.5}}},
+            "point": {"point_key": "K=3,gamma=0.15"},
+            "uncertainty": {"chosen": "K=2,gamma=0.15", "p_best": {"K=3,gamma=0.15": 0.3, "K=2,gamma=0.15": 0.7}},
+            "confirmation": {"seeds": [3, 4, 5], "final": True, "chosen": "K=3,gamma=0.15",
+                             "points": {"K=3,gamma=0.15": {"selected_objective": 100.0, "confirmed_objective": 112.5,
+                                                           "winners_curse": 12.5}},
+                             "p_best": {"K=3,gamma=0.15": 0.9, "K=2,gamma=0.15": 0.1}},
         },
         "budgets": {"periodic": {"settings": 6, "trials": 24}, "adamw": {"settings": 3, "trials": 9}},
     }
     fits = {"verification": {"rung": "cpu-s", "verdict": "inconclusive", "n": 3, "margin": 2.0, "seeds_needed": 8,
                              "reason": "2 bracket point(s) could still be better"}}
     text = "\n".join(_summary({"K": 3, "gamma": 0.15}, fits, selection))
-    assert "sweep choice: K=3,gamma=0.15 (objective 100, P(best) 0.7); P(best) by point: K=3,gamma=0.15 0.70, " \
-           "K=2,gamma=0.15 0.30" in text
+    assert "P(best), paired bootstrap over seeds: K=2,gamma=0.15 0.70, K=3,gamma=0.15 0.30" in text
+    assert "P(best) on the fresh seeds (what made the choice final): K=3,gamma=0.15 0.90, K=2,gamma=0.15 0.10" in text
     assert "winner's curse +12.5" in text and "adamw 3 setting(s), 9 trials" in text
     assert "verification at cpu-s: INCONCLUSIVE (n=3, margin 2)" in text and "settle it: 8" in text
 
