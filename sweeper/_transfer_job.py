@@ -54,6 +54,7 @@ from scaling._transfer import TransferPlan, TransferResult, _clean, _rung_shape,
 from scaling._verification import is_verification_run, plan_verification
 from trials.optim import ARMS as _ARMS
 from trials.optim import ARMS_WITH_GAMMA
+from trials.record import LINEAGE, PROVENANCE, TAG
 
 from ._driver import cancel_sweep, run_sweep, sweep_status
 from ._errors import SweepFailedError
@@ -243,15 +244,15 @@ def _search_point(best: Mapping[str, Any], first: Mapping[str, Any]) -> tuple[di
 def _lineage(spec: TransferSpec, source: _Source, transfer_id: str, horizons: Mapping[str, int]) -> dict[str, Any]:
     """The tags that tie every run to this transfer and its source sweep, with the target and horizons."""
     return {
-        "scalesweep.transfer_id": transfer_id,
-        "scalesweep.transfer_name": spec.name,
-        "scalesweep.source_sweep_id": source.sweep_id,
-        "scalesweep.source_sweep_name": source.name,
-        "scalesweep.source_parent_run_id": source.parent_run_id,
-        "scalesweep.transfer.chosen": json.dumps(source.best, sort_keys=True),
+        LINEAGE.TRANSFER_ID: transfer_id,
+        LINEAGE.TRANSFER_NAME: spec.name,
+        LINEAGE.SOURCE_SWEEP_ID: source.sweep_id,
+        LINEAGE.SOURCE_SWEEP_NAME: source.name,
+        LINEAGE.SOURCE_PARENT_RUN_ID: source.parent_run_id,
+        LINEAGE.TRANSFER_CHOSEN: json.dumps(source.best, sort_keys=True),
         # Declared before any run: on the parent run from its creation, and on every child.
-        "scalesweep.transfer.target": json.dumps(spec.target.model_dump(mode="json"), sort_keys=True),
-        "scalesweep.transfer.horizons": json.dumps(horizons, sort_keys=True),
+        LINEAGE.TRANSFER_TARGET: json.dumps(spec.target.model_dump(mode="json"), sort_keys=True),
+        LINEAGE.TRANSFER_HORIZONS: json.dumps(horizons, sort_keys=True),
     }
 
 
@@ -297,9 +298,9 @@ def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[Transf
     rows = _carried_rows(spec, rungs, study_trial, optimizers, base_width)
 
     def arm_tags(row: Mapping[str, Any]) -> dict[str, str]:
-        return {"scalesweep.lr_rule": row["lr_rule"], "scalesweep.lr_base": f"{row['lr_base']:.6g}",
-                "scalesweep.wd_rule": row["weight_decay_rule"],
-                "scalesweep.base_rung": base_rung, "scalesweep.base_width": str(base_width)}
+        return {LINEAGE.LR_RULE: row["lr_rule"], LINEAGE.LR_BASE: f"{row['lr_base']:.6g}",
+                LINEAGE.WD_RULE: row["weight_decay_rule"],
+                LINEAGE.BASE_RUNG: base_rung, LINEAGE.BASE_WIDTH: str(base_width)}
 
     # The chosen pair at the first rung is the sweep's one search point; everything else is a baseline with its
     # own rung. Largest rungs first: on a few cores the longest runs should start first (LPT scheduling).
@@ -591,7 +592,7 @@ def load_transfer_result(workdir: str | Path, tracking_uri: str | None = None) -
     state = _transfer_state(path)
     tracking = state.tracking
     uri = tracking_uri or _stored_uri(path) or tracking["tracking_uri"]
-    runs = read_runs(uri, tracking["experiment"], "scalesweep.transfer_id", state.transfer_id)
+    runs = read_runs(uri, tracking["experiment"], LINEAGE.TRANSFER_ID, state.transfer_id)
     verification_runs = [r for r in runs if is_verification_run(r)]
     runs = [r for r in runs if not is_verification_run(r)]
     counts: dict[str, int] = {}
@@ -654,7 +655,7 @@ def _record(client: Any, run: Any) -> TransferRun:
     params: dict[str, str] = run.data.params
     tags: dict[str, str] = run.data.tags
     run_id = run.info.run_id
-    arm = params.get("optimizer.name") or tags.get("scalesweep.arm", "")
+    arm = params.get("optimizer.name") or tags.get(TAG.ARM, "")
     # A resumed trial may log a step twice: the later value (by timestamp) counts.
     fd = {m.step: m.value for m in sorted(client.get_metric_history(run_id, "fd"), key=lambda m: m.timestamp)}
     times = {m.step: m.value
@@ -666,26 +667,26 @@ def _record(client: Any, run: Any) -> TransferRun:
                                                    key=lambda m: m.timestamp)} if track_fd else {}
     track = tuple((int(s), float(track_times[s]), float(track_fd[s])) for s in sorted(track_fd) if s in track_times)
     bias = {m.step: m.value for m in sorted(client.get_metric_history(run_id, "fd_bias"), key=lambda m: m.timestamp)}
-    state = _TAG_STATE.get(tags.get("scalesweep.status", ""), _MLFLOW_STATE.get(run.info.status, "PENDING"))
+    state = _TAG_STATE.get(tags.get(TAG.STATUS, ""), _MLFLOW_STATE.get(run.info.status, "PENDING"))
     return TransferRun(
         rung=params.get("rung", ""),
         parameters=_int(tags.get("model.parameters")),
         arm=arm,
-        seed=_int(params.get("seed", tags.get("scalesweep.seed"))) or 0,
-        lr=_num(params.get("optimizer.lr")) or _num(tags.get("scalesweep.lr")),
-        lr_rule=tags.get("scalesweep.lr_rule"),
-        lr_base=_num(tags.get("scalesweep.lr_base")),
+        seed=_int(params.get("seed", tags.get(TAG.SEED))) or 0,
+        lr=_num(params.get("optimizer.lr")) or _num(tags.get(LINEAGE.LR)),
+        lr_rule=tags.get(LINEAGE.LR_RULE),
+        lr_base=_num(tags.get(LINEAGE.LR_BASE)),
         # Every trial logs its whole config, so a baseline carries K and gamma params it never used.
         K=_int(params.get("optimizer.refresh_every")) if arm == "periodic" else None,
         gamma=_num(params.get("optimizer.gamma")) if arm in ARMS_WITH_GAMMA else None,
         run_id=run_id,
         state=state,
-        trial_key=tags.get("scalesweep.trial_key", run.info.run_name or run_id),
-        attempt=_int(tags.get("scalesweep.attempt")) or 0,
+        trial_key=tags.get(TAG.TRIAL_KEY, run.info.run_name or run_id),
+        attempt=_int(tags.get(TAG.ATTEMPT)) or 0,
         checkpoints=checkpoints,
         metric_name=tags.get("fd.metric_name"),
         fd_samples=_int(tags.get("fd.samples") or params.get("eval.fd_samples")),
-        git_sha=tags.get("scalesweep.git_sha"),
+        git_sha=tags.get(PROVENANCE.GIT_SHA),
         track=track,
         horizon=_int(params.get("steps")),
         track_samples=_int(tags.get("fd.track_samples")) or None,
@@ -708,7 +709,7 @@ def read_runs(tracking_uri: str, experiment: str, tag: str, value: str) -> list[
     while True:
         page = client.search_runs(
             [exp.experiment_id],
-            filter_string=f"tags.`scalesweep.kind` = 'trial' and tags.`{tag}` = '{quoted}'",
+            filter_string=f"tags.`{TAG.KIND}` = 'trial' and tags.`{tag}` = '{quoted}'",
             max_results=_PAGE,
             page_token=token,
         )
@@ -718,8 +719,8 @@ def read_runs(tracking_uri: str, experiment: str, tag: str, value: str) -> list[
             break
     latest: dict[str, Any] = {}
     for run in runs:
-        key = run.data.tags.get("scalesweep.trial_key", run.info.run_id)
-        rank = (_int(run.data.tags.get("scalesweep.attempt")) or 0, run.info.start_time or 0)
+        key = run.data.tags.get(TAG.TRIAL_KEY, run.info.run_id)
+        rank = (_int(run.data.tags.get(TAG.ATTEMPT)) or 0, run.info.start_time or 0)
         if key not in latest or rank > latest[key][0]:
             latest[key] = (rank, run)
     return [_record(client, run) for _, (_, run) in sorted(latest.items())]
