@@ -54,7 +54,8 @@ from scaling._transfer import TransferPlan, TransferResult, _clean, _rung_shape,
 from scaling._verification import is_verification_run, plan_verification
 from trials.optim import ARMS as _ARMS
 from trials.optim import ARMS_WITH_GAMMA
-from trials.record import LINEAGE, PROVENANCE, TAG
+from trials.record import LINEAGE, METRIC, PROVENANCE, TAG, TRIAL_TAG, StoredRun, parse_float, parse_int, trials_tagged
+from trials.record import read_runs as read_stored_runs
 
 from ._driver import cancel_sweep, run_sweep, sweep_status
 from ._errors import SweepFailedError
@@ -86,14 +87,8 @@ __all__ = [
     "transfer_status",
 ]
 
-_PAGE = 1000
-# MLflow's run status, when a run never set scalesweep.status (killed before the trial started).
-_MLFLOW_STATE = {"FINISHED": "SUCCEEDED", "FAILED": "FAILED", "KILLED": "CANCELLED", "RUNNING": "RUNNING",
-                 "SCHEDULED": "PENDING"}
-# The sweeper's scalesweep.status values -> a run's state here (KILLED: interrupted, resumable).
-_TAG_STATE = {"SUCCEEDED": "SUCCEEDED", "DIVERGED": "DIVERGED", "FAILED": "FAILED", "PRUNED": "PRUNED",
-              "KILLED": "CANCELLED", "PENDING": "PENDING", "RUNNING": "RUNNING"}
-
+# The step series a transfer's analysis reads from each run.
+_HISTORIES = (METRIC.FD, METRIC.EFFECTIVE_TIME_S, METRIC.FD_TRACK, METRIC.TRACK_EFFECTIVE_TIME_S, METRIC.FD_BIAS)
 
 # ----------------------------------------------------------------------------------------------------------
 # Planning: from the sweep to one multi-rung sweep spec
@@ -637,90 +632,55 @@ def export_from_sweep(sweep_workdir: str | Path, target_rung: str, tracking_uri:
 
 
 def _num(text: str | None) -> float | None:
-    if text is None:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        return None  # e.g. "None": an lr left to the arm's default
-    return value if math.isfinite(value) else None
+    """A finite number from a tag or param; None otherwise (e.g. "None": an lr left to the arm's default)."""
+    value = parse_float(text)
+    return value if value is not None and math.isfinite(value) else None
 
 
-def _int(text: str | None) -> int | None:
-    value = _num(text)
-    return int(value) if value is not None and value == int(value) else None
-
-
-def _record(client: Any, run: Any) -> TransferRun:
-    params: dict[str, str] = run.data.params
-    tags: dict[str, str] = run.data.tags
-    run_id = run.info.run_id
-    arm = params.get("optimizer.name") or tags.get(TAG.ARM, "")
-    # A resumed trial may log a step twice: the later value (by timestamp) counts.
-    fd = {m.step: m.value for m in sorted(client.get_metric_history(run_id, "fd"), key=lambda m: m.timestamp)}
-    times = {m.step: m.value
-             for m in sorted(client.get_metric_history(run_id, "effective_time_s"), key=lambda m: m.timestamp)}
+def _transfer_run(run: StoredRun) -> TransferRun:
+    """The analysis's record of one stored run (its histories read for `_HISTORIES`)."""
+    params, tags = run.params, run.tags
+    arm = run.arm
+    fd, times = run.history(METRIC.FD), run.history(METRIC.EFFECTIVE_TIME_S)
     checkpoints = tuple((int(s), float(times[s]), float(fd[s])) for s in sorted(fd) if s in times)
-    track_fd = {m.step: m.value
-                for m in sorted(client.get_metric_history(run_id, "fd_track"), key=lambda m: m.timestamp)}
-    track_times = {m.step: m.value for m in sorted(client.get_metric_history(run_id, "track_effective_time_s"),
-                                                   key=lambda m: m.timestamp)} if track_fd else {}
+    track_fd, track_times = run.history(METRIC.FD_TRACK), run.history(METRIC.TRACK_EFFECTIVE_TIME_S)
     track = tuple((int(s), float(track_times[s]), float(track_fd[s])) for s in sorted(track_fd) if s in track_times)
-    bias = {m.step: m.value for m in sorted(client.get_metric_history(run_id, "fd_bias"), key=lambda m: m.timestamp)}
-    state = _TAG_STATE.get(tags.get(TAG.STATUS, ""), _MLFLOW_STATE.get(run.info.status, "PENDING"))
+    bias = run.history(METRIC.FD_BIAS)
     return TransferRun(
         rung=params.get("rung", ""),
-        parameters=_int(tags.get("model.parameters")),
+        parameters=parse_int(tags.get(TRIAL_TAG.PARAMETERS)),
         arm=arm,
-        seed=_int(params.get("seed", tags.get(TAG.SEED))) or 0,
+        seed=parse_int(params.get("seed", tags.get(TAG.SEED))) or 0,
         lr=_num(params.get("optimizer.lr")) or _num(tags.get(LINEAGE.LR)),
         lr_rule=tags.get(LINEAGE.LR_RULE),
         lr_base=_num(tags.get(LINEAGE.LR_BASE)),
         # Every trial logs its whole config, so a baseline carries K and gamma params it never used.
-        K=_int(params.get("optimizer.refresh_every")) if arm == "periodic" else None,
+        K=parse_int(params.get("optimizer.refresh_every")) if arm == "periodic" else None,
         gamma=_num(params.get("optimizer.gamma")) if arm in ARMS_WITH_GAMMA else None,
-        run_id=run_id,
-        state=state,
-        trial_key=tags.get(TAG.TRIAL_KEY, run.info.run_name or run_id),
-        attempt=_int(tags.get(TAG.ATTEMPT)) or 0,
+        run_id=run.run_id,
+        state=run.status,
+        trial_key=run.trial_key if run.trial_key is not None else (run.run_name or run.run_id),
+        attempt=run.attempt,
         checkpoints=checkpoints,
-        metric_name=tags.get("fd.metric_name"),
-        fd_samples=_int(tags.get("fd.samples") or params.get("eval.fd_samples")),
+        metric_name=tags.get(TRIAL_TAG.FD_METRIC_NAME),
+        fd_samples=parse_int(tags.get(TRIAL_TAG.FD_SAMPLES) or params.get("eval.fd_samples")),
         git_sha=tags.get(PROVENANCE.GIT_SHA),
         track=track,
-        horizon=_int(params.get("steps")),
-        track_samples=_int(tags.get("fd.track_samples")) or None,
+        horizon=parse_int(params.get("steps")),
+        track_samples=parse_int(tags.get(TRIAL_TAG.FD_TRACK_SAMPLES)) or None,
         fd_bias=tuple((int(s), float(bias[s])) for s in sorted(bias)),
     )
 
 
 def read_runs(tracking_uri: str, experiment: str, tag: str, value: str) -> list[TransferRun]:
     """The trial runs whose tag `tag` equals `value` (e.g. a transfer's id), last attempt per trial, ordered by
-    trial key."""
+    trial key. Read with `trials.record.read_runs`, so a run's state is the run record's (`run_state`)."""
     from mlflow import MlflowClient
 
     client = MlflowClient(tracking_uri=tracking_uri)
     exp = client.get_experiment_by_name(experiment)
     if exp is None:
         return []
-    quoted = value.replace("'", "\\'")
-    runs: list[Any] = []
-    token = None
-    while True:
-        page = client.search_runs(
-            [exp.experiment_id],
-            filter_string=f"tags.`{TAG.KIND}` = 'trial' and tags.`{tag}` = '{quoted}'",
-            max_results=_PAGE,
-            page_token=token,
-        )
-        runs.extend(page)
-        token = page.token
-        if not token:
-            break
-    latest: dict[str, Any] = {}
-    for run in runs:
-        key = run.data.tags.get(TAG.TRIAL_KEY, run.info.run_id)
-        rank = (_int(run.data.tags.get(TAG.ATTEMPT)) or 0, run.info.start_time or 0)
-        if key not in latest or rank > latest[key][0]:
-            latest[key] = (rank, run)
-    return [_record(client, run) for _, (_, run) in sorted(latest.items())]
+    stored = read_stored_runs(client, [exp.experiment_id], trials_tagged(tag, value), histories=_HISTORIES)
+    stored.sort(key=lambda r: r.trial_key if r.trial_key is not None else r.run_id)
+    return [_transfer_run(run) for run in stored]
