@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from trials.record import LINEAGE
+
 from ._verify import TransferVerdict, verification_design, verify_transfer
 
 __all__ = ["VerifySpec", "is_verification_run", "plan_verification", "verification_verdict"]
@@ -77,7 +79,7 @@ def plan_verification(
         points[name] = dict(knobs)
         optimizer = {**template["optimizer"], **{_FIELD[k]: v for k, v in knobs.items()}}
         entries.append({**template, "label": name, "optimizer": optimizer,
-                        "tags": {**template.get("tags", {}), "scalesweep.verify_point": name}})
+                        "tags": {**template.get("tags", {}), LINEAGE.VERIFY_POINT: name}})
     doc = {"rung": rung, "center_label": label, "center": center, "points": points, "tolerance": spec.tolerance}
     return doc, entries
 

@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from trials.record import TAG
+
 from ._emergency import CancelDeadline
 from ._errors import SweepError, SweepFailedError
 from ._heartbeat import Heartbeat
@@ -218,8 +220,8 @@ class _Driver:
         self.errors[run_id] = message
         with contextlib.suppress(Exception):
             run = self.ledger.client.get_run(run_id)
-            if "scalesweep.error" not in run.data.tags:
-                self.ledger.set_tags(run_id, {"scalesweep.error": message[:500]})
+            if TAG.ERROR not in run.data.tags:
+                self.ledger.set_tags(run_id, {TAG.ERROR: message[:500]})
 
     def run_id_of(self, trial_id: str) -> str | None:
         live = self.live.get(trial_id)
@@ -700,7 +702,7 @@ def _finish(driver: _Driver, ledger: SweepLedger, parent_run_id: str, state: str
         if sel.pooled_seed_std is not None:
             metrics["pooled_seed_std"] = sel.pooled_seed_std
     if error:
-        ledger.set_tags(parent_run_id, {"scalesweep.error": error[:500]})
+        ledger.set_tags(parent_run_id, {TAG.ERROR: error[:500]})
     ledger.finish_parent(parent_run_id, state, result.selection, metrics, result.selection_document())
     driver.tick(force=True, state=state)
     driver.heartbeat.write_final(state, error, _now())

@@ -54,6 +54,8 @@ from scaling._transfer import TransferPlan, TransferResult, _clean, _rung_shape,
 from scaling._verification import is_verification_run, plan_verification
 from trials.optim import ARMS as _ARMS
 from trials.optim import ARMS_WITH_GAMMA
+from trials.record import LINEAGE, METRIC, PROVENANCE, TAG, TRIAL_TAG, StoredRun, parse_float, parse_int, trials_tagged
+from trials.record import read_runs as read_stored_runs
 
 from ._driver import cancel_sweep, run_sweep, sweep_status
 from ._errors import SweepFailedError
@@ -85,14 +87,8 @@ __all__ = [
     "transfer_status",
 ]
 
-_PAGE = 1000
-# MLflow's run status, when a run never set scalesweep.status (killed before the trial started).
-_MLFLOW_STATE = {"FINISHED": "SUCCEEDED", "FAILED": "FAILED", "KILLED": "CANCELLED", "RUNNING": "RUNNING",
-                 "SCHEDULED": "PENDING"}
-# The sweeper's scalesweep.status values -> a run's state here (KILLED: interrupted, resumable).
-_TAG_STATE = {"SUCCEEDED": "SUCCEEDED", "DIVERGED": "DIVERGED", "FAILED": "FAILED", "PRUNED": "PRUNED",
-              "KILLED": "CANCELLED", "PENDING": "PENDING", "RUNNING": "RUNNING"}
-
+# The step series a transfer's analysis reads from each run.
+_HISTORIES = (METRIC.FD, METRIC.EFFECTIVE_TIME_S, METRIC.FD_TRACK, METRIC.TRACK_EFFECTIVE_TIME_S, METRIC.FD_BIAS)
 
 # ----------------------------------------------------------------------------------------------------------
 # Planning: from the sweep to one multi-rung sweep spec
@@ -243,15 +239,15 @@ def _search_point(best: Mapping[str, Any], first: Mapping[str, Any]) -> tuple[di
 def _lineage(spec: TransferSpec, source: _Source, transfer_id: str, horizons: Mapping[str, int]) -> dict[str, Any]:
     """The tags that tie every run to this transfer and its source sweep, with the target and horizons."""
     return {
-        "scalesweep.transfer_id": transfer_id,
-        "scalesweep.transfer_name": spec.name,
-        "scalesweep.source_sweep_id": source.sweep_id,
-        "scalesweep.source_sweep_name": source.name,
-        "scalesweep.source_parent_run_id": source.parent_run_id,
-        "scalesweep.transfer.chosen": json.dumps(source.best, sort_keys=True),
+        LINEAGE.TRANSFER_ID: transfer_id,
+        LINEAGE.TRANSFER_NAME: spec.name,
+        LINEAGE.SOURCE_SWEEP_ID: source.sweep_id,
+        LINEAGE.SOURCE_SWEEP_NAME: source.name,
+        LINEAGE.SOURCE_PARENT_RUN_ID: source.parent_run_id,
+        LINEAGE.TRANSFER_CHOSEN: json.dumps(source.best, sort_keys=True),
         # Declared before any run: on the parent run from its creation, and on every child.
-        "scalesweep.transfer.target": json.dumps(spec.target.model_dump(mode="json"), sort_keys=True),
-        "scalesweep.transfer.horizons": json.dumps(horizons, sort_keys=True),
+        LINEAGE.TRANSFER_TARGET: json.dumps(spec.target.model_dump(mode="json"), sort_keys=True),
+        LINEAGE.TRANSFER_HORIZONS: json.dumps(horizons, sort_keys=True),
     }
 
 
@@ -297,9 +293,9 @@ def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[Transf
     rows = _carried_rows(spec, rungs, study_trial, optimizers, base_width)
 
     def arm_tags(row: Mapping[str, Any]) -> dict[str, str]:
-        return {"scalesweep.lr_rule": row["lr_rule"], "scalesweep.lr_base": f"{row['lr_base']:.6g}",
-                "scalesweep.wd_rule": row["weight_decay_rule"],
-                "scalesweep.base_rung": base_rung, "scalesweep.base_width": str(base_width)}
+        return {LINEAGE.LR_RULE: row["lr_rule"], LINEAGE.LR_BASE: f"{row['lr_base']:.6g}",
+                LINEAGE.WD_RULE: row["weight_decay_rule"],
+                LINEAGE.BASE_RUNG: base_rung, LINEAGE.BASE_WIDTH: str(base_width)}
 
     # The chosen pair at the first rung is the sweep's one search point; everything else is a baseline with its
     # own rung. Largest rungs first: on a few cores the longest runs should start first (LPT scheduling).
@@ -591,7 +587,7 @@ def load_transfer_result(workdir: str | Path, tracking_uri: str | None = None) -
     state = _transfer_state(path)
     tracking = state.tracking
     uri = tracking_uri or _stored_uri(path) or tracking["tracking_uri"]
-    runs = read_runs(uri, tracking["experiment"], "scalesweep.transfer_id", state.transfer_id)
+    runs = read_runs(uri, tracking["experiment"], LINEAGE.TRANSFER_ID, state.transfer_id)
     verification_runs = [r for r in runs if is_verification_run(r)]
     runs = [r for r in runs if not is_verification_run(r)]
     counts: dict[str, int] = {}
@@ -636,90 +632,55 @@ def export_from_sweep(sweep_workdir: str | Path, target_rung: str, tracking_uri:
 
 
 def _num(text: str | None) -> float | None:
-    if text is None:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        return None  # e.g. "None": an lr left to the arm's default
-    return value if math.isfinite(value) else None
+    """A finite number from a tag or param; None otherwise (e.g. "None": an lr left to the arm's default)."""
+    value = parse_float(text)
+    return value if value is not None and math.isfinite(value) else None
 
 
-def _int(text: str | None) -> int | None:
-    value = _num(text)
-    return int(value) if value is not None and value == int(value) else None
-
-
-def _record(client: Any, run: Any) -> TransferRun:
-    params: dict[str, str] = run.data.params
-    tags: dict[str, str] = run.data.tags
-    run_id = run.info.run_id
-    arm = params.get("optimizer.name") or tags.get("scalesweep.arm", "")
-    # A resumed trial may log a step twice: the later value (by timestamp) counts.
-    fd = {m.step: m.value for m in sorted(client.get_metric_history(run_id, "fd"), key=lambda m: m.timestamp)}
-    times = {m.step: m.value
-             for m in sorted(client.get_metric_history(run_id, "effective_time_s"), key=lambda m: m.timestamp)}
+def _transfer_run(run: StoredRun) -> TransferRun:
+    """The analysis's record of one stored run (its histories read for `_HISTORIES`)."""
+    params, tags = run.params, run.tags
+    arm = run.arm
+    fd, times = run.history(METRIC.FD), run.history(METRIC.EFFECTIVE_TIME_S)
     checkpoints = tuple((int(s), float(times[s]), float(fd[s])) for s in sorted(fd) if s in times)
-    track_fd = {m.step: m.value
-                for m in sorted(client.get_metric_history(run_id, "fd_track"), key=lambda m: m.timestamp)}
-    track_times = {m.step: m.value for m in sorted(client.get_metric_history(run_id, "track_effective_time_s"),
-                                                   key=lambda m: m.timestamp)} if track_fd else {}
+    track_fd, track_times = run.history(METRIC.FD_TRACK), run.history(METRIC.TRACK_EFFECTIVE_TIME_S)
     track = tuple((int(s), float(track_times[s]), float(track_fd[s])) for s in sorted(track_fd) if s in track_times)
-    bias = {m.step: m.value for m in sorted(client.get_metric_history(run_id, "fd_bias"), key=lambda m: m.timestamp)}
-    state = _TAG_STATE.get(tags.get("scalesweep.status", ""), _MLFLOW_STATE.get(run.info.status, "PENDING"))
+    bias = run.history(METRIC.FD_BIAS)
     return TransferRun(
         rung=params.get("rung", ""),
-        parameters=_int(tags.get("model.parameters")),
+        parameters=parse_int(tags.get(TRIAL_TAG.PARAMETERS)),
         arm=arm,
-        seed=_int(params.get("seed", tags.get("scalesweep.seed"))) or 0,
-        lr=_num(params.get("optimizer.lr")) or _num(tags.get("scalesweep.lr")),
-        lr_rule=tags.get("scalesweep.lr_rule"),
-        lr_base=_num(tags.get("scalesweep.lr_base")),
+        seed=parse_int(params.get("seed", tags.get(TAG.SEED))) or 0,
+        lr=_num(params.get("optimizer.lr")) or _num(tags.get(LINEAGE.LR)),
+        lr_rule=tags.get(LINEAGE.LR_RULE),
+        lr_base=_num(tags.get(LINEAGE.LR_BASE)),
         # Every trial logs its whole config, so a baseline carries K and gamma params it never used.
-        K=_int(params.get("optimizer.refresh_every")) if arm == "periodic" else None,
+        K=parse_int(params.get("optimizer.refresh_every")) if arm == "periodic" else None,
         gamma=_num(params.get("optimizer.gamma")) if arm in ARMS_WITH_GAMMA else None,
-        run_id=run_id,
-        state=state,
-        trial_key=tags.get("scalesweep.trial_key", run.info.run_name or run_id),
-        attempt=_int(tags.get("scalesweep.attempt")) or 0,
+        run_id=run.run_id,
+        state=run.status,
+        trial_key=run.trial_key if run.trial_key is not None else (run.run_name or run.run_id),
+        attempt=run.attempt,
         checkpoints=checkpoints,
-        metric_name=tags.get("fd.metric_name"),
-        fd_samples=_int(tags.get("fd.samples") or params.get("eval.fd_samples")),
-        git_sha=tags.get("scalesweep.git_sha"),
+        metric_name=tags.get(TRIAL_TAG.FD_METRIC_NAME),
+        fd_samples=parse_int(tags.get(TRIAL_TAG.FD_SAMPLES) or params.get("eval.fd_samples")),
+        git_sha=tags.get(PROVENANCE.GIT_SHA),
         track=track,
-        horizon=_int(params.get("steps")),
-        track_samples=_int(tags.get("fd.track_samples")) or None,
+        horizon=parse_int(params.get("steps")),
+        track_samples=parse_int(tags.get(TRIAL_TAG.FD_TRACK_SAMPLES)) or None,
         fd_bias=tuple((int(s), float(bias[s])) for s in sorted(bias)),
     )
 
 
 def read_runs(tracking_uri: str, experiment: str, tag: str, value: str) -> list[TransferRun]:
     """The trial runs whose tag `tag` equals `value` (e.g. a transfer's id), last attempt per trial, ordered by
-    trial key."""
+    trial key. Read with `trials.record.read_runs`, so a run's state is the run record's (`run_state`)."""
     from mlflow import MlflowClient
 
     client = MlflowClient(tracking_uri=tracking_uri)
     exp = client.get_experiment_by_name(experiment)
     if exp is None:
         return []
-    quoted = value.replace("'", "\\'")
-    runs: list[Any] = []
-    token = None
-    while True:
-        page = client.search_runs(
-            [exp.experiment_id],
-            filter_string=f"tags.`scalesweep.kind` = 'trial' and tags.`{tag}` = '{quoted}'",
-            max_results=_PAGE,
-            page_token=token,
-        )
-        runs.extend(page)
-        token = page.token
-        if not token:
-            break
-    latest: dict[str, Any] = {}
-    for run in runs:
-        key = run.data.tags.get("scalesweep.trial_key", run.info.run_id)
-        rank = (_int(run.data.tags.get("scalesweep.attempt")) or 0, run.info.start_time or 0)
-        if key not in latest or rank > latest[key][0]:
-            latest[key] = (rank, run)
-    return [_record(client, run) for _, (_, run) in sorted(latest.items())]
+    stored = read_stored_runs(client, [exp.experiment_id], trials_tagged(tag, value), histories=_HISTORIES)
+    stored.sort(key=lambda r: r.trial_key if r.trial_key is not None else r.run_id)
+    return [_transfer_run(run) for run in stored]

@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import json
 import os
-import platform
-import subprocess
 import time
 from collections.abc import Mapping
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .record import PARENT_TAG, PROVENANCE
+# `provenance_tags` lives with the tag names it writes; it is re-exported here for the callers that import it
+# from this module.
+from .record import PARENT_TAG, provenance_tags
 
 __all__ = [
     "DEFAULT_EXPERIMENT",
@@ -47,6 +46,11 @@ class TrackingConfig(BaseModel):
     parent_run_id: str | None = Field(None, description="Nest a new run under this parent (sweep or transfer).")
     run_name: str | None = Field(None, description="Display name of a new run.")
     tags: dict[str, str] = Field(default_factory=dict, description="Extra tags set on the run.")
+
+    def open_run(self) -> RunLogger:
+        """A logger into this config's run: the existing `run_id`, or a new run made now. `trials.record.trial_run`
+        opens a trial's run through this, so the run record needs no import of this module."""
+        return RunLogger(self)
 
 
 def _artifact_root(tracking_uri: str) -> str | None:
@@ -99,43 +103,6 @@ def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
         else:
             out[name] = str(value)
     return out
-
-
-@lru_cache(maxsize=1)
-def _git_sha() -> str:
-    here = Path(__file__).resolve().parent
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5, check=True
-        )
-        return out.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
-def provenance_tags() -> dict[str, str]:
-    """Where a number came from: code version, package versions, hardware."""
-    import torch
-
-    tags = {
-        PROVENANCE.GIT_SHA: os.environ.get("SCALESWEEP_GIT_SHA", _git_sha()),
-        PROVENANCE.PYTHON: platform.python_version(),
-        PROVENANCE.TORCH: torch.__version__,
-        PROVENANCE.HOST: platform.node(),
-        PROVENANCE.CPU: platform.processor() or platform.machine(),
-        PROVENANCE.CPU_COUNT: str(os.cpu_count()),
-        PROVENANCE.TORCH_THREADS: str(torch.get_num_threads()),
-    }
-    if torch.cuda.is_available():
-        tags[PROVENANCE.GPU] = torch.cuda.get_device_name(0)
-    try:
-        from importlib.metadata import version
-
-        tags[PROVENANCE.VERSION] = version("scalesweep")
-        tags[PROVENANCE.MLFLOW] = version("mlflow")
-    except Exception:  # not installed as a distribution (running from a source tree)
-        pass
-    return tags
 
 
 class RunLogger:

@@ -11,18 +11,25 @@ what a record is; the sweeper's ledger, the transfer job, the dashboards and bot
 - **Reading.** `read_runs` pages through a search and returns `StoredRun`s, by default only the latest attempt
   of each trial (the sweeper retries a failed trial as a new run with the same trial key and a higher attempt).
   Each package builds its own view (the sweeper's `TrialRecord`, the dashboards' `RunRecord`) from these.
-- **Writing.** `trial_run` opens a trial's run, yields a `RunRecorder`, tags the run FAILED (KILLED when
-  interrupted) with the error if the body raises, and `RunRecorder.finish` writes the summary and closes it.
+- **Writing.** `provenance_tags` says where a number came from. `trial_run` opens a trial's run through the
+  tracking config it is given (`TrackingConfig.open_run`), yields a `RunRecorder`, tags the run FAILED (KILLED
+  when interrupted) with the error if the body raises, and `RunRecorder.finish` writes the summary and closes it.
 
-MLflow itself is imported only inside the calls that talk to it.
+MLflow itself is imported only inside the calls that talk to it, and the MLflow writer (`trials._tracking`, which
+imports this module for its names) is reached only through the objects a caller passes in.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import platform
+import subprocess
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 __all__ = [
@@ -47,6 +54,7 @@ __all__ = [
     "latest_attempts",
     "parse_float",
     "parse_int",
+    "provenance_tags",
     "quote",
     "read_run",
     "read_runs",
@@ -355,6 +363,43 @@ def read_run(client: Any, run_id: str, *, histories: Iterable[str] = ()) -> Stor
 # --- writing -----------------------------------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=1)
+def _git_sha() -> str:
+    here = Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5, check=True
+        )
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def provenance_tags() -> dict[str, str]:
+    """Where a number came from (the `PROVENANCE` tags): code version, package versions, hardware."""
+    import torch
+
+    tags = {
+        PROVENANCE.GIT_SHA: os.environ.get("SCALESWEEP_GIT_SHA", _git_sha()),
+        PROVENANCE.PYTHON: platform.python_version(),
+        PROVENANCE.TORCH: torch.__version__,
+        PROVENANCE.HOST: platform.node(),
+        PROVENANCE.CPU: platform.processor() or platform.machine(),
+        PROVENANCE.CPU_COUNT: str(os.cpu_count()),
+        PROVENANCE.TORCH_THREADS: str(torch.get_num_threads()),
+    }
+    if torch.cuda.is_available():
+        tags[PROVENANCE.GPU] = torch.cuda.get_device_name(0)
+    try:
+        from importlib.metadata import version
+
+        tags[PROVENANCE.VERSION] = version("scalesweep")
+        tags[PROVENANCE.MLFLOW] = version("mlflow")
+    except Exception:  # not installed as a distribution (running from a source tree)
+        pass
+    return tags
+
+
 class RunRecorder:
     """A trial's MLflow run while it runs, written through `RunLogger` (by run id, never an active run). Every call
     does nothing when the trial is not tracked, so a backend writes the same code either way."""
@@ -422,13 +467,12 @@ class RunRecorder:
 @contextmanager
 def trial_run(tracking: Any | None, *, params: Mapping[str, Any] | None = None,
               tags: Mapping[str, str] | None = None) -> Iterator[RunRecorder]:
-    """Open a trial's run (a new one, or the sweep's run named in `tracking.run_id`; none when `tracking` is None),
+    """Open a trial's run with `tracking.open_run()` (`tracking` is a `trials.TrackingConfig`: a new run, or the
+    sweep's run named in its `run_id`; none when `tracking` is None),
     log `params` and `tags` with the provenance tags and `scalesweep.kind=trial`, and yield its recorder. The body
     ends with `recorder.finish(result)`; if it raises, the run is tagged and finished as failed (`fail`) and the
     error goes on; if it returns without finishing, the run is closed as FAILED."""
-    from ._tracking import RunLogger, provenance_tags
-
-    recorder = RunRecorder(RunLogger(tracking) if tracking is not None else None)
+    recorder = RunRecorder(tracking.open_run() if tracking is not None else None)
     if recorder.tracked:
         recorder.log_params(params or {})
         recorder.set_tags({**provenance_tags(), TAG.KIND: "trial", **(tags or {})})
