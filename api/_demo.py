@@ -243,10 +243,9 @@ def _decision_lines(selection_doc: dict[str, Any] | None, fits: dict[str, Any]) 
     lines = ["\nthe sweep's decision:", *(f"  {n}" for n in notes)] if notes else []
     ver = fits.get("verification") or {}
     if ver.get("verdict"):
-        move = ver.get("move")
-        lines.append(f"verification at {ver.get('rung')}: {ver['verdict'].upper()} (n={ver.get('n')}, margin "
-                     f"{_fmt(ver.get('margin'), 3)})" + (f"; move: {move}" if move else "")
-                     + (f"; seeds that would settle it: {ver['seeds_needed']}" if ver.get("seeds_needed") else ""))
+        from scaling._verification import verification_line
+
+        lines.append(verification_line(ver, emphasise=True))
         if ver.get("reason"):
             lines.append(f"  {ver['reason']}")
     return lines

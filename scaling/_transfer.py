@@ -33,7 +33,7 @@ from ._time_to_best import (
     time_to_best,
     time_to_common_target,
 )
-from ._verification import verification_verdict
+from ._verification import verification_line, verification_verdict
 
 __all__ = ["FIT_METRICS", "PlanBase", "PlanRow", "TransferPlan", "TransferResult", "size_basis"]
 
@@ -561,8 +561,7 @@ class TransferResult:
         lines += target_table(self.targets(), self.searched_arm)
         doc = self.verification_doc()
         if doc is not None:
-            lines.append(f"\nverification at {doc['rung']}: {doc['verdict']}: {doc.get('reason', '')}"
-                         + (f" (seeds that would settle it: {doc['seeds_needed']})" if doc.get("seeds_needed") else ""))
+            lines.append("\n" + verification_line(doc) + (f": {doc['reason']}" if doc.get("reason") else ""))
         return "\n".join(lines)
 
 

@@ -18,7 +18,7 @@ from trials.record import LINEAGE
 
 from ._verify import TransferVerdict, verification_design, verify_transfer
 
-__all__ = ["VerifySpec", "is_verification_run", "plan_verification", "verification_verdict"]
+__all__ = ["VerifySpec", "is_verification_run", "plan_verification", "verification_line", "verification_verdict"]
 
 _PREFIX = "verify-"
 _FIELD = {"K": "refresh_every", "gamma": "gamma", "lr": "lr"}
@@ -114,3 +114,17 @@ def verification_verdict(plan: Mapping[str, Any], runs: Sequence[Any], searched_
         return None
     objectives = {lab: [by_label[lab][s] for s in common] for lab in doc["points"]}
     return verify_transfer(objectives, "center", points=doc["points"], tolerance=float(doc["tolerance"]))
+
+
+def verification_line(doc: Mapping[str, Any], *, emphasise: bool = False) -> str:
+    """One line for a verification document (`verification_verdict`'s): the rung, the verdict (upper-case with
+    `emphasise`), n and the margin, then the move or the seeds that would settle it. The reason is not included."""
+    verdict = str(doc["verdict"]).upper() if emphasise else str(doc["verdict"])
+    margin = doc.get("margin")
+    text = (f"verification at {doc.get('rung')}: {verdict} (n={doc.get('n')}, margin "
+            f"{format(margin, '.3g') if isinstance(margin, (int, float)) else '-'})")
+    if doc.get("move"):
+        text += f"; move: {doc['move']}"
+    if doc.get("seeds_needed"):
+        text += f"; seeds that would settle it: {doc['seeds_needed']}"
+    return text

@@ -100,7 +100,7 @@ class SweepResult:
                              f"{len(b.seed_objectives):>5}  {b.status}")
         if self.selection is not None:
             s = self.selection
-            on_fresh = " on the confirmation's fresh seeds" if s.confirmation and s.confirmation.get("final") else ""
+            on_fresh = " on the confirmation's fresh seeds" if s.choice_confirmed else ""
             p_best = f", P(best) {s.chosen_p_best:.2f}{on_fresh}" if s.chosen_p_best is not None else ""
             lines += ["", f"chosen: {s.point.point_key} (objective {_num(s.point.objective)}{p_best}); rule: {s.rule}"]
             if s.runner_up is not None:

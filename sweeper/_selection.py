@@ -120,10 +120,15 @@ class SweepSelection:
         return dict(self.uncertainty.p_best) if self.uncertainty is not None else {}
 
     @property
+    def choice_confirmed(self) -> bool:
+        """Whether a confirmation on fresh seeds made the choice final."""
+        return self.confirmation is not None and bool(self.confirmation.get("final"))
+
+    @property
     def chosen_p_best(self) -> float | None:
         """The chosen point's probability of being best, from the runs that made the choice: the confirmation's
         fresh seeds when a confirmation made it final, else the sweep's own seeds."""
-        if self.confirmation is not None and self.confirmation.get("final"):
+        if self.choice_confirmed and self.confirmation is not None:
             return self.confirmation["p_best"].get(self.point.point_key)
         return self.p_best.get(self.point.point_key)
 

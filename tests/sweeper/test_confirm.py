@@ -68,6 +68,7 @@ def test_the_fresh_seeds_make_the_choice_and_measure_the_winners_curse() -> None
     assert selection.runner_up is not None and selection.runner_up.point_key == "K=2,gamma=0.15"
     assert selection.gap_abs == pytest.approx(35.0 - 37.0)
     assert selection.tied == ["K=3,gamma=0.15"] and selection.chosen_p_best == pytest.approx(1.0)
+    assert selection.choice_confirmed  # the sweep table labels this P(best) as the fresh seeds'
 
 
 def test_an_unfinished_confirmation_leaves_the_choice_as_it_was() -> None:
@@ -77,3 +78,4 @@ def test_an_unfinished_confirmation_leaves_the_choice_as_it_was() -> None:
     apply_confirmation(selection, {"seeds": [2], "objectives": {"K=3,gamma=0.15": [None]}}, points)
     assert selection.point.point_key == "K=3,gamma=0.15" and selection.confirmation is not None
     assert selection.confirmation["final"] is False and "stays" in selection.confirmation["note"]
+    assert not selection.choice_confirmed
