@@ -109,34 +109,35 @@ PROFILES: dict[str, DemoProfile] = {
         "3 points confirmed on fresh seeds 3, 4, 5",
         confirm_top=3,  # a study's choice is confirmed on fresh seeds (the winner's curse, measured)
     ),
-    # A study whose answer is evidence (docs/targets.md, docs/decisions.md), sized from the full profile's measured
-    # 40 min transfer. The sweep is small but decides with its uncertainty: 6 points around the paper's pair (K in
-    # {2, 3, 4}, gamma in {0.15, 0.35}) on seeds 0-2, the top two confirmed on fresh seeds 3-5, and both baselines
-    # given the same tuning effort (lr x0.5 / x1 / x2 on the same seeds); its trials score as the full profile's
-    # (256 FD samples, no tracking). The transfer gets horizons per parameter (0.02 training images per parameter
-    # between 360 and 480 steps: the cap binds above cpu-xs), three seeds, a target declared up front (1.1 x
-    # AdamW's mean final tracking FD per rung), 6 tracking evaluations per run, 512 FD samples at the deciding
-    # checkpoints (> 2d, so each carries a bias estimate), timing runs in isolation, and a verification bracket
-    # at cpu-s (K +-1, gamma and lr x0.5 / x2; cpu-s rather than cpu-l: the bracket's 18 runs at cpu-l would
-    # double the study).
+    # A study whose answer is evidence (docs/targets.md, docs/decisions.md), sized from measured step times on 2
+    # cores. The sweep is small but decides with its uncertainty: 6 points around the paper's pair (K in {2, 3, 4},
+    # gamma in {0.15, 0.35}) on seeds 0-2, the top two confirmed on fresh seeds 3-5, and both baselines given the
+    # same tuning effort (lr x0.5 / x1 / x2 on the same seeds); its trials score as the full profile's (256 FD
+    # samples, no tracking). The transfer runs at three rungs (cpu-xs, cpu-s, cpu-m: cpu-l's 9 runs alone would
+    # cost about as much as the other three rungs together), with horizons per parameter (0.02 training images per
+    # parameter between 360 and 480 steps: the cap binds above cpu-xs), three seeds, a target declared up front
+    # (1.1 x AdamW's mean final tracking FD per rung), 6 tracking evaluations per run, 512 FD samples at the
+    # deciding checkpoints (> 2d, so each carries a bias estimate) and three interleaved timing rounds per arm and
+    # rung in isolation (the per-step ratio gets an interval). No verification bracket: its 18 runs at cpu-s
+    # would add about 35 minutes (add `verify: {rung: cpu-s}` to a transfer spec for it).
     "evidence": DemoProfile(
         name="evidence",
         horizon=240,
         seeds=(0, 1, 2),
+        rungs=("cpu-xs", "cpu-s", "cpu-m"),
         space={"K": [2, 3, 4], "gamma": [0.15, 0.35]},
         confirm_top=2,
         baseline_lr_factors=(0.5, 1.0, 2.0),
         trial={**_SMALL_TRIAL, "warmup_steps": 20, "eval": {**_SMALL_TRIAL["eval"], "track_points": 0}},
         transfer={"horizon": {"mode": "per_param", "images_per_param": 0.02, "cap": 480, "min_steps": 360},
                   "target": {"rule": "final_mean", "arm": "adamw", "slack": 0.1},
-                  "timing": {"steps": 20, "warmup": 5},
-                  "verify": {"rung": "cpu-s"},
+                  "timing": {"steps": 20, "warmup": 5, "repeats": 3},
                   "trial": {"eval": {"fd_samples": 512, "reference_samples": 1024, "track_points": 6,
                                      "track_samples": 256, "track_sample_steps": 8}}},
         about="6 points (K 2-4 x gamma 0.15, 0.35) at the sweep, 240 steps, seeds 0-2, top 2 confirmed on seeds "
-        "3-5, baselines at lr x0.5/x1/x2; transfer to 4 rungs at 360-480 steps (0.02 images per parameter, "
-        "capped), 3 seeds, target 1.1 x AdamW's final mean, 6 tracking evaluations, 512 FD samples, per-step "
-        "timing in isolation, a verification bracket at cpu-s",
+        "3-5, baselines at lr x0.5/x1/x2; transfer to cpu-xs, cpu-s and cpu-m at 360-480 steps (0.02 images per "
+        "parameter, capped), 3 seeds, target 1.1 x AdamW's final mean, 6 tracking evaluations, 512 FD samples, "
+        "per-step timing in isolation (3 rounds)",
     ),
 }
 
@@ -281,12 +282,24 @@ def _summary(chosen: dict[str, Any] | None, fits: dict[str, Any],
     for metric_name, doc in (fits.get("fits") or {}).items():
         if "error" in doc:
             lines.append(f"  {metric_name}: not fitted ({doc['error']})")
-        else:
-            held = "; ".join(f"{arm} {_fmt(d.get('loo_error'), 2)} vs {_fmt(d.get('loo_baseline_error'), 2)}"
-                             for arm, d in (doc.get("arms") or {}).items())
-            lines.append(f"  {metric_name} ({doc.get('form')}, {doc.get('loss_function', 'huber')}): "
-                         f"{', '.join(doc.get('flags') or []) or 'no flags'}; hold-out {held}")
+            continue
+        lines.append(f"  {metric_name} {_fit_text(doc)}")
+        if doc.get("alternative"):  # the simpler fit the counting rule passes (e.g. alpha shared by the arms)
+            lines.append(f"    alternative {_fit_text(doc['alternative'])}")
     return lines
+
+
+def _fit_text(doc: dict[str, Any]) -> str:
+    """One fit as a line: form, sharing, loss, flags, each arm's alpha with its interval and the hold-out check."""
+    shared = f", shared {'+'.join(doc['share'])}" if doc.get("share") else ""
+    arms = doc.get("arms") or {}
+    alpha = "; ".join(f"{arm} {_fmt(d['params']['alpha'], 3)} [{_fmt(d['intervals']['alpha'][0], 3)}, "
+                      f"{_fmt(d['intervals']['alpha'][1], 3)}]"
+                      for arm, d in arms.items() if "alpha" in d.get("params", {}) and "alpha" in d.get("intervals", {}))
+    held = "; ".join(f"{arm} {_fmt(d.get('loo_error'), 2)} vs {_fmt(d.get('loo_baseline_error'), 2)}"
+                     for arm, d in arms.items())
+    return (f"({doc.get('form')}{shared}, {doc.get('loss_function', 'huber')}): "
+            f"{', '.join(doc.get('flags') or []) or 'no flags'}; alpha {alpha or '-'}; hold-out {held}")
 
 
 def _check_export(text: str) -> list[str]:

@@ -71,7 +71,10 @@ def targets_html(summary: Mapping[str, Any]) -> str:
                 continue
             ttb = c.get("time_to_best_saving_pct")
             comp_rows.append([_e(rung), _e(base), _interval(c["steps_to_target_ratio"]),
-                              _f(c.get("step_time_ratio"), 3), _interval(c.get("time_saving_pct"), " %"),
+                              _interval(c["step_time_ratio_interval"]) if c.get("step_time_ratio_interval")
+                              else _f(c.get("step_time_ratio"), 3) + (" (one timing run)" if c.get("step_time_ratio")
+                                                                      else ""),
+                              _interval(c.get("time_saving_pct"), " %"),
                               _interval(ttb, " %") if ttb else "—"])
     parts.append(_table(["rung", "baseline", "steps-to-target ratio (optimizer)", "per-step time ratio (systems, "
                          "isolated)", "time saving = 1 - product", "time-to-best saving (paper's definition)"],
@@ -81,21 +84,31 @@ def targets_html(summary: Mapping[str, Any]) -> str:
         if "error" in fit:
             parts.append(f"<p>no {_e(metric)} fit: {_e(fit['error'])}</p>")
             continue
-        fit_rows = []
-        for arm, d in fit["arms"].items():
-            cells = "; ".join(f"{_e(k)} = {_f(v)} [{_f(d['intervals'][k][0])}, {_f(d['intervals'][k][1])}]"
-                              for k, v in d["params"].items())
-            fit_rows.append([_e(arm), cells, _f(d.get("loo_error")), _f(d.get("loo_baseline_error"))])
-        parts.append(_table(["arm", "parameters", "hold-out error at the largest size", "carry-forward baseline"],
-                            fit_rows, f"fit {fit['form']} of {metric} against size (loss: {fit['loss_function']})"))
-        flags = [f"<li><code>{_e(k)}</code>: {_e(fit['flag_details'].get(k, ''))}</li>" for k in fit["flags"]]
-        flags += [f"<li>{_e(n)}</li>" for n in fit.get("notes", [])]
-        if fit.get("suggestion"):
-            flags.append(f"<li>suggestion: {_e(fit['suggestion'])}</li>")
-        if flags:
-            parts.append(f"<ul>{''.join(flags)}</ul>")
+        parts.append(_fit_html(metric, fit, ""))
+        if fit.get("alternative"):  # the simpler fit that passes the counting rule (e.g. alpha shared by the arms)
+            parts.append(_fit_html(metric, fit["alternative"], "alternative "))
     under = summary.get("undertrained_rungs") or []
     if under:
         parts.append(f"<p><strong>Undertrained rungs:</strong> {_e(', '.join(under))}. Every fit over them mixes "
                      "model size with under-training.</p>")
+    return "".join(parts)
+
+
+def _fit_html(metric: str, fit: Mapping[str, Any], label: str) -> str:
+    """One fit of `metric`: each arm's parameters with intervals and its hold-out check, then flags and notes."""
+    fit_rows = []
+    for arm, d in fit["arms"].items():
+        cells = "; ".join(f"{_e(k)} = {_f(v)} [{_f(d['intervals'][k][0])}, {_f(d['intervals'][k][1])}]"
+                          for k, v in d["params"].items())
+        fit_rows.append([_e(arm), cells, _f(d.get("loo_error")), _f(d.get("loo_baseline_error"))])
+    shared = f", {'+'.join(fit['share'])} shared by the arms" if fit.get("share") else ""
+    parts = [_table(["arm", "parameters", "hold-out error at the largest size", "carry-forward baseline"],
+                    fit_rows, f"{label}fit {fit['form']}{shared} of {metric} against size "
+                    f"(loss: {fit['loss_function']})")]
+    flags = [f"<li><code>{_e(k)}</code>: {_e(fit['flag_details'].get(k, ''))}</li>" for k in fit["flags"]]
+    flags += [f"<li>{_e(n)}</li>" for n in fit.get("notes", [])]
+    if fit.get("suggestion"):
+        flags.append(f"<li>suggestion: {_e(fit['suggestion'])}</li>")
+    if flags:
+        parts.append(f"<ul>{''.join(flags)}</ul>")
     return "".join(parts)

@@ -128,6 +128,10 @@ class TimingSpec(BaseModel):
                        description="Timed steps per arm and rung (0: no timing, no time saving).")
     warmup: int = Field(5, ge=1, le=1_000,
                         description="Untimed steps first (allocator, caches, the first Newton-Schulz).")
+    repeats: int = Field(1, ge=1, le=20,
+                         description="Timing runs per arm and rung, round by round with the arms' order rotated "
+                         "each round; with 2 or more the per-step time ratio gets a paired interval over rounds "
+                         "(one 20-step timing moved the ratio by up to 0.1 on a 2-core machine).")
 
 
 class PlateauSpec(BaseModel):
@@ -152,7 +156,17 @@ def rung_horizon(spec: HorizonSpec, parameters: int, batch_size: int, default: i
 def measure_step_times(
     trial: Mapping[str, Any], rows: Sequence[tuple[str, str, Mapping[str, Any]]], timing: TimingSpec, threads: int = 1
 ) -> dict[str, dict[str, float]]:
-    """Rung -> arm -> seconds per training step, each from a short run of its own, one after another.
+    """Rung -> arm -> seconds per training step: the median of `measure_step_time_runs`."""
+    runs = measure_step_time_runs(trial, rows, timing, threads=threads)
+    return {rung: {arm: statistics.median(times) for arm, times in per.items()} for rung, per in runs.items()}
+
+
+def measure_step_time_runs(
+    trial: Mapping[str, Any], rows: Sequence[tuple[str, str, Mapping[str, Any]]], timing: TimingSpec, threads: int = 1
+) -> dict[str, dict[str, list[float]]]:
+    """Rung -> arm -> seconds per training step of each timing round, each from a short run of its own, one after
+    another: `timing.repeats` rounds over every (rung, arm), the order within a rung rotated by one arm each round
+    so no arm is always first (a drifting machine then moves every arm alike, and round i of two arms is a pair).
 
     Each is the built-in trial (`trial` as the transfer's runs get it) for `warmup + steps` steps; its effective
     time between the two tiny evaluations at `warmup` and `warmup + steps` divided by `steps`. Evaluation is
@@ -160,20 +174,41 @@ def measure_step_times(
     """
     from trials import run_trial
 
-    out: dict[str, dict[str, float]] = {}
+    out: dict[str, dict[str, list[float]]] = {}
+    by_rung: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
     for rung, arm, optimizer in rows:
-        cfg = {k: v for k, v in trial.items() if k not in ("tracking", "checkpoint_dir")}
-        cfg.update(rung=rung, optimizer=dict(optimizer), seed=0, steps=timing.warmup + timing.steps,
-                   eval_steps=[timing.warmup, timing.warmup + timing.steps], threads=threads)
-        cfg["eval"] = {"extractor": "pixels", "extractor_options": {"size": 4}, "fd_samples": 16,
-                       "reference_samples": 16, "sample_steps": 1, "val_samples": 1, "track_points": 0}
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # 16 samples give a singular covariance: that FD is never read
-            result = run_trial(cfg)
-        clock = result.effective_time_s
-        if timing.warmup in clock and timing.warmup + timing.steps in clock:
-            out.setdefault(rung, {})[arm] = (clock[timing.warmup + timing.steps] - clock[timing.warmup]) / timing.steps
+        by_rung.setdefault(rung, []).append((arm, optimizer))
+    for round_ in range(timing.repeats):
+        for rung, arms in by_rung.items():
+            shift = round_ % len(arms)
+            for arm, optimizer in arms[shift:] + arms[:shift]:
+                cfg = {k: v for k, v in trial.items() if k not in ("tracking", "checkpoint_dir")}
+                cfg.update(rung=rung, optimizer=dict(optimizer), seed=0, steps=timing.warmup + timing.steps,
+                           eval_steps=[timing.warmup, timing.warmup + timing.steps], threads=threads)
+                cfg["eval"] = {"extractor": "pixels", "extractor_options": {"size": 4}, "fd_samples": 16,
+                               "reference_samples": 16, "sample_steps": 1, "val_samples": 1, "track_points": 0}
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # 16 samples give a singular covariance: that FD is never read
+                    result = run_trial(cfg)
+                clock = result.effective_time_s
+                if timing.warmup in clock and timing.warmup + timing.steps in clock:
+                    per_step = (clock[timing.warmup + timing.steps] - clock[timing.warmup]) / timing.steps
+                    out.setdefault(rung, {}).setdefault(arm, []).append(per_step)
     return out
+
+
+def step_time_ratio(runs: Mapping[str, Sequence[float]], ours: str, base: str) -> dict[str, Any] | None:
+    """`ours` / `base` per-step time from timing rounds, paired by round: the geometric mean with a Student-t
+    interval on the log ratios and n (rounds); one round gives the ratio labelled one run. None when either
+    arm has no timing."""
+    a, b = runs.get(ours) or [], runs.get(base) or []
+    logs = [math.log(x / y) for x, y in zip(a, b) if x > 0 and y > 0]
+    if not logs:
+        return None
+    p = _paired(logs)
+    return {"mean": math.exp(p["mean"]), "lo": math.exp(p["lo"]) if p["lo"] is not None else None,
+            "hi": math.exp(p["hi"]) if p["hi"] is not None else None, "n": p["n"],
+            "definition": f"{ours} / {base} seconds per training step in isolation, paired by timing round"}
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -279,16 +314,20 @@ def _plateau_summary(at: Sequence[TransferRun], curve: str, rung_horizon: int | 
 
 def _compare(ours: dict[int, dict[str, Any]], theirs: dict[int, dict[str, Any]],
              by_arm: dict[str, dict[int, TransferRun]], *, base: str, searched_arm: str, timing: Mapping[str, float],
-             need: int, time_to_best: Mapping[str, float]) -> dict[str, Any]:
+             need: int, time_to_best: Mapping[str, float],
+             timing_runs: Mapping[str, Sequence[float]] | None = None) -> dict[str, Any]:
     """The searched arm against one baseline at one rung, over the seeds both ran: steps and time to the target
     (a number only when at least `need` paired seeds reached it in both arms) and time to best."""
     paired = sorted(s for s in ours if s in theirs)
     both = [s for s in paired if ours[s]["reached"] and theirs[s]["reached"]]
     comp: dict[str, Any] = {"seeds_paired": len(paired), "seeds_both_reached": len(both)}
-    step_ratio_time = (timing[searched_arm] / timing[base]
-                       if searched_arm in timing and base in timing and timing[base] > 0 else None)
+    ratio_doc = step_time_ratio(timing_runs, searched_arm, base) if timing_runs else None
+    step_ratio_time = ratio_doc["mean"] if ratio_doc else (
+        timing[searched_arm] / timing[base] if searched_arm in timing and base in timing and timing[base] > 0 else None)
     comp["step_time_ratio"] = step_ratio_time
-    comp["step_time_ratio_source"] = ("measured in isolation: a short timing run per arm at this rung"
+    if ratio_doc:
+        comp["step_time_ratio_interval"] = ratio_doc
+    comp["step_time_ratio_source"] = ("measured in isolation: short timing runs per arm at this rung"
                                       if step_ratio_time is not None else "not measured (timing.steps 0)")
     if len(both) < need:
         comp["status"] = "too_few_reached"
@@ -316,7 +355,8 @@ def _compare(ours: dict[int, dict[str, Any]], theirs: dict[int, dict[str, Any]],
                 "hi": 100 * (1 - ratio["lo"] * step_ratio_time) if ratio["lo"] is not None else None,
                 "n": ratio["n"],
                 "definition": "1 - steps-to-target ratio x per-step time ratio (positive: faster); the "
-                              "interval carries the seeds' spread, not the timing run's",
+                              "interval carries the seeds' spread, not the timing's (the per-step ratio's own "
+                              "interval over timing rounds is step_time_ratio_interval)",
             }
     ttb_ours = {s: time_to_best[r.run_id] for s, r in by_arm.get(searched_arm, {}).items()
                 if r.run_id in time_to_best}
@@ -342,6 +382,7 @@ def rung_report(
     time_to_best: Mapping[str, float],
     plateau_spec: PlateauSpec,
     horizons: Mapping[str, int],
+    step_time_runs: Mapping[str, Mapping[str, Sequence[float]]] | None = None,
 ) -> dict[str, Any]:
     """The per-rung table against the declared target (module docstring), JSON-able."""
     targets, per_run = run_targets(runs, target)
@@ -382,7 +423,8 @@ def rung_report(
         for base in (a for a in arms if a != searched_arm):
             theirs = {s: per_run[r.run_id] for s, r in by_arm.get(base, {}).items() if r.run_id in per_run}
             entry["comparisons"][base] = _compare(ours, theirs, by_arm, base=base, searched_arm=searched_arm,
-                                                  timing=timing, need=need, time_to_best=time_to_best)
+                                                  timing=timing, need=need, time_to_best=time_to_best,
+                                                  timing_runs=(step_time_runs or {}).get(rung))
         out["rungs"][rung] = entry
     out["per_run"] = per_run
     return out
@@ -404,6 +446,14 @@ def _interval(d: Mapping[str, Any], fmt: str = ".3g", sign: str = "") -> str:
     if d.get("lo") is None:
         return f"{text} (n={d['n']}, one run)" if d.get("n") == 1 else f"{text} (n={d['n']})"
     return f"{text} [{format(d['lo'], sign + fmt)}, {format(d['hi'], sign + fmt)}] (n={d['n']})"
+
+
+def _step_ratio_text(comp: Mapping[str, Any]) -> str:
+    """The per-step time ratio with its interval over timing rounds, or labelled one run."""
+    ratio = comp.get("step_time_ratio_interval")
+    if ratio:
+        return _interval(ratio)
+    return _num(comp.get("step_time_ratio"), ".3g") + (" (one timing run)" if comp.get("step_time_ratio") else "")
 
 
 def target_table(report: Mapping[str, Any], searched_arm: str) -> list[str]:
@@ -435,6 +485,6 @@ def target_table(report: Mapping[str, Any], searched_arm: str) -> list[str]:
             saving = c.get("time_saving_pct")
             lines.append(
                 f"  {rung:<10} vs {base:<8} steps-to-target ratio {_interval(c['steps_to_target_ratio'])} x "
-                f"per-step time ratio {_num(c['step_time_ratio'], '.3g')} (isolated) = time saving "
+                f"per-step time ratio {_step_ratio_text(c)} (isolated) = time saving "
                 + (_interval(saving, '.1f', '+') + " %" if saving else "- (no timing)"))
     return lines

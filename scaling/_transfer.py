@@ -318,6 +318,7 @@ class TransferResult:
             self.runs, rungs=plan.rungs, arms=plan.arms, searched_arm=self.searched_arm,
             seeds=plan.seeds, target=TargetSpec.model_validate(plan.target or {}),
             step_times=self.step_timing.get("seconds_per_step"), time_to_best=ttb,
+            step_time_runs=self.step_timing.get("seconds_per_step_runs"),
             plateau_spec=PlateauSpec.model_validate(plan.plateau or {}),
             horizons=plan.horizon_of())
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import statistics
 import sys
 import uuid
 from collections.abc import Mapping, Sequence
@@ -49,7 +50,7 @@ from scaling._errors import TransferError
 from scaling._export import Export, build_export
 from scaling._lr_rules import carry_optimizer, default_lr_rule
 from scaling._records import TransferRun
-from scaling._rungs import measure_step_times, rung_horizon
+from scaling._rungs import measure_step_time_runs, rung_horizon
 from scaling._transfer import TransferPlan, TransferResult, _clean, _rung_shape, size_basis
 from scaling._verification import is_verification_run, plan_verification
 from trials.optim import ARMS as _ARMS
@@ -515,13 +516,16 @@ def _step_timing(spec: TransferSpec, state: TransferState, out: IO[str] | None) 
         print(f"timing {spec.timing.steps} steps per arm and rung, one at a time ({len(rows)} short runs)",
               file=out, flush=True)
     threads = int(sweep_spec["execution"].get("threads", 1))
-    times = measure_step_times(sweep_spec["trial"], rows, spec.timing, threads=threads)
+    runs = measure_step_time_runs(sweep_spec["trial"], rows, spec.timing, threads=threads)
+    times = {rung: {arm: statistics.median(t) for arm, t in per.items()} for rung, per in runs.items()}
     if out is not None:
         for rung, per in times.items():
-            print(f"  {rung:<10} " + ", ".join(f"{a} {1e3 * t:.1f} ms/step" for a, t in per.items()), file=out,
-                  flush=True)
+            print(f"  {rung:<10} " + ", ".join(
+                f"{a} {1e3 * t:.1f} ms/step" + (f" (median of {len(runs[rung][a])})" if len(runs[rung][a]) > 1 else "")
+                for a, t in per.items()), file=out, flush=True)
     return {"measured": True, "steps": spec.timing.steps, "warmup": spec.timing.warmup, "threads": threads,
-            "seconds_per_step": times, "measured_at": _now()}
+            "repeats": spec.timing.repeats, "seconds_per_step": times, "seconds_per_step_runs": runs,
+            "measured_at": _now()}
 
 
 def _row_optimizer(sweep_spec: Mapping[str, Any], rung: str, arm: str) -> dict[str, Any] | None:

@@ -274,11 +274,11 @@ class _Trial:
         return set(self.cfg.resolved_track_steps)
 
     @property
-    def track_is_full(self) -> bool:
-        """Where tracking asks for what the full evaluation computes anyway (as many images, the same first
-        captions and noise, as many sampler steps), a tracking point at an eval step takes the full FD instead of
-        sampling the same images twice."""
-        return self.track_samples == self.cfg.eval.fd_samples and (
+    def track_from_full(self) -> bool:
+        """Where tracking asks for a subset of what the full evaluation computes anyway (no more images, the same
+        first captions and noise, as many sampler steps), a tracking point at an eval step is the FD of the first
+        `track_samples` of the full evaluation's features instead of sampling those images a second time."""
+        return self.track_samples <= self.cfg.eval.fd_samples and (
             self.cfg.eval.track_sample_steps == self.cfg.eval.sample_steps)
 
 
@@ -393,7 +393,7 @@ def _train(trial: _Trial, result: TrialResult, run: RunRecorder, checkpoint: _Ch
             run.defer(step, {METRIC.LOSS: loss_sum / loss_n})
             bar.set_postfix(loss=f"{loss_sum / loss_n:.4f}")
             loss_sum, loss_n = 0.0, 0
-        if step in track_steps and not (trial.track_is_full and step in eval_steps):
+        if step in track_steps and not (trial.track_from_full and step in eval_steps):
             _track_point(trial, result, run, step)
             if step not in eval_steps:
                 run.flush()  # the full evaluation flushes its own
@@ -467,7 +467,7 @@ def _evaluate_step(trial: _Trial, result: TrialResult, step: int) -> tuple[dict[
     if record is None:
         return None
     optimizer, effective = trial.optimizer, trial.effective
-    samples = record.pop("samples")
+    samples, features = record.pop("samples"), record.pop("features")
     record.update({
         METRIC.EFFECTIVE_TIME_S: effective,
         METRIC.OPTIMIZER_TIME_S: optimizer.total_step_time_s,
@@ -482,9 +482,11 @@ def _evaluate_step(trial: _Trial, result: TrialResult, step: int) -> tuple[dict[
     result.effective_time_s[step] = effective
     if METRIC.FD_INFINITY in record:
         result.fd_infinity[step] = record[METRIC.FD_INFINITY]
-    if trial.track_is_full and step in trial.track_steps:  # the tracking point is this evaluation's FD
-        result.fd_track[step], result.track_effective_time_s[step] = record[METRIC.FD], effective
-        record.update({METRIC.FD_TRACK: record[METRIC.FD], METRIC.TRACK_EFFECTIVE_TIME_S: effective})
+    if trial.track_from_full and step in trial.track_steps:  # the tracking point comes from this evaluation
+        fd_track = record[METRIC.FD] if result.track_samples == len(features) else frechet_distance_from_stats(
+            feature_statistics(features[: result.track_samples]), trial.reference)
+        result.fd_track[step], result.track_effective_time_s[step] = fd_track, effective
+        record.update({METRIC.FD_TRACK: fd_track, METRIC.TRACK_EFFECTIVE_TIME_S: effective})
     record[trial.extractor.metric_name] = record[METRIC.FD]
     return record, samples
 
@@ -571,6 +573,7 @@ def _evaluate(
             "fd": frechet_distance_from_stats(feature_statistics(features), reference),
             "val_loss": val,
             "samples": samples,
+            "features": features,
         }
         # FD-infinity needs subsets of at least 2d samples: asked for explicitly it refuses below that (a clear
         # error); as the default bias estimate it is simply not made there.

@@ -62,7 +62,8 @@ def case(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         }, workdir=sweep_dir)
         assert sweep.state == "SUCCEEDED"
         # fewer FD samples than the sweep's 96 (still above the 48-d pixel features): merged into its `trial`
-        spec = {"name": "tiny-transfer", "sweep": str(sweep_dir), "rungs": RUNGS, "trial": {"eval": {"fd_samples": 64}}}
+        spec = {"name": "tiny-transfer", "sweep": str(sweep_dir), "rungs": RUNGS, "trial": {"eval": {"fd_samples": 64}},
+                "timing": {"steps": 20, "repeats": 2}}
         spec_path = root / "transfer.yaml"
         spec_path.write_text(yaml.safe_dump(spec))
         transfer_dir = root / "transfer"
@@ -187,8 +188,12 @@ def test_target_is_declared_before_the_runs_and_every_run_is_tracked_and_timed(c
         adamw_final = statistics.fmean(r.track[-1][2] for r in result.runs if r.rung == rung and r.arm == "adamw")
         assert e["target"] == pytest.approx(1.1 * adamw_final)
         assert e["arms"]["adamw"]["reached"] == 1  # its own final value is below 1.1 x itself
-        assert e["comparisons"]["muon"]["step_time_ratio"] == pytest.approx(
-            timing["seconds_per_step"][rung]["periodic"] / timing["seconds_per_step"][rung]["muon"])
+        rounds = timing["seconds_per_step_runs"][rung]
+        assert len(rounds["periodic"]) == len(rounds["muon"]) == 2  # two timing rounds, paired by round
+        assert timing["seconds_per_step"][rung]["muon"] == pytest.approx(statistics.median(rounds["muon"]))
+        assert e["comparisons"]["muon"]["step_time_ratio"] == pytest.approx(math.sqrt(
+            rounds["periodic"][0] / rounds["muon"][0] * rounds["periodic"][1] / rounds["muon"][1]))
+        assert e["comparisons"]["muon"]["step_time_ratio_interval"]["n"] == 2
     export = result.export("cpu-m")
     assert export.provenance["target_rule"] == declared and export.provenance["horizons"] == dict.fromkeys(RUNGS, 12)
     assert "against the target declared before the runs" in result.table()

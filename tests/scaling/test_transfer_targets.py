@@ -208,3 +208,53 @@ def test_the_html_report_shows_the_target_section() -> None:
     assert "0 of 3 paired seeds reached the target in both arms" in html  # adamw: never a number
     assert "steps-to-target ratio (optimizer)" in html and "time to best s (paper&#x27;s definition)" in html
     assert "1.25 [1.25, 1.25] (n=3)" in html  # periodic / muon steps to target, paired over 3 seeds
+
+
+def test_the_per_step_time_ratio_is_paired_over_timing_rounds_with_its_interval() -> None:
+    result = _result([_run("cpu-xs", a, s) for a in ARMS for s in (0, 1, 2)], ["cpu-xs"])
+    # Three timing rounds; the machine slows down in round 2 (both arms alike), periodic / muon stays near 0.5.
+    rounds = {"periodic": [0.010, 0.013, 0.0102], "muon": [0.020, 0.026, 0.0200], "adamw": [0.009, 0.012, 0.009]}
+    result.step_timing["seconds_per_step_runs"] = {"cpu-xs": rounds}
+    c = result.targets()["rungs"]["cpu-xs"]["comparisons"]["muon"]
+    logs = [math.log(a / b) for a, b in zip(rounds["periodic"], rounds["muon"])]
+    ratio = c["step_time_ratio_interval"]
+    assert ratio["n"] == 3 and ratio["mean"] == pytest.approx(math.exp(sum(logs) / 3))
+    assert ratio["lo"] < ratio["mean"] < ratio["hi"] and ratio["hi"] - ratio["lo"] < 0.05  # paired: drift cancels
+    assert c["step_time_ratio"] == pytest.approx(ratio["mean"])  # the saving uses the paired ratio
+    assert c["time_saving_pct"]["mean"] == pytest.approx(100 * (1 - 1.25 * ratio["mean"]))
+    assert f"[{ratio['lo']:.3g}, {ratio['hi']:.3g}] (n=3)" in result.table()
+    # One timing round: the ratio carries no spread and says so.
+    single = _result([_run("cpu-xs", a, s) for a in ARMS for s in (0, 1, 2)], ["cpu-xs"])
+    assert "(one timing run)" in single.table()
+
+
+def test_timing_repeats_are_bounded() -> None:
+    from scaling._rungs import TimingSpec
+
+    assert TimingSpec().repeats == 1 and TimingSpec(repeats=3).repeats == 3
+    for bad in (0, 21):
+        with pytest.raises(ValidationError, match="repeats"):
+            TimingSpec(repeats=bad)
+
+
+def test_three_rungs_give_a_flagged_per_arm_fit_and_a_shared_alpha_alternative_in_every_view() -> None:
+    from api._demo import _fit_text
+    from dashboards._targets import targets_html
+
+    rungs = ["cpu-xs", "cpu-s", "cpu-m"]
+    runs = [_run(g, a, s) for g in rungs for a in ARMS for s in (0, 1)]
+    result = _result(runs, rungs, seeds=(0, 1), target={"rule": "fixed", "values": dict.fromkeys(rungs, 250.0)})
+    summary = result.target_summary(n_boot=50)
+    fit = summary["fits"]["steps_to_target"]
+    # A*N^-alpha per arm on 3 sizes: 3 - 2 = 1 residual degree of freedom, flagged; alpha shared by the 3 arms
+    # leaves 3 - 1 - 1/3 = 1.67: the alternative passes, and recovers the common exponent (-0.3, see _fd).
+    assert "non_identifiable" in fit["flags"] and "share=('alpha',)" in fit["suggestion"]
+    alt = fit["alternative"]
+    assert alt["share"] == ["alpha"] and "non_identifiable" not in alt["flags"]
+    for arm in ARMS:
+        assert alt["arms"][arm]["params"]["alpha"] == pytest.approx(-0.3, abs=0.01)
+    html = targets_html(summary)
+    assert "alternative fit A*N^-alpha, alpha shared by the arms of steps_to_target" in html
+    line = _fit_text(alt)
+    assert line.startswith("(A*N^-alpha, shared alpha, ") and "non_identifiable" not in line
+    assert "alpha periodic -0.3 [-0.3, -0.3]" in line

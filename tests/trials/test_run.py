@@ -229,3 +229,30 @@ def test_fd_bias_is_estimated_only_where_fd_infinity_is_valid(tmp_path: Path) ->
     with pytest.raises(FeatureError, match="at least 2d = 96 samples"):
         run_trial(_tiny(eval={"track_points": 0, "fd_infinity": True}), progress=reported.append)
     assert reported == []  # refused before the first training step, not at the first evaluation
+
+
+def test_tracking_at_an_eval_step_reuses_the_full_evaluations_first_images(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Fewer tracking images than the full FD, same sampler steps: the tracking FD at a deciding step is the FD of
+    # the first track_samples of the full evaluation's features, the same number sampling them again would give.
+    import trials._run as run_module
+
+    tracked: list[int] = []
+    track = run_module._track
+
+    def counting(*args: Any) -> float:
+        tracked.append(len(tracked))
+        return track(*args)
+
+    monkeypatch.setattr(run_module, "_track", counting)
+    cfg = _tiny(eval={"track_points": 3, "track_samples": 48, "track_sample_steps": 4})
+    reused = run_trial(cfg)
+    assert len(tracked) == 2 and sorted(reused.fd_track) == [8, 12, 16, 24]  # sampled at 8 and 16 only
+    assert reused.fd_track[12] != pytest.approx(reused.fd[12], rel=1e-3)  # 48 images, not the full FD's 96
+
+    tracked.clear()
+    monkeypatch.setattr(run_module._Trial, "track_from_full", property(lambda self: False))
+    sampled = run_trial(cfg)
+    assert len(tracked) == 4  # every tracking point sampled
+    assert sampled.fd == pytest.approx(reused.fd, rel=1e-9)
+    for step in (8, 12, 16, 24):
+        assert reused.fd_track[step] == pytest.approx(sampled.fd_track[step], rel=1e-5)
