@@ -295,7 +295,8 @@ def _fit_text(doc: dict[str, Any]) -> str:
     arms = doc.get("arms") or {}
     alpha = "; ".join(f"{arm} {_fmt(d['params']['alpha'], 3)} [{_fmt(d['intervals']['alpha'][0], 3)}, "
                       f"{_fmt(d['intervals']['alpha'][1], 3)}]"
-                      for arm, d in arms.items() if "alpha" in d.get("params", {}) and "alpha" in d.get("intervals", {}))
+                      for arm, d in arms.items() if "alpha" in d.get("params", {}) and "alpha" in d.get("intervals", {})
+                      )
     held = "; ".join(f"{arm} {_fmt(d.get('loo_error'), 2)} vs {_fmt(d.get('loo_baseline_error'), 2)}"
                      for arm, d in arms.items())
     return (f"({doc.get('form')}{shared}, {doc.get('loss_function', 'huber')}): "

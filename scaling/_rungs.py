@@ -202,7 +202,9 @@ def step_time_ratio(runs: Mapping[str, Sequence[float]], ours: str, base: str) -
     interval on the log ratios and n (rounds); one round gives the ratio labelled one run. None when either
     arm has no timing."""
     a, b = runs.get(ours) or [], runs.get(base) or []
-    logs = [math.log(x / y) for x, y in zip(a, b) if x > 0 and y > 0]
+    if len(a) != len(b):  # a round missing for one arm: the rounds no longer pair up (the medians are used)
+        return None
+    logs = [math.log(x / y) for x, y in zip(a, b, strict=True) if x > 0 and y > 0]
     if not logs:
         return None
     p = _paired(logs)

@@ -216,7 +216,7 @@ def test_the_per_step_time_ratio_is_paired_over_timing_rounds_with_its_interval(
     rounds = {"periodic": [0.010, 0.013, 0.0102], "muon": [0.020, 0.026, 0.0200], "adamw": [0.009, 0.012, 0.009]}
     result.step_timing["seconds_per_step_runs"] = {"cpu-xs": rounds}
     c = result.targets()["rungs"]["cpu-xs"]["comparisons"]["muon"]
-    logs = [math.log(a / b) for a, b in zip(rounds["periodic"], rounds["muon"])]
+    logs = [math.log(a / b) for a, b in zip(rounds["periodic"], rounds["muon"], strict=True)]
     ratio = c["step_time_ratio_interval"]
     assert ratio["n"] == 3 and ratio["mean"] == pytest.approx(math.exp(sum(logs) / 3))
     assert ratio["lo"] < ratio["mean"] < ratio["hi"] and ratio["hi"] - ratio["lo"] < 0.05  # paired: drift cancels
