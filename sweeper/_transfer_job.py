@@ -513,8 +513,9 @@ def _step_timing(spec: TransferSpec, state: TransferState, out: IO[str] | None) 
     rows = [(r.rung, r.arm, opt) for r in state.plan.runs
             for opt in [_row_optimizer(sweep_spec, r.rung, r.arm)] if opt is not None]
     if out is not None:
-        print(f"timing {spec.timing.steps} steps per arm and rung, one at a time ({len(rows)} short runs)",
-              file=out, flush=True)
+        rounds = f" in {spec.timing.repeats} rounds" if spec.timing.repeats > 1 else ""
+        print(f"timing {spec.timing.steps} steps per arm and rung, one at a time "
+              f"({len(rows) * spec.timing.repeats} short runs{rounds})", file=out, flush=True)
     threads = int(sweep_spec["execution"].get("threads", 1))
     runs = measure_step_time_runs(sweep_spec["trial"], rows, spec.timing, threads=threads)
     times = {rung: {arm: statistics.median(t) for arm, t in per.items()} for rung, per in runs.items()}
