@@ -51,6 +51,7 @@ class ReportData:
     context: Mapping[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     targets: Mapping[str, Any] | None = None  # scaling.TransferResult.target_summary(): time to a declared target
+    target_scaling: tuple[ScalingPlotData, ...] = ()  # steps / time to that target against size, with their fits
 
     @property
     def fd_info(self) -> FDInfo:
@@ -127,6 +128,8 @@ def report_figures(data: ReportData) -> dict[str, Figure]:
         figures["loss"] = plot_loss_curves(data.loss)
     if data.scaling:
         figures["scaling"] = plot_scaling(data.scaling)
+    if data.target_scaling:
+        figures["targets"] = plot_scaling(data.target_scaling)
     if data.timing is not None:
         figures["timing"] = plot_timing(data.timing)
     if data.updates is not None:

@@ -32,6 +32,7 @@ __all__ = [
     "FitSummary",
     "ScalingPlotData",
     "ScalingPoints",
+    "compute_fit_plot",
     "compute_scaling_plot",
     "plot_scaling",
     "scaling_fit_data",
@@ -299,6 +300,46 @@ def compute_scaling_plot(
         x_range=x_range,
         notes=tuple(notes),
     )
+
+
+def compute_fit_plot(
+    metric: str,
+    ylabel: str,
+    data: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+    fit: ScalingFit | None = None,
+    *,
+    fd: FDInfo | None = None,
+    notes: Sequence[str] = (),
+) -> ScalingPlotData:
+    """A scaling panel from values already measured per run (`data`: arm -> (sizes, values), sizes repeating over
+    seeds, as `fit_scaling` takes them), for quantities the run records do not hold directly, such as a transfer's
+    steps or time to its declared target. `fit`, when given, must be fitted on the same data; its curves reach
+    one refusal limit past the largest fitted size."""
+    points = []
+    for arm in sorted(data, key=arm_key):
+        sizes, values = data[arm]
+        if len(sizes) != len(values):
+            raise DashboardInputError(f"{metric}: arm {arm!r} has {len(sizes)} sizes and {len(values)} values")
+        by_size: dict[float, list[float]] = {}
+        for n, v in zip(sizes, values, strict=True):
+            by_size.setdefault(float(n), []).append(float(v))
+        ordered = sorted(by_size)
+        points.append(ScalingPoints(
+            arm=arm, sizes=tuple(ordered), values=tuple(tuple(by_size[n]) for n in ordered),
+            mean=tuple(float(np.mean(by_size[n])) for n in ordered),
+            lo=tuple(min(by_size[n]) for n in ordered), hi=tuple(max(by_size[n]) for n in ordered)))
+    all_sizes = [n for p in points for n in p.sizes]
+    curves: list[FitCurve] = []
+    summary = None
+    if fit is not None:
+        summary = _summary(fit)
+        largest = max(float(fit.sizes[arm][-1]) for arm in fit.arms)
+        x_max = fit.max_extrapolation * largest
+        curves = [_curve(fit, arm, x_max) for arm in sorted(fit.arms, key=arm_key)]
+        all_sizes += [x_max]
+    x_range = (min(all_sizes), max(all_sizes)) if all_sizes else (1.0, 10.0)
+    return ScalingPlotData(metric=metric, ylabel=ylabel, points=tuple(points), curves=tuple(curves), fit=summary,
+                           fd=fd or FDInfo(metric_names=(), samples=()), x_range=x_range, notes=tuple(notes))
 
 
 def _legend_handles(data: ScalingPlotData, arms: list[str], colors: dict[str, Any], seeds: dict[str, int], *,

@@ -59,10 +59,40 @@ def transfer_page_data(result: Any, *, transfer_id: str | None = None, sweep_id:
     data = transfer_report(result.tracking_uri, result.parent_run_id, fits=fits or None,
                            sweep_run_id=result.source.get("sweep_parent_run_id"),
                            title=f"scalesweep transfer {result.name}", context=context)
-    data = replace(data, targets=result.target_summary())  # time to the declared target, its fits and flags
+    data = replace(data, targets=result.target_summary(),  # time to the declared target, its fits and flags
+                   target_scaling=_target_panels(result, data.fd_info))
     if notes:
         data = replace(data, notes=(*data.notes, *notes))
     return data
+
+
+# Steps and time to the declared target against size: the report's and the README's figure of a transfer.
+_TARGET_PANELS = {"steps_to_target": "steps to the declared target",
+                  "time_to_target": "time to the declared target (effective s)"}
+
+
+def _target_panels(result: Any, fd: Any) -> tuple[Any, ...]:
+    """One panel per target quantity an arm reached at two rungs or more, each with its fit; where the per-arm fit
+    is flagged non_identifiable (three sizes), the alternative that passes the counting rule (alpha shared by the
+    arms) is drawn, and the panel's title says which form and flags it carries."""
+    from scaling import ScalingError
+
+    from ._scaling import compute_fit_plot
+
+    panels = []
+    for metric, ylabel in _TARGET_PANELS.items():
+        data = result.fit_data(metric)
+        if not data:
+            continue
+        notes: list[str] = []
+        try:
+            fit = result.fits(metric)
+        except ScalingError as exc:
+            fit, notes = None, [f"no {metric} fit: {exc}"]
+        if fit is not None and "non_identifiable" in fit.flags and fit.alternative is not None:
+            fit = fit.alternative
+        panels.append(compute_fit_plot(metric, ylabel, data, fit, fd=fd, notes=notes))
+    return tuple(panels)
 
 
 def store_transfer_report(result: Any, *, transfer_id: str | None = None, sweep_id: str | None = None) -> ReportData:

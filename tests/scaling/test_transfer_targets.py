@@ -258,3 +258,28 @@ def test_three_rungs_give_a_flagged_per_arm_fit_and_a_shared_alpha_alternative_i
     line = _fit_text(alt)
     assert line.startswith("(A*N^-alpha, shared alpha, ") and "non_identifiable" not in line
     assert "alpha periodic -0.3 [-0.3, -0.3]" in line
+
+
+def test_the_report_draws_steps_and_time_to_target_against_size_with_the_fit_that_passes() -> None:
+    from dashboards._report import ReportData, build_report, report_figures
+    from dashboards._transfer_page import _target_panels
+
+    rungs = ["cpu-xs", "cpu-s", "cpu-m"]
+    runs = [_run(g, a, s) for g in rungs for a in ARMS for s in (0, 1)]
+    result = _result(runs, rungs, seeds=(0, 1), target={"rule": "fixed", "values": dict.fromkeys(rungs, 250.0)})
+    panels = _target_panels(result, None)
+    assert [p.metric for p in panels] == ["steps_to_target", "time_to_target"]
+    steps = panels[0]
+    periodic = next(p for p in steps.points if p.arm == "periodic")
+    assert periodic.sizes == tuple(float(SIZES[r]) for r in rungs)
+    # Both seeds give the same crossing here: steps to 250 = 50 / (8 x (N0 / N)^0.3).
+    assert periodic.mean[2] == pytest.approx(50 / (8 * (SIZES["cpu-xs"] / SIZES["cpu-m"]) ** 0.3))
+    assert steps.fit is not None and steps.fit.share == ("alpha",)  # the per-arm fit on 3 sizes is flagged
+    assert "non_identifiable" not in steps.fit.flags
+    curve = next(c for c in steps.curves if c.arm == "periodic")
+    assert curve.point[0] == pytest.approx(periodic.mean[0], rel=1e-3)  # the curve goes through the points
+    figures = report_figures(ReportData(target_scaling=panels))
+    assert set(figures) == {"targets"} and len(figures["targets"].axes) == 2
+    html = build_report(ReportData(targets=result.target_summary(n_boot=20), target_scaling=panels))
+    section = html[html.index('<section id="targets">'):]
+    assert section.index("<img") < section.index("<table")  # the figure heads the target section
