@@ -114,8 +114,10 @@ PROFILES: dict[str, DemoProfile] = {
     # gamma in {0.15, 0.35}) on seeds 0-2, the top two confirmed on fresh seeds 3-5, and both baselines given the
     # same tuning effort (lr x0.5 / x1 / x2 on the same seeds); its trials score as the full profile's (256 FD
     # samples, no tracking). The transfer runs at three rungs (cpu-xs, cpu-s, cpu-m: cpu-l's 9 runs alone would
-    # cost about as much as the other three rungs together), with horizons per parameter (0.02 training images per
-    # parameter between 360 and 480 steps: the cap binds above cpu-xs), three seeds, a target declared up front
+    # cost about as much as the other three rungs together), 480 steps at each (measured 2026-12-02: per-parameter
+    # horizons of 0.02 images per parameter gave cpu-xs 406 steps and left it undertrained, median drop 13 % over
+    # the last third; at 480 it fell 7 %; above cpu-xs 0.02 images per parameter would need 1,300-2,900 steps, too
+    # many for an hour on 2 cores, so the cap bound anyway), three seeds, a target declared up front
     # (1.1 x AdamW's mean final tracking FD per rung), 6 tracking evaluations per run, 512 FD samples at the
     # deciding checkpoints (> 2d, so each carries a bias estimate) and three interleaved timing rounds per arm and
     # rung in isolation (the per-step ratio gets an interval). No verification bracket: its 18 runs at cpu-s
@@ -129,14 +131,12 @@ PROFILES: dict[str, DemoProfile] = {
         confirm_top=2,
         baseline_lr_factors=(0.5, 1.0, 2.0),
         trial={**_SMALL_TRIAL, "warmup_steps": 20, "eval": {**_SMALL_TRIAL["eval"], "track_points": 0}},
-        transfer={"horizon": {"mode": "per_param", "images_per_param": 0.02, "cap": 480, "min_steps": 360},
-                  "target": {"rule": "final_mean", "arm": "adamw", "slack": 0.1},
+        transfer={"target": {"rule": "final_mean", "arm": "adamw", "slack": 0.1},
                   "timing": {"steps": 20, "warmup": 5, "repeats": 3},
                   "trial": {"eval": {"fd_samples": 512, "reference_samples": 1024, "track_points": 6,
                                      "track_samples": 256, "track_sample_steps": 8}}},
         about="6 points (K 2-4 x gamma 0.15, 0.35) at the sweep, 240 steps, seeds 0-2, top 2 confirmed on seeds "
-        "3-5, baselines at lr x0.5/x1/x2; transfer to cpu-xs, cpu-s and cpu-m at 360-480 steps (0.02 images per "
-        "parameter, capped), 3 seeds, target 1.1 x AdamW's final mean, 6 tracking evaluations, 512 FD samples, "
+        "3-5, baselines at lr x0.5/x1/x2; transfer to cpu-xs, cpu-s and cpu-m at 480 steps, 3 seeds, target 1.1 x AdamW's final mean, 6 tracking evaluations, 512 FD samples, "
         "per-step timing in isolation (3 rounds)",
     ),
 }

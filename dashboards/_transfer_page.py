@@ -91,7 +91,11 @@ def _target_panels(result: Any, fd: Any) -> tuple[Any, ...]:
             fit, notes = None, [f"no {metric} fit: {exc}"]
         if fit is not None and "non_identifiable" in fit.flags and fit.alternative is not None:
             fit = fit.alternative
-        panels.append(compute_fit_plot(metric, ylabel, data, fit, fd=fd, notes=notes))
+        panel = compute_fit_plot(metric, ylabel, data, fit, fd=fd, notes=notes)
+        over = result.undertrained_fitted(fit) if fit is not None else []
+        if over and panel.fit is not None:  # the title's flags say what the analysis says of this fit
+            panel = replace(panel, fit=replace(panel.fit, flags=tuple(sorted({*panel.fit.flags, "undertrained"}))))
+        panels.append(panel)
     return tuple(panels)
 
 

@@ -329,13 +329,22 @@ class TransferResult:
         report.pop("per_run")
         extra: dict[str, Any] = {} if n_boot is None else {"n_boot": n_boot}
         fits: dict[str, Any] = {}
+        undertrained = self.undertrained_rungs()
         for metric in ("steps_to_target", "time_to_target"):
             try:
-                fits[metric] = _fit_doc(self.fits(metric, **extra))
+                fit = self.fits(metric, **extra)
             except ScalingError as exc:
                 fits[metric] = {"error": str(exc)}
+                continue
+            fits[metric] = _mark_undertrained(_fit_doc(fit), self.undertrained_fitted(fit, undertrained))
         return _clean({"report": report, "fits": fits, "undertrained_rungs": self.undertrained_rungs(),
                        "searched_arm": self.searched_arm})
+
+    def undertrained_fitted(self, fit: ScalingFit, undertrained: Sequence[str] | None = None) -> list[str]:
+        """The undertrained rungs (default: `undertrained_rungs()`) among the sizes `fit` was fitted on."""
+        rungs = self.undertrained_rungs() if undertrained is None else undertrained
+        fitted = {s for a in fit.arms for s in fit.sizes[a]}
+        return [r for r in rungs if float(self.parameters(r)) in fitted]
 
     def undertrained_rungs(self) -> list[str]:
         """Rungs whose runs are mostly still improving fast at their end (the plateau check)."""
@@ -436,13 +445,7 @@ class TransferResult:
             except ScalingError as exc:
                 fits[metric] = {"error": str(exc)}
                 continue
-            fits[metric] = _fit_doc(fit)
-            over = [r for r in undertrained if float(self.parameters(r)) in {s for a in fit.arms for s in fit.sizes[a]}]
-            if over:  # a size fit over rungs still improving fast mixes model size with training length
-                fits[metric]["flags"] = sorted({*fits[metric]["flags"], "undertrained"})
-                fits[metric]["flag_details"]["undertrained"] = (
-                    f"fitted over rungs whose runs were still improving fast at their end: {over}; the fit mixes "
-                    "model size with under-training")
+            fits[metric] = _mark_undertrained(_fit_doc(fit), self.undertrained_fitted(fit, undertrained))
         metric_names = sorted({r.metric_name for r in self.runs if r.metric_name})
         samples = sorted({r.fd_samples for r in self.runs if r.fd_samples})
         return _clean({
@@ -564,6 +567,19 @@ class TransferResult:
         if doc is not None:
             lines.append("\n" + verification_line(doc) + (f": {doc['reason']}" if doc.get("reason") else ""))
         return "\n".join(lines)
+
+
+def _mark_undertrained(doc: dict[str, Any], over: Sequence[str]) -> dict[str, Any]:
+    """`doc` (a `_fit_doc`) and its alternative flagged `undertrained` when fitted over rungs in `over`: a size fit
+    over rungs still improving fast mixes model size with training length, whichever form it takes."""
+    if over:
+        doc["flags"] = sorted({*doc["flags"], "undertrained"})
+        doc["flag_details"]["undertrained"] = (
+            f"fitted over rungs whose runs were still improving fast at their end: {list(over)}; the fit mixes "
+            "model size with under-training")
+        if doc.get("alternative"):
+            _mark_undertrained(doc["alternative"], over)
+    return doc
 
 
 def _fit_doc(fit: ScalingFit) -> dict[str, Any]:

@@ -44,8 +44,9 @@ def test_evidence_profile_decides_with_uncertainty_and_declares_its_target() -> 
     spec = TransferSpec.model_validate({"name": "e", "sweep": "x", "rungs": list(p.rungs), **p.transfer})
     assert spec.target.rule == "final_mean" and spec.timing.steps == 20 and spec.timing.repeats == 3
     assert spec.verify is None  # the bracket would add ~35 min on 2 cores; a transfer spec can ask for it
-    horizons = {r: rung_horizon(spec.horizon, _rung_shape(r)[1], p.trial["batch_size"], 0) for r in p.rungs}
-    assert horizons == {"cpu-xs": 406, "cpu-s": 480, "cpu-m": 480}
+    # 480 steps at every rung: 0.02 images per parameter gave cpu-xs 406 steps, measured undertrained
+    assert spec.horizon.mode == "fixed" and p.horizon * p.horizon_factor == 480
+    assert {rung_horizon(spec.horizon, _rung_shape(r)[1], p.trial["batch_size"], 480) for r in p.rungs} == {480}
     # Three sizes: A*N^-alpha per arm leaves 1 residual degree of freedom (flagged); alpha shared by the 3 arms
     # leaves 3 - 1 - 1/3 = 1.67 (not flagged), the alternative the fit offers.
     assert p.rungs == ("cpu-xs", "cpu-s", "cpu-m")

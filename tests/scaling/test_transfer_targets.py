@@ -251,6 +251,9 @@ def test_three_rungs_give_a_flagged_per_arm_fit_and_a_shared_alpha_alternative_i
     assert "non_identifiable" in fit["flags"] and "share=('alpha',)" in fit["suggestion"]
     alt = fit["alternative"]
     assert alt["share"] == ["alpha"] and "non_identifiable" not in alt["flags"]
+    # The synthetic curves still fall at their end: every rung is undertrained, and both fits say so.
+    assert summary["undertrained_rungs"] == rungs
+    assert "undertrained" in fit["flags"] and "undertrained" in alt["flags"]
     for arm in ARMS:
         assert alt["arms"][arm]["params"]["alpha"] == pytest.approx(-0.3, abs=0.01)
     html = targets_html(summary)
@@ -276,6 +279,7 @@ def test_the_report_draws_steps_and_time_to_target_against_size_with_the_fit_tha
     assert periodic.mean[2] == pytest.approx(50 / (8 * (SIZES["cpu-xs"] / SIZES["cpu-m"]) ** 0.3))
     assert steps.fit is not None and steps.fit.share == ("alpha",)  # the per-arm fit on 3 sizes is flagged
     assert "non_identifiable" not in steps.fit.flags
+    assert "undertrained" in steps.fit.flags  # the synthetic runs still fall at their end (as the analysis says)
     curve = next(c for c in steps.curves if c.arm == "periodic")
     assert curve.point[0] == pytest.approx(periodic.mean[0], rel=1e-3)  # the curve goes through the points
     figures = report_figures(ReportData(target_scaling=panels))
