@@ -246,6 +246,18 @@ def _ylabel(metric: str, fd: FDInfo) -> str:
     }[metric]
 
 
+def _points(by_arm: Mapping[str, Mapping[float, Sequence[float]]]) -> list[ScalingPoints]:
+    """Per arm (in arm order), its sizes ascending with each size's values, their mean and their range."""
+    points = []
+    for arm in sorted(by_arm, key=arm_key):
+        sizes = sorted(by_arm[arm])
+        vals = [tuple(float(v) for v in by_arm[arm][n]) for n in sizes]
+        points.append(ScalingPoints(
+            arm=arm, sizes=tuple(sizes), values=tuple(vals), mean=tuple(float(np.mean(v)) for v in vals),
+            lo=tuple(min(v) for v in vals), hi=tuple(max(v) for v in vals)))
+    return points
+
+
 def compute_scaling_plot(
     records: Iterable[RunRecord | Mapping[str, Any]],
     metric: str = "best_fd",
@@ -258,20 +270,7 @@ def compute_scaling_plot(
     (default: twice the refusal limit, so the region where the fit refuses shows)."""
     recs = as_records(records)
     by_arm, notes = _collect(recs, metric)
-    points = []
-    for arm in sorted(by_arm, key=arm_key):
-        sizes = sorted(by_arm[arm])
-        vals = [tuple(by_arm[arm][s]) for s in sizes]
-        points.append(
-            ScalingPoints(
-                arm=arm,
-                sizes=tuple(sizes),
-                values=tuple(vals),
-                mean=tuple(float(np.mean(v)) for v in vals),
-                lo=tuple(float(np.min(v)) for v in vals),
-                hi=tuple(float(np.max(v)) for v in vals),
-            )
-        )
+    points = _points(by_arm)
     all_sizes = [s for p in points for s in p.sizes]
     curves: list[FitCurve] = []
     summary = None
@@ -315,19 +314,14 @@ def compute_fit_plot(
     seeds, as `fit_scaling` takes them), for quantities the run records do not hold directly, such as a transfer's
     steps or time to its declared target. `fit`, when given, must be fitted on the same data; its curves reach
     one refusal limit past the largest fitted size."""
-    points = []
-    for arm in sorted(data, key=arm_key):
-        sizes, values = data[arm]
+    by_arm: dict[str, dict[float, list[float]]] = {}
+    for arm, (sizes, values) in data.items():
         if len(sizes) != len(values):
             raise DashboardInputError(f"{metric}: arm {arm!r} has {len(sizes)} sizes and {len(values)} values")
-        by_size: dict[float, list[float]] = {}
+        by_size = by_arm.setdefault(arm, {})
         for n, v in zip(sizes, values, strict=True):
             by_size.setdefault(float(n), []).append(float(v))
-        ordered = sorted(by_size)
-        points.append(ScalingPoints(
-            arm=arm, sizes=tuple(ordered), values=tuple(tuple(by_size[n]) for n in ordered),
-            mean=tuple(float(np.mean(by_size[n])) for n in ordered),
-            lo=tuple(min(by_size[n]) for n in ordered), hi=tuple(max(by_size[n]) for n in ordered)))
+    points = _points(by_arm)
     all_sizes = [n for p in points for n in p.sizes]
     curves: list[FitCurve] = []
     summary = None

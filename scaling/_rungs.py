@@ -157,7 +157,11 @@ def measure_step_times(
     trial: Mapping[str, Any], rows: Sequence[tuple[str, str, Mapping[str, Any]]], timing: TimingSpec, threads: int = 1
 ) -> dict[str, dict[str, float]]:
     """Rung -> arm -> seconds per training step: the median of `measure_step_time_runs`."""
-    runs = measure_step_time_runs(trial, rows, timing, threads=threads)
+    return median_step_times(measure_step_time_runs(trial, rows, timing, threads=threads))
+
+
+def median_step_times(runs: Mapping[str, Mapping[str, Sequence[float]]]) -> dict[str, dict[str, float]]:
+    """Rung -> arm -> the median of that arm's timing rounds (seconds per step)."""
     return {rung: {arm: statistics.median(times) for arm, times in per.items()} for rung, per in runs.items()}
 
 
@@ -207,9 +211,7 @@ def step_time_ratio(runs: Mapping[str, Sequence[float]], ours: str, base: str) -
     logs = [math.log(x / y) for x, y in zip(a, b, strict=True) if x > 0 and y > 0]
     if not logs:
         return None
-    p = _paired(logs)
-    return {"mean": math.exp(p["mean"]), "lo": math.exp(p["lo"]) if p["lo"] is not None else None,
-            "hi": math.exp(p["hi"]) if p["hi"] is not None else None, "n": p["n"],
+    return {**_geometric(logs),
             "definition": f"{ours} / {base} seconds per training step in isolation, paired by timing round"}
 
 
@@ -293,6 +295,14 @@ def _paired(diffs: Sequence[float], level: float = 0.95) -> dict[str, Any]:
     return {"mean": mean, "lo": mean - half, "hi": mean + half, "n": n, "level": level}
 
 
+def _geometric(log_ratios: Sequence[float]) -> dict[str, Any]:
+    """A ratio from paired log ratios: the geometric mean, its Student-t interval mapped back (None for one
+    pair) and n."""
+    p = _paired(log_ratios)
+    return {"mean": math.exp(p["mean"]), "lo": math.exp(p["lo"]) if p["lo"] is not None else None,
+            "hi": math.exp(p["hi"]) if p["hi"] is not None else None, "n": p["n"]}
+
+
 def _plateau_summary(at: Sequence[TransferRun], curve: str, rung_horizon: int | None,
                      plateau_spec: PlateauSpec) -> dict[str, Any]:
     """Plateau per run and the rung's flag: undertrained when most of its checked runs are."""
@@ -338,10 +348,8 @@ def _compare(ours: dict[int, dict[str, Any]], theirs: dict[int, dict[str, Any]],
     else:
         comp["status"] = "ok"
         log_ratios = [math.log(ours[s]["steps"] / theirs[s]["steps"]) for s in both]
-        lr = _paired(log_ratios)
         comp["steps_to_target_ratio"] = {
-            "mean": math.exp(lr["mean"]), "lo": math.exp(lr["lo"]) if lr["lo"] is not None else None,
-            "hi": math.exp(lr["hi"]) if lr["hi"] is not None else None, "n": lr["n"],
+            **_geometric(log_ratios),
             "per_seed": {str(s): ours[s]["steps"] / theirs[s]["steps"] for s in both},
             "definition": f"{searched_arm} / {base} steps to target, geometric mean over paired seeds",
         }

@@ -36,7 +36,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-import statistics
 import sys
 import uuid
 from collections.abc import Mapping, Sequence
@@ -50,7 +49,7 @@ from scaling._errors import TransferError
 from scaling._export import Export, build_export
 from scaling._lr_rules import carry_optimizer, default_lr_rule
 from scaling._records import TransferRun
-from scaling._rungs import measure_step_time_runs, rung_horizon
+from scaling._rungs import measure_step_time_runs, median_step_times, rung_horizon
 from scaling._transfer import TransferPlan, TransferResult, _clean, _rung_shape, size_basis
 from scaling._verification import is_verification_run, plan_verification
 from trials.optim import ARMS as _ARMS
@@ -518,7 +517,7 @@ def _step_timing(spec: TransferSpec, state: TransferState, out: IO[str] | None) 
               f"({len(rows) * spec.timing.repeats} short runs{rounds})", file=out, flush=True)
     threads = int(sweep_spec["execution"].get("threads", 1))
     runs = measure_step_time_runs(sweep_spec["trial"], rows, spec.timing, threads=threads)
-    times = {rung: {arm: statistics.median(t) for arm, t in per.items()} for rung, per in runs.items()}
+    times = median_step_times(runs)
     if out is not None:
         for rung, per in times.items():
             print(f"  {rung:<10} " + ", ".join(

@@ -192,19 +192,25 @@ def test_dense_tracking_evaluations_are_logged_beside_the_deciding_ones(tmp_path
     assert off.fd == pytest.approx(result.fd)  # tracking never changes the training or the full FD
 
 
-def test_tracking_at_full_precision_reproduces_the_full_fd(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Same images, same sampler steps, same weights: the tracking FD at a deciding step is the full FD, taken from
-    # the full evaluation rather than sampled a second time (tracking then samples only between eval steps).
+@pytest.fixture
+def tracked(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the tracking evaluations that sample images (trials._run._track calls); cleared by the test at will."""
     import trials._run as run_module
 
-    tracked: list[int] = []
+    calls: list[int] = []
     track = run_module._track
 
     def counting(*args: Any) -> float:
-        tracked.append(len(tracked))
+        calls.append(len(calls))
         return track(*args)
 
     monkeypatch.setattr(run_module, "_track", counting)
+    return calls
+
+
+def test_tracking_at_full_precision_reproduces_the_full_fd(tracked: list[int]) -> None:
+    # Same images, same sampler steps, same weights: the tracking FD at a deciding step is the full FD, taken from
+    # the full evaluation rather than sampled a second time (tracking then samples only between eval steps).
     cfg = _tiny(eval={"track_points": 3, "track_samples": 96, "track_sample_steps": 4})
     result = run_trial(cfg)
     assert sorted(result.fd_track) == [8, 12, 16, 24]  # linspace(8, 24, 3) plus the eval steps 12 and 24
@@ -231,25 +237,19 @@ def test_fd_bias_is_estimated_only_where_fd_infinity_is_valid(tmp_path: Path) ->
     assert reported == []  # refused before the first training step, not at the first evaluation
 
 
-def test_tracking_at_an_eval_step_reuses_the_full_evaluations_first_images(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tracking_at_an_eval_step_reuses_the_full_evaluations_first_images(
+    tracked: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Fewer tracking images than the full FD, same sampler steps: the tracking FD at a deciding step is the FD of
     # the first track_samples of the full evaluation's features, the same number sampling them again would give.
-    import trials._run as run_module
-
-    tracked: list[int] = []
-    track = run_module._track
-
-    def counting(*args: Any) -> float:
-        tracked.append(len(tracked))
-        return track(*args)
-
-    monkeypatch.setattr(run_module, "_track", counting)
     cfg = _tiny(eval={"track_points": 3, "track_samples": 48, "track_sample_steps": 4})
     reused = run_trial(cfg)
     assert len(tracked) == 2 and sorted(reused.fd_track) == [8, 12, 16, 24]  # sampled at 8 and 16 only
     assert reused.fd_track[12] != pytest.approx(reused.fd[12], rel=1e-3)  # 48 images, not the full FD's 96
 
     tracked.clear()
+    import trials._run as run_module
+
     monkeypatch.setattr(run_module._Trial, "track_from_full", property(lambda self: False))
     sampled = run_trial(cfg)
     assert len(tracked) == 4  # every tracking point sampled
