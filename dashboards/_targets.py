@@ -59,12 +59,16 @@ def targets_html(summary: Mapping[str, Any]) -> str:
                    else f"ok ({p['runs_flagged']}/{p['runs_checked']} flagged)")
         for arm, a in e["arms"].items():
             rows.append([_e(rung), _f(e["horizon"]), _f(e["target"]), _e(e["curve"]), _e(arm),
-                         f"{a['reached']}/{a['seeds']}", _spread(a["steps_to_target"]),
+                         f"{a['reached']}/{a['seeds']}", f"{a.get('held_to_end', 0)}/{a['reached']}",
+                         _spread(a["steps_to_target"]),
                          _spread(a["time_to_target_s"]), _spread(a["time_to_best_s"]),
                          _f(1e3 * a["step_time_s"], 3) if a.get("step_time_s") else "—", plateau])
-    parts.append(_table(["rung", "horizon", "target", "curve", "arm", "reached", "steps to target",
-                         "time to target s", "time to best s (paper's definition)", "ms/step (isolated)",
-                         "plateau"], rows, "per rung and arm, mean ± std over the seeds that reached"))
+    parts.append(_table(["rung", "horizon", "target", "curve", "arm", "reached", "held to the end",
+                         "steps to target", "time to target s", "time to best s (paper's definition)",
+                         "ms/step (isolated)", "plateau"], rows,
+                        "per rung and arm, mean ± std over the seeds that reached; held to the end: of those, the "
+                        "seeds still at or below the target at their last point (a first crossing alone does not "
+                        "see a run that rises again)"))
     comp_rows = []
     for rung, e in report["rungs"].items():
         for base, c in e["comparisons"].items():

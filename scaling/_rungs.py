@@ -269,10 +269,14 @@ def run_targets(
         t = targets[r.rung]
         if t["value"] is None:
             continue
-        steps, times, values = zip(*_points(r, t["curve"]), strict=True)
+        points = _points(r, t["curve"])
+        steps, times, values = zip(*points, strict=True)
         hit = time_to_target(steps, times, values, t["value"])
+        final = _final(points)
         per_run[r.run_id] = {"reached": hit.reached, "steps": hit.step, "time_s": hit.time_s, "target": t["value"],
-                             "curve": t["curve"]}
+                             "curve": t["curve"],
+                             # The first crossing does not see a run that crosses and then rises again: this does.
+                             "below_at_end": None if final is None else final <= t["value"]}
     return targets, per_run
 
 
@@ -337,6 +341,10 @@ def _compare(ours: dict[int, dict[str, Any]], theirs: dict[int, dict[str, Any]],
     step_ratio_time = ratio_doc["mean"] if ratio_doc else (
         timing[searched_arm] / timing[base] if searched_arm in timing and base in timing and timing[base] > 0 else None)
     comp["step_time_ratio"] = step_ratio_time
+    rounds = max(len((timing_runs or {}).get(searched_arm) or []), len((timing_runs or {}).get(base) or []))
+    if ratio_doc is None and step_ratio_time is not None and rounds > 1:
+        # Several rounds that do not pair (a round missing for one arm): the ratio of the medians, no interval.
+        comp["step_time_ratio_label"] = "medians of unpaired timing rounds"
     if ratio_doc:
         comp["step_time_ratio_interval"] = ratio_doc
     comp["step_time_ratio_source"] = ("measured in isolation: short timing runs per arm at this rung"
@@ -417,10 +425,12 @@ def rung_report(
             entry["arms"][arm] = {
                 "seeds": len(seeds_run), "reached": len(reached),
                 "fraction_reached": len(reached) / len(seeds_run) if seeds_run else None,
+                # Of the seeds that reached the target, those still at or below it at their last point.
+                "held_to_end": sum(bool(h.get("below_at_end")) for h in reached.values()),
                 "steps_to_target": _spread([h["steps"] for h in reached.values()]),
                 "time_to_target_s": _spread([h["time_s"] for h in reached.values()]),
-                "per_seed": {str(s): {"reached": h["reached"], "steps": h["steps"], "time_s": h["time_s"]}
-                             for s, h in sorted(hits.items())},
+                "per_seed": {str(s): {"reached": h["reached"], "steps": h["steps"], "time_s": h["time_s"],
+                                      "below_at_end": h["below_at_end"]} for s, h in sorted(hits.items())},
                 "time_to_best_s": _spread([time_to_best[r.run_id] for r in seeds_run.values()
                                            if r.run_id in time_to_best]),
                 "time_to_best_definition": "the paper's: effective time at the best deciding checkpoint",
@@ -463,18 +473,20 @@ def _step_ratio_text(comp: Mapping[str, Any]) -> str:
     ratio = comp.get("step_time_ratio_interval")
     if ratio:
         return _interval(ratio)
-    return _num(comp.get("step_time_ratio"), ".3g") + (" (one timing run)" if comp.get("step_time_ratio") else "")
+    label = comp.get("step_time_ratio_label", "one timing run")
+    return _num(comp.get("step_time_ratio"), ".3g") + (f" ({label})" if comp.get("step_time_ratio") else "")
 
 
 def target_table(report: Mapping[str, Any], searched_arm: str) -> list[str]:
     """The per-rung report as text lines (the CLI's and the demo's table)."""
     lines = [f"\nagainst the target declared before the runs: {report['rule_text']}",
-             f"{'rung':<10} {'horizon':>7} {'target':>8} {'arm':<9} {'reached':>7} {'steps to target':>17} "
+             f"{'rung':<10} {'horizon':>7} {'target':>8} {'arm':<9} {'reached':>7} {'held':>4} {'steps to target':>17} "
              f"{'time to target s':>17} {'time to best s*':>16} {'ms/step':>8}"]
     for rung, e in report["rungs"].items():
         for arm, a in e["arms"].items():
             lines.append(f"{rung:<10} {_num(e['horizon'], 'd') if e['horizon'] else '-':>7} "
                          f"{_num(e['target']):>8} {arm:<9} {a['reached']:>3}/{a['seeds']:<3} "
+                         f"{a.get('held_to_end', 0):>4} "
                          f"{_ms(a['steps_to_target']):>17} {_ms(a['time_to_target_s']):>17} "
                          f"{_ms(a['time_to_best_s']):>16} "
                          f"{_num(1e3 * a['step_time_s'] if a['step_time_s'] else None, '.1f'):>8}")
@@ -484,6 +496,7 @@ def target_table(report: Mapping[str, Any], searched_arm: str) -> list[str]:
                      f"{100 * p['max_drop']:.0f}% over the last {p['window']:.2g} (median drop "
                      f"{_num(100 * p['median_drop'] if p['median_drop'] is not None else None, '.1f')}%); "
                      f"curve {e['curve']}")
+    lines.append("held: of the seeds that reached the target, those still at or below it at their last point")
     lines.append("* time to best: the paper's definition (each arm timed to its own best deciding checkpoint)")
     lines.append(f"\n{searched_arm} against each baseline (paired over seeds; ratio < 1 and saving > 0: {searched_arm} "
                  "is faster):")

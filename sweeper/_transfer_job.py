@@ -490,9 +490,15 @@ def _store_analysis(path: Path, result: TransferResult, out: IO[str] | None) -> 
 
 def _print_plan(state: TransferState, out: IO[str]) -> None:
     plan = state.plan
+    per_rung = plan.horizon_of()
+    # One number when every rung runs the same steps; otherwise the range (the per-rung steps follow below).
+    steps = (f"{plan.horizon} steps" if len(set(per_rung.values())) <= 1 else
+             f"{min(per_rung.values())}-{max(per_rung.values())} steps by rung")
+    evals = (f"evals at {plan.eval_steps}" if len(set(per_rung.values())) <= 1 else
+             "evals at the sweep's fractions of each rung's horizon")
     print(f"transfer {state.transfer_id}: {state.source['chosen']} from sweep {state.source['sweep_id']} to "
-          f"{', '.join(plan.rungs)}; arms {', '.join(plan.arms)}; {plan.horizon} steps (sweep: "
-          f"{plan.source_horizon}), evals at {plan.eval_steps}, seeds {plan.seeds}; "
+          f"{', '.join(plan.rungs)}; arms {', '.join(plan.arms)}; {steps} (sweep: "
+          f"{plan.source_horizon}), {evals}, seeds {plan.seeds}; "
           f"{len(plan.runs) * len(plan.seeds)} runs", file=out, flush=True)
     for row in plan.runs:
         print(f"  {row.rung:<10} {row.arm:<8} lr {row.lr or 0.0:.4g} ({row.lr_rule} from {row.lr_base or 0.0:.4g})",

@@ -287,3 +287,61 @@ def test_the_report_draws_steps_and_time_to_target_against_size_with_the_fit_tha
     html = build_report(ReportData(targets=result.target_summary(n_boot=20), target_scaling=panels))
     section = html[html.index('<section id="targets">'):]
     assert section.index("<img") < section.index("<table")  # the figure heads the target section
+
+
+def test_a_run_that_crosses_and_rises_again_is_reached_but_not_held() -> None:
+    # Periodic seed 0 crosses the target (198) at 12.75 steps like the others, then climbs back to 250 by its end.
+    from dataclasses import replace
+
+    runs = [_run("cpu-xs", a, s) for a in ARMS for s in (0, 1, 2)]
+    rising = next(r for r in runs if r.arm == "periodic" and r.seed == 0)
+    track = tuple((s, t, f if s <= 16 else 250.0) for s, t, f in rising.track)
+    runs = [replace(r, track=track) if r is rising else r for r in runs]
+    result = _result(runs, ["cpu-xs"])
+    a = result.targets()["rungs"]["cpu-xs"]["arms"]["periodic"]
+    assert a["reached"] == 3 and a["held_to_end"] == 2  # the first crossing counts it; held does not
+    assert a["per_seed"]["0"]["below_at_end"] is False and a["per_seed"]["1"]["below_at_end"] is True
+    assert a["steps_to_target"]["mean"] == pytest.approx(12.75)  # time to target stays the first crossing
+    assert result.targets()["rungs"]["cpu-xs"]["arms"]["muon"]["held_to_end"] == 3
+    assert "held: of the seeds that reached the target" in result.table()
+    from dashboards import build_report
+    from dashboards._report import ReportData
+
+    html = build_report(ReportData(targets=result.target_summary(n_boot=0)))
+    assert "held to the end" in html and "<td>2/3</td>" in html
+
+
+def test_timing_rounds_that_do_not_pair_give_the_medians_labelled_as_such() -> None:
+    result = _result([_run("cpu-xs", a, s) for a in ARMS for s in (0, 1, 2)], ["cpu-xs"])
+    # Muon lost its third round: the rounds no longer pair, so the ratio is of the medians with no interval.
+    rounds = {"periodic": [0.010, 0.013, 0.011], "muon": [0.020, 0.022], "adamw": [0.009, 0.012, 0.009]}
+    result.step_timing["seconds_per_step_runs"] = {"cpu-xs": rounds}
+    result.step_timing["seconds_per_step"] = {"cpu-xs": {"periodic": 0.011, "muon": 0.021, "adamw": 0.009}}
+    c = result.targets()["rungs"]["cpu-xs"]["comparisons"]["muon"]
+    assert "step_time_ratio_interval" not in c and c["step_time_ratio"] == pytest.approx(0.011 / 0.021)
+    assert c["step_time_ratio_label"] == "medians of unpaired timing rounds"
+    table = result.table()
+    assert f"{0.011 / 0.021:.3g} (medians of unpaired timing rounds)" in table
+    assert "(one timing run)" not in table.split("vs muon")[1].splitlines()[0]
+    # Paired rounds of periodic and AdamW still give an interval.
+    assert "step_time_ratio_interval" in result.targets()["rungs"]["cpu-xs"]["comparisons"]["adamw"]
+
+
+def test_the_plan_line_gives_the_range_of_horizons_when_rungs_differ() -> None:
+    import io
+
+    from sweeper._transfer_job import TransferState, _print_plan
+
+    plan = _result([], ["cpu-xs", "cpu-s"]).plan.to_dict()
+
+    def printed(horizons: dict[str, int]) -> str:
+        state = TransferState(transfer_id="t-1", name="t", source={"chosen": {"K": 3}, "sweep_id": "s-1"},
+                              plan={**plan, "horizons": horizons}, sweep_spec={})
+        out = io.StringIO()
+        _print_plan(state, out)
+        return out.getvalue().splitlines()[0]
+
+    assert "24-36 steps by rung" in printed({"cpu-xs": 24, "cpu-s": 36})
+    assert "evals at the sweep's fractions of each rung's horizon" in printed({"cpu-xs": 24, "cpu-s": 36})
+    same = printed({"cpu-xs": 24, "cpu-s": 24})
+    assert "; 24 steps (sweep: 12), evals at [16, 20, 24]" in same
