@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import os
 import secrets
 import signal
@@ -360,7 +359,9 @@ def _stay_up(processes: list[_Process]) -> None:
 def _sweep_title(profile: DemoProfile, spec: dict[str, Any]) -> str:
     from sweeper import SweepSpec
 
-    points = math.prod(len(v) for v in SweepSpec.model_validate(spec).search.space.values())
+    points = 1
+    for values in SweepSpec.model_validate(spec).search.space.values():
+        points *= len(values) if isinstance(values, list) else 1  # a grid's axes are lists
     lrs = (f" (each at lr x{', x'.join(f'{f:g}' for f in profile.baseline_lr_factors)})"
            if profile.baseline_lr_factors else "")
     return (f"2/4 sweep: {points}-point K x gamma grid + AdamW + Muon{lrs} at {profile.rungs[0]} "

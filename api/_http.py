@@ -134,4 +134,4 @@ def redact_access_log() -> None:
 
     logger = logging.getLogger("uvicorn.access")
     if not any(isinstance(f, RedactQuery) for f in logger.filters):
-        logger.addFilter(RedactQuery())  # type: ignore[arg-type]
+        logger.addFilter(RedactQuery())

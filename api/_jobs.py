@@ -28,10 +28,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import yaml
-from sqlalchemy import select, update
+from sqlalchemy import CursorResult, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from sweeper._jobfiles import is_sweep_folder, is_transfer_folder, request_cancel
@@ -441,10 +441,10 @@ class JobRunner:
         UPDATE ... WHERE statement, so of many concurrent requests (threads or service processes) for the same
         transition exactly one changes the row; True for that one."""
         table = type(record)
-        changed = session.execute(
+        changed = cast(CursorResult[Any], session.execute(  # an UPDATE's result carries its row count
             update(table).where(table.id == record.id, table.state.in_(states)).values(**values)
             .execution_options(synchronize_session=False)
-        ).rowcount
+        )).rowcount
         session.commit()
         session.refresh(record)
         return bool(changed)

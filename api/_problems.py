@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -26,7 +27,7 @@ _TITLES = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not 
            500: "Internal Server Error", 503: "Service Unavailable"}
 
 
-def problem(status: int, detail: str, *, instance: str | None = None, headers: dict[str, str] | None = None,
+def problem(status: int, detail: str, *, instance: str | None = None, headers: Mapping[str, str] | None = None,
             **extra: Any) -> JSONResponse:
     body: dict[str, Any] = {"type": "about:blank", "title": _TITLES.get(status, "Error"), "status": status,
                             "detail": detail}
@@ -36,7 +37,7 @@ def problem(status: int, detail: str, *, instance: str | None = None, headers: d
     return JSONResponse(jsonable_encoder(body), status_code=status, media_type=PROBLEM_JSON, headers=headers)
 
 
-def _field(loc: tuple[Any, ...] | list[Any]) -> str:
+def _field(loc: Sequence[Any]) -> str:
     """("body", "search", "K", 0) -> "search.K[0]"; the request part ("body", "query") is kept apart."""
     parts = list(loc[1:]) if loc and loc[0] in ("body", "query", "path", "header") else list(loc)
     out = ""

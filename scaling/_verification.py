@@ -22,6 +22,8 @@ __all__ = ["VerifySpec", "is_verification_run", "plan_verification", "verificati
 
 _PREFIX = "verify-"
 _FIELD = {"K": "refresh_every", "gamma": "gamma", "lr": "lr"}
+Knob = Literal["K", "gamma", "lr"]
+_KNOBS: tuple[Knob, ...] = ("K", "gamma", "lr")
 
 
 class VerifySpec(BaseModel):
@@ -30,8 +32,8 @@ class VerifySpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     rung: str | None = Field(None, description="Rung of the bracket; None = the transfer's largest rung.")
-    knobs: list[Literal["K", "gamma", "lr"]] = Field(
-        default_factory=lambda: ["K", "gamma", "lr"],
+    knobs: list[Knob] = Field(
+        default_factory=lambda: list(_KNOBS),
         min_length=1,
         description="Knobs moved one at a time: K one step either side, gamma and lr x0.5 and x2.",
     )
@@ -62,7 +64,7 @@ def plan_verification(
         raise ValueError(f"verify.rung {rung!r} is not among the transfer's rungs {list(rungs)}")
     center_row = next(r for r in rows if r["rung"] == rung and r["arm"] == searched_arm)
     cfg = dict(center_row["optimizer"])
-    center = {k: cfg[f] for k, f in _FIELD.items() if k in spec.knobs and f in cfg}
+    center: dict[str, Any] = {k: cfg[f] for k, f in _FIELD.items() if k in spec.knobs and f in cfg}
     if "K" in center and searched_arm != "periodic":
         center.pop("K")  # only the periodic arm has a refresh period
     # Template: the center's own entry (a baseline at its rung, or the sweep's search point at the first rung), so

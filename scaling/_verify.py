@@ -87,7 +87,7 @@ def _change(center: Mapping[str, Any], point: Mapping[str, Any]) -> dict[str, st
         if a == b:
             continue
         if k == "K":
-            out[k] = f"{int(b) - int(a):+d}"
+            out[k] = f"{int(b) - int(a or 0):+d}"
         else:
             out[k] = f"x{float(b) / float(a):.3g}" if a else f"{a} -> {b}"
     return out
