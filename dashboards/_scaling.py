@@ -336,7 +336,8 @@ def compute_fit_plot(
                            fd=fd or FDInfo(metric_names=(), samples=()), x_range=x_range, notes=tuple(notes))
 
 
-def _legend_handles(data: ScalingPlotData, arms: list[str], colors: dict[str, Any], seeds: dict[str, int], *,
+def _legend_handles(data: ScalingPlotData, arms: list[str], colors: dict[str, Any],
+                    seeds: dict[str, tuple[int, int]], *,
                     has_extrapolation: bool, has_band: bool, has_refused: bool) -> list[Any]:
     """One legend entry per arm and one per line style, instead of one per artist (three per arm)."""
     from matplotlib.lines import Line2D
@@ -344,9 +345,10 @@ def _legend_handles(data: ScalingPlotData, arms: list[str], colors: dict[str, An
 
     handles: list[Any] = []
     for arm in arms:
-        n = seeds.get(arm)
-        what = f" (mean, min–max over {n} seed{'s' if n != 1 else ''})" if n else ""
-        handles.append(Line2D([], [], color=colors[arm], marker="o" if n else None, label=f"{arm}{what}"))
+        lo, hi = seeds.get(arm, (0, 0))
+        count = f"{hi}" if lo == hi else f"{lo}–{hi}"
+        what = f" (mean, min–max over {count} seed{'s' if hi != 1 else ''})" if hi else ""
+        handles.append(Line2D([], [], color=colors[arm], marker="o" if hi else None, label=f"{arm}{what}"))
     if data.curves:
         handles.append(Line2D([], [], color="0.3", label="fit over the fitted sizes"))
     if has_extrapolation:
@@ -370,7 +372,8 @@ def _draw_panel(ax: Any, data: ScalingPlotData) -> None:
 
     arms = sorted({p.arm for p in data.points} | {c.arm for c in data.curves}, key=arm_key)
     colors = colors_for(arms)
-    seeds = {p.arm: max(len(v) for v in p.values) for p in data.points}
+    # Seeds per point can differ between sizes (steps to target count only the seeds that reached it).
+    seeds = {p.arm: (min(len(v) for v in p.values), max(len(v) for v in p.values)) for p in data.points if p.values}
     for p in data.points:
         mean = np.array(p.mean)
         yerr = np.array([mean - np.array(p.lo), np.array(p.hi) - mean])

@@ -119,3 +119,15 @@ def test_runs_without_a_size_are_left_out_with_a_note(records: list[dict[str, An
     d = compute_scaling_plot([*records, unsized], "best_fd")
     assert any("unsized" in n and "model.parameters" in n for n in d.notes)
     assert sum(len(v) for v in d.points[0].values) == 12
+
+
+def test_the_legend_gives_the_range_of_seeds_when_sizes_have_different_counts() -> None:
+    # Steps to a target count only the seeds that reached it: 2 of 3 at the first size, 3 at the others.
+    from dashboards._scaling import compute_fit_plot
+
+    data = {"adamw": ([1e6, 1e6, 2e6, 2e6, 2e6], [400.0, 420.0, 380.0, 390.0, 385.0]),
+            "muon": ([1e6, 1e6, 1e6, 2e6, 2e6, 2e6], [210.0, 215.0, 205.0, 200.0, 190.0, 195.0])}
+    fig = plot_scaling(compute_fit_plot("steps_to_target", "steps to the declared target", data))
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "adamw (mean, min–max over 2–3 seeds)" in legend
+    assert "muon (mean, min–max over 3 seeds)" in legend
