@@ -211,7 +211,7 @@ def step_time_ratio(runs: Mapping[str, Sequence[float]], ours: str, base: str) -
     logs = [math.log(x / y) for x, y in zip(a, b, strict=True) if x > 0 and y > 0]
     if not logs:
         return None
-    return {**_geometric(logs),
+    return {**_geometric(logs), "log_ratios": logs,
             "definition": f"{ours} / {base} seconds per training step in isolation, paired by timing round"}
 
 
@@ -307,6 +307,40 @@ def _geometric(log_ratios: Sequence[float]) -> dict[str, Any]:
             "hi": math.exp(p["hi"]) if p["hi"] is not None else None, "n": p["n"]}
 
 
+def _time_saving(step_logs: Sequence[float], timing: Mapping[str, Any] | None, step_ratio: float,
+                 level: float = 0.95) -> dict[str, Any]:
+    """1 - steps-to-target ratio x per-step time ratio, in %. The product's log is the sum of two independent
+    means of paired logs (over seeds, over timing rounds), so its standard error is the root of the summed squared
+    errors and its interval a Student-t one with Welch-Satterthwaite degrees of freedom. With one timing round
+    only the seeds' spread is there to carry."""
+    n = len(step_logs)
+    log_steps = statistics.fmean(step_logs)
+    var_s = statistics.variance(step_logs) / n if n > 1 else None
+    var_t, df_t = None, None
+    logs_t = (timing or {}).get("log_ratios") or []
+    if len(logs_t) > 1:
+        var_t, df_t = statistics.variance(logs_t) / len(logs_t), len(logs_t) - 1
+    center = log_steps + math.log(step_ratio)
+    out: dict[str, Any] = {"mean": 100 * (1 - math.exp(center)), "lo": None, "hi": None, "n": n,
+                           "timing_rounds": len(logs_t) or 1}
+    if var_s is None:
+        out["label"] = "one run"
+    else:
+        from scipy import stats
+
+        var = var_s + (var_t or 0.0)
+        # Welch-Satterthwaite: the degrees of freedom of a sum of two variance estimates.
+        df = var**2 / (var_s**2 / (n - 1) + (var_t**2 / df_t if var_t and df_t else 0.0)) if var > 0 else n - 1
+        half = float(stats.t.ppf((1 + level) / 2, df)) * math.sqrt(var)
+        # A larger product is a smaller saving: the interval's ends swap.
+        out.update(lo=100 * (1 - math.exp(center + half)), hi=100 * (1 - math.exp(center - half)), level=level)
+    out["definition"] = ("1 - steps-to-target ratio x per-step time ratio (positive: faster); the interval carries "
+                         "the seeds' spread and, with 2 or more timing rounds, the timing's" if var_t is not None
+                         else "1 - steps-to-target ratio x per-step time ratio (positive: faster); the interval "
+                         "carries the seeds' spread (one timing round: no timing spread to carry)")
+    return out
+
+
 def _plateau_summary(at: Sequence[TransferRun], curve: str, rung_horizon: int | None,
                      plateau_spec: PlateauSpec) -> dict[str, Any]:
     """Plateau per run and the rung's flag: undertrained when most of its checked runs are."""
@@ -365,17 +399,7 @@ def _compare(ours: dict[int, dict[str, Any]], theirs: dict[int, dict[str, Any]],
         comp["time_to_target_difference_s"] = _paired(
             [ours[s]["time_s"] - theirs[s]["time_s"] for s in both])
         if step_ratio_time is not None:
-            ratio = comp["steps_to_target_ratio"]
-            comp["time_saving_pct"] = {
-                "mean": 100 * (1 - ratio["mean"] * step_ratio_time),
-                # A larger steps ratio is a smaller saving: the interval's ends swap.
-                "lo": 100 * (1 - ratio["hi"] * step_ratio_time) if ratio["hi"] is not None else None,
-                "hi": 100 * (1 - ratio["lo"] * step_ratio_time) if ratio["lo"] is not None else None,
-                "n": ratio["n"],
-                "definition": "1 - steps-to-target ratio x per-step time ratio (positive: faster); the "
-                              "interval carries the seeds' spread, not the timing's (the per-step ratio's own "
-                              "interval over timing rounds is step_time_ratio_interval)",
-            }
+            comp["time_saving_pct"] = _time_saving(log_ratios, ratio_doc, step_ratio_time)
     ttb_ours = {s: time_to_best[r.run_id] for s, r in by_arm.get(searched_arm, {}).items()
                 if r.run_id in time_to_best}
     ttb_base = {s: time_to_best[r.run_id] for s, r in by_arm.get(base, {}).items() if r.run_id in time_to_best}

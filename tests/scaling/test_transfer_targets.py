@@ -345,3 +345,32 @@ def test_the_plan_line_gives_the_range_of_horizons_when_rungs_differ() -> None:
     assert "evals at the sweep's fractions of each rung's horizon" in printed({"cpu-xs": 24, "cpu-s": 36})
     same = printed({"cpu-xs": 24, "cpu-s": 24})
     assert "; 24 steps (sweep: 12), evals at [16, 20, 24]" in same
+
+
+def test_the_time_savings_interval_carries_the_timing_spread_as_well_as_the_seeds() -> None:
+    from scipy import stats
+
+    runs = [_run("cpu-xs", a, s) for a in ARMS for s in (0, 1, 2)]
+    runs = [r if r.arm != "periodic" else _jittered_steps(r, 1.0 + 0.05 * r.seed) for r in runs]
+    result = _result(runs, ["cpu-xs"])
+    rounds = {"periodic": [0.010, 0.013, 0.0102], "muon": [0.020, 0.024, 0.0190], "adamw": [0.009, 0.012, 0.009]}
+    result.step_timing["seconds_per_step_runs"] = {"cpu-xs": rounds}
+    c = result.targets()["rungs"]["cpu-xs"]["comparisons"]["muon"]
+    # By hand: the log of the product is the sum of two means of paired logs; Welch-Satterthwaite df.
+    s_logs = [math.log(x) for x in c["steps_to_target_ratio"]["per_seed"].values()]
+    t_logs = [math.log(a / b) for a, b in zip(rounds["periodic"], rounds["muon"], strict=True)]
+    mean_s, mean_t = sum(s_logs) / 3, sum(t_logs) / 3
+    var_s = sum((x - mean_s) ** 2 for x in s_logs) / 2 / 3
+    var_t = sum((x - mean_t) ** 2 for x in t_logs) / 2 / 3
+    df = (var_s + var_t) ** 2 / (var_s**2 / 2 + var_t**2 / 2)
+    half = stats.t.ppf(0.975, df) * math.sqrt(var_s + var_t)
+    saving = c["time_saving_pct"]
+    assert saving["mean"] == pytest.approx(100 * (1 - math.exp(mean_s + mean_t)))
+    assert saving["lo"] == pytest.approx(100 * (1 - math.exp(mean_s + mean_t + half)))
+    assert saving["hi"] == pytest.approx(100 * (1 - math.exp(mean_s + mean_t - half)))
+    assert saving["n"] == 3 and saving["timing_rounds"] == 3 and "the timing's" in saving["definition"]
+    # One timing round: the interval is the seeds' alone (Student-t on n - 1 = 2 degrees of freedom).
+    single = _result(runs, ["cpu-xs"]).targets()["rungs"]["cpu-xs"]["comparisons"]["muon"]["time_saving_pct"]
+    assert single["timing_rounds"] == 1 and "no timing spread" in single["definition"]
+    ratio = _result(runs, ["cpu-xs"]).targets()["rungs"]["cpu-xs"]["comparisons"]["muon"]["steps_to_target_ratio"]
+    assert single["lo"] == pytest.approx(100 * (1 - ratio["hi"] * 0.5))  # one round: the old, seeds-only interval
