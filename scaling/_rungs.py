@@ -335,9 +335,8 @@ def _time_saving(step_logs: Sequence[float], timing: Mapping[str, Any] | None, s
         # A larger product is a smaller saving: the interval's ends swap.
         out.update(lo=100 * (1 - math.exp(center + half)), hi=100 * (1 - math.exp(center - half)), level=level)
     out["definition"] = ("1 - steps-to-target ratio x per-step time ratio (positive: faster); the interval carries "
-                         "the seeds' spread and, with 2 or more timing rounds, the timing's" if var_t is not None
-                         else "1 - steps-to-target ratio x per-step time ratio (positive: faster); the interval "
-                         "carries the seeds' spread (one timing round: no timing spread to carry)")
+                         "the seeds' spread" + (" and, with 2 or more timing rounds, the timing's" if var_t is not None
+                                                else " (one timing round: no timing spread to carry)"))
     return out
 
 
@@ -375,7 +374,7 @@ def _compare(ours: dict[int, dict[str, Any]], theirs: dict[int, dict[str, Any]],
     step_ratio_time = ratio_doc["mean"] if ratio_doc else (
         timing[searched_arm] / timing[base] if searched_arm in timing and base in timing and timing[base] > 0 else None)
     comp["step_time_ratio"] = step_ratio_time
-    rounds = max(len((timing_runs or {}).get(searched_arm) or []), len((timing_runs or {}).get(base) or []))
+    rounds = max(len((timing_runs or {}).get(a) or []) for a in (searched_arm, base))
     if ratio_doc is None and step_ratio_time is not None and rounds > 1:
         # Several rounds that do not pair (a round missing for one arm): the ratio of the medians, no interval.
         comp["step_time_ratio_label"] = "medians of unpaired timing rounds"
@@ -450,7 +449,7 @@ def rung_report(
                 "seeds": len(seeds_run), "reached": len(reached),
                 "fraction_reached": len(reached) / len(seeds_run) if seeds_run else None,
                 # Of the seeds that reached the target, those still at or below it at their last point.
-                "held_to_end": sum(bool(h.get("below_at_end")) for h in reached.values()),
+                "held_to_end": sum(bool(h["below_at_end"]) for h in reached.values()),
                 "steps_to_target": _spread([h["steps"] for h in reached.values()]),
                 "time_to_target_s": _spread([h["time_s"] for h in reached.values()]),
                 "per_seed": {str(s): {"reached": h["reached"], "steps": h["steps"], "time_s": h["time_s"],

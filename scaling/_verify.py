@@ -86,8 +86,8 @@ def _change(center: Mapping[str, Any], point: Mapping[str, Any]) -> dict[str, st
         a, b = center.get(k), point[k]
         if a == b:
             continue
-        if k == "K":
-            out[k] = f"{int(b) - int(a or 0):+d}"
+        if k == "K" and a is not None:
+            out[k] = f"{int(b) - int(a):+d}"
         else:
             out[k] = f"x{float(b) / float(a):.3g}" if a else f"{a} -> {b}"
     return out

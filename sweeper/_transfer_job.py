@@ -490,12 +490,13 @@ def _store_analysis(path: Path, result: TransferResult, out: IO[str] | None) -> 
 
 def _print_plan(state: TransferState, out: IO[str]) -> None:
     plan = state.plan
-    per_rung = plan.horizon_of()
+    horizons = set(plan.horizon_of().values())
     # One number when every rung runs the same steps; otherwise the range (the per-rung steps follow below).
-    steps = (f"{plan.horizon} steps" if len(set(per_rung.values())) <= 1 else
-             f"{min(per_rung.values())}-{max(per_rung.values())} steps by rung")
-    evals = (f"evals at {plan.eval_steps}" if len(set(per_rung.values())) <= 1 else
-             "evals at the sweep's fractions of each rung's horizon")
+    if len(horizons) <= 1:
+        steps, evals = f"{plan.horizon} steps", f"evals at {plan.eval_steps}"
+    else:
+        steps, evals = (f"{min(horizons)}-{max(horizons)} steps by rung",
+                        "evals at the sweep's fractions of each rung's horizon")
     print(f"transfer {state.transfer_id}: {state.source['chosen']} from sweep {state.source['sweep_id']} to "
           f"{', '.join(plan.rungs)}; arms {', '.join(plan.arms)}; {steps} (sweep: "
           f"{plan.source_horizon}), {evals}, seeds {plan.seeds}; "
