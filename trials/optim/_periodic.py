@@ -22,9 +22,23 @@ from torch import Tensor
 from torch.optim import Optimizer
 
 from ._comm import is_dtensor
-from ._functional import ADJUST_LR_FNS, NS_COEFFICIENTS, adjust_lr, newton_schulz5, normalize_rows_or_columns
+from ._functional import (
+    ADJUST_LR_FNS,
+    NS_COEFFICIENTS,
+    _newton_schulz5,
+    _Workspace,
+    adjust_lr,
+    normalize_rows_or_columns,
+    rownorm_update_,
+    stream_chunk_for,
+)
 
-__all__ = ["PeriodicRowMuon", "RowNormMuon"]
+__all__ = ["ROWNORM_KERNELS", "PeriodicRowMuon", "RowNormMuon"]
+
+# How the non-refresh step runs: "streamed" (the default) in cache-sized chunks at about the cost of its memory
+# traffic (`_functional.rownorm_update_`); "unfused" is the implementation before 2026-12-03, whole-matrix
+# operations with a full-size temporary, kept as the reference that tests and `benchmarks/` compare against.
+ROWNORM_KERNELS: tuple[str, ...] = ("streamed", "unfused")
 
 
 def _check_hyperparameters(
@@ -73,6 +87,11 @@ class PeriodicRowMuon(Optimizer):
     `ns_dtype` (keyword only) is the Newton-Schulz dtype: bf16 as in torch.optim.Muon, or fp32 for CPUs without
     native bf16 matmul (see `fast_ns_dtype`).
 
+    `rownorm_kernel` (keyword only): "streamed" (default) runs the non-refresh step chunk by chunk through one
+    cache-sized workspace (`stream_chunk` elements; None = 2**18 on a CPU, whole matrices on an accelerator);
+    "unfused" is the earlier whole-matrix implementation, kept as a reference. Both give the same update up to
+    float rounding.
+
     Counters for logging: `ns5_calls` and `rownorm_calls` (one per matrix update of that kind).
     FSDP2-sharded (DTensor) matrices are refused: `ShardedPeriodicRowMuon` updates them shard by shard.
     """
@@ -95,6 +114,8 @@ class PeriodicRowMuon(Optimizer):
         adjust_lr_fn: str | None = None,
         *,
         ns_dtype: torch.dtype = torch.bfloat16,
+        rownorm_kernel: str = "streamed",
+        stream_chunk: int | None = None,
     ) -> None:
         if isinstance(refresh_every, bool) or not isinstance(refresh_every, int) or refresh_every < 1:
             raise ValueError(
@@ -103,9 +124,17 @@ class PeriodicRowMuon(Optimizer):
             )
         self._setup(params, lr=lr, weight_decay=weight_decay, momentum=momentum, nesterov=nesterov,
                     refresh_every=refresh_every, gamma=gamma, ns_coefficients=tuple(ns_coefficients), ns_steps=ns_steps,
-                    eps=eps, adjust_lr_fn=adjust_lr_fn, ns_dtype=ns_dtype)
+                    eps=eps, adjust_lr_fn=adjust_lr_fn, ns_dtype=ns_dtype, rownorm_kernel=rownorm_kernel,
+                    stream_chunk=stream_chunk)
 
-    def _setup(self, params: Iterable[Tensor] | Iterable[dict[str, Any]], **defaults: Any) -> None:
+    def _setup(self, params: Iterable[Tensor] | Iterable[dict[str, Any]], *, rownorm_kernel: str,
+               stream_chunk: int | None, **defaults: Any) -> None:
+        if rownorm_kernel not in ROWNORM_KERNELS:
+            raise ValueError(f"rownorm_kernel={rownorm_kernel!r} is not supported; allowed: {list(ROWNORM_KERNELS)}")
+        self.rownorm_kernel = rownorm_kernel
+        stream_chunk_for("cpu", stream_chunk)  # validates it
+        self._stream_chunk = stream_chunk
+        self._workspaces: dict[str, _Workspace] = {}
         if defaults["ns_dtype"] not in (torch.bfloat16, torch.float32, torch.float64):
             raise ValueError(f"ns_dtype must be torch.bfloat16, float32 or float64, got {defaults['ns_dtype']}")
         checked = {k: v for k, v in defaults.items() if k not in ("nesterov", "refresh_every", "ns_dtype")}
@@ -129,16 +158,52 @@ class PeriodicRowMuon(Optimizer):
         self.ns5_calls = 0
         self.rownorm_calls = 0
 
+    def _workspace(self, device: torch.device) -> _Workspace:
+        """The streamed step's scratch space on `device`, made once (never part of the state_dict)."""
+        ws = self._workspaces.get(str(device))
+        if ws is None:
+            ws = self._workspaces[str(device)] = _Workspace(stream_chunk_for(device, self._stream_chunk))
+        return ws
+
+    def _rownorm(self, p: Tensor, grad: Tensor, buf: Tensor, group: dict[str, Any], eta: float) -> None:
+        """The non-refresh step of one matrix (its own rows: a sharded subclass passes local shards)."""
+        decay = 1.0 - group["lr"] * group["weight_decay"]
+        step_size = group["gamma"] * eta
+        if self.rownorm_kernel == "streamed":
+            rownorm_update_(p, grad, buf, momentum=group["momentum"], nesterov=group["nesterov"], decay=decay,
+                            step_size=step_size, eps=group["eps"], workspace=self._workspace(p.device))
+            return
+        # The reference ("unfused"): whole-matrix operations and a full-size U.
+        buf.lerp_(grad, 1.0 - group["momentum"])
+        update = grad.lerp(buf, group["momentum"]) if group["nesterov"] else buf
+        norms, _ = normalize_rows_or_columns(update, group["eps"])
+        p.mul_(decay)
+        # One fused pass: p -= gamma * eta * U / norms (norms broadcast over rows or columns).
+        p.addcdiv_(update, norms, value=-step_size)
+
+    def _refresh(self, p: Tensor, grad: Tensor, buf: Tensor, group: dict[str, Any], eta: float) -> None:
+        """The refresh step of one matrix: Muon's momentum, NS5 of U, decay and update, as torch.optim.Muon does it
+        (U is a temporary of ours, so NS5 normalises it in place: no copy beyond torch.optim.Muon's)."""
+        buf.lerp_(grad, 1.0 - group["momentum"])
+        nesterov, ns_dtype = group["nesterov"], group["ns_dtype"]
+        if nesterov and ns_dtype.itemsize < grad.dtype.itemsize:
+            # U rounded straight into NS5's dtype: lerp computes in fp32 and rounds once, the same bits as
+            # torch.optim.Muon's fp32 U followed by .bfloat16(), without the full-size fp32 temporary.
+            update = torch.lerp(grad, buf, group["momentum"], out=torch.empty_like(grad, dtype=ns_dtype))
+        else:
+            update = grad.lerp(buf, group["momentum"]) if nesterov else buf
+        ortho = _newton_schulz5(update, group["ns_coefficients"], group["ns_steps"], group["eps"], ns_dtype,
+                                owned=nesterov)
+        p.mul_(1.0 - group["lr"] * group["weight_decay"])
+        p.add_(ortho, alpha=-eta)
+
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
         """Performs one optimisation step; parameters without a gradient are skipped (their counter stays)."""
         loss = closure_loss(closure)
 
         for group in self.param_groups:
-            lr: float = group["lr"]
-            momentum: float = group["momentum"]
             k: int | None = group["refresh_every"]
-            decay = 1.0 - lr * group["weight_decay"]
             for p in group["params"]:
                 grad = p.grad
                 if grad is None:
@@ -149,24 +214,13 @@ class PeriodicRowMuon(Optimizer):
                 if not state:
                     state["step"] = 0
                     state["momentum_buffer"] = torch.zeros_like(grad, memory_format=torch.preserve_format)
-                buf: Tensor = state["momentum_buffer"]
-                buf.lerp_(grad, 1.0 - momentum)
-                update = grad.lerp(buf, momentum) if group["nesterov"] else buf
-                eta = adjust_lr(lr, group["adjust_lr_fn"], p.shape)
+                eta = adjust_lr(group["lr"], group["adjust_lr_fn"], p.shape)
                 t: int = state["step"]
-
                 if k is not None and t % k == 0:
-                    ortho = newton_schulz5(
-                        update, group["ns_coefficients"], group["ns_steps"], group["eps"], group["ns_dtype"]
-                    )
-                    p.mul_(decay)
-                    p.add_(ortho, alpha=-eta)
+                    self._refresh(p, grad, state["momentum_buffer"], group, eta)
                     self.ns5_calls += 1
                 else:
-                    norms, _ = normalize_rows_or_columns(update, group["eps"])
-                    p.mul_(decay)
-                    # One fused pass: p -= gamma * eta * U / norms (norms broadcast over rows or columns).
-                    p.addcdiv_(update, norms, value=-group["gamma"] * eta)
+                    self._rownorm(p, grad, state["momentum_buffer"], group, eta)
                     self.rownorm_calls += 1
                 state["step"] = t + 1
         return loss
@@ -181,8 +235,10 @@ class RowNormMuon(PeriodicRowMuon):
 
     def __init__(self, params: Iterable[Tensor] | Iterable[dict[str, Any]], lr: float = 1e-3,
                  weight_decay: float = 0.1, momentum: float = 0.95, nesterov: bool = True, gamma: float = 0.15,
-                 eps: float = 1e-7, adjust_lr_fn: str | None = None) -> None:
+                 eps: float = 1e-7, adjust_lr_fn: str | None = None, *, rownorm_kernel: str = "streamed",
+                 stream_chunk: int | None = None) -> None:
         # No refresh (refresh_every=None), so Newton-Schulz never runs and its settings are placeholders.
         self._setup(params, lr=lr, weight_decay=weight_decay, momentum=momentum, nesterov=nesterov,
                     refresh_every=None, gamma=gamma, ns_coefficients=NS_COEFFICIENTS, ns_steps=5, eps=eps,
-                    adjust_lr_fn=adjust_lr_fn, ns_dtype=torch.bfloat16)
+                    adjust_lr_fn=adjust_lr_fn, ns_dtype=torch.bfloat16, rownorm_kernel=rownorm_kernel,
+                    stream_chunk=stream_chunk)

@@ -62,7 +62,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from ._comm import CommStats, is_dtensor, local_tensor
-from ._functional import adjust_lr, newton_schulz5
+from ._functional import _newton_schulz5, adjust_lr, column_sumsq_, normalized_update_
 from ._periodic import PeriodicRowMuon, closure_loss
 
 __all__ = ["DEFAULT_BUCKET_BYTES", "ShardedPeriodicRowMuon"]
@@ -159,11 +159,6 @@ def _all_gather(output: Tensor, input_: Tensor, group: Any) -> Any:
     # torch 2.13 renamed all_gather_into_tensor to all_gather_single and deprecated the old name; support both.
     gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
     return gather(output, input_, group=group, async_op=True)
-
-
-def _norm_dtype(t: Tensor) -> torch.dtype:
-    # The same accumulation dtype as normalize_rows_or_columns: fp32 for half types, the tensor's own otherwise.
-    return torch.float32 if t.dtype in (torch.bfloat16, torch.float16) else t.dtype
 
 
 class ShardedPeriodicRowMuon(PeriodicRowMuon):
@@ -267,12 +262,13 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
                     like = p.grad if p.grad is not None else p
                     state["momentum_buffer"] = torch.zeros_like(like, memory_format=torch.preserve_format)
                 buf = local_tensor(state["momentum_buffer"])
-                buf.lerp_(grad, 1.0 - group["momentum"])
                 t: int = state["step"]
                 state["step"] = t + 1
                 eta = adjust_lr(group["lr"], group["adjust_lr_fn"], p.shape)
                 item = _Item(local_tensor(p), grad, buf, layout, group, eta)
                 refresh = k is not None and t % k == 0
+                if refresh:  # the non-refresh kernels update the momentum themselves, in the same pass over B
+                    buf.lerp_(grad, 1.0 - group["momentum"])
                 if layout.world == 1:
                     (local_refresh if refresh else local_rownorm).append(item)
                 elif refresh:
@@ -288,14 +284,11 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
         in_flight = [self._start_gather(buckets[0])] if buckets else []
 
         for item in local_rownorm:
-            update = item.nesterov()
             # Rows (m <= n) or columns (m > n) of the whole matrix; for a sharded wide one, of its local rows.
-            dim = 0 if item.layout.tall else 1
-            norms = torch.linalg.vector_norm(update, dim=dim, keepdim=True, dtype=_norm_dtype(update))
-            item.apply_normalized(update, norms.clamp_min_(item.group["eps"]))
+            self._rownorm(item.local, item.grad, item.buf, item.group, item.eta)
             self.rownorm_calls += 1
         for item in local_refresh:
-            item.apply_ortho(self._ns5(item.nesterov(), item.group))
+            item.apply_ortho(self._ns5(item.nesterov(), item.group, owned=item.group["nesterov"]))
             self.ns5_calls += 1
 
         # Refresh: NS5 on bucket i while the gather of bucket i+1 is in flight.
@@ -309,23 +302,32 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
         if reduce_work is not None:
             reduce_work.wait()
             offset = 0
-            for item, update in zip(sharded_tall, tall_updates, strict=True):
+            for i, item in enumerate(sharded_tall):
                 n = item.layout.cols
                 norms = column_sums[offset : offset + n].sqrt().clamp_min_(item.group["eps"]).view(1, n)
-                item.apply_normalized(update, norms)
+                if tall_updates:  # the unfused reference kept each U
+                    item.apply_normalized(tall_updates[i], norms)
+                else:  # streamed: U recomputed chunk by chunk from g and the updated B
+                    group = item.group
+                    normalized_update_(item.local, item.grad, item.buf, norms, momentum=group["momentum"],
+                                       nesterov=group["nesterov"], decay=item.decay,
+                                       step_size=group["gamma"] * item.eta,
+                                       workspace=self._workspace(item.local.device))
                 offset += n
                 self.rownorm_calls += 1
         return loss
 
     @staticmethod
-    def _ns5(update: Tensor, group: dict[str, Any]) -> Tensor:
-        return newton_schulz5(update, group["ns_coefficients"], group["ns_steps"], group["eps"], group["ns_dtype"])
+    def _ns5(update: Tensor, group: dict[str, Any], *, owned: bool = False) -> Tensor:
+        return _newton_schulz5(update, group["ns_coefficients"], group["ns_steps"], group["eps"], group["ns_dtype"],
+                               owned=owned)
 
     # --- tall matrices: one all-reduce of every column sum of squares ----------------------------------------
 
     def _start_column_sums(self, items: list[_Item]) -> tuple[list[Tensor], Tensor, Any]:
-        """U's local rows of every tall matrix (kept until the sums arrive), and the all-reduce of the squared
-        column norms of all of them in one buffer."""
+        """The momentum update and the squared column norms of U's local rows of every tall matrix, all in one
+        buffer, and its all-reduce in flight. The streamed kernel keeps nothing else (U is recomputed once the sums
+        arrive); the unfused reference also returns each U, kept until then."""
         if not items:
             return [], torch.empty(0), None
         # The buffer's dtype follows the parameters' (the same on every rank), accumulating as
@@ -335,11 +337,17 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
         updates = []
         offset = 0
         for item in items:
-            update = item.nesterov()
             n = item.layout.cols
+            group = item.group
             # Squared column norms of the local rows; an empty shard contributes zeros.
-            torch.linalg.vector_norm(update, dim=0, dtype=acc, out=sums[offset : offset + n]).square_()
-            updates.append(update)
+            if self.rownorm_kernel == "streamed":
+                column_sumsq_(item.grad, item.buf, sums[offset : offset + n], momentum=group["momentum"],
+                              nesterov=group["nesterov"], workspace=self._workspace(item.local.device))
+            else:
+                item.buf.lerp_(item.grad, 1.0 - group["momentum"])
+                update = item.nesterov()
+                torch.linalg.vector_norm(update, dim=0, dtype=acc, out=sums[offset : offset + n]).square_()
+                updates.append(update)
             offset += n
         work = dist.all_reduce(sums, op=dist.ReduceOp.SUM, group=self._group, async_op=True)
         self.comm_stats.record("all_reduce", sums.numel() * sums.element_size())
@@ -399,7 +407,7 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
             # (W, chunk*n) -> (W*chunk, n) stacks the ranks' padded rows in order; dropping the padding at the end
             # leaves the whole (m, n) U.
             whole = by_rank[:, offset : offset + numel].reshape(world * lay.chunk, lay.cols)[: lay.rows]
-            ortho = self._ns5(whole, item.group)
+            ortho = self._ns5(whole, item.group, owned=True)  # `whole` is our gather buffer
             item.apply_ortho(ortho[lay.start : lay.stop])
             self.ns5_calls += 1
             offset += numel
