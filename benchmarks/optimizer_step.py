@@ -16,8 +16,8 @@ What runs, for each Newton-Schulz dtype (`--ns-dtype`: `both` where the CPU mult
 - `periodic K=2/3/4`: the whole optimizer, refresh and row-norm steps in their proportions.
 
 Arms run in rounds of 12 steps (a whole number of periods for K = 2, 3 and 4) on identical gradients, alternating
-step by step, so machine noise hits them alike; each ratio is taken within a round (paired) and reported as the median over
-rounds with its min-max and n. Gradients are fixed random tensors: the cost does not depend on their values.
+step by step, so machine noise hits them alike; each ratio is taken within a round (paired) and reported as the
+median over rounds with its min-max and n. Gradients are fixed random tensors: the cost does not depend on their values.
 
     python benchmarks/optimizer_step.py [--width 512] [--depth 2] [--rounds 5] [--threads 1] [--ns-dtype both]
 """

@@ -279,6 +279,90 @@ def test_rownorm_arm_never_runs_ns5_and_equals_periodic_off_refresh() -> None:
             torch.testing.assert_close(a, b, rtol=0, atol=1e-7)
 
 
+# --- the streamed non-refresh step ------------------------------------------------------------------------------
+
+# Square, wide, tall, and a tall one whose rows do not divide into the chunks; chunk sizes: smaller than one row
+# (a row per chunk), a few rows (the last chunk short), and the default (one chunk per matrix at these sizes).
+STREAM_SHAPES = [(48, 48), (32, 80), (96, 40), (97, 31)]
+
+
+@pytest.mark.parametrize("arm", ["periodic", "rownorm"])
+@pytest.mark.parametrize("nesterov", [True, False])
+@pytest.mark.parametrize("weight_decay", [0.0, 0.1])
+@pytest.mark.parametrize("chunk", [7, 200, None])
+def test_streamed_step_equals_the_unfused_one(arm: str, nesterov: bool, weight_decay: float,
+                                              chunk: int | None) -> None:
+    grads = _grads(STREAM_SHAPES, 7)
+    kw = dict(lr=0.05, weight_decay=weight_decay, momentum=0.9, nesterov=nesterov, gamma=0.3)
+
+    def run(**extra: object) -> tuple[list[torch.Tensor], PeriodicRowMuon]:
+        params = _params(STREAM_SHAPES)
+        opt = (PeriodicRowMuon(params, refresh_every=3, **kw, **extra) if arm == "periodic"
+               else RowNormMuon(params, **kw, **extra))
+        _run(opt, params, grads)
+        return params, opt
+
+    streamed, opt_s = run(stream_chunk=chunk)
+    unfused, opt_u = run(rownorm_kernel="unfused")
+    assert opt_s.rownorm_kernel == "streamed" and opt_u.rownorm_kernel == "unfused"
+    for a, b in zip(streamed, unfused, strict=True):
+        # Column norms are summed in another order (float rounding); everything else is the same arithmetic.
+        torch.testing.assert_close(a.detach(), b.detach(), rtol=2e-6, atol=1e-7)
+    for a, b in zip(streamed, unfused, strict=True):
+        assert torch.equal(opt_s.state[a]["momentum_buffer"], opt_u.state[b]["momentum_buffer"])
+    assert (opt_s.ns5_calls, opt_s.rownorm_calls) == (opt_u.ns5_calls, opt_u.rownorm_calls)
+    if arm == "rownorm" and nesterov:  # and both equal the rule written out on its own
+        expected = _rownorm_reference(_params(STREAM_SHAPES), grads, lr=0.05, gamma=0.3, weight_decay=weight_decay,
+                                      momentum=0.9)
+        for p, e in zip(streamed, expected, strict=True):
+            torch.testing.assert_close(p.detach(), e, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("chunk", [5, None])
+def test_streamed_step_in_bfloat16_stays_within_its_rounding(chunk: int | None) -> None:
+    grads = [[g.bfloat16() for g in step] for step in _grads(STREAM_SHAPES, 4)]
+    out = []
+    for extra in ({"stream_chunk": chunk}, {"rownorm_kernel": "unfused"}):
+        params = [p.detach().bfloat16().requires_grad_() for p in _params(STREAM_SHAPES)]
+        _run(RowNormMuon(params, lr=0.05, gamma=0.3, **extra), params, grads)  # type: ignore[arg-type]
+        out.append(params)
+    for a, b in zip(*out, strict=True):
+        # bf16 keeps 8 bits: the two may round a weight to neighbouring bf16 values, no further apart.
+        torch.testing.assert_close(a.detach().float(), b.detach().float(), rtol=2**-7, atol=1e-6)
+
+
+@pytest.mark.parametrize(("kernel", "largest_allowed"), [("streamed", 64 * 1024), ("unfused", None)])
+def test_streamed_step_allocates_no_temporary_the_size_of_a_parameter(kernel: str,
+                                                                      largest_allowed: int | None) -> None:
+    from torch.profiler import ProfilerActivity, profile
+
+    shapes = [(2048, 256), (256, 1024)]  # tall and wide, 2 MiB and 1 MiB in fp32
+    params = _params(shapes)
+    for p, g in zip(params, _grads(shapes, 1)[0], strict=True):
+        p.grad = g
+    opt = RowNormMuon(params, rownorm_kernel=kernel, stream_chunk=2**14)
+    opt.step()  # the momentum buffers and the workspace are made here, once
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        opt.step()
+    largest = max(event.cpu_memory_usage for event in prof.events())
+    if largest_allowed is None:  # the check can see a full-size temporary: the unfused step makes one per matrix
+        assert largest >= 2048 * 256 * 4
+    else:  # only per-column and per-row norm vectors are made: a few KiB
+        assert 0 < largest <= largest_allowed
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [({"rownorm_kernel": "fused"}, r"rownorm_kernel='fused' is not supported; allowed: \['streamed', 'unfused'\]"),
+     ({"stream_chunk": 0}, "stream_chunk must be an int >= 1"),
+     ({"stream_chunk": 1.5}, "stream_chunk must be an int >= 1")],
+)
+def test_bad_kernel_settings_are_refused(kwargs: dict, message: str) -> None:
+    for cls in (PeriodicRowMuon, RowNormMuon):
+        with pytest.raises(ValueError, match=message):
+            cls([torch.zeros(3, 3, requires_grad=True)], **kwargs)
+
+
 def test_non_matrix_parameters_are_refused() -> None:
     with pytest.raises(ValueError, match="only takes 2-D parameters"):
         PeriodicRowMuon([torch.zeros(4, requires_grad=True)])
@@ -368,6 +452,14 @@ def test_factory_builds_every_arm_and_it_trains(name: str) -> None:
     assert (opt.ns5_calls, opt.rownorm_calls) == (expected_ns5, expected_rownorm)
 
 
+@pytest.mark.parametrize("name", ["periodic", "rownorm"])
+def test_factory_passes_the_row_norm_kernel_through(name: str) -> None:
+    for kernel in ("streamed", "unfused"):
+        opt = build_optimizer(_TinyMMDiT(), {"name": name, "rownorm_kernel": kernel})
+        assert opt.matrix.rownorm_kernel == kernel
+    assert build_optimizer(_TinyMMDiT(), {"name": name}).matrix.rownorm_kernel == "streamed"  # the default
+
+
 def test_factory_state_dict_round_trip() -> None:
     torch.manual_seed(0)
     model = _TinyMMDiT()
@@ -406,6 +498,7 @@ def test_factory_state_dict_round_trip() -> None:
         ({"momentum": 1.5}, "momentum\n  Input should be less than 1"),
         ({"adjust_lr_fn": "rms"}, "'original' or 'match_rms_adamw'"),
         ({"K": 3}, "K\n  Extra inputs are not permitted"),
+        ({"rownorm_kernel": "fused"}, "rownorm_kernel\n  Input should be 'streamed' or 'unfused'"),
     ],
 )
 def test_factory_refuses_bad_configs_with_the_field_and_allowed_values(fields: dict, message: str) -> None:

@@ -145,14 +145,16 @@ def _seq(group: Any) -> int:
 
 
 def _equality(
-    rank: int, mesh: Any, *, k: int, steps: int, ns_dtype: torch.dtype, names: tuple[str, ...], **kw: Any
+    rank: int, mesh: Any, *, k: int, steps: int, ns_dtype: torch.dtype, names: tuple[str, ...],
+    sharded_kw: dict[str, Any] | None = None, ref_kw: dict[str, Any] | None = None, **kw: Any
 ) -> dict[str, Any]:
     shapes = [SHAPES[n] for n in names]
     model, ref = _sharded_model(shapes, mesh)
     params = list(model.weights)
     # A few KB per bucket: several buckets per refresh step, so the overlapped pipeline really runs.
-    opt = ShardedPeriodicRowMuon(params, lr=0.02, refresh_every=k, ns_dtype=ns_dtype, bucket_bytes=16 * 1024, **kw)
-    ref_opt = PeriodicRowMuon(ref, lr=0.02, refresh_every=k, ns_dtype=ns_dtype, **kw)
+    opt = ShardedPeriodicRowMuon(params, lr=0.02, refresh_every=k, ns_dtype=ns_dtype, bucket_bytes=16 * 1024,
+                                 **kw, **(sharded_kw or {}))
+    ref_opt = PeriodicRowMuon(ref, lr=0.02, refresh_every=k, ns_dtype=ns_dtype, **kw, **(ref_kw or {}))
     group = mesh.get_group()
     errors = dict.fromkeys(names, 0.0)
     per_step = []
@@ -405,6 +407,12 @@ def _worker(rank: int, world: int, out_dir: Path) -> None:
             nesterov=False,
             adjust_lr_fn="match_rms_adamw",
         ),
+        # The streamed row-norm step in chunks of a row or two (tall local shards take the two-sweep path around
+        # the all-reduce) against the unsharded, unfused reference; and the unfused kernel sharded.
+        "streamed_chunks": lambda: _equality(rank, mesh, k=3, steps=7, ns_dtype=FP32, names=all_names,
+                                             sharded_kw={"stream_chunk": 24}, ref_kw={"rownorm_kernel": "unfused"}),
+        "unfused": lambda: _equality(rank, mesh, k=3, steps=7, ns_dtype=FP32, names=all_names,
+                                     rownorm_kernel="unfused"),
         "wide_only": lambda: _equality(rank, mesh, k=3, steps=6, ns_dtype=FP32, names=WIDE_ONLY),
         "bytes": lambda: _bytes(rank, mesh),
         "refusals": lambda: _refusals(rank, mesh),
@@ -495,7 +503,7 @@ def test_fully_shard_makes_shard0_dtensors_with_torch_chunk_rows(ranks: list[dic
     assert res[1]["local_rows"]["tiny"] == 0  # fewer rows than ranks: an empty shard
 
 
-@pytest.mark.parametrize("scenario", ["periodic_fp32", "vanilla_fp32", "periodic_bf16"])
+@pytest.mark.parametrize("scenario", ["periodic_fp32", "vanilla_fp32", "periodic_bf16", "streamed_chunks", "unfused"])
 def test_sharded_equals_unsharded_on_every_shape(ranks: list[dict[str, Any]], scenario: str) -> None:
     for rank, res in enumerate(_scenario(ranks, scenario)):
         worst = max(res["errors"].values())
@@ -516,7 +524,7 @@ def test_wide_non_refresh_steps_touch_no_collective(ranks: list[dict[str, Any]])
 
 def test_tall_matrices_share_one_all_reduce_per_non_refresh_step(ranks: list[dict[str, Any]]) -> None:
     tall_cols = sum(c for r, c in SHAPES.values() if r > c)
-    for res in _scenario(ranks, "periodic_fp32"):
+    for res in [*_scenario(ranks, "periodic_fp32"), *_scenario(ranks, "streamed_chunks")]:
         for t, step in enumerate(res["per_step"]):
             if t % 3:
                 assert step["seq_delta"] == 1 and step["counted"] == {"all_reduce": 1}

@@ -79,6 +79,12 @@ class OptimizerConfig(BaseModel):
     ns_dtype: Literal["auto", "bfloat16", "float32"] = Field(
         "auto", description="Newton-Schulz dtype; auto = bf16 where bf16 matmul is fast (GPU, AVX512-BF16), else fp32."
     )
+    rownorm_kernel: Literal["streamed", "unfused"] = Field(
+        "streamed",
+        description="How the periodic and rownorm arms run their row-norm step: streamed (cache-sized chunks, at "
+        "about the cost of its memory traffic) or unfused (the earlier whole-matrix code, kept to time against). "
+        "Same update up to float rounding.",
+    )
 
     @property
     def resolved_lr(self) -> float:
@@ -129,12 +135,13 @@ def _build_periodic(params: list[Tensor], cfg: OptimizerConfig, ns_dtype: torch.
         gamma=cfg.gamma,
         ns_steps=cfg.ns_steps,
         ns_dtype=ns_dtype,
+        rownorm_kernel=cfg.rownorm_kernel,
         **_muon_kwargs(cfg),
     )
 
 
 def _build_rownorm(params: list[Tensor], cfg: OptimizerConfig, ns_dtype: torch.dtype) -> Optimizer:
-    return RowNormMuon(params, gamma=cfg.gamma, **_muon_kwargs(cfg))
+    return RowNormMuon(params, gamma=cfg.gamma, rownorm_kernel=cfg.rownorm_kernel, **_muon_kwargs(cfg))
 
 
 # name -> builder of the matrix-group optimizer, given the resolved Newton-Schulz dtype.

@@ -242,13 +242,26 @@ def rownorm_update_(
 
     `step_size` is gamma times the shape-adjusted lr; `decay` is 1 - lr * weight_decay. g is never modified."""
     rows, cols = param.shape
+    acc = _acc_dtype(param.dtype)
+    if workspace.chunk is None or rows * cols <= workspace.chunk:
+        # The whole matrix is one chunk (a small matrix, or an accelerator): one sweep with U kept for the update,
+        # and no slicing (at these sizes torch's per-call overhead is most of the cost).
+        buf.lerp_(grad, 1.0 - momentum)
+        u = _nesterov_chunk(grad, buf, momentum, nesterov, workspace)
+        if rows <= cols:
+            norms = torch.linalg.vector_norm(u, dim=1, keepdim=True, dtype=acc)
+        elif acc == u.dtype:
+            norms = torch.linalg.vecdot(u, u, dim=0).sqrt_()  # vectorised, unlike vector_norm over dim 0
+        else:  # half types: squares summed in fp32
+            norms = torch.linalg.vector_norm(u, dim=0, dtype=acc)
+        _apply(param, u, norms.clamp_min_(eps), decay, step_size)
+        return
     if rows > cols:
-        sums = torch.empty(1, cols, dtype=_acc_dtype(param.dtype), device=param.device)
+        sums = torch.empty(1, cols, dtype=acc, device=param.device)
         column_sumsq_(grad, buf, sums[0], momentum=momentum, nesterov=nesterov, workspace=workspace)
         normalized_update_(param, grad, buf, sums.sqrt_().clamp_min_(eps), momentum=momentum, nesterov=nesterov,
                            decay=decay, step_size=step_size, workspace=workspace)
         return
-    acc = _acc_dtype(param.dtype)
     for start, stop in _chunks(rows, cols, workspace.chunk):
         g, b = grad[start:stop], buf[start:stop]
         b.lerp_(g, 1.0 - momentum)
