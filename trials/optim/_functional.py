@@ -7,7 +7,6 @@ few matrices. The `Optimizer` classes in `_periodic.py` are thin loops around th
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 
 import torch
 from torch import Tensor
@@ -22,6 +21,7 @@ __all__ = [
     "newton_schulz5",
     "normalize_rows_or_columns",
     "normalized_update_",
+    "step_scales",
     "rownorm_update_",
     "stream_chunk_for",
     "unit_rows_or_columns",
@@ -151,11 +151,9 @@ def stream_chunk_for(device: torch.device | str, chunk: int | None = None) -> in
     return STREAM_CHUNK if torch.device(device).type == "cpu" else None
 
 
-def _chunks(rows: int, cols: int, chunk: int | None) -> Iterator[tuple[int, int]]:
-    """[start, stop) row ranges of at most `chunk` elements each (at least one row); one range without `chunk`."""
-    step = rows if chunk is None else max(1, chunk // max(cols, 1))
-    for start in range(0, rows, max(step, 1)):
-        yield start, min(rows, start + step)
+def _height(rows: int, cols: int, chunk: int | None) -> int:
+    """Rows per chunk: whole rows, at most `chunk` elements (at least one row); every row without `chunk`."""
+    return max(1, rows if chunk is None else chunk // max(cols, 1))
 
 
 def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -171,24 +169,28 @@ class _Workspace:
         self.chunk = chunk
         self._buffers: dict[tuple[int, torch.device, torch.dtype], Tensor] = {}
 
-    def view(self, shape: tuple[int, int], dtype: torch.dtype, device: torch.device, slot: int = 0) -> Tensor:
+    def block(self, rows: int, cols: int, dtype: torch.dtype, device: torch.device, slot: int = 0) -> Tensor:
         """A scratch (rows x cols) tensor: a view of the shared buffer, or a fresh tensor when chunks are whole
         matrices (accelerators, whose allocator makes that cheap)."""
-        numel = shape[0] * shape[1]
         if self.chunk is None:
-            return torch.empty(shape, dtype=dtype, device=device)
+            return torch.empty((rows, cols), dtype=dtype, device=device)
         key = (slot, device, dtype)
         buf = self._buffers.get(key)
-        if buf is None or buf.numel() < numel:
-            buf = self._buffers[key] = torch.empty(max(self.chunk, numel), dtype=dtype, device=device)
-        return buf[:numel].view(shape)
+        if buf is None or buf.numel() < rows * cols:
+            buf = self._buffers[key] = torch.empty(max(self.chunk, rows * cols), dtype=dtype, device=device)
+        return buf[: rows * cols].view(rows, cols)
 
 
-def _nesterov_chunk(g: Tensor, b: Tensor, momentum: float, nesterov: bool, ws: _Workspace) -> Tensor:
-    """U for one chunk: lerp(g, B, mu) in the workspace with Nesterov, B itself without (never a copy of it)."""
+def _nesterov_chunk(g: Tensor, b: Tensor, momentum: float, nesterov: bool, ws: Tensor | None) -> Tensor:
+    """U for one chunk: lerp(g, B, mu) into `ws` (the workspace's rows for it) with Nesterov, B itself without
+    (never a copy of it)."""
     if not nesterov:
         return b
-    return torch.lerp(g, b, momentum, out=ws.view((g.size(0), g.size(1)), g.dtype, g.device))
+    return torch.lerp(g, b, momentum, out=ws if ws is not None else torch.empty_like(g))
+
+
+def _rows_of(block: Tensor | None, rows: int) -> Tensor | None:
+    return block if block is None or block.size(0) == rows else block[:rows]
 
 
 def column_sumsq_(
@@ -198,37 +200,52 @@ def column_sumsq_(
     half types) <- the squared column norms of U = nesterov(g, B). An empty matrix (a rank's empty shard) gives
     zeros. Sharded, `out` is this rank's part of the sums that one all-reduce adds up."""
     rows, cols = grad.shape
-    spans = list(_chunks(rows, cols, workspace.chunk))
-    if not spans:
+    if rows == 0:
         out.zero_()
         return
+    height = _height(rows, cols, workspace.chunk)
+    ws = workspace.block(height, cols, grad.dtype, grad.device) if nesterov else None
     # Squares accumulate element-wise in a (chunk rows x n) block, one fused multiply-add per chunk, and are summed
     # over rows once at the end: a reduction per chunk would cost more than the chunk's element-wise work.
-    height = spans[0][1] - spans[0][0]
-    squares = workspace.view((height, cols), out.dtype, grad.device, slot=1).zero_()
-    for start, stop in spans:
-        g, b = grad[start:stop], buf[start:stop]
+    squares = workspace.block(height, cols, out.dtype, grad.device, slot=1).zero_()
+    for g, b in zip(grad.split(height), buf.split(height), strict=True):
         b.lerp_(g, 1.0 - momentum)
-        u = _nesterov_chunk(g, b, momentum, nesterov, workspace)
-        squares[: stop - start].addcmul_(u, u)  # in squares' dtype: half types are squared and summed in fp32
+        u = _nesterov_chunk(g, b, momentum, nesterov, _rows_of(ws, g.size(0)))
+        _rows_of(squares, g.size(0)).addcmul_(u, u)  # in squares' dtype: half types squared and summed in fp32
     torch.sum(squares, dim=0, out=out)
 
 
 def normalized_update_(
-    param: Tensor, grad: Tensor, buf: Tensor, norms: Tensor, *, momentum: float, nesterov: bool, decay: float,
-    step_size: float, workspace: _Workspace,
+    param: Tensor, grad: Tensor, buf: Tensor, scales: Tensor, *, momentum: float, nesterov: bool, decay: float,
+    workspace: _Workspace,
 ) -> None:
-    """The second sweep of a tall matrix's step: W <- decay * W - step_size * U / norms, with U recomputed from g
-    and the already-updated B chunk by chunk; `norms` (1 x n) are the clamped column norms."""
-    for start, stop in _chunks(param.size(0), param.size(1), workspace.chunk):
-        u = _nesterov_chunk(grad[start:stop], buf[start:stop], momentum, nesterov, workspace)
-        _apply(param[start:stop], u, norms, decay, step_size)
+    """The second sweep of a tall matrix's step: W <- decay * W + U * scales, with U recomputed from g and the
+    already-updated B chunk by chunk; `scales` (1 x n) = -step_size / (clamped column norms), from `step_scales`."""
+    rows, cols = param.shape
+    if rows == 0:
+        return
+    height = _height(rows, cols, workspace.chunk)
+    ws = workspace.block(height, cols, grad.dtype, grad.device) if nesterov else None
+    for w, g, b in zip(param.split(height), grad.split(height), buf.split(height), strict=True):
+        _apply(w, _nesterov_chunk(g, b, momentum, nesterov, _rows_of(ws, g.size(0))), scales, decay, nesterov)
 
 
-def _apply(w: Tensor, u: Tensor, norms: Tensor, decay: float, step_size: float) -> None:
+def step_scales(norms: Tensor, step_size: float, eps: float) -> Tensor:
+    """-step_size / max(norms, eps), in place on `norms` (a row or column vector): what `_apply` multiplies U by."""
+    return norms.clamp_min_(eps).reciprocal_().mul_(-step_size)
+
+
+def _apply(w: Tensor, u: Tensor, scales: Tensor, decay: float, scratch: bool) -> None:
+    """W <- decay * W + U * scales, the scales broadcast over rows or columns. When U is scratch (the workspace) it
+    is scaled in place while cache-hot and W is then read and written once; when U is the momentum buffer itself
+    (no Nesterov) it is left alone and W takes two passes, as it does in half types (a scaled U stored in bf16
+    would round the update once more)."""
+    if scratch and u.dtype == scales.dtype:
+        torch.add(u.mul_(scales), w, alpha=decay, out=w)
+        return
     if decay != 1.0:
         w.mul_(decay)
-    w.addcdiv_(u, norms, value=-step_size)  # w -= step_size * U / norms, the norms broadcast over rows or columns
+    w.addcmul_(u, scales)
 
 
 def rownorm_update_(
@@ -243,28 +260,24 @@ def rownorm_update_(
     `step_size` is gamma times the shape-adjusted lr; `decay` is 1 - lr * weight_decay. g is never modified."""
     rows, cols = param.shape
     acc = _acc_dtype(param.dtype)
-    if workspace.chunk is None or rows * cols <= workspace.chunk:
-        # The whole matrix is one chunk (a small matrix, or an accelerator): one sweep with U kept for the update,
-        # and no slicing (at these sizes torch's per-call overhead is most of the cost).
-        buf.lerp_(grad, 1.0 - momentum)
-        u = _nesterov_chunk(grad, buf, momentum, nesterov, workspace)
+    if rows > cols and workspace.chunk is not None and rows * cols > workspace.chunk:
+        # A tall matrix larger than a chunk: its column norms need every row first, so two sweeps.
+        sums = torch.empty(1, cols, dtype=acc, device=param.device)
+        column_sumsq_(grad, buf, sums[0], momentum=momentum, nesterov=nesterov, workspace=workspace)
+        normalized_update_(param, grad, buf, step_scales(sums.sqrt_(), step_size, eps), momentum=momentum,
+                           nesterov=nesterov, decay=decay, workspace=workspace)
+        return
+    # Wide or square matrices chunk by chunk of whole rows; a tall one that fits a chunk (or a whole matrix on an
+    # accelerator) in one piece.
+    height = rows if rows > cols else _height(rows, cols, workspace.chunk)
+    ws = workspace.block(height, cols, grad.dtype, grad.device) if nesterov else None
+    for w, g, b in zip(param.split(height), grad.split(height), buf.split(height), strict=True):
+        b.lerp_(g, 1.0 - momentum)
+        u = _nesterov_chunk(g, b, momentum, nesterov, _rows_of(ws, g.size(0)))
         if rows <= cols:
             norms = torch.linalg.vector_norm(u, dim=1, keepdim=True, dtype=acc)
         elif acc == u.dtype:
             norms = torch.linalg.vecdot(u, u, dim=0).sqrt_()  # vectorised, unlike vector_norm over dim 0
         else:  # half types: squares summed in fp32
             norms = torch.linalg.vector_norm(u, dim=0, dtype=acc)
-        _apply(param, u, norms.clamp_min_(eps), decay, step_size)
-        return
-    if rows > cols:
-        sums = torch.empty(1, cols, dtype=acc, device=param.device)
-        column_sumsq_(grad, buf, sums[0], momentum=momentum, nesterov=nesterov, workspace=workspace)
-        normalized_update_(param, grad, buf, sums.sqrt_().clamp_min_(eps), momentum=momentum, nesterov=nesterov,
-                           decay=decay, step_size=step_size, workspace=workspace)
-        return
-    for start, stop in _chunks(rows, cols, workspace.chunk):
-        g, b = grad[start:stop], buf[start:stop]
-        b.lerp_(g, 1.0 - momentum)
-        u = _nesterov_chunk(g, b, momentum, nesterov, workspace)
-        norms = torch.linalg.vector_norm(u, dim=1, keepdim=True, dtype=acc).clamp_min_(eps)
-        _apply(param[start:stop], u, norms, decay, step_size)
+        _apply(w, u, step_scales(norms, step_size, eps), decay, nesterov)

@@ -62,7 +62,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from ._comm import CommStats, is_dtensor, local_tensor
-from ._functional import _newton_schulz5, adjust_lr, column_sumsq_, normalized_update_
+from ._functional import _newton_schulz5, adjust_lr, column_sumsq_, normalized_update_, step_scales
 from ._periodic import PeriodicRowMuon, closure_loss
 
 __all__ = ["DEFAULT_BUCKET_BYTES", "ShardedPeriodicRowMuon"]
@@ -304,14 +304,14 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
             offset = 0
             for i, item in enumerate(sharded_tall):
                 n = item.layout.cols
-                norms = column_sums[offset : offset + n].sqrt().clamp_min_(item.group["eps"]).view(1, n)
+                group = item.group
+                norms = column_sums[offset : offset + n].sqrt().view(1, n)
                 if tall_updates:  # the unfused reference kept each U
-                    item.apply_normalized(tall_updates[i], norms)
+                    item.apply_normalized(tall_updates[i], norms.clamp_min_(group["eps"]))
                 else:  # streamed: U recomputed chunk by chunk from g and the updated B
-                    group = item.group
-                    normalized_update_(item.local, item.grad, item.buf, norms, momentum=group["momentum"],
+                    scales = step_scales(norms, group["gamma"] * item.eta, group["eps"])
+                    normalized_update_(item.local, item.grad, item.buf, scales, momentum=group["momentum"],
                                        nesterov=group["nesterov"], decay=item.decay,
-                                       step_size=group["gamma"] * item.eta,
                                        workspace=self._workspace(item.local.device))
                 offset += n
                 self.rownorm_calls += 1
