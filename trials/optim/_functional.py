@@ -21,8 +21,8 @@ __all__ = [
     "newton_schulz5",
     "normalize_rows_or_columns",
     "normalized_update_",
-    "step_scales",
     "rownorm_update_",
+    "step_scales",
     "stream_chunk_for",
     "unit_rows_or_columns",
 ]
