@@ -211,7 +211,8 @@ def column_sumsq_(
     for g, b in zip(grad.split(height), buf.split(height), strict=True):
         b.lerp_(g, 1.0 - momentum)
         u = _nesterov_chunk(g, b, momentum, nesterov, _rows_of(ws, g.size(0)))
-        _rows_of(squares, g.size(0)).addcmul_(u, u)  # in squares' dtype: half types squared and summed in fp32
+        rows_sq = squares if g.size(0) == height else squares[: g.size(0)]
+        rows_sq.addcmul_(u, u)  # in squares' dtype: half types squared and summed in fp32
     torch.sum(squares, dim=0, out=out)
 
 
