@@ -14,7 +14,7 @@ determines: mean = the midpoint of the interval's logs, sd = half its log width 
 the savings below equal what the transfer would print from its stored seeds, up to the rounding of the printed
 interval (three digits).
 
-    python benchmarks/retime_savings.py [--rounds 3] [--steps 20]
+    python benchmarks/retime_savings.py [--rounds 3] [--steps 20] [--rungs cpu-xs,cpu-s,cpu-m[,cpu-l]]
 """
 
 from __future__ import annotations
@@ -81,6 +81,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="timing rounds (the evidence profile's 3)")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--rungs", default="cpu-xs,cpu-s,cpu-m",
+                        help="rungs to time (the savings need cpu-xs, cpu-s and cpu-m; add cpu-l for the step-time "
+                             "table alone)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     from optimizer_step import cpu_features  # benchmarks/ is on sys.path when a script in it runs
@@ -94,7 +97,7 @@ def main() -> None:
         print(f"  {rung} vs {base}: printed {printed}, recomputed {saving_text(recomputed)}")
 
     print(f"\nCPU: {cpu_features()}")
-    rungs = sorted({rung for rung, _ in STEPS_TO_TARGET}, key=["cpu-xs", "cpu-s", "cpu-m"].index)
+    rungs = args.rungs.split(",")
     start = time.perf_counter()
     runs = time_rungs(rungs, ARMS, TimingSpec(steps=args.steps, warmup=args.warmup, repeats=args.rounds))
     print_table(runs)
