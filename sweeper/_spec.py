@@ -543,7 +543,13 @@ class CommandBackend(BaseModel):
     timeout_s: float | None = Field(
         None, gt=0, le=30 * 86400, description="Kill a trainer after this many seconds (at most 30 days)."
     )
-    poll_s: float = Field(0.5, gt=0, le=3600, description="Seconds between reads of the trainer's progress file.")
+    poll_s: float = Field(
+        0.5, ge=0.05, le=3600, description="Seconds between reads of the trainer's progress file (0.05 to 3600)."
+    )
+    kill_grace_s: float = Field(
+        10.0, ge=0, le=600, description="Seconds between SIGTERM to everything a stopped trainer started and SIGKILL "
+        "to what is left (0 to 600)."
+    )
 
     @model_validator(mode="after")
     def _valid_command(self) -> CommandBackend:
@@ -830,6 +836,8 @@ class SweepSpec(BaseModel):
             for key in ("horizon", "eval_steps"):  # a baseline at the sweep's horizon
                 if key in section and section[key] is None and section is not payload:
                     section.pop(key)
+        if payload["backend"].get("kill_grace_s") == 10.0:  # added later at its default: older sweeps resume
+            payload["backend"].pop("kill_grace_s")
         if payload["backend"].get("trainer", "") is None:  # a free-form command, as before trainers existed
             payload["backend"].pop("trainer")
         for key, default in (("n_boot", 2000), ("bootstrap_seed", 0)):  # the selection's bootstrap options
