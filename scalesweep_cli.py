@@ -105,10 +105,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     try:
         app = create_app(settings)
     except Exception as exc:  # the database or MLflow store refused us: say which, in one line
-        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        first = settings.redact((str(exc).strip().splitlines() or [""])[0])[:300]
         raise ValueError(f"could not start the service ({type(exc).__name__}: {first}); check "
-                         f"SCALESWEEP_DATABASE_URL ({settings.db_url.split('@')[-1]}) and "
-                         f"SCALESWEEP_MLFLOW_TRACKING_URI ({settings.tracking_uri.split('@')[-1]})") from None
+                         f"SCALESWEEP_DATABASE_URL ({settings.redact(settings.db_url)}) and "
+                         f"SCALESWEEP_MLFLOW_TRACKING_URI ({settings.redact(settings.tracking_uri)})") from None
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
 

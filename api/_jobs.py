@@ -35,7 +35,7 @@ from sqlalchemy import CursorResult, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from sweeper._jobfiles import is_sweep_folder, is_transfer_folder, request_cancel
-from trials import JOB_TAG_ENV, ScalesweepError, end_tagged, tag_values
+from trials import JOB_TAG_ENV, ScalesweepError, end_tagged, tag_values, without_credentials
 
 from ._db import SweepRecord, TransferRecord
 from ._security import child_env, expand_trainer, scrub_env
@@ -168,7 +168,8 @@ class RayJobs:
             return fn(self._get())
         except Exception as exc:  # connection refused, 401 without RAY_AUTH_TOKEN, ...: said once, with the address
             self._client = None
-            raise RuntimeError(f"Ray Jobs at {self.address}: {what} failed: {type(exc).__name__}: {exc}") from exc
+            raise RuntimeError(without_credentials(
+                f"Ray Jobs at {self.address}: {what} failed: {type(exc).__name__}: {exc}")) from exc
 
     def submit(self, argv: list[str], submission_id: str, env: dict[str, str]) -> str:
         entrypoint = shlex.join(argv)
@@ -370,9 +371,10 @@ class JobRunner:
                         self._launch(session, record)
                     except (OSError, RuntimeError) as exc:  # e.g. the Ray cluster refused the job
                         session.rollback()
-                        record.state, record.error = "FAILED", f"could not start the driver: {exc}"[:2000]
+                        why = self.settings.redact(f"could not start the driver: {exc}")
+                        record.state, record.error = "FAILED", why[:2000]
                         session.commit()
-                        log.error("%s %s: %s", kind_of(record).name, record.id, exc)
+                        log.error("%s %s: %s", kind_of(record).name, record.id, why)
 
     def _note_mlflow_ids(self, record: Record) -> None:
         """Record the job's MLflow experiment and parent run ids once its driver wrote them to its status file, so
@@ -404,7 +406,7 @@ class JobRunner:
         """Why a job FAILED: the cause its driver recorded (e.g. every trial's trainer exited 3, with its stderr),
         else the end of the driver's log (it died before it could say)."""
         error = self.live_status(record).get("error")
-        return str(error)[:2000] if error else self._log_tail(record)
+        return self.settings.redact(str(error) if error else self._log_tail(record))[:2000]
 
     def _log_tail(self, record: Record, lines: int = 5) -> str:
         path = self.job_dir(record) / "driver.log"

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from ._errors import InputError, JobError, JobFailedError, ScalesweepError, TrialError
 from ._lazy import homes_of, lazy_attributes
 from ._proctree import JOB_TAG_ENV, TRIAL_TAG_ENV, end_tagged, tag_values, tagged_pids
+from ._redact import uri_secrets, without_credentials
 
 if TYPE_CHECKING:
     from ._command import PLACEHOLDERS, CommandConfig, run_command_trial
@@ -61,6 +62,8 @@ __all__ = [
     "run_trial",
     "tag_values",
     "tagged_pids",
+    "uri_secrets",
+    "without_credentials",
 ]
 
 
