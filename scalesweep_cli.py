@@ -98,6 +98,11 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     except ValidationError as exc:  # each field named by the variable that set it
         raise ValueError(validation_error_message(
             exc, "settings", field=lambda loc: "SCALESWEEP_" + "_".join(map(str, loc)).upper())) from None
+    from api._security import forget_secret_env
+
+    # Read once: from here on the token and database URL are in `settings` only, not in this process's environment
+    # (nor in /proc/<pid>/environ, which a trainer of the same user could read).
+    forget_secret_env()
     import uvicorn
 
     from api.main import create_app

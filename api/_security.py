@@ -17,6 +17,7 @@ from sweeper import TRAINERS_ENV, RegisteredTrainer, SweepError, resolve_trainer
 from ._settings import Settings
 
 __all__ = ["TrustedHosts", "check_rest_paths", "check_rest_spec", "check_work", "expand_trainer",
+           "forget_secret_env",
            "install_log_redaction", "scrub_env"]
 
 # Fields of a command backend that only a registered trainer may set over REST.
@@ -162,6 +163,38 @@ def install_log_redaction(secrets: set[str]) -> None:
         factory = _RedactingFactory(factory)
         logging.setLogRecordFactory(factory)
     factory.secrets |= secrets
+
+
+# The service's secrets as environment variables: read once at start-up, then erased (`forget_secret_env`).
+SECRET_ENV = ("SCALESWEEP_API_TOKEN", "SCALESWEEP_DATABASE_URL")
+
+
+def forget_secret_env(names: Sequence[str] = SECRET_ENV) -> list[str]:
+    """Erase `names` from this process's environment, including the copy `/proc/<pid>/environ` shows; returns
+    the names erased.
+
+    `/proc/<pid>/environ` shows the environment block the process was started with, whatever `os.environ` does
+    later, and any process of the same user may read it (a trainer included): so each value is overwritten with
+    NUL bytes in that block (found through `env_start` in /proc/self/stat, as setproctitle finds argv), then the
+    variable is removed (`unsetenv`). Call it once the settings are read. Linux only; elsewhere the variables are
+    only removed. Full separation is a separate user for trainers (docs/security.md)."""
+    import ctypes
+
+    erased = [n for n in names if n in os.environ]
+    try:
+        block = Path("/proc/self/environ").read_bytes()
+        env_start = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[47])
+    except (OSError, IndexError, ValueError):  # not Linux
+        block, env_start = b"", 0
+    offset = 0
+    for entry in block.split(b"\0"):
+        name, eq, value = entry.partition(b"=")
+        if eq and name.decode(errors="replace") in names and value:
+            ctypes.memset(env_start + offset + len(name) + 1, 0, len(value))
+        offset += len(entry) + 1
+    for name in erased:
+        os.environ.pop(name, None)
+    return erased
 
 
 def scrub_env(env: Mapping[str, str], settings: Settings) -> dict[str, str]:
