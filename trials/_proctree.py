@@ -106,8 +106,9 @@ def end_tagged(name: str, value: str, grace_s: float = 10.0) -> int:
 
 
 def start_reaper(watch_pid: int, tag: str, grace_s: float) -> subprocess.Popen[bytes]:
-    """Start the trainer's reaper (in its own session, without the tag): it ends `tag` when `watch_pid` is gone."""
-    env = {k: v for k, v in os.environ.items() if k != TRIAL_TAG_ENV}
+    """Start the trainer's reaper (in its own session, without the tags: it ignores SIGTERM, and a job's cancel
+    must not wait out its grace period for it): it ends `tag` when `watch_pid` is gone."""
+    env = {k: v for k, v in os.environ.items() if k not in (TRIAL_TAG_ENV, JOB_TAG_ENV)}
     return subprocess.Popen([sys.executable, "-m", "trials._proctree", "--watch", str(watch_pid), "--tag", tag,
                              "--grace", repr(grace_s)], env=env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
