@@ -319,7 +319,8 @@ class JobRunner:
         with self.sessions() as session:
             for tag in sorted(tag_values(JOB_TAG_ENV)):
                 for kind in KINDS.values():
-                    record = session.get(kind.record, tag)  # a job of another service (database) is left alone
+                    # A job of another service (another database) is not found here, and is left alone.
+                    record = cast(Record | None, session.get(kind.record, tag))
                     if record is not None and record.state in TERMINAL:
                         end_tagged(JOB_TAG_ENV, tag, self.kill_grace_s)
                         ended.append(tag)

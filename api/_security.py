@@ -188,9 +188,9 @@ def forget_secret_env(names: Sequence[str] = SECRET_ENV) -> list[str]:
         block, env_start = b"", 0
     offset = 0
     for entry in block.split(b"\0"):
-        name, eq, value = entry.partition(b"=")
-        if eq and name.decode(errors="replace") in names and value:
-            ctypes.memset(env_start + offset + len(name) + 1, 0, len(value))
+        key, eq, value = entry.partition(b"=")
+        if eq and key.decode(errors="replace") in names and value:
+            ctypes.memset(env_start + offset + len(key) + 1, 0, len(value))
         offset += len(entry) + 1
     for name in erased:
         os.environ.pop(name, None)
