@@ -98,6 +98,11 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     except ValidationError as exc:  # each field named by the variable that set it
         raise ValueError(validation_error_message(
             exc, "settings", field=lambda loc: "SCALESWEEP_" + "_".join(map(str, loc)).upper())) from None
+    from api._security import forget_secret_env
+
+    # Read once: from here on the token and database URL are in `settings` only, not in this process's environment
+    # (nor in /proc/<pid>/environ, which a trainer of the same user could read).
+    forget_secret_env()
     import uvicorn
 
     from api.main import create_app
@@ -105,10 +110,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     try:
         app = create_app(settings)
     except Exception as exc:  # the database or MLflow store refused us: say which, in one line
-        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        first = settings.redact((str(exc).strip().splitlines() or [""])[0])[:300]
         raise ValueError(f"could not start the service ({type(exc).__name__}: {first}); check "
-                         f"SCALESWEEP_DATABASE_URL ({settings.db_url.split('@')[-1]}) and "
-                         f"SCALESWEEP_MLFLOW_TRACKING_URI ({settings.tracking_uri.split('@')[-1]})") from None
+                         f"SCALESWEEP_DATABASE_URL ({settings.redact(settings.db_url)}) and "
+                         f"SCALESWEEP_MLFLOW_TRACKING_URI ({settings.redact(settings.tracking_uri)})") from None
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
 

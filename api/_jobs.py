@@ -35,7 +35,7 @@ from sqlalchemy import CursorResult, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from sweeper._jobfiles import is_sweep_folder, is_transfer_folder, request_cancel
-from trials import ScalesweepError
+from trials import JOB_TAG_ENV, ScalesweepError, end_tagged, tag_values, without_credentials
 
 from ._db import SweepRecord, TransferRecord
 from ._security import child_env, expand_trainer, scrub_env
@@ -168,7 +168,8 @@ class RayJobs:
             return fn(self._get())
         except Exception as exc:  # connection refused, 401 without RAY_AUTH_TOKEN, ...: said once, with the address
             self._client = None
-            raise RuntimeError(f"Ray Jobs at {self.address}: {what} failed: {type(exc).__name__}: {exc}") from exc
+            raise RuntimeError(without_credentials(
+                f"Ray Jobs at {self.address}: {what} failed: {type(exc).__name__}: {exc}")) from exc
 
     def submit(self, argv: list[str], submission_id: str, env: dict[str, str]) -> str:
         entrypoint = shlex.join(argv)
@@ -216,6 +217,7 @@ class JobRunner:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self.cancel_grace_s = 30.0
+        self.kill_grace_s = 10.0  # SIGTERM to SIGKILL for what a cancelled job left running
 
     # --- the driver --------------------------------------------------------------------------------------------
 
@@ -270,7 +272,9 @@ class JobRunner:
         folder.mkdir(parents=True, exist_ok=True)
         self._write_spec(record, folder)
         resume = record.id in self._resume
-        env = {f"SCALESWEEP_{kind.name.upper()}_ID": record.id}
+        # The job's tag: the driver, its local Ray, Ray's workers and every trainer inherit it, so a cancel (or a
+        # restarted service) finds all of them, whatever session or parent they ended up with (trials._proctree).
+        env = {f"SCALESWEEP_{kind.name.upper()}_ID": record.id, JOB_TAG_ENV: record.id}
         if isinstance(record, TransferRecord):  # the stored report names the transfer's sweep by the service's id
             env["SCALESWEEP_SOURCE_SWEEP_ID"] = record.sweep_id
         argv = self.command(record, resume)
@@ -308,8 +312,25 @@ class JobRunner:
             rows += session.scalars(select(kind.record).where(kind.record.state == state))
         return sorted(rows, key=lambda r: r.created_at)
 
+    def end_leftovers(self) -> list[str]:
+        """End this machine's processes tagged with a job that is no longer running (cancelled or failed while
+        the service was down, or a cancel the service did not live to finish). Returns those jobs' ids."""
+        ended = []
+        with self.sessions() as session:
+            for tag in sorted(tag_values(JOB_TAG_ENV)):
+                for kind in KINDS.values():
+                    # A job of another service (another database) is not found here, and is left alone.
+                    record = cast(Record | None, session.get(kind.record, tag))
+                    if record is not None and record.state in TERMINAL:
+                        end_tagged(JOB_TAG_ENV, tag, self.kill_grace_s)
+                        ended.append(tag)
+                        log.warning("%s %s: ended the processes it left (%s)", kind.name, tag, record.state)
+        return ended
+
     def reconcile(self) -> None:
-        """At start-up: a RUNNING job whose driver is gone is resumed (or marked FAILED, by setting)."""
+        """At start-up: a RUNNING job whose driver is gone is resumed (or marked FAILED, by setting); processes of
+        jobs that ended meanwhile are ended (`end_leftovers`)."""
+        self.end_leftovers()
         with self.sessions() as session:
             for record in self._records(session, "RUNNING"):
                 if self.driver_alive(record):
@@ -351,9 +372,10 @@ class JobRunner:
                         self._launch(session, record)
                     except (OSError, RuntimeError) as exc:  # e.g. the Ray cluster refused the job
                         session.rollback()
-                        record.state, record.error = "FAILED", f"could not start the driver: {exc}"[:2000]
+                        why = self.settings.redact(f"could not start the driver: {exc}")
+                        record.state, record.error = "FAILED", why[:2000]
                         session.commit()
-                        log.error("%s %s: %s", kind_of(record).name, record.id, exc)
+                        log.error("%s %s: %s", kind_of(record).name, record.id, why)
 
     def _note_mlflow_ids(self, record: Record) -> None:
         """Record the job's MLflow experiment and parent run ids once its driver wrote them to its status file, so
@@ -385,7 +407,7 @@ class JobRunner:
         """Why a job FAILED: the cause its driver recorded (e.g. every trial's trainer exited 3, with its stderr),
         else the end of the driver's log (it died before it could say)."""
         error = self.live_status(record).get("error")
-        return str(error)[:2000] if error else self._log_tail(record)
+        return self.settings.redact(str(error) if error else self._log_tail(record))[:2000]
 
     def _log_tail(self, record: Record, lines: int = 5) -> str:
         path = self.job_dir(record) / "driver.log"
@@ -426,6 +448,9 @@ class JobRunner:
                     proc = self._procs.pop(record.id, None)
                     if proc is not None:
                         proc.wait(timeout=30)
+                    # Whatever the driver's cancel left (a trainer in a session of its own, its children): SIGTERM,
+                    # the grace period, SIGKILL.
+                    end_tagged(JOB_TAG_ENV, record.id, self.kill_grace_s)
             return True
 
     def resume(self, session: Session, record: Record) -> bool:

@@ -97,6 +97,18 @@ class Settings(BaseSettings):
         description="Trainer registry (YAML/JSON: name -> command template, fixed env, cwd, timeout): the only "
         "commands the command backend runs for a REST sweep (docs/security.md). Unset = none registered.",
     )
+    max_work: int = Field(
+        100_000_000, ge=1, description="Largest total work of one sweep or transfer, in training-step units (every "
+        "trial's steps plus its evaluations' sampling: sweeper._work). 1e8: a paper-scale study (14 settings x 3 "
+        "seeds x 60k steps is about 2.5e6) fits 40 times; a CPU at 40 ms a step would take 46 days. Raise it on a "
+        "cluster.",
+    )
+    data_paths: str = Field(
+        "",
+        description="Comma-separated absolute folders a REST spec may name (dataset roots, captions, caches, "
+        "weights): any other server path in a spec sent over REST is refused (docs/security.md). Unset = none; "
+        "the local CLI takes any path.",
+    )
     allowed_hosts: str = Field(
         "*",
         description="Comma-separated Host names the service answers (a Host check before any route, e.g. "
@@ -148,6 +160,33 @@ class Settings(BaseSettings):
         if self.database_url:
             out["SCALESWEEP_DATABASE_URL"] = str(self.database_url)
         return out
+
+    @property
+    def data_path_list(self) -> list[Path]:
+        return [Path(p.strip()) for p in self.data_paths.split(",") if p.strip()]
+
+    @field_validator("data_paths")
+    @classmethod
+    def _absolute_data_paths(cls, value: str) -> str:
+        relative = [p.strip() for p in value.split(",") if p.strip() and not Path(p.strip()).is_absolute()]
+        if relative:
+            raise ValueError(f"registered data paths must be absolute folders, got {relative}")
+        return value
+
+    @property
+    def shown_secrets(self) -> set[str]:
+        """What no answer or log may show: the token, and the user information (and password) of every URI the
+        service holds."""
+        from trials import uri_secrets
+
+        return {self.api_token.get_secret_value()} | uri_secrets(
+            self.database_url, self.mlflow_tracking_uri, self.mlflow_ui_url, self.ray_address, self.ray_dashboard_url)
+
+    def redact(self, text: str) -> str:
+        """`text` fit to show: URIs without their user information, the service's secrets replaced."""
+        from trials import without_credentials
+
+        return without_credentials(text, self.shown_secrets)
 
     @property
     def host_list(self) -> list[str]:

@@ -17,6 +17,7 @@ from ._docs import install_docs
 from ._http import RequestGuard, redact_access_log
 from ._jobs import JobRunner
 from ._problems import PROBLEM_JSON, install_problem_handlers
+from ._security import install_log_redaction
 from ._settings import Settings, get_settings
 from .routers import exports, fits, health, sweeps, transfers
 from .schemas import Problem
@@ -55,9 +56,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the app; `settings` default to the environment (`SCALESWEEP_*`)."""
     settings = settings or get_settings()
     settings.workdir.mkdir(parents=True, exist_ok=True)
-    engine = make_engine(settings.db_url, pool_size=settings.pool_size, pool_timeout_s=settings.db_pool_timeout_s)
-    migrate(engine)
-    _create_tracking_store(settings.tracking_uri)
+    install_log_redaction(settings.shown_secrets)
+    try:
+        engine = make_engine(settings.db_url, pool_size=settings.pool_size,
+                             pool_timeout_s=settings.db_pool_timeout_s)
+        migrate(engine)
+        _create_tracking_store(settings.tracking_uri)
+    except Exception as exc:  # the store's error may quote its URI, password included: said without it
+        raise RuntimeError(settings.redact(f"{type(exc).__name__}: {exc}")) from None
 
     sessions = make_sessionmaker(engine)
     jobs = JobRunner(settings, sessions)

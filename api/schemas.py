@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 __all__ = [
     "FieldError", "Links", "Prediction", "Problem", "RunsPublic", "SweepPublic", "SweepsPublic", "TransferCreate",
@@ -125,6 +125,15 @@ class TransferCreate(BaseModel):
     verify: dict[str, Any] | None = Field(
         None, description="A verification bracket around the transferred point: {} for the largest rung, or "
         "{rung, knobs, tolerance}; the verdict (held / moved / inconclusive) is in /fits (docs/decisions.md).")
+
+    @field_validator("lr_rules", "execution", "trial", "target", "horizon", "timing", "plateau", "verify")
+    @classmethod
+    def _bounded_shape(cls, value: dict[str, Any] | None, info: Any) -> dict[str, Any] | None:
+        from sweeper import check_shape  # depth, keys and size of free-form data (docs/security.md)
+
+        if value is not None:
+            check_shape(value, info.field_name)
+        return value
 
 
 class TransferLinks(BaseModel):

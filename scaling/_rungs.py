@@ -24,7 +24,7 @@ import math
 import statistics
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -68,7 +68,9 @@ class TargetSpec(BaseModel):
         description="final_mean's margin above the reference's final mean: 0.1 so that the reference arm itself "
         "reaches the target on most seeds before its end, not only on the seeds below its own mean.",
     )
-    values: dict[str, float] = Field(default_factory=dict, description="fixed: rung -> target value (> 0).")
+    values: dict[str, Annotated[float, Field(gt=0, le=1e9)]] = Field(
+        default_factory=dict, description="fixed: rung -> target value (> 0, at most 1e9)."
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> TargetSpec:

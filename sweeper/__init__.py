@@ -64,6 +64,8 @@ from ._spec import (
     SweepTracking,
     check_numbers,
     check_seeds,
+    check_shape,
+    check_trial_section,
     format_params,
     load_spec,
     redact_spec,
@@ -71,6 +73,7 @@ from ._spec import (
 from ._trainable import BACKENDS, list_backends
 from ._trainers import TRAINERS_ENV, RegisteredTrainer, load_trainers, resolve_trainer
 from ._uncertainty import PairedDifference, Selection, paired_difference, select_point
+from ._work import sweep_work, transfer_work, trial_work
 
 __all__ = [
     "BACKENDS",
@@ -109,6 +112,8 @@ __all__ = [
     "cancel_transfer",
     "check_numbers",
     "check_seeds",
+    "check_shape",
+    "check_trial_section",
     "default_transfer_workdir",
     "default_workdir",
     "export_from_sweep",
@@ -130,7 +135,10 @@ __all__ = [
     "select_point",
     "summarise_points",
     "sweep_status",
+    "sweep_work",
     "transfer_status",
+    "transfer_work",
+    "trial_work",
 ]
 
 if TYPE_CHECKING:  # what the lazily loaded names are, for type checkers; at run time `__getattr__` below

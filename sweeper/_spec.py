@@ -40,6 +40,8 @@ __all__ = [
     "SweepTracking",
     "check_numbers",
     "check_seeds",
+    "check_shape",
+    "check_trial_section",
     "format_params",
     "load_spec",
     "redact_spec",
@@ -79,19 +81,62 @@ MAX_POINTS = 10_000
 MAX_BASELINES = 64
 # Searchable and optimizer values: K beyond 100k steps never refreshes; lr, gamma and decay above 10 diverge.
 _PARAM_MAX: dict[str, float] = {"refresh_every": 100_000, "gamma": 10.0, "lr": 10.0, "aux_lr": 10.0,
-                                "weight_decay": 10.0, "aux_weight_decay": 10.0, "adamw_eps": 1.0}
+                                "weight_decay": 10.0, "aux_weight_decay": 10.0, "adamw_eps": 1.0,
+                                "betas[0]": 1.0, "betas[1]": 1.0}
 # `trial` section values (dotted TrialConfig paths): sample counts beyond a million cost days of evaluation.
 _TRIAL_MAX: dict[str, float] = {
-    "batch_size": 65_536, "warmup_steps": MAX_HORIZON, "log_every": MAX_HORIZON, "image_size": 4096,
+    "batch_size": 65_536, "warmup_steps": MAX_HORIZON, "log_every": MAX_HORIZON, "data.image_size": 4096,
     "text_max_length": 4096, "eval.fd_samples": 1_000_000, "eval.reference_samples": 1_000_000,
     "eval.val_samples": 1_000_000, "eval.sample_steps": 10_000, "eval.batch_size": 65_536,
+    "eval.track_samples": 1_000_000, "eval.track_sample_steps": 10_000,
 }
+# Searched values lie within +-the largest cap (K's); each value's own range (lr > 0, momentum < 1, ...) is
+# then checked by the optimizer's config, with its own message.
+_SPACE_MAX = 100_000
+Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
+Step = Annotated[int, Field(ge=1, le=MAX_HORIZON)]
 _ANY_NUMBER_MAX = 2**53  # beyond this JSON numbers lose integer precision; nothing in a trial config needs more
+
+
+# Free-form sections (`trial`, optimizer overrides, dataset and extractor options) are plain data of the caller's
+# choosing: their shape is bounded before anything walks or serialises them (Python's JSON and pydantic give up
+# near 255 levels, as a 500). A real trial section is 3 levels deep with a few dozen keys.
+MAX_DEPTH = 16
+MAX_KEYS = 256  # per mapping (and items per list)
+MAX_NODES = 10_000  # values in one section, all levels together
+MAX_TEXT = 65_536  # characters of keys and strings in one section
+
+
+def check_shape(value: Any, where: str) -> None:
+    """Refuse free-form data nested deeper than MAX_DEPTH, with a mapping or list over MAX_KEYS entries, over
+    MAX_NODES values or MAX_TEXT characters in all, naming the path (iterative: any depth is safe to check)."""
+    stack: list[tuple[Any, str, int]] = [(value, where, 0)]
+    nodes = text = 0
+    while stack:
+        v, path, depth = stack.pop()
+        nodes += 1
+        if isinstance(v, str):
+            text += len(v)
+        if nodes > MAX_NODES or text > MAX_TEXT:
+            raise ValueError(f"{where}: more than {MAX_NODES:,} values or {MAX_TEXT:,} characters of text; a "
+                             "spec section is small plain data")
+        if isinstance(v, Mapping | list | tuple):
+            if depth >= MAX_DEPTH:
+                raise ValueError(f"{path}: nested more than {MAX_DEPTH} levels deep")
+            if len(v) > MAX_KEYS:
+                raise ValueError(f"{path}: {len(v):,} entries; at most {MAX_KEYS} in one mapping or list")
+            if isinstance(v, Mapping):
+                text += sum(len(str(k)) for k in v)
+                stack.extend((item, f"{path}.{k}", depth + 1) for k, item in v.items())
+            else:
+                stack.extend((item, f"{path}[{i}]", depth + 1) for i, item in enumerate(v))
 
 
 def check_numbers(value: Any, where: str, limits: Mapping[str, float] | None = None) -> None:
     """Refuse non-finite numbers anywhere in free-form spec data (JSON's Infinity and NaN parse in Python), and
-    numbers above `limits` (dotted path below `where` -> largest allowed value), naming the path."""
+    numbers above `limits` (dotted path below `where` -> largest allowed value), naming the path; first its shape
+    (`check_shape`)."""
+    check_shape(value, where)
 
     def walk(v: Any, path: str) -> None:
         if isinstance(v, bool):
@@ -113,6 +158,22 @@ def check_numbers(value: Any, where: str, limits: Mapping[str, float] | None = N
                 walk(item, f"{path}[{i}]")
 
     walk(value, "")
+
+
+def check_trial_section(trial: Mapping[str, Any], where: str = "trial") -> None:
+    """The rules every `trial` section follows (a sweep's, a transfer's): no field the sweep sets itself, finite
+    numbers within the caps, and only TrialConfig's own fields with valid values (a probe trial on the default
+    rung), each refusal naming the field."""
+    owned = {k: v for k, v in _OWNED_TRIAL_FIELDS.items() if k in trial}
+    if owned:
+        raise ValueError("; ".join(f"{where}.{k} is set by the sweep ({v})" for k, v in owned.items()))
+    check_numbers(dict(trial), where, _TRIAL_MAX)
+    from trials import TrialConfig
+
+    try:
+        TrialConfig.model_validate(json.loads(json.dumps(dict(trial))))
+    except ValidationError as exc:
+        raise ValueError(_nested_errors(exc, where)) from None
 
 
 def check_seeds(seeds: list[int]) -> list[int]:
@@ -180,10 +241,14 @@ class ParamRange(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    low: float = Field(..., description="Lower bound, inclusive (in the parameter's own unit).")
-    high: float = Field(..., description="Upper bound, inclusive.")
+    low: float = Field(
+        ..., ge=-_SPACE_MAX, le=_SPACE_MAX, description="Lower bound, inclusive (in the parameter's own unit)."
+    )
+    high: float = Field(..., ge=-_SPACE_MAX, le=_SPACE_MAX, description="Upper bound, inclusive.")
     log: bool = Field(False, description="Sample uniformly in log space (learning rates: true).")
-    step: float | None = Field(None, gt=0, description="Quantisation step; None = continuous (1 for K).")
+    step: float | None = Field(
+        None, gt=0, le=_SPACE_MAX, description="Quantisation step; None = continuous (1 for K)."
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> ParamRange:
@@ -196,7 +261,8 @@ class ParamRange(BaseModel):
         return self
 
 
-SpaceValue = list[int | float] | ParamRange
+SpaceValue = (list[Annotated[int, Field(ge=-_SPACE_MAX, le=_SPACE_MAX)]
+                   | Annotated[float, Field(ge=-_SPACE_MAX, le=_SPACE_MAX)]] | ParamRange)
 
 
 def _default_space() -> dict[str, SpaceValue]:
@@ -356,12 +422,13 @@ class BaselineSpec(BaseModel):
         description="Training steps of this arm's runs; None = the sweep's horizon. Lets a transfer give each rung "
         "a horizon that grows with its size.",
     )
-    eval_steps: list[int] | None = Field(
+    eval_steps: list[Step] | None = Field(
         None,
+        max_length=1000,
         description="Eval steps of this arm's runs (as many as the sweep's, in [1, horizon]); None = the sweep's, "
         "or with `horizon` set, the sweep's eval steps at the same fractions of it.",
     )
-    lr_factors: list[float] | None = Field(
+    lr_factors: list[Annotated[float, Field(gt=0, le=1000)]] | None = Field(
         None,
         min_length=1,
         max_length=9,
@@ -543,7 +610,13 @@ class CommandBackend(BaseModel):
     timeout_s: float | None = Field(
         None, gt=0, le=30 * 86400, description="Kill a trainer after this many seconds (at most 30 days)."
     )
-    poll_s: float = Field(0.5, gt=0, le=3600, description="Seconds between reads of the trainer's progress file.")
+    poll_s: float = Field(
+        0.5, ge=0.05, le=3600, description="Seconds between reads of the trainer's progress file (0.05 to 3600)."
+    )
+    kill_grace_s: float = Field(
+        10.0, ge=0, le=600, description="Seconds between SIGTERM to everything a stopped trainer started and SIGKILL "
+        "to what is left (0 to 600)."
+    )
 
     @model_validator(mode="after")
     def _valid_command(self) -> CommandBackend:
@@ -621,7 +694,7 @@ class ConfirmSpec(BaseModel):
         description="Points to confirm: the chosen one, then the next by mean objective. 0 = no confirmation (the "
         "paper's protocol); 3 = the study profile's.",
     )
-    seeds: list[int] | None = Field(
+    seeds: list[Seed] | None = Field(
         None, min_length=1, max_length=32,
         description="Fresh seeds of the confirmation; None = as many as the sweep's, numbered after its largest.",
     )
@@ -660,13 +733,13 @@ class SweepSpec(BaseModel):
         le=MAX_HORIZON,
         description="Training steps of every trial (the paper: 30k at 1.3B; 1800: trials' CPU default).",
     )
-    eval_steps: list[int] | None = Field(
+    eval_steps: list[Step] | None = Field(
         None,
         max_length=1000,
         description="Steps scored by FD; the objective is their mean. Default 2/3, 5/6 and 6/6 of the horizon.",
     )
     search: SearchSpec = Field(default_factory=SearchSpec, description="The search space and method.")
-    seeds: list[int] = Field(
+    seeds: list[Seed] = Field(
         default_factory=lambda: [0],
         min_length=1,
         max_length=MAX_SEEDS,
@@ -731,7 +804,7 @@ class SweepSpec(BaseModel):
         owned = {k: v for k, v in _OWNED_TRIAL_FIELDS.items() if k in trial}
         if owned:
             raise ValueError("; ".join(f"trial.{k} is set by the sweep ({v})" for k, v in owned.items()))
-        check_numbers(trial, "trial", _TRIAL_MAX)
+        check_numbers(trial, "trial", _TRIAL_MAX)  # TrialConfig's own rules: per rung, in `_consistent`
         return trial
 
     @model_validator(mode="after")
@@ -830,6 +903,8 @@ class SweepSpec(BaseModel):
             for key in ("horizon", "eval_steps"):  # a baseline at the sweep's horizon
                 if key in section and section[key] is None and section is not payload:
                     section.pop(key)
+        if payload["backend"].get("kill_grace_s") == 10.0:  # added later at its default: older sweeps resume
+            payload["backend"].pop("kill_grace_s")
         if payload["backend"].get("trainer", "") is None:  # a free-form command, as before trainers existed
             payload["backend"].pop("trainer")
         for key, default in (("n_boot", 2000), ("bootstrap_seed", 0)):  # the selection's bootstrap options

@@ -97,9 +97,9 @@ _HISTORIES = (METRIC.FD, METRIC.EFFECTIVE_TIME_S, METRIC.FD_TRACK, METRIC.TRACK_
 def _without_credentials(uri: str) -> str:
     """`postgresql://user:secret@host/db` -> `postgresql://host/db`: provenance is served to open reads (fits,
     exports) and a tracking URI may carry the store's password."""
-    import re
+    from trials import without_credentials
 
-    return re.sub(r"//[^/@]*@", "//", uri)
+    return without_credentials(uri)
 
 
 def _deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from scaling._rungs import HorizonSpec, PlateauSpec, TargetSpec, TimingSpec
 from scaling._verification import VerifySpec
 from trials.optim import ARMS
 
-from ._spec import MAX_HORIZON, MAX_SEEDS, ExecutionSpec, SweepTracking, check_numbers, check_seeds
+from ._spec import MAX_HORIZON, MAX_SEEDS, ExecutionSpec, Seed, SweepTracking, check_seeds, check_trial_section
 
 __all__ = ["ARMS", "TransferSpec", "default_transfer_workdir", "load_transfer_spec"]
 
@@ -54,7 +54,7 @@ class TransferSpec(BaseModel):
         2.0, gt=0, le=100, description="Horizon as a multiple of the sweep's (2.0: the paper's 30k -> 60k steps)."
     )
     steps: int | None = Field(None, ge=1, le=MAX_HORIZON, description="Horizon in steps; overrides horizon_factor.")
-    seeds: list[int] | None = Field(
+    seeds: list[Seed] | None = Field(
         None, min_length=1, max_length=MAX_SEEDS, description="Seeds of every run; None = the sweep's."
     )
     lr_rules: dict[ArmName, LrRuleName] = Field(
@@ -129,8 +129,10 @@ class TransferSpec(BaseModel):
 
     @field_validator("trial")
     @classmethod
-    def _finite_trial(cls, trial: dict[str, Any]) -> dict[str, Any]:
-        check_numbers(trial, "trial")  # the merged sweep spec applies the sweep's own limits as well
+    def _checked_trial(cls, trial: dict[str, Any]) -> dict[str, Any]:
+        # The same rules as a sweep's section, at submission: a transfer runs as a sweep, which would refuse an
+        # owned field or a bad value only at planning, after the transfer was accepted.
+        check_trial_section(trial)
         return trial
 
     @model_validator(mode="after")

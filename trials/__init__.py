@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 
 from ._errors import InputError, JobError, JobFailedError, ScalesweepError, TrialError
 from ._lazy import homes_of, lazy_attributes
+from ._proctree import JOB_TAG_ENV, TRIAL_TAG_ENV, end_tagged, tag_values, tagged_pids
+from ._redact import uri_secrets, without_credentials
 
 if TYPE_CHECKING:
     from ._command import PLACEHOLDERS, CommandConfig, run_command_trial
@@ -37,7 +39,9 @@ __all__ = [
     "CPU_AUX_LR",
     "DEFAULT_EXPERIMENT",
     "DEFAULT_TRACKING_URI",
+    "JOB_TAG_ENV",
     "PLACEHOLDERS",
+    "TRIAL_TAG_ENV",
     "CommandConfig",
     "DataConfig",
     "EvalConfig",
@@ -51,10 +55,15 @@ __all__ = [
     "TrialError",
     "TrialResult",
     "default_eval_steps",
+    "end_tagged",
     "ensure_store",
     "metric_floor",
     "run_command_trial",
     "run_trial",
+    "tag_values",
+    "tagged_pids",
+    "uri_secrets",
+    "without_credentials",
 ]
 
 

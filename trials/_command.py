@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ._commandline import PLACEHOLDERS, CommandLine
 from ._config import TrialConfig, TrialResult
 from ._errors import TrialError
+from ._proctree import TRIAL_TAG_ENV, end_tagged, new_tag, start_reaper
 from ._run import summarise_quality
 from .record import METRIC, TRIAL_TAG, RunRecorder, trial_run
 
@@ -54,8 +55,17 @@ class CommandConfig(BaseModel):
     )
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables.")
     cwd: str | None = Field(None, description="Working directory of the command.")
-    timeout_s: float | None = Field(None, gt=0, description="Kill the trainer after this many seconds.")
-    poll_s: float = Field(0.5, gt=0, description="How often the progress file is read while the trainer runs.")
+    timeout_s: float | None = Field(
+        None, gt=0, le=30 * 86400, description="Kill the trainer after this many seconds (at most 30 days)."
+    )
+    poll_s: float = Field(
+        0.5, ge=0.05, le=3600, description="How often the progress file is read while the trainer runs (at least "
+        "every hour, at most 20 times a second: a smaller interval only spins a core)."
+    )
+    kill_grace_s: float = Field(
+        10.0, ge=0, le=600, description="When a trial is stopped, seconds between SIGTERM to everything the trainer "
+        "started and SIGKILL to what is left (10: a trainer's own SIGTERM handler has time to save)."
+    )
 
 
 def _values(cfg: TrialConfig, progress_file: Path, config_file: Path, run_id: str, uri: str) -> dict[str, str]:
@@ -181,14 +191,20 @@ class _Collector:
 def _run_trainer(argv: list[str], cmd: CommandConfig, env: dict[str, str], tmp: Path, tail: _Tail,
                  consume: Callable[[list[dict[str, Any]]], None], wall_start: float) -> None:
     """Start the trainer in a session of its own, hand its progress to `consume` while it runs and once after, and
-    raise `TrialError` on a timeout or a non-zero exit (with the end of its stderr)."""
+    raise `TrialError` on a timeout or a non-zero exit (with the end of its stderr).
+
+    Everything the trainer starts carries its tag (`trials._proctree`): when the trial ends, however it ends, what
+    is still running gets SIGTERM, then SIGKILL after `kill_grace_s`; and a reaper beside it does the same if this
+    process is killed outright (a cancelled Ray worker) before its `finally` runs."""
     stderr_path = tmp / "stderr.txt"
+    tag = new_tag()
     with stderr_path.open("w") as stderr:
         try:
-            proc = subprocess.Popen(argv, cwd=cmd.cwd, env=env, stdout=subprocess.DEVNULL, stderr=stderr,
-                                    start_new_session=True)
+            proc = subprocess.Popen(argv, cwd=cmd.cwd, env={**env, TRIAL_TAG_ENV: tag}, stdout=subprocess.DEVNULL,
+                                    stderr=stderr, start_new_session=True)
         except OSError as exc:
             raise TrialError(f"could not start trainer command {argv[0]!r}: {exc}") from None
+        reaper = start_reaper(os.getpid(), tag, cmd.kill_grace_s)
         try:
             while proc.poll() is None:
                 consume(tail.read())
@@ -196,9 +212,10 @@ def _run_trainer(argv: list[str], cmd: CommandConfig, env: dict[str, str], tmp: 
                     raise TrialError(f"trainer command timed out after {cmd.timeout_s} s")
                 time.sleep(cmd.poll_s)
         finally:
-            if proc.poll() is None:  # stopped by a timeout or by the caller: end the trainer's whole group
-                os.killpg(proc.pid, 9)
-                proc.wait()
+            # Stopped by a timeout or by the caller, or finished leaving children behind: end the trainer's tree.
+            end_tagged(TRIAL_TAG_ENV, tag, cmd.kill_grace_s)
+            proc.wait()
+            reaper.wait()  # it sees no tagged process left and exits
     consume(tail.read())
     if proc.returncode != 0:
         err = stderr_path.read_text(errors="replace").strip().splitlines()[-5:]

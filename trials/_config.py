@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -27,6 +27,13 @@ __all__ = [
 # defaults to the AdamW arm's lr (then the AdamW arm is plain AdamW at one lr), unless the config sets it.
 CPU_AUX_LR = 3e-3
 
+# Ranges of the numbers a trial takes: far above any real run (the paper: 60k steps, batch 4096, 10k FD samples),
+# far below what would tie up a machine for years or overflow a counter.
+MAX_STEPS = 10_000_000
+MAX_SEED = 2**31 - 1
+MAX_SAMPLES = 1_000_000
+MAX_BATCH = 65_536
+
 
 def default_eval_steps(steps: int) -> list[int]:
     """2/3, 5/6 and 6/6 of the horizon: the paper's 20k/25k/30k of 30k, scaled."""
@@ -48,9 +55,10 @@ class DataConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field("shapes", description="Registered dataset (trials.data.list_datasets()).")
-    image_size: int = Field(16, ge=8, description="Image side in pixels (16: the CPU default).")
+    image_size: int = Field(16, ge=8, le=4096, description="Image side in pixels, 8 to 4096 (16: the CPU default).")
     seed: int = Field(
-        0, ge=0, description="Dataset seed: fixes the FD reference and validation sets; the same for every trial."
+        0, ge=0, le=MAX_SEED,
+        description="Dataset seed (0 to 2^31-1): fixes the FD reference and validation sets; the same for every trial.",
     )
     options: dict[str, Any] = Field(default_factory=dict, description="Extra keyword arguments of the dataset.")
 
@@ -79,13 +87,20 @@ class EvalConfig(BaseModel):
     fd_samples: int = Field(
         512,
         ge=16,
-        description="Generated images per FD (fixed per study: FD is biased upward at small N). 512 keeps three "
-        "evaluations cheap enough for a 1800-step default trial in 3 minutes; the floor's noise stays far below the "
-        "seed spread (README).",
+        le=MAX_SAMPLES,
+        description="Generated images per FD, 16 to a million (fixed per study: FD is biased upward at small N). "
+        "512 keeps three evaluations cheap enough for a 1800-step default trial in 3 minutes; the floor's noise "
+        "stays far below the seed spread (README).",
     )
-    reference_samples: int = Field(4096, ge=16, description="Reference images for the fixed FD statistics.")
-    sample_steps: int = Field(20, ge=1, description="Euler steps of the sampler (20: quality saturates at 16x16).")
-    guidance_scale: float = Field(1.0, ge=0, description="Classifier-free guidance; 1.0 = plain conditional.")
+    reference_samples: int = Field(
+        4096, ge=16, le=MAX_SAMPLES, description="Reference images for the fixed FD statistics (16 to a million)."
+    )
+    sample_steps: int = Field(
+        20, ge=1, le=10_000, description="Euler steps of the sampler, 1 to 10,000 (20: quality saturates at 16x16)."
+    )
+    guidance_scale: float = Field(
+        1.0, ge=0, le=100, description="Classifier-free guidance, 0 to 100; 1.0 = plain conditional."
+    )
     ema_decay: float | None = Field(
         0.995,
         gt=0,
@@ -93,13 +108,16 @@ class EvalConfig(BaseModel):
         description="EMA decay of the weights evaluated; None = raw weights. On raw weights FD swings between "
         "checkpoints more than optimizers differ at this scale (docs/design.md); 0.995 showed the paper's ordering.",
     )
-    val_samples: int = Field(256, ge=1, description="Held-out images for the validation loss (fixed noise and t).")
+    val_samples: int = Field(
+        256, ge=1, le=MAX_SAMPLES, description="Held-out images for the validation loss (fixed noise and t; at most a "
+        "million)."
+    )
     fd_infinity: bool = Field(
         False,
         description="Also extrapolate FD to infinite samples (FD_N = FD_inf + k/N); needs fd_samples > 2x the "
         "feature dimension (subsets below 2d make the extrapolation wrong, so it refuses).",
     )
-    batch_size: int = Field(256, ge=1, description="Sampling batch size.")
+    batch_size: int = Field(256, ge=1, le=MAX_BATCH, description="Sampling batch size (1 to 65,536).")
     fd_bias: bool = Field(
         True,
         description="Estimate each deciding FD's small-sample bias as FD - FD-infinity (logged as fd_bias and "
@@ -121,12 +139,15 @@ class EvalConfig(BaseModel):
     track_samples: int = Field(
         256,
         ge=16,
-        description="Generated images per tracking FD: the first track_samples of the same fixed captions and "
-        "noise as the full FD. Biased upward against the full FD (fewer samples), so tracking FD is its own "
-        "scale and is only compared with tracking FD.",
+        le=MAX_SAMPLES,
+        description="Generated images per tracking FD, 16 to a million: the first track_samples of the same fixed "
+        "captions and noise as the full FD. Biased upward against the full FD (fewer samples), so tracking FD is "
+        "its own scale and is only compared with tracking FD.",
     )
     track_sample_steps: int = Field(
-        8, ge=1, description="Euler steps of the sampler in tracking evaluations (8; the full FD uses sample_steps)."
+        8, ge=1, le=10_000,
+        description="Euler steps of the sampler in tracking evaluations, 1 to 10,000 (8; the full FD uses "
+        "sample_steps).",
     )
 
 
@@ -140,26 +161,31 @@ class TrialConfig(BaseModel):
     steps: int = Field(
         1800,
         ge=1,
-        description="Training horizon in steps. 1800 at cpu-xs: evals at 1200/1500/1800 come after vanilla Muon's "
-        "steepest FD drop and before AdamW's, so the arms separate by 4-6x their seed spread (1200: ~2x; README).",
+        le=MAX_STEPS,
+        description="Training horizon in steps (at most 10 million). 1800 at cpu-xs: evals at 1200/1500/1800 come "
+        "after vanilla Muon's steepest FD drop and before AdamW's, so the arms separate by 4-6x their seed spread "
+        "(1200: ~2x; README).",
     )
-    eval_steps: list[int] | None = Field(
-        None, description="Steps at which FD and validation loss are measured; default 2/3, 5/6, 6/6 of steps."
+    eval_steps: list[Annotated[int, Field(ge=1, le=MAX_STEPS)]] | None = Field(
+        None, max_length=1000,
+        description="Steps at which FD and validation loss are measured; default 2/3, 5/6, 6/6 of steps.",
     )
-    batch_size: int = Field(32, ge=1, description="Training batch size.")
-    warmup_steps: int = Field(50, ge=0, description="Linear lr warm-up, then constant (time-to-best needs no decay).")
-    grad_clip: float | None = Field(1.0, gt=0, description="Global gradient-norm clip; None = off.")
+    batch_size: int = Field(32, ge=1, le=MAX_BATCH, description="Training batch size (1 to 65,536).")
+    warmup_steps: int = Field(
+        50, ge=0, le=MAX_STEPS, description="Linear lr warm-up, then constant (time-to-best needs no decay)."
+    )
+    grad_clip: float | None = Field(1.0, gt=0, le=1e6, description="Global gradient-norm clip (up to 1e6); None = off.")
     cond_dropout: float = Field(0.0, ge=0, le=1, description="Null-caption probability in training (for CFG).")
-    seed: int = Field(0, ge=0, description="Model init, batch draws and noise.")
+    seed: int = Field(0, ge=0, le=MAX_SEED, description="Model init, batch draws and noise (0 to 2^31-1).")
     data: DataConfig = Field(default_factory=lambda: DataConfig())
     text_encoder: Literal["minilm", "learned"] = Field(
         "minilm", description="Frozen all-MiniLM-L6-v2 (offline) or a learned embedding fallback."
     )
-    text_max_length: int = Field(16, ge=2, description="Caption tokens (the shapes captions use at most 9).")
+    text_max_length: int = Field(16, ge=2, le=4096, description="Caption tokens (the shapes captions use at most 9).")
     eval: EvalConfig = Field(default_factory=lambda: EvalConfig())
-    threads: int = Field(1, ge=1, description="torch threads; match the CPUs given to the trial.")
+    threads: int = Field(1, ge=1, le=1024, description="torch threads (1 to 1024); match the CPUs given to the trial.")
     device: Literal["cpu", "cuda", "auto"] = Field("cpu", description="auto = cuda when available.")
-    log_every: int = Field(25, ge=1, description="Steps between train-loss points (batched to MLflow).")
+    log_every: int = Field(25, ge=1, le=MAX_STEPS, description="Steps between train-loss points (batched to MLflow).")
     checkpoint_dir: str | None = Field(
         None, description="Save a checkpoint here at every eval step and resume from it when present."
     )

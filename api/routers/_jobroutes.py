@@ -29,6 +29,7 @@ __all__ = [
     "mlflow_links",
     "progress",
     "resume_job",
+    "shown",
 ]
 
 STATE_PATTERN = "^(PENDING|RUNNING|SUCCEEDED|FAILED|CANCELLED)$"
@@ -37,11 +38,17 @@ Job = TypeVar("Job", SweepRecord, TransferRecord)
 Public = TypeVar("Public")
 
 
+def shown(request: Request, text: str | None) -> str | None:
+    """An error text fit for any reader: URIs without their credentials, the service's secrets replaced."""
+    return None if text is None else str(request.app.state.settings.redact(text))
+
+
 def mlflow_links(settings: Any, experiment_id: str | None, run_id: str | None) -> tuple[str | None, str | None]:
     """Links to the job's experiment and parent run in the MLflow UI, when the service knows where the UI is."""
     base = settings.mlflow_ui_url
     if not base or not experiment_id:
         return None, None
+    base = settings.redact(base)  # a UI URL may carry a user and password: a link never does
     exp = f"{base.rstrip('/')}/#/experiments/{experiment_id}"
     return exp, (f"{exp}/runs/{run_id}" if run_id else None)
 

@@ -56,7 +56,9 @@ def ready(session: SessionDep, settings: SettingsDep) -> Any:
         try:
             checks[name] = str(check())
         except Exception as exc:  # a readiness probe reports, it does not raise
-            checks[name] = f"unavailable: {type(exc).__name__}: {str(exc)[:200]}"
+            # A library's error may quote a URI with its password (MLflow's "API request to http://u:p@..."):
+            # the check says what failed, never the credentials (docs/security.md).
+            checks[name] = settings.redact(f"unavailable: {type(exc).__name__}: {exc}")[:300]
     ok = all(v.startswith("ok") for v in checks.values())
     body = {"status": "ready" if ok else "not ready", "checks": checks}
     return body if ok else JSONResponse(body, status_code=503)

@@ -7,12 +7,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response
 
-from sweeper import SweepError, SweepSpec, load_sweep_result, redact_spec, sweep_status
+from sweeper import SweepError, SweepSpec, load_sweep_result, redact_spec, sweep_status, sweep_work
 from sweeper._jobfiles import STATUS_FILE, is_sweep_folder
 
 from .._cache import file_version
 from .._db import SweepRecord, new_id
-from .._security import check_rest_spec
+from .._security import check_rest_spec, check_work
 from ..deps import Owner, ReadAccess, SessionDep, SessionRoute, release
 from ..schemas import Links, SweepPublic, SweepsPublic, TrialPublic, TrialsPublic
 from . import _jobroutes as jobs
@@ -51,7 +51,7 @@ def _public(request: Request, record: SweepRecord) -> SweepPublic:
         owner=record.owner,
         created_at=record.created_at,
         updated_at=record.updated_at,
-        error=record.error,
+        error=jobs.shown(request, record.error),
         progress=meta["progress"],
         best_so_far=live.get("best"),
         mlflow_experiment_id=meta["experiment_id"],
@@ -82,7 +82,9 @@ def create_sweep(
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> SweepPublic:
     body = spec.model_dump(mode="json")
-    check_rest_spec(body, request.app.state.jobs.trainers)  # a token is not a shell: registered trainers only
+    # a token is not a shell: registered trainers only, no server path outside the registered locations
+    check_rest_spec(body, request.app.state.jobs.trainers, request.app.state.settings.data_path_list)
+    check_work(sweep_work(spec), request.app.state.settings.max_work, "sweep")
     return jobs.create_job(
         request, response, session, SweepRecord, noun="sweep", what="sweep spec", idempotency_key=idempotency_key,
         same=lambda existing: existing.spec == body,
@@ -140,7 +142,8 @@ def get_trials(sweep_id: str, request: Request, session: SessionDep, _reader: Re
         return TrialsPublic(data=[], count=0)
     data = [
         TrialPublic(key=t.trial_key, role=t.role, arm=t.arm, params=t.params, seed=t.seed, state=t.status,
-                    attempt=t.attempt, fd=t.fd, objective=t.objective, run_id=t.run_id or "", error=t.error,
+                    attempt=t.attempt, fd=t.fd, objective=t.objective, run_id=t.run_id or "",
+                    error=jobs.shown(request, t.error),
                     metric_name=t.metric_name)
         for t in result.trials
     ]

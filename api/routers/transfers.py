@@ -11,10 +11,11 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from scaling import ScalingError, TransferSpec, load_transfer_result, transfer_status
+from sweeper import SweepSpec, transfer_work
 from sweeper._jobfiles import is_transfer_folder, transfer_version
 
 from .._db import SweepRecord, TransferRecord, new_id
-from .._security import check_rest_spec
+from .._security import check_rest_spec, check_work
 from ..deps import Owner, ReadAccess, SessionDep, SessionRoute, release
 from ..schemas import RunsPublic, TransferCreate, TransferLinks, TransferPublic, TransfersPublic
 from . import _jobroutes as jobs
@@ -71,7 +72,8 @@ def public(request: Request, record: TransferRecord) -> TransferPublic:
     base = f"/v1/transfers/{record.id}"
     return TransferPublic(
         id=record.id, sweep_id=record.sweep_id, name=str(record.spec.get("name", "")), state=record.state,
-        owner=record.owner, created_at=record.created_at, updated_at=record.updated_at, error=record.error,
+        owner=record.owner, created_at=record.created_at, updated_at=record.updated_at,
+        error=jobs.shown(request, record.error),
         progress=meta["progress"], mlflow_experiment_id=meta["experiment_id"],
         mlflow_parent_run_id=meta["parent_run_id"],
         links=TransferLinks(self=base, sweep=f"/v1/sweeps/{record.sweep_id}", runs=f"{base}/runs",
@@ -116,7 +118,10 @@ def create_transfer(
     if sweep.state != "SUCCEEDED" or not sweep.storage_path:
         raise HTTPException(409, f"sweep {sweep.id} is {sweep.state}: only a SUCCEEDED sweep can be transferred")
     spec = _spec(body, sweep).model_dump(mode="json")
-    check_rest_spec(spec, request.app.state.jobs.trainers)  # e.g. no Ray cluster of the caller's choosing
+    # e.g. no Ray cluster of the caller's choosing, no server path outside the registered locations
+    check_rest_spec(spec, request.app.state.jobs.trainers, request.app.state.settings.data_path_list)
+    check_work(transfer_work(TransferSpec.model_validate(spec), SweepSpec.model_validate(sweep.spec)),
+               request.app.state.settings.max_work, "transfer")
     return jobs.create_job(
         request, response, session, TransferRecord, noun="transfer", idempotency_key=idempotency_key,
         same=lambda existing: existing.spec == spec and existing.sweep_id == sweep.id,

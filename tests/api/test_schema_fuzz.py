@@ -89,6 +89,25 @@ def test_hostile_bodies_are_refused_with_the_right_status(case: schemathesis.Cas
         r = _client.post(url, content=text, headers={**AUTH, "Content-Type": "application/json"})
         assert r.status_code in (400, 404, 409, 422), (r.status_code, text[:300], r.text[:300])
         assert r.headers["content-type"] == "application/problem+json"
+        # The second round's refusals (docs/security.md): a free-form mapping nested 300 levels deep, a server
+        # path in the trial section, and a submission whose total work is over SCALESWEEP_MAX_WORK. Never
+        # accepted, never a 5xx.
+        if isinstance(case.body, dict):
+            deep: dict[str, Any] = {}
+            node = deep
+            for _ in range(300):
+                node["a"] = {}
+                node = node["a"]
+            huge = {"horizon": 10**7, "seeds": list(range(100)),
+                    "search": {"method": "random", "budget": 10_000, "space": {"K": {"low": 1, "high": 100}}}}
+            for hostile in ({**case.body, "trial": {"data": {"options": deep}}},
+                            {**case.body, "trial": {"data": {"name": "folder", "options": {"root": "/etc"}}}},
+                            {**case.body, "trial": {"eval": {"extractor_options": {"cache_dir": "/tmp/x"}}}},
+                            {**case.body, **huge}):
+                text = json.dumps(hostile)
+                r = _client.post(url, content=text, headers={**AUTH, "Content-Type": "application/json"})
+                assert r.status_code in (400, 404, 409, 422), (r.status_code, text[:300], r.text[:300])
+                assert r.headers["content-type"] == "application/problem+json"
     # A body above the limit: 413 before it is parsed (the limit is the service's own setting).
     big = b'{"name": "' + b"x" * (_LIMIT + 1) + b'"}'
     r = _client.post(url, content=big, headers={**AUTH, "Content-Type": "application/json"})
