@@ -13,7 +13,9 @@ Stages, each checked before the next starts (the exit status is 0 only when ever
 4. the fits, the export (YAML and JSON, checked by building the optimizer from it) and the HTML report, written to
    the output folder; a summary (chosen pair, FD table, time-to-best savings, fit flags) and the addresses to open.
 
-Then it keeps the service and the MLflow UI up until Ctrl-C (or exits at once with `--no-wait`).
+Then it keeps the service and the MLflow UI up until Ctrl-C (or exits at once with `--no-wait`). Stopped at any
+point by Ctrl-C (SIGINT) or SIGTERM, it ends everything it started before it exits: the service, the MLflow UI,
+the drivers the service started and their Ray processes (`_end_everything_started`).
 
 The numbers are real at every profile; only their size changes. `quick` (the default) has short horizons and fewer
 FD samples, so its FD ranks are noisy and it does not reproduce the paper's choice. `full` doubles the steps and
@@ -161,6 +163,49 @@ def demo_sweep_spec(profile: DemoProfile, name: str) -> dict[str, Any]:
 
 
 # --- processes ---------------------------------------------------------------------------------------------------
+
+
+# Every process the demo starts, and every process those start, inherits this variable with one value per demo.
+# The service starts each driver in a session of its own and Ray's processes outlive a killed driver (re-parented
+# to PID 1), so neither process groups nor the process tree reach them all; the environment does.
+DEMO_RUN_ENV = "SCALESWEEP_DEMO_RUN"
+
+
+class _Stopped(Exception):
+    """SIGTERM arrived: unwinds the pipeline like Ctrl-C does, so its cleanup runs."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise _Stopped(signum)
+
+
+def _started_by(run: str) -> list[int]:
+    """Live processes whose environment carries `SCALESWEEP_DEMO_RUN=run` (Linux /proc; elsewhere none are
+    found and the process groups stopped by `_Process.stop` are all that is ended). A zombie's environment reads
+    empty: it is not counted."""
+    needle, me, found = f"{DEMO_RUN_ENV}={run}".encode(), os.getpid(), []
+    with contextlib.suppress(OSError):
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit() and int(entry.name) != me:
+                with contextlib.suppress(OSError):
+                    if needle in (entry / "environ").read_bytes().split(b"\0"):
+                        found.append(int(entry.name))
+    return found
+
+
+def _end_everything_started(run: str, grace_s: float = 10.0) -> None:
+    """SIGTERM to every process this demo started that is still alive, SIGKILL to those still there `grace_s`
+    later (Ray's workers and a driver's raylet need a few seconds to go)."""
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        pids = _started_by(run)
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and _started_by(run):
+            time.sleep(0.2)
 
 
 def _free_port() -> int:
@@ -441,8 +486,12 @@ def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path) -> int:
     except ApiError as exc:
         raise DemoError(f"the service refused a request: {exc}") from None
     finally:
+        # A second Ctrl-C or SIGTERM must not cut the cleanup short and leave orphans behind.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         for p in reversed(processes):
             p.stop()
+        _end_everything_started(os.environ[DEMO_RUN_ENV])
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -465,9 +514,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"previous demo output moved to {stale}")
     out.mkdir(parents=True, exist_ok=True)
     print(f"scalesweep demo, profile {args.profile}; output folder {out}", flush=True)
+    os.environ[DEMO_RUN_ENV] = secrets.token_hex(8)  # inherited by all it starts (DEMO_RUN_ENV)
+    signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return _pipeline(args, PROFILES[args.profile], out)
     except DemoError as exc:
         print(f"demo failed: {exc}", file=sys.stderr)
         return 1
+    except (KeyboardInterrupt, _Stopped) as exc:
+        signum = exc.args[0] if isinstance(exc, _Stopped) else signal.SIGINT
+        print(f"demo stopped by {signal.Signals(signum).name}; everything it started has been ended", file=sys.stderr)
+        return 128 + int(signum)
 

@@ -3,9 +3,13 @@ profile: real Ray, MLflow, torch and uvicorn, tiny sizes)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -127,6 +131,51 @@ def test_demo_pipeline_end_to_end(tmp_path: Path) -> None:
         names = {f.path for f in client.list_artifacts(run.info.run_id, "figures")}
         assert {"figures/fd_curves.png", "figures/heatmap.png"} <= names, names
     assert yaml.safe_load((out / "export.yaml").read_text())
+
+
+def _marked(mark: str) -> dict[int, str]:
+    """pid -> command line of the live processes whose environment carries `mark` (zombies read empty)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if mark.encode() in (entry / "environ").read_bytes().split(b"\0"):
+                    found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").is_file(), reason="reads the processes' environments in /proc")
+def test_a_demo_stopped_by_sigterm_ends_everything_it_started(tmp_path: Path) -> None:
+    # The demo's processes are found the way an operator would not be able to: by a variable only this test sets,
+    # which every process the demo starts inherits (the service, the MLflow UI, the sweep's driver, its Ray).
+    mark = f"SCALESWEEP_TEST_DEMO_MARK={tmp_path.name}-{time.time_ns()}"
+    env = {**os.environ, mark.split("=")[0]: mark.split("=")[1]}
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "scalesweep_cli", "demo", "--profile", "smoke", "--no-wait", "--out",
+         str(tmp_path / "demo")], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        start_new_session=True)  # its own group: the test's signal goes to the demo alone, as `kill PID` would
+    try:
+        deadline = time.monotonic() + 600
+        while not any("raylet" in cmd for cmd in _marked(mark).values()):  # the sweep's driver has started Ray
+            assert demo.poll() is None and time.monotonic() < deadline, demo.communicate(timeout=60)
+            time.sleep(1)
+        started = _marked(mark)
+        assert any("scalesweep_cli serve" in c for c in started.values()) and any(
+            "mlflow" in c for c in started.values()), started
+        demo.send_signal(signal.SIGTERM)
+        out, err = demo.communicate(timeout=120)
+        left = _marked(mark)
+    finally:
+        if demo.poll() is None:
+            os.killpg(demo.pid, signal.SIGKILL)
+        for pid in _marked(mark):  # a failing demo's orphans are not left to the next test
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    assert left == {}, left  # the service, the MLflow UI, the driver and every Ray process: all gone
+    assert demo.returncode == 128 + signal.SIGTERM, out.decode()[-2000:] + err.decode()[-2000:]
+    assert b"stopped by SIGTERM" in err
 
 
 @pytest.mark.parametrize("argv", [["--profile", "huge"]])
