@@ -72,14 +72,23 @@ _SMALL_TRIAL: dict[str, Any] = {
 }
 
 PROFILES: dict[str, DemoProfile] = {
+    # Enough for every stage to produce real numbers in minutes, not enough for FD to rank the 12 grid points
+    # reliably. Sized by measured cost so that `make demo` from a fresh clone fits in 15 minutes on 2 cores
+    # (one thread each, under load, 2026-12-03): a batch-16 step takes 47 / 102 / 193 / 417 ms at cpu-xs / s / m / l
+    # and one evaluation pass (256 images, 8 Euler steps) 2.5 / 4.5 / 13.6 / 12.1 s, so evaluations, not steps,
+    # dominated: 12 tracking evaluations beside the 3 deciding ones. The sweep therefore tracks nothing (its
+    # objective is the 3 deciding FDs), the transfer tracks 4 points (enough to place the declared target), and
+    # it stops at cpu-m: cpu-l's three 240-step runs alone took about 5 minutes each, a third of the budget. The
+    # `full` and `evidence` profiles keep cpu-l, dense tracking and seeds.
     "quick": DemoProfile(
         name="quick",
         horizon=120,
         seeds=(0,),
-        # Enough for every stage to produce real numbers in minutes, not enough for FD to rank the 12 grid points
-        # reliably.
-        trial={**_SMALL_TRIAL, "warmup_steps": 10},
-        about="120 steps at the sweep, 240 after the transfer, batch 16, 256 FD samples, one seed",
+        rungs=("cpu-xs", "cpu-s", "cpu-m"),
+        trial={**_SMALL_TRIAL, "warmup_steps": 10, "eval": {**_SMALL_TRIAL["eval"], "track_points": 0}},
+        transfer={"trial": {"eval": {"track_points": 4}}},
+        about="120 steps at the sweep, 240 after the transfer to cpu-xs, cpu-s and cpu-m, batch 16, 256 FD "
+        "samples, 4 tracking evaluations per transfer run, one seed",
     ),
     # The test suite's profile: every stage through the real service, sized to run in a few minutes (learned
     # text embeddings and pooled-pixel features, so nothing is trained or loaded before the first step).
@@ -269,8 +278,18 @@ def _wait_http(process: _Process, url: str, timeout_s: float) -> None:
 # --- the pipeline ------------------------------------------------------------------------------------------------
 
 
-def _stage(title: str) -> None:
+def _stage(title: str, times: list[tuple[str, float]]) -> None:
+    """Print a stage's title and note when it started (`_stage_times` prints how long each took)."""
+    times.append((title.split(" (")[0], time.monotonic()))
     print(f"\n== {title}", flush=True)
+
+
+def _stage_times(times: list[tuple[str, float]], end: float) -> str:
+    """One line per stage: its time in minutes, then the total (what the README's demo figure is made of)."""
+    rows = [(name, (times[i + 1][1] if i + 1 < len(times) else end) - start) for i, (name, start) in
+            enumerate(times)]
+    return "\n".join(["time per stage:", *(f"  {d / 60:5.1f} min  {name[:70]}" for name, d in rows),
+                      f"  {(end - times[0][1]) / 60:5.1f} min  in all"])
 
 
 def _fmt(value: Any, digits: int = 4) -> str:
@@ -427,9 +446,9 @@ def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path) -> int:
     api_url = f"http://127.0.0.1:{api_port}"
     ui_url = f"http://127.0.0.1:{ui_port}"
     processes: list[_Process] = []
-    started = time.monotonic()
+    times: list[tuple[str, float]] = []
     try:
-        _stage(f"1/4 MLflow store, service and MLflow UI (output in {out})")
+        _stage(f"1/4 MLflow store, service and MLflow UI (output in {out})", times)
         from trials import ensure_store
 
         ensure_store(tracking_uri)  # once, before any process writes to it (docs/design.md: concurrent creation)
@@ -449,7 +468,7 @@ def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path) -> int:
         with ScalesweepClient(api_url, token=token, timeout=600.0) as client:
             stamp = time.strftime("%Y%m%d-%H%M%S")
             spec = demo_sweep_spec(profile, f"demo-{profile.name}-{stamp}")
-            _stage(_sweep_title(profile, spec))
+            _stage(_sweep_title(profile, spec), times)
             sweep = client.submit_sweep(spec, idempotency_key=f"demo-{stamp}")
             final = _follow(client.follow(sweep.id, interval=2.0), _sweep_line)
             if final.state != "SUCCEEDED":
@@ -458,7 +477,7 @@ def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path) -> int:
             print(f"chosen: {best.get('best')}", flush=True)
 
             _stage(f"3/4 transfer to {', '.join(profile.rungs)} with periodic, Muon and AdamW "
-                   f"({profile.horizon_factor:g}x the horizon)")
+                   f"({profile.horizon_factor:g}x the horizon)", times)
             transfer = client.submit_transfer(sweep.id, list(profile.rungs), arms=["periodic", "muon", "adamw"],
                                               horizon_factor=profile.horizon_factor, seeds=list(profile.seeds),
                                               idempotency_key=f"demo-transfer-{stamp}", **profile.transfer)
@@ -466,13 +485,13 @@ def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path) -> int:
             if final_t.state != "SUCCEEDED":
                 raise DemoError(f"transfer {transfer.id} ended {final_t.state}: {final_t.error or ''}")
 
-            _stage("4/4 fits, export and report")
+            _stage("4/4 fits, export and report", times)
             target = profile.rungs[-1]
             fits, built, report = _save_outcome(client, transfer.id, target, out)
             print("\n".join(_summary(best.get("best"), fits, best)))
             print(f"\nexport ({target}) builds: {'; '.join(built)}")
-            minutes = (time.monotonic() - started) / 60
-            print(f"\ndone in {minutes:.1f} min. Open:\n"
+            print(f"\n{_stage_times(times, time.monotonic())}")
+            print("\nOpen:\n"
                   f"  report      {report}\n"
                   f"  export      {out / 'export.yaml'} (and .json)\n"
                   f"  MLflow UI   {ui_url}\n"

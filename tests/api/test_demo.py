@@ -28,9 +28,20 @@ def test_demo_sweep_is_the_papers_grid_with_both_baselines() -> None:
     assert sorted(spec.search.space["K"]) == [2, 3, 4]
     assert sorted(spec.search.space["gamma"]) == [0.10, 0.15, 0.25, 0.35]
     assert sorted(b.arm for b in spec.baselines) == ["adamw", "muon"]
-    assert PROFILES["quick"].rungs == ("cpu-xs", "cpu-s", "cpu-m", "cpu-l")
+    # quick transfers to three rungs (cpu-l's runs cost a third of its 15-minute budget); full keeps all four
     full, quick = PROFILES["full"], PROFILES["quick"]
-    assert full.seeds == (0, 1, 2) and full.horizon > quick.horizon and full.rungs == quick.rungs
+    assert quick.rungs == ("cpu-xs", "cpu-s", "cpu-m") and full.rungs == (*quick.rungs, "cpu-l")
+    assert full.seeds == (0, 1, 2) and full.horizon > quick.horizon
+    # quick's evaluations are what it saves on: no tracking in the sweep, 4 tracking points in the transfer
+    assert spec.trial["eval"]["track_points"] == 0 and quick.transfer == {"trial": {"eval": {"track_points": 4}}}
+
+
+def test_the_demo_prints_each_stages_time() -> None:
+    from api._demo import _stage_times
+
+    text = _stage_times([("1/4 service", 0.0), ("2/4 sweep", 30.0), ("3/4 transfer", 210.0)], 570.0)
+    assert text.splitlines() == ["time per stage:", "    0.5 min  1/4 service", "    3.0 min  2/4 sweep",
+                                 "    6.0 min  3/4 transfer", "    9.5 min  in all"]
 
 
 def test_evidence_profile_decides_with_uncertainty_and_declares_its_target() -> None:
