@@ -5,10 +5,13 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+
+ROOT = Path(__file__).resolve().parent.parent
 
 # The tiny trial every test that trains for real starts from (tests import it, or take the `tiny_trial` fixture):
 # seconds on one CPU thread; pixel features pooled to 4x4 (48-d) keep FD cheap and need no training. These are the
@@ -93,11 +96,34 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.longrepr = f"skipped under CI (SCALESWEEP_CI=1), where nothing may be missing: {reason}"
 
 
+# `make test-fast` runs what is not marked `integration` (docs/testing.md). A test is integration when it starts
+# processes or trains: a test taking one of these fixtures is marked by that alone (a live service, a module's
+# Ray runtime, a real sweep-and-transfer study, torch.distributed ranks, a Ray cluster, PostgreSQL) ...
+INTEGRATION_FIXTURES = frozenset({"live", "study", "ray_local", "case", "ranks", "cluster", "postgres_server"})
+# ... and so is every test of these modules, which start drivers, trials or browsers from within the test.
+INTEGRATION_MODULES = (
+    "tests/api/test_end_to_end.py",
+    "tests/sweeper/test_sweep_process.py",
+    "tests/sweeper/test_cli.py",
+    "tests/trials/test_run.py",
+    "tests/dashboards/test_report.py",
+)
+
+
+def _integration(item: pytest.Item) -> bool:
+    path = Path(str(item.fspath)).resolve().relative_to(ROOT).as_posix()
+    return (path in INTEGRATION_MODULES or bool(INTEGRATION_FIXTURES & set(getattr(item, "fixturenames", ())))
+            or item.get_closest_marker("integration") is not None)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--run-slow", action="store_true", help="also run tests marked slow (skipped by default)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if _integration(item):
+            item.add_marker(pytest.mark.integration)
     if not torch.cuda.is_available():
         no_gpu = pytest.mark.skip(reason="gpu: needs a CUDA device (torch.cuda.is_available() is False here)")
         for item in items:

@@ -106,6 +106,7 @@ def test_summary_reports_table_savings_and_flags() -> None:
     assert "non_identifiable" in text and "not fitted (needs two sizes)" in text
 
 
+@pytest.mark.integration
 def test_demo_pipeline_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "demo"
     proc = subprocess.run(
@@ -157,6 +158,7 @@ def _marked(mark: str) -> dict[int, str]:
     return found
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(not Path("/proc/self/environ").is_file(), reason="reads the processes' environments in /proc")
 def test_a_demo_stopped_by_sigterm_ends_everything_it_started(tmp_path: Path) -> None:
     # The demo's processes are found the way an operator would not be able to: by a variable only this test sets,
