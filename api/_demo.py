@@ -8,10 +8,11 @@ Stages, each checked before the next starts (the exit status is 0 only when ever
    loopback, each a subprocess of its own whose log goes to `<out>/logs/`;
 2. the sweep, submitted over REST: the paper's 12-point K x gamma grid plus the AdamW and vanilla Muon arms at the
    smallest rung, followed with a progress line;
-3. the transfer of the chosen pair to every CPU rung (the sweep's and the larger ones) with all three arms, at
-   twice the sweep's horizon;
+3. the transfer of the chosen pair to the profile's rungs (the sweep's and larger ones: cpu-xs, cpu-s and cpu-m
+   for quick; full adds cpu-l) with all three arms, at twice the sweep's horizon;
 4. the fits, the export (YAML and JSON, checked by building the optimizer from it) and the HTML report, written to
-   the output folder; a summary (chosen pair, FD table, time-to-best savings, fit flags) and the addresses to open.
+   the output folder; a summary (chosen pair, FD table, time-to-best savings, fit flags), each stage's time and
+   the addresses to open.
 
 Then it keeps the service and the MLflow UI up until Ctrl-C (or exits at once with `--no-wait`). Stopped at any
 point by Ctrl-C (SIGINT) or SIGTERM, it ends everything it started before it exits: the service, the MLflow UI,
