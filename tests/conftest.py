@@ -100,19 +100,25 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 # processes or trains: a test taking one of these fixtures is marked by that alone (a live service, a module's
 # Ray runtime, a real sweep-and-transfer study, torch.distributed ranks, a Ray cluster, PostgreSQL) ...
 INTEGRATION_FIXTURES = frozenset({"live", "study", "ray_local", "case", "ranks", "cluster", "postgres_server"})
-# ... and so is every test of these modules, which start drivers, trials or browsers from within the test.
-INTEGRATION_MODULES = (
+# ... and so is every test of these modules, or these tests, which start drivers, trials, interpreters, ranks or
+# a browser from within the test, or fuzz the whole API (docs/testing.md has what each costs).
+INTEGRATION_TESTS = (
     "tests/api/test_end_to_end.py",
+    "tests/api/test_schema_fuzz.py",
     "tests/sweeper/test_sweep_process.py",
     "tests/sweeper/test_cli.py",
     "tests/trials/test_run.py",
+    "tests/trials/test_sharded.py::test_the_readme_fsdp2_example_runs_under_torchrun",
     "tests/dashboards/test_report.py",
+    "tests/test_docs.py::test_python_block_runs",
 )
 
 
 def _integration(item: pytest.Item) -> bool:
     path = Path(str(item.fspath)).resolve().relative_to(ROOT).as_posix()
-    return (path in INTEGRATION_MODULES or bool(INTEGRATION_FIXTURES & set(getattr(item, "fixturenames", ())))
+    test = f"{path}::{item.name.split('[')[0]}"
+    return (path in INTEGRATION_TESTS or test in INTEGRATION_TESTS
+            or bool(INTEGRATION_FIXTURES & set(getattr(item, "fixturenames", ())))
             or item.get_closest_marker("integration") is not None)
 
 
