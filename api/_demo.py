@@ -74,13 +74,13 @@ _SMALL_TRIAL: dict[str, Any] = {
 
 PROFILES: dict[str, DemoProfile] = {
     # Enough for every stage to produce real numbers in minutes, not enough for FD to rank the 12 grid points
-    # reliably. Sized by measured cost so that `make demo` from a fresh clone fits in 15 minutes on 2 cores
-    # (one thread each, under load, 2026-12-03): a batch-16 step takes 47 / 102 / 193 / 417 ms at cpu-xs / s / m / l
-    # and one evaluation pass (256 images, 8 Euler steps) 2.5 / 4.5 / 13.6 / 12.1 s, so evaluations, not steps,
-    # dominated: 12 tracking evaluations beside the 3 deciding ones. The sweep therefore tracks nothing (its
-    # objective is the 3 deciding FDs), the transfer tracks 4 points (enough to place the declared target), and
-    # it stops at cpu-m: cpu-l's three 240-step runs alone took about 5 minutes each, a third of the budget. The
-    # `full` and `evidence` profiles keep cpu-l, dense tracking and seeds.
+    # reliably. Sized by measured cost so that `make demo` from a fresh clone fits in 15 minutes on 2 cores. On one
+    # thread, under load, on a 2-core AMD EPYC with AVX512-BF16 (2026-12-03), a batch-16 step took 47 / 102 / 193 /
+    # 417 ms at cpu-xs / s / m / l and one evaluation pass (256 images, 8 Euler steps) 2.5 / 4.5 / 13.6 / 12.1 s:
+    # evaluations, not steps, dominated (12 tracking evaluations beside the 3 deciding ones). The sweep therefore
+    # tracks nothing (its objective is the 3 deciding FDs), the transfer tracks 4 points (enough to place the
+    # declared target), and it stops at cpu-m: cpu-l's three 240-step runs alone took about 5 minutes each on a
+    # 2-core Xeon, a third of the budget. The `full` and `evidence` profiles keep cpu-l, dense tracking and seeds.
     "quick": DemoProfile(
         name="quick",
         horizon=120,
