@@ -8,12 +8,15 @@ Stages, each checked before the next starts (the exit status is 0 only when ever
    loopback, each a subprocess of its own whose log goes to `<out>/logs/`;
 2. the sweep, submitted over REST: the paper's 12-point K x gamma grid plus the AdamW and vanilla Muon arms at the
    smallest rung, followed with a progress line;
-3. the transfer of the chosen pair to every CPU rung (the sweep's and the larger ones) with all three arms, at
-   twice the sweep's horizon;
+3. the transfer of the chosen pair to the profile's rungs (the sweep's and larger ones: cpu-xs, cpu-s and cpu-m
+   for quick; full adds cpu-l) with all three arms, at twice the sweep's horizon;
 4. the fits, the export (YAML and JSON, checked by building the optimizer from it) and the HTML report, written to
-   the output folder; a summary (chosen pair, FD table, time-to-best savings, fit flags) and the addresses to open.
+   the output folder; a summary (chosen pair, FD table, time-to-best savings, fit flags), each stage's time and
+   the addresses to open.
 
-Then it keeps the service and the MLflow UI up until Ctrl-C (or exits at once with `--no-wait`).
+Then it keeps the service and the MLflow UI up until Ctrl-C (or exits at once with `--no-wait`). Stopped at any
+point by Ctrl-C (SIGINT) or SIGTERM, it ends everything it started before it exits: the service, the MLflow UI,
+the drivers the service started and their Ray processes (`_end_everything_started`).
 
 The numbers are real at every profile; only their size changes. `quick` (the default) has short horizons and fewer
 FD samples, so its FD ranks are noisy and it does not reproduce the paper's choice. `full` doubles the steps and
@@ -70,14 +73,23 @@ _SMALL_TRIAL: dict[str, Any] = {
 }
 
 PROFILES: dict[str, DemoProfile] = {
+    # Enough for every stage to produce real numbers in minutes, not enough for FD to rank the 12 grid points
+    # reliably. Sized by measured cost so that `make demo` from a fresh clone fits in 15 minutes on 2 cores. On one
+    # thread, under load, on a 2-core AMD EPYC with AVX512-BF16 (2026-12-03), a batch-16 step took 47 / 102 / 193 /
+    # 417 ms at cpu-xs / s / m / l and one evaluation pass (256 images, 8 Euler steps) 2.5 / 4.5 / 13.6 / 12.1 s:
+    # evaluations, not steps, dominated (12 tracking evaluations beside the 3 deciding ones). The sweep therefore
+    # tracks nothing (its objective is the 3 deciding FDs), the transfer tracks 4 points (enough to place the
+    # declared target), and it stops at cpu-m: cpu-l's three 240-step runs alone took about 5 minutes each on a
+    # 2-core Xeon, a third of the budget. The `full` and `evidence` profiles keep cpu-l, dense tracking and seeds.
     "quick": DemoProfile(
         name="quick",
         horizon=120,
         seeds=(0,),
-        # Enough for every stage to produce real numbers in minutes, not enough for FD to rank the 12 grid points
-        # reliably.
-        trial={**_SMALL_TRIAL, "warmup_steps": 10},
-        about="120 steps at the sweep, 240 after the transfer, batch 16, 256 FD samples, one seed",
+        rungs=("cpu-xs", "cpu-s", "cpu-m"),
+        trial={**_SMALL_TRIAL, "warmup_steps": 10, "eval": {**_SMALL_TRIAL["eval"], "track_points": 0}},
+        transfer={"trial": {"eval": {"track_points": 4}}},
+        about="120 steps at the sweep, 240 after the transfer to cpu-xs, cpu-s and cpu-m, batch 16, 256 FD "
+        "samples, 4 tracking evaluations per transfer run, one seed",
     ),
     # The test suite's profile: every stage through the real service, sized to run in a few minutes (learned
     # text embeddings and pooled-pixel features, so nothing is trained or loaded before the first step).
@@ -163,6 +175,49 @@ def demo_sweep_spec(profile: DemoProfile, name: str) -> dict[str, Any]:
 # --- processes ---------------------------------------------------------------------------------------------------
 
 
+# Every process the demo starts, and every process those start, inherits this variable with one value per demo.
+# The service starts each driver in a session of its own and Ray's processes outlive a killed driver (re-parented
+# to PID 1), so neither process groups nor the process tree reach them all; the environment does.
+DEMO_RUN_ENV = "SCALESWEEP_DEMO_RUN"
+
+
+class _Stopped(Exception):
+    """SIGTERM arrived: unwinds the pipeline like Ctrl-C does, so its cleanup runs."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise _Stopped(signum)
+
+
+def _started_by(run: str) -> list[int]:
+    """Live processes whose environment carries `SCALESWEEP_DEMO_RUN=run` (Linux /proc; elsewhere none are
+    found and the process groups stopped by `_Process.stop` are all that is ended). A zombie's environment reads
+    empty: it is not counted."""
+    needle, me, found = f"{DEMO_RUN_ENV}={run}".encode(), os.getpid(), []
+    with contextlib.suppress(OSError):
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit() and int(entry.name) != me:
+                with contextlib.suppress(OSError):
+                    if needle in (entry / "environ").read_bytes().split(b"\0"):
+                        found.append(int(entry.name))
+    return found
+
+
+def _end_everything_started(run: str, grace_s: float = 10.0) -> None:
+    """SIGTERM to every process this demo started that is still alive, SIGKILL to those still there `grace_s`
+    later (Ray's workers and a driver's raylet need a few seconds to go)."""
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        pids = _started_by(run)
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and _started_by(run):
+            time.sleep(0.2)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -224,8 +279,18 @@ def _wait_http(process: _Process, url: str, timeout_s: float) -> None:
 # --- the pipeline ------------------------------------------------------------------------------------------------
 
 
-def _stage(title: str) -> None:
+def _stage(title: str, times: list[tuple[str, float]]) -> None:
+    """Print a stage's title and note when it started (`_stage_times` prints how long each took)."""
+    times.append((title.split(" (")[0], time.monotonic()))
     print(f"\n== {title}", flush=True)
+
+
+def _stage_times(times: list[tuple[str, float]], end: float) -> str:
+    """One line per stage: its time in minutes, then the total (what the README's demo figure is made of)."""
+    rows = [(name, (times[i + 1][1] if i + 1 < len(times) else end) - start) for i, (name, start) in
+            enumerate(times)]
+    return "\n".join(["time per stage:", *(f"  {d / 60:5.1f} min  {name[:70]}" for name, d in rows),
+                      f"  {(end - times[0][1]) / 60:5.1f} min  in all"])
 
 
 def _fmt(value: Any, digits: int = 4) -> str:
@@ -382,9 +447,9 @@ def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path) -> int:
     api_url = f"http://127.0.0.1:{api_port}"
     ui_url = f"http://127.0.0.1:{ui_port}"
     processes: list[_Process] = []
-    started = time.monotonic()
+    times: list[tuple[str, float]] = []
     try:
-        _stage(f"1/4 MLflow store, service and MLflow UI (output in {out})")
+        _stage(f"1/4 MLflow store, service and MLflow UI (output in {out})", times)
         from trials import ensure_store
 
         ensure_store(tracking_uri)  # once, before any process writes to it (docs/design.md: concurrent creation)
@@ -404,7 +469,7 @@ def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path) -> int:
         with ScalesweepClient(api_url, token=token, timeout=600.0) as client:
             stamp = time.strftime("%Y%m%d-%H%M%S")
             spec = demo_sweep_spec(profile, f"demo-{profile.name}-{stamp}")
-            _stage(_sweep_title(profile, spec))
+            _stage(_sweep_title(profile, spec), times)
             sweep = client.submit_sweep(spec, idempotency_key=f"demo-{stamp}")
             final = _follow(client.follow(sweep.id, interval=2.0), _sweep_line)
             if final.state != "SUCCEEDED":
@@ -413,7 +478,7 @@ def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path) -> int:
             print(f"chosen: {best.get('best')}", flush=True)
 
             _stage(f"3/4 transfer to {', '.join(profile.rungs)} with periodic, Muon and AdamW "
-                   f"({profile.horizon_factor:g}x the horizon)")
+                   f"({profile.horizon_factor:g}x the horizon)", times)
             transfer = client.submit_transfer(sweep.id, list(profile.rungs), arms=["periodic", "muon", "adamw"],
                                               horizon_factor=profile.horizon_factor, seeds=list(profile.seeds),
                                               idempotency_key=f"demo-transfer-{stamp}", **profile.transfer)
@@ -421,13 +486,13 @@ def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path) -> int:
             if final_t.state != "SUCCEEDED":
                 raise DemoError(f"transfer {transfer.id} ended {final_t.state}: {final_t.error or ''}")
 
-            _stage("4/4 fits, export and report")
+            _stage("4/4 fits, export and report", times)
             target = profile.rungs[-1]
             fits, built, report = _save_outcome(client, transfer.id, target, out)
             print("\n".join(_summary(best.get("best"), fits, best)))
             print(f"\nexport ({target}) builds: {'; '.join(built)}")
-            minutes = (time.monotonic() - started) / 60
-            print(f"\ndone in {minutes:.1f} min. Open:\n"
+            print(f"\n{_stage_times(times, time.monotonic())}")
+            print("\nOpen:\n"
                   f"  report      {report}\n"
                   f"  export      {out / 'export.yaml'} (and .json)\n"
                   f"  MLflow UI   {ui_url}\n"
@@ -441,8 +506,12 @@ def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path) -> int:
     except ApiError as exc:
         raise DemoError(f"the service refused a request: {exc}") from None
     finally:
+        # A second Ctrl-C or SIGTERM must not cut the cleanup short and leave orphans behind.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         for p in reversed(processes):
             p.stop()
+        _end_everything_started(os.environ[DEMO_RUN_ENV])
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -465,9 +534,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"previous demo output moved to {stale}")
     out.mkdir(parents=True, exist_ok=True)
     print(f"scalesweep demo, profile {args.profile}; output folder {out}", flush=True)
+    os.environ[DEMO_RUN_ENV] = secrets.token_hex(8)  # inherited by all it starts (DEMO_RUN_ENV)
+    signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return _pipeline(args, PROFILES[args.profile], out)
     except DemoError as exc:
         print(f"demo failed: {exc}", file=sys.stderr)
         return 1
+    except (KeyboardInterrupt, _Stopped) as exc:
+        signum = exc.args[0] if isinstance(exc, _Stopped) else signal.SIGINT
+        print(f"demo stopped by {signal.Signals(signum).name}; everything it started has been ended", file=sys.stderr)
+        return 128 + int(signum)
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+
+ROOT = Path(__file__).resolve().parent.parent
 
 # The tiny trial every test that trains for real starts from (tests import it, or take the `tiny_trial` fixture):
 # seconds on one CPU thread; pixel features pooled to 4x4 (48-d) keep FD cheap and need no training. These are the
@@ -70,11 +73,63 @@ def _feature_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
         os.environ["SCALESWEEP_CACHE_DIR"] = str(tmp_path_factory.mktemp("scalesweep-cache"))
 
 
+# Under CI (.ci/run sets SCALESWEEP_CI=1) every extra, tool and server a test needs is installed, so a skip means
+# something went missing: it fails instead. Skips CI keeps: a test marked `gpu` (CI has no GPU; docs/design.md
+# says where it runs), one marked `slow` (today only the real-cluster test, which needs a cluster CI does not
+# have) and a docs block that says why it is not run.
+CI_KEPT_SKIPS = ("gpu", "slow")
+
+
+def _skip_kept_under_ci(item: pytest.Item, reason: str) -> bool:
+    return any(item.get_closest_marker(m) for m in CI_KEPT_SKIPS) or " not run: " in reason
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if os.environ.get("SCALESWEEP_CI") != "1" or not report.skipped or hasattr(report, "wasxfail"):
+        return
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    if not _skip_kept_under_ci(item, reason):
+        report.outcome = "failed"
+        report.longrepr = f"skipped under CI (SCALESWEEP_CI=1), where nothing may be missing: {reason}"
+
+
+# `make test-fast` runs what is not marked `integration` (docs/testing.md). A test is integration when it starts
+# processes or trains: a test taking one of these fixtures is marked by that alone (a live service, a module's
+# Ray runtime, a real sweep-and-transfer study, torch.distributed ranks, a Ray cluster, PostgreSQL) ...
+INTEGRATION_FIXTURES = frozenset({"live", "study", "ray_local", "case", "ranks", "cluster", "postgres_server"})
+# ... and so is every test of these modules, or these tests, which start drivers, trials, interpreters, ranks or
+# a browser from within the test, or fuzz the whole API (docs/testing.md has what each costs).
+INTEGRATION_TESTS = (
+    "tests/api/test_end_to_end.py",
+    "tests/api/test_schema_fuzz.py",
+    "tests/sweeper/test_sweep_process.py",
+    "tests/sweeper/test_cli.py",
+    "tests/trials/test_run.py",
+    "tests/trials/test_sharded.py::test_the_readme_fsdp2_example_runs_under_torchrun",
+    "tests/dashboards/test_report.py",
+    "tests/test_docs.py::test_python_block_runs",
+)
+
+
+def _integration(item: pytest.Item) -> bool:
+    path = Path(str(item.fspath)).resolve().relative_to(ROOT).as_posix()
+    test = f"{path}::{item.name.split('[')[0]}"
+    return (path in INTEGRATION_TESTS or test in INTEGRATION_TESTS
+            or bool(INTEGRATION_FIXTURES & set(getattr(item, "fixturenames", ())))
+            or item.get_closest_marker("integration") is not None)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--run-slow", action="store_true", help="also run tests marked slow (skipped by default)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if _integration(item):
+            item.add_marker(pytest.mark.integration)
     if not torch.cuda.is_available():
         no_gpu = pytest.mark.skip(reason="gpu: needs a CUDA device (torch.cuda.is_available() is False here)")
         for item in items:

@@ -60,14 +60,22 @@ def client(settings: Settings) -> Iterator[TestClient]:
         yield c
 
 
-PG_BIN = Path("/usr/lib/postgresql/15/bin")
+def _pg_bin() -> Path:
+    """Debian's PostgreSQL server binaries, the newest major version installed (`postgresql` package; 15 here)."""
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parent.parent.name)
+                   if p.parent.parent.name.isdigit() else 0)
+    return found[-1].parent if found else Path("/usr/lib/postgresql/15/bin")
+
+
+PG_BIN = _pg_bin()
 
 
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[str]:
     """A throw-away PostgreSQL 15 on a loopback port (trust auth, fsync off); yields a SQLAlchemy URL prefix
     `postgresql+psycopg://postgres@127.0.0.1:PORT/` (append a database name; see `postgres_database`). Skipped
-    where the server binaries or psycopg are absent. PostgreSQL refuses to run as root: as root, its commands
+    where the server binaries or psycopg are absent (a failure under CI, which installs both: tests/conftest.py).
+    PostgreSQL refuses to run as root: as root, its commands
     run as the `postgres` user on a folder that user owns."""
     import os
     import pwd

@@ -3,9 +3,13 @@ profile: real Ray, MLflow, torch and uvicorn, tiny sizes)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -24,9 +28,20 @@ def test_demo_sweep_is_the_papers_grid_with_both_baselines() -> None:
     assert sorted(spec.search.space["K"]) == [2, 3, 4]
     assert sorted(spec.search.space["gamma"]) == [0.10, 0.15, 0.25, 0.35]
     assert sorted(b.arm for b in spec.baselines) == ["adamw", "muon"]
-    assert PROFILES["quick"].rungs == ("cpu-xs", "cpu-s", "cpu-m", "cpu-l")
+    # quick transfers to three rungs (cpu-l's runs cost a third of its 15-minute budget); full keeps all four
     full, quick = PROFILES["full"], PROFILES["quick"]
-    assert full.seeds == (0, 1, 2) and full.horizon > quick.horizon and full.rungs == quick.rungs
+    assert quick.rungs == ("cpu-xs", "cpu-s", "cpu-m") and full.rungs == (*quick.rungs, "cpu-l")
+    assert full.seeds == (0, 1, 2) and full.horizon > quick.horizon
+    # quick's evaluations are what it saves on: no tracking in the sweep, 4 tracking points in the transfer
+    assert spec.trial["eval"]["track_points"] == 0 and quick.transfer == {"trial": {"eval": {"track_points": 4}}}
+
+
+def test_the_demo_prints_each_stages_time() -> None:
+    from api._demo import _stage_times
+
+    text = _stage_times([("1/4 service", 0.0), ("2/4 sweep", 30.0), ("3/4 transfer", 210.0)], 570.0)
+    assert text.splitlines() == ["time per stage:", "    0.5 min  1/4 service", "    3.0 min  2/4 sweep",
+                                 "    6.0 min  3/4 transfer", "    9.5 min  in all"]
 
 
 def test_evidence_profile_decides_with_uncertainty_and_declares_its_target() -> None:
@@ -91,6 +106,7 @@ def test_summary_reports_table_savings_and_flags() -> None:
     assert "non_identifiable" in text and "not fitted (needs two sizes)" in text
 
 
+@pytest.mark.integration
 def test_demo_pipeline_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "demo"
     proc = subprocess.run(
@@ -127,6 +143,52 @@ def test_demo_pipeline_end_to_end(tmp_path: Path) -> None:
         names = {f.path for f in client.list_artifacts(run.info.run_id, "figures")}
         assert {"figures/fd_curves.png", "figures/heatmap.png"} <= names, names
     assert yaml.safe_load((out / "export.yaml").read_text())
+
+
+def _marked(mark: str) -> dict[int, str]:
+    """pid -> command line of the live processes whose environment carries `mark` (zombies read empty)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if mark.encode() in (entry / "environ").read_bytes().split(b"\0"):
+                    found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not Path("/proc/self/environ").is_file(), reason="reads the processes' environments in /proc")
+def test_a_demo_stopped_by_sigterm_ends_everything_it_started(tmp_path: Path) -> None:
+    # The demo's processes are found the way an operator would not be able to: by a variable only this test sets,
+    # which every process the demo starts inherits (the service, the MLflow UI, the sweep's driver, its Ray).
+    mark = f"SCALESWEEP_TEST_DEMO_MARK={tmp_path.name}-{time.time_ns()}"
+    env = {**os.environ, mark.split("=")[0]: mark.split("=")[1]}
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "scalesweep_cli", "demo", "--profile", "smoke", "--no-wait", "--out",
+         str(tmp_path / "demo")], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        start_new_session=True)  # its own group: the test's signal goes to the demo alone, as `kill PID` would
+    try:
+        deadline = time.monotonic() + 600
+        while not any("raylet" in cmd for cmd in _marked(mark).values()):  # the sweep's driver has started Ray
+            assert demo.poll() is None and time.monotonic() < deadline, demo.communicate(timeout=60)
+            time.sleep(1)
+        started = _marked(mark)
+        assert any("scalesweep_cli serve" in c for c in started.values()) and any(
+            "mlflow" in c for c in started.values()), started
+        demo.send_signal(signal.SIGTERM)
+        out, err = demo.communicate(timeout=120)
+        left = _marked(mark)
+    finally:
+        if demo.poll() is None:
+            os.killpg(demo.pid, signal.SIGKILL)
+        for pid in _marked(mark):  # a failing demo's orphans are not left to the next test
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    assert left == {}, left  # the service, the MLflow UI, the driver and every Ray process: all gone
+    assert demo.returncode == 128 + signal.SIGTERM, out.decode()[-2000:] + err.decode()[-2000:]
+    assert b"stopped by SIGTERM" in err
 
 
 @pytest.mark.parametrize("argv", [["--profile", "huge"]])

@@ -227,10 +227,12 @@ def check_burst(port: int, study: Study, *, clients: int, rounds: int, busy_allo
     assert health and all(h == 200 for h in health), f"/v1/health during the burst: {sorted(set(map(str, health)))}"
 
     quiet = {name: get(port, path)[0] for name, path in routes.items()}  # the service answers normally after
-    expected = {name: 200 for name in routes} | {"no sweep": 404, "no transfer": 404}
-    if quiet["predict"] == 422:  # two rungs may be too few for a time-to-best fit: refused, with the reason
-        expected["predict"] = 422
+    # The study ran one rung: one size, so the time-to-best fit is refused (422) and says why.
+    expected = {name: 200 for name in routes} | {"no sweep": 404, "no transfer": 404, "predict": 422}
     assert quiet == expected
+    refused = json.loads(get(port, routes["predict"])[2])
+    assert refused["detail"] == "refused: no time_to_best fit: no arm has succeeded runs at two rungs or more to fit " \
+                                "time_to_best on", refused
 
     counts: dict[str, int] = {}
     for name, (status, headers, body) in answers:

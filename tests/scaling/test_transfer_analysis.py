@@ -93,14 +93,29 @@ def test_failed_and_missing_runs_are_left_out_not_counted() -> None:
 
 
 def test_time_to_best_fit_recovers_the_growing_exponent_and_predicts() -> None:
-    result = _full()
-    fit = result.fits("time_to_best", n_boot=100)
+    # Without jitter the records are exactly C·N^0.5: the fit must give the exponent, the constant and the
+    # prediction to rounding.
+    exact = _full(jitter=False)
+    fit = exact.fits("time_to_best", n_boot=100)
     assert fit.form == "A*N^-alpha" and fit.bootstrap == "seed"
     for arm in ARMS:
+        assert fit.params[arm]["alpha"] == pytest.approx(-0.5, abs=1e-9)
+        assert fit.params[arm]["A"] == pytest.approx(C[arm], rel=1e-9)
+    truth = C["periodic"] * SIZES["cpu-m"] ** 0.5
+    assert exact.predict("periodic", "cpu-m", n_boot=100)[0] == pytest.approx(truth, rel=1e-9)
+    # With 3 % log-normal jitter on 4 sizes x 3 seeds, the least-squares slope in log space has standard error
+    # 0.03/sqrt(Sxx) (about 0.009) and the log prediction at cpu-m 0.03·sqrt(1/n + (x0 - mean)²/Sxx) (about 0.01):
+    # the fit must land within 4 of them, and its bootstrap interval must hold the truth.
+    result = _full()
+    fit = result.fits("time_to_best", n_boot=100)
+    x = np.log([SIZES[g] for g in SIZES for _ in range(3)])
+    sxx = float(((x - x.mean()) ** 2).sum())
+    for arm in ARMS:
         lo, hi = fit.intervals[arm]["alpha"]
-        assert lo <= -0.5 <= hi and fit.params[arm]["alpha"] == pytest.approx(-0.5, abs=0.1)
+        assert lo <= -0.5 <= hi and fit.params[arm]["alpha"] == pytest.approx(-0.5, abs=4 * 0.03 / sxx**0.5)
     point, lo, hi = result.predict("periodic", "cpu-m", n_boot=100)
-    assert lo <= point <= hi and point == pytest.approx(C["periodic"] * SIZES["cpu-m"] ** 0.5, rel=0.1)
+    se_log = 0.03 * (1 / len(x) + (math.log(SIZES["cpu-m"]) - x.mean()) ** 2 / sxx) ** 0.5
+    assert lo <= point <= hi and abs(math.log(point / truth)) <= 4 * se_log
     with pytest.raises(ExtrapolationRefused, match="max_extrapolation"):
         result.predict("periodic", "paper-1.3b", n_boot=100)
     assert "extrapolation_refused" in fit.flags

@@ -131,7 +131,8 @@ def test_resume_skips_finished_trials_and_relaunches_interrupted_ones() -> None:
     assert len(keys) == len(set(keys))
     fresh = [r for r in launched if r.point_key not in (p0.point_key, q0.point_key)]
     assert [r.seed for r in fresh] == [0, 1]  # the point never started runs both seeds
-    assert resumed.best() is not None and resumed.next() == FINISHED
+    # K=3 wins: 10 + 0.1·seed, whose mean over seeds 0 and 1 is 10.05, with seed 0 restored from the records.
+    assert resumed.best() == ("K=3,gamma=0.15", 10.05) and resumed.next() == FINISHED
     assert sum(t.state == TrialState.COMPLETE for t in resumed.study.trials) == 3
 
     not_resumable = Planner(spec, records, resumable=False)

@@ -196,7 +196,10 @@ def test_tpe_with_seeds_runs_its_budget_of_distinct_points_on_every_seed(ray_loc
     for p in result.points:
         assert sorted(p.seed_objectives) == [0, 1] and p.seed_std and p.seed_std > 0
         assert p.objective == pytest.approx(statistics.fmean(p.seed_objectives.values()))
-    assert result.selection is not None and result.selection.pooled_seed_std is not None
+        assert p.seed_std == pytest.approx(statistics.stdev(p.seed_objectives.values()), rel=1e-12)
+    # The pooled seed std is the root of the mean per-point seed variance, recomputed from the seed objectives.
+    pooled = statistics.fmean(statistics.variance(p.seed_objectives.values()) for p in result.points) ** 0.5
+    assert result.selection is not None and result.selection.pooled_seed_std == pytest.approx(pooled, rel=1e-12)
     unc = result.selection.uncertainty  # two seeds: the one-SE rule with a paired bootstrap over them
     assert unc is not None and unc.n == 2 and sum(unc.p_best.values()) == pytest.approx(1.0)
     assert set(unc.p_best) == {p.point_key for p in result.points} and "one standard error" in unc.rule

@@ -89,7 +89,9 @@ def test_a_diverged_run_stops_with_a_status_not_a_crash(tmp_path: Path) -> None:
         tracking=_tracking(tmp_path),
     )
     result = run_trial(cfg)
-    assert result.status == "DIVERGED" and result.diverged_at is not None
+    # Step 1 trains from the initial weights, so its loss is finite; AdamW at lr 1e6 then moves every weight by
+    # about 1e6 a step and the loss overflows a step or two later (step 3 on the machines this was written on).
+    assert result.status == "DIVERGED" and 2 <= result.diverged_at <= 4, result.diverged_at
     assert result.objective is None and result.best_fd is None
     run = MlflowClient(_tracking(tmp_path)["tracking_uri"]).get_run(result.run_id)
     assert run.info.status == "FAILED" and run.data.tags["scalesweep.status"] == "DIVERGED"

@@ -511,6 +511,21 @@ def test_sharded_equals_unsharded_on_every_shape(ranks: list[dict[str, Any]], sc
         assert res["buffers_equal"], rank  # the momentum itself is bit-identical
 
 
+def _gathers_per_refresh(names: tuple[str, ...], bucket_bytes: int = 16 * 1024) -> int:
+    """All-gathers one refresh step issues: the matrices in order, packed into buckets of at most `bucket_bytes`
+    gathered fp32 bytes (WORLD shards of ceil(rows / WORLD) rows each); a matrix that does not fit starts a new one.
+    All seven SHAPES give 3 (10,240 | 15,360 | 9,216 + 2,888 + 960 + 96 + 32 bytes); WIDE_ONLY gives 2."""
+    buckets, size = 0, 0
+    for name in names:
+        rows, cols = SHAPES[name]
+        nbytes = WORLD * -(-rows // WORLD) * cols * 4
+        if buckets and size + nbytes <= bucket_bytes:
+            size += nbytes
+        else:
+            buckets, size = buckets + 1, nbytes
+    return buckets
+
+
 def test_wide_non_refresh_steps_touch_no_collective(ranks: list[dict[str, Any]]) -> None:
     for res in _scenario(ranks, "wide_only"):
         for t, step in enumerate(res["per_step"]):
@@ -518,7 +533,7 @@ def test_wide_non_refresh_steps_touch_no_collective(ranks: list[dict[str, Any]])
                 assert step["seq_delta"] == 0 and step["counted"] == {}, (t, step)
                 assert step["calls"] == {"all_gather": 0, "all_reduce": 0} and sum(step["bytes"].values()) == 0
             else:
-                assert step["seq_delta"] == step["calls"]["all_gather"] >= 2  # several buckets
+                assert step["seq_delta"] == step["calls"]["all_gather"] == _gathers_per_refresh(WIDE_ONLY) == 2
                 assert step["calls"]["all_reduce"] == 0
 
 
@@ -531,14 +546,17 @@ def test_tall_matrices_share_one_all_reduce_per_non_refresh_step(ranks: list[dic
                 assert step["calls"] == {"all_gather": 0, "all_reduce": 1}
                 assert step["bytes"]["all_reduce"] == logical_bytes_sent("all_reduce", 4 * tall_cols, WORLD)
             else:
-                assert step["seq_delta"] == step["calls"]["all_gather"] >= 2 and step["calls"]["all_reduce"] == 0
+                assert step["seq_delta"] == step["calls"]["all_gather"] == _gathers_per_refresh(tuple(SHAPES)) == 3
+                assert step["calls"]["all_reduce"] == 0
         n = len(SHAPES)
         assert (res["ns5_calls"], res["rownorm_calls"]) == (3 * n, 4 * n)
 
 
 def test_vanilla_gathers_every_step(ranks: list[dict[str, Any]]) -> None:
     for res in _scenario(ranks, "vanilla_fp32"):
-        assert all(s["calls"]["all_gather"] >= 2 and s["calls"]["all_reduce"] == 0 for s in res["per_step"])
+        # K=1: every step is a refresh, gathering every matrix in its 3 buckets and reducing nothing.
+        assert [s["calls"] for s in res["per_step"]] == [{"all_gather": 3, "all_reduce": 0}] * 3
+        assert all(s["seq_delta"] == 3 for s in res["per_step"])
 
 
 def test_k3_sends_one_third_of_vanilla_up_to_the_column_norm_scalars(ranks: list[dict[str, Any]]) -> None:
