@@ -103,10 +103,14 @@ INTEGRATION_FIXTURES = frozenset({"live", "study", "ray_local", "case", "ranks",
 # ... and so is every test of these modules, or these tests, which start drivers, trials, interpreters, ranks or
 # a browser from within the test, or fuzz the whole API (docs/testing.md has what each costs).
 INTEGRATION_TESTS = (
+    "tests/api/test_cancel_tree.py",
+    "tests/api/test_credentials.py",
     "tests/api/test_end_to_end.py",
+    "tests/api/test_service_environ.py",
     "tests/api/test_schema_fuzz.py",
     "tests/sweeper/test_sweep_process.py",
     "tests/sweeper/test_cli.py",
+    "tests/trials/test_proctree.py",
     "tests/trials/test_run.py",
     "tests/trials/test_sharded.py::test_the_readme_fsdp2_example_runs_under_torchrun",
     "tests/dashboards/test_report.py",
