@@ -29,7 +29,6 @@ from ._functional import (
     _Workspace,
     adjust_lr,
     normalize_rows_or_columns,
-    rownorm_update_,
     rownorm_update_many_,
     stream_chunk_for,
 )
@@ -171,8 +170,9 @@ class PeriodicRowMuon(Optimizer):
         decay = 1.0 - group["lr"] * group["weight_decay"]
         step_size = group["gamma"] * eta
         if self.rownorm_kernel == "streamed":
-            rownorm_update_(p, grad, buf, momentum=group["momentum"], nesterov=group["nesterov"], decay=decay,
-                            step_size=step_size, eps=group["eps"], workspace=self._workspace(p.device))
+            rownorm_update_many_([p], [grad], [buf], [step_size], momentum=group["momentum"],
+                                 nesterov=group["nesterov"], decay=decay, eps=group["eps"],
+                                 workspace=self._workspace(p.device))
             return
         # The reference ("unfused"): whole-matrix operations and a full-size U.
         buf.lerp_(grad, 1.0 - group["momentum"])
