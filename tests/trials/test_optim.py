@@ -282,14 +282,15 @@ def test_rownorm_arm_never_runs_ns5_and_equals_periodic_off_refresh() -> None:
 # --- the streamed non-refresh step ------------------------------------------------------------------------------
 
 # Square, wide, tall, and a tall one whose rows do not divide into the chunks; chunk sizes: smaller than one row
-# (a row per chunk), a few rows (the last chunk short), and the default (one chunk per matrix at these sizes).
+# (a row per chunk), a few rows (the last chunk short), one that splits the group (48 x 48 fits in one chunk and
+# goes through the multi-tensor path, the others are streamed), and the default (all in one multi-tensor pass).
 STREAM_SHAPES = [(48, 48), (32, 80), (96, 40), (97, 31)]
 
 
 @pytest.mark.parametrize("arm", ["periodic", "rownorm"])
 @pytest.mark.parametrize("nesterov", [True, False])
 @pytest.mark.parametrize("weight_decay", [0.0, 0.1])
-@pytest.mark.parametrize("chunk", [7, 200, None])
+@pytest.mark.parametrize("chunk", [7, 200, 2500, None])
 def test_streamed_step_equals_the_unfused_one(arm: str, nesterov: bool, weight_decay: float,
                                               chunk: int | None) -> None:
     grads = _grads(STREAM_SHAPES, 7)

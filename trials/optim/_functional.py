@@ -22,6 +22,7 @@ __all__ = [
     "normalize_rows_or_columns",
     "normalized_update_",
     "rownorm_update_",
+    "rownorm_update_many_",
     "step_scales",
     "stream_chunk_for",
     "unit_rows_or_columns",
@@ -168,6 +169,7 @@ class _Workspace:
     def __init__(self, chunk: int | None) -> None:
         self.chunk = chunk
         self._buffers: dict[tuple[int, torch.device, torch.dtype], Tensor] = {}
+        self._views: dict[tuple[int, int, int, torch.device, torch.dtype], Tensor] = {}
 
     def block(self, rows: int, cols: int, dtype: torch.dtype, device: torch.device, slot: int = 0) -> Tensor:
         """A scratch (rows x cols) tensor: a view of the shared buffer, or a fresh tensor when chunks are whole
@@ -179,6 +181,17 @@ class _Workspace:
         if buf is None or buf.numel() < rows * cols:
             buf = self._buffers[key] = torch.empty(max(self.chunk, rows * cols), dtype=dtype, device=device)
         return buf[: rows * cols].view(rows, cols)
+
+    def shaped(self, rows: int, cols: int, dtype: torch.dtype, device: torch.device, slot: int = 0) -> Tensor:
+        """`block`, with the view kept per shape: a small matrix's step then makes no call to get its scratch. (A
+        kept view of a buffer that has since grown still points at valid scratch memory of its own.)"""
+        if self.chunk is None:
+            return self.block(rows, cols, dtype, device, slot)
+        key = (rows, cols, slot, device, dtype)
+        view = self._views.get(key)
+        if view is None:
+            view = self._views[key] = self.block(rows, cols, dtype, device, slot)
+        return view
 
 
 def _nesterov_chunk(g: Tensor, b: Tensor, momentum: float, nesterov: bool, ws: Tensor | None) -> Tensor:
@@ -282,3 +295,34 @@ def rownorm_update_(
         else:  # half types: squares summed in fp32
             norms = torch.linalg.vector_norm(u, dim=0, dtype=acc)
         _apply(w, u, step_scales(norms, step_size, eps), decay, nesterov)
+
+
+def rownorm_update_many_(
+    params: list[Tensor], grads: list[Tensor], bufs: list[Tensor], step_sizes: list[float], *, momentum: float,
+    nesterov: bool, decay: float, eps: float, workspace: _Workspace,
+) -> None:
+    """`rownorm_update_` on many matrices of one parameter group (`step_sizes[i]` is matrix i's). Matrices larger
+    than a chunk are streamed; the others, which fit in cache whole, take the fewest torch calls the step allows
+    (at their size the per-call overhead is most of the cost): U in a reused scratch block (never a fresh
+    allocation: fresh full-size outputs, as `_foreach_lerp` makes for all matrices at once, cost page faults every
+    step and were measured 2x slower at the cpu-m rung), its norms, and one `addcdiv_`.
+    """
+    for p, g, b, step_size in zip(params, grads, bufs, step_sizes, strict=True):
+        rows, cols = p.shape
+        if workspace.chunk is not None and rows * cols > workspace.chunk:
+            rownorm_update_(p, g, b, momentum=momentum, nesterov=nesterov, decay=decay, step_size=step_size,
+                            eps=eps, workspace=workspace)
+            continue
+        b.lerp_(g, 1.0 - momentum)
+        u = torch.lerp(g, b, momentum, out=workspace.shaped(rows, cols, g.dtype, g.device)) if nesterov else b
+        acc = _acc_dtype(u.dtype)
+        if rows <= cols:
+            norms = torch.linalg.vector_norm(u, dim=1, keepdim=True, dtype=acc)
+        elif acc == u.dtype:  # squares summed over rows in a scratch block: vectorised, unlike vector_norm, dim 0
+            squares = workspace.shaped(rows, cols, acc, g.device, slot=1)
+            norms = torch.sum(torch.mul(u, u, out=squares), dim=0).sqrt_()
+        else:  # half types: squared and summed in fp32
+            norms = torch.linalg.vector_norm(u, dim=0, dtype=acc)
+        if decay != 1.0:
+            p.mul_(decay)
+        p.addcdiv_(u, norms.clamp_min_(eps), value=-step_size)

@@ -29,7 +29,7 @@ from ._functional import (
     _Workspace,
     adjust_lr,
     normalize_rows_or_columns,
-    rownorm_update_,
+    rownorm_update_many_,
     stream_chunk_for,
 )
 
@@ -170,8 +170,9 @@ class PeriodicRowMuon(Optimizer):
         decay = 1.0 - group["lr"] * group["weight_decay"]
         step_size = group["gamma"] * eta
         if self.rownorm_kernel == "streamed":
-            rownorm_update_(p, grad, buf, momentum=group["momentum"], nesterov=group["nesterov"], decay=decay,
-                            step_size=step_size, eps=group["eps"], workspace=self._workspace(p.device))
+            rownorm_update_many_([p], [grad], [buf], [step_size], momentum=group["momentum"],
+                                 nesterov=group["nesterov"], decay=decay, eps=group["eps"],
+                                 workspace=self._workspace(p.device))
             return
         # The reference ("unfused"): whole-matrix operations and a full-size U.
         buf.lerp_(grad, 1.0 - group["momentum"])
@@ -201,6 +202,7 @@ class PeriodicRowMuon(Optimizer):
 
         for group in self.param_groups:
             k: int | None = group["refresh_every"]
+            rownorm: list[tuple[Tensor, Tensor, Tensor, float]] = []  # this step's non-refresh matrices
             for p in group["params"]:
                 grad = p.grad
                 if grad is None:
@@ -217,10 +219,27 @@ class PeriodicRowMuon(Optimizer):
                     self._refresh(p, grad, state["momentum_buffer"], group, eta)
                     self.ns5_calls += 1
                 else:
-                    self._rownorm(p, grad, state["momentum_buffer"], group, eta)
-                    self.rownorm_calls += 1
+                    rownorm.append((p, grad, state["momentum_buffer"], eta))
                 state["step"] = t + 1
+            self._rownorm_all(rownorm, group)
         return loss
+
+    def _rownorm_all(self, items: list[tuple[Tensor, Tensor, Tensor, float]], group: dict[str, Any]) -> None:
+        """The non-refresh step of several matrices of one group, (param, grad, buffer, shape-adjusted lr) each:
+        together where they share a device (multi-tensor operations for the small ones), else one by one."""
+        if not items:
+            return
+        self.rownorm_calls += len(items)
+        devices = {p.device for p, *_ in items}
+        if self.rownorm_kernel != "streamed" or len(devices) > 1:
+            for p, grad, buf, eta in items:
+                self._rownorm(p, grad, buf, group, eta)
+            return
+        params, grads, bufs, etas = (list(x) for x in zip(*items, strict=True))
+        rownorm_update_many_(params, grads, bufs, [group["gamma"] * eta for eta in etas],
+                             momentum=group["momentum"], nesterov=group["nesterov"],
+                             decay=1.0 - group["lr"] * group["weight_decay"], eps=group["eps"],
+                             workspace=self._workspace(params[0].device))
 
 
 class RowNormMuon(PeriodicRowMuon):
