@@ -20,6 +20,7 @@ step by step, so machine noise hits them alike; each ratio is taken within a rou
 median over rounds with its min-max and n. Gradients are fixed random tensors: the cost does not depend on their values.
 
     python benchmarks/optimizer_step.py [--width 512] [--depth 2] [--rounds 5] [--threads 1] [--ns-dtype both]
+    python benchmarks/optimizer_step.py --rung cpu-m      # a rung's own block matrices
 """
 
 from __future__ import annotations
@@ -153,6 +154,9 @@ def main() -> None:
     parser.add_argument("--ns-dtype", choices=["both", "auto", "bfloat16", "float32"], default="both",
                         help="both = bf16 and fp32 where bf16 matmul is native, fp32 alone elsewhere; auto = the "
                              "trials' choice")
+    parser.add_argument("--rung", default=None,
+                        help="time the block matrices of this rung of the model ladder (e.g. cpu-m) instead of "
+                             "--width/--depth")
     parser.add_argument("--quick", action="store_true", help="width 256, 3 rounds: a smoke run")
     args = parser.parse_args()
     if args.quick:
@@ -164,12 +168,21 @@ def main() -> None:
     else:
         dtypes = [fast if args.ns_dtype == "auto" else getattr(torch, args.ns_dtype)]
 
-    shapes = block_shapes(args.width, args.depth)
+    if args.rung:
+        from trials.models import build_model
+        from trials.optim import route_parameters
+
+        # The matrices the trial gives the Muon family: the rung's own block weights.
+        shapes = [(int(p.shape[0]), int(p.shape[1]))
+                  for _, p in route_parameters(build_model(args.rung), block_prefixes=("blocks",)).muon]
+        where = f"the block matrices of rung {args.rung}"
+    else:
+        shapes = block_shapes(args.width, args.depth)
+        where = f"{args.depth} double-stream blocks, width {args.width}"
     numel = sum(m * n for m, n in shapes)
     print(f"CPU: {cpu_features()}")
-    print(f"torch {torch.__version__}, {args.threads} thread(s); matrices: {len(shapes)} ({args.depth} "
-          f"double-stream blocks, width {args.width}), {numel / 1e6:.1f}M parameters; {args.rounds} rounds x "
-          f"{STEPS_PER_ROUND} steps")
+    print(f"torch {torch.__version__}, {args.threads} thread(s); matrices: {len(shapes)} ({where}), "
+          f"{numel / 1e6:.2f}M parameters; {args.rounds} rounds x {STEPS_PER_ROUND} steps")
     if args.ns_dtype == "both" and fast != torch.bfloat16:
         print("no native bf16 matmul here: bf16 Newton-Schulz would run 10-30x slower, so only fp32 is timed "
               "(--ns-dtype bfloat16 forces it)")
