@@ -78,7 +78,8 @@ def test_jobs_are_submitted_watched_and_stopped_through_the_job_client(tmp_path:
     job = client.submitted[0]
     assert job["entrypoint"].startswith("python -m scalesweep_cli sweep run ")
     assert job["entrypoint"].endswith(f"--workdir {tmp_path.resolve() / 'sweeps' / 'sw-1'}")
-    assert job["runtime_env"] == {"env_vars": {"SCALESWEEP_SWEEP_ID": "sw-1"}}
+    # The job's id, and the tag by which a cancel finds every process the job started (trials._proctree).
+    assert job["runtime_env"] == {"env_vars": {"SCALESWEEP_SWEEP_ID": "sw-1", "SCALESWEEP_JOB_TAG": "sw-1"}}
     with sessions() as session:
         sweep = session.get(SweepRecord, "sw-1")
         assert (sweep.state, sweep.ray_job_id, sweep.pid) == ("RUNNING", job["submission_id"], None)
