@@ -203,18 +203,24 @@ def _started_by(run: str) -> list[int]:
     return found
 
 
-def _end_everything_started(run: str, grace_s: float = 10.0) -> None:
+def _end_everything_started(run: str, grace_s: float = 10.0, kill_s: float = 10.0) -> None:
     """SIGTERM to every process this demo started that is still alive, SIGKILL to those still there `grace_s`
-    later (Ray's workers and a driver's raylet need a few seconds to go)."""
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
-        pids = _started_by(run)
-        if not pids:
-            return
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, sig)
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline and _started_by(run):
+    later (Ray's workers and a driver's raylet need a few seconds to go). Each phase scans again until nothing is
+    left: a process that appears while the others are going (Ray starts its dashboard agent late) is signalled too,
+    and SIGKILL is repeated until the last one is gone or `kill_s` has passed."""
+    termed: set[int] = set()
+    for sig, phase_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, kill_s)):
+        deadline = time.monotonic() + phase_s
+        while time.monotonic() < deadline:
+            pids = _started_by(run)
+            if not pids:
+                return
+            for pid in pids:
+                if sig == signal.SIGTERM and pid in termed:
+                    continue
+                termed.add(pid)
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, sig)
             time.sleep(0.2)
 
 
