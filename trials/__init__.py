@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from ._errors import InputError, JobError, JobFailedError, ScalesweepError, TrialError
 from ._lazy import homes_of, lazy_attributes
-from ._proctree import JOB_TAG_ENV, TRIAL_TAG_ENV, end_tagged, tag_values, tagged_pids
+from ._proctree import JOB_TAG_ENV, TRIAL_TAG_ENV, end_tagged, process_alive, tag_values, tagged_pids
 from ._redact import uri_secrets, without_credentials
 
 if TYPE_CHECKING:
@@ -58,6 +58,7 @@ __all__ = [
     "end_tagged",
     "ensure_store",
     "metric_floor",
+    "process_alive",
     "run_command_trial",
     "run_trial",
     "tag_values",

@@ -25,7 +25,8 @@ import time
 import uuid
 from pathlib import Path
 
-__all__ = ["JOB_TAG_ENV", "TRIAL_TAG_ENV", "end_tagged", "new_tag", "start_reaper", "tag_values", "tagged_pids"]
+__all__ = ["JOB_TAG_ENV", "TRIAL_TAG_ENV", "end_tagged", "new_tag", "process_alive", "start_reaper", "tag_values",
+           "tagged_pids"]
 
 TRIAL_TAG_ENV = "SCALESWEEP_TRIAL_TAG"
 JOB_TAG_ENV = "SCALESWEEP_JOB_TAG"
@@ -51,7 +52,7 @@ def tagged_pids(name: str, value: str) -> list[int]:
         if not entry.name.isdigit() or int(entry.name) == me:
             continue
         pid = int(entry.name)
-        if needle in _environ(pid).split(b"\0") and _alive(pid):
+        if needle in _environ(pid).split(b"\0") and process_alive(pid):
             out.append(pid)
     return out
 
@@ -63,12 +64,13 @@ def tag_values(name: str) -> set[str]:
     for entry in os.scandir("/proc"):
         if entry.name.isdigit() and int(entry.name) != me:
             for item in _environ(int(entry.name)).split(b"\0"):
-                if item.startswith(prefix) and _alive(int(entry.name)):
+                if item.startswith(prefix) and process_alive(int(entry.name)):
                     out.add(item[len(prefix):].decode(errors="replace"))
     return out
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether `pid` is a live process (not gone, not a zombie), from /proc."""
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
     except (OSError, IndexError):
@@ -117,7 +119,7 @@ def start_reaper(watch_pid: int, tag: str, grace_s: float) -> subprocess.Popen[b
 def _reap(watch_pid: int, tag: str, grace_s: float, poll_s: float = 0.2) -> None:
     """Wait while the trial's process lives; end the tag once it is gone. Started after the trainer, so no tagged
     process left while the trial lives means the trainer and all it started ended: nothing to watch."""
-    while _alive(watch_pid):
+    while process_alive(watch_pid):
         if not tagged_pids(TRIAL_TAG_ENV, tag):
             return
         time.sleep(poll_s)

@@ -18,20 +18,12 @@ from fastapi.testclient import TestClient
 
 from api._settings import Settings
 from api.main import create_app
-from trials import JOB_TAG_ENV
+from trials import JOB_TAG_ENV, process_alive
 
 from .conftest import AUTH, TOKEN
 
 HERE = Path(__file__).resolve().parent
 GRACE_S = 2.0
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
 
 
 def _settings(tmp_path: Path) -> Settings:
@@ -60,7 +52,7 @@ def _wait_for_pids(path: Path, timeout: float = 240) -> list[int]:
 
 
 def _reap(pids: list[int]) -> list[int]:
-    left = [p for p in pids if _alive(p)]
+    left = [p for p in pids if process_alive(p)]
     for p in left:  # never leave them behind, even when the test fails
         os.kill(p, signal.SIGKILL)
     return left
@@ -82,7 +74,7 @@ def test_cancel_after_a_restart_ends_a_trainer_that_ignores_sigterm_and_its_own_
         pids = _wait_for_pids(tmp_path / "pids")
     # The first service is gone (its driver runs on, in a session of its own); a new one adopts the sweep.
     try:
-        assert all(_alive(p) for p in pids)
+        assert all(process_alive(p) for p in pids)
         with _client(settings) as second:
             start = time.monotonic()
             r = second.post(f"/v1/sweeps/{sweep_id}/cancel", headers=AUTH)
@@ -91,7 +83,7 @@ def test_cancel_after_a_restart_ends_a_trainer_that_ignores_sigterm_and_its_own_
             assert r.json()["state"] == "CANCELLED"
             # Before today's rule both were left running: the trainer in its own session ignored SIGTERM and the
             # child had left that session too.
-            assert [p for p in pids if _alive(p)] == []
+            assert [p for p in pids if process_alive(p)] == []
             assert took < 10.0 + GRACE_S + 30
     finally:
         assert _reap(pids) == []
@@ -115,7 +107,7 @@ def test_a_restarted_service_ends_what_a_finished_job_left_running(tmp_path: Pat
         start = time.monotonic()
         with TestClient(app):  # start-up: reconcile
             took = time.monotonic() - start
-            assert [p for p in pids if _alive(p)] == []
+            assert [p for p in pids if process_alive(p)] == []
             assert GRACE_S <= took < GRACE_S + 20  # SIGTERM was ignored: SIGKILL after the grace period
             assert other.poll() is None  # a job this service does not know is left alone
         leftover.wait(timeout=5)

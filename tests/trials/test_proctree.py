@@ -11,17 +11,9 @@ import sys
 import time
 from pathlib import Path
 
-from trials import TRIAL_TAG_ENV, end_tagged, tagged_pids
+from trials import TRIAL_TAG_ENV, end_tagged, process_alive, tagged_pids
 
 TRAINER = Path(__file__).resolve().parents[1] / "api" / "stubborn_trainer.py"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
 
 
 def _wait_for_pids(path: Path, timeout: float = 60) -> list[int]:
@@ -36,10 +28,10 @@ def _wait_for_pids(path: Path, timeout: float = 60) -> list[int]:
 def _gone_within(pids: list[int], seconds: float) -> float:
     start = time.monotonic()
     while time.monotonic() - start < seconds:
-        if not any(_alive(p) for p in pids):
+        if not any(process_alive(p) for p in pids):
             return time.monotonic() - start
         time.sleep(0.1)
-    left = [p for p in pids if _alive(p)]
+    left = [p for p in pids if process_alive(p)]
     for p in left:  # do not leave them behind after a failure
         os.kill(p, signal.SIGKILL)
     raise AssertionError(f"still running after {seconds} s: {left}")
@@ -56,7 +48,7 @@ def test_end_tagged_kills_a_stubborn_tree_after_the_grace(tmp_path: Path) -> Non
     assert end_tagged(TRIAL_TAG_ENV, "t-unit", grace_s=1.0) == 2
     took = time.monotonic() - start
     trainer.wait(timeout=5)
-    assert not any(_alive(p) for p in pids)
+    assert not any(process_alive(p) for p in pids)
     assert 1.0 <= took < 4.0  # SIGTERM was ignored: SIGKILL came after the grace period, not before
 
 
@@ -95,4 +87,4 @@ def test_a_trial_that_times_out_ends_the_trainer_tree(tmp_path: Path) -> None:
     else:
         raise AssertionError("the trial did not time out")
     pids = [int(p) for p in pids_file.read_text().split()]
-    assert not any(_alive(p) for p in pids)  # ended before run_command_trial returned
+    assert not any(process_alive(p) for p in pids)  # ended before run_command_trial returned
