@@ -223,3 +223,90 @@ def test_scaling_caps_a_horizon_where_the_sweeper_does() -> None:
     from sweeper import MAX_HORIZON as SWEEPER_MAX_HORIZON
 
     assert MAX_HORIZON == SWEEPER_MAX_HORIZON
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Ratchets for issue 34 ("one home per concept"): imports inside functions count, since they are dependencies too.
+# Each bound is today's count and may only go down; lower it in the same change that removes an offender.
+
+MAX_PRIVATE_CROSS_PACKAGE_IMPORTS = 50  # (importer, another package's private module) pairs
+MAX_MODULES_IN_IMPORT_CYCLES = 18  # modules that sit on an import cycle, imports inside functions counted
+
+# What `scaling` (pure functions of run records) still imports of the packages above it, inside functions: only
+# ever removed from, until it is empty.
+SCALING_UPWARD_IMPORTS = {
+    ("scaling", "sweeper._transfer_job"),
+    ("scaling", "sweeper._transfer_spec"),
+    ("scaling._cli", "sweeper._cli"),
+    ("scaling._cli", "sweeper._transfer_job"),
+    ("scaling._cli", "sweeper._transfer_spec"),
+    ("scaling._verify", "sweeper"),
+    ("scaling._verify", "sweeper._uncertainty"),
+}
+SCALING_NEVER_IMPORTS = ("sweeper", "api", "dashboards", "ray", "mlflow", "optuna")
+
+
+def _is_private(module: str) -> bool:
+    return any(part.startswith("_") and not part.startswith("__") for part in module.split(".")[1:])
+
+
+def private_cross_package_imports() -> list[tuple[str, str]]:
+    """(importer, imported module) for every import of another package's private module (`pkg._name`, or a
+    module below one), imports inside functions included; `scalesweep_cli` counts as a package of its own."""
+    graph = _import_graph(deferred=True)
+    return sorted((m, t) for m, ts in graph.items() for t in ts
+                  if t.split(".")[0] != m.split(".")[0] and _is_private(t))
+
+
+def modules_in_import_cycles() -> set[str]:
+    graph = _import_graph(deferred=True)
+    on_cycle: set[str] = set()
+    for cycle in _cycles(graph):  # one cycle per strongly connected group: the group is every module that
+        group = set(cycle)        # reaches the cycle's first module and is reached from it
+        start = cycle[0]
+        reach = _reachable(graph, start)
+        on_cycle |= group | {m for m in reach if start in _reachable(graph, m)}
+    return on_cycle
+
+
+def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for w in graph[todo.pop()]:
+            if w not in seen:
+                seen.add(w)
+                todo.append(w)
+    return seen
+
+
+def _scaling_imports_of(tops: tuple[str, ...]) -> set[tuple[str, str]]:
+    found = set()
+    for name, (path, _) in _product_modules().items():
+        if name.split(".")[0] != "scaling":
+            continue
+        for node in _import_nodes(ast.parse(path.read_text(), filename=str(path)), deferred=True):
+            modules = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                       else [node.module or ""] if node.level == 0 else [])
+            found.update((name, m) for m in modules if m.split(".")[0] in tops)
+    return found
+
+
+def test_private_cross_package_imports_only_go_down() -> None:
+    found = private_cross_package_imports()
+    assert len(found) <= MAX_PRIVATE_CROSS_PACKAGE_IMPORTS, "\n".join(f"{a} imports {b}" for a, b in found)
+
+
+def test_modules_on_import_cycles_only_go_down() -> None:
+    found = modules_in_import_cycles()
+    assert len(found) <= MAX_MODULES_IN_IMPORT_CYCLES, sorted(found)
+
+
+def test_scaling_imports_nothing_above_it() -> None:
+    """`scaling` is pure functions of run records: none of the sweeper, the service, the figures, Ray, MLflow or
+    Optuna, not even inside a function (`SCALING_UPWARD_IMPORTS` lists what is left to move, and only shrinks)."""
+    assert _scaling_imports_of(SCALING_NEVER_IMPORTS) == SCALING_UPWARD_IMPORTS
+
+
+def test_the_ratchet_helpers_see_deferred_imports() -> None:
+    assert _cycles({"a": {"b"}, "b": {"a"}, "c": set()}) == [["a", "b", "a"]]
+    assert _is_private("sweeper._jobfiles") and not _is_private("trials.record") and not _is_private("trials.__init__")
