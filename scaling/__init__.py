@@ -2,8 +2,9 @@
 
 Pure functions: they take numbers (checkpoints, sizes and values) or records already read (`TransferRun`) and
 return typed results; figures live elsewhere. Exports carry the chosen hyperparameters to a target size by stated
-rules. `TransferResult` is a transfer's analysis over its runs and its typed plan (`TransferPlan`). Importing
-`scaling` loads neither Ray, MLflow nor the sweeper.
+rules. `scaling.stats` is the project's statistics (paired differences, Student-t intervals, the paired
+bootstrap of P(best)), which the sweep's selection uses too. `TransferResult` is a transfer's analysis over its
+runs and its typed plan (`TransferPlan`). Importing `scaling` loads neither Ray, MLflow nor the sweeper.
 
 The transfer job itself moved to the sweeper (`sweeper._transfer_spec`, `sweeper._transfer_job`): its spec, plan,
 driver, status, cancel and the MLflow reader. Its names are still importable from here (`scaling.run_transfer`,

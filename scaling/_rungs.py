@@ -32,6 +32,7 @@ from trials.optim import ArmName
 
 from ._records import TransferRun
 from ._target import DEFAULT_PLATEAU_MAX_DROP, DEFAULT_PLATEAU_WINDOW, plateau, time_to_target
+from .stats import mean_interval, t_quantile
 
 __all__ = [
     "HorizonSpec",
@@ -289,22 +290,10 @@ def _spread(values: Sequence[float]) -> dict[str, Any]:
             "n": len(values)}
 
 
-def _paired(diffs: Sequence[float], level: float = 0.95) -> dict[str, Any]:
-    """Mean of paired values with a Student-t interval; one value -> no interval (one run)."""
-    n = len(diffs)
-    mean = statistics.fmean(diffs)
-    if n < 2:
-        return {"mean": mean, "lo": None, "hi": None, "n": n, "label": "one run"}
-    from scipy import stats
-
-    half = float(stats.t.ppf((1 + level) / 2, n - 1)) * statistics.stdev(diffs) / math.sqrt(n)
-    return {"mean": mean, "lo": mean - half, "hi": mean + half, "n": n, "level": level}
-
-
 def _geometric(log_ratios: Sequence[float]) -> dict[str, Any]:
     """A ratio from paired log ratios: the geometric mean, its Student-t interval mapped back (None for one
     pair) and n."""
-    p = _paired(log_ratios)
+    p = mean_interval(log_ratios)
     return {"mean": math.exp(p["mean"]), "lo": math.exp(p["lo"]) if p["lo"] is not None else None,
             "hi": math.exp(p["hi"]) if p["hi"] is not None else None, "n": p["n"]}
 
@@ -328,12 +317,10 @@ def _time_saving(step_logs: Sequence[float], timing: Mapping[str, Any] | None, s
     if var_s is None:
         out["label"] = "one run"
     else:
-        from scipy import stats
-
         var = var_s + (var_t or 0.0)
         # Welch-Satterthwaite: the degrees of freedom of a sum of two variance estimates.
         df = var**2 / (var_s**2 / (n - 1) + (var_t**2 / df_t if var_t and df_t else 0.0)) if var > 0 else n - 1
-        half = float(stats.t.ppf((1 + level) / 2, df)) * math.sqrt(var)
+        half = t_quantile(level, df) * math.sqrt(var)
         # A larger product is a smaller saving: the interval's ends swap.
         out.update(lo=100 * (1 - math.exp(center + half)), hi=100 * (1 - math.exp(center - half)), level=level)
     out["definition"] = ("1 - steps-to-target ratio x per-step time ratio (positive: faster); the interval carries "
@@ -396,8 +383,8 @@ def _compare(ours: dict[int, dict[str, Any]], theirs: dict[int, dict[str, Any]],
             "per_seed": {str(s): ours[s]["steps"] / theirs[s]["steps"] for s in both},
             "definition": f"{searched_arm} / {base} steps to target, geometric mean over paired seeds",
         }
-        comp["steps_to_target_difference"] = _paired([ours[s]["steps"] - theirs[s]["steps"] for s in both])
-        comp["time_to_target_difference_s"] = _paired(
+        comp["steps_to_target_difference"] = mean_interval([ours[s]["steps"] - theirs[s]["steps"] for s in both])
+        comp["time_to_target_difference_s"] = mean_interval(
             [ours[s]["time_s"] - theirs[s]["time_s"] for s in both])
         if step_ratio_time is not None:
             comp["time_saving_pct"] = _time_saving(log_ratios, ratio_doc, step_ratio_time)
@@ -407,7 +394,7 @@ def _compare(ours: dict[int, dict[str, Any]], theirs: dict[int, dict[str, Any]],
     common = sorted(s for s in ttb_ours if s in ttb_base)
     if common:
         comp["time_to_best_saving_pct"] = {
-            **_paired([100 * (ttb_base[s] - ttb_ours[s]) / ttb_base[s] for s in common]),
+            **mean_interval([100 * (ttb_base[s] - ttb_ours[s]) / ttb_base[s] for s in common]),
             "definition": "the paper's time to best: each arm timed to its own best deciding checkpoint",
         }
     return comp

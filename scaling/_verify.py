@@ -13,7 +13,7 @@ better, a Student-t interval at `level`):
   may still look slightly better on average; the data exclude that it is better by more than the margin.
 - `inconclusive`: neither; `seeds_needed` is the seed count at which, with the observed paired sd and mean, the
   least settled point would settle one way or the other (the smaller of the two counts, the larger over points).
-Beside it, the same paired bootstrap as the sweep's selection (`sweeper.select_point`) gives every bracket point's
+Beside it, the same paired bootstrap as the sweep's selection (`scaling.stats`) gives every bracket point's
 probability of being best.
 """
 
@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ._errors import ScalingInputError
+from .stats import bootstrap_p_best, check_n_boot, paired_difference, seed_matrix, t_quantile
 
 __all__ = ["TransferVerdict", "verification_design", "verify_transfer"]
 
@@ -95,8 +96,6 @@ def _change(center: Mapping[str, Any], point: Mapping[str, Any]) -> dict[str, st
 
 def _seeds_to(half_width_target: float, sd: float, level: float) -> int | None:
     """The smallest n with t(level, n-1) x sd / sqrt(n) below `half_width_target` (None if unreachable)."""
-    from sweeper._uncertainty import t_quantile
-
     if half_width_target <= 0:
         return None
     if sd == 0:
@@ -127,9 +126,6 @@ def verify_transfer(
     (`objectives[label]`, index i the same seed for every point; lower is better). `points[label]` gives each
     label's knobs (for the direction of a move; default: none). `tolerance` sets the held margin relative to the
     center's mean. Raises ScalingInputError for bad input (unknown center, unequal seeds, non-finite values)."""
-    from sweeper import paired_difference
-    from sweeper._uncertainty import select_points_by_key
-
     if center not in objectives:
         raise ScalingInputError(f"center {center!r} is not among the bracket's points {sorted(objectives)}")
     if len(objectives) < 2:
@@ -137,21 +133,22 @@ def verify_transfer(
     if not 0 <= tolerance < 1:
         raise ScalingInputError(f"tolerance must be in [0, 1), got {tolerance}")
     try:
-        sel = select_points_by_key(objectives, {k: None for k in objectives}, n_boot=n_boot, seed=seed,
-                                   tie_break="none")
+        check_n_boot(n_boot)
+        keys, values = seed_matrix(objectives)
         diffs = {k: paired_difference(objectives[k], objectives[center], level=level)
                  for k in objectives if k != center}
     except ValueError as exc:
         raise ScalingInputError(str(exc)) from None
-    n = sel.n
-    c_mean = sel.means[center]
+    p_best = {key: float(p) for key, p in zip(keys, bootstrap_p_best(values, n_boot=n_boot, seed=seed), strict=True)}
+    n = int(values.shape[1])
+    c_mean = float(values[keys.index(center)].mean())
     margin = tolerance * abs(c_mean)
     knobs = {k: dict((points or {}).get(k, {})) for k in objectives}
     docs = {k: d.to_dict() for k, d in diffs.items()}
     notes: list[str] = []
     if n < 2:
         return TransferVerdict("inconclusive", knobs[center] or {"label": center}, n, margin, level, None, None, docs,
-                               sel.p_best, "one seed: no spread to judge the differences by; run at least two", notes)
+                               p_best, "one seed: no spread to judge the differences by; run at least two", notes)
     better = {k: d for k, d in diffs.items() if d.interval is not None and d.interval[1] < 0}
     if better:
         k = min(better, key=lambda x: better[x].mean)
@@ -161,13 +158,13 @@ def verify_transfer(
                   f"({level:.0%} CI of the difference [{better[k].interval[0]:.4g}, {better[k].interval[1]:.4g}], "  # type: ignore[index]
                   f"n={n})")
         return TransferVerdict("moved", knobs[center] or {"label": center}, n, margin, level, move, None, docs,
-                               sel.p_best, reason, notes)
+                               p_best, reason, notes)
     unsettled = {k: d for k, d in diffs.items() if d.interval is not None and d.interval[0] <= -margin}
     if not unsettled:
         reason = (f"no bracket point is better than the transferred point by more than {margin:.4g} "
                   f"({tolerance:.0%} of its mean) at {level:.0%} confidence, n={n}")
         return TransferVerdict("held", knobs[center] or {"label": center}, n, margin, level, None, None, docs,
-                               sel.p_best, reason, notes)
+                               p_best, reason, notes)
     needed: list[int | None] = []
     for d in unsettled.values():
         sd = float(d.sd or 0.0)
@@ -183,4 +180,4 @@ def verify_transfer(
     if seeds_needed is None:
         notes.append("a point sits exactly at the margin: no seed count settles it")
     return TransferVerdict("inconclusive", knobs[center] or {"label": center}, n, margin, level, None, seeds_needed,
-                           docs, sel.p_best, reason, notes)
+                           docs, p_best, reason, notes)

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from scaling.stats import PairedDifference, paired_difference
 from trials._lazy import lazy_attributes
 
 from ._driver import cancel_sweep, default_workdir, run_sweep, sweep_status
@@ -72,7 +73,7 @@ from ._spec import (
 )
 from ._trainable import BACKENDS, list_backends
 from ._trainers import TRAINERS_ENV, RegisteredTrainer, load_trainers, resolve_trainer
-from ._uncertainty import PairedDifference, Selection, paired_difference, select_point
+from ._uncertainty import Selection, select_point
 from ._work import sweep_work, transfer_work, trial_work
 
 __all__ = [

@@ -16,9 +16,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from scaling.stats import PairedDifference, paired_difference
 from trials.record import STATES
 
-from ._uncertainty import PairedDifference, Selection, paired_difference, select_points_by_key
+from ._uncertainty import Selection, select_points_by_key
 
 __all__ = [
     "TRIAL_STATES",

@@ -229,8 +229,8 @@ def test_scaling_caps_a_horizon_where_the_sweeper_does() -> None:
 # Ratchets for issue 34 ("one home per concept"): imports inside functions count, since they are dependencies too.
 # Each bound is today's count and may only go down; lower it in the same change that removes an offender.
 
-MAX_PRIVATE_CROSS_PACKAGE_IMPORTS = 50  # (importer, another package's private module) pairs
-MAX_MODULES_IN_IMPORT_CYCLES = 18  # modules that sit on an import cycle, imports inside functions counted
+MAX_PRIVATE_CROSS_PACKAGE_IMPORTS = 49  # (importer, another package's private module) pairs
+MAX_MODULES_IN_IMPORT_CYCLES = 12  # modules that sit on an import cycle, imports inside functions counted
 
 # What `scaling` (pure functions of run records) still imports of the packages above it, inside functions: only
 # ever removed from, until it is empty.
@@ -240,8 +240,6 @@ SCALING_UPWARD_IMPORTS = {
     ("scaling._cli", "sweeper._cli"),
     ("scaling._cli", "sweeper._transfer_job"),
     ("scaling._cli", "sweeper._transfer_spec"),
-    ("scaling._verify", "sweeper"),
-    ("scaling._verify", "sweeper._uncertainty"),
 }
 SCALING_NEVER_IMPORTS = ("sweeper", "api", "dashboards", "ray", "mlflow", "optuna")
 
