@@ -89,7 +89,7 @@ def _cmd_trial(args: argparse.Namespace) -> int:
 def _cmd_serve(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from trials._errors import validation_error_message
+    from trials import validation_error_message
 
     try:
         from api._settings import Settings
@@ -207,7 +207,7 @@ def dispatch(label: str, command: Callable[[], int], what: str | None = None) ->
     except Exception as exc:
         from pydantic import ValidationError
 
-        from trials._errors import JobFailedError, ScalesweepError, validation_error_message
+        from trials import JobFailedError, ScalesweepError, validation_error_message
 
         if isinstance(exc, ValidationError):
             message, code = validation_error_message(exc, what), 2

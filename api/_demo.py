@@ -308,7 +308,7 @@ def _fmt(value: Any, digits: int = 4) -> str:
 def _decision_lines(selection_doc: dict[str, Any] | None, fits: dict[str, Any]) -> list[str]:
     """The study's two decisions with their uncertainty: the sweep's choice (P(best), the winner's curse on fresh
     seeds, paired claims, each arm's tuning budget) and the verification verdict at the bracketed rung."""
-    from dashboards._decisions import decision_notes
+    from dashboards import decision_notes
 
     notes = decision_notes(selection_doc)
     lines = ["\nthe sweep's decision:", *(f"  {n}" for n in notes)] if notes else []
@@ -344,7 +344,7 @@ def _summary(chosen: dict[str, Any] | None, fits: dict[str, Any],
             parts = [f"vs {b} {_fmt(s.get('mean_pct'), 3)} +- {_fmt(s.get('std_pct'), 2)}" for b, s in per.items()]
             lines.append(f"  {rung}: {'; '.join(parts)}")
     if fits.get("targets"):
-        from scaling._rungs import target_table
+        from scaling import target_table
 
         lines += target_table(fits["targets"], str(fits.get("searched_arm") or "periodic"))
     lines.append("\nscaling fits (flags; hold-out error at the largest size against carrying the previous size "

@@ -34,7 +34,7 @@ import yaml
 from sqlalchemy import CursorResult, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from sweeper._jobfiles import is_sweep_folder, is_transfer_folder, request_cancel
+from sweeper.jobfiles import is_sweep_folder, is_transfer_folder, request_cancel
 from trials import JOB_TAG_ENV, ScalesweepError, end_tagged, tag_values, without_credentials
 
 from ._db import SweepRecord, TransferRecord

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from trials._errors import validation_messages, validation_text
+from trials import validation_messages, validation_text
 
 __all__ = ["PROBLEM_JSON", "install_problem_handlers", "problem"]
 

@@ -23,7 +23,7 @@ from typing import Any, Literal, TypeVar
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from trials._errors import ScalesweepError
+from trials import ScalesweepError
 
 from .schemas import (
     Prediction,

@@ -19,6 +19,7 @@ from ._curves import (
     plot_fd_curves,
     plot_loss_curves,
 )
+from ._decisions import decision_notes
 from ._errors import DashboardError, DashboardInputError
 from ._heatmap import HeatmapData, compute_heatmap, plot_heatmap
 from ._mlflow import load_chosen, load_run, load_runs, log_figures
@@ -76,6 +77,7 @@ __all__ = [
     "compute_scaling_plot",
     "compute_timing",
     "compute_update_scale",
+    "decision_notes",
     "describe_fd",
     "fd_label",
     "load_chosen",

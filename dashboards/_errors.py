@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trials._errors import InputError, ScalesweepError
+from trials import InputError, ScalesweepError
 
 __all__ = ["DashboardError", "DashboardInputError"]
 

@@ -12,7 +12,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from scaling._rungs import _step_ratio_text
+from scaling import step_ratio_text
 
 from ._report import _e
 from ._report import _table as _report_table
@@ -77,7 +77,7 @@ def targets_html(summary: Mapping[str, Any]) -> str:
                 continue
             ttb = c.get("time_to_best_saving_pct")
             comp_rows.append([_e(rung), _e(base), _interval(c["steps_to_target_ratio"]),
-                              _step_ratio_text(c) if c.get("step_time_ratio") is not None else "—",
+                              step_ratio_text(c) if c.get("step_time_ratio") is not None else "—",
                               _interval(c.get("time_saving_pct"), " %"),
                               _interval(ttb, " %") if ttb else "—"])
     parts.append(_table(["rung", "baseline", "steps-to-target ratio (optimizer)", "per-step time ratio (systems, "

@@ -3,7 +3,7 @@
 Building the page reads every run from MLflow, fits three metrics with bootstrap intervals and draws the figures:
 seconds on an idle machine, far longer beside training runs. A finished transfer does not change, so the job that
 ran it builds the page once, when it ends, and stores it beside its state with the version of the job files it
-was built from (`store_transfer_report`; the version is `sweeper._jobfiles.transfer_version`). A reader (the REST
+was built from (`store_transfer_report`; the version is `sweeper.jobfiles.transfer_version`). A reader (the REST
 service's `/report`) serves the stored page while that version still holds (`stored_transfer_report`), and builds
 a fresh one only for a transfer that is still running or has changed since (a resumed one).
 """
@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sweeper._jobfiles import REPORT_FILE, REPORT_LABEL_FILE, read_labelled, transfer_version, write_labelled
+from sweeper.jobfiles import REPORT_FILE, REPORT_LABEL_FILE, read_labelled, transfer_version, write_labelled
 
 from ._errors import DashboardError
 from ._report import ReportData, build_report

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from trials._lazy import lazy_attributes
+from trials import lazy_attributes
 
 from ._errors import ExtrapolationRefused, FitFailed, ScalingError, ScalingInputError, TransferError
 from ._export import LR_RULES, WD_RULES, ArmExport, Export, build_export, default_lr_rule, export_snippet, transfer_lr
@@ -32,6 +32,7 @@ from ._fit import (
 )
 from ._forms import FORMS
 from ._records import TransferRun
+from ._rungs import step_ratio_text, target_table
 from ._target import (
     DEFAULT_PLATEAU_MAX_DROP,
     DEFAULT_PLATEAU_WINDOW,
@@ -99,6 +100,8 @@ __all__ = [
     "plateau",
     "run_transfer",
     "savings",
+    "step_ratio_text",
+    "target_table",
     "time_to_best",
     "time_to_common_target",
     "time_to_target",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trials._errors import InputError, JobError, ScalesweepError
+from trials import InputError, JobError, ScalesweepError
 
 __all__ = [
     "ExtrapolationRefused",

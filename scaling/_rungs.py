@@ -43,6 +43,7 @@ __all__ = [
     "run_targets",
     "rung_horizon",
     "rung_report",
+    "step_ratio_text",
     "target_table",
 ]
 
@@ -480,7 +481,7 @@ def _interval(d: Mapping[str, Any], fmt: str = ".3g", sign: str = "") -> str:
     return f"{text} [{format(d['lo'], sign + fmt)}, {format(d['hi'], sign + fmt)}] (n={d['n']})"
 
 
-def _step_ratio_text(comp: Mapping[str, Any]) -> str:
+def step_ratio_text(comp: Mapping[str, Any]) -> str:
     """The per-step time ratio with its interval over timing rounds, or labelled one run."""
     ratio = comp.get("step_time_ratio_interval")
     if ratio:
@@ -520,6 +521,6 @@ def target_table(report: Mapping[str, Any], searched_arm: str) -> list[str]:
             saving = c.get("time_saving_pct")
             lines.append(
                 f"  {rung:<10} vs {base:<8} steps-to-target ratio {_interval(c['steps_to_target_ratio'])} x "
-                f"per-step time ratio {_step_ratio_text(c)} (isolated) = time saving "
+                f"per-step time ratio {step_ratio_text(c)} (isolated) = time saving "
                 + (_interval(saving, '.1f', '+') + " %" if saving else "- (no timing)"))
     return lines

@@ -143,15 +143,15 @@ def size_basis(trial: Mapping[str, Any] | None) -> tuple[dict[str, int], str]:
     same count every run logs as `model.parameters`. The sweep export, the transfer's plan, fits and predictions
     all count sizes this way, so one study never mixes two counts of one rung."""
     from trials import TrialConfig
-    from trials.data._base import DATASETS
+    from trials.data import DATASETS
 
     cfg = TrialConfig.model_validate({**dict(trial or {}), "rung": "cpu-xs"})  # any rung: these fields are shared
     if cfg.text_encoder == "minilm":
-        from trials.text._minilm import MiniLMEncoder
+        from trials.text import MiniLMEncoder
 
         context, pooled = int(MiniLMEncoder.context_dim), int(MiniLMEncoder.pooled_dim)
     else:
-        from trials.text._learned import LearnedTextEncoder
+        from trials.text import LearnedTextEncoder
 
         encoder = LearnedTextEncoder(max_length=cfg.text_max_length)
         context, pooled = int(encoder.context_dim), int(encoder.pooled_dim)

@@ -30,7 +30,8 @@ use (they import `scaling`'s analysis); `scaling` still forwards them under thei
 
     scalesweep transfer run SPEC [--workdir DIR] [--resume] | transfer status DIR | transfer cancel DIR
 
-The work folder protocol (file names, atomic writes, status, cancel) is `_jobfiles`. Knows nothing of HTTP.
+The work folder protocol (file names, atomic writes, status, cancel) is the public module `sweeper.jobfiles`
+(the service and the report page use it too). Knows nothing of HTTP.
 Heavy imports (torch, Ray, Optuna, MLflow) happen inside the calls that need them.
 """
 
@@ -39,7 +40,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from scaling.stats import PairedDifference, paired_difference
-from trials._lazy import lazy_attributes
+from trials import lazy_attributes
 
 from ._driver import cancel_sweep, default_workdir, run_sweep, sweep_status
 from ._errors import SweepError, SweepFailedError

@@ -39,7 +39,13 @@ from trials.record import TAG
 from ._emergency import CancelDeadline
 from ._errors import SweepError, SweepFailedError
 from ._heartbeat import Heartbeat
-from ._jobfiles import (
+from ._ledger import SweepLedger, resolve_tracking_uri
+from ._planner import FINISHED, Planner, TrialRequest
+from ._result import SweepResult, build_result
+from ._selection import SweepSelection
+from ._spec import CommandBackend, EarlyStoppingSpec, SweepSpec, load_spec
+from ._trainable import checkpoint_path, make_trainable
+from .jobfiles import (
     SPEC_FILE,
     STATE_FILE,
     STATUS_FILE,
@@ -52,12 +58,6 @@ from ._jobfiles import (
     request_cancel,
     write_json,
 )
-from ._ledger import SweepLedger, resolve_tracking_uri
-from ._planner import FINISHED, Planner, TrialRequest
-from ._result import SweepResult, build_result
-from ._selection import SweepSelection
-from ._spec import CommandBackend, EarlyStoppingSpec, SweepSpec, load_spec
-from ._trainable import checkpoint_path, make_trainable
 
 __all__ = ["cancel_sweep", "default_workdir", "run_sweep", "sweep_status"]
 

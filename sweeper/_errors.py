@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trials._errors import JobError, JobFailedError
+from trials import JobError, JobFailedError
 
 __all__ = ["SweepError", "SweepFailedError"]
 

@@ -129,7 +129,8 @@ class SweepLedger:
     # -- the parent run -------------------------------------------------------------------------------------------
 
     def create_parent(self, spec: SweepSpec, sweep_id: str, workdir: Path) -> str:
-        from trials._tracking import flatten, provenance_tags
+        from trials import flatten
+        from trials.record import provenance_tags
 
         tags = {
             **provenance_tags(),

@@ -14,9 +14,9 @@ from typing import Any
 
 from ._confirm import apply_confirmation, confirmation_from_tags
 from ._errors import SweepError
-from ._jobfiles import STATE_FILE, read_state
 from ._ledger import TAG, SweepLedger
 from ._selection import PointSummary, SweepSelection, TrialRecord, _latest, select_best, summarise_points
+from .jobfiles import STATE_FILE, read_state
 
 __all__ = ["SweepResult", "load_sweep_result"]
 

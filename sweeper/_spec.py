@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from trials._commandline import CommandLine
+from trials import CommandLine
 from trials.optim import ArmName
 from trials.record import TAG
 

@@ -29,8 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from trials._commandline import CommandLine
-from trials._errors import validation_messages
+from trials import CommandLine, validation_messages
 
 from ._errors import SweepError
 

@@ -59,7 +59,10 @@ from trials.record import read_runs as read_stored_runs
 
 from ._driver import cancel_sweep, run_sweep, sweep_status
 from ._errors import SweepFailedError
-from ._jobfiles import (
+from ._result import load_sweep_result
+from ._spec import SEARCH_PARAMS, SweepSpec, format_params
+from ._transfer_spec import TransferSpec, default_transfer_workdir, load_transfer_spec
+from .jobfiles import (
     ANALYSIS_FILE,
     OUTCOME_FILE,
     SPEC_FILE,
@@ -74,9 +77,6 @@ from ._jobfiles import (
     write_json,
     write_labelled,
 )
-from ._result import load_sweep_result
-from ._spec import SEARCH_PARAMS, SweepSpec, format_params
-from ._transfer_spec import TransferSpec, default_transfer_workdir, load_transfer_spec
 
 __all__ = [
     "cancel_transfer",

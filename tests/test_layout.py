@@ -57,7 +57,7 @@ def test_public_surface_is_explicit(package: str) -> None:
 
 PRODUCT_PACKAGES = ("trials", "sweeper", "scaling", "dashboards", "api")
 JOB_FILES = {"sweep.json", "status.json", "driver.lock", "transfer.json", "outcome.json"}
-JOB_PROTOCOL_MODULE = ROOT / "sweeper" / "_jobfiles.py"
+JOB_PROTOCOL_MODULE = ROOT / "sweeper" / "jobfiles.py"
 
 
 def _product_modules() -> dict[str, tuple[Path, bool]]:
@@ -183,7 +183,7 @@ def test_the_cycle_check_finds_a_cycle() -> None:
 
 
 def test_job_files_are_named_only_by_the_job_protocol_module() -> None:
-    """`sweep.json`, `status.json`, `cancel`, ... are spelled in `sweeper._jobfiles` alone; everyone else uses its
+    """`sweep.json`, `status.json`, `cancel`, ... are spelled in `sweeper.jobfiles` alone; everyone else uses its
     constants and helpers, so the protocol between a driver and its readers changes in one place."""
     offenders = []
     for path, _ in _product_modules().values():
@@ -229,7 +229,7 @@ def test_scaling_caps_a_horizon_where_the_sweeper_does() -> None:
 # Ratchets for issue 34 ("one home per concept"): imports inside functions count, since they are dependencies too.
 # Each bound is today's count and may only go down; lower it in the same change that removes an offender.
 
-MAX_PRIVATE_CROSS_PACKAGE_IMPORTS = 49  # (importer, another package's private module) pairs
+MAX_PRIVATE_CROSS_PACKAGE_IMPORTS = 25  # (importer, another package's private module) pairs
 MAX_MODULES_IN_IMPORT_CYCLES = 12  # modules that sit on an import cycle, imports inside functions counted
 
 # What `scaling` (pure functions of run records) still imports of the packages above it, inside functions: only
@@ -307,4 +307,5 @@ def test_scaling_imports_nothing_above_it() -> None:
 
 def test_the_ratchet_helpers_see_deferred_imports() -> None:
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": set()}) == [["a", "b", "a"]]
-    assert _is_private("sweeper._jobfiles") and not _is_private("trials.record") and not _is_private("trials.__init__")
+    assert _is_private("sweeper._driver") and not _is_private("sweeper.jobfiles")
+    assert not _is_private("trials.record") and not _is_private("trials.__init__")

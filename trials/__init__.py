@@ -14,24 +14,36 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._errors import InputError, JobError, JobFailedError, ScalesweepError, TrialError
+from ._errors import (
+    InputError,
+    JobError,
+    JobFailedError,
+    ScalesweepError,
+    TrialError,
+    validation_error_message,
+    validation_messages,
+    validation_text,
+)
 from ._lazy import homes_of, lazy_attributes
 from ._proctree import JOB_TAG_ENV, TRIAL_TAG_ENV, end_tagged, process_alive, tag_values, tagged_pids
 from ._redact import uri_secrets, without_credentials
 
 if TYPE_CHECKING:
     from ._command import PLACEHOLDERS, CommandConfig, run_command_trial
+    from ._commandline import CommandLine
     from ._config import CPU_AUX_LR, DataConfig, EvalConfig, TrialConfig, TrialResult, default_eval_steps
     from ._run import metric_floor, run_trial
-    from ._tracking import DEFAULT_EXPERIMENT, DEFAULT_TRACKING_URI, RunLogger, TrackingConfig, ensure_store
+    from ._tracking import DEFAULT_EXPERIMENT, DEFAULT_TRACKING_URI, RunLogger, TrackingConfig, ensure_store, flatten
 
 # Imported on first use (module __getattr__ below): `import trials.optim` or `from trials import ScalesweepError`
 # must not pay for torch, the trial loop and its tracking code (a few seconds), nor need the `sweep` extra.
 _LAZY = {
     "._command": ("PLACEHOLDERS", "CommandConfig", "run_command_trial"),
+    "._commandline": ("CommandLine",),
     "._config": ("CPU_AUX_LR", "DataConfig", "EvalConfig", "TrialConfig", "TrialResult", "default_eval_steps"),
     "._run": ("metric_floor", "run_trial"),
-    "._tracking": ("DEFAULT_EXPERIMENT", "DEFAULT_TRACKING_URI", "RunLogger", "TrackingConfig", "ensure_store"),
+    "._tracking": ("DEFAULT_EXPERIMENT", "DEFAULT_TRACKING_URI", "RunLogger", "TrackingConfig", "ensure_store",
+                    "flatten"),
 }
 _SUBPACKAGES = ("data", "flow", "metrics", "models", "optim", "text")
 
@@ -43,6 +55,7 @@ __all__ = [
     "PLACEHOLDERS",
     "TRIAL_TAG_ENV",
     "CommandConfig",
+    "CommandLine",
     "DataConfig",
     "EvalConfig",
     "InputError",
@@ -57,6 +70,8 @@ __all__ = [
     "default_eval_steps",
     "end_tagged",
     "ensure_store",
+    "flatten",
+    "lazy_attributes",
     "metric_floor",
     "process_alive",
     "run_command_trial",
@@ -64,6 +79,9 @@ __all__ = [
     "tag_values",
     "tagged_pids",
     "uri_secrets",
+    "validation_error_message",
+    "validation_messages",
+    "validation_text",
     "without_credentials",
 ]
 

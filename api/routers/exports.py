@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, HTTPException, Query, Request, Response
 
 from scaling import ScalingError, export_from_sweep
-from sweeper._jobfiles import STATUS_FILE, transfer_version
+from sweeper.jobfiles import STATUS_FILE, transfer_version
 
 from .._cache import file_version
 from .._db import SweepRecord

@@ -13,7 +13,7 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse
 
 from scaling import ExtrapolationRefused, ScalingError
-from sweeper._jobfiles import ANALYSIS_FILE, read_labelled, transfer_version
+from sweeper.jobfiles import ANALYSIS_FILE, read_labelled, transfer_version
 
 from ..deps import ReadAccess, SessionDep, SessionRoute, release
 from ..schemas import Prediction

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response
 
 from sweeper import SweepError, SweepSpec, load_sweep_result, redact_spec, sweep_status, sweep_work
-from sweeper._jobfiles import STATUS_FILE, is_sweep_folder
+from sweeper.jobfiles import STATUS_FILE, is_sweep_folder
 
 from .._cache import file_version
 from .._db import SweepRecord, new_id

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from scaling import ScalingError, TransferSpec, load_transfer_result, transfer_status
 from sweeper import SweepSpec, transfer_work
-from sweeper._jobfiles import is_transfer_folder, transfer_version
+from sweeper.jobfiles import is_transfer_folder, transfer_version
 
 from .._db import SweepRecord, TransferRecord, new_id
 from .._security import check_rest_spec, check_work

@@ -9,6 +9,7 @@ reference = data.reference_set(4096)                    # fixed, for FD statisti
 from __future__ import annotations
 
 from ._base import (
+    DATASETS,
     DataError,
     ImageTextBatch,
     ImageTextDataset,
@@ -26,6 +27,7 @@ register_dataset("folder", FolderDataset)
 
 __all__ = [
     "COLOURS",
+    "DATASETS",
     "POSITIONS",
     "SHAPES",
     "SIZES",
