@@ -163,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     api._demo.add_arguments(p)
     p.set_defaults(func=api._demo.run)
 
-    from scaling._cli import add_commands  # transfer, fit, export (argparse only)
+    from sweeper.transfer._cli import add_commands  # transfer, fit, export (argparse only)
 
     add_commands(sub)
     return parser

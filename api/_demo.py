@@ -314,7 +314,7 @@ def _decision_lines(selection_doc: dict[str, Any] | None, fits: dict[str, Any]) 
     lines = ["\nthe sweep's decision:", *(f"  {n}" for n in notes)] if notes else []
     ver = fits.get("verification") or {}
     if ver.get("verdict"):
-        from scaling._verification import verification_line
+        from sweeper.transfer import verification_line
 
         lines.append(verification_line(ver, emphasise=True))
         if ver.get("reason"):
@@ -324,7 +324,7 @@ def _decision_lines(selection_doc: dict[str, Any] | None, fits: dict[str, Any]) 
 
 def _summary(chosen: dict[str, Any] | None, fits: dict[str, Any],
              selection_doc: dict[str, Any] | None = None) -> list[str]:
-    """The short printed summary from the fits document (`scaling.TransferResult.analysis()`): chosen pair,
+    """The short printed summary from the fits document (`sweeper.TransferResult.analysis()`): chosen pair,
     per-run FD table, time-to-best savings, fit flags, and the decisions with their uncertainty."""
     lines = [f"chosen pair: {', '.join(f'{k}={v}' for k, v in (chosen or {}).items()) or '(none)'}"]
     lines += _decision_lines(selection_doc, fits)

@@ -95,7 +95,7 @@ class TrialsPublic(BaseModel):
 
 class TransferCreate(BaseModel):
     """A transfer of a SUCCEEDED sweep's chosen (K, gamma) to larger rungs; unset fields take the transfer spec's
-    defaults (scaling.TransferSpec: horizon 2x the sweep's, the sweep's seeds, every arm)."""
+    defaults (sweeper.TransferSpec: horizon 2x the sweep's, the sweep's seeds, every arm)."""
 
     model_config = {"extra": "forbid", "allow_inf_nan": False}
 
@@ -111,7 +111,7 @@ class TransferCreate(BaseModel):
     execution: dict[str, Any] | None = Field(None, description="Concurrency and CPUs (as in a sweep spec).")
     trial: dict[str, Any] | None = Field(None, description="TrialConfig overrides shared by every run.")
     target: dict[str, Any] | None = Field(
-        None, description="Quality target declared before the runs (scaling.TransferSpec.target): "
+        None, description="Quality target declared before the runs (sweeper.TransferSpec.target): "
         "{rule: final_mean, arm: adamw, slack: 0.1} (default) or {rule: fixed, values: {rung: value}}.")
     horizon: dict[str, Any] | None = Field(
         None, description="Steps per rung: {mode: fixed} (default) or {mode: per_param, images_per_param, cap}.")

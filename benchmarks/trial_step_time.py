@@ -25,7 +25,8 @@ from typing import Any
 import torch
 
 # The transfer's timing stage and its paired ratio: the same code that times a transfer's arms.
-from scaling._rungs import TimingSpec, measure_step_time_runs, step_time_ratio
+from scaling import TimingSpec, step_time_ratio
+from sweeper.transfer._timing import measure_step_time_runs
 
 ARMS: dict[str, dict[str, Any]] = {
     "periodic": {"name": "periodic", "refresh_every": 3, "gamma": 0.15},

@@ -50,7 +50,7 @@ class ReportData:
     fd: FDInfo | None = None
     context: Mapping[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
-    targets: Mapping[str, Any] | None = None  # scaling.TransferResult.target_summary(): time to a declared target
+    targets: Mapping[str, Any] | None = None  # sweeper.TransferResult.target_summary(): time to a declared target
     target_scaling: tuple[ScalingPlotData, ...] = ()  # steps / time to that target against size, with their fits
 
     @property

@@ -2,7 +2,7 @@
 to target, time to best labelled as the paper's), the paired comparisons with their intervals, the plateau flag,
 and the fits of steps and time to target with their hold-out error beside the carry-forward baseline.
 
-It renders the plain data of `scaling.TransferResult.target_summary()` (no computation here), so every number is
+It renders the plain data of `sweeper.TransferResult.target_summary()` (no computation here), so every number is
 the one the REST fits resource and the export carry.
 """
 

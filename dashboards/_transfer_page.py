@@ -30,7 +30,7 @@ _REPORT_METRIC = {"time_to_best": "time_to_best_s", "best_fd": "best_fd", "endpo
 
 
 def transfer_page(result: Any, *, transfer_id: str | None = None, sweep_id: str | None = None) -> str:
-    """The whole report of a transfer (`scaling.TransferResult`) as one self-contained HTML page: curves, timing,
+    """The whole report of a transfer (`sweeper.TransferResult`) as one self-contained HTML page: curves, timing,
     scaling fits, the declared target and the verification verdict, with the source sweep's heatmap. `transfer_id`
     and `sweep_id` name them as the caller knows them (the service's ids); by default the transfer's own."""
     return build_report(transfer_page_data(result, transfer_id=transfer_id, sweep_id=sweep_id))

@@ -1,5 +1,5 @@
 """A transfer's trial run as a plain record (its last attempt): what the analysis in `scaling` reads. The sweeper's
-transfer job builds these from MLflow (`sweeper._transfer_job.read_runs`); `scaling` itself reads no MLflow.
+transfer job builds these from MLflow (`sweeper.transfer._job.read_runs`); `scaling` itself reads no MLflow.
 
 The MLflow names behind each field are the sweeper's and the trials' (README, "MLflow names"): params
 `rung`, `seed`, `optimizer.name`, `optimizer.lr`, `optimizer.refresh_every`, `optimizer.gamma`, `steps`; metrics

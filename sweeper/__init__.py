@@ -23,12 +23,14 @@ cheaper K).
   continue from their checkpoint in their own run, failed ones are retried up to the limit, each attempt a run.
 - The MLflow layout (run names, tags, params, metrics, artifacts) is documented in `sweeper._ledger`.
 
-The transfer job lives here too (`_transfer_spec`, `_transfer_job`): `run_transfer` carries a finished sweep's
+The transfer lives here too, in one home: the subpackage `sweeper.transfer` (its spec, plan, job, the reader of
+its runs, the verification stage, the result and its command line). `run_transfer` carries a finished sweep's
 chosen pair to larger rungs as one multi-rung sweep, `transfer_status` and `cancel_transfer` work from any
-process, and `load_transfer_result` reads its runs back into `scaling.TransferResult`. Those names load on first
-use (they import `scaling`'s analysis); `scaling` still forwards them under their old names.
+process, and `load_transfer_result` reads its runs back into `TransferResult`, whose numbers are `scaling`'s pure
+functions. Those names load on first use (they import `scaling`'s analysis).
 
     scalesweep transfer run SPEC [--workdir DIR] [--resume] | transfer status DIR | transfer cancel DIR
+    scalesweep fit DIR [--metric M] [--json] | scalesweep export DIR --rung RUNG [--from-sweep]
 
 The work folder protocol (file names, atomic writes, status, cancel) is the public module `sweeper.jobfiles`
 (the service and the report page use it too). Knows nothing of HTTP.
@@ -79,6 +81,7 @@ from ._work import sweep_work, transfer_work, trial_work
 
 __all__ = [
     "BACKENDS",
+    "FIT_METRICS",
     "MAX_HORIZON",
     "MAX_SEEDS",
     "SAMPLERS",
@@ -94,6 +97,7 @@ __all__ = [
     "ExecutionSpec",
     "PairedDifference",
     "ParamRange",
+    "PlanRow",
     "Planner",
     "PointSummary",
     "RegisteredTrainer",
@@ -107,6 +111,8 @@ __all__ = [
     "SweepSelection",
     "SweepSpec",
     "SweepTracking",
+    "TransferPlan",
+    "TransferResult",
     "TransferSpec",
     "TrialRecord",
     "TrialRequest",
@@ -144,21 +150,27 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # what the lazily loaded names are, for type checkers; at run time `__getattr__` below
-    from ._transfer_job import cancel_transfer, export_from_sweep, load_transfer_result, run_transfer, transfer_status
-    from ._transfer_spec import TransferSpec, default_transfer_workdir, load_transfer_spec
+    from .transfer import (
+        FIT_METRICS,
+        PlanRow,
+        TransferPlan,
+        TransferResult,
+        TransferSpec,
+        cancel_transfer,
+        default_transfer_workdir,
+        export_from_sweep,
+        load_transfer_result,
+        load_transfer_spec,
+        run_transfer,
+        transfer_status,
+    )
 
-# The transfer job: loaded on first use, since it imports `scaling`'s analysis (numpy, scipy) that a sweep alone
-# does not need.
-_TRANSFER_NAMES = {
-    "TransferSpec": "._transfer_spec",
-    "default_transfer_workdir": "._transfer_spec",
-    "load_transfer_spec": "._transfer_spec",
-    "cancel_transfer": "._transfer_job",
-    "export_from_sweep": "._transfer_job",
-    "load_transfer_result": "._transfer_job",
-    "run_transfer": "._transfer_job",
-    "transfer_status": "._transfer_job",
-}
+# The transfer's names (its home is the subpackage `sweeper.transfer`): loaded on first use, so that a sweep alone
+# does not import the transfer's modules.
+_TRANSFER_NAMES = dict.fromkeys((
+    "FIT_METRICS", "PlanRow", "TransferPlan", "TransferResult", "TransferSpec", "cancel_transfer",
+    "default_transfer_workdir", "export_from_sweep", "load_transfer_result", "load_transfer_spec", "run_transfer",
+    "transfer_status"), ".transfer")
 
 
-__getattr__, __dir__ = lazy_attributes(__name__, globals(), _TRANSFER_NAMES)
+__getattr__, __dir__ = lazy_attributes(__name__, globals(), _TRANSFER_NAMES, ("transfer",))

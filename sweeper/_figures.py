@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from scaling import TransferResult
-
     from ._result import SweepResult
+    from .transfer._result import TransferResult
 
 __all__ = ["log_sweep_figures", "log_transfer_figures"]
 

@@ -46,12 +46,12 @@ def sweep_work(spec: SweepSpec) -> int:
 
 
 def transfer_work(spec: Any, base: SweepSpec) -> int:
-    """A transfer of sweep `base` (`scaling.TransferSpec`): every rung x arm x seed at that rung's horizon and eval
+    """A transfer of sweep `base` (`sweeper.TransferSpec`): every rung x arm x seed at that rung's horizon and eval
     steps (as the transfer's plan sets them), and the verification bracket (two settings per knob) at its rung."""
-    from scaling._rungs import rung_horizon
-    from scaling._transfer import _rung_shape
+    from scaling import rung_horizon
 
-    from ._transfer_job import _deep_merge, _default_rungs, _scaled_eval_steps
+    from .transfer._job import _deep_merge, _default_rungs, _scaled_eval_steps
+    from .transfer._result import _rung_shape
 
     rungs = list(spec.rungs or _default_rungs(base.rung))
     trial = _deep_merge(base.trial, spec.trial)

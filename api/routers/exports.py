@@ -8,7 +8,8 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response
 
-from scaling import ScalingError, export_from_sweep
+from scaling import ScalingError
+from sweeper import export_from_sweep
 from sweeper.jobfiles import STATUS_FILE, transfer_version
 
 from .._cache import file_version

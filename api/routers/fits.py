@@ -67,7 +67,7 @@ def _stored_or_computed(request: Request, record: Any, what: str, stored: Callab
             responses={409: {"description": "the transfer has not started its runs"}})
 def get_fits(transfer_id: str, request: Request, session: SessionDep, _reader: ReadAccess,
              metric: Metric | None = None) -> dict[str, Any]:
-    """The transfer's analysis (`scaling.TransferResult.analysis()`): every run's time to best, best and endpoint
+    """The transfer's analysis (`sweeper.TransferResult.analysis()`): every run's time to best, best and endpoint
     FD and volatile checkpoints; savings of the searched arm against each baseline per rung (%, seed spread);
     fits of each metric with bootstrap intervals, flags (at_bound, non_identifiable, misspecified, ...) and
     leave-one-rung-out errors. With `metric`, only that fit under `fits`."""

@@ -10,8 +10,8 @@ from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Resp
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
-from scaling import ScalingError, TransferSpec, load_transfer_result, transfer_status
-from sweeper import SweepSpec, transfer_work
+from scaling import ScalingError
+from sweeper import SweepSpec, TransferSpec, load_transfer_result, transfer_status, transfer_work
 from sweeper.jobfiles import is_transfer_folder, transfer_version
 
 from .._db import SweepRecord, TransferRecord, new_id
@@ -54,7 +54,7 @@ def started_folder(record: TransferRecord) -> Path:
 
 
 def transfer_result(request: Request, record: TransferRecord, *, started: bool = True, fresh: bool = False) -> Any:
-    """The transfer's runs and analysis source (`scaling.TransferResult`), read from MLflow again only when the
+    """The transfer's runs and analysis source (`sweeper.TransferResult`), read from MLflow again only when the
     driver's files changed; None before the driver planned it. With `started`, a 409 instead of None. With
     `fresh`, never a value older than the driver's files (`api._cache`)."""
     folder = started_folder(record) if started else _folder(record)

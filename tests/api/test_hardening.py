@@ -22,8 +22,8 @@ from pydantic import ValidationError
 from api._db import SweepRecord, TransferRecord
 from api._settings import Settings
 from api.main import create_app
-from scaling import TransferResult
 from scaling._records import TransferRun
+from sweeper import TransferResult
 
 from .conftest import AUTH, TOKEN, LiveServer, free_port
 

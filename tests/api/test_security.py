@@ -109,7 +109,7 @@ def test_numbers_are_finite_and_bounded_with_the_field_named(api: TestClient, ch
 
 
 def test_transfer_numbers_are_bounded() -> None:
-    from scaling import TransferSpec
+    from sweeper import TransferSpec
 
     for bad in ({"steps": 10**12}, {"horizon_factor": float("inf")}, {"seeds": [-1]},
                 {"trial": {"eval": {"fd_samples": float("inf")}}}):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from scaling import WD_RULES, Export, ScalingInputError, TransferSpec, build_export, default_lr_rule
+from scaling import WD_RULES, Export, ScalingInputError, build_export, default_lr_rule
 from scaling._lr_rules import carry_optimizer, transfer_weight_decay
-from sweeper import SweepSpec
-from sweeper._transfer_job import _plan, _Source
+from sweeper import SweepSpec, TransferSpec
+from sweeper.transfer._job import _plan, _Source
 
 from ..sweeper.conftest import TINY_TRIAL
 

@@ -3,7 +3,7 @@ trials build, the number every run logs, wherever a size appears (sweep export, 
 
 from __future__ import annotations
 
-from scaling._transfer import _rung_shape, size_basis
+from sweeper.transfer._result import _rung_shape, size_basis
 from trials import run_trial
 
 from ..conftest import tiny_trial

@@ -11,18 +11,10 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from scaling import (
-    ExtrapolationRefused,
-    ScalingInputError,
-    TransferError,
-    TransferResult,
-    TransferRun,
-    TransferSpec,
-    load_transfer_spec,
-)
-from scaling._transfer import _rung_shape
-from sweeper import SweepSpec
-from sweeper._transfer_job import _default_rungs, _plan, _scaled_eval_steps, _Source
+from scaling import ExtrapolationRefused, ScalingInputError, TransferError, TransferRun
+from sweeper import SweepSpec, TransferResult, TransferSpec, load_transfer_spec
+from sweeper.transfer._job import _default_rungs, _plan, _scaled_eval_steps, _Source
+from sweeper.transfer._result import _rung_shape
 
 from ..sweeper.conftest import TINY_TRIAL
 

@@ -17,17 +17,16 @@ import yaml
 from mlflow import MlflowClient
 
 from scalesweep_cli import main
-from scaling import (
-    Export,
-    TransferError,
+from scaling import Export, TransferError
+from sweeper import (
     TransferResult,
     cancel_transfer,
     export_from_sweep,
     load_transfer_result,
+    run_sweep,
     run_transfer,
     transfer_status,
 )
-from sweeper import run_sweep
 
 from ..sweeper.conftest import TINY_TRIAL
 

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from scaling import TransferResult, TransferRun, TransferSpec
+from scaling import TransferRun
 from scaling._rungs import HorizonSpec, rung_horizon
+from sweeper import TransferResult, TransferSpec
 
 SIZES = {"cpu-xs": 300_000, "cpu-s": 1_000_000, "cpu-m": 2_300_000, "cpu-l": 4_500_000}
 ARMS = ("periodic", "muon", "adamw")
@@ -330,7 +331,7 @@ def test_timing_rounds_that_do_not_pair_give_the_medians_labelled_as_such() -> N
 def test_the_plan_line_gives_the_range_of_horizons_when_rungs_differ() -> None:
     import io
 
-    from sweeper._transfer_job import TransferState, _print_plan
+    from sweeper.transfer._job import TransferState, _print_plan
 
     plan = _result([], ["cpu-xs", "cpu-s"]).plan.to_dict()
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from scaling import TransferError, TransferSpec
+from scaling import TransferError
 from scaling._records import TransferRun
-from scaling._transfer import TransferResult
-from scaling._verification import is_verification_run
-from sweeper import SweepSpec
-from sweeper._transfer_job import _plan, _Source
+from sweeper import SweepSpec, TransferSpec
+from sweeper.transfer._job import _plan, _Source
+from sweeper.transfer._result import TransferResult
+from sweeper.transfer._verification import is_verification_run
 
 from ..sweeper.conftest import TINY_TRIAL
 

@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from scaling import TransferSpec
-from sweeper import SweepSpec
+from sweeper import SweepSpec, TransferSpec
 from trials import TrialConfig
 
 # OptimizerConfig (trials.optim) is capped by the sweeper where a spec sets it (`sweeper._spec._PARAM_MAX`).

@@ -14,9 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from scaling import TransferVerdict, verification_design, verify_transfer
 from trials.record import LINEAGE
-
-from ._verify import TransferVerdict, verification_design, verify_transfer
 
 __all__ = ["VerifySpec", "is_verification_run", "plan_verification", "verification_line", "verification_verdict"]
 

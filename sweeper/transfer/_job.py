@@ -1,14 +1,14 @@
 """The transfer job: carry a finished sweep's chosen pair, unchanged, to larger rungs beside the baseline arms
 (`run_transfer`), say how it goes (`transfer_status`), stop it (`cancel_transfer`), and read its runs back from
-MLflow (`load_transfer_result`) into `scaling.TransferResult`, whose analysis (time to best, savings, fits,
+MLflow (`load_transfer_result`) into `sweeper.TransferResult`, whose analysis (time to best, savings, fits,
 exports) is pure.
 
 The paper's second stage. From a sweep's work folder, every (rung, arm, seed) runs once at a horizon of
 `horizon_factor` x the sweep's (2x: the paper's 30k -> 60k), with the same eval schedule shape (the sweep's eval
 steps scaled by the same factor: 2/3, 5/6, 6/6 by default), the sweep's seeds, and the learning rate carried by a
-stated rule per arm (`scaling._lr_rules`: the Muon family `unchanged`, or `width` under `match_rms_adamw`; AdamW
+stated rule per arm (`scaling`'s lr rules: the Muon family `unchanged`, or `width` under `match_rms_adamw`; AdamW
 `width`; weight decay keeps lr x wd by default). K and gamma are never re-tuned. The plan is typed
-(`scaling.TransferPlan`) and stored in the work folder with the sweep spec that runs it.
+(`sweeper.TransferPlan`) and stored in the work folder with the sweep spec that runs it.
 
 How it runs (one sweep that holds every rung). The whole rung x arm table is one sweeper sweep: the chosen pair at
 the first rung is its (single-point) search, every other (rung, arm) a baseline with its own `rung`, optimizer and
@@ -45,24 +45,26 @@ from typing import IO, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from scaling._errors import TransferError
-from scaling._export import Export, build_export
-from scaling._lr_rules import carry_optimizer, default_lr_rule
-from scaling._records import TransferRun
-from scaling._rungs import measure_step_time_runs, median_step_times, rung_horizon
-from scaling._transfer import TransferPlan, TransferResult, _clean, _rung_shape, size_basis
-from scaling._verification import is_verification_run, plan_verification
+from scaling import (
+    Export,
+    TransferError,
+    TransferRun,
+    build_export,
+    carry_optimizer,
+    default_lr_rule,
+    median_step_times,
+    rung_horizon,
+)
 from trials.optim import ARMS as _ARMS
 from trials.optim import ARMS_WITH_GAMMA
 from trials.record import LINEAGE, METRIC, PROVENANCE, TAG, TRIAL_TAG, StoredRun, parse_float, parse_int, trials_tagged
 from trials.record import read_runs as read_stored_runs
 
-from ._driver import cancel_sweep, run_sweep, sweep_status
-from ._errors import SweepFailedError
-from ._result import load_sweep_result
-from ._spec import SEARCH_PARAMS, SweepSpec, format_params
-from ._transfer_spec import TransferSpec, default_transfer_workdir, load_transfer_spec
-from .jobfiles import (
+from .._driver import cancel_sweep, run_sweep, sweep_status
+from .._errors import SweepFailedError
+from .._result import load_sweep_result
+from .._spec import SEARCH_PARAMS, SweepSpec, format_params
+from ..jobfiles import (
     ANALYSIS_FILE,
     OUTCOME_FILE,
     SPEC_FILE,
@@ -77,6 +79,10 @@ from .jobfiles import (
     write_json,
     write_labelled,
 )
+from ._result import TransferPlan, TransferResult, _clean, _rung_shape, size_basis
+from ._spec import TransferSpec, default_transfer_workdir, load_transfer_spec
+from ._timing import measure_step_time_runs
+from ._verification import is_verification_run, plan_verification
 
 __all__ = [
     "cancel_transfer",
@@ -470,7 +476,7 @@ def run_transfer(
     if out is not None:
         print(result.table(), file=out, flush=True)
     if final == "SUCCEEDED":
-        from ._figures import log_transfer_figures
+        from .._figures import log_transfer_figures
 
         _store_analysis(path, result, out)  # first: its fits are reused by the report's panels
         log_transfer_figures(result, out)

@@ -16,13 +16,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from scaling._errors import TransferError
-from scaling._lr_rules import LrRule, WdRule
-from scaling._rungs import HorizonSpec, PlateauSpec, TargetSpec, TimingSpec
-from scaling._verification import VerifySpec
+from scaling import HorizonSpec, LrRule, PlateauSpec, TargetSpec, TimingSpec, TransferError, WdRule
 from trials.optim import ARMS
 
-from ._spec import MAX_HORIZON, MAX_SEEDS, ExecutionSpec, Seed, SweepTracking, check_seeds, check_trial_section
+from .._spec import MAX_HORIZON, MAX_SEEDS, ExecutionSpec, Seed, SweepTracking, check_seeds, check_trial_section
+from ._verification import VerifySpec
 
 __all__ = ["ARMS", "TransferSpec", "default_transfer_workdir", "load_transfer_spec"]
 

@@ -1,9 +1,10 @@
 """A transfer's results, analysed: time to best per run, savings of the searched arm against each baseline per
 rung, the target report, scaling fits per metric, predictions and exports (`TransferResult`), over runs already
-read (`TransferRun`) and the transfer's typed plan (`TransferPlan`). Pure: no Ray, no MLflow, no sweeper.
+read (`TransferRun`) and the transfer's typed plan (`TransferPlan`). No Ray, no MLflow: every number is one of
+`scaling`'s pure functions over those runs.
 
-Running a transfer, its status, its cancel and reading its runs from MLflow are the sweeper's transfer job
-(`sweeper._transfer_job`; `scaling.run_transfer` and the other job names forward to it).
+Running a transfer, its status, its cancel and reading its runs from MLflow are the transfer job beside it
+(`_job`).
 """
 
 from __future__ import annotations
@@ -19,20 +20,27 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from ._errors import ScalingError, ScalingInputError
-from ._export import Export, build_export
-from ._fit import ScalingFit, fit_scaling
-from ._records import TransferRun
-from ._rungs import PlateauSpec, TargetSpec, rung_report, target_table
-from ._time_to_best import (
+from scaling import (
     Checkpoints,
     CommonTarget,
+    Export,
+    PlateauSpec,
     Savings,
+    ScalingError,
+    ScalingFit,
+    ScalingInputError,
+    TargetSpec,
     TimeToBest,
+    TransferRun,
+    build_export,
+    fit_scaling,
+    rung_report,
     savings,
+    target_table,
     time_to_best,
     time_to_common_target,
 )
+
 from ._verification import verification_line, verification_verdict
 
 __all__ = ["FIT_METRICS", "PlanBase", "PlanRow", "TransferPlan", "TransferResult", "size_basis"]
@@ -302,7 +310,7 @@ class TransferResult:
         return out
 
     def targets(self) -> dict[str, Any]:
-        """The per-rung report against the target declared in the spec (`scaling._rungs.rung_report`): target
+        """The per-rung report against the target declared in the spec (`scaling.rung_report`): target
         value and its source, fraction of seeds reaching it per arm, steps and time to target, the paired
         steps-to-target ratio, the per-step time ratio measured in isolation and the time saving, time to best
         (the paper's definition) beside them, and the plateau flag per rung. Computed once per result (the

@@ -1,4 +1,4 @@
-"""`scalesweep transfer ...`, `scalesweep fit` and `scalesweep export`: the scaling stage from the command line.
+"""`scalesweep transfer ...`, `scalesweep fit` and `scalesweep export`: the transfer from the command line.
 
     scalesweep transfer run SPEC [--workdir DIR] [--resume] [--quiet]
                                           run (or resume) a transfer in this process; exit 0 when it succeeded,
@@ -32,7 +32,7 @@ _FORMATS = ("yaml", "json")
 
 def add_commands(sub: Any) -> None:
     """Add `transfer`, `fit` and `export` to the top-level subparsers (argparse only: nothing heavy imported)."""
-    from sweeper._cli import add_cancel, add_run_and_status  # the transfer job's driver is the sweeper's
+    from .._cli import add_cancel, add_run_and_status  # the transfer job's driver is the sweeper's
 
     p = sub.add_parser("transfer", help="carry a sweep's chosen (K, gamma) to larger rungs beside the baselines")
     tsub = p.add_subparsers(dest="transfer_command", required=True)
@@ -68,16 +68,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from sweeper._cli import run_job
-    from sweeper._transfer_job import run_transfer
-    from sweeper._transfer_spec import load_transfer_spec
+    from .._cli import run_job
+    from ._job import run_transfer
+    from ._spec import load_transfer_spec
 
     return run_job(args, load_transfer_spec, run_transfer)
 
 
 def _status(args: argparse.Namespace) -> int:
-    from sweeper._cli import print_status
-    from sweeper._transfer_job import transfer_status
+    from .._cli import print_status
+    from ._job import transfer_status
 
     status = transfer_status(args.workdir)
 
@@ -90,7 +90,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _cancel(args: argparse.Namespace) -> int:
-    from sweeper._transfer_job import cancel_transfer
+    from ._job import cancel_transfer
 
     status = cancel_transfer(args.workdir, grace_s=args.grace)
     print(f"{status['transfer_id']}: {status['state']}")
@@ -102,10 +102,10 @@ def _num(value: float | None, fmt: str = ".4g") -> str:
 
 
 def _fit(args: argparse.Namespace) -> int:
-    from sweeper._transfer_job import load_transfer_result
+    from scaling import ScalingError, ScalingInputError
 
-    from ._errors import ScalingError, ScalingInputError
-    from ._transfer import FIT_METRICS
+    from ._job import load_transfer_result
+    from ._result import FIT_METRICS
 
     if args.metric is not None and args.metric not in FIT_METRICS:
         raise ScalingInputError(f"--metric: unknown metric {args.metric!r}; allowed: {list(FIT_METRICS)}")
@@ -156,15 +156,15 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _fit_json(fit: Any) -> Any:
-    from ._transfer import _clean, _fit_doc
+    from ._result import _clean, _fit_doc
 
     return _clean(_fit_doc(fit))
 
 
 def _export(args: argparse.Namespace) -> int:
-    from sweeper._transfer_job import export_from_sweep, load_transfer_result
+    from scaling import ScalingInputError
 
-    from ._errors import ScalingInputError
+    from ._job import export_from_sweep, load_transfer_result
 
     if args.format not in _FORMATS:
         raise ScalingInputError(f"--format: unknown format {args.format!r}; allowed: {list(_FORMATS)}")

@@ -1,0 +1,42 @@
+"""The transfer, in one place: carry a finished sweep's chosen pair, unchanged, to larger rungs beside the baseline
+arms, and read what happened.
+
+- `_spec`: `TransferSpec` (validated; `load_transfer_spec`, `default_transfer_workdir`);
+- `_result`: the typed plan (`TransferPlan`, `PlanRow`, `size_basis`) and `TransferResult`, the analysis over the
+  transfer's runs (time to best, savings, the target report, fits, exports), computed with `scaling`'s pure
+  functions;
+- `_job`: the job: `run_transfer` (plan, timing, one multi-rung sweep through the sweeper's driver),
+  `transfer_status`, `cancel_transfer`, and the reader of its runs (`load_transfer_result`, `export_from_sweep`);
+- `_timing`: the timing stage (short runs of the real trial per rung and arm);
+- `_verification`: the verification stage (the bracket it plans, the verdict over its runs);
+- `_cli`: `scalesweep transfer run|status|cancel`, `scalesweep fit` and `scalesweep export`.
+
+Why here: a transfer is one multi-rung sweep, run by the sweeper's driver with its lock, state, ledger, resume and
+cancel (docs/design.md, "Package map"). The public names are also `sweeper`'s (`sweeper.run_transfer`, ...), loaded
+on first use so that `import sweeper` stays light.
+"""
+
+from __future__ import annotations
+
+from ._job import cancel_transfer, export_from_sweep, load_transfer_result, run_transfer, transfer_status
+from ._result import FIT_METRICS, PlanRow, TransferPlan, TransferResult, size_basis
+from ._spec import TransferSpec, default_transfer_workdir, load_transfer_spec
+from ._verification import VerifySpec, verification_line
+
+__all__ = [
+    "FIT_METRICS",
+    "PlanRow",
+    "TransferPlan",
+    "TransferResult",
+    "TransferSpec",
+    "VerifySpec",
+    "cancel_transfer",
+    "default_transfer_workdir",
+    "export_from_sweep",
+    "load_transfer_result",
+    "load_transfer_spec",
+    "run_transfer",
+    "size_basis",
+    "transfer_status",
+    "verification_line",
+]
