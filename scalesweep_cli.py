@@ -92,13 +92,13 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from trials import validation_error_message
 
     try:
-        from api._settings import Settings
+        from api import Settings
 
         settings = Settings()  # type: ignore[call-arg]
     except ValidationError as exc:  # each field named by the variable that set it
         raise ValueError(validation_error_message(
             exc, "settings", field=lambda loc: "SCALESWEEP_" + "_".join(map(str, loc)).upper())) from None
-    from api._security import forget_secret_env
+    from api import forget_secret_env
 
     # Read once: from here on the token and database URL are in `settings` only, not in this process's environment
     # (nor in /proc/<pid>/environ, which a trainer of the same user could read).
@@ -119,7 +119,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from sweeper._cli import run
+    from sweeper.cli import run
 
     return run(args)
 
@@ -145,25 +145,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     p.set_defaults(func=_cmd_serve)
 
-    from sweeper._cli import add_arguments  # argparse only: the sweep machinery is imported when a command runs
+    from sweeper.cli import add_arguments  # argparse only: the sweep machinery is imported when a command runs
 
     p = sub.add_parser("sweep", help="run, watch, cancel and read K x gamma sweeps (Ray Tune + Optuna, into MLflow)")
     add_arguments(p)
     p.set_defaults(func=_cmd_sweep)
 
-    import api._cli
+    import api.cli
 
     p = sub.add_parser("remote", help="talk to a running service: submit, status, cancel, transfer, fits, export")
-    api._cli.add_arguments(p)
-    p.set_defaults(func=api._cli.run)
+    api.cli.add_arguments(p)
+    p.set_defaults(func=api.cli.run)
 
-    import api._demo
+    import api.demo
 
     p = sub.add_parser("demo", help="the whole study on embedded defaults: service, sweep, transfer, fits, report")
-    api._demo.add_arguments(p)
-    p.set_defaults(func=api._demo.run)
+    api.demo.add_arguments(p)
+    p.set_defaults(func=api.demo.run)
 
-    from sweeper.transfer._cli import add_commands  # transfer, fit, export (argparse only)
+    from sweeper.transfer.cli import add_commands  # transfer, fit, export (argparse only)
 
     add_commands(sub)
     return parser

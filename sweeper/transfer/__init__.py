@@ -9,7 +9,7 @@ arms, and read what happened.
   `transfer_status`, `cancel_transfer`, and the reader of its runs (`load_transfer_result`, `export_from_sweep`);
 - `_timing`: the timing stage (short runs of the real trial per rung and arm);
 - `_verification`: the verification stage (the bracket it plans, the verdict over its runs);
-- `_cli`: `scalesweep transfer run|status|cancel`, `scalesweep fit` and `scalesweep export`.
+- `cli`: `scalesweep transfer run|status|cancel`, `scalesweep fit` and `scalesweep export`.
 
 Why here: a transfer is one multi-rung sweep, run by the sweeper's driver with its lock, state, ledger, resume and
 cancel (docs/design.md, "Package map"). The public names are also `sweeper`'s (`sweeper.run_transfer`, ...), loaded

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from api._demo import PROFILES, _summary, demo_sweep_spec
+from api.demo import PROFILES, _summary, demo_sweep_spec
 from scaling import Export
 from sweeper import SweepSpec
 
@@ -37,7 +37,7 @@ def test_demo_sweep_is_the_papers_grid_with_both_baselines() -> None:
 
 
 def test_the_demo_prints_each_stages_time() -> None:
-    from api._demo import _stage_times
+    from api.demo import _stage_times
 
     text = _stage_times([("1/4 service", 0.0), ("2/4 sweep", 30.0), ("3/4 transfer", 210.0)], 570.0)
     assert text.splitlines() == ["time per stage:", "    0.5 min  1/4 service", "    3.0 min  2/4 sweep",

@@ -32,7 +32,7 @@ _FORMATS = ("yaml", "json")
 
 def add_commands(sub: Any) -> None:
     """Add `transfer`, `fit` and `export` to the top-level subparsers (argparse only: nothing heavy imported)."""
-    from .._cli import add_cancel, add_run_and_status  # the transfer job's driver is the sweeper's
+    from ..cli import add_cancel, add_run_and_status  # the transfer job's driver is the sweeper's
 
     p = sub.add_parser("transfer", help="carry a sweep's chosen (K, gamma) to larger rungs beside the baselines")
     tsub = p.add_subparsers(dest="transfer_command", required=True)
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .._cli import run_job
+    from ..cli import run_job
     from ._job import run_transfer
     from ._spec import load_transfer_spec
 
@@ -76,7 +76,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from .._cli import print_status
+    from ..cli import print_status
     from ._job import transfer_status
 
     status = transfer_status(args.workdir)

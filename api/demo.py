@@ -440,7 +440,7 @@ def _sweep_title(profile: DemoProfile, spec: dict[str, Any]) -> str:
 
 
 def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path) -> int:
-    from ._cli import _follow, _sweep_line, _transfer_line
+    from .cli import _follow, _sweep_line, _transfer_line
     from .client import ApiError, ScalesweepClient
 
     logs = out / "logs"
