@@ -15,32 +15,19 @@ from typing import Any
 
 from fastapi import HTTPException
 from starlette.requests import Request
-from starlette.routing import Match
 
 from ._problems import problem
+from ._routes import WRITES, route_methods
 from ._settings import Settings
 
-__all__ = ["RedactQuery", "RequestGuard", "redact_access_log", "route_methods"]
+__all__ = ["RedactQuery", "RequestGuard", "redact_access_log"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
-WRITES = ("POST", "PUT", "PATCH", "DELETE")
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
-
-
-def route_methods(app: Any, scope: Scope) -> list[str]:
-    """The methods some route of `app` serves at this request's path (HEAD wherever GET is), sorted."""
-    allowed = set()
-    for method in ("GET", *WRITES):
-        probe = {**scope, "method": method}
-        if any(route.matches(probe)[0] == Match.FULL for route in app.router.routes):
-            allowed.add(method)
-    if "GET" in allowed:
-        allowed.add("HEAD")
-    return sorted(allowed)
 
 
 def _is_json(content_type: str) -> bool:

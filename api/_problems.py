@@ -15,6 +15,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from trials import validation_messages, validation_text
 
+from ._routes import route_methods
+
 __all__ = ["PROBLEM_JSON", "install_problem_handlers", "problem"]
 
 PROBLEM_JSON = "application/problem+json"
@@ -47,8 +49,6 @@ def _field(loc: Sequence[Any]) -> str:
 
 
 def _allowed_methods(request: Request) -> list[str]:
-    from ._http import route_methods  # asks the router itself, so routes of included routers count too
-
     return route_methods(request.app, request.scope)
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import datetime as _dt
-import html
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +23,8 @@ from ._curves import FDCurves, LossCurves, compute_fd_curves, compute_loss_curve
 from ._draw import png_bytes
 from ._errors import DashboardInputError
 from ._heatmap import HeatmapData, compute_heatmap, plot_heatmap
+from ._html import escape as _e
+from ._html import table as _table
 from ._records import FDInfo, RunRecord, as_records, describe_fd, merge_fd
 from ._scaling import SCALING_METRICS, ScalingPlotData, compute_scaling_plot, plot_scaling
 from ._timing import TimingData, compute_timing, plot_timing
@@ -141,22 +142,10 @@ def report_figures(data: ReportData) -> dict[str, Figure]:
 # HTML
 
 
-def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
-
-
 def _fmt(value: float | None, digits: int = 4) -> str:
     if value is None or not math.isfinite(value):
         return "—"
     return f"{value:.{digits}g}"
-
-
-def _table(header: Sequence[str], rows: Iterable[Sequence[str]], caption: str = "") -> str:
-    """``header`` and cells are already-escaped HTML fragments."""
-    head = "".join(f"<th>{h}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
-    cap = f"<caption>{caption}</caption>" if caption else ""
-    return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def _img(name: str, figure: Figure, dpi: float) -> str:

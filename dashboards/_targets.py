@@ -14,8 +14,8 @@ from typing import Any
 
 from scaling import step_ratio_text
 
-from ._report import _e
-from ._report import _table as _report_table
+from ._html import escape as _e
+from ._html import table as _report_table
 
 __all__ = ["targets_html"]
 
