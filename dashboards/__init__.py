@@ -37,18 +37,11 @@ from ._scaling import (
 )
 from ._study import log_report_figures, sweep_report, transfer_report
 from ._timing import TimingData, compute_timing, plot_timing
-from ._transfer_page import (
-    REPORT_FILE,
-    store_transfer_report,
-    stored_transfer_report,
-    transfer_page,
-    transfer_page_data,
-)
+from ._transfer_page import transfer_page, transfer_page_data
 from ._updates import UpdateScaleData, compute_update_scale, plot_update_scale
 
 __all__ = [
     "ARMS",
-    "REPORT_FILE",
     "SCALING_METRICS",
     "DashboardError",
     "DashboardInputError",
@@ -93,8 +86,6 @@ __all__ = [
     "plot_update_scale",
     "report_figures",
     "scaling_fit_data",
-    "store_transfer_report",
-    "stored_transfer_report",
     "sweep_report",
     "transfer_page",
     "transfer_page_data",

@@ -1,29 +1,24 @@
-"""A transfer's HTML report as one page, and the copy of it that the finished transfer stores in its work folder.
+"""A transfer's HTML report as one page.
 
 Building the page reads every run from MLflow, fits three metrics with bootstrap intervals and draws the figures:
 seconds on an idle machine, far longer beside training runs. A finished transfer does not change, so the job that
 ran it builds the page once, when it ends, and stores it beside its state with the version of the job files it
-was built from (`store_transfer_report`; the version is `sweeper.jobfiles.transfer_version`). A reader (the REST
-service's `/report`) serves the stored page while that version still holds (`stored_transfer_report`), and builds
-a fresh one only for a transfer that is still running or has changed since (a resumed one).
+was built from (`sweeper.jobfiles.store_transfer_report`). A reader (the REST service's `/report`) serves the
+stored page while that version still holds (`sweeper.jobfiles.stored_transfer_report`), and builds a fresh one
+only for a transfer that is still running or has changed since (a resumed one). Storing and reading the page is
+the job protocol's; this module only draws it.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
-from collections.abc import Hashable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
-
-from sweeper.jobfiles import REPORT_FILE, REPORT_LABEL_FILE, read_labelled, transfer_version, write_labelled
 
 from ._errors import DashboardError
 from ._report import ReportData, build_report
 from ._study import transfer_report
 
-__all__ = ["REPORT_FILE", "store_transfer_report", "stored_transfer_report", "transfer_page", "transfer_page_data"]
+__all__ = ["transfer_page", "transfer_page_data"]
 
 # The report's scaling panels, keyed by the names the dashboards give the run record's fields.
 _REPORT_METRIC = {"time_to_best": "time_to_best_s", "best_fd": "best_fd", "endpoint_fd": "endpoint_fd"}
@@ -97,30 +92,3 @@ def _target_panels(result: Any, fd: Any) -> tuple[Any, ...]:
             panel = replace(panel, fit=replace(panel.fit, flags=tuple(sorted({*panel.fit.flags, "undertrained"}))))
         panels.append(panel)
     return tuple(panels)
-
-
-def store_transfer_report(result: Any, *, transfer_id: str | None = None, sweep_id: str | None = None) -> ReportData:
-    """Build the page of a transfer (ids as in `transfer_page`) and store it in its work folder (`report.html`)
-    with the version of the job files it was built from. Written atomically: a reader sees the old page or the new
-    one, never half of one. Returns what the page draws (to log its figures from)."""
-    path = Path(result.workdir)
-    version = transfer_version(path)  # read before the page is built: a label never newer than the page
-    data = transfer_page_data(result, transfer_id=transfer_id, sweep_id=sweep_id)
-    fd, tmp = tempfile.mkstemp(dir=path, prefix=f".{REPORT_FILE}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(build_report(data))
-    os.replace(tmp, path / REPORT_FILE)
-    write_labelled(path / REPORT_LABEL_FILE, {}, version)  # after the page: a current label names a current page
-    return data
-
-
-def stored_transfer_report(folder: str | Path, version: Hashable | None = None) -> str | None:
-    """The stored page of the transfer in `folder` when it was built at `version` (default: the job files as they
-    are now), else None (never stored, or the transfer changed since)."""
-    path = Path(folder)
-    if read_labelled(path / REPORT_LABEL_FILE, transfer_version(path) if version is None else version) is None:
-        return None
-    try:
-        return (path / REPORT_FILE).read_text(encoding="utf-8")
-    except OSError:
-        return None

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from .jobfiles import REPORT_FILE, store_transfer_report, transfer_version
+
 if TYPE_CHECKING:
     from ._result import SweepResult
     from .transfer._result import TransferResult
@@ -43,10 +45,12 @@ def log_transfer_figures(result: TransferResult, stream: IO[str] | None = None) 
         return []
 
     def draw() -> tuple[str, str, Any]:
-        from dashboards import REPORT_FILE, store_transfer_report
+        from dashboards import build_report, transfer_page_data
 
-        data = store_transfer_report(result, transfer_id=os.environ.get("SCALESWEEP_TRANSFER_ID"),
-                                     sweep_id=os.environ.get("SCALESWEEP_SOURCE_SWEEP_ID"))
+        version = transfer_version(result.workdir)  # read before the page is built: a label never newer than it
+        data = transfer_page_data(result, transfer_id=os.environ.get("SCALESWEEP_TRANSFER_ID"),
+                                  sweep_id=os.environ.get("SCALESWEEP_SOURCE_SWEEP_ID"))
+        store_transfer_report(result.workdir, build_report(data), version)
         if stream is not None:
             print(f"report: {Path(result.workdir) / REPORT_FILE}", file=stream, flush=True)
         return result.tracking_uri, parent, data

@@ -25,8 +25,9 @@ import contextlib
 import fcntl
 import json
 import os
+import tempfile
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Hashable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,8 @@ __all__ = [
     "read_status",
     "read_transfer",
     "request_cancel",
+    "store_transfer_report",
+    "stored_transfer_report",
     "transfer_version",
     "write_json",
     "write_labelled",
@@ -199,3 +202,27 @@ def driver_running(workdir: Path) -> bool:
             return True
         fcntl.flock(handle, fcntl.LOCK_UN)
         return False
+
+
+def store_transfer_report(folder: str | Path, page: str, version: Any) -> None:
+    """Store a transfer's report page in its work folder (`report.html`), labelled with the version of the job
+    files it was built from (`transfer_version`, read before the page was built: a label never newer than the
+    page). Written atomically: a reader sees the old page or the new one, never half of one."""
+    path = Path(folder)
+    fd, tmp = tempfile.mkstemp(dir=path, prefix=f".{REPORT_FILE}.")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(page)
+    os.replace(tmp, path / REPORT_FILE)
+    write_labelled(path / REPORT_LABEL_FILE, {}, version)  # after the page: a current label names a current page
+
+
+def stored_transfer_report(folder: str | Path, version: Hashable | None = None) -> str | None:
+    """The stored page of the transfer in `folder` when it was built at `version` (default: the job files as they
+    are now), else None (never stored, or the transfer changed since)."""
+    path = Path(folder)
+    if read_labelled(path / REPORT_LABEL_FILE, transfer_version(path) if version is None else version) is None:
+        return None
+    try:
+        return (path / REPORT_FILE).read_text(encoding="utf-8")
+    except OSError:
+        return None

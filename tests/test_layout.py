@@ -18,7 +18,7 @@ FORBIDDEN = {
     "trials": {"sweeper", "api", "scaling", "dashboards", "ray", "fastapi", "uvicorn", "optuna"},
     "sweeper": {"api", "fastapi", "uvicorn"},
     "scaling": {"api", "fastapi", "uvicorn", "dashboards"},
-    "dashboards": {"api", "fastapi", "uvicorn"},
+    "dashboards": {"api", "fastapi", "uvicorn", "sweeper"},
 }
 
 

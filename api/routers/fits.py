@@ -13,7 +13,7 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse
 
 from scaling import ExtrapolationRefused, ScalingError
-from sweeper.jobfiles import ANALYSIS_FILE, read_labelled, transfer_version
+from sweeper.jobfiles import ANALYSIS_FILE, read_labelled, stored_transfer_report, transfer_version
 
 from ..deps import ReadAccess, SessionDep, SessionRoute, release
 from ..schemas import Prediction
@@ -140,7 +140,7 @@ def predict(
 def report(transfer_id: str, request: Request, session: SessionDep, _reader: ReadAccess) -> HTMLResponse:
     """A finished transfer's page is the one its job stored when it ended (read once per version, no MLflow
     read, no fit); a running or changed transfer's page is built here, once per version of its runs."""
-    from dashboards import DashboardError, stored_transfer_report, transfer_page
+    from dashboards import DashboardError, transfer_page
 
     record = get_transfer_record(session, transfer_id)
     release(session)

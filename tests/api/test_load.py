@@ -34,8 +34,7 @@ from api._settings import Settings
 from api.client import ScalesweepClient
 from api.deps import _session
 from api.main import create_app
-from dashboards import stored_transfer_report
-from sweeper.jobfiles import ANALYSIS_FILE, read_labelled, transfer_version, write_labelled
+from sweeper.jobfiles import ANALYSIS_FILE, read_labelled, stored_transfer_report, transfer_version, write_labelled
 
 from .conftest import TOKEN, LiveServer, postgres_database
 from .test_transfers import REAL_SWEEP
