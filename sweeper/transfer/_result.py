@@ -335,18 +335,23 @@ class TransferResult:
         `analysis()`), the undertrained rungs and the searched arm: what the HTML report's target section shows."""
         report = self.targets()
         report.pop("per_run")
+        fits = self._fit_docs(("steps_to_target", "time_to_target"), n_boot, self.undertrained_rungs())
+        return _clean({"report": report, "fits": fits, "undertrained_rungs": self.undertrained_rungs(),
+                       "searched_arm": self.searched_arm})
+
+    def _fit_docs(self, metrics: Sequence[str], n_boot: int | None, undertrained: Sequence[str]) -> dict[str, Any]:
+        """metric -> its fit as a document, marked with the undertrained rungs it was fitted over (or the error
+        that stopped it): what `analysis()` and `target_summary()` report."""
         extra: dict[str, Any] = {} if n_boot is None else {"n_boot": n_boot}
         fits: dict[str, Any] = {}
-        undertrained = self.undertrained_rungs()
-        for metric in ("steps_to_target", "time_to_target"):
+        for metric in metrics:
             try:
                 fit = self.fits(metric, **extra)
             except ScalingError as exc:
                 fits[metric] = {"error": str(exc)}
                 continue
             fits[metric] = _mark_undertrained(_fit_doc(fit), self.undertrained_fitted(fit, undertrained))
-        return _clean({"report": report, "fits": fits, "undertrained_rungs": self.undertrained_rungs(),
-                       "searched_arm": self.searched_arm})
+        return fits
 
     def undertrained_fitted(self, fit: ScalingFit, undertrained: Sequence[str] | None = None) -> list[str]:
         """The undertrained rungs (default: `undertrained_rungs()`) among the sizes `fit` was fitted on."""
@@ -445,15 +450,7 @@ class TransferResult:
                          # FD - FD-infinity at the last deciding checkpoint: how much of endpoint_fd is sample bias
                          "fd_bias_estimate": run.fd_bias[-1][1] if run.fd_bias else None})
         undertrained = [r for r, e in report["rungs"].items() if e["plateau"]["undertrained"]]
-        fits: dict[str, Any] = {}
-        extra: dict[str, Any] = {} if n_boot is None else {"n_boot": n_boot}
-        for metric in FIT_METRICS:
-            try:
-                fit = self.fits(metric, **extra)
-            except ScalingError as exc:
-                fits[metric] = {"error": str(exc)}
-                continue
-            fits[metric] = _mark_undertrained(_fit_doc(fit), self.undertrained_fitted(fit, undertrained))
+        fits = self._fit_docs(FIT_METRICS, n_boot, undertrained)
         metric_names = sorted({r.metric_name for r in self.runs if r.metric_name})
         samples = sorted({r.fd_samples for r in self.runs if r.fd_samples})
         return _clean({
