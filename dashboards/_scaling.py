@@ -275,19 +275,16 @@ def compute_scaling_plot(
     curves: list[FitCurve] = []
     summary = None
     if fit is not None:
-        summary = _summary(fit)
-        largest = max(float(fit.sizes[arm][-1]) for arm in fit.arms)
-        x_max = float(extend_to) if extend_to is not None else 2.0 * fit.max_extrapolation * largest
+        x_max = float(extend_to) if extend_to is not None else 2.0 * fit.max_extrapolation * _largest_fitted(fit)
         if not math.isfinite(x_max) or x_max <= 0:
             raise DashboardInputError(f"extend_to must be a size > 0, got {extend_to!r}")
-        curves = [_curve(fit, arm, x_max) for arm in sorted(fit.arms, key=arm_key)]
+        summary, curves = _fitted_curves(fit, x_max)
         all_sizes += [x_max] + [float(fit.sizes[arm][0]) for arm in fit.arms]
         missing = sorted(set(by_arm) - set(fit.arms))
         if missing:
             notes.append(f"no fitted curve for {missing}: the fit covers {list(fit.arms)}")
     elif extend_to is not None:
         all_sizes.append(float(extend_to))
-    x_range = (min(all_sizes), max(all_sizes)) if all_sizes else (1.0, 10.0)
     fd = describe_fd(recs)
     return ScalingPlotData(
         metric=metric,
@@ -296,7 +293,7 @@ def compute_scaling_plot(
         curves=tuple(curves),
         fit=summary,
         fd=fd,
-        x_range=x_range,
+        x_range=_x_range(all_sizes),
         notes=tuple(notes),
     )
 
@@ -326,14 +323,25 @@ def compute_fit_plot(
     curves: list[FitCurve] = []
     summary = None
     if fit is not None:
-        summary = _summary(fit)
-        largest = max(float(fit.sizes[arm][-1]) for arm in fit.arms)
-        x_max = fit.max_extrapolation * largest
-        curves = [_curve(fit, arm, x_max) for arm in sorted(fit.arms, key=arm_key)]
+        x_max = fit.max_extrapolation * _largest_fitted(fit)
+        summary, curves = _fitted_curves(fit, x_max)
         all_sizes += [x_max]
-    x_range = (min(all_sizes), max(all_sizes)) if all_sizes else (1.0, 10.0)
     return ScalingPlotData(metric=metric, ylabel=ylabel, points=tuple(points), curves=tuple(curves), fit=summary,
-                           fd=fd or FDInfo(metric_names=(), samples=()), x_range=x_range, notes=tuple(notes))
+                           fd=fd or FDInfo(metric_names=(), samples=()), x_range=_x_range(all_sizes),
+                           notes=tuple(notes))
+
+
+def _largest_fitted(fit: ScalingFit) -> float:
+    return max(float(fit.sizes[arm][-1]) for arm in fit.arms)
+
+
+def _fitted_curves(fit: ScalingFit, x_max: float) -> tuple[FitSummary, list[FitCurve]]:
+    """The fit's summary and each arm's curve up to `x_max` (the two panels differ only in how far they reach)."""
+    return _summary(fit), [_curve(fit, arm, x_max) for arm in sorted(fit.arms, key=arm_key)]
+
+
+def _x_range(sizes: Sequence[float]) -> tuple[float, float]:
+    return (min(sizes), max(sizes)) if sizes else (1.0, 10.0)
 
 
 def _legend_handles(data: ScalingPlotData, arms: list[str], colors: dict[str, Any],
