@@ -34,6 +34,7 @@ import yaml
 from sqlalchemy import CursorResult, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from sweeper import SOURCE_SWEEP_ID_ENV
 from sweeper.jobfiles import is_sweep_folder, is_transfer_folder, request_cancel
 from trials import JOB_TAG_ENV, ScalesweepError, end_tagged, tag_values, without_credentials
 
@@ -276,7 +277,7 @@ class JobRunner:
         # restarted service) finds all of them, whatever session or parent they ended up with (trials._proctree).
         env = {f"SCALESWEEP_{kind.name.upper()}_ID": record.id, JOB_TAG_ENV: record.id}
         if isinstance(record, TransferRecord):  # the stored report names the transfer's sweep by the service's id
-            env["SCALESWEEP_SOURCE_SWEEP_ID"] = record.sweep_id
+            env[SOURCE_SWEEP_ID_ENV] = record.sweep_id
         argv = self.command(record, resume)
         if self.ray_jobs is not None:
             # One submission id per attempt: Ray refuses to reuse one, and a resume is a new attempt.

@@ -50,6 +50,7 @@ from ._ledger import TAG, parent_run_name
 from ._planner import SAMPLERS, Planner, TrialRequest, list_search_methods
 from ._result import SweepResult, load_sweep_result
 from ._selection import TRIAL_STATES, PointSummary, SweepSelection, TrialRecord, select_best, summarise_points
+from ._settings import SOURCE_SWEEP_ID_ENV, TRAINERS_ENV, DriverSettings
 from ._spec import (
     MAX_HORIZON,
     MAX_SEEDS,
@@ -75,7 +76,7 @@ from ._spec import (
     redact_spec,
 )
 from ._trainable import BACKENDS, list_backends
-from ._trainers import TRAINERS_ENV, RegisteredTrainer, load_trainers, resolve_trainer
+from ._trainers import RegisteredTrainer, load_trainers, resolve_trainer
 from ._uncertainty import Selection, select_point
 from ._work import sweep_work, transfer_work, trial_work
 
@@ -86,6 +87,7 @@ __all__ = [
     "MAX_SEEDS",
     "SAMPLERS",
     "SEARCH_PARAMS",
+    "SOURCE_SWEEP_ID_ENV",
     "TAG",
     "TRAINERS_ENV",
     "TRIAL_STATES",
@@ -93,6 +95,7 @@ __all__ = [
     "BuiltinBackend",
     "CommandBackend",
     "ConfirmSpec",
+    "DriverSettings",
     "EarlyStoppingSpec",
     "ExecutionSpec",
     "PairedDifference",

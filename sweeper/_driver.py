@@ -43,6 +43,7 @@ from ._ledger import SweepLedger, resolve_tracking_uri
 from ._planner import FINISHED, Planner, TrialRequest
 from ._result import SweepResult, build_result
 from ._selection import SweepSelection
+from ._settings import DriverSettings
 from ._spec import CommandBackend, EarlyStoppingSpec, SweepSpec, load_spec
 from ._trainable import checkpoint_path, make_trainable
 from .jobfiles import (
@@ -402,7 +403,7 @@ def _init_ray(spec: SweepSpec) -> tuple[bool, float]:
     start = time.perf_counter()
     if ray.is_initialized():
         return False, 0.0
-    address = spec.execution.ray_address or os.environ.get("RAY_ADDRESS")
+    address = spec.execution.ray_address or DriverSettings.from_env().ray_address
     common: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING, "configure_logging": True}
     if address and address != "local":
         ray.init(address=address, **common)  # a cluster's size is its own: never pass num_cpus here

@@ -10,12 +10,10 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from ._settings import DriverSettings
+
 __all__ = ["CancelDeadline", "kill_own_processes"]
 
-# Seconds a cancel may take before the driver closes its runs and exits regardless: below the 10 s a service
-# typically waits between SIGTERM and SIGKILL of a driver's process group.
-DEFAULT_GRACE_S = "8"
-GRACE_ENV = "SCALESWEEP_CANCEL_GRACE_S"
 EXIT_CODE = 130  # as a shell reports a process ended by SIGINT
 _ARM_LOCK = threading.RLock()  # re-entrant: a signal handler may run while the main thread holds it
 
@@ -53,7 +51,7 @@ class CancelDeadline:
     def arm(self) -> None:
         with _ARM_LOCK:
             if self._timer is None:
-                grace = float(os.environ.get(GRACE_ENV, DEFAULT_GRACE_S))
+                grace = DriverSettings.from_env().cancel_grace_s
                 self._timer = threading.Timer(grace, self._expire, args=(grace,))
                 self._timer.daemon = True
                 self._timer.start()

@@ -8,12 +8,12 @@ numbers are already stored, so a figure that cannot be drawn is reported in one 
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from ._settings import DriverSettings
 from .jobfiles import REPORT_FILE, store_transfer_report, transfer_version
 
 if TYPE_CHECKING:
@@ -48,8 +48,8 @@ def log_transfer_figures(result: TransferResult, stream: IO[str] | None = None) 
         from dashboards import build_report, transfer_page_data
 
         version = transfer_version(result.workdir)  # read before the page is built: a label never newer than it
-        data = transfer_page_data(result, transfer_id=os.environ.get("SCALESWEEP_TRANSFER_ID"),
-                                  sweep_id=os.environ.get("SCALESWEEP_SOURCE_SWEEP_ID"))
+        settings = DriverSettings.from_env()
+        data = transfer_page_data(result, transfer_id=settings.transfer_id, sweep_id=settings.source_sweep_id)
         store_transfer_report(result.workdir, build_report(data), version)
         if stream is not None:
             print(f"report: {Path(result.workdir) / REPORT_FILE}", file=stream, flush=True)

@@ -22,7 +22,6 @@ user already owns the shell.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -32,10 +31,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from trials import CommandLine, validation_messages
 
 from ._errors import SweepError
+from ._settings import TRAINERS_ENV, DriverSettings
 
-__all__ = ["TRAINERS_ENV", "RegisteredTrainer", "load_trainers", "resolve_trainer"]
+__all__ = ["RegisteredTrainer", "load_trainers", "resolve_trainer"]
 
-TRAINERS_ENV = "SCALESWEEP_TRAINERS"
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 
 
@@ -58,7 +57,7 @@ def load_trainers(source: str | Path | None = None) -> dict[str, RegisteredTrain
 
     Raises SweepError with one line naming the file (or the variable) for a missing or invalid registry."""
     if source is None:
-        source = os.environ.get(TRAINERS_ENV, "").strip()
+        source = DriverSettings.from_env().trainers
         if not source:
             return {}
         where = f"{TRAINERS_ENV}={source}"
