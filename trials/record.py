@@ -32,6 +32,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ._settings import TrialSettings
+
 __all__ = [
     "CANCELLED",
     "DIVERGED",
@@ -380,7 +382,7 @@ def provenance_tags() -> dict[str, str]:
     import torch
 
     tags = {
-        PROVENANCE.GIT_SHA: os.environ.get("SCALESWEEP_GIT_SHA", _git_sha()),
+        PROVENANCE.GIT_SHA: _git_sha() if (sha := TrialSettings.from_env().git_sha) is None else sha,
         PROVENANCE.PYTHON: platform.python_version(),
         PROVENANCE.TORCH: torch.__version__,
         PROVENANCE.HOST: platform.node(),

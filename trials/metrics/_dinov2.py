@@ -9,12 +9,12 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from .._settings import DINOV2_PATH_ENV, TrialSettings
 from ._errors import ExtractorUnavailableError, FeatureError
 from ._extractors import FeatureExtractor, _check_batch_size
 
 __all__ = ["DINOV2_PATH_ENV", "Dinov2Extractor"]
 
-DINOV2_PATH_ENV = "SCALESWEEP_DINOV2_PATH"
 
 # ImageNet statistics, as DINOv2's own preprocessing (and HF's BitImageProcessor for it) uses.
 _IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -49,7 +49,7 @@ class Dinov2Extractor(FeatureExtractor):
         batch_size: int = 32,
         device: str | torch.device = "cpu",
     ) -> None:
-        raw = path if path is not None else os.environ.get(DINOV2_PATH_ENV)
+        raw = path if path is not None else TrialSettings.from_env().dinov2_path
         if not raw:
             raise ExtractorUnavailableError(f"no DINOv2 weights path given: {_HOW_TO_PROVIDE}")
         weights = Path(raw).expanduser()

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .._settings import CACHE_DIR_ENV, TrialSettings
 from ._errors import FeatureError
 from ._extractors import FeatureExtractor, _check_batch_size, as_image_batch
 
@@ -34,7 +35,6 @@ __all__ = [
     "train_label_cnn",
 ]
 
-CACHE_DIR_ENV = "SCALESWEEP_CACHE_DIR"
 
 # Part of the cache key. Bump it whenever the architecture, the training loop or the preprocessing changes,
 # so that a cached network never silently stands in for a different one. The torch version is deliberately
@@ -44,7 +44,7 @@ _CODE_VERSION = "label-cnn-v2"
 
 def default_cache_dir() -> Path:
     """``$SCALESWEEP_CACHE_DIR`` if set, else ``~/.cache/scalesweep``."""
-    raw = os.environ.get(CACHE_DIR_ENV)
+    raw = TrialSettings.from_env().cache_dir
     return Path(raw).expanduser() if raw else Path.home() / ".cache" / "scalesweep"
 
 
