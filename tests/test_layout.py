@@ -289,7 +289,7 @@ def test_scaling_imports_nothing_above_it() -> None:
     assert _scaling_imports_of(SCALING_NEVER_IMPORTS) == set()
 
 
-def test_the_ratchet_helpers_see_deferred_imports() -> None:
+def test_the_layout_helpers_see_private_modules_and_cycles() -> None:
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": set()}) == [["a", "b", "a"]]
     assert _is_private("sweeper._driver") and not _is_private("sweeper.jobfiles")
     assert not _is_private("trials.record") and not _is_private("trials.__init__")
