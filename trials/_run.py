@@ -629,6 +629,7 @@ def _summarise(result: TrialResult, effective: float, optimizer: Any) -> None:
     result.optimizer_time_s = optimizer.total_step_time_s
     result.mean_step_time_s = effective / max(1, optimizer.steps)
     result.ns5_calls, result.rownorm_calls = optimizer.ns5_calls, optimizer.rownorm_calls
+    result.rownorm_kernel = optimizer.rownorm_kernels_used
     summarise_quality(result)
 
 

@@ -45,6 +45,7 @@ def test_trial_scores_checkpoints_and_logs_everything_to_mlflow(tmp_path: Path) 
     assert run.data.params["optimizer.name"] == "periodic" and run.data.params["rung"] == "cpu-xs"
     assert run.data.tags["fd.extractor"] == "pixels" and run.data.tags["fd.samples"] == "96"
     assert run.data.tags["fd.weights"] == "ema" and run.data.tags["scalesweep.status"] == "SUCCEEDED"
+    assert run.data.tags["optimizer.rownorm_kernel"] == "native"  # fp32 on a CPU, the kernel built here
     fd_history = sorted((m.step, m.value) for m in client.get_metric_history(result.run_id, "fd"))
     assert fd_history == [(12, result.fd[12]), (24, result.fd[24])]
     assert [m.step for m in client.get_metric_history(result.run_id, "fd_pixels")] == [12, 24]
