@@ -4,6 +4,7 @@ transfer trial section with bad keys, work over SCALESWEEP_MAX_WORK: each a 422 
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -187,8 +188,8 @@ def test_stateful_run_over_sweeps_and_transfers() -> None:
 # there, unchanged, whatever Idempotency-Key the refused call carried.
 
 _SPEC: dict[str, Any] = {"name": "refuse", "rung": "cpu-xs", "horizon": 20, "search": {"space": {"K": [2, 3]}}}
-_OUTSIDE = Path(tempfile.mkdtemp(prefix="scalesweep-outside-")) / "made-by-caller"  # must never be created
-_REFUSAL_EXAMPLES = int(os.environ.get("SCALESWEEP_FUZZ_REFUSAL_EXAMPLES", "40"))
+_OUTSIDE = _workdir / "outside" / "made-by-caller"  # must never be created
+_REFUSAL_EXAMPLES = int(os.environ.get("SCALESWEEP_FUZZ_REFUSAL_EXAMPLES", "30"))
 _KEY = "stored-sweep-key"
 _STORED: dict[str, str] = {}
 
@@ -209,6 +210,12 @@ def _stored() -> str:
         r = _client.post("/v1/transfers", json={"sweep_id": _STORED["done"], "rungs": ["cpu-xs"]}, headers=AUTH)
         assert r.status_code == 201, r.text
     return _STORED["done"]
+
+
+@functools.cache
+def _stored_before(test: str) -> dict[str, list[Any]]:
+    """What is stored when `test` starts: every refusal of its examples must leave it as it is."""
+    return _everything_stored()
 
 
 def _everything_stored() -> dict[str, list[Any]]:
@@ -297,7 +304,7 @@ def _too_big(draw: st.DrawFn) -> tuple[dict[str, Any], str, str]:
         return _nest(section, leaf), "trial", "nested more than 16 levels"
     if shape == "wide":
         return _nest(section, {f"k{i}": i for i in range(draw(st.integers(257, 2000)))}), "trial", "at most 256"
-    chunk = draw(st.integers(100, 10_000))
+    chunk = draw(st.integers(300, 20_000))  # at most 256 strings: the text limit, not the entries limit, refuses it
     return (_nest(section, {"blob": ["x" * chunk] * (65_536 // chunk + 1)}), "trial", "characters of text")
 
 
@@ -369,7 +376,7 @@ def test_a_hostile_sweep_is_refused_naming_the_field_and_nothing_stored_is_lost(
     _stored()
     where, (part, field, words) = change
     body = {**_SPEC, "trial": part} if where == "trial" else {**_SPEC, **part}
-    before = _everything_stored()
+    before = _stored_before("sweep")
     r = _client.post("/v1/sweeps", json=body, headers={**AUTH, **({"Idempotency-Key": key} if key else {})})
     _assert_refused(r, field, words, before, body)
 
@@ -387,7 +394,7 @@ def test_a_hostile_transfer_is_refused_naming_the_field_and_nothing_stored_is_lo
     sweep_id = _stored()
     where, (part, field, words) = change
     body = {"sweep_id": sweep_id, "rungs": ["cpu-xs"], **({"trial": part} if where == "trial" else part)}
-    before = _everything_stored()
+    before = _stored_before("transfer")
     _assert_refused(_client.post("/v1/transfers", json=body, headers=AUTH), field, words, before, body)
 
 
@@ -403,7 +410,7 @@ def test_work_over_the_limit_is_refused_with_the_total_and_the_limit(horizon: in
     total, limit = sweep_work(load_spec(body)), _app.state.settings.max_work
     if total <= limit:  # within the limit: not this test's business (accepting it would store a sweep)
         return
-    before = _everything_stored()
+    before = _stored_before("work")
     r = _client.post("/v1/sweeps", json=body, headers=AUTH)
     _assert_refused(r, "body", f"total work is {total:,} ", before, body)
     assert f"limit of {limit:,} (SCALESWEEP_MAX_WORK)" in r.json()["detail"]
