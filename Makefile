@@ -64,6 +64,7 @@ $(STAMP): pyproject.toml
 	@echo "installing scalesweep[$(EXTRAS)]"
 	@$(BIN)/pip install --quiet -e ".[$(EXTRAS)]" \
 	  || { echo "installing the project failed (see above); run make again to retry" >&2; exit 1; }
+	@$(BIN)/python -m trials.optim._native
 	@printf '%s\n' "$(INSTALL_LINE)" > $(STAMP).tmp && mv $(STAMP).tmp $(STAMP)
 
 venv: $(STAMP)

@@ -207,7 +207,7 @@ def dispatch(label: str, command: Callable[[], int], what: str | None = None) ->
     except Exception as exc:
         from pydantic import ValidationError
 
-        from trials import JobFailedError, ScalesweepError, validation_error_message
+        from trials import JobFailedError, ScalesweepError, validation_error_message, without_credentials
 
         if isinstance(exc, ValidationError):
             message, code = validation_error_message(exc, what), 2
@@ -217,7 +217,9 @@ def dispatch(label: str, command: Callable[[], int], what: str | None = None) ->
             code = 1 if isinstance(exc, JobFailedError) or not expected else 2
             if not expected:
                 message = f"{type(exc).__name__}: {message}"
-        print(f"{label}: error: {message}", file=sys.stderr)
+        # A driver's error line is its log (driver.log, `ray job logs`): a URI it quotes (MLflow's "API request to
+        # http://user:password@host/... failed") is shown without its user information (docs/security.md).
+        print(f"{label}: error: {without_credentials(message)}", file=sys.stderr)
         return code
 
 

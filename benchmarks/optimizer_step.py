@@ -8,8 +8,9 @@ What runs, for each Newton-Schulz dtype (`--ns-dtype`: `both` where the CPU mult
 - `adamw`, and vanilla Muon: `torch.optim.Muon` itself in bf16; in fp32 (which torch.optim.Muon cannot do) the same
   rule as `PeriodicRowMuon(refresh_every=1, ns_dtype=float32)`;
 - `refresh step`: PeriodicRowMuon's refresh step alone (K=1), to set against torch.optim.Muon's step;
-- `row-norm step`: its non-refresh step alone (`RowNormMuon`, the streamed kernel), and `row-norm step, unfused`:
-  the whole-matrix implementation it replaced (kept as `rownorm_kernel="unfused"`);
+- `row-norm step`: its non-refresh step alone (`RowNormMuon` as the trials run it: the compiled kernel,
+  `rownorm_kernel="native"`, where it builds), `row-norm step, streamed`: the same in torch operations, chunk by
+  chunk (`"streamed"`), and `row-norm step, unfused`: the whole-matrix implementation both replaced (`"unfused"`);
 - `floor`: the fewest element-wise passes any Muon-family step makes over the same tensors, two fused multi-tensor
   ones (`_foreach_lerp_` of the momentum, `_foreach_add_` of the update); the row-norm step is reported as a
   multiple of it;
@@ -86,11 +87,16 @@ def make_arms(shapes: list[tuple[int, int]], grads: list[torch.Tensor], ns_dtype
     arms["refresh step"] = PeriodicRowMuon(_with_grads(shapes, grads, gen), lr=LR, refresh_every=1,
                                            ns_dtype=ns_dtype)
     arms["row-norm step"] = RowNormMuon(_with_grads(shapes, grads, gen), lr=LR)
+    arms["row-norm step, streamed"] = RowNormMuon(_with_grads(shapes, grads, gen), lr=LR, rownorm_kernel="streamed")
     arms["row-norm step, unfused"] = RowNormMuon(_with_grads(shapes, grads, gen), lr=LR, rownorm_kernel="unfused")
     for k in (2, 3, 4):
         arms[f"periodic K={k}"] = PeriodicRowMuon(_with_grads(shapes, grads, gen), lr=LR, refresh_every=k,
                                                   gamma=0.15, ns_dtype=ns_dtype)
     steps: dict[str, Callable[[], object]] = {name: opt.step for name, opt in arms.items()}
+    for step in steps.values():
+        step()  # allocate state; the kernel each row-norm arm runs is known after a step
+    kernels = {name: sorted(getattr(opt, "rownorm_kernels_used", ())) for name, opt in arms.items()}
+    print("  row-norm kernels:", "; ".join(f"{name}: {','.join(k)}" for name, k in kernels.items() if k))
     floor_params = [torch.randn(*s, generator=gen) for s in shapes]
     floor_bufs = [torch.zeros(*s) for s in shapes]
 
@@ -136,6 +142,7 @@ def report(per_step: dict[str, list[float]], ns_dtype: torch.dtype) -> None:
         print(f"| {name} | {statistics.median(times) * 1e3:.1f} | {paired(per_step, name, 'muon')} |")
     print("\ntargets, each ratio paired by round:")
     print(f"  row-norm step / floor: {paired(per_step, 'row-norm step', 'floor')} (target <= 2)")
+    print(f"  row-norm step, streamed / floor: {paired(per_step, 'row-norm step, streamed', 'floor')}")
     print(f"  row-norm step, unfused / floor: {paired(per_step, 'row-norm step, unfused', 'floor')} (before)")
     print(f"  refresh step / vanilla Muon: {paired(per_step, 'refresh step', 'muon')} (target <= 1.05)")
     target = "0.40 (bf16)" if ns_dtype == torch.bfloat16 else "0.34 (fp32)"

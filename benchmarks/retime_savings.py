@@ -1,12 +1,13 @@
 """The evidence profile's time savings recomputed with per-step times measured again (the README's savings table).
 
 A time saving is 1 - (steps-to-target ratio) x (per-step time ratio). The first factor is the optimizer's: the
-streamed row-norm step computes the same update as the one it replaced (tests/trials/test_optim.py,
-test_streamed_step_equals_the_unfused_one), so the steps to target of the 2026-12-02 evidence run stand. The
-second is the machine's: this script re-runs the transfer's timing stage (the same code, settings and rungs:
-`measure_step_time_runs`, batch 16, 5 warm-up and 20 timed steps, rounds with the arms' order rotated), with the
-periodic arm both streamed (now) and unfused (before) in the same rounds, and combines each with the stored steps
-ratios by the transfer's own formula (`_time_saving`: the sum of two paired-log means, Welch-Satterthwaite df).
+compiled and the streamed row-norm steps compute the same update as the one they replaced (tests/trials/
+test_optim.py, test_streamed_step_equals_the_unfused_one), so the steps to target of the 2026-12-02 evidence run
+stand. The second is the machine's: this script re-runs the transfer's timing stage (the same code, settings and
+rungs: `measure_step_time_runs`, batch 16, 5 warm-up and 20 timed steps, rounds with the arms' order rotated), with
+the periodic arm as the trials run it now (the compiled kernel), streamed, and unfused (before) in the same rounds,
+and combines each with the stored steps ratios by the transfer's own formula (`_time_saving`: the sum of two
+paired-log means, Welch-Satterthwaite df).
 
 The stored steps ratios are given as the README prints them (geometric mean, 95 % Student-t interval, n seeds).
 The formula uses the seeds' log ratios only through their mean, standard deviation and n, which the interval
@@ -106,7 +107,7 @@ def main() -> None:
     print("\nSavings of periodic (K=3, gamma=0.15) with the stored steps-to-target ratios and the per-step ratios "
           "measured above; 95 % intervals carry the seeds' and the timing rounds' spread:")
     print("| rung | vs | steps-to-target ratio (2026-12-02) | per-step ratio, before (unfused) | time saving, before "
-          "| per-step ratio, now (streamed) | time saving, now | 2026-12-02 per-step ratio, saving |")
+          "| per-step ratio, now | time saving, now | 2026-12-02 per-step ratio, saving |")
     print("|---|---|---|---|---|---|---|---|")
     for (rung, base), (mean, lo, hi, n) in STEPS_TO_TARGET.items():
         logs = seed_logs(mean, lo, hi, n)

@@ -1,9 +1,10 @@
-"""End-to-end training step time at each CPU rung, before and after the streamed row-norm step, paired by round.
+"""End-to-end training step time at each CPU rung, with each implementation of the row-norm step, paired by round.
 
 Arms, each the real trial (forward, backward, optimizer, EMA; 16x16 images, one thread) for `--warmup + --steps`
 steps, timed over the last `--steps` by the trial's own effective-time clock (evaluation excluded):
-- `periodic`: K=3, gamma=0.15 with the streamed row-norm step (the default now);
-- `periodic, unfused`: the same arm with the whole-matrix row-norm step it replaced (`rownorm_kernel="unfused"`);
+- `periodic`: K=3, gamma=0.15 as the trials run it (`rownorm_kernel="auto"`: the compiled kernel where it builds);
+- `periodic, streamed`: the same arm with the row-norm step in torch operations, chunk by chunk (`"streamed"`);
+- `periodic, unfused`: the same arm with the whole-matrix row-norm step both replaced (`"unfused"`);
 - `muon`, `adamw`: the baselines.
 
 This is the transfer's own timing stage (`measure_step_time_runs`): rounds over every rung and arm, one trial at a
@@ -30,6 +31,7 @@ from sweeper.transfer._timing import measure_step_time_runs
 
 ARMS: dict[str, dict[str, Any]] = {
     "periodic": {"name": "periodic", "refresh_every": 3, "gamma": 0.15},
+    "periodic, streamed": {"name": "periodic", "refresh_every": 3, "gamma": 0.15, "rownorm_kernel": "streamed"},
     "periodic, unfused": {"name": "periodic", "refresh_every": 3, "gamma": 0.15, "rownorm_kernel": "unfused"},
     "muon": {"name": "muon"},
     "adamw": {"name": "adamw"},
@@ -56,13 +58,13 @@ def ratio_text(ratio: Mapping[str, Any] | None) -> str:
 
 def print_table(runs: Mapping[str, Mapping[str, Sequence[float]]]) -> None:
     print("\nms per training step, median over rounds; ratios paired by round (geometric mean, 95 % interval, n):")
-    print("| rung | periodic | periodic, unfused | muon | adamw | periodic / unfused (after / before) "
-          "| periodic / muon | unfused / muon | periodic / adamw |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| rung | periodic | periodic, streamed | periodic, unfused | muon | adamw | periodic / unfused "
+          "(after / before) | periodic / streamed | periodic / muon | unfused / muon | periodic / adamw |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for rung, per in runs.items():
         ms = " | ".join(f"{statistics.median(per[arm]) * 1e3:.1f}" if arm in per else "-" for arm in ARMS)
-        pairs = [("periodic", "periodic, unfused"), ("periodic", "muon"), ("periodic, unfused", "muon"),
-                 ("periodic", "adamw")]
+        pairs = [("periodic", "periodic, unfused"), ("periodic", "periodic, streamed"), ("periodic", "muon"),
+                 ("periodic, unfused", "muon"), ("periodic", "adamw")]
         ratios = " | ".join(ratio_text(step_time_ratio(per, a, b)) for a, b in pairs)
         print(f"| {rung} | {ms} | {ratios} |")
 

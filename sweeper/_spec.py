@@ -801,10 +801,9 @@ class SweepSpec(BaseModel):
     @field_validator("trial")
     @classmethod
     def _not_owned(cls, trial: dict[str, Any]) -> dict[str, Any]:
-        owned = {k: v for k, v in _OWNED_TRIAL_FIELDS.items() if k in trial}
-        if owned:
-            raise ValueError("; ".join(f"trial.{k} is set by the sweep ({v})" for k, v in owned.items()))
-        check_numbers(trial, "trial", _TRIAL_MAX)  # TrialConfig's own rules: per rung, in `_consistent`
+        # The rules a transfer's trial section follows too, here so that a refusal names the field `trial` (a
+        # model-level error names only the whole spec); the rules that depend on the rung: in `_consistent`.
+        check_trial_section(trial)
         return trial
 
     @model_validator(mode="after")

@@ -76,6 +76,11 @@ def test_one_formatter_for_validation_errors() -> None:
         (ModelError("unknown rung 'huge'"), 2, "scalesweep x: error: unknown rung 'huge'"),
         (FileNotFoundError("no such file: a.yaml"), 2, "scalesweep x: error: no such file: a.yaml"),
         (RuntimeError("ray\nbroke"), 1, "scalesweep x: error: RuntimeError: ray broke"),
+        # A driver's error is its log (driver.log, `ray job logs`): a URI it quotes keeps no user information.
+        (RuntimeError("API request to http://alice:pw-Xq81@mlflow:5000/api/2.0/x failed"), 1,
+         "scalesweep x: error: RuntimeError: API request to http://mlflow:5000/api/2.0/x failed"),
+        (SweepError("cannot reach postgresql://bob:pw-Zz9@db/scalesweep"), 2,
+         "scalesweep x: error: cannot reach postgresql://db/scalesweep"),
     ],
 )
 def test_the_cli_dispatch_words_each_kind_in_one_line(error: Exception, code: int, line: str,

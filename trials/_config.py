@@ -254,6 +254,7 @@ class TrialResult:
     steps_done: int = 0
     ns5_calls: int = 0
     rownorm_calls: int = 0
+    rownorm_kernel: str = "none"  # the row-norm kernels that ran (trials.optim: native, streamed, unfused)
     parameters: int = 0
     muon_parameters: int = 0
     diverged_at: int | None = None

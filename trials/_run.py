@@ -179,8 +179,11 @@ def _sample_grid(images: Tensor, path: Path, columns: int = 8) -> None:
 
 
 def _config_fingerprint(cfg: TrialConfig) -> str:
-    """What a checkpoint must match to be resumed: everything but where it is logged or saved."""
-    return json.dumps(cfg.model_dump(exclude={"tracking", "checkpoint_dir", "threads"}), sort_keys=True, default=str)
+    """What a checkpoint must match to be resumed: everything but where it is logged or saved, and how the row-norm
+    step is computed (its kernels give the same update up to float rounding)."""
+    dumped = cfg.model_dump(exclude={"tracking": True, "checkpoint_dir": True, "threads": True,
+                                     "optimizer": {"rownorm_kernel"}})
+    return json.dumps(dumped, sort_keys=True, default=str)
 
 
 def _save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
@@ -629,6 +632,7 @@ def _summarise(result: TrialResult, effective: float, optimizer: Any) -> None:
     result.optimizer_time_s = optimizer.total_step_time_s
     result.mean_step_time_s = effective / max(1, optimizer.steps)
     result.ns5_calls, result.rownorm_calls = optimizer.ns5_calls, optimizer.rownorm_calls
+    result.rownorm_kernel = optimizer.rownorm_kernels_used
     summarise_quality(result)
 
 

@@ -142,6 +142,7 @@ class TRIAL_TAG:
     FD_TRACK_SAMPLES = "fd.track_samples"
     FD_TRACK_SAMPLE_STEPS = "fd.track_sample_steps"
     NS_DTYPE = "optimizer.ns_dtype"
+    ROWNORM_KERNEL = "optimizer.rownorm_kernel"  # the row-norm kernels that ran: native, streamed, unfused or none
     PARAMETERS = "model.parameters"
     MUON_PARAMETERS = "model.muon_parameters"
 
@@ -450,7 +451,8 @@ class RunRecorder:
         if self.logger is not None:
             summary = {k: getattr(result, k) for k in METRIC.SUMMARY}
             self.logger.log_metrics({k: float(v) for k, v in summary.items() if v is not None}, result.steps_done)
-            self.logger.set_tags({TAG.STATUS: result.status, TRIAL_TAG.FD_METRIC_NAME: result.metric_name})
+            self.logger.set_tags({TAG.STATUS: result.status, TRIAL_TAG.FD_METRIC_NAME: result.metric_name,
+                                  TRIAL_TAG.ROWNORM_KERNEL: getattr(result, "rownorm_kernel", "none")})
             self.logger.log_dict(result.to_dict(), "trial_result.json")
             self.logger.finish(TERMINAL_STATUS[SUCCEEDED if result.status == SUCCEEDED else FAILED])
         self.finished = True

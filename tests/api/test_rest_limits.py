@@ -150,6 +150,10 @@ def test_the_work_limit_is_the_operators_setting(tmp_path: Path) -> None:
     ({"trial": {"data": {"image_size": 10**6}}}, "trial"),
     ({"trial": {"eval": {"track_samples": 10**9}}}, "trial"),
     ({"trial": {"eval": {"track_sample_steps": 10**7}}}, "trial"),
+    # Below a range, or a key no trial has: the field too, not the whole body (as a transfer names it).
+    ({"trial": {"batch_size": 0}}, "trial"),
+    ({"trial": {"data": {"image_size": 2}}}, "trial"),
+    ({"trial": {"lr": 1}}, "trial"),
     ({"backend": {"name": "command", "trainer": "x", "poll_s": 1e-300}}, "backend.command.poll_s"),
     ({"backend": {"name": "command", "trainer": "x", "kill_grace_s": 1e9}}, "backend.command.kill_grace_s"),
     ({"search": {"space": {"K": {"low": 1, "high": 1e12}}, "method": "tpe", "budget": 4}}, "search.space.K"),

@@ -1,7 +1,10 @@
-"""Schemathesis over the OpenAPI schema: no input makes the service answer 5xx or break its own schema."""
+"""Schemathesis over the OpenAPI schema: no input makes the service answer 5xx or break its own schema. Hypothesis
+over the refusals of docs/security.md: a server path, a mapping too deep or too large, a number out of range, a
+transfer trial section with bad keys, work over SCALESWEEP_MAX_WORK: each a 422 naming the field, nothing lost."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -11,19 +14,38 @@ from typing import Any
 
 import schemathesis
 from fastapi.testclient import TestClient
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 from schemathesis.checks import positive_data_acceptance
 
+from api._db import SweepRecord
 from api._settings import Settings
 from api.main import create_app
 from api.routers.sweeps import SPEC_EXAMPLE
+from sweeper import load_spec
+from sweeper._work import sweep_work
+from trials import TrialConfig
 
 from .conftest import AUTH, TOKEN
 
 _workdir = Path(tempfile.mkdtemp(prefix="scalesweep-schemathesis-"))
 _app = create_app(Settings(workdir=_workdir, api_token=TOKEN))  # type: ignore[arg-type]
+# Schemathesis's ASGI transport enters the app's lifespan, which starts the job queue: keep it off, so that no sweep
+# submitted here launches a driver (test_the_fuzzed_service_launches_nothing).
+_app.state.jobs.start = lambda: None
 schema = schemathesis.openapi.from_asgi("/openapi.json", _app)
-_client = TestClient(_app, raise_server_exceptions=False)  # no lifespan: nothing is launched
+_client = TestClient(_app, raise_server_exceptions=False)
+
+
+def test_the_fuzzed_service_launches_nothing() -> None:
+    # Schemathesis's ASGI transport runs the app's lifespan, and with it the job queue: a valid sweep submitted by
+    # the runs here would start a real driver (Ray, trials), which outlives the test run. The queue stays off.
+    r = _client.post("/v1/sweeps", json={**SPEC_EXAMPLE, "name": "launches-nothing"}, headers=AUTH)
+    assert r.status_code == 201, r.text
+    _app.state.jobs.wake()
+    thread = _app.state.jobs._thread
+    assert thread is None or not thread.is_alive()
+    assert _client.get(f"/v1/sweeps/{r.json()['id']}").json()["state"] == "PENDING"
 
 
 @schema.parametrize()
@@ -123,7 +145,7 @@ def test_hostile_bodies_are_refused_with_the_right_status(case: schemathesis.Cas
 
 # Links inferred from the responses' schemas and Location headers chain the calls: submit a sweep, read it, its
 # trials and best point, cancel and resume it, list; submit a transfer from it, read and cancel it. No driver
-# starts (the app's lifespan is not entered), so every sweep stays PENDING until cancelled.
+# starts (the job queue is kept off, above), so every sweep stays PENDING until cancelled.
 
 
 _CALLS: list[tuple[str, str, int]] = []  # (method, path, status) of every stateful call
@@ -154,3 +176,241 @@ def test_stateful_run_over_sweeps_and_transfers() -> None:
     created = {path for method, path, status in _CALLS if method == "POST" and path == "/v1/sweeps" and status == 201}
     followed = [(m, p, c) for m, p, c in _CALLS if p.startswith("/v1/sweeps/sw-") and c < 400]
     assert created and followed, _CALLS  # the run chained real ids, not only random ones
+
+
+# --- the second round's refusals, as properties (docs/security.md, issue 38) -----------------------------------------
+
+# Each hostile submission below is a valid sweep or transfer with one hostile change: a server path in the trial
+# section, a free-form mapping too deep or too large, a number outside its range (every bounded field of the trial,
+# read from its schema, and the sweep's and transfer's own), or a transfer trial section with a key the sweep sets
+# or an unknown one. Each is a 422 problem+json whose first error names the field (the section, with the exact
+# dotted path in the detail), and whatever was stored before (sweeps, transfers, their specs and states) is still
+# there, unchanged, whatever Idempotency-Key the refused call carried.
+
+_SPEC: dict[str, Any] = {"name": "refuse", "rung": "cpu-xs", "horizon": 20, "search": {"space": {"K": [2, 3]}}}
+_OUTSIDE = _workdir / "outside" / "made-by-caller"  # must never be created
+_REFUSAL_EXAMPLES = int(os.environ.get("SCALESWEEP_FUZZ_REFUSAL_EXAMPLES", "30"))
+_KEY = "stored-sweep-key"
+_STORED: dict[str, str] = {}
+
+
+def _stored() -> str:
+    """A PENDING sweep (with an Idempotency-Key), a SUCCEEDED one and a transfer of it, stored once; returns the
+    SUCCEEDED sweep's id (a transfer needs one)."""
+    if "done" not in _STORED:
+        r = _client.post("/v1/sweeps", json=_SPEC, headers={**AUTH, "Idempotency-Key": _KEY})
+        assert r.status_code == 201, r.text
+        r = _client.post("/v1/sweeps", json={**_SPEC, "name": "refuse-done"}, headers=AUTH)
+        assert r.status_code == 201, r.text
+        with _app.state.sessionmaker() as session:
+            record = session.get(SweepRecord, r.json()["id"])
+            record.state, record.storage_path = "SUCCEEDED", str(_workdir / "refuse-done")
+            session.commit()
+        _STORED["done"] = r.json()["id"]
+        r = _client.post("/v1/transfers", json={"sweep_id": _STORED["done"], "rungs": ["cpu-xs"]}, headers=AUTH)
+        assert r.status_code == 201, r.text
+    return _STORED["done"]
+
+
+@functools.cache
+def _stored_before(test: str) -> dict[str, list[Any]]:
+    """What is stored when `test` starts: every refusal of its examples must leave it as it is."""
+    return _everything_stored()
+
+
+def _everything_stored() -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {}
+    for kind in ("sweeps", "transfers"):
+        out[kind], cursor = [], None
+        while True:
+            page = _client.get(f"/v1/{kind}", params={"limit": 200, **({"cursor": cursor} if cursor else {})},
+                               headers=AUTH).json()
+            out[kind] += page["data"]
+            if not (cursor := page["next_cursor"]):
+                break
+    return out
+
+
+def _trial_bounds() -> list[tuple[str, str, float, float, bool]]:
+    """(dotted field, JSON type, low, high, low excluded) of every bounded number of a trial (the optimizer's are
+    the sweep's to set; the eval steps are a list, refused by the tests above and in test_rest_limits)."""
+    schema = TrialConfig.model_json_schema()
+    defs, out = schema.get("$defs", {}), []
+
+    def walk(node: dict[str, Any], where: str) -> None:
+        if "$ref" in node:
+            walk(defs[node["$ref"].rsplit("/", 1)[-1]], where)
+            return
+        if node.get("type") in ("integer", "number") and "maximum" in node:
+            low_out = "exclusiveMinimum" in node
+            out.append((where, node["type"], node.get("minimum", node.get("exclusiveMinimum")), node["maximum"],
+                        low_out))
+        for sub in node.get("anyOf", []):
+            walk(sub, where)
+        for name, sub in node.get("properties", {}).items():
+            if name != "optimizer":
+                walk(sub, f"{where}.{name}" if where else name)
+
+    walk(schema, "")
+    return out
+
+
+_TRIAL_BOUNDS = _trial_bounds()
+
+
+def _outside(kind: str, low: float, high: float, low_out: bool) -> st.SearchStrategy[Any]:
+    if kind == "integer":
+        return st.integers(int(high) + 1, 10**18) | st.integers(-(10**18), int(low) - (0 if low_out else 1))
+    return (st.floats(min_value=high, exclude_min=True, allow_nan=False, allow_infinity=False)
+            | st.floats(max_value=low, exclude_max=not low_out, allow_nan=False, allow_infinity=False))
+
+
+def _nest(path: list[str], leaf: Any) -> Any:
+    for key in reversed(path):
+        leaf = {key: leaf}
+    return leaf
+
+
+_IDENT = st.from_regex(r"[a-z][a-z0-9]{0,7}", fullmatch=True)
+_PATH_KEYS = st.sampled_from(["root", "path", "cache_dir", "weights", "weights_file", "captions_file", "model_dir",
+                              "data_root", "ckpt_path", "home"])
+_SERVER_PATHS = st.sampled_from(["/etc", "/etc/passwd", "/proc/self/environ", "~/.ssh/id_rsa", "../../etc/passwd",
+                                 "./x", "sub/dir", "file:///etc/passwd", "s3://bucket/key", "C:\\x", "\\\\host\\s",
+                                 str(_OUTSIDE), f"{_OUTSIDE}/../.."]) | st.lists(
+    _IDENT, min_size=1, max_size=4).map(lambda parts: "/" + "/".join(parts))
+
+
+@st.composite
+def _server_path(draw: st.DrawFn) -> tuple[dict[str, Any], str, str]:
+    """A path anywhere in a dataset's or an extractor's options: under a key that names a path, or any key."""
+    section = draw(st.sampled_from([["data", "options"], ["eval", "extractor_options"]]))
+    keys = [*section, *draw(st.lists(_IDENT, max_size=3)), draw(_PATH_KEYS | _IDENT)]
+    value = draw(_SERVER_PATHS)
+    if draw(st.booleans()):  # in a list
+        index = draw(st.integers(0, 3))
+        return _nest(keys, [*(["plain"] * index), value]), "trial." + ".".join(keys) + f".[{index}]", "SCALESWEEP_DATA"
+    return _nest(keys, value), "trial." + ".".join(keys), "SCALESWEEP_DATA_PATHS"
+
+
+@st.composite
+def _too_big(draw: st.DrawFn) -> tuple[dict[str, Any], str, str]:
+    """A free-form mapping 17 to 300 levels deep, with more than 256 entries, or more than 65,536 characters."""
+    section = draw(st.sampled_from([["data", "options"], ["eval", "extractor_options"]]))
+    shape = draw(st.sampled_from(["deep", "wide", "long"]))
+    if shape == "deep":
+        leaf: Any = draw(st.integers(0, 9) | _IDENT)
+        for _ in range(draw(st.integers(17, 300))):
+            leaf = {draw(_IDENT): leaf}
+        return _nest(section, leaf), "trial", "nested more than 16 levels"
+    if shape == "wide":
+        return _nest(section, {f"k{i}": i for i in range(draw(st.integers(257, 2000)))}), "trial", "at most 256"
+    chunk = draw(st.integers(300, 20_000))  # at most 256 strings: the text limit, not the entries limit, refuses it
+    return (_nest(section, {"blob": ["x" * chunk] * (65_536 // chunk + 1)}), "trial", "characters of text")
+
+
+@st.composite
+def _out_of_range(draw: st.DrawFn) -> tuple[dict[str, Any], str, str]:
+    field, kind, low, high, low_out = draw(st.sampled_from(_TRIAL_BOUNDS))
+    return _nest(field.split("."), draw(_outside(kind, low, high, low_out))), "trial", f"trial.{field}"
+
+
+@st.composite
+def _bad_trial_key(draw: st.DrawFn) -> tuple[dict[str, Any], str, str]:
+    """A key the sweep sets itself, or one no trial has, at the top or in a sub-section."""
+    owned = st.sampled_from(["checkpoint_dir", "steps", "eval_steps", "seed", "optimizer", "rung", "threads",
+                             "tracking"])
+    known = set(TrialConfig.model_fields)
+    unknown = _IDENT.filter(lambda k: k not in known).map(lambda k: f"zz{k}")
+    where = draw(st.sampled_from([[], ["eval"], ["data"]]))
+    key = draw(unknown) if where else draw(owned | unknown)
+    value = draw(st.sampled_from(["/etc", 10**9, 1e12, {"a": 1}, [1, 2], True]))
+    return _nest([*where, key], value), "trial", "trial." + ".".join([*where, key])
+
+
+def _sweep_field(field: str, kind: str, low: float, high: float) -> st.SearchStrategy[tuple[dict[str, Any], str, str]]:
+    """A top-level or backend number of a sweep outside its range: (change, field named, words in the detail)."""
+    values = _outside(kind, low, high, False)
+    if field in ("poll_s", "kill_grace_s"):
+        return values.map(lambda v: ({"backend": {"name": "command", "trainer": "x", field: v}},
+                                     f"backend.command.{field}", f"backend.command.{field}"))
+    if field == "seeds":
+        return values.map(lambda v: ({"seeds": [0, v]}, "seeds[1]", "seeds[1]"))
+    return values.map(lambda v: ({field: v}, field, field))
+
+
+_SWEEP_NUMBERS = st.one_of(_sweep_field("poll_s", "number", 0.05, 3600), _sweep_field("kill_grace_s", "number", 0, 600),
+                           _sweep_field("horizon", "integer", 1, 10**7), _sweep_field("seeds", "integer", 0, 2**31 - 1))
+_TRANSFER_NUMBERS = st.one_of(
+    _outside("integer", 1, 10**7, False).map(lambda v: ({"steps": v}, "steps", "steps")),
+    _outside("number", 0, 100, True).map(lambda v: ({"horizon_factor": v}, "horizon_factor", "horizon_factor")),
+    _outside("integer", 0, 2**31 - 1, False).map(lambda v: ({"seeds": [v]}, "seeds[0]", "seeds[0]")))
+_TRIAL_CHANGES = st.one_of(_server_path(), _too_big(), _out_of_range())
+
+
+def _assert_refused(r: Any, field: str, words: str, before: dict[str, list[Any]], body: Any) -> None:
+    shown = json.dumps(body)[:300]
+    assert r.status_code == 422, (r.status_code, shown, r.text[:300])
+    assert r.headers["content-type"] == "application/problem+json", r.headers
+    problem = r.json()
+    named = problem["errors"][0]["field"]
+    assert named == field or (field == "trial" and named.startswith("trial")), (field, problem, shown)
+    assert words in problem["detail"], (words, problem["detail"][:300], shown)
+    assert _everything_stored() == before  # nothing stored is lost or changed
+    assert not _OUTSIDE.exists()
+
+
+@given(change=st.one_of(_TRIAL_CHANGES.map(lambda c: ("trial", c)), _SWEEP_NUMBERS.map(lambda c: ("top", c))),
+       key=st.sampled_from([None, _KEY]))
+@example(change=("top", ({"backend": {"name": "command", "trainer": "x", "poll_s": 1e-300}},
+                         "backend.command.poll_s", "backend.command.poll_s")), key=None)
+@example(change=("trial", ({"data": {"image_size": 10**6}}, "trial", "trial.data.image_size")), key=_KEY)
+@example(change=("trial", ({"eval": {"track_samples": 10**9}}, "trial", "trial.eval.track_samples")), key=None)
+@example(change=("trial", ({"data": {"name": "folder", "options": {"root": "/etc"}}}, "trial.data.options.root",
+                           "SCALESWEEP_DATA_PATHS")), key=None)
+@example(change=("trial", ({"eval": {"extractor_options": {"cache_dir": str(_OUTSIDE)}}},
+                           "trial.eval.extractor_options.cache_dir", "SCALESWEEP_DATA_PATHS")), key=_KEY)
+@settings(max_examples=_REFUSAL_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck),
+          derandomize=os.environ.get("SCALESWEEP_FUZZ_RANDOM") != "1")
+def test_a_hostile_sweep_is_refused_naming_the_field_and_nothing_stored_is_lost(
+        change: tuple[str, tuple[dict[str, Any], str, str]], key: str | None) -> None:
+    _stored()
+    where, (part, field, words) = change
+    body = {**_SPEC, "trial": part} if where == "trial" else {**_SPEC, **part}
+    before = _stored_before("sweep")
+    r = _client.post("/v1/sweeps", json=body, headers={**AUTH, **({"Idempotency-Key": key} if key else {})})
+    _assert_refused(r, field, words, before, body)
+
+
+@given(change=st.one_of(_TRIAL_CHANGES.map(lambda c: ("trial", c)), _bad_trial_key().map(lambda c: ("trial", c)),
+                        _TRANSFER_NUMBERS.map(lambda c: ("top", c))))
+@example(change=("trial", ({"checkpoint_dir": "/etc"}, "trial", "trial.checkpoint_dir")))
+@example(change=("trial", ({"steps": 10**9}, "trial", "trial.steps")))
+@example(change=("trial", ({"eval": {"fd_samples": 10**12}}, "trial", "trial.eval.fd_samples")))
+@example(change=("trial", ({"zzunknown": 1}, "trial", "trial.zzunknown")))
+@settings(max_examples=_REFUSAL_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck),
+          derandomize=os.environ.get("SCALESWEEP_FUZZ_RANDOM") != "1")
+def test_a_hostile_transfer_is_refused_naming_the_field_and_nothing_stored_is_lost(
+        change: tuple[str, tuple[dict[str, Any], str, str]]) -> None:
+    sweep_id = _stored()
+    where, (part, field, words) = change
+    body = {"sweep_id": sweep_id, "rungs": ["cpu-xs"], **({"trial": part} if where == "trial" else part)}
+    before = _stored_before("transfer")
+    _assert_refused(_client.post("/v1/transfers", json=body, headers=AUTH), field, words, before, body)
+
+
+@given(horizon=st.integers(10_000, 10**7), seeds=st.integers(1, 100), budget=st.integers(1, 10_000))
+@example(horizon=10**7, seeds=100, budget=10_000)
+@settings(max_examples=_REFUSAL_EXAMPLES // 3, deadline=None, suppress_health_check=list(HealthCheck),
+          derandomize=os.environ.get("SCALESWEEP_FUZZ_RANDOM") != "1")
+def test_work_over_the_limit_is_refused_with_the_total_and_the_limit(horizon: int, seeds: int, budget: int) -> None:
+    # Each field within its own cap; the whole, counted as the service counts it, over SCALESWEEP_MAX_WORK.
+    _stored()
+    body = {**_SPEC, "horizon": horizon, "seeds": list(range(seeds)), "baselines": [],
+            "search": {"method": "random", "budget": budget, "space": {"K": {"low": 1, "high": 100}}}}
+    total, limit = sweep_work(load_spec(body)), _app.state.settings.max_work
+    if total <= limit:  # within the limit: not this test's business (accepting it would store a sweep)
+        return
+    before = _stored_before("work")
+    r = _client.post("/v1/sweeps", json=body, headers=AUTH)
+    _assert_refused(r, "body", f"total work is {total:,} ", before, body)
+    assert f"limit of {limit:,} (SCALESWEEP_MAX_WORK)" in r.json()["detail"]

@@ -290,9 +290,10 @@ STREAM_SHAPES = [(48, 48), (32, 80), (96, 40), (97, 31)]
 @pytest.mark.parametrize("arm", ["periodic", "rownorm"])
 @pytest.mark.parametrize("nesterov", [True, False])
 @pytest.mark.parametrize("weight_decay", [0.0, 0.1])
-@pytest.mark.parametrize("chunk", [7, 200, 2500, None])
+@pytest.mark.parametrize("chunk", [7, 200, 2500, None, "native"])
 def test_streamed_step_equals_the_unfused_one(arm: str, nesterov: bool, weight_decay: float,
-                                              chunk: int | None) -> None:
+                                              chunk: int | str | None) -> None:
+    """The streamed step at four chunk sizes, and the compiled kernel ("native"), against the unfused reference."""
     grads = _grads(STREAM_SHAPES, 7)
     kw = dict(lr=0.05, weight_decay=weight_decay, momentum=0.9, nesterov=nesterov, gamma=0.3)
 
@@ -303,9 +304,11 @@ def test_streamed_step_equals_the_unfused_one(arm: str, nesterov: bool, weight_d
         _run(opt, params, grads)
         return params, opt
 
-    streamed, opt_s = run(stream_chunk=chunk)
+    kernel = "native" if chunk == "native" else "streamed"
+    streamed, opt_s = run(rownorm_kernel="native") if chunk == "native" else run(rownorm_kernel="streamed",
+                                                                               stream_chunk=chunk)
     unfused, opt_u = run(rownorm_kernel="unfused")
-    assert opt_s.rownorm_kernel == "streamed" and opt_u.rownorm_kernel == "unfused"
+    assert opt_s.rownorm_kernels_used == {kernel} and opt_u.rownorm_kernels_used == {"unfused"}
     for a, b in zip(streamed, unfused, strict=True):
         # Column norms are summed in another order (float rounding); everything else is the same arithmetic.
         torch.testing.assert_close(a.detach(), b.detach(), rtol=2e-6, atol=1e-7)
@@ -323,7 +326,7 @@ def test_streamed_step_equals_the_unfused_one(arm: str, nesterov: bool, weight_d
 def test_streamed_step_in_bfloat16_stays_within_its_rounding(chunk: int | None) -> None:
     grads = [[g.bfloat16() for g in step] for step in _grads(STREAM_SHAPES, 4)]
     out = []
-    for extra in ({"stream_chunk": chunk}, {"rownorm_kernel": "unfused"}):
+    for extra in ({"stream_chunk": chunk, "rownorm_kernel": "streamed"}, {"rownorm_kernel": "unfused"}):
         params = [p.detach().bfloat16().requires_grad_() for p in _params(STREAM_SHAPES)]
         _run(RowNormMuon(params, lr=0.05, gamma=0.3, **extra), params, grads)  # type: ignore[arg-type]
         out.append(params)
@@ -332,7 +335,8 @@ def test_streamed_step_in_bfloat16_stays_within_its_rounding(chunk: int | None) 
         torch.testing.assert_close(a.detach().float(), b.detach().float(), rtol=2**-7, atol=1e-6)
 
 
-@pytest.mark.parametrize(("kernel", "largest_allowed"), [("streamed", 64 * 1024), ("unfused", None)])
+@pytest.mark.parametrize(("kernel", "largest_allowed"),
+                         [("streamed", 64 * 1024), ("native", 64 * 1024), ("unfused", None)])
 def test_streamed_step_allocates_no_temporary_the_size_of_a_parameter(kernel: str,
                                                                       largest_allowed: int | None) -> None:
     from torch.profiler import ProfilerActivity, profile
@@ -354,7 +358,8 @@ def test_streamed_step_allocates_no_temporary_the_size_of_a_parameter(kernel: st
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
-    [({"rownorm_kernel": "fused"}, r"rownorm_kernel='fused' is not supported; allowed: \['streamed', 'unfused'\]"),
+    [({"rownorm_kernel": "fused"},
+      r"rownorm_kernel='fused' is not supported; allowed: \['auto', 'native', 'streamed', 'unfused'\]"),
      ({"stream_chunk": 0}, "stream_chunk must be an int >= 1"),
      ({"stream_chunk": 1.5}, "stream_chunk must be an int >= 1")],
 )
@@ -455,10 +460,10 @@ def test_factory_builds_every_arm_and_it_trains(name: str) -> None:
 
 @pytest.mark.parametrize("name", ["periodic", "rownorm"])
 def test_factory_passes_the_row_norm_kernel_through(name: str) -> None:
-    for kernel in ("streamed", "unfused"):
+    for kernel in ("native", "streamed", "unfused"):
         opt = build_optimizer(_TinyMMDiT(), {"name": name, "rownorm_kernel": kernel})
         assert opt.matrix.rownorm_kernel == kernel
-    assert build_optimizer(_TinyMMDiT(), {"name": name}).matrix.rownorm_kernel == "streamed"  # the default
+    assert build_optimizer(_TinyMMDiT(), {"name": name}).matrix.rownorm_kernel == "auto"  # the default
 
 
 def test_factory_state_dict_round_trip() -> None:
@@ -499,7 +504,7 @@ def test_factory_state_dict_round_trip() -> None:
         ({"momentum": 1.5}, "momentum\n  Input should be less than 1"),
         ({"adjust_lr_fn": "rms"}, "'original' or 'match_rms_adamw'"),
         ({"K": 3}, "K\n  Extra inputs are not permitted"),
-        ({"rownorm_kernel": "fused"}, "rownorm_kernel\n  Input should be 'streamed' or 'unfused'"),
+        ({"rownorm_kernel": "fused"}, "rownorm_kernel\n  Input should be 'auto', 'native', 'streamed' or 'unfused'"),
     ],
 )
 def test_factory_refuses_bad_configs_with_the_field_and_allowed_values(fields: dict, message: str) -> None:

@@ -45,6 +45,7 @@ def test_trial_scores_checkpoints_and_logs_everything_to_mlflow(tmp_path: Path) 
     assert run.data.params["optimizer.name"] == "periodic" and run.data.params["rung"] == "cpu-xs"
     assert run.data.tags["fd.extractor"] == "pixels" and run.data.tags["fd.samples"] == "96"
     assert run.data.tags["fd.weights"] == "ema" and run.data.tags["scalesweep.status"] == "SUCCEEDED"
+    assert run.data.tags["optimizer.rownorm_kernel"] == "native"  # fp32 on a CPU, the kernel built here
     fd_history = sorted((m.step, m.value) for m in client.get_metric_history(result.run_id, "fd"))
     assert fd_history == [(12, result.fd[12]), (24, result.fd[24])]
     assert [m.step for m in client.get_metric_history(result.run_id, "fd_pixels")] == [12, 24]
@@ -258,3 +259,16 @@ def test_tracking_at_an_eval_step_reuses_the_full_evaluations_first_images(
     assert sampled.fd == pytest.approx(reused.fd, rel=1e-9)
     for step in (8, 12, 16, 24):
         assert reused.fd_track[step] == pytest.approx(sampled.fd_track[step], rel=1e-5)
+
+
+def test_a_checkpoint_resumes_under_another_row_norm_kernel_but_not_another_gamma() -> None:
+    """The kernels compute the same update up to float rounding, so a checkpoint made before the compiled kernel
+    became the default (or with another kernel) still resumes; a change to the update itself does not."""
+    from trials import TrialConfig
+    from trials._run import _config_fingerprint
+
+    def fingerprint(**optimizer: Any) -> str:
+        return _config_fingerprint(TrialConfig.model_validate(tiny_trial(optimizer={"name": "periodic", **optimizer})))
+
+    assert fingerprint(rownorm_kernel="streamed") == fingerprint() == fingerprint(rownorm_kernel="unfused")
+    assert fingerprint(gamma=0.3) != fingerprint()

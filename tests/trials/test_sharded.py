@@ -188,6 +188,7 @@ def _equality(
         "placements": placements,
         "ns5_calls": opt.ns5_calls,
         "rownorm_calls": opt.rownorm_calls,
+        "kernels": sorted(opt.rownorm_kernels_used),
         "local_rows": {n: p.to_local().shape[0] for n, p in zip(names, params, strict=True)},
         "world_size": opt.world_size,
     }
@@ -407,10 +408,14 @@ def _worker(rank: int, world: int, out_dir: Path) -> None:
             nesterov=False,
             adjust_lr_fn="match_rms_adamw",
         ),
-        # The streamed row-norm step in chunks of a row or two (tall local shards take the two-sweep path around
-        # the all-reduce) against the unsharded, unfused reference; and the unfused kernel sharded.
+        # The streamed row-norm step in chunks of a row or two, and the compiled kernel (tall local shards take
+        # the two-sweep path around the all-reduce), against the unsharded, unfused reference; and the unfused
+        # kernel sharded.
         "streamed_chunks": lambda: _equality(rank, mesh, k=3, steps=7, ns_dtype=FP32, names=all_names,
-                                             sharded_kw={"stream_chunk": 24}, ref_kw={"rownorm_kernel": "unfused"}),
+                                             sharded_kw={"stream_chunk": 24, "rownorm_kernel": "streamed"},
+                                             ref_kw={"rownorm_kernel": "unfused"}),
+        "native": lambda: _equality(rank, mesh, k=3, steps=7, ns_dtype=FP32, names=all_names,
+                                    sharded_kw={"rownorm_kernel": "native"}, ref_kw={"rownorm_kernel": "unfused"}),
         "unfused": lambda: _equality(rank, mesh, k=3, steps=7, ns_dtype=FP32, names=all_names,
                                      rownorm_kernel="unfused"),
         "wide_only": lambda: _equality(rank, mesh, k=3, steps=6, ns_dtype=FP32, names=WIDE_ONLY),
@@ -503,9 +508,13 @@ def test_fully_shard_makes_shard0_dtensors_with_torch_chunk_rows(ranks: list[dic
     assert res[1]["local_rows"]["tiny"] == 0  # fewer rows than ranks: an empty shard
 
 
-@pytest.mark.parametrize("scenario", ["periodic_fp32", "vanilla_fp32", "periodic_bf16", "streamed_chunks", "unfused"])
+@pytest.mark.parametrize("scenario", ["periodic_fp32", "vanilla_fp32", "periodic_bf16", "streamed_chunks", "native",
+                                      "unfused"])
 def test_sharded_equals_unsharded_on_every_shape(ranks: list[dict[str, Any]], scenario: str) -> None:
+    kernels = {"streamed_chunks": ["streamed"], "native": ["native"], "unfused": ["unfused"], "vanilla_fp32": []}
     for rank, res in enumerate(_scenario(ranks, scenario)):
+        if scenario in kernels:
+            assert res["kernels"] == kernels[scenario], (rank, res["kernels"])
         worst = max(res["errors"].values())
         assert worst <= 1e-5, (rank, res["errors"])
         assert res["buffers_equal"], rank  # the momentum itself is bit-identical
@@ -539,7 +548,7 @@ def test_wide_non_refresh_steps_touch_no_collective(ranks: list[dict[str, Any]])
 
 def test_tall_matrices_share_one_all_reduce_per_non_refresh_step(ranks: list[dict[str, Any]]) -> None:
     tall_cols = sum(c for r, c in SHAPES.values() if r > c)
-    for res in [*_scenario(ranks, "periodic_fp32"), *_scenario(ranks, "streamed_chunks")]:
+    for res in [*_scenario(ranks, "periodic_fp32"), *_scenario(ranks, "streamed_chunks"), *_scenario(ranks, "native")]:
         for t, step in enumerate(res["per_step"]):
             if t % 3:
                 assert step["seq_delta"] == 1 and step["counted"] == {"all_reduce": 1}

@@ -79,11 +79,12 @@ class OptimizerConfig(BaseModel):
     ns_dtype: Literal["auto", "bfloat16", "float32"] = Field(
         "auto", description="Newton-Schulz dtype; auto = bf16 where bf16 matmul is fast (GPU, AVX512-BF16), else fp32."
     )
-    rownorm_kernel: Literal["streamed", "unfused"] = Field(
-        "streamed",
-        description="How the periodic and rownorm arms run their row-norm step: streamed (cache-sized chunks, at "
-        "about the cost of its memory traffic) or unfused (the earlier whole-matrix code, kept to time against). "
-        "Same update up to float rounding.",
+    rownorm_kernel: Literal["auto", "native", "streamed", "unfused"] = Field(
+        "auto",
+        description="How the periodic and rownorm arms run their row-norm step: native (a compiled CPU kernel that "
+        "reads and writes each matrix once, built on first use), streamed (torch operations in cache-sized chunks), "
+        "auto (native where it can be built and the matrix is contiguous float32 on a CPU, else streamed) or unfused "
+        "(the earlier whole-matrix code, kept to time against). Same update up to float rounding.",
     )
 
     @property
@@ -206,6 +207,12 @@ class HybridOptimizer:
     @property
     def rownorm_calls(self) -> int:
         return int(getattr(self.matrix, "rownorm_calls", 0))
+
+    @property
+    def rownorm_kernels_used(self) -> str:
+        """The row-norm kernels that ran ("native", "streamed", "unfused", comma-joined), "none" for arms without
+        a row-norm step or before one ran."""
+        return ",".join(sorted(getattr(self.matrix, "rownorm_kernels_used", ()))) or "none"
 
     def set_lr_scale(self, scale: float) -> None:
         """Set every group's lr to `scale` times its initial lr (warm-up and decay schedules)."""

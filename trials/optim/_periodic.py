@@ -32,13 +32,17 @@ from ._functional import (
     rownorm_update_many_,
     stream_chunk_for,
 )
+from ._native import native_applies, native_kernel, native_kernel_error, native_rownorm_update_
 
 __all__ = ["ROWNORM_KERNELS", "PeriodicRowMuon", "RowNormMuon"]
 
-# How the non-refresh step runs: "streamed" (the default) in cache-sized chunks at about the cost of its memory
-# traffic (`_functional.rownorm_update_`); "unfused" is the implementation before 2026-12-03, whole-matrix
-# operations with a full-size temporary, kept as the reference that tests and `benchmarks/` compare against.
-ROWNORM_KERNELS: tuple[str, ...] = ("streamed", "unfused")
+# How the non-refresh step runs. "native": contiguous float32 CPU matrices through the compiled kernel (`_native`:
+# each matrix read and written once, at the cost of its memory traffic), the rest streamed; an error when the kernel
+# cannot be built here. "auto" (the default): the same, falling back to "streamed" where the kernel cannot be
+# built. "streamed": torch operations in cache-sized chunks (`_functional.rownorm_update_`). "unfused": the
+# implementation before 2026-12-03, whole-matrix operations with a full-size temporary, kept as the reference that
+# tests and `benchmarks/` compare against. All four give the same update up to float rounding.
+ROWNORM_KERNELS: tuple[str, ...] = ("auto", "native", "streamed", "unfused")
 
 
 def _check_hyperparameters(
@@ -87,10 +91,12 @@ class PeriodicRowMuon(Optimizer):
     `ns_dtype` (keyword only) is the Newton-Schulz dtype: bf16 as in torch.optim.Muon, or fp32 for CPUs without
     native bf16 matmul (see `fast_ns_dtype`).
 
-    `rownorm_kernel` (keyword only): "streamed" (default) runs the non-refresh step chunk by chunk through one
-    cache-sized workspace (`stream_chunk` elements; None = 2**18 on a CPU, whole matrices on an accelerator);
-    "unfused" is the earlier whole-matrix implementation, kept as a reference. Both give the same update up to
-    float rounding.
+    `rownorm_kernel` (keyword only): "auto" (default) runs the non-refresh step of contiguous float32 CPU
+    matrices in a compiled kernel (built on first use; `trials.optim._native`) and the rest "streamed", chunk by
+    chunk through one cache-sized workspace (`stream_chunk` elements; None = 2**18 on a CPU, whole matrices on an
+    accelerator); "native" insists on the compiled kernel (an error where it cannot be built); "unfused" is the
+    earlier whole-matrix implementation, kept as a reference. All give the same update up to float rounding;
+    `rownorm_kernels_used` says which ran.
 
     Counters for logging: `ns5_calls` and `rownorm_calls` (one per matrix update of that kind).
     FSDP2-sharded (DTensor) matrices are refused: `ShardedPeriodicRowMuon` updates them shard by shard.
@@ -114,7 +120,7 @@ class PeriodicRowMuon(Optimizer):
         adjust_lr_fn: str | None = None,
         *,
         ns_dtype: torch.dtype = torch.bfloat16,
-        rownorm_kernel: str = "streamed",
+        rownorm_kernel: str = "auto",
         stream_chunk: int | None = None,
     ) -> None:
         if isinstance(refresh_every, bool) or not isinstance(refresh_every, int) or refresh_every < 1:
@@ -131,7 +137,13 @@ class PeriodicRowMuon(Optimizer):
                stream_chunk: int | None, **defaults: Any) -> None:
         if rownorm_kernel not in ROWNORM_KERNELS:
             raise ValueError(f"rownorm_kernel={rownorm_kernel!r} is not supported; allowed: {list(ROWNORM_KERNELS)}")
+        if rownorm_kernel == "native" and native_kernel() is None:
+            raise RuntimeError(
+                f"rownorm_kernel='native' needs the compiled CPU kernel, which cannot be built here "
+                f"({native_kernel_error()}); use 'auto' (falls back to 'streamed') or 'streamed'"
+            )
         self.rownorm_kernel = rownorm_kernel
+        self.rownorm_kernels_used: set[str] = set()
         stream_chunk_for("cpu", stream_chunk)  # validates it
         self._stream_chunk = stream_chunk
         self._workspaces: dict[str, _Workspace] = {}
@@ -165,11 +177,28 @@ class PeriodicRowMuon(Optimizer):
             ws = self._workspaces[str(device)] = _Workspace(stream_chunk_for(device, self._stream_chunk))
         return ws
 
+    def _native_for(self, *tensors: Tensor) -> bool:
+        """Whether these tensors' non-refresh step runs in the compiled kernel (and note which kernel ran)."""
+        native = (self.rownorm_kernel in ("auto", "native") and native_applies(*tensors)
+                  and native_kernel() is not None)
+        self.rownorm_kernels_used.add("native" if native else
+                                      "unfused" if self.rownorm_kernel == "unfused" else "streamed")
+        return native
+
+    @staticmethod
+    def _native_step(p: Tensor, grad: Tensor, buf: Tensor, eta: float, group: dict[str, Any]) -> None:
+        native_rownorm_update_(p, grad, buf, momentum=group["momentum"], nesterov=group["nesterov"],
+                               decay=1.0 - group["lr"] * group["weight_decay"], step_size=group["gamma"] * eta,
+                               eps=group["eps"])
+
     def _rownorm(self, p: Tensor, grad: Tensor, buf: Tensor, group: dict[str, Any], eta: float) -> None:
         """The non-refresh step of one matrix (its own rows: a sharded subclass passes local shards)."""
+        if self._native_for(p, grad, buf):
+            self._native_step(p, grad, buf, eta, group)
+            return
         decay = 1.0 - group["lr"] * group["weight_decay"]
         step_size = group["gamma"] * eta
-        if self.rownorm_kernel == "streamed":
+        if self.rownorm_kernel != "unfused":
             rownorm_update_many_([p], [grad], [buf], [step_size], momentum=group["momentum"],
                                  nesterov=group["nesterov"], decay=decay, eps=group["eps"],
                                  workspace=self._workspace(p.device))
@@ -226,14 +255,25 @@ class PeriodicRowMuon(Optimizer):
 
     def _rownorm_all(self, items: list[tuple[Tensor, Tensor, Tensor, float]], group: dict[str, Any]) -> None:
         """The non-refresh step of several matrices of one group, (param, grad, buffer, shape-adjusted lr) each:
-        together where they share a device (multi-tensor operations for the small ones), else one by one."""
+        in the compiled kernel one by one where it applies; the rest together where they share a device (the fewest
+        torch calls for the small ones), else one by one."""
         if not items:
             return
         self.rownorm_calls += len(items)
+        if self.rownorm_kernel != "unfused":
+            rest = []
+            for item in items:
+                if self._native_for(*item[:3]):
+                    self._native_step(*item, group)
+                else:
+                    rest.append(item)
+            items = rest
         devices = {p.device for p, *_ in items}
-        if self.rownorm_kernel != "streamed" or len(devices) > 1:
+        if self.rownorm_kernel == "unfused" or len(devices) > 1:
             for p, grad, buf, eta in items:
                 self._rownorm(p, grad, buf, group, eta)
+            return
+        if not items:
             return
         params, grads, bufs, etas = (list(x) for x in zip(*items, strict=True))
         rownorm_update_many_(params, grads, bufs, [group["gamma"] * eta for eta in etas],
@@ -251,7 +291,7 @@ class RowNormMuon(PeriodicRowMuon):
 
     def __init__(self, params: Iterable[Tensor] | Iterable[dict[str, Any]], lr: float = 1e-3,
                  weight_decay: float = 0.1, momentum: float = 0.95, nesterov: bool = True, gamma: float = 0.15,
-                 eps: float = 1e-7, adjust_lr_fn: str | None = None, *, rownorm_kernel: str = "streamed",
+                 eps: float = 1e-7, adjust_lr_fn: str | None = None, *, rownorm_kernel: str = "auto",
                  stream_chunk: int | None = None) -> None:
         # No refresh (refresh_every=None), so Newton-Schulz never runs and its settings are placeholders.
         self._setup(params, lr=lr, weight_decay=weight_decay, momentum=momentum, nesterov=nesterov,

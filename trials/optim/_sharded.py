@@ -63,6 +63,7 @@ from torch import Tensor
 
 from ._comm import CommStats, is_dtensor, local_tensor
 from ._functional import _newton_schulz5, adjust_lr, column_sumsq_, normalized_update_, step_scales
+from ._native import native_column_apply_, native_column_sumsq_
 from ._periodic import PeriodicRowMuon, closure_loss
 
 __all__ = ["DEFAULT_BUCKET_BYTES", "ShardedPeriodicRowMuon"]
@@ -308,11 +309,15 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
                 norms = column_sums[offset : offset + n].sqrt().view(1, n)
                 if tall_updates:  # the unfused reference kept each U
                     item.apply_normalized(tall_updates[i], norms.clamp_min_(group["eps"]))
-                else:  # streamed: U recomputed chunk by chunk from g and the updated B
+                else:  # streamed or native: U recomputed from g and the updated B
                     scales = step_scales(norms, group["gamma"] * item.eta, group["eps"])
-                    normalized_update_(item.local, item.grad, item.buf, scales, momentum=group["momentum"],
-                                       nesterov=group["nesterov"], decay=item.decay,
-                                       workspace=self._workspace(item.local.device))
+                    if self._native_for(item.local, item.grad, item.buf, scales):
+                        native_column_apply_(item.local, item.grad, item.buf, scales, momentum=group["momentum"],
+                                             nesterov=group["nesterov"], decay=item.decay)
+                    else:
+                        normalized_update_(item.local, item.grad, item.buf, scales, momentum=group["momentum"],
+                                           nesterov=group["nesterov"], decay=item.decay,
+                                           workspace=self._workspace(item.local.device))
                 offset += n
                 self.rownorm_calls += 1
         return loss
@@ -340,10 +345,15 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
             n = item.layout.cols
             group = item.group
             # Squared column norms of the local rows; an empty shard contributes zeros.
-            if self.rownorm_kernel == "streamed":
-                column_sumsq_(item.grad, item.buf, sums[offset : offset + n], momentum=group["momentum"],
+            part = sums[offset : offset + n]
+            if self.rownorm_kernel != "unfused" and self._native_for(item.grad, item.buf, part):
+                native_column_sumsq_(item.grad, item.buf, part, momentum=group["momentum"],
+                                     nesterov=group["nesterov"])
+            elif self.rownorm_kernel != "unfused":
+                column_sumsq_(item.grad, item.buf, part, momentum=group["momentum"],
                               nesterov=group["nesterov"], workspace=self._workspace(item.local.device))
             else:
+                self.rownorm_kernels_used.add("unfused")
                 item.buf.lerp_(item.grad, 1.0 - group["momentum"])
                 update = item.nesterov()
                 torch.linalg.vector_norm(update, dim=0, dtype=acc, out=sums[offset : offset + n]).square_()
