@@ -26,10 +26,13 @@ __all__ = [
     "PairedDifference",
     "bootstrap_p_best",
     "check_n_boot",
+    "holm_rejections",
     "mean_interval",
     "paired_difference",
+    "pooled_se",
     "seed_matrix",
     "t_interval",
+    "t_p_value",
     "t_quantile",
 ]
 
@@ -76,6 +79,44 @@ class PairedDifference:
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "interval": list(self.interval) if self.interval else None,
                 "includes_zero": self.includes_zero}
+
+
+def t_p_value(d: PairedDifference) -> float | None:
+    """Two-sided p-value of the paired t test of `d.mean` = 0 (None with one seed). With no spread at all, 0 when
+    the mean differs from zero and 1 when it is zero."""
+    if d.sd is None or d.se is None:
+        return None
+    if d.se == 0:
+        return 1.0 if d.mean == 0 else 0.0
+    from scipy import stats
+
+    return float(2 * stats.t.sf(abs(d.mean) / d.se, d.n - 1))
+
+
+def holm_rejections(p_values: Mapping[Any, float | None], alpha: float) -> tuple[set[Any], dict[Any, float]]:
+    """Holm's step-down correction across the comparisons in `p_values` (key -> two-sided p; None counts as 1):
+    the keys whose hypothesis is rejected with the family-wise error rate held at `alpha`, and every key's
+    Holm-adjusted p-value (max over the sorted prefix of (m - i) x p_(i), capped at 1)."""
+    ordered = sorted(p_values, key=lambda k: 1.0 if p_values[k] is None else float(p_values[k]))  # type: ignore[arg-type]
+    m = len(ordered)
+    adjusted: dict[Any, float] = {}
+    running = 0.0
+    for i, key in enumerate(ordered):
+        p = 1.0 if p_values[key] is None else float(p_values[key])  # type: ignore[arg-type]
+        running = max(running, min(1.0, (m - i) * p))
+        adjusted[key] = running
+    return {k for k, p in adjusted.items() if p <= alpha}, adjusted
+
+
+def pooled_se(diffs: Sequence[PairedDifference]) -> float | None:
+    """The standard error of a paired difference pooled over comparisons: the median of their per-seed sds, /
+    sqrt(n), from the differences that have a spread (None when none has). The median, not the mean of variances:
+    one erratic comparison can neither widen its own margin nor everyone else's."""
+    spread = sorted(float(d.sd) for d in diffs if d.sd is not None)
+    if not spread:
+        return None
+    n = next(d.n for d in diffs if d.sd is not None)
+    return float(np.median(spread)) / math.sqrt(n)
 
 
 def _check_values(name: str, values: Sequence[float]) -> np.ndarray:

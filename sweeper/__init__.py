@@ -3,7 +3,7 @@
 The paper's first stage as a repeatable job: search Periodic Row-wise Muon's K and gamma on the smallest rung,
 score each pair by mean FD at 2/3, 5/6 and 6/6 of the horizon (mean over seeds, spread kept), beside AdamW and
 vanilla Muon, and pick the defaults to transfer with their uncertainty (`select_point`: each point's probability of
-being best from a paired bootstrap over seeds; points within one standard error of the best go to the larger,
+being best from a paired bootstrap over seeds; points within one pooled standard error of the best go to the larger,
 cheaper K).
 
     from sweeper import load_spec, run_sweep, load_sweep_result

@@ -305,7 +305,7 @@ class _Driver:
             return None
         return {"point_key": best[0], "objective": best[1], "provisional": True,
                 "rule": "lowest mean objective among the points scored so far; the final choice applies the "
-                        "selection rule (one standard error, larger K) and may differ"}
+                        "selection rule (one pooled standard error, larger K) and may differ"}
 
     def status(self, state: str, error: str | None = None) -> dict[str, Any]:
         return {

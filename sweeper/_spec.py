@@ -643,7 +643,7 @@ Backend = Annotated[BuiltinBackend | CommandBackend, Field(discriminator="name")
 
 class SelectionSpec(BaseModel):
     """How the sweep's winner is chosen from the ranked points (`sweeper.select_point`'s rule): among the points
-    whose paired mean difference to the lowest-mean point is within one standard error, the larger K."""
+    whose paired mean difference to the lowest-mean point is within one pooled standard error, the larger K."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
@@ -653,7 +653,7 @@ class SelectionSpec(BaseModel):
         lt=1,
         description="With a single seed (no standard error), points whose objective is within this relative "
         "distance of the best are tied (0.01: half the study's 2% 'near best' tolerance). With two seeds or more "
-        "the tie is one standard error of the paired difference instead.",
+        "the tie is one pooled standard error of the paired differences instead.",
     )
     tie_break: Literal["larger_K", "none"] = Field(
         "larger_K",

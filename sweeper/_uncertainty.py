@@ -6,8 +6,12 @@ shared with the transfer's analysis; this module holds the choice rule only.
 
 The choice rule (`select_point`), stated once here and recorded with every selection:
   1. the best point is the one with the lowest mean objective over seeds (ties: the smaller key);
-  2. the candidates are the points whose paired mean difference to the best is within one standard error of that
-     difference (sd of the per-seed differences / sqrt(n)); with a single seed there is no standard error, and the
+  2. the candidates are the points whose paired mean difference to the best is within one *pooled* standard error:
+     the median over the other points of the sd of their per-seed differences to the best, / sqrt(n), the same
+     margin for every point (as in cross-validation's one-SE rule, where the margin is not each model's own). A
+     point's own standard error would reward an erratic point with a wide margin of its own noise; the median
+     keeps one erratic point from widening anyone's margin (tests/sweeper/test_selection_noise.py). With a single
+     seed there is no standard error, and the
      candidates are the points within `tie_tolerance` (relative) of the best instead;
   3. among the candidates the larger K wins (fewer Newton-Schulz refreshes: cheaper), then the lower mean, then
      the smaller key (`tie_break="larger_K"`; with `"none"` the best point is chosen).
@@ -21,7 +25,15 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from scaling.stats import LEVEL, PairedDifference, bootstrap_p_best, check_n_boot, paired_difference, seed_matrix
+from scaling.stats import (
+    LEVEL,
+    PairedDifference,
+    bootstrap_p_best,
+    check_n_boot,
+    paired_difference,
+    pooled_se,
+    seed_matrix,
+)
 
 __all__ = [
     "Selection",
@@ -98,9 +110,10 @@ def select_points_by_key(
     diffs = {key: paired_difference(values[i], values[best_i]) for i, key in enumerate(keys)}
     notes: list[str] = []
     if n >= 2:
-        candidates = [key for key in keys if diffs[key].mean <= (diffs[key].se or 0.0)]
+        margin = pooled_se([diffs[key] for key in keys if key != best]) or 0.0
+        candidates = [key for key in keys if diffs[key].mean <= margin]
         rule = ("lowest mean objective over seeds is the reference; points whose paired mean difference to it is "
-                "within one standard error are candidates")
+                f"within one pooled standard error ({margin:.4g}, the same for every point) are candidates")
     else:
         limit = means[best] + tie_tolerance * abs(means[best])
         candidates = [key for key in keys if means[key] <= limit]
@@ -141,7 +154,7 @@ def select_point(objectives: Mapping[Any, Sequence[float]], *, n_boot: int = 200
 
     `objectives` maps a `(K, gamma)` tuple to a list of per-seed objectives, index i being the same seed for every
     point. The rule (module docstring): among points whose paired mean difference to the lowest-mean point is
-    within one standard error, the largest K, then the lower mean. `p_best` comes from `n_boot` paired bootstrap
+    within one pooled standard error, the largest K, then the lower mean. `p_best` comes from `n_boot` paired bootstrap
     resamples of the seeds (`seed` seeds the resampling) and sums to 1; tied points share it.
     Raises ValueError for an empty mapping, unequal seed counts, non-finite values or keys that are not
     `(K, gamma)` tuples.

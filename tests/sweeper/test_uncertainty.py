@@ -34,14 +34,15 @@ def test_identical_points_share_the_probability() -> None:
 def test_the_rule_picks_the_larger_K_within_one_standard_error() -> None:
     best = [40.0, 50.0, 45.0, 42.0]
     near = [b + d for b, d in zip(best, [4.0, -2.0, 3.0, -1.0], strict=True)]  # mean +1.0, SE of the diffs 1.47
-    far = [b + d for b, d in zip(best, [9.0, 11.0, 10.0, 10.0], strict=True)]  # mean +10.0, SE 0.41
+    far = [b + d for b, d in zip(best, [6.0, 14.0, 8.0, 12.0], strict=True)]  # mean +10.0, SE 1.83
     sel = select_point({(2, 0.15): best, (4, 0.15): near, (3, 0.15): far})
     d = sel.diff_to_best[(4, 0.15)]
     assert d.mean == pytest.approx(1.0) and d.se == pytest.approx(statistics.stdev([4, -2, 3, -1]) / 2)
-    assert d.mean < d.se  # within one SE
+    # within one pooled SE: the median of the two others' difference sds (2.94 and 3.65) / sqrt(4) = 1.65
+    assert d.mean < statistics.median([statistics.stdev([4, -2, 3, -1]), statistics.stdev([6, 14, 8, 12])]) / 2
     assert sel.best_by_mean == (2, 0.15) and sel.chosen == (4, 0.15)  # the cheaper K wins the tie
     assert sel.candidates == [(2, 0.15), (4, 0.15)]
-    assert "one standard error" in sel.rule and "larger K" in sel.rule
+    assert "one pooled standard error" in sel.rule and "larger K" in sel.rule
     # Without the K preference the lowest mean wins; a consistent +1.0 (SE 0) is no tie at all.
     assert select_point({(2, 0.15): best, (4, 0.15): near}, tie_break="none").chosen == (2, 0.15)
     steady = [b + 1.0 for b in best]
