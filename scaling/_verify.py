@@ -6,8 +6,12 @@ seed). Every point runs on the same seeds, so each is compared with the transfer
 
 The verdict (`verify_transfer`), for each bracket point p, from the paired difference d_p = p - center (lower is
 better, a Student-t interval at `level`):
-- `moved`: some point is better with an interval entirely below zero. The move reported is the best such point:
-  which knob changed and how (direction), and d_p with its interval (size).
+- `moved`: some point is better than the center with the family-wise error held at 1 - `level` across the bracket:
+  its paired t test rejects d_p = 0 after Holm's step-down correction over all the bracket's comparisons, with
+  d_p < 0. Uncorrected (any one of six intervals below zero), a bracket with no true move read "moved" 10-12 % of
+  the time at n=3; corrected, at most 1 - level (tests/scaling/test_verify.py simulates it). The move reported is
+  the best such point: which knob changed and how (direction), d_p with its interval (size) and its
+  Holm-adjusted p-value.
 - `held`: no point is better by more than the margin with confidence: every interval's lower end is above
   -margin, where margin = `tolerance` x the center's mean (default 2 %, the study's 'near best' tolerance). A point
   may still look slightly better on average; the data exclude that it is better by more than the margin.
@@ -25,7 +29,15 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ._errors import ScalingInputError
-from .stats import bootstrap_p_best, check_n_boot, paired_difference, seed_matrix, t_quantile
+from .stats import (
+    bootstrap_p_best,
+    check_n_boot,
+    holm_rejections,
+    paired_difference,
+    seed_matrix,
+    t_p_value,
+    t_quantile,
+)
 
 __all__ = ["TransferVerdict", "verification_design", "verify_transfer"]
 
@@ -144,21 +156,24 @@ def verify_transfer(
     c_mean = float(values[keys.index(center)].mean())
     margin = tolerance * abs(c_mean)
     knobs = {k: dict((points or {}).get(k, {})) for k in objectives}
-    docs = {k: d.to_dict() for k, d in diffs.items()}
+    rejected, p_holm = holm_rejections({k: t_p_value(d) for k, d in diffs.items()}, 1 - level)
+    docs = {k: {**d.to_dict(), "p_holm": p_holm[k]} for k, d in diffs.items()}
     notes: list[str] = []
     if n < 2:
         return TransferVerdict("inconclusive", knobs[center] or {"label": center}, n, margin, level, None, None, docs,
                                p_best, "one seed: no spread to judge the differences by; run at least two", notes)
-    better = {k: d for k, d in diffs.items() if d.interval is not None and d.interval[1] < 0}
+    better = {k: d for k, d in diffs.items() if k in rejected and d.mean < 0}
     if better:
         k = min(better, key=lambda x: better[x].mean)
         move = {"point": k, "knobs": knobs[k], "change": _change(knobs[center], knobs[k]),
-                "diff": better[k].to_dict()}
+                "diff": docs[k]}
         reason = (f"{k} is better than the transferred point by {-better[k].mean:.4g} "
                   f"({level:.0%} CI of the difference [{better[k].interval[0]:.4g}, {better[k].interval[1]:.4g}], "  # type: ignore[index]
-                  f"n={n})")
+                  f"n={n}; Holm-adjusted p={p_holm[k]:.3g} over the bracket's {len(diffs)} comparisons)")
         return TransferVerdict("moved", knobs[center] or {"label": center}, n, margin, level, move, None, docs,
                                p_best, reason, notes)
+    # Held needs every point's interval above -margin (an intersection-union test: each must hold, so no
+    # correction is needed for it to keep its level).
     unsettled = {k: d for k, d in diffs.items() if d.interval is not None and d.interval[0] <= -margin}
     if not unsettled:
         reason = (f"no bracket point is better than the transferred point by more than {margin:.4g} "

@@ -76,3 +76,30 @@ def test_bad_input_is_a_clear_error() -> None:
         verify_transfer({**objectives, "K+1": [1.0, 2.0, float("nan"), 3.0]}, "center")
     one = verify_transfer({"center": [100.0], "K+1": [90.0]}, "center")
     assert one.verdict == "inconclusive" and one.seeds_needed is None and "one seed" in one.reason
+
+
+@pytest.mark.parametrize("noise", ["shared seed, equal point noise", "shared seed, unequal point noise"])
+def test_a_bracket_with_no_true_move_reads_moved_at_most_five_percent_of_the_time(noise: str) -> None:
+    """Null: all seven bracket points share the center's true objective. n=3 seeds, 600 simulated brackets. The
+    uncorrected rule (any one interval below zero) is shown to exceed 5 % on the same draws, so the check can
+    fail. `pytest -s` prints both rates (docs/decisions.md quotes them)."""
+    import numpy as np
+
+    from scaling.stats import paired_difference
+
+    rng = np.random.default_rng(7)
+    sds = [6.0] * 7 if noise.startswith("shared seed, equal") else [2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 15.0]
+    labels = ["center", *(f"p{i}" for i in range(6))]
+    moved = uncorrected = 0
+    reps = 600
+    for _ in range(reps):
+        shared = rng.normal(0.0, 18.0, 3)
+        objectives = {label: list(300.0 + shared + rng.normal(0.0, sd, 3)) for label, sd in zip(labels, sds,
+                                                                                                strict=True)}
+        moved += verify_transfer(objectives, "center", n_boot=1).verdict == "moved"
+        uncorrected += any(paired_difference(objectives[k], objectives["center"]).interval[1] < 0  # type: ignore[index]
+                           for k in labels[1:])
+    print(f"\n{noise}: 'moved' under the null {moved / reps:.1%} (Holm), {uncorrected / reps:.1%} uncorrected, "
+          f"{reps} brackets of 7 points, n=3")
+    assert moved / reps <= 0.05
+    assert uncorrected / reps > 0.05
