@@ -289,20 +289,38 @@ def _time_saving(step_logs: Sequence[float], timing: Mapping[str, Any] | None, s
 
 def _plateau_summary(at: Sequence[TransferRun], curve: str, rung_horizon: int | None,
                      plateau_spec: PlateauSpec) -> dict[str, Any]:
-    """Plateau per run and the rung's flag: undertrained when most of its checked runs are."""
-    checks = {}
+    """Plateau per run, per arm and the rung's flags. An arm is undertrained when most of its checked runs still
+    fall by more than max_drop over the window, and rising when most got worse by more than that; the rung is
+    flagged when any arm is (one vote pooled over arms would hide one undertrained arm among two plateaued ones)."""
+    checks: dict[str, Any] = {}
+    arm_of: dict[str, str] = {}
     for r in at:
         points = _points(r, curve)
         if points:
             s, _, v = zip(*points, strict=True)
             checks[r.run_id] = plateau(s, v, horizon=r.horizon or rung_horizon or s[-1],
                                        window=plateau_spec.window, max_drop=plateau_spec.max_drop)
+            arm_of[r.run_id] = r.arm
+    arms: dict[str, dict[str, Any]] = {}
+    for arm in sorted(set(arm_of.values())):
+        mine = [c for rid, c in checks.items() if arm_of[rid] == arm and c.checked]
+        arms[arm] = {
+            "runs_checked": len(mine),
+            "runs_flagged": sum(c.undertrained for c in mine),
+            "runs_rising": sum(c.rising for c in mine),
+            "undertrained": bool(mine) and sum(c.undertrained for c in mine) > len(mine) / 2,
+            "rising": bool(mine) and sum(c.rising for c in mine) > len(mine) / 2,
+            "median_drop": statistics.median(c.drop for c in mine if c.drop is not None) if mine else None,
+        }
     checked = [c for c in checks.values() if c.checked]
-    flagged = sum(c.undertrained for c in checked)
     return {
-        "undertrained": bool(checked) and flagged > len(checked) / 2,
-        "runs_flagged": flagged, "runs_checked": len(checked), "window": plateau_spec.window,
-        "max_drop": plateau_spec.max_drop,
+        "undertrained": any(a["undertrained"] for a in arms.values()),
+        "rising": any(a["rising"] for a in arms.values()),
+        "undertrained_arms": [arm for arm, a in arms.items() if a["undertrained"]],
+        "rising_arms": [arm for arm, a in arms.items() if a["rising"]],
+        "arms": arms,
+        "runs_flagged": sum(c.undertrained for c in checked), "runs_rising": sum(c.rising for c in checked),
+        "runs_checked": len(checked), "window": plateau_spec.window, "max_drop": plateau_spec.max_drop,
         "median_drop": statistics.median(c.drop for c in checked if c.drop is not None) if checked else None,
         "runs": {rid: c.drop for rid, c in checks.items()},
     }
@@ -461,9 +479,12 @@ def target_table(report: Mapping[str, Any], searched_arm: str) -> list[str]:
                          f"{_ms(a['time_to_best_s']):>16} "
                          f"{_num(1e3 * a['step_time_s'] if a['step_time_s'] else None, '.1f'):>8}")
         p = e["plateau"]
-        state = "UNDERTRAINED" if p["undertrained"] else "plateau ok"
+        flags = [f"UNDERTRAINED ({', '.join(p.get('undertrained_arms', []))})" if p["undertrained"] else "",
+                 f"RISING ({', '.join(p.get('rising_arms', []))})" if p.get("rising") else ""]
+        state = "; ".join(f for f in flags if f) or "plateau ok"
         lines.append(f"{'':<10} {state}: {p['runs_flagged']}/{p['runs_checked']} runs still falling > "
-                     f"{100 * p['max_drop']:.0f}% over the last {p['window']:.2g} (median drop "
+                     f"{100 * p['max_drop']:.0f}%, {p.get('runs_rising', 0)} rising > {100 * p['max_drop']:.0f}% "
+                     f"over the last {p['window']:.2g} (median drop "
                      f"{_num(100 * p['median_drop'] if p['median_drop'] is not None else None, '.1f')}%); "
                      f"curve {e['curve']}")
     lines.append("held: of the seeds that reached the target, those still at or below it at their last point")

@@ -106,9 +106,10 @@ class Plateau:
 
     `drop` is the relative fall of the least-squares line through log(value) against step over the window,
     `1 - exp(slope * window_steps)`: 0.1 means the curve lost 10% of its value over the window (positive:
-    still improving). `undertrained` is `drop > max_drop`. `n_points` checkpoints fell in the window; with
-    fewer than 3 there is no slope to trust and `drop` is None (and the run is not flagged, but `checked` is
-    False so a report can say so).
+    still improving). `undertrained` is `drop > max_drop`; `rising` is the other direction, `drop < -max_drop`:
+    the curve got worse by more than max_drop over the window (overfitting, or an unstable end), which a
+    "plateau ok" must not hide. `n_points` checkpoints fell in the window; with fewer than 3 there is no slope to
+    trust and `drop` is None (and the run is not flagged, but `checked` is False so a report can say so).
     """
 
     drop: float | None
@@ -117,6 +118,7 @@ class Plateau:
     n_points: int
     window: float
     max_drop: float
+    rising: bool = False
 
 
 def plateau(
@@ -155,5 +157,5 @@ def plateau(
     slope = float(np.polyfit(s[keep], np.log(v[keep]), 1)[0])
     drop = 1.0 - math.exp(slope * (end - start))
     return Plateau(drop=drop, undertrained=drop > max_drop, checked=True, n_points=n, window=window,
-                   max_drop=max_drop)
+                   max_drop=max_drop, rising=drop < -max_drop)
 

@@ -84,3 +84,14 @@ def test_plateau_needs_three_points_in_the_window() -> None:
     assert check == Plateau(drop=None, undertrained=False, checked=False, n_points=2, window=0.2, max_drop=0.1)
     with pytest.raises(ValueError, match="window"):
         plateau([1, 2, 3], [3.0, 2.0, 1.0], window=0)
+
+
+def test_plateau_flags_a_rising_tail_too() -> None:
+    steps = [600, 800, 1000, 1200, 1400, 1600, 1800]
+    rising = [400 * 1.1 ** (s / 200) for s in steps]  # +10 % per 200 steps: worse by 1.1^3 - 1 = 33.1 %
+    check = plateau(steps, rising, horizon=1800)
+    assert check.checked and check.drop == pytest.approx(1 - 1.1**3)
+    assert check.rising and not check.undertrained
+    slight = [100.0, 99.0, 98.0, 98.5, 99.0, 99.5, 100.0]  # up 1.5 % over the window: neither flag
+    check = plateau(steps, slight, horizon=1800)
+    assert check.drop < 0 and not check.rising and not check.undertrained

@@ -112,6 +112,30 @@ def test_too_few_seeds_reaching_is_reported_as_such_never_as_a_number() -> None:
     assert "0 of 3 paired seeds reached" in result.table()
 
 
+def test_plateau_is_judged_per_arm_and_a_rising_arm_is_flagged() -> None:
+    """cpu-s: periodic and muon flat, adamw still falling on both seeds. Pooled over the six runs that is 2 of 6 (no
+    flag); per arm, adamw is undertrained and the rung says so. cpu-m: muon's curve rises over the last third."""
+    from dataclasses import replace
+
+    def rising(run: TransferRun) -> TransferRun:
+        return replace(run, track=tuple((s, t, f if s <= 14 else f + 12.0 * (s - 14)) for s, t, f in run.track))
+
+    runs = [_run("cpu-s", a, s, flat_after=None if a == "adamw" else 14) for a in ARMS for s in (0, 1)]
+    runs += [rising(_run("cpu-m", a, s, flat_after=14)) if a == "muon" else _run("cpu-m", a, s, flat_after=14)
+             for a in ARMS for s in (0, 1)]
+    result = _result(runs, ["cpu-s", "cpu-m"], seeds=(0, 1))
+    report = result.targets()["rungs"]
+    cpu_s, cpu_m = report["cpu-s"]["plateau"], report["cpu-m"]["plateau"]
+    assert cpu_s["runs_flagged"] == 2 and cpu_s["runs_checked"] == 6  # the pooled vote would say "ok"
+    assert cpu_s["undertrained"] and cpu_s["undertrained_arms"] == ["adamw"] and not cpu_s["rising"]
+    assert cpu_s["arms"]["adamw"] == {**cpu_s["arms"]["adamw"], "runs_flagged": 2, "undertrained": True}
+    assert cpu_m["rising"] and cpu_m["rising_arms"] == ["muon"] and not cpu_m["undertrained"]
+    assert cpu_m["arms"]["muon"]["runs_rising"] == 2 and cpu_m["arms"]["muon"]["median_drop"] < -0.1
+    assert result.undertrained_rungs() == ["cpu-s"]
+    table = result.table()
+    assert "UNDERTRAINED (adamw)" in table and "RISING (muon)" in table
+
+
 def test_plateau_flags_a_rung_still_improving_and_clears_a_flat_one() -> None:
     runs = [_run("cpu-xs", a, s) for a in ARMS for s in (0, 1)] + \
            [_run("cpu-s", a, s, flat_after=14) for a in ARMS for s in (0, 1)]
