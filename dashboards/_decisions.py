@@ -45,6 +45,7 @@ def decision_notes(doc: Mapping[str, Any] | None) -> list[str]:
     p = (unc.get("p_best") or {}).get(unc.get("chosen", chosen))
     notes = [f"choice: {chosen}" + (f" (P(best) {p:.2f} on the sweep's seeds)" if p is not None else "")
              + f"; rule: {sel.get('rule', '')}"]
+    notes += [f"WARNING: {w}" for w in sel.get("warnings", [])]
     ranked = sorted((unc.get("p_best") or {}).items(), key=lambda kv: -kv[1])[:5]
     if ranked:
         notes.append("P(best), paired bootstrap over seeds: " + ", ".join(f"{k} {v:.2f}" for k, v in ranked))

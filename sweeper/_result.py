@@ -59,6 +59,7 @@ class SweepResult:
             "eval_steps": self.eval_steps,
             "seeds": self.seeds,
             "selection": self.selection.to_dict() if self.selection is not None else None,
+            "warnings": self.selection.warnings if self.selection is not None else [],
             "points": [p.to_dict() for p in self.points],
             "baselines": [b.to_dict() for b in self.baselines],
             "counts": self.counts,
@@ -103,6 +104,7 @@ class SweepResult:
             on_fresh = " on the confirmation's fresh seeds" if s.choice_confirmed else ""
             p_best = f", P(best) {s.chosen_p_best:.2f}{on_fresh}" if s.chosen_p_best is not None else ""
             lines += ["", f"chosen: {s.point.point_key} (objective {_num(s.point.objective)}{p_best}); rule: {s.rule}"]
+            lines += [f"WARNING: {w}" for w in s.warnings]
             if s.runner_up is not None:
                 lines.append(f"runner-up: {s.runner_up.point_key}, gap {_num(s.gap_abs)} ({s.gap_rel:+.2%})"
                              + (f"; pooled seed std {_num(s.pooled_seed_std)}" if s.pooled_seed_std else ""))

@@ -133,8 +133,24 @@ class SweepSelection:
             return self.confirmation["p_best"].get(self.point.point_key)
         return self.p_best.get(self.point.point_key)
 
+    @property
+    def loses_to(self) -> list[str]:
+        """Baselines the chosen point is worse than with confidence: the paired interval of chosen - baseline lies
+        entirely above zero (lower objective is better)."""
+        return [name for name, d in self.vs_baselines_paired.items()
+                if d.interval is not None and d.interval[0] > 0]
+
+    @property
+    def warnings(self) -> list[str]:
+        """What a reader of the choice must see beside it: one line per baseline the chosen point loses to."""
+        return [f"the chosen point is worse than {name} with confidence: "
+                f"{self.vs_baselines_paired[name].describe('chosen', name, 'FD')}; the grid may lie outside the "
+                "useful range (e.g. its lr)" for name in self.loses_to]
+
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
+        out["loses_to"] = self.loses_to
+        out["warnings"] = self.warnings
         out["uncertainty"] = self.uncertainty.to_dict() if self.uncertainty is not None else None
         out["vs_baselines_paired"] = {k: v.to_dict() for k, v in self.vs_baselines_paired.items()}
         return out

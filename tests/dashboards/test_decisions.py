@@ -30,3 +30,10 @@ def test_decision_notes_state_the_choice_the_curse_the_budgets_and_the_paired_cl
     assert "- adamw (objective, paired over seeds): -122, 95% CI [-156, -88.6], n=6" in text
     assert "adamw 3 setting(s), 9 trials" in text
     assert decision_notes(None) == [] and decision_notes({"selection": None}) == []
+
+
+def test_a_losing_choice_is_flagged_right_under_the_choice() -> None:
+    warning = "the chosen point is worse than adamw with confidence: chosen - adamw = +300 FD, 95 % CI [+250, +350]"
+    doc = {"selection": {"point": {"point_key": "K=3,gamma=0.25"}, "rule": "r", "warnings": [warning]}}
+    notes = decision_notes(doc)
+    assert notes[0].startswith("choice: K=3,gamma=0.25") and notes[1] == f"WARNING: {warning}"

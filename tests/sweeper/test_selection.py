@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from sweeper import TrialRecord, select_best, summarise_points
+from sweeper import SweepResult, TrialRecord, select_best, summarise_points
 
 
 def _rec(k: int, gamma: float, seed: int, objective: float | None, status: str = "SUCCEEDED",
@@ -89,7 +89,7 @@ def _seeded(k: int, gamma: float, values: list[float]) -> list[TrialRecord]:
     return [_rec(k, gamma, seed, v) for seed, v in enumerate(values)]
 
 
-def test_with_seeds_the_sweep_chooses_by_one_standard_error_and_records_the_uncertainty() -> None:
+def test_with_seeds_the_sweep_chooses_by_one_standard_error_and_recordsthe_uncertainty() -> None:
     # K=2 has the lowest mean; K=4 is +1.0 on average with per-seed differences 4, -2, 3, -1 (SE 1.47): not told
     # apart, so the cheaper K=4 is chosen. K=3 is +10 on average (6 to 14): clearly worse.
     best, near = [40.0, 50.0, 45.0, 42.0], [44.0, 48.0, 48.0, 41.0]
@@ -114,3 +114,29 @@ def test_with_seeds_the_sweep_chooses_by_one_standard_error_and_records_the_unce
     assert muon.mean == pytest.approx(1.0 - (-1.0)) and muon.includes_zero
     doc = sel.to_dict()
     assert doc["uncertainty"]["chosen"] == "K=4,gamma=0.15" and doc["vs_baselines_paired"]["muon"]["n"] == 4
+
+
+def test_a_choice_worse_than_a_baseline_with_confidence_says_so() -> None:
+    """A grid whose every point is far worse than both baselines (an lr outside the useful range) still has a
+    chosen point; the choice carries a warning per baseline it loses to, and a baseline it cannot be told apart
+    from gets none."""
+    best = [400.0, 420.0, 410.0]
+    records = [*_seeded(2, 0.15, best), *_seeded(3, 0.15, [b + 5 for b in best]),
+               *(_base("adamw", s, b / 7) for s, b in enumerate(best)),
+               *(_base("muon", s, b + d) for s, (b, d) in enumerate(zip(best, [-30.0, 40.0, 5.0], strict=True)))]
+    seeds = [0, 1, 2]
+    sel = select_best(summarise_points(records, seeds), baselines=summarise_points(records, seeds, "baseline"))
+    assert sel is not None and sel.loses_to == ["adamw"]
+    assert len(sel.warnings) == 1 and sel.warnings[0].startswith("the chosen point is worse than adamw with confidence")
+    assert "(adamw is better)" in sel.warnings[0]
+    doc = sel.to_dict()
+    assert doc["loses_to"] == ["adamw"] and doc["warnings"] == sel.warnings
+    result = SweepResult(sweep_id="w-1", name="w", state="SUCCEEDED", parent_run_id="p", tracking_uri="u",
+                         experiment="e", eval_steps=[20], seeds=seeds, selection=sel,
+                         points=summarise_points(records, seeds), baselines=summarise_points(records, seeds,
+                                                                                              "baseline"),
+                         trials=records)
+    lines = result.table().splitlines()
+    chosen = next(i for i, line in enumerate(lines) if line.startswith("chosen: "))
+    assert lines[chosen + 1].startswith("WARNING: the chosen point is worse than adamw with confidence")
+    assert result.selection_document()["warnings"] == sel.warnings  # what /best answers with
