@@ -73,15 +73,22 @@ def targets_html(summary: Mapping[str, Any]) -> str:
     for rung, e in report["rungs"].items():
         for base, c in e["comparisons"].items():
             if c["status"] != "ok":
-                comp_rows.append([_e(rung), _e(base), _e(c["note"]), "—", "—", "—"])
+                comp_rows.append([_e(rung), _e(base), _e(c["note"]), "—", "—", "—", "—"])
                 continue
             ttb = c.get("time_to_best_saving_pct")
+            saving = c.get("time_saving_pct") or {}
+            power = "—"
+            if saving.get("detectable_pct") is not None:
+                needed = saving.get("seeds_for_10pct")
+                power = (f"{saving['detectable_pct']:.0f} %; {needed if needed is not None else '> 1000'} seeds "
+                         "for 10 %")
             comp_rows.append([_e(rung), _e(base), _interval(c["steps_to_target_ratio"]),
                               step_ratio_text(c) if c.get("step_time_ratio") is not None else "—",
-                              _interval(c.get("time_saving_pct"), " %"),
+                              _interval(c.get("time_saving_pct"), " %"), power,
                               _interval(ttb, " %") if ttb else "—"])
     parts.append(_table(["rung", "baseline", "steps-to-target ratio (optimizer)", "per-step time ratio (systems, "
-                         "isolated)", "time saving = 1 - product", "time-to-best saving (paper's definition)"],
+                         "isolated)", "time saving = 1 - product", "detectable saving (80 % power); seeds needed "
+                         "for 10 %", "time-to-best saving (paper's definition)"],
                         comp_rows, f"{summary.get('searched_arm', 'searched arm')} against each baseline, paired "
                         "over seeds: mean, 95% interval, n"))
     for metric, fit in (summary.get("fits") or {}).items():

@@ -281,10 +281,36 @@ def _time_saving(step_logs: Sequence[float], timing: Mapping[str, Any] | None, s
         half = t_quantile(level, df) * math.sqrt(var)
         # A larger product is a smaller saving: the interval's ends swap.
         out.update(lo=100 * (1 - math.exp(center + half)), hi=100 * (1 - math.exp(center - half)), level=level)
+        out.update(_power(statistics.variance(step_logs), n, var_t, df_t, level))
     out["definition"] = ("1 - steps-to-target ratio x per-step time ratio (positive: faster); the interval carries "
                          "the seeds' spread" + (" and, with 2 or more timing rounds, the timing's" if var_t is not None
                                                 else " (one timing round: no timing spread to carry)"))
     return out
+
+
+POWER = 0.8  # the power the detectable saving and the seeds needed are stated at
+_MAX_SEEDS_NEEDED = 1000
+
+
+def _detectable_log(var_seed: float, n: int, var_t: float | None, df_t: int | None, level: float) -> float:
+    """The smallest |log product| a two-sided test at `level` detects with probability POWER, for n seeds."""
+    var = var_seed / n + (var_t or 0.0)
+    if var <= 0:
+        return 0.0
+    df = var**2 / ((var_seed / n) ** 2 / max(n - 1, 1) + (var_t**2 / df_t if var_t and df_t else 0.0))
+    # t quantiles: two-sided at `level` plus one-sided at POWER (t_quantile is two-sided: 2 * POWER - 1 gives it)
+    return (t_quantile(level, df) + t_quantile(2 * POWER - 1, df)) * math.sqrt(var)
+
+
+def _power(var_seed: float, n: int, var_t: float | None, df_t: int | None, level: float) -> dict[str, Any]:
+    """What the study could detect, from the observed spreads (seeds' paired log ratios, timing rounds): the
+    smallest time saving detectable with POWER at `level` with these n seeds, and the seeds needed to detect a
+    10 % saving (None when even 1000 seeds would not, because the timing rounds' spread alone is too wide)."""
+    detectable = 100 * (1 - math.exp(-_detectable_log(var_seed, n, var_t, df_t, level)))
+    target = -math.log(0.9)
+    needed = next((m for m in range(2, _MAX_SEEDS_NEEDED + 1)
+                   if _detectable_log(var_seed, m, var_t, df_t, level) <= target), None)
+    return {"detectable_pct": detectable, "seeds_for_10pct": needed, "power": POWER}
 
 
 def _plateau_summary(at: Sequence[TransferRun], curve: str, rung_horizon: int | None,
@@ -497,8 +523,13 @@ def target_table(report: Mapping[str, Any], searched_arm: str) -> list[str]:
                 lines.append(f"  {rung:<10} vs {base:<8} {c['note']}")
                 continue
             saving = c.get("time_saving_pct")
+            power = ""
+            if saving and saving.get("detectable_pct") is not None:
+                needed = saving.get("seeds_for_10pct")
+                power = (f"; detectable with {100 * saving['power']:.0f} % power: {saving['detectable_pct']:.0f} %, "
+                         f"seeds for 10 %: {needed if needed is not None else '> 1000 (timing spread)'}")
             lines.append(
                 f"  {rung:<10} vs {base:<8} steps-to-target ratio {_interval(c['steps_to_target_ratio'])} x "
                 f"per-step time ratio {step_ratio_text(c)} (isolated) = time saving "
-                + (_interval(saving, '.1f', '+') + " %" if saving else "- (no timing)"))
+                + (_interval(saving, '.1f', '+') + " %" if saving else "- (no timing)") + power)
     return lines

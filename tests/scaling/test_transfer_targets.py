@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from typing import Any
 
 import pytest
@@ -399,3 +400,26 @@ def test_the_time_savings_interval_carries_the_timing_spread_as_well_as_the_seed
     assert single["timing_rounds"] == 1 and "no timing spread" in single["definition"]
     ratio = _result(runs, ["cpu-xs"]).targets()["rungs"]["cpu-xs"]["comparisons"]["muon"]["steps_to_target_ratio"]
     assert single["lo"] == pytest.approx(100 * (1 - ratio["hi"] * 0.5))  # one round: the old, seeds-only interval
+
+
+def test_the_saving_states_what_the_study_could_detect() -> None:
+    """Power from the observed spread: with seed logs of sd s and n=3 (no timing spread), the detectable log effect
+    is (t(0.975, 2) + t(0.80, 2)) x s / sqrt(3); the seeds needed for 10 % are the first n where that falls to
+    -log(0.9). A study with 1.5x the spread needs more seeds."""
+    from scipy import stats as st
+
+    from scaling._rungs import _time_saving
+
+    logs = [math.log(x) for x in (1.22, 1.06, 1.40)]
+    out = _time_saving(logs, None, 0.79)
+    sd = statistics.stdev(logs)
+    delta = (st.t.ppf(0.975, 2) + st.t.ppf(0.8, 2)) * sd / math.sqrt(3)
+    assert out["detectable_pct"] == pytest.approx(100 * (1 - math.exp(-delta)), rel=1e-9)
+    n = out["seeds_for_10pct"]
+    at = lambda m: (st.t.ppf(0.975, m - 1) + st.t.ppf(0.8, m - 1)) * sd / math.sqrt(m)  # noqa: E731
+    assert at(n) <= -math.log(0.9) < at(n - 1)
+    wider = _time_saving([1.5 * v - 0.5 * statistics.fmean(logs) for v in logs], None, 0.79)
+    assert wider["seeds_for_10pct"] > n and wider["detectable_pct"] > out["detectable_pct"]
+    # timing rounds whose spread alone exceeds 10 % leave no seed count that detects it
+    noisy = _time_saving(logs, {"log_ratios": [-0.5, 0.4, -0.3, 0.2]}, 0.79)
+    assert noisy["seeds_for_10pct"] is None
