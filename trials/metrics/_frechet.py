@@ -224,9 +224,9 @@ def frechet_distance_infinity(
     5k..50k, a factor of 10, with 50k samples; a factor of 5 keeps the smallest subset usable at a few
     thousand). Every subset must hold at least ``2 * d`` samples (d = feature dimension), given or default:
     below that the covariance estimate is so poor that FD_N bends away from the 1/N line and the fit lands
-    far off while its R^2 still looks excellent (on Gaussians with d = 128 and a true FD of 40.8, a grid from
-    N/5 = 102 at N = 512 gave 37.9, and 32.8 at N = 256 with R^2 = 0.995; from 2d, 41.0 +- 1.7). With
-    N <= 2d there is no valid grid and it refuses (``FeatureError``) rather than return such a number.
+    far off while its R^2 still looks excellent (measured on Gaussians with d = 128: docs/targets.md, "FD-infinity's
+    subsets start at 2d", has the numbers and how they were made). With N <= 2d there is no valid grid and it
+    refuses (``FeatureError``) rather than return such a number.
     """
     x = _as_float64_features(features, "features")
     ref = reference if isinstance(reference, FeatureStats) else feature_statistics(reference)
