@@ -235,7 +235,9 @@ def run_targets(
         hit = time_to_target(steps, times, values, t["value"])
         final = _final(points)
         per_run[r.run_id] = {"reached": hit.reached, "steps": hit.step, "time_s": hit.time_s, "target": t["value"],
-                             "curve": t["curve"],
+                             "curve": t["curve"], "left_censored": hit.left_censored,
+                             # A seed that never reaches is censored at its last checkpoint (not dropped).
+                             "censored_at": None if hit.reached else float(steps[-1]),
                              # The first crossing does not see a run that crosses and then rises again: this does.
                              "below_at_end": None if final is None else final <= t["value"]}
     return targets, per_run
@@ -373,6 +375,20 @@ def _compare(ours: dict[int, dict[str, Any]], theirs: dict[int, dict[str, Any]],
         comp["step_time_ratio_interval"] = ratio_doc
     comp["step_time_ratio_source"] = ("measured in isolation: short timing runs per arm at this rung"
                                       if step_ratio_time is not None else "not measured (timing.steps 0)")
+    # Censored, not dropped: a seed that did not reach counts at its last checkpoint (a restricted mean, so the
+    # ratio is a bound in the direction of the arm that failed to reach), over every paired seed.
+    def restricted(h: Mapping[str, Any]) -> float | None:
+        return h["steps"] if h["reached"] else h.get("censored_at")
+
+    full = [s for s in paired if restricted(ours[s]) and restricted(theirs[s])]
+    if len(full) >= 1 and len(full) > len(both):
+        logs = [math.log(restricted(ours[s]) / restricted(theirs[s])) for s in full]  # type: ignore[operator]
+        comp["steps_to_target_ratio_restricted"] = {
+            **_geometric(logs), "seeds_censored": {searched_arm: sum(not ours[s]["reached"] for s in full),
+                                                   base: sum(not theirs[s]["reached"] for s in full)},
+            "definition": f"{searched_arm} / {base} steps to target over every paired seed, a seed that did not "
+                          "reach counted at its last checkpoint (right-censored: a bound, not a measurement)",
+        }
     if len(both) < need:
         comp["status"] = "too_few_reached"
         comp["note"] = (f"{len(both)} of {len(paired)} paired seeds reached the target in both arms; at "
@@ -385,6 +401,12 @@ def _compare(ours: dict[int, dict[str, Any]], theirs: dict[int, dict[str, Any]],
             "per_seed": {str(s): ours[s]["steps"] / theirs[s]["steps"] for s in both},
             "definition": f"{searched_arm} / {base} steps to target, geometric mean over paired seeds",
         }
+        left = [s for s in both if ours[s].get("left_censored") or theirs[s].get("left_censored")]
+        if left:
+            comp["left_censored_seeds"] = len(left)
+            comp["note"] = (f"{len(left)} of {len(both)} seeds crossed the target at the first tracking point in one "
+                            "arm or both: their steps are upper bounds (the crossing happened before that "
+                            "point and was not observed), so for them the ratio is not a measurement")
         comp["steps_to_target_difference"] = mean_interval([ours[s]["steps"] - theirs[s]["steps"] for s in both])
         comp["time_to_target_difference_s"] = mean_interval(
             [ours[s]["time_s"] - theirs[s]["time_s"] for s in both])
@@ -441,6 +463,8 @@ def rung_report(
                 "fraction_reached": len(reached) / len(seeds_run) if seeds_run else None,
                 # Of the seeds that reached the target, those still at or below it at their last point.
                 "held_to_end": sum(bool(h["below_at_end"]) for h in reached.values()),
+                # Already below the target at the first tracking point: steps to target is an upper bound there.
+                "left_censored": sum(bool(h.get("left_censored")) for h in reached.values()),
                 "steps_to_target": _spread([h["steps"] for h in reached.values()]),
                 "time_to_target_s": _spread([h["time_s"] for h in reached.values()]),
                 "per_seed": {str(s): {"reached": h["reached"], "steps": h["steps"], "time_s": h["time_s"],
@@ -519,9 +543,15 @@ def target_table(report: Mapping[str, Any], searched_arm: str) -> list[str]:
                  "is faster):")
     for rung, e in report["rungs"].items():
         for base, c in e["comparisons"].items():
+            restricted = c.get("steps_to_target_ratio_restricted")
+            if restricted:
+                lines.append(f"  {rung:<10} vs {base:<8} censored seeds {restricted['seeds_censored']} counted at "
+                             f"their last checkpoint: steps ratio {_interval(restricted)} (a bound)")
             if c["status"] != "ok":
                 lines.append(f"  {rung:<10} vs {base:<8} {c['note']}")
                 continue
+            if c.get("note"):
+                lines.append(f"  {rung:<10} vs {base:<8} note: {c['note']}")
             saving = c.get("time_saving_pct")
             power = ""
             if saving and saving.get("detectable_pct") is not None:

@@ -41,11 +41,15 @@ DEFAULT_PLATEAU_MAX_DROP = 0.10
 
 @dataclass(frozen=True)
 class TimeToTarget:
-    """Whether a run reached the target, and the (interpolated) step and effective time at which it did."""
+    """Whether a run reached the target, and the (interpolated) step and effective time at which it did.
+
+    `left_censored`: already below the target at its first checkpoint, so the crossing happened somewhere before
+    it and `step` and `time_s` are upper bounds, not measurements."""
 
     reached: bool
     step: float | None
     time_s: float | None
+    left_censored: bool = False
 
 
 def _curve(
@@ -91,7 +95,8 @@ def time_to_target(steps: ArrayLike, times_s: ArrayLike, values: ArrayLike, targ
         return TimeToTarget(reached=False, step=None, time_s=None)
     i = int(hits[0])
     if i == 0 or v[i] == goal or not math.isfinite(v[i - 1]):
-        return TimeToTarget(reached=True, step=float(s[i]), time_s=float(t[i]))
+        return TimeToTarget(reached=True, step=float(s[i]), time_s=float(t[i]),
+                            left_censored=bool(i == 0 and v[i] < goal))
     frac = (v[i - 1] - goal) / (v[i - 1] - v[i])  # in (0, 1): v[i-1] > goal > v[i]
     return TimeToTarget(
         reached=True,

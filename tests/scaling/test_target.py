@@ -32,8 +32,13 @@ def test_first_crossing_counts_even_if_the_curve_rises_again() -> None:
     assert r.step == pytest.approx(1 + 5 / 6) and r.time_s == pytest.approx(1 + 5 / 6)
 
 
-def test_reached_at_the_first_checkpoint_is_that_checkpoint() -> None:
-    assert time_to_target(STEPS, TIMES, FD, 400.0) == TimeToTarget(True, 600.0, 30.0)
+def test_reached_at_the_first_checkpoint_is_that_checkpoint_and_flagged_left_censored() -> None:
+    # Already below 400 at the first checkpoint: the crossing was earlier, so 600 is an upper bound.
+    assert time_to_target(STEPS, TIMES, FD, 400.0) == TimeToTarget(True, 600.0, 30.0, left_censored=True)
+    # Exactly at the target there: a crossing measured at that checkpoint, not censored.
+    exact = time_to_target(STEPS, TIMES, FD, float(FD[0]))
+    assert exact.reached and exact.step == 600.0 and not exact.left_censored
+    assert not time_to_target(STEPS, TIMES, FD, 200.0).left_censored  # an interpolated crossing
 
 
 def test_unreached_target_is_never_extrapolated() -> None:

@@ -423,3 +423,22 @@ def test_the_saving_states_what_the_study_could_detect() -> None:
     # timing rounds whose spread alone exceeds 10 % leave no seed count that detects it
     noisy = _time_saving(logs, {"log_ratios": [-0.5, 0.4, -0.3, 0.2]}, 0.79)
     assert noisy["seeds_for_10pct"] is None
+
+
+def test_seeds_that_never_reach_are_censored_not_dropped_and_early_crossings_are_flagged() -> None:
+    runs = [_run("cpu-xs", a, s) for a in ARMS for s in (0, 1, 2)]
+    # adamw ends at 180 and never reaches 150: censored at its last checkpoint (24), not dropped.
+    rung = _result(runs, ["cpu-xs"], target={"rule": "fixed", "values": {"cpu-xs": 150.0}}).targets()["rungs"][
+        "cpu-xs"]
+    restricted = rung["comparisons"]["adamw"]["steps_to_target_ratio_restricted"]
+    assert restricted["seeds_censored"] == {"periodic": 0, "adamw": 3} and restricted["n"] == 3
+    # periodic crosses 150 at step 18.75 (FD 300 - 8 s, interpolated); adamw counts at 24 on every seed
+    assert restricted["mean"] == pytest.approx(18.75 / 24)
+    assert "not a measurement" in restricted["definition"]
+    # a target every arm is already below at the first tracking point (step 2: FD 284, 280, 290)
+    early = _result(runs, ["cpu-xs"], target={"rule": "fixed", "values": {"cpu-xs": 295.0}}).targets()["rungs"][
+        "cpu-xs"]
+    assert early["arms"]["periodic"]["left_censored"] == 3 and early["arms"]["adamw"]["left_censored"] == 3
+    vs_muon = early["comparisons"]["muon"]
+    assert vs_muon["status"] == "ok" and vs_muon["left_censored_seeds"] == 3
+    assert "crossed the target at the first tracking point" in vs_muon["note"]
