@@ -55,8 +55,12 @@ def targets_html(summary: Mapping[str, Any]) -> str:
     rows = []
     for rung, e in report["rungs"].items():
         p = e["plateau"]
-        plateau = (f"<strong>undertrained</strong> ({p['runs_flagged']}/{p['runs_checked']})" if p["undertrained"]
-                   else f"ok ({p['runs_flagged']}/{p['runs_checked']} flagged)")
+        flags = [f"<strong>undertrained</strong>: {_e(', '.join(p.get('undertrained_arms', [])))}"
+                 if p["undertrained"] else "",
+                 f"<strong>rising</strong>: {_e(', '.join(p.get('rising_arms', [])))}" if p.get("rising") else ""]
+        plateau = ("; ".join(f for f in flags if f) + f" ({p['runs_flagged']}/{p['runs_checked']} falling, "
+                   f"{p.get('runs_rising', 0)} rising)") if any(flags) else (
+                   f"ok ({p['runs_flagged']}/{p['runs_checked']} flagged)")
         for arm, a in e["arms"].items():
             rows.append([_e(rung), _f(e["horizon"]), _f(e["target"]), _e(e["curve"]), _e(arm),
                          f"{a['reached']}/{a['seeds']}", f"{a.get('held_to_end', 0)}/{a['reached']}",
@@ -91,6 +95,16 @@ def targets_html(summary: Mapping[str, Any]) -> str:
                          "for 10 %", "time-to-best saving (paper's definition)"],
                         comp_rows, f"{summary.get('searched_arm', 'searched arm')} against each baseline, paired "
                         "over seeds: mean, 95% interval, n"))
+    sens_rows = []
+    for rung, e in report["rungs"].items():
+        for base, rows_ in ((e.get("sensitivity") or {}).get("comparisons") or {}).items():
+            cells = [f"{_f(r['target'], 3)}: " + (_interval(r["ratio"]) if r["ratio"] else "— (n=0)") for r in rows_]
+            sens_rows.append([_e(rung), _e(base), "<br>".join(cells)])
+    if sens_rows:
+        parts.append(_table(["rung", "baseline", "target level: steps-to-target ratio [95% interval], n"], sens_rows,
+                            "the paired steps-to-target ratio against where the target is drawn, from the best "
+                            "arm's mean final value to 1.5 x the worst's: an answer that holds only near the "
+                            "declared target depends on it"))
     for metric, fit in (summary.get("fits") or {}).items():
         if "error" in fit:
             parts.append(f"<p>no {_e(metric)} fit: {_e(fit['error'])}</p>")

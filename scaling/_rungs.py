@@ -483,8 +483,52 @@ def rung_report(
             entry["comparisons"][base] = _compare(ours, theirs, by_arm, base=base, searched_arm=searched_arm,
                                                   timing=timing, need=need, time_to_best=time_to_best,
                                                   timing_runs=(step_time_runs or {}).get(rung))
+        entry["sensitivity"] = target_sensitivity(by_arm, t["curve"], searched_arm=searched_arm,
+                                                  bases=[a for a in arms if a != searched_arm])
         out["rungs"][rung] = entry
     out["per_run"] = per_run
+    return out
+
+
+SENSITIVITY_LEVELS = 12
+
+
+def target_sensitivity(by_arm: Mapping[str, Mapping[int, TransferRun]], curve: str, *, searched_arm: str,
+                       bases: Sequence[str], levels: int = SENSITIVITY_LEVELS) -> dict[str, Any]:
+    """The paired steps-to-target ratio of `searched_arm` against each base at `levels` target values spread evenly
+    from the best arm's mean final value up to 1.5 x the worst arm's: whether the answer depends on where the
+    target line was drawn. At each level: the geometric mean ratio with its interval over the seeds where both
+    arms reached it (n), and how many paired seeds that is."""
+    finals: dict[str, list[float]] = {}
+    for arm, seeds in by_arm.items():
+        finals[arm] = [f for r in seeds.values() if (f := _final(_points(r, curve))) is not None]
+    means = [statistics.fmean(v) for v in finals.values() if v]
+    if not means or searched_arm not in by_arm:
+        return {"levels": [], "comparisons": {}}
+    low, high = min(means), 1.5 * max(means)
+    grid = [low + (high - low) * i / (levels - 1) for i in range(levels)] if levels > 1 and high > low else [low]
+    out: dict[str, Any] = {"levels": grid, "curve": curve, "comparisons": {}}
+
+    def steps_at(run: TransferRun, level: float) -> float | None:
+        points = _points(run, curve)
+        if not points:
+            return None
+        s, t, v = zip(*points, strict=True)
+        hit = time_to_target(s, t, v, level)
+        return hit.step if hit.reached else None
+
+    ours = by_arm[searched_arm]
+    for base in bases:
+        theirs = by_arm.get(base, {})
+        rows = []
+        for level in grid:
+            logs = []
+            for seed in sorted(set(ours) & set(theirs)):
+                a, b = steps_at(ours[seed], level), steps_at(theirs[seed], level)
+                if a and b:
+                    logs.append(math.log(a / b))
+            rows.append({"target": level, "ratio": _geometric(logs) if logs else None, "seeds_both_reached": len(logs)})
+        out["comparisons"][base] = rows
     return out
 
 

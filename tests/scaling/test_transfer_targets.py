@@ -442,3 +442,23 @@ def test_seeds_that_never_reach_are_censored_not_dropped_and_early_crossings_are
     vs_muon = early["comparisons"]["muon"]
     assert vs_muon["status"] == "ok" and vs_muon["left_censored_seeds"] == 3
     assert "crossed the target at the first tracking point" in vs_muon["note"]
+
+
+def test_the_ratio_is_drawn_against_the_target_level() -> None:
+    """Periodic's FD falls by 8 per step and Muon's by 10 from the same start, so wherever both reach a level the
+    steps ratio is 10/8 = 1.25; levels below periodic's final FD are reached by Muon alone (no ratio, n=0). The
+    grid runs from the best arm's mean final FD (Muon's 60) to 1.5 x the worst's (AdamW's 180: 270)."""
+    result = _result([_run("cpu-xs", a, s) for a in ARMS for s in (0, 1, 2)], ["cpu-xs"])
+    sens = result.targets()["rungs"]["cpu-xs"]["sensitivity"]
+    assert sens["levels"][0] == pytest.approx(60.0) and sens["levels"][-1] == pytest.approx(270.0)
+    rows = sens["comparisons"]["muon"]
+    assert len(rows) == len(sens["levels"]) == 12
+    for row in rows:
+        if row["target"] < 108.0:  # periodic ends at 300 - 8 x 24 = 108
+            assert row["seeds_both_reached"] == 0 and row["ratio"] is None
+        else:
+            assert row["seeds_both_reached"] == 3 and row["ratio"]["mean"] == pytest.approx(1.25, rel=1e-9)
+    from dashboards._targets import targets_html
+
+    html = targets_html(result.target_summary(n_boot=0))
+    assert "against where the target is drawn" in html and "60: — (n=0)" in html and "270: 1.25" in html
