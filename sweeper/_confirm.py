@@ -22,7 +22,8 @@ from ._selection import PointSummary, SweepSelection, compare_with_baselines, ru
 from ._spec import SweepSpec
 from ._uncertainty import select_points_by_key
 
-__all__ = ["CONFIRM_TAG", "apply_confirmation", "confirmation_from_tags", "confirmation_spec", "top_points"]
+__all__ = ["CONFIRM_TAG", "apply_confirmation", "confirmation_from_tags", "confirmation_spec", "controls_of",
+           "top_points"]
 
 CONFIRM_TAG = LINEAGE.CONFIRMATION
 _POINT_TAG = LINEAGE.CONFIRM_POINT
@@ -34,10 +35,26 @@ def top_points(selection: SweepSelection, top: int) -> list[PointSummary]:
     return [selection.point, *rest][:top]
 
 
-def confirmation_spec(spec: SweepSpec, points: Sequence[PointSummary], sweep_id: str) -> SweepSpec:
+def controls_of(spec: SweepSpec, selection: SweepSelection) -> list[tuple[str, dict[str, Any]]]:
+    """The controls a confirmation re-runs beside the top points: each baseline arm at its best setting on the
+    sweep's seeds (lowest objective over its lr variants), as (setting name, optimizer config)."""
+    configs = {name: cfg for b in spec.baselines for name, cfg in b.variants()}
+    best: dict[str, PointSummary] = {}
+    for b in selection.baselines:
+        if b.objective is None or b.point_key not in configs:
+            continue
+        if b.arm not in best or b.objective < best[b.arm].objective:  # type: ignore[operator]
+            best[b.arm] = b
+    return [(p.point_key, configs[p.point_key]) for _, p in sorted(best.items())]
+
+
+def confirmation_spec(spec: SweepSpec, points: Sequence[PointSummary], sweep_id: str,
+                      controls: Sequence[tuple[str, Mapping[str, Any]]] = ()) -> SweepSpec:
     """The confirmation sweep: the first point as its (single-point) search, the others as baselines of the searched
-    arm (labelled top2, top3, ...; tag `scalesweep.confirm_point` names the point), on the fresh seeds, without
-    baselines of its own, early stopping or a confirmation of its own."""
+    arm (labelled top2, top3, ...; tag `scalesweep.confirm_point` names the point), and each control (a baseline
+    arm at its best setting, `controls_of`; labelled control-<arm>) on the same fresh seeds, without early stopping
+    or a confirmation of its own. The controls measure how the fresh seeds differ from the selecting ones for
+    points nobody selected on them: the winner's curse is read against that shift."""
     first, others = points[0], points[1:]
     data = spec.model_dump(mode="json")
     data.update(
@@ -48,7 +65,10 @@ def confirmation_spec(spec: SweepSpec, points: Sequence[PointSummary], sweep_id:
                 "tags": {**data["search"].get("tags", {}), _POINT_TAG: first.point_key}},
         baselines=[{"arm": spec.search.arm, "label": f"top{i}", "optimizer": spec.search.optimizer_for(p.params),
                     "tags": {**spec.search.tags, _POINT_TAG: p.point_key}}
-                   for i, p in enumerate(others, start=2)],
+                   for i, p in enumerate(others, start=2)]
+                  + [{"arm": cfg["name"], "label": f"control-{cfg['name']}",
+                      "optimizer": {k: v for k, v in cfg.items() if k != "name"}, "tags": {_POINT_TAG: name}}
+                     for name, cfg in controls],
         early_stopping={"method": "none"},
         confirm={"top": 0},
         tags={**spec.tags, LINEAGE.CONFIRMS: sweep_id},
@@ -72,6 +92,7 @@ def apply_confirmation(selection: SweepSelection, doc: Mapping[str, Any], points
         report["points"][key] = {"selected_objective": selected, "confirmed_objective": confirmed,
                                  "winners_curse": None if selected is None else confirmed - selected,
                                  "confirmed_seed_objectives": vals}
+    _controls(selection, doc, report)
     if not complete:
         report.update(chosen=selection.point.point_key, final=False,
                       note="no confirmed point finished on every fresh seed: the choice stays the sweep's")
@@ -91,6 +112,32 @@ def apply_confirmation(selection: SweepSelection, doc: Mapping[str, Any], points
         selection.vs_baselines, selection.vs_baselines_paired = compare_with_baselines(selection.point,
                                                                                        selection.baselines)
     selection.confirmation = report
+
+
+def _controls(selection: SweepSelection, doc: Mapping[str, Any], report: dict[str, Any]) -> None:
+    """The controls' shift from the selecting seeds to the fresh ones (relative: arms differ in scale), and each
+    confirmed point's winner's curse against it: relative curse - the controls' mean relative shift."""
+    baselines = {b.point_key: b for b in selection.baselines}
+    shifts: dict[str, float] = {}
+    report["controls"] = {}
+    for name, vals in (doc.get("controls") or {}).items():
+        b = baselines.get(name)
+        if b is None or b.objective is None or not vals or any(v is None for v in vals):
+            continue
+        confirmed = sum(vals) / len(vals)
+        shifts[name] = confirmed / b.objective - 1.0
+        report["controls"][name] = {"selected_objective": b.objective, "confirmed_objective": confirmed,
+                                    "relative_shift": shifts[name], "confirmed_seed_objectives": list(vals)}
+    if not shifts:
+        report["control_note"] = "no control ran on every fresh seed: the winner's curse has no control"
+        return
+    mean_shift = sum(shifts.values()) / len(shifts)
+    report["control_shift"] = mean_shift
+    for row in report["points"].values():
+        if row["selected_objective"]:
+            relative = row["confirmed_objective"] / row["selected_objective"] - 1.0
+            row["relative_curse"] = relative
+            row["controlled_curse"] = relative - mean_shift
 
 
 def confirmation_from_tags(tags: Mapping[str, str]) -> dict[str, Any] | None:

@@ -575,10 +575,11 @@ def run_confirmation(spec: SweepSpec, selection: SweepSelection, sweep_id: str, 
                      stream: IO[str] | None = None) -> dict[str, Any]:
     """Run the confirmation sweep (`_confirm.confirmation_spec`: resumable, in `workdir/confirm`) and return the
     document for `_confirm.CONFIRM_TAG`. Here, beside `run_sweep`, because it is a sweep of its own."""
-    from ._confirm import confirmation_spec, top_points
+    from ._confirm import confirmation_spec, controls_of, top_points
 
     points = top_points(selection, spec.confirm.top)
-    sub = confirmation_spec(spec, points, sweep_id)
+    controls = controls_of(spec, selection)
+    sub = confirmation_spec(spec, points, sweep_id, controls)
     result = run_sweep(sub, workdir=workdir / "confirm", resume=True, show_progress=stream is not None,
                        stream=stream, show_table=False, log_figures=False)
     by_label = {points[0].point_key: result.points[0] if result.points else None}
@@ -587,8 +588,12 @@ def run_confirmation(spec: SweepSpec, selection: SweepSelection, sweep_id: str, 
     seeds = sub.seeds
     objectives = {key: [s.seed_objectives.get(q) for q in seeds] if s is not None else [None] * len(seeds)
                   for key, s in by_label.items()}
+    control_runs = {name: next((b for b in result.baselines if b.point_key == f"control-{cfg['name']}"), None)
+                    for name, cfg in controls}
     return {"sweep_id": result.sweep_id, "parent_run_id": result.parent_run_id, "state": result.state,
-            "seeds": seeds, "objectives": objectives}
+            "seeds": seeds, "objectives": objectives,
+            "controls": {name: [s.seed_objectives.get(q) for q in seeds] if s is not None else [None] * len(seeds)
+                         for name, s in control_runs.items()}}
 
 
 def _fit(spec: SweepSpec, driver: _Driver, workdir: Path) -> dict[str, float]:

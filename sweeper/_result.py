@@ -116,9 +116,18 @@ class SweepResult:
                              "(winner's curse = confirmed - selected objective):")
                 for key, row in c["points"].items():
                     curse = row["winners_curse"]
+                    controlled = row.get("controlled_curse")
                     lines.append(f"  {key:<28} selected {_num(row['selected_objective'])}, confirmed "
                                  f"{_num(row['confirmed_objective'])}"
-                                 + (f", winner's curse {curse:+.4g}" if curse is not None else ""))
+                                 + (f", winner's curse {curse:+.4g}" if curse is not None else "")
+                                 + (f" ({100 * controlled:+.1f} % beyond the controls' shift)"
+                                    if controlled is not None else ""))
+                for name, row in (c.get("controls") or {}).items():
+                    lines.append(f"  control {name:<20} selected {_num(row['selected_objective'])}, confirmed "
+                                 f"{_num(row['confirmed_objective'])} ({100 * row['relative_shift']:+.1f} %: "
+                                 "the fresh seeds' shift for a point nobody selected)")
+                if c.get("control_note"):
+                    lines.append(f"  {c['control_note']}")
                 lines.append(f"final choice: {c['chosen']} (before confirmation: {c['chosen_before']})"
                              if c.get("final") else str(c.get("note", "")))
             for name, rel in s.vs_baselines.items():

@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from sweeper import SweepSpec, TrialRecord, select_best, summarise_points
-from sweeper._confirm import apply_confirmation, confirmation_spec, top_points
+from sweeper._confirm import apply_confirmation, confirmation_spec, controls_of, top_points
 
 from .conftest import TINY_TRIAL
 
@@ -79,3 +79,32 @@ def test_an_unfinished_confirmation_leaves_the_choice_as_it_was() -> None:
     assert selection.point.point_key == "K=3,gamma=0.15" and selection.confirmation is not None
     assert selection.confirmation["final"] is False and "stays" in selection.confirmation["note"]
     assert not selection.choice_confirmed
+
+
+def test_the_baselines_best_settings_run_on_the_fresh_seeds_as_controls_of_the_curse() -> None:
+    """AdamW at lr x2 was its best setting: it runs again on the fresh seeds as control-adamw. The fresh seeds are
+    harder for everyone (AdamW +10 %); K=2's +20 % is then a +10 % curse beyond that shift, K=3's +2.6 % is less
+    than the shift."""
+    spec = _spec(confirm={"top": 2}, baselines=[{"arm": "adamw", "lr_factors": [1, 2]}])
+    base = [TrialRecord(trial_key=f"adamw.lr_x{f},seed={s}", point_key=f"adamw.lr_x{f}", role="baseline",
+                        arm="adamw", seed=s, status="SUCCEEDED", params={}, objective=v)
+            for f, vals in ((1, [120.0, 110.0]), (2, [100.0, 100.0])) for s, v in enumerate(vals)]
+    points = summarise_points(_records(SEARCH), [0, 1])
+    selection = select_best(points, baselines=summarise_points(base, [0, 1], "baseline"), tie_break="none")
+    assert selection is not None
+    controls = controls_of(spec, selection)
+    assert [name for name, _ in controls] == ["adamw.lr_x2"] and controls[0][1]["name"] == "adamw"
+    sub = confirmation_spec(spec, top_points(selection, 2), "c-1", controls)
+    control = next(b for b in sub.baselines if b.label == "control-adamw")
+    assert control.arm == "adamw" and control.tags["scalesweep.confirm_point"] == "adamw.lr_x2"
+    assert control.optimizer["lr"] == pytest.approx(2 * 3e-3) and sub.seeds == [2, 3]
+    doc = {"seeds": [2, 3], "objectives": {"K=2,gamma=0.15": [42.0, 42.0], "K=3,gamma=0.15": [38.0, 38.0]},
+           "controls": {"adamw.lr_x2": [110.0, 110.0]}}
+    apply_confirmation(selection, doc, points)
+    c = selection.confirmation
+    assert c is not None and c["control_shift"] == pytest.approx(0.10)
+    assert c["points"]["K=2,gamma=0.15"]["controlled_curse"] == pytest.approx(42.0 / 35.0 - 1 - 0.10)
+    assert c["points"]["K=3,gamma=0.15"]["controlled_curse"] == pytest.approx(38.0 / 37.0 - 1 - 0.10)
+    # without a control that finished, the curse is reported as uncontrolled, and says so
+    apply_confirmation(selection, {**doc, "controls": {"adamw.lr_x2": [110.0, None]}}, points)
+    assert "no control" in selection.confirmation["control_note"]
