@@ -223,7 +223,10 @@ def test_confirmation_reruns_the_top_points_on_fresh_seeds_before_the_choice_is_
     assert set(c["points"]) == {"K=3,gamma=0.15", "K=3,gamma=0.25"}
     assert (workdir / "confirm" / "sweep.json").is_file()
     confirm_runs = _runs(store_uri, "confirm", "tags.`scalesweep.confirms` = '" + result.sweep_id + "'")
-    assert len([r for r in confirm_runs if r.data.tags.get("scalesweep.kind") == "trial"]) == 2
+    # the two points and the control: AdamW at its setting on the sweep's seeds, on the fresh seed too
+    assert len([r for r in confirm_runs if r.data.tags.get("scalesweep.kind") == "trial"]) == 3
+    assert list(c["controls"]) == ["adamw"] and "control_shift" in c
+    assert row["controlled_curse"] == pytest.approx(row["relative_curse"] - c["control_shift"])
     parent = MlflowClient(store_uri).get_run(result.parent_run_id)
     assert "winners_curse" in parent.data.metrics and "scalesweep.confirmation" in parent.data.tags
     from sweeper import sweep_status
