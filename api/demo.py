@@ -147,8 +147,9 @@ PROFILES: dict[str, DemoProfile] = {
                   "trial": {"eval": {"fd_samples": 512, "reference_samples": 1024, "track_points": 6,
                                      "track_samples": 256, "track_sample_steps": 8}}},
         about="6 points (K 2-4 x gamma 0.15, 0.35) at the sweep, 240 steps, seeds 0-2, top 2 confirmed on seeds "
-        "3-5 (baselines as controls), baselines at lr x0.5/x1/x2; transfer to cpu-xs, cpu-s and cpu-m at 480 steps, 3 seeds, target "
-        "1.1 x AdamW's final mean, 6 tracking evaluations, 512 FD samples, per-step timing in isolation (3 rounds)",
+        "3-5 (baselines as controls), baselines at lr x0.5/x1/x2; transfer to cpu-xs, cpu-s and cpu-m at 480 "
+        "steps, 3 seeds, target 1.1 x AdamW's final mean, 6 tracking evaluations, 512 FD samples, per-step "
+        "timing in isolation (3 rounds)",
     ),
 }
 
