@@ -319,8 +319,7 @@ class Deployment:
         self.ray_jobs = ray_dashboard_missing() is None  # else the compose file's default: local drivers
         self.postgres = Postgres(self.folder / "postgres")
         self.components: dict[str, Component] = {}
-        self.ports = {name: free_port() for name in ("mlflow", "ray_gcs", "ray_dashboard", "head_agent",
-                                                     "worker_agent", "api")}
+        self.ports = {name: free_port() for name in ("mlflow", "ray_gcs", "ray_dashboard", "head_agent", "api")}
         self.workdir = self.folder / "work"
         self.database_url = self.postgres.url("scalesweep", "scalesweep")
         self.mlflow_database_url = self.postgres.url("mlflow", "mlflow")
@@ -381,8 +380,13 @@ class Deployment:
                     f"{self.ray_dashboard_url}/api/gcs_healthz"), self.ray_dashboard_url)
             return self._component(name, argv, env, started, self.ray_address)
         argv = [ray, "start", "--address", self.ray_address, "--num-cpus", str(self.worker_cpus),
-                "--dashboard-agent-listen-port", str(self.ports["worker_agent"]), *common]
+                "--dashboard-agent-listen-port", str(self.ports.setdefault(f"{name}_agent", free_port())), *common]
         return self._component(name, argv, env, started)
+
+    def start_worker(self, name: str) -> Component:
+        """One more Ray worker node (`ray start --address ...`), stopped with the rest; its name is its key in
+        `components` and its log's name."""
+        return self._ray_node(name, head=False)
 
     def api_env(self) -> dict[str, str]:
         """The service's environment: the compose file's `api` service, on loopback, drivers as Ray Jobs."""

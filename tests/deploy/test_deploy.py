@@ -5,59 +5,16 @@ database; recovery by itself); the Alembic migrations on PostgreSQL. Run by `mak
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import httpx
-import psycopg
 from alembic import command
 from alembic.config import Config
-from mlflow import MlflowClient
 from sqlalchemy import inspect
 
 from api._db import MIGRATIONS, make_engine, migrate
 from api.deploy_local import Deployment
 
-from ..conftest import TINY_TRIAL
-from .conftest import wait_for
-
-# As small as the service's end-to-end test's sweep: 2 grid points and AdamW, one seed, 16 steps (about a minute on
-# 2 cores). No `num_cpus`: the drivers attach to the cluster, which has its own.
-SPEC: dict[str, Any] = {
-    "name": "deploy-tiny",
-    "rung": "cpu-xs",
-    "horizon": 16,
-    "search": {"method": "grid", "space": {"K": [2, 3], "gamma": [0.15]}},
-    "baselines": ["adamw"],
-    "execution": {"concurrency": 2},
-    "trial": TINY_TRIAL,
-    "tracking": {"experiment": "deploy-tiny"},
-}
-
-
-def _sql(dep: Deployment, query: str, *args: Any) -> list[tuple[Any, ...]]:
-    with psycopg.connect(dep.database_url.replace("postgresql+psycopg", "postgresql")) as conn:
-        return conn.execute(query, args).fetchall()
-
-
-def _check_finished(dep: Deployment, api: httpx.Client, sweep: str) -> None:
-    """SUCCEEDED, every configuration once, each trial's run FINISHED in the MLflow server, none left RUNNING, and
-    the record in PostgreSQL."""
-    body = api.get(f"/v1/sweeps/{sweep}").json()
-    assert body["state"] == "SUCCEEDED", body
-    trials = api.get(f"/v1/sweeps/{sweep}/trials").json()
-    assert trials["count"] == 3 and {t["state"] for t in trials["data"]} == {"SUCCEEDED"}, trials
-    assert sorted(t["key"] for t in trials["data"]) == ["K=2,gamma=0.15,seed=0", "K=3,gamma=0.15,seed=0",
-                                                        "adamw,seed=0"]
-    mlflow = MlflowClient(tracking_uri=dep.mlflow_url)
-    for trial in trials["data"]:
-        run = mlflow.get_run(trial["run_id"])
-        assert run.info.status == "FINISHED", (trial["key"], run.info.status)
-        assert run.data.metrics, trial["key"]  # its metrics arrived on the server
-    runs = mlflow.search_runs([body["mlflow_experiment_id"]])
-    assert runs and all(r.info.status != "RUNNING" for r in runs), [(r.info.run_id, r.info.status) for r in runs]
-    assert body["mlflow_parent_run_id"] in {r.info.run_id for r in runs}
-    assert _sql(dep, "SELECT state, mlflow_parent_run_id FROM sweeps WHERE id = %s", sweep) == [
-        ("SUCCEEDED", body["mlflow_parent_run_id"])]
+from .conftest import SPEC, check_finished, sql, wait_for
 
 
 def test_the_tiny_sweep_over_rest_finishes_with_its_runs_in_mlflow_and_its_record_in_postgresql(
@@ -66,7 +23,7 @@ def test_the_tiny_sweep_over_rest_finishes_with_its_runs_in_mlflow_and_its_recor
     assert created.status_code == 201, created.text
     sweep = created.json()["id"]
     wait_for(api, f"/v1/sweeps/{sweep}", ("SUCCEEDED", "FAILED", "CANCELLED"), timeout=420)
-    _check_finished(deployment, api, sweep)
+    check_finished(deployment, api, sweep)
 
 
 def test_postgresql_stopped_mid_sweep_is_503_everywhere_and_everything_recovers_by_itself(
@@ -100,9 +57,9 @@ def test_postgresql_stopped_mid_sweep_is_503_everywhere_and_everything_recovers_
     assert ready["checks"]["database"] == "ok", ready
     assert api.get("/v1/sweeps").status_code == 200
     wait_for(api, f"/v1/sweeps/{sweep}", ("SUCCEEDED", "FAILED", "CANCELLED"), timeout=420)
-    _check_finished(deployment, api, sweep)
+    check_finished(deployment, api, sweep)
     # Nothing was created while the database was down, nothing duplicated since.
-    names = [row[0] for row in _sql(deployment, "SELECT name FROM sweeps")]
+    names = [row[0] for row in sql(deployment, "SELECT name FROM sweeps")]
     assert "during" not in names and names.count("deploy-pg-restart") == 1, names
 
 
@@ -126,7 +83,7 @@ def test_the_migrations_run_on_postgresql_from_an_empty_database_down_and_up_aga
         migrate(engine)
         assert {"sweeps", "transfers"} <= set(inspect(engine).get_table_names())
         with engine.connect() as connection:
-            version = connection.exec_driver_sql("SELECT version_num FROM alembic_version").scalar_one()
+            version = connection.exec_driversql("SELECT version_num FROM alembic_version").scalar_one()
         assert version.startswith(revisions[-1].split("_")[0]), (version, revisions)
     finally:
         engine.dispose()
