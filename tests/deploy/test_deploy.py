@@ -83,7 +83,7 @@ def test_the_migrations_run_on_postgresql_from_an_empty_database_down_and_up_aga
         migrate(engine)
         assert {"sweeps", "transfers"} <= set(inspect(engine).get_table_names())
         with engine.connect() as connection:
-            version = connection.exec_driversql("SELECT version_num FROM alembic_version").scalar_one()
+            version = connection.exec_driver_sql("SELECT version_num FROM alembic_version").scalar_one()
         assert version.startswith(revisions[-1].split("_")[0]), (version, revisions)
     finally:
         engine.dispose()
