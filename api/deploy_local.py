@@ -505,6 +505,7 @@ def main(argv: list[str] | None = None) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGINT, _terminate)  # also where it was ignored (started in the background by a shell)
     deployment = Deployment(args.folder, worker_cpus=args.worker_cpus, head_cpus=args.head_cpus,
                             api_token=os.environ.get("SCALESWEEP_API_TOKEN"), timeout_s=args.timeout)
     print(f"starting the deployment in {deployment.folder} ...", flush=True)
