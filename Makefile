@@ -21,7 +21,7 @@ INSTALL_LINE := torch: $(TORCH_LINE) | extras: $(EXTRAS)
 
 # A recipe that fails deletes its target, so a half-made stamp is never trusted.
 .DELETE_ON_ERROR:
-.PHONY: venv test test-fast lint typecheck bench clean demo FORCE
+.PHONY: venv test test-fast test-deploy deploy-local lint typecheck bench clean demo FORCE
 
 # Prerequisites, checked only when .venv must be (re)built, each failure one line naming what to install.
 ifneq ($(shell cat $(STAMP) 2>/dev/null),$(INSTALL_LINE))
@@ -84,6 +84,17 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -m "not integration" -q $(PYTEST_ARGS)
+
+# The compose topology as local processes on loopback (docs/deployment.md, "Running the deployment locally"):
+# PostgreSQL, an MLflow server, a Ray head and a worker, the service; prints the URLs, Ctrl-C stops everything.
+# Needs PostgreSQL's server binaries (Debian: postgresql) and the deploy extra (EXTRAS=all,dev,text,dino,deploy).
+deploy-local: $(STAMP)
+	$(BIN)/python -m api.deploy_local
+
+# The tests on that topology (tests/deploy, not part of `make test`): a sweep over REST, PostgreSQL stopped
+# mid-sweep, the migrations on PostgreSQL.
+test-deploy: $(STAMP)
+	$(BIN)/python -m pytest tests/deploy --durations=0 $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/optimizer_step.py

@@ -10,6 +10,7 @@ from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -22,6 +23,7 @@ __all__ = ["PROBLEM_JSON", "install_problem_handlers", "problem"]
 PROBLEM_JSON = "application/problem+json"
 MALFORMED_JSON = "malformed JSON body"  # how every body that is not JSON is refused (400)
 RETRY_AFTER_S = 1  # what a 503 for a busy database pool asks the client to wait, in seconds
+DB_DOWN_RETRY_AFTER_S = 5  # ... and one for a database that cannot be reached (stopped, restarting, network)
 log = logging.getLogger("scalesweep.api")
 
 _TITLES = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
@@ -86,6 +88,18 @@ def install_problem_handlers(app: FastAPI) -> None:
         log.warning("no database connection for %s %s within the pool timeout", request.method, request.url.path)
         return problem(503, "the service is busy (no database connection free); retry shortly",
                        instance=request.url.path, headers={"Retry-After": str(RETRY_AFTER_S)})
+
+    @app.exception_handler(DBAPIError)
+    async def _database(request: Request, exc: DBAPIError) -> JSONResponse:
+        # The database refused or dropped the connection (a server stopped or restarting): retryable, a 503 with
+        # Retry-After; the pool's pre-ping reconnects once it is back. Other driver errors stay a 500.
+        if not (isinstance(exc, OperationalError) or exc.connection_invalidated):
+            return await _unexpected(request, exc)
+        reason = (str(exc.orig or exc).splitlines() or [type(exc).__name__])[0][:200]
+        log.warning("database unavailable for %s %s: %s", request.method, request.url.path,
+                    request.app.state.settings.redact(reason))
+        return problem(503, "the database is unavailable; retry shortly", instance=request.url.path,
+                       headers={"Retry-After": str(DB_DOWN_RETRY_AFTER_S)})
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:  # never leak a traceback

@@ -130,6 +130,18 @@ def _integration(item: pytest.Item) -> bool:
             or item.get_closest_marker("integration") is not None)
 
 
+# tests/deploy starts the whole deployment (PostgreSQL, an MLflow server, a Ray cluster, the service): it runs by
+# `make test-deploy` (docs/deployment.md), not in the main suite. It is collected only when named on the command line.
+DEPLOY_TESTS = ROOT / "tests" / "deploy"
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    if collection_path != DEPLOY_TESTS:
+        return None
+    named = [Path(str(arg).split("::")[0]).resolve() for arg in config.args]
+    return not any(p == DEPLOY_TESTS or DEPLOY_TESTS in p.parents for p in named) or None
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--run-slow", action="store_true", help="also run tests marked slow (skipped by default)")
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 import urllib.request
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from fastapi import APIRouter
@@ -21,11 +24,34 @@ async def health() -> dict[str, str]:
     return {"status": "ok"}
 
 
-def _check_mlflow(uri: str) -> str:
+MLFLOW_PROBE_S = 10.0  # how long /ready waits for an MLflow server's answer
+_probes = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ready-mlflow")
+_in_flight: dict[str, Future[str]] = {}
+_in_flight_lock = threading.Lock()
+
+
+def _search_experiments(uri: str) -> str:
     from mlflow import MlflowClient
 
     MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
     return "ok"
+
+
+def _check_mlflow(uri: str) -> str:
+    """One experiment search, waited for at most MLFLOW_PROBE_S: MLflow's client retries a failing server for
+    minutes (an MLflow server whose database is down answers 500s), and a probe must answer. One search per URI is
+    in flight at a time; a probe that finds one running waits for that one. A local store (SQLite, a folder) is
+    asked directly (creating one takes seconds, and nothing retries)."""
+    if not uri.lower().startswith(("http://", "https://")):
+        return _search_experiments(uri)
+    with _in_flight_lock:
+        future = _in_flight.get(uri)
+        if future is None or future.done():
+            future = _in_flight[uri] = _probes.submit(_search_experiments, uri)
+    try:
+        return future.result(timeout=MLFLOW_PROBE_S)
+    except FutureTimeout:
+        raise TimeoutError(f"no answer within {MLFLOW_PROBE_S:g} s") from None
 
 
 def _check_ray(settings: Settings) -> str:

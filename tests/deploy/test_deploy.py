@@ -1,0 +1,89 @@
+"""Issue 37's first slice, on the real topology (tests/deploy/conftest.py): the tiny sweep over REST into a real
+MLflow server and PostgreSQL; PostgreSQL stopped mid-sweep (503s with Retry-After, never a 500; /v1/ready names the
+database; recovery by itself); the Alembic migrations on PostgreSQL. Run by `make test-deploy`."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import inspect
+
+from api._db import MIGRATIONS, make_engine, migrate
+from api.deploy_local import Deployment
+
+from .conftest import SPEC, check_finished, sql, wait_for
+
+
+def test_the_tiny_sweep_over_rest_finishes_with_its_runs_in_mlflow_and_its_record_in_postgresql(
+        deployment: Deployment, api: httpx.Client) -> None:
+    created = api.post("/v1/sweeps", json=SPEC)
+    assert created.status_code == 201, created.text
+    sweep = created.json()["id"]
+    wait_for(api, f"/v1/sweeps/{sweep}", ("SUCCEEDED", "FAILED", "CANCELLED"), timeout=420)
+    check_finished(deployment, api, sweep)
+
+
+def test_postgresql_stopped_mid_sweep_is_503_everywhere_and_everything_recovers_by_itself(
+        deployment: Deployment, api: httpx.Client) -> None:
+    created = api.post("/v1/sweeps", json={**SPEC, "name": "deploy-pg-restart"})
+    assert created.status_code == 201, created.text
+    sweep = created.json()["id"]
+    wait_for(api, f"/v1/sweeps/{sweep}", ("RUNNING",), timeout=120)
+    deployment.postgres.stop("fast")  # what an operator's restart does first
+    try:
+        routes = [("GET", "/v1/sweeps"), ("GET", f"/v1/sweeps/{sweep}"), ("GET", f"/v1/sweeps/{sweep}/trials"),
+                  ("GET", f"/v1/sweeps/{sweep}/best"), ("GET", "/v1/transfers"), ("GET", "/v1/transfers/tr-none"),
+                  ("POST", "/v1/sweeps"), ("POST", f"/v1/sweeps/{sweep}/resume"), ("POST", "/v1/sweeps/sw-none/cancel")]
+        for method, path in routes:
+            response = api.request(method, path, json={**SPEC, "name": "during"} if path == "/v1/sweeps" else None)
+            assert response.status_code == 503, (method, path, response.status_code, response.text)
+            assert response.headers["content-type"] == "application/problem+json", (method, path)
+            assert int(response.headers["retry-after"]) >= 1, (method, path)
+            assert response.json()["status"] == 503
+        ready = api.get("/v1/ready")
+        assert ready.status_code == 503, ready.text
+        assert ready.json()["checks"]["database"].startswith("unavailable"), ready.json()
+        assert api.get("/v1/health").status_code == 200  # liveness never touches the database
+        time.sleep(5)  # the job queue's passes meet the outage too
+    finally:
+        deployment.postgres.start()
+    deadline = time.time() + 60
+    while api.get("/v1/ready").status_code != 200 and time.time() < deadline:
+        time.sleep(1)
+    ready = api.get("/v1/ready").json()
+    assert ready["checks"]["database"] == "ok", ready
+    assert api.get("/v1/sweeps").status_code == 200
+    wait_for(api, f"/v1/sweeps/{sweep}", ("SUCCEEDED", "FAILED", "CANCELLED"), timeout=420)
+    check_finished(deployment, api, sweep)
+    # Nothing was created while the database was down, nothing duplicated since.
+    names = [row[0] for row in sql(deployment, "SELECT name FROM sweeps")]
+    assert "during" not in names and names.count("deploy-pg-restart") == 1, names
+
+
+def test_the_migrations_run_on_postgresql_from_an_empty_database_down_and_up_again(
+        deployment: Deployment) -> None:
+    url = deployment.postgres.create_database("migrations", "scalesweep")
+    engine = make_engine(url)
+    try:
+        migrate(engine)  # what the service does at start-up
+        assert {"sweeps", "transfers", "alembic_version"} <= set(inspect(engine).get_table_names())
+        revisions = sorted(p.stem for p in (MIGRATIONS / "versions").glob("*.py"))
+        cfg = Config()
+        cfg.set_main_option("script_location", str(MIGRATIONS))
+        with engine.begin() as connection:
+            cfg.attributes["connection"] = connection
+            # Back one revision (the previous schema; with a single revision, the empty database) and up again.
+            command.downgrade(cfg, "-1")
+        remaining = set(inspect(engine).get_table_names())
+        if len(revisions) == 1:
+            assert not {"sweeps", "transfers"} & remaining, remaining
+        migrate(engine)
+        assert {"sweeps", "transfers"} <= set(inspect(engine).get_table_names())
+        with engine.connect() as connection:
+            version = connection.exec_driver_sql("SELECT version_num FROM alembic_version").scalar_one()
+        assert version.startswith(revisions[-1].split("_")[0]), (version, revisions)
+    finally:
+        engine.dispose()
