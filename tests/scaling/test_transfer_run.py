@@ -60,8 +60,10 @@ def case(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             "tracking": {"tracking_uri": uri, "experiment": "study"},
         }, workdir=sweep_dir)
         assert sweep.state == "SUCCEEDED"
-        # fewer FD samples than the sweep's 96 (still above the 48-d pixel features): merged into its `trial`
-        spec = {"name": "tiny-transfer", "sweep": str(sweep_dir), "rungs": RUNGS, "trial": {"eval": {"fd_samples": 64}},
+        # fewer FD samples than the sweep's 96 (still above the 48-d pixel features), and dense tracking (12 points,
+        # the default; the tiny trial's is 4): merged into its `trial`
+        spec = {"name": "tiny-transfer", "sweep": str(sweep_dir), "rungs": RUNGS,
+                "trial": {"eval": {"fd_samples": 64, "track_points": 12}},
                 "timing": {"steps": 20, "repeats": 2}}
         spec_path = root / "transfer.yaml"
         spec_path.write_text(yaml.safe_dump(spec))

@@ -202,7 +202,7 @@ def test_tpe_with_seeds_runs_its_budget_of_distinct_points_on_every_seed(ray_loc
     assert result.selection is not None and result.selection.pooled_seed_std == pytest.approx(pooled, rel=1e-12)
     unc = result.selection.uncertainty  # two seeds: the one-SE rule with a paired bootstrap over them
     assert unc is not None and unc.n == 2 and sum(unc.p_best.values()) == pytest.approx(1.0)
-    assert set(unc.p_best) == {p.point_key for p in result.points} and "one standard error" in unc.rule
+    assert set(unc.p_best) == {p.point_key for p in result.points} and "one pooled standard error" in unc.rule
     keys = [r.info.run_name for r in _children(store_uri, "tpe")]
     assert len(keys) == len(set(keys)) == 8
 
