@@ -165,3 +165,24 @@ def test_the_cache_follows_xdg_cache_home(tmp_path: Path, monkeypatch: pytest.Mo
     assert kernel_cache_dir() == tmp_path / "scalesweep" / "kernels"
     monkeypatch.delenv("XDG_CACHE_HOME")
     assert kernel_cache_dir() == Path.home() / ".cache" / "scalesweep" / "kernels"
+
+
+def test_the_kernel_refuses_tensors_it_would_write_past() -> None:
+    """The kernel writes through raw pointers, so every size, dtype and layout is checked first: a grad of another
+    shape, a bf16 buffer, a transposed (non-contiguous) parameter, and a scales vector of the wrong length are each
+    refused with a ValueError naming the tensor, and nothing is written."""
+    from trials.optim._native import native_column_apply_, native_rownorm_update_
+
+    w, g, b = torch.zeros(8, 16), torch.ones(8, 16), torch.zeros(8, 16)
+    kw = dict(momentum=0.9, nesterov=True, decay=1.0, step_size=0.1, eps=1e-7)
+    with pytest.raises(ValueError, match="one shape"):
+        native_rownorm_update_(w, torch.ones(8, 15), b, **kw)
+    with pytest.raises(ValueError, match=r"momentum buffer is torch\.bfloat16"):
+        native_rownorm_update_(w, g, b.bfloat16(), **kw)
+    with pytest.raises(ValueError, match=r"param is torch\.float32 on cpu, not contiguous"):
+        native_rownorm_update_(torch.zeros(16, 8).t(), g, b, **kw)
+    tall = torch.zeros(16, 8)
+    with pytest.raises(ValueError, match=r"scales must hold one value per column \(8\), got 7"):
+        native_column_apply_(tall, torch.ones(16, 8), torch.zeros(16, 8), torch.ones(7), momentum=0.9,
+                             nesterov=True, decay=1.0)
+    assert not w.any() and not b.any() and not tall.any()
