@@ -49,8 +49,10 @@ def mlflow_links(settings: Any, experiment_id: str | None, run_id: str | None) -
     if not base or not experiment_id:
         return None, None
     base = settings.redact(base)  # a UI URL may carry a user and password: a link never does
-    exp = f"{base.rstrip('/')}/#/experiments/{experiment_id}"
-    return exp, (f"{exp}/runs/{run_id}" if run_id else None)
+    # `#/experiments/<id>` alone opens MLflow 3's GenAI overview (traces, judges); `/runs` opens the training runs,
+    # nested under each sweep's parent run.
+    runs = f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs"
+    return runs, (f"{runs}/{run_id}" if run_id else None)
 
 
 def live_meta(request: Request, record: SweepRecord | TransferRecord, live: dict[str, Any]) -> dict[str, Any]:

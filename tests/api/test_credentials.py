@@ -109,6 +109,9 @@ def test_no_answer_or_log_shows_a_uri_password(settings_all_uris: tuple[Settings
             session.commit()
         links = api.get(f"/v1/sweeps/{sweep.json()['id']}", headers=AUTH).json()["links"]
         assert links["mlflow_experiment"].startswith("http://127.0.0.1:"), links
+        # The runs view (MLflow 3 opens a bare experiment link as its GenAI overview), and the parent run in it.
+        assert links["mlflow_experiment"].endswith("/#/experiments/1/runs"), links
+        assert links["mlflow_parent_run"] == links["mlflow_experiment"] + "/abc", links
         _clean(json.dumps(links))
     _clean("\n".join(r.getMessage() for r in caplog.records))
 
