@@ -77,9 +77,11 @@ def confirmation_spec(spec: SweepSpec, points: Sequence[PointSummary], sweep_id:
 
 
 def apply_confirmation(selection: SweepSelection, doc: Mapping[str, Any], points: Sequence[PointSummary], *,
-                       n_boot: int = 2000, seed: int = 0, tie_tolerance: float = 0.01) -> None:
+                       n_boot: int = 2000, seed: int = 0, tie_tolerance: float = 0.01,
+                       front: Mapping[str, Any] | None = None) -> None:
     """Make the confirmed choice final on `selection` (in place): the rule on the fresh seeds' objectives of the
-    points confirmed on every seed, and per point the selected vs confirmed objective (the winner's curse)."""
+    points confirmed on every seed, and per point the selected vs confirmed objective (the winner's curse). `front`
+    carries a front rule (`_selection.front_rule`) to the fresh seeds: the same rule chooses there."""
     by_key = {p.point_key: p for p in points}
     complete = {k: [float(v) for v in vals] for k, vals in doc.get("objectives", {}).items()
                 if k in by_key and vals and all(v is not None for v in vals)}
@@ -101,7 +103,8 @@ def apply_confirmation(selection: SweepSelection, doc: Mapping[str, Any], points
     sel = select_points_by_key(complete, {k: (float(by_key[k].params["K"]) if "K" in by_key[k].params else None)
                                           for k in complete},
                                n_boot=n_boot, seed=seed, tie_tolerance=tie_tolerance,
-                               tie_break="larger_K" if selection.tie_break == "larger_K" else "none")
+                               tie_break="larger_K" if selection.tie_break == "larger_K" else "none",
+                               **(front or {}))
     report.update(chosen=sel.chosen, final=True, rule=sel.rule, p_best=sel.p_best,
                   diff_to_best={k: d.to_dict() for k, d in sel.diff_to_best.items()})
     if sel.chosen != selection.point.point_key:  # everything said about the choice follows it

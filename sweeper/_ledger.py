@@ -342,4 +342,6 @@ def trial_record(run: StoredRun) -> TrialRecord:
         wall_time_s=metrics.get(METRIC.TRIAL_WALL_S),
         error=tags.get(TAG.ERROR),
         metric_name=tags.get(TRIAL_TAG.FD_METRIC_NAME),
+        optimizer_step_time_s=metrics.get(METRIC.OPTIMIZER_STEP_TIME_S),
+        ns5_calls=metrics.get(METRIC.NS5_CALLS),
     )

@@ -15,7 +15,15 @@ from typing import Any
 from ._confirm import apply_confirmation, confirmation_from_tags
 from ._errors import SweepError
 from ._ledger import TAG, SweepLedger
-from ._selection import PointSummary, SweepSelection, TrialRecord, _latest, select_best, summarise_points
+from ._selection import (
+    PointSummary,
+    SweepSelection,
+    TrialRecord,
+    _latest,
+    front_rule,
+    select_best,
+    summarise_points,
+)
 from .jobfiles import STATE_FILE, read_state
 
 __all__ = ["SweepResult", "load_sweep_result"]
@@ -191,12 +199,18 @@ def build_result(ledger: SweepLedger, parent: Any, spec: Mapping[str, Any], *, w
         baselines=baselines,
         n_boot=int(selection_spec.get("n_boot", 2000)),
         bootstrap_seed=int(selection_spec.get("bootstrap_seed", 0)),
+        rule=selection_spec.get("rule", "one_se"),
+        tolerance=float(selection_spec.get("tolerance", 0.03)),
+        cost=selection_spec.get("cost", "ns_calls"),
     )
     confirmation = confirmation_from_tags(tags)
     if selection is not None and confirmation is not None:
         apply_confirmation(selection, confirmation, points, n_boot=int(selection_spec.get("n_boot", 2000)),
                            seed=int(selection_spec.get("bootstrap_seed", 0)),
-                           tie_tolerance=float(selection_spec.get("tie_tolerance", 0.01)))
+                           tie_tolerance=float(selection_spec.get("tie_tolerance", 0.01)),
+                           front=front_rule(points, selection_spec.get("rule", "one_se"),
+                                            float(selection_spec.get("tolerance", 0.03)),
+                                            selection_spec.get("cost", "ns_calls")))
     timing_keys = ("sweep_wall_s", "fit_wall_s", "trial_wall_s_sum", "ray_init_s", "store_init_s",
                    "overhead_fraction")
     return SweepResult(

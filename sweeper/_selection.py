@@ -59,6 +59,8 @@ class TrialRecord:
     wall_time_s: float | None = None
     error: str | None = None
     metric_name: str | None = None  # what the FD was computed on (the run's fd.metric_name tag), e.g. fd_pixels
+    optimizer_step_time_s: float | None = None  # measured optimizer time per step, at the run's last eval step
+    ns5_calls: float | None = None  # Newton-Schulz orthogonalisations the optimizer ran, at the last eval step
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -83,6 +85,10 @@ class PointSummary:
     run_ids: dict[int, str] = field(default_factory=dict)  # seed -> run of the attempt that counts
     p_best: float | None = None  # probability of being best (paired bootstrap over seeds); None unless scored
     diff_to_best: dict[str, Any] | None = None  # paired difference to the lowest-mean point (PairedDifference)
+    # Its optimizer cost, means over the seeds that finished: measured seconds per optimizer step, and
+    # Newton-Schulz calls per step (1/K for a periodic point, 1 for vanilla Muon, 0 for AdamW). None when unrecorded.
+    optimizer_step_s: float | None = None
+    ns_calls_per_step: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -208,6 +214,10 @@ def summarise_points(records: Iterable[TrialRecord], seeds: Sequence[int], role:
             }
         if summary.status == "SUCCEEDED" and values:
             summary.objective = statistics.fmean(values)
+        times = [r.optimizer_step_time_s for r in done.values() if r.optimizer_step_time_s is not None]
+        calls = [r.ns5_calls / r.steps_done for r in done.values() if r.ns5_calls is not None and r.steps_done]
+        summary.optimizer_step_s = statistics.fmean(times) if times else None
+        summary.ns_calls_per_step = statistics.fmean(calls) if calls else None
         points.append(summary)
     return points
 
@@ -239,6 +249,29 @@ def runner_up_of(
     return runner_up, gap_abs, gap_abs / chosen.objective if chosen.objective else math.inf
 
 
+COSTS = {"ns_calls": "Newton-Schulz calls per step", "optimizer_time": "measured optimizer seconds per step"}
+
+
+def point_cost(point: PointSummary, cost: str) -> float | None:
+    """A point's optimizer cost on the front's axis `cost` (a key of `COSTS`)."""
+    if cost not in COSTS:
+        raise ValueError(f"cost must be one of {', '.join(COSTS)}, got {cost!r}")
+    if cost == "optimizer_time":
+        return point.optimizer_step_s
+    if point.ns_calls_per_step is not None:
+        return point.ns_calls_per_step
+    k = point.params.get("K")
+    return 1.0 / float(k) if k else None  # a periodic point refreshes every K steps
+
+
+def front_rule(points: Sequence[PointSummary], rule: str, tolerance: float, cost: str) -> dict[str, Any]:
+    """The arguments that carry a selection rule to `select_points_by_key`."""
+    if rule == "one_se":
+        return {}
+    return {"rule": rule, "tolerance": tolerance, "cost": {p.point_key: point_cost(p, cost) for p in points},
+            "cost_name": COSTS[cost]}
+
+
 def select_best(
     points: Sequence[PointSummary],
     *,
@@ -247,9 +280,13 @@ def select_best(
     baselines: Sequence[PointSummary] = (),
     n_boot: int = 2000,
     bootstrap_seed: int = 0,
+    rule: Literal["one_se", "cheapest_within"] = "one_se",
+    tolerance: float = 0.03,
+    cost: Literal["ns_calls", "optimizer_time"] = "ns_calls",
 ) -> SweepSelection | None:
-    """Rank the scored points (lower objective first) and choose one by `select_point`'s rule; None when no point
-    was scored. Scored points succeeded on every seed, so their per-seed objectives align by seed."""
+    """Rank the scored points (lower objective first) and choose one by `select_point`'s rule (or, with
+    `rule="cheapest_within"`, the cheapest point by `cost` within `tolerance` of the best); None when no point was
+    scored. Scored points succeeded on every seed, so their per-seed objectives align by seed."""
     value = {p.point_key: float(p.objective) for p in points if p.objective is not None}
     scored = sorted((p for p in points if p.point_key in value), key=lambda p: (value[p.point_key], p.point_key))
     if not scored:
@@ -264,6 +301,7 @@ def select_best(
             {p.point_key: (float(p.params["K"]) if "K" in p.params else None) for p in scored},
             n_boot=n_boot, seed=bootstrap_seed, tie_tolerance=tie_tolerance,
             tie_break="larger_K" if tie_break == "larger_K" else "none",
+            **front_rule(scored, rule, tolerance, cost),
         )
         for p in scored:
             p.p_best = uncertainty.p_best[p.point_key]
@@ -272,7 +310,7 @@ def select_best(
     by_key = {p.point_key: p for p in scored}
     chosen = by_key[uncertainty.chosen] if uncertainty is not None else best
     tied = [by_key[k] for k in uncertainty.candidates] if uncertainty is not None else [best]
-    rule = uncertainty.rule if uncertainty is not None else "lowest objective"
+    said = uncertainty.rule if uncertainty is not None else "lowest objective"
     runner_up, gap_abs, gap_rel = runner_up_of(scored, chosen)
     variances = [p.seed_std**2 for p in scored if p.seed_std is not None]
     pooled = math.sqrt(statistics.fmean(variances)) if variances else None
@@ -287,7 +325,7 @@ def select_best(
         pooled_seed_std=pooled,
         tie_tolerance=tie_tolerance,
         tie_break=tie_break,
-        rule=rule,
+        rule=said,
         ranking=list(scored),
         baselines=list(baselines),
         vs_baselines=vs,

@@ -668,6 +668,23 @@ class SelectionSpec(BaseModel):
     bootstrap_seed: int = Field(
         0, ge=0, le=MAX_SEED, description="Seed of the bootstrap's resampling (the result is reproducible)."
     )
+    rule: Literal["one_se", "cheapest_within"] = Field(
+        "one_se",
+        description="'one_se': the points within one pooled standard error of the best are candidates and the "
+        "larger K wins (tie_break). 'cheapest_within': choose on the quality-cost front, the cheapest point (by "
+        "`cost`) whose paired mean objective is within `tolerance` of the best's (the paper weighed K=3's 2.8 % "
+        "worse FD against a third fewer Newton-Schulz calls than K=2).",
+    )
+    tolerance: float = Field(
+        0.03, ge=0, lt=1,
+        description="For rule 'cheapest_within': how much worse than the best's mean objective (relative, paired "
+        "mean difference) the chosen point may be (0.03: admits the paper's K=3 at 2.8 %, not K=4 at 8.2 %).",
+    )
+    cost: Literal["ns_calls", "optimizer_time"] = Field(
+        "ns_calls",
+        description="For rule 'cheapest_within': the cost axis, Newton-Schulz calls per step (counted by the "
+        "optimizer; exact) or the measured optimizer seconds per step (noisy on a shared machine).",
+    )
 
 
 def _default_tracking_uri() -> str:
@@ -906,7 +923,8 @@ class SweepSpec(BaseModel):
             payload["backend"].pop("kill_grace_s")
         if payload["backend"].get("trainer", "") is None:  # a free-form command, as before trainers existed
             payload["backend"].pop("trainer")
-        for key, default in (("n_boot", 2000), ("bootstrap_seed", 0)):  # the selection's bootstrap options
+        for key, default in (("n_boot", 2000), ("bootstrap_seed", 0),  # the selection's bootstrap options
+                             ("rule", "one_se"), ("tolerance", 0.03), ("cost", "ns_calls")):  # its front rule
             if payload["selection"].get(key) == default:
                 payload["selection"].pop(key)
         if payload.get("confirm") == ConfirmSpec().model_dump(mode="json"):  # no confirmation, as before

@@ -21,6 +21,7 @@ the best is as good a bet, and the cheaper one is preferred.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -93,10 +94,23 @@ def select_points_by_key(
     tie_break: Literal["larger_K", "none"] = "larger_K",
     tie_tolerance: float = 0.01,
     order: Mapping[Any, str] | None = None,
+    rule: Literal["one_se", "cheapest_within"] = "one_se",
+    tolerance: float = 0.03,
+    cost: Mapping[Any, float | None] | None = None,
+    cost_name: str = "cost",
 ) -> Selection:
     """`select_point` for points with any keys: `refresh_every[key]` is the point's K (None when K is not known,
-    e.g. an lr-only search; the larger-K preference then does not apply). `order[key]` breaks remaining ties."""
+    e.g. an lr-only search; the larger-K preference then does not apply). `order[key]` breaks remaining ties.
+
+    `rule="cheapest_within"` chooses on the quality-cost front instead: the candidates are the points whose paired
+    mean difference to the best is within `tolerance` of the best's mean (relative), and among them the lowest
+    `cost[key]` wins (`cost_name` says what it is, e.g. Newton-Schulz calls per step); without a cost for every
+    candidate, the larger K (fewer refreshes) stands in for it."""
     check_n_boot(n_boot)
+    if rule not in ("one_se", "cheapest_within"):
+        raise ValueError(f"rule must be 'one_se' or 'cheapest_within', got {rule!r}")
+    if not 0 <= tolerance < 1:
+        raise ValueError(f"tolerance must be in [0, 1), got {tolerance}")
     if tie_break not in ("larger_K", "none"):
         raise ValueError(f"tie_break must be 'larger_K' or 'none', got {tie_break!r}")
     if not 0 <= tie_tolerance < 1:
@@ -109,25 +123,29 @@ def select_points_by_key(
     best = keys[best_i]
     diffs = {key: paired_difference(values[i], values[best_i]) for i, key in enumerate(keys)}
     notes: list[str] = []
+    if rule == "cheapest_within":
+        return _cheapest_within(keys, values, means, best, diffs, name, refresh_every, n_boot=n_boot, seed=seed,
+                                tie_break=tie_break, tie_tolerance=tie_tolerance, tolerance=tolerance, cost=cost,
+                                cost_name=cost_name)
     if n >= 2:
         margin = pooled_se([diffs[key] for key in keys if key != best]) or 0.0
         candidates = [key for key in keys if diffs[key].mean <= margin]
-        rule = ("lowest mean objective over seeds is the reference; points whose paired mean difference to it is "
+        said = ("lowest mean objective over seeds is the reference; points whose paired mean difference to it is "
                 f"within one pooled standard error ({margin:.4g}, the same for every point) are candidates")
     else:
         limit = means[best] + tie_tolerance * abs(means[best])
         candidates = [key for key in keys if means[key] <= limit]
-        rule = (f"one seed, so no standard error: points within {tie_tolerance:.1%} of the lowest objective are "
+        said = (f"one seed, so no standard error: points within {tie_tolerance:.1%} of the lowest objective are "
                 "candidates")
         notes.append("one seed: the probabilities of being best are 1 for the best point (shared by exact ties) "
                      "and carry no information about seed noise")
     ks = {key: refresh_every.get(key) for key in candidates}
     if tie_break == "larger_K" and all(v is not None for v in ks.values()):
         chosen = min(candidates, key=lambda key: (-float(ks[key]), means[key], name[key]))  # type: ignore[arg-type]
-        rule += "; among them the larger K wins (cheaper), then the lower mean"
+        said += "; among them the larger K wins (cheaper), then the lower mean"
     else:
         chosen = min(candidates, key=lambda key: (means[key], name[key]))
-        rule += "; among them the lower mean wins"
+        said += "; among them the lower mean wins"
         if tie_break == "larger_K":
             notes.append("K is not known for every candidate: the larger-K preference was not applied")
     p = bootstrap_p_best(values, n_boot=n_boot, seed=seed)
@@ -141,7 +159,7 @@ def select_points_by_key(
         n=n,
         n_boot=n_boot,
         seed=seed,
-        rule=rule,
+        rule=said,
         tie_break=tie_break,
         tie_tolerance=tie_tolerance,
         notes=notes,
@@ -168,3 +186,39 @@ def select_point(objectives: Mapping[Any, Sequence[float]], *, n_boot: int = 200
         ks[key] = float(key[0])
     return select_points_by_key(objectives, ks, n_boot=n_boot, seed=seed, tie_break=tie_break,
                                 tie_tolerance=tie_tolerance)
+
+
+def _cheapest_within(keys: list[Any], values: Any, means: dict[Any, float], best: Any,
+                     diffs: dict[Any, PairedDifference], name: dict[Any, str],
+                     refresh_every: Mapping[Any, float | None], *, n_boot: int, seed: int, tie_break: str,
+                     tie_tolerance: float, tolerance: float, cost: Mapping[Any, float | None] | None,
+                     cost_name: str) -> Selection:
+    """`select_points_by_key`'s front rule: the cheapest point within `tolerance` of the best (paired mean)."""
+    margin = tolerance * abs(means[best])
+    candidates = [key for key in keys if diffs[key].mean <= margin]
+    notes: list[str] = []
+    costs = {key: (cost or {}).get(key) for key in candidates}
+    rule = (f"points whose paired mean difference to the lowest-mean point is within {tolerance:.1%} of its mean "
+            f"({margin:.4g}) are candidates")
+    if all(v is not None and math.isfinite(v) for v in costs.values()):
+        chosen = min(candidates, key=lambda key: (float(costs[key]), means[key], name[key]))  # type: ignore[arg-type]
+        rule += f"; among them the lowest {cost_name} wins, then the lower mean"
+    elif all(refresh_every.get(key) is not None for key in candidates):
+        chosen = min(candidates, key=lambda key: (-float(refresh_every[key]), means[key], name[key]))  # type: ignore[arg-type]
+        rule += "; among them the larger K wins (fewer refreshes), then the lower mean"
+        notes.append(f"{cost_name} is not known for every candidate: the larger K stood in for it")
+    else:
+        chosen = min(candidates, key=lambda key: (means[key], name[key]))
+        rule += "; among them the lower mean wins"
+        notes.append(f"neither {cost_name} nor K is known for every candidate: the lower mean decided")
+    chosen_diff = diffs[chosen]
+    if chosen != best and chosen_diff.interval is not None and chosen_diff.interval[1] > margin:
+        notes.append(f"the chosen point's paired interval reaches {chosen_diff.interval[1]:+.4g}, beyond the "
+                     f"tolerance {margin:.4g}: within it on the mean only (n={chosen_diff.n})")
+    p = bootstrap_p_best(values, n_boot=n_boot, seed=seed)
+    return Selection(
+        chosen=chosen, p_best={key: float(p[i]) for i, key in enumerate(keys)}, best_by_mean=best, means=means,
+        diff_to_best=diffs, candidates=sorted(candidates, key=lambda key: (means[key], name[key])),
+        n=int(values.shape[1]), n_boot=n_boot, seed=seed, rule=rule, tie_break=tie_break,
+        tie_tolerance=tie_tolerance, notes=notes,
+    )

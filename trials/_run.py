@@ -476,8 +476,8 @@ def _evaluate_step(trial: _Trial, result: TrialResult, step: int) -> tuple[dict[
         METRIC.OPTIMIZER_TIME_S: optimizer.total_step_time_s,
         METRIC.STEP_TIME_S: effective / step,
         METRIC.OPTIMIZER_STEP_TIME_S: optimizer.total_step_time_s / max(1, optimizer.steps),
-        "ns5_calls": float(optimizer.ns5_calls),
-        "rownorm_calls": float(optimizer.rownorm_calls),
+        METRIC.NS5_CALLS: float(optimizer.ns5_calls),
+        METRIC.ROWNORM_CALLS: float(optimizer.rownorm_calls),
     })
     record.update(update_stats(optimizer))  # Muon family: update RMS / spectral norm per kind
     result.fd[step] = record[METRIC.FD]

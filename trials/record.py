@@ -176,6 +176,8 @@ class METRIC:
     OPTIMIZER_TIME_S = "optimizer_time_s"
     STEP_TIME_S = "step_time_s"
     OPTIMIZER_STEP_TIME_S = "optimizer_step_time_s"
+    NS5_CALLS = "ns5_calls"  # Newton-Schulz orthogonalisations so far (cumulative, counted by the optimizer)
+    ROWNORM_CALLS = "rownorm_calls"  # row-norm steps so far
     FD_INFINITY = "fd_infinity"
     FD_BIAS = "fd_bias"
     FD_TRACK = "fd_track"

@@ -1,0 +1,78 @@
+"""Importance of the searched parameters (`sweeper._importance`): on points built so that one parameter matters and
+one does not, with the seeds' spread taken into account."""
+
+from __future__ import annotations
+
+import random
+import statistics
+
+import pytest
+
+from sweeper import SweepError
+from sweeper._importance import sweep_importance
+from sweeper._selection import PointSummary
+
+SEEDS = (0, 1, 2)
+
+
+def _points(objective, ks=(2, 3, 4), gammas=(0.1, 0.15, 0.25), seeds=SEEDS, noise=0.3) -> list[PointSummary]:
+    rng = random.Random(7)
+    offsets = {s: rng.gauss(0, noise) for s in seeds}  # a shift per seed, shared by every point: paired noise
+    out = []
+    for k in ks:
+        for g in gammas:
+            per_seed = {s: objective(k, g) + offsets[s] + rng.gauss(0, noise / 3) for s in seeds}
+            out.append(PointSummary(point_key=f"K={k},gamma={g}", role="search", arm="periodic",
+                                    params={"K": k, "gamma": g}, status="SUCCEEDED",
+                                    objective=statistics.fmean(per_seed.values()), seed_objectives=per_seed))
+    return out
+
+
+def test_the_parameter_built_to_matter_ranks_first_with_its_interval_above_the_other() -> None:
+    found = sweep_importance(_points(lambda k, g: 10 + 3 * k), n_boot=60)
+    k, gamma = found.params
+    assert (k.param, gamma.param) == ("K", "gamma")
+    assert k.importance > 0.9 > 0.1 > gamma.importance
+    assert k.importance + gamma.importance == pytest.approx(1.0)
+    assert k.interval is not None and gamma.interval is not None and k.interval[0] > gamma.interval[1]
+    assert k.p_first == 1.0 and gamma.p_first == 0.0
+    assert found.n_boot == 60 and found.seeds == list(SEEDS) and found.n_points == 9
+    # K's steps of 3 against a seed shift of sd 0.3: K explains far more of the per-trial variance than the seed.
+    assert k.variance_share is not None and found.seed_share is not None
+    assert k.variance_share > 10 * found.seed_share
+    assert "K" in "\n".join(found.lines()) and found.to_dict()["method"].startswith("Optuna's fanova")
+
+
+def test_a_parameter_that_moves_less_than_the_seeds_shows_a_smaller_share_than_the_seed() -> None:
+    found = sweep_importance(_points(lambda k, g: 10 + 0.01 * k + 0.01 * g, noise=2.0), n_boot=20)
+    assert found.seed_share is not None
+    assert all(p.variance_share is not None and p.variance_share < found.seed_share for p in found.params)
+
+
+def test_gamma_ranks_first_when_it_is_the_one_that_matters_with_either_evaluator() -> None:
+    points = _points(lambda k, g: 10 + 40 * g, ks=(2, 3, 4, 5), gammas=(0.05, 0.1, 0.15, 0.25, 0.4))
+    assert sweep_importance(points, n_boot=0).params[0].param == "gamma"
+    ped = sweep_importance(points, evaluator="ped-anova", n_boot=0)
+    assert sum(p.importance for p in ped.params) == pytest.approx(1.0) and ped.evaluator == "ped-anova"
+
+
+def test_one_seed_gives_importances_without_interval_and_says_so() -> None:
+    found = sweep_importance(_points(lambda k, g: 10 + 3 * k, seeds=(0,)), n_boot=50)
+    assert found.params[0].param == "K" and found.params[0].interval is None and found.seed_share is None
+    assert found.n_boot == 0 and any("one seed" in n for n in found.notes)
+
+
+def test_refusals_name_what_is_missing() -> None:
+    points = _points(lambda k, g: 10 + k)
+    with pytest.raises(SweepError, match="at least 3 points"):
+        sweep_importance(points[:2])
+    with pytest.raises(SweepError, match="took two values"):
+        sweep_importance(_points(lambda k, g: 10 + k, ks=(3,), gammas=(0.15,)) * 3)
+    with pytest.raises(SweepError, match="not one of fanova, ped-anova"):
+        sweep_importance(points, evaluator="shap")
+    with pytest.raises(SweepError, match="n_boot"):
+        sweep_importance(points, n_boot=-1)
+    unscored = [PointSummary(point_key=p.point_key, role="search", arm="periodic", params=p.params,
+                             status="RUNNING") for p in points]
+    with pytest.raises(SweepError, match="this sweep has 0"):
+        sweep_importance(unscored)
