@@ -89,7 +89,7 @@ class SweepImportance:
         return out
 
 
-def _distribution(values: Sequence[float | int]) -> Any:
+def distribution_of(values: Sequence[float | int]) -> Any:
     from optuna.distributions import FloatDistribution, IntDistribution
 
     low, high = min(values), max(values)
@@ -147,7 +147,7 @@ def sweep_importance(points: Sequence[PointSummary], *, evaluator: str = "fanova
                          f"every scored point has the same {', '.join(names) or 'parameters'}")
     if any(k not in p.params for p in scored for k in searched):
         raise SweepError(f"importance needs every scored point to set {', '.join(searched)}")
-    distributions = {k: _distribution([p.params[k] for p in scored]) for k in searched}
+    distributions = {k: distribution_of([p.params[k] for p in scored]) for k in searched}
     seeds = sorted(set.intersection(*(set(p.seed_objectives) for p in scored)))
 
     def params(p: PointSummary) -> dict[str, Any]:
