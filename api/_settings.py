@@ -30,6 +30,11 @@ class Settings(BaseSettings):
     mlflow_tracking_uri: str | None = Field(
         None, description="Where trials log: sqlite:///... or http(s)://. Default: sqlite file in the workdir."
     )
+    optuna_storage: str | None = Field(
+        None, description="Optuna RDB storage that `POST /v1/sweeps/{id}/optuna` writes a sweep's study to (for "
+        "optuna-dashboard). Default: the service's database when it is PostgreSQL, else an sqlite file in the "
+        "workdir (optuna.db).",
+    )
     mlflow_ui_url: str | None = Field(
         None, description="Base URL of the MLflow UI, for links in responses (e.g. http://127.0.0.1:5000)."
     )
@@ -180,7 +185,8 @@ class Settings(BaseSettings):
         from trials import uri_secrets
 
         return {self.api_token.get_secret_value()} | uri_secrets(
-            self.database_url, self.mlflow_tracking_uri, self.mlflow_ui_url, self.ray_address, self.ray_dashboard_url)
+            self.database_url, self.optuna_storage, self.mlflow_tracking_uri, self.mlflow_ui_url, self.ray_address,
+            self.ray_dashboard_url)
 
     def redact(self, text: str) -> str:
         """`text` fit to show: URIs without their user information, the service's secrets replaced."""
@@ -202,6 +208,10 @@ class Settings(BaseSettings):
             object.__setattr__(self, "database_url", f"sqlite:///{work / 'scalesweep.db'}")
         if self.mlflow_tracking_uri is None:
             object.__setattr__(self, "mlflow_tracking_uri", f"sqlite:///{work / 'mlflow.db'}")
+        if self.optuna_storage is None:  # Optuna's tables beside the service's own in PostgreSQL, else a file
+            pg = str(self.database_url).startswith("postgresql")
+            object.__setattr__(self, "optuna_storage",
+                               str(self.database_url) if pg else f"sqlite:///{work / 'optuna.db'}")
         return self
 
     @property

@@ -44,9 +44,13 @@ from typing import TYPE_CHECKING
 from scaling.stats import PairedDifference, paired_difference
 from trials import lazy_attributes
 
+from ._compare import ComparedPoint, SweepComparison, compare_sweeps
 from ._driver import cancel_sweep, default_workdir, run_sweep, sweep_status
 from ._errors import SweepError, SweepFailedError
+from ._front import FrontPoint, QualityCostFront, non_dominated, quality_cost_front
+from ._importance import EVALUATORS, ParamImportance, SweepImportance, sweep_importance
 from ._ledger import TAG, parent_run_name
+from ._optuna_study import default_optuna_storage, optuna_study_name, write_optuna_study
 from ._planner import SAMPLERS, Planner, TrialRequest, list_search_methods
 from ._result import SweepResult, load_sweep_result
 from ._selection import TRIAL_STATES, PointSummary, SweepSelection, TrialRecord, select_best, summarise_points
@@ -82,6 +86,7 @@ from ._work import sweep_work, transfer_work, trial_work
 
 __all__ = [
     "BACKENDS",
+    "EVALUATORS",
     "FIT_METRICS",
     "MAX_HORIZON",
     "MAX_SEEDS",
@@ -94,22 +99,28 @@ __all__ = [
     "BaselineSpec",
     "BuiltinBackend",
     "CommandBackend",
+    "ComparedPoint",
     "ConfirmSpec",
     "DriverSettings",
     "EarlyStoppingSpec",
     "ExecutionSpec",
+    "FrontPoint",
     "PairedDifference",
+    "ParamImportance",
     "ParamRange",
     "PlanRow",
     "Planner",
     "PointSummary",
+    "QualityCostFront",
     "RegisteredTrainer",
     "RetrySpec",
     "SearchSpec",
     "Selection",
     "SelectionSpec",
+    "SweepComparison",
     "SweepError",
     "SweepFailedError",
+    "SweepImportance",
     "SweepResult",
     "SweepSelection",
     "SweepSpec",
@@ -125,6 +136,8 @@ __all__ = [
     "check_seeds",
     "check_shape",
     "check_trial_section",
+    "compare_sweeps",
+    "default_optuna_storage",
     "default_transfer_workdir",
     "default_workdir",
     "export_from_sweep",
@@ -136,8 +149,11 @@ __all__ = [
     "load_trainers",
     "load_transfer_result",
     "load_transfer_spec",
+    "non_dominated",
+    "optuna_study_name",
     "paired_difference",
     "parent_run_name",
+    "quality_cost_front",
     "redact_spec",
     "resolve_trainer",
     "run_sweep",
@@ -145,11 +161,13 @@ __all__ = [
     "select_best",
     "select_point",
     "summarise_points",
+    "sweep_importance",
     "sweep_status",
     "sweep_work",
     "transfer_status",
     "transfer_work",
     "trial_work",
+    "write_optuna_study",
 ]
 
 if TYPE_CHECKING:  # what the lazily loaded names are, for type checkers; at run time `__getattr__` below

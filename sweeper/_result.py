@@ -14,6 +14,8 @@ from typing import Any
 
 from ._confirm import apply_confirmation, confirmation_from_tags
 from ._errors import SweepError
+from ._front import QualityCostFront, quality_cost_front
+from ._importance import SweepImportance, sweep_importance
 from ._ledger import TAG, SweepLedger
 from ._selection import (
     PointSummary,
@@ -84,6 +86,14 @@ class SweepResult:
         for p in [*self.points, *self.baselines]:
             out.setdefault(p.arm, {"settings": 0, "trials": 0})["settings"] += 1
         return out
+
+    def importance(self, *, evaluator: str = "fanova", n_boot: int = 100, seed: int = 0) -> SweepImportance:
+        """Which searched parameter mattered (`sweeper._importance.sweep_importance` on the points)."""
+        return sweep_importance(self.points, evaluator=evaluator, n_boot=n_boot, seed=seed)
+
+    def front(self) -> QualityCostFront:
+        """The points on the quality-cost plane, non-dominated ones marked (`sweeper._front`)."""
+        return quality_cost_front(self.points, self.baselines, self.selection)
 
     def table(self) -> str:
         """The rank table, baselines and the choice, as text."""

@@ -8,6 +8,14 @@
     scalesweep sweep result (DIR | SWEEP --tracking-uri URI [--experiment NAME]) [--json]
                                                         the rank table and the choice, read from MLflow
     scalesweep sweep cancel DIR [--grace S]             stop it (cancel file, SIGTERM, then kill its group)
+    scalesweep sweep importance SWEEP [--evaluator fanova|ped-anova] [--n-boot N] [--json]
+                                                        which searched hyperparameter mattered
+    scalesweep sweep front SWEEP [--json]               the quality-cost front (objective vs optimizer cost)
+    scalesweep sweep compare SWEEP_A SWEEP_B [--json]   two sweeps side by side, paired where seeds match
+    scalesweep sweep optuna SWEEP [--storage URL] [--study NAME]
+                                                        write the sweep to an Optuna storage (optuna-dashboard)
+
+SWEEP is a work folder, or a sweep id / name / parent run id with --tracking-uri (and --experiment).
 
 Errors are one line on stderr, never a traceback: exit 2 for bad input or a sweep in the wrong state (a spec that
 does not validate, a work folder already running or holding another sweep), 1 when the driver itself failed.
@@ -35,11 +43,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("spec", help="sweep spec file (.yaml, .yml or .json)")
     add_run_and_status(sub, "sweep")
     p = sub.add_parser("result", help="the rank table and the chosen point, from MLflow")
-    p.add_argument("sweep", help="a work folder, or a sweep id / sweep name / parent run id with --tracking-uri")
-    p.add_argument("--tracking-uri", help="MLflow tracking URI (when SWEEP is not a work folder)")
-    p.add_argument("--experiment", help="MLflow experiment (default: scalesweep)")
+    _sweep_reference(p, "sweep")
     p.add_argument("--json", action="store_true", help="print the selection document as JSON")
     add_cancel(sub, "sweep")
+    p = sub.add_parser("importance", help="which searched hyperparameter mattered (Optuna's evaluators)")
+    _sweep_reference(p, "sweep")
+    p.add_argument("--evaluator", choices=("fanova", "ped-anova"), default="fanova",
+                   help="Optuna's importance evaluator (default fanova: reliable on a small grid)")
+    p.add_argument("--n-boot", type=int, default=100, help="paired bootstrap resamples of the seeds (default 100)")
+    p.add_argument("--json", action="store_true", help="print the importance document as JSON")
+    p = sub.add_parser("front", help="the quality-cost front: objective against optimizer cost per point")
+    _sweep_reference(p, "sweep")
+    p.add_argument("--json", action="store_true", help="print the front document as JSON")
+    p = sub.add_parser("compare", help="two sweeps side by side (B - A, paired over common seeds)")
+    _sweep_reference(p, "sweep", "SWEEP_A")
+    p.add_argument("other", metavar="SWEEP_B", help="the second sweep, given like the first")
+    p.add_argument("--json", action="store_true", help="print the comparison document as JSON")
+    p = sub.add_parser("optuna", help="write the sweep's trials to an Optuna storage (a study per sweep)")
+    _sweep_reference(p, "sweep")
+    p.add_argument("--storage", help="Optuna RDB URL (default sqlite:///<work folder>/optuna.db)")
+    p.add_argument("--study", help="the study's name (default <sweep name>-<sweep id>)")
+
+
+def _sweep_reference(p: argparse.ArgumentParser, dest: str, metavar: str = "SWEEP") -> None:
+    """A sweep given by work folder, or by id / name / parent run id in a store named with --tracking-uri."""
+    p.add_argument(dest, metavar=metavar,
+                   help="a work folder, or a sweep id / sweep name / parent run id with --tracking-uri")
+    p.add_argument("--tracking-uri", help="MLflow tracking URI (when a sweep is not a work folder)")
+    p.add_argument("--experiment", help="MLflow experiment (default: scalesweep)")
 
 
 def add_run_and_status(sub: Any, job: str) -> None:
@@ -129,13 +160,60 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _result(args: argparse.Namespace) -> int:
-    from ._result import load_sweep_result
-
-    result = load_sweep_result(args.sweep, tracking_uri=args.tracking_uri, experiment=args.experiment)
+    result = _load(args)
     if args.json:
         print(json.dumps(result.selection_document(), indent=2, default=str))
     else:
         print(result.table())
+    return 0
+
+
+def _load(args: argparse.Namespace, sweep: str | None = None) -> Any:
+    from ._result import load_sweep_result
+
+    return load_sweep_result(sweep or args.sweep, tracking_uri=args.tracking_uri, experiment=args.experiment)
+
+
+def _print(args: argparse.Namespace, found: Any) -> int:
+    """A view's document as JSON under --json, else its text lines."""
+    if args.json:
+        print(json.dumps(found.to_dict(), indent=2, default=str))
+    else:
+        print("\n".join(found.lines()))
+    return 0
+
+
+def _importance(args: argparse.Namespace) -> int:
+    return _print(args, _load(args).importance(evaluator=args.evaluator, n_boot=args.n_boot))
+
+
+def _front(args: argparse.Namespace) -> int:
+    return _print(args, _load(args).front())
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from ._compare import compare_sweeps
+
+    return _print(args, compare_sweeps(_load(args), _load(args, args.other)))
+
+
+def _optuna(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from trials import without_credentials
+
+    from ._errors import SweepError
+    from ._optuna_study import default_optuna_storage, write_optuna_study
+
+    result = _load(args)
+    storage = args.storage
+    if storage is None:
+        if not (result.workdir and Path(result.workdir).is_dir()):
+            raise SweepError("the sweep's work folder is not on this machine: give --storage URL")
+        storage = default_optuna_storage(result.workdir)
+    name = write_optuna_study(result, storage, study_name=args.study)
+    shown = without_credentials(storage)
+    print(f"wrote study {name!r} to {shown}\nopen it with: optuna-dashboard {shown}")
     return 0
 
 
@@ -153,4 +231,8 @@ _COMMANDS: dict[str, Any] = {
     "status": _status,
     "result": _result,
     "cancel": _cancel,
+    "importance": _importance,
+    "front": _front,
+    "compare": _compare,
+    "optuna": _optuna,
 }

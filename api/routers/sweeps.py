@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response
 
-from sweeper import SweepError, SweepSpec, load_sweep_result, redact_spec, sweep_status, sweep_work
+from sweeper import (
+    SweepError,
+    SweepSpec,
+    compare_sweeps,
+    load_sweep_result,
+    redact_spec,
+    sweep_status,
+    sweep_work,
+    write_optuna_study,
+)
 from sweeper.jobfiles import STATUS_FILE, is_sweep_folder
 
 from .._cache import file_version
@@ -162,6 +172,85 @@ def get_best(sweep_id: str, request: Request, session: SessionDep, _reader: Read
     # The service's id, not the sweeper's own (its MLflow tag scalesweep.sweep_id), which is kept as tracking_id.
     return {**doc, "sweep_id": record.id, "tracking_id": doc.get("sweep_id"), "state": record.state,
             "best": result.best}
+
+
+def _scored(sweep_id: str, request: Request, session: Any) -> tuple[SweepRecord, Any]:
+    """The sweep's record and result, or 409 when nothing was scored yet."""
+    record = _get(session, sweep_id)
+    release(session)
+    result = _result(request, record)
+    if result is None or not any(p.objective is not None for p in result.points):
+        raise HTTPException(409, f"sweep {sweep_id} ({record.state}) has no point scored on every seed yet")
+    return record, result
+
+
+def _derived(request: Request, record: SweepRecord, what: str, compute: Any) -> Any:
+    """A figure's numbers computed from the sweep's result, cached under the same version as the result."""
+    folder = Path(str(record.storage_path))
+    return request.app.state.results.get(f"{what}:{folder}", file_version(folder / STATUS_FILE), compute,
+                                         fresh=True)
+
+
+@router.get("/{sweep_id}/importance", responses={409: {"description": "fewer than three points scored"}},
+            summary="Which searched hyperparameter mattered: Optuna's evaluator, the seeds bootstrapped")
+def get_importance(
+    sweep_id: str, request: Request, session: SessionDep, _reader: ReadAccess,
+    evaluator: Annotated[Literal["fanova", "ped-anova"], Query(description="Optuna's importance evaluator")] = "fanova",
+    n_boot: Annotated[int, Query(ge=0, le=1000, description="paired bootstrap resamples of the seeds")] = 100,
+) -> dict[str, Any]:
+    record, result = _scored(sweep_id, request, session)
+    try:
+        found = _derived(request, record, f"importance:{evaluator}:{n_boot}",
+                         lambda: result.importance(evaluator=evaluator, n_boot=n_boot))
+    except SweepError as exc:
+        raise HTTPException(409, str(exc)) from exc
+    return {"sweep_id": record.id, "state": record.state, **found.to_dict()}
+
+
+@router.get("/{sweep_id}/front", responses={409: {"description": "no point scored yet"}},
+            summary="The quality-cost front: each point's objective against Newton-Schulz calls and optimizer time")
+def get_front(sweep_id: str, request: Request, session: SessionDep, _reader: ReadAccess) -> dict[str, Any]:
+    record, result = _scored(sweep_id, request, session)
+    return {"sweep_id": record.id, "state": record.state, **result.front().to_dict()}
+
+
+@router.get("/{sweep_id}/compare/{other_id}", responses={409: {"description": "either sweep has no point scored"}},
+            summary="Two sweeps side by side: points lined up, paired differences (other - this) where seeds match")
+def get_comparison(sweep_id: str, other_id: str, request: Request, session: SessionDep,
+                   _reader: ReadAccess) -> dict[str, Any]:
+    record = _get(session, sweep_id)
+    other = _get(session, other_id)
+    release(session)
+    a, b = _result(request, record), _result(request, other)
+    if a is None or b is None:
+        missing = sweep_id if a is None else other_id
+        raise HTTPException(409, f"sweep {missing} has no result in MLflow yet")
+    doc = compare_sweeps(a, b).to_dict()
+    doc["a"]["id"], doc["b"]["id"] = record.id, other.id  # the service's ids beside the tracking ids
+    return doc
+
+
+_OPTUNA_WRITES = threading.Lock()  # one writer at a time: writing replaces the study (delete, then create)
+
+
+@router.post("/{sweep_id}/optuna", responses={409: {"description": "no trial ran yet"}},
+             summary="Write the sweep's trials to the service's Optuna storage, as a study optuna-dashboard opens")
+def write_optuna(sweep_id: str, request: Request, session: SessionDep, _owner: Owner) -> dict[str, Any]:
+    record = _get(session, sweep_id)
+    release(session)
+    result = _result(request, record)
+    if result is None:
+        raise HTTPException(409, f"sweep {sweep_id} ({record.state}) has no result in MLflow yet")
+    settings = request.app.state.settings
+    try:
+        with _OPTUNA_WRITES:
+            name = write_optuna_study(result, str(settings.optuna_storage))
+    except SweepError as exc:
+        raise HTTPException(409, str(exc)) from exc
+    storage = settings.redact(str(settings.optuna_storage))
+    return {"sweep_id": record.id, "study_name": name, "storage": storage,
+            "trials": sum(n for state, n in result.counts.items() if state not in ("PENDING", "attempts")),
+            "open_with": f"optuna-dashboard {storage}"}
 
 
 jobs.add_state_routes(router, noun="sweep", response_model=SweepPublic, get=_get, public=_public)

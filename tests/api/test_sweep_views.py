@@ -1,0 +1,151 @@
+"""What a finished sweep shows beyond its choice, through a live service and the CLI: the importance of each
+searched parameter, the quality-cost front, a comparison, and the sweep written to an Optuna storage.
+
+One real sweep (the service's driver, Ray, MLflow) of the sweeper's formula trainer (`tests/sweeper/fake_trainer.py`:
+no training, FD from a formula in which K moves the objective by 4 and gamma by 2 on this grid), so the numbers are
+known: K matters more than gamma, and K=3, gamma=0.15 is best."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import optuna
+import pytest
+import yaml
+
+import scalesweep_cli
+from api._db import SweepRecord
+from api._settings import Settings
+from sweeper import non_dominated
+
+from .conftest import AUTH, TOKEN, LiveServer
+
+pytestmark = pytest.mark.timeout(900)
+
+FAKE_TRAINER = Path(__file__).resolve().parents[1] / "sweeper" / "fake_trainer.py"
+SPEC: dict[str, Any] = {
+    "name": "views", "rung": "cpu-xs", "horizon": 6, "eval_steps": [4, 6], "seeds": [0, 1],
+    "search": {"space": {"K": [2, 3, 4], "gamma": [0.15, 0.25]}}, "baselines": ["adamw"],
+    "retries": {"max_retries": 0}, "execution": {"concurrency": 2, "num_cpus": 2},
+    "backend": {"name": "command", "trainer": "formula", "poll_s": 0.05},
+}
+
+
+@dataclass
+class Views:
+    url: str
+    settings: Settings
+    sweep: str
+    workdir: str
+
+
+@pytest.fixture(scope="module")
+def views(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Views]:
+    tmp = tmp_path_factory.mktemp("views")
+    registry = tmp / "trainers.yaml"
+    registry.write_text(yaml.safe_dump({"trainers": {"formula": {"command": [
+        sys.executable, str(FAKE_TRAINER), "--optimizer", "{optimizer}", "--K", "{K}", "--gamma", "{gamma}",
+        "--seed", "{seed}", "--steps", "{steps}", "--eval-steps", "{eval_steps}", "--progress", "{progress_file}",
+    ]}}}))
+    settings = Settings(workdir=tmp / "work", api_token=TOKEN, trainers=registry,  # type: ignore[arg-type]
+                        poll_interval_s=0.3)
+    server = LiveServer(settings, lifespan="on")
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as client:
+            created = client.post("/v1/sweeps", json=SPEC, headers=AUTH)
+            assert created.status_code == 201, created.text
+            sweep = created.json()["id"]
+            deadline, body = time.time() + 600, {}
+            while time.time() < deadline:
+                body = client.get(f"/v1/sweeps/{sweep}").json()
+                if body["state"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
+                    break
+                time.sleep(0.5)
+            assert body["state"] == "SUCCEEDED", body
+        with server.app.state.sessionmaker() as session:
+            workdir = str(session.get(SweepRecord, sweep).storage_path)
+        yield Views(server.url, settings, sweep, workdir)
+    finally:
+        server.stop()
+
+
+def _get(views: Views, path: str, **params: Any) -> httpx.Response:
+    return httpx.get(f"{views.url}/v1/sweeps/{views.sweep}{path}", params=params, timeout=120)
+
+
+def test_importance_ranks_k_above_gamma_and_refuses_an_unknown_evaluator(views: Views) -> None:
+    doc = _get(views, "/importance", n_boot=30).json()
+    assert [p["param"] for p in doc["params"]] == ["K", "gamma"], doc
+    k, gamma = doc["params"]
+    assert k["importance"] > gamma["importance"] and k["p_first"] == 1.0
+    assert doc["n_points"] == 6 and doc["seeds"] == [0, 1] and doc["n_boot"] == 30 and doc["evaluator"] == "fanova"
+    # The seeds shift every point alike (0.3 per seed): their own share of the variance is far below K's.
+    assert doc["seed_share"] < k["variance_share"]
+    for bad in ({"evaluator": "shap"}, {"n_boot": -1}, {"n_boot": 10**6}):
+        answer = _get(views, "/importance", **bad)
+        assert answer.status_code == 422 and answer.headers["content-type"].startswith("application/problem+json")
+        assert next(iter(bad)) in answer.text
+
+
+def test_the_front_marks_exactly_the_non_dominated_points_and_the_choice(views: Views) -> None:
+    doc = _get(views, "/front").json()
+    points = doc["points"]
+    assert len(points) == 6 and [b["point_key"] for b in doc["baselines"]] == ["adamw"]
+    # The formula trainer counts no Newton-Schulz call: the front's cost is 1/K, as the optimizer would count it.
+    assert {p["point_key"]: p["ns_calls_per_step"] for p in points}["K=4,gamma=0.15"] == pytest.approx(0.25)
+    expected = non_dominated([(p["objective"], p["ns_calls_per_step"]) for p in points])
+    assert [p["on_front_ns"] for p in points] == expected
+    assert sorted(doc["front_ns_calls"]) == ["K=3,gamma=0.15", "K=4,gamma=0.15"]
+    assert doc["chosen"] == doc["best"] == "K=3,gamma=0.15"
+    assert [p["point_key"] for p in points if p["chosen"]] == ["K=3,gamma=0.15"]
+
+
+def test_a_sweep_compared_with_itself_over_rest_shows_zero_differences(views: Views) -> None:
+    doc = _get(views, f"/compare/{views.sweep}").json()
+    assert len(doc["points"]) == 7 and doc["same_choice"] is True and doc["a"]["id"] == views.sweep
+    assert all(p["difference"] == 0.0 and p["paired"]["mean"] == 0.0 and p["paired"]["n"] == 2
+               for p in doc["points"])
+    missing = _get(views, "/compare/sw-nosuchsweep")
+    assert missing.status_code == 404 and "sw-nosuchsweep" in missing.text
+
+
+def test_the_sweep_opens_in_optuna_with_every_trial(views: Views) -> None:
+    url = f"{views.url}/v1/sweeps/{views.sweep}/optuna"
+    assert httpx.post(url, timeout=60).status_code == 401  # writing needs the token
+    written = httpx.post(url, headers=AUTH, timeout=120)
+    assert written.status_code == 200, written.text
+    doc = written.json()
+    assert doc["trials"] == 14 and doc["open_with"].startswith("optuna-dashboard sqlite:///")
+    study = optuna.load_study(study_name=doc["study_name"], storage=str(views.settings.optuna_storage))
+    trials = httpx.get(f"{views.url}/v1/sweeps/{views.sweep}/trials", timeout=60).json()["data"]
+    assert len(study.trials) == len(trials) == 14
+    by_run = {t.user_attrs["mlflow_run_id"]: t for t in study.trials}
+    for t in trials:
+        mine = by_run[t["run_id"]]
+        assert mine.value == pytest.approx(t["objective"]) and mine.params["seed"] == t["seed"]
+        assert {k: v for k, v in mine.params.items() if k not in ("seed", "arm")} == t["params"]
+        assert mine.intermediate_values == {int(s): pytest.approx(v) for s, v in t["fd"].items()}
+
+
+def test_the_cli_shows_the_same_views_and_writes_the_study(views: Views, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    assert scalesweep_cli.main(["sweep", "importance", views.workdir, "--n-boot", "20", "--json"]) == 0
+    assert [p["param"] for p in json.loads(capsys.readouterr().out)["params"]] == ["K", "gamma"]
+    assert scalesweep_cli.main(["sweep", "front", views.workdir]) == 0
+    assert "K=3,gamma=0.15" in capsys.readouterr().out
+    assert scalesweep_cli.main(["sweep", "compare", views.workdir, views.workdir, "--json"]) == 0
+    assert all(p["difference"] == 0.0 for p in json.loads(capsys.readouterr().out)["points"])
+    storage = f"sqlite:///{tmp_path / 'mine.db'}"
+    assert scalesweep_cli.main(["sweep", "optuna", views.workdir, "--storage", storage, "--study", "v"]) == 0
+    assert "optuna-dashboard" in capsys.readouterr().out
+    assert len(optuna.load_study(study_name="v", storage=storage).trials) == 14
+    assert scalesweep_cli.main(["sweep", "importance", str(tmp_path)]) == 2  # not a sweep's folder: one line
+    err = capsys.readouterr().err.strip()
+    assert "not a sweep work folder" in err and "\n" not in err
