@@ -27,6 +27,17 @@ from ._html import escape as _e
 from ._html import table as _table
 from ._records import FDInfo, RunRecord, as_records, describe_fd, merge_fd
 from ._scaling import SCALING_METRICS, ScalingPlotData, compute_scaling_plot, plot_scaling
+from ._sweepviews import (
+    FrontData,
+    ImportanceData,
+    TrialsView,
+    front_html,
+    importance_html,
+    plot_front,
+    plot_importance,
+    plot_parallel,
+    trials_view_html,
+)
 from ._timing import TimingData, compute_timing, plot_timing
 from ._updates import UpdateScaleData, compute_update_scale, plot_update_scale, update_scale_table
 
@@ -53,6 +64,9 @@ class ReportData:
     notes: tuple[str, ...] = ()
     targets: Mapping[str, Any] | None = None  # sweeper.TransferResult.target_summary(): time to a declared target
     target_scaling: tuple[ScalingPlotData, ...] = ()  # steps / time to that target against size, with their fits
+    importance: ImportanceData | None = None  # a sweep's: which searched parameter mattered
+    front: FrontData | None = None  # a sweep's quality-cost front
+    trials_view: TrialsView | None = None  # a sweep's trials: parallel coordinates and slices
 
     @property
     def fd_info(self) -> FDInfo:
@@ -135,6 +149,12 @@ def report_figures(data: ReportData) -> dict[str, Figure]:
         figures["timing"] = plot_timing(data.timing)
     if data.updates is not None:
         figures["update_scale"] = plot_update_scale(data.updates)
+    if data.importance is not None:
+        figures["importance"] = plot_importance(data.importance)
+    if data.front is not None:
+        figures["front"] = plot_front(data.front)
+    if data.trials_view is not None:
+        figures["parallel"] = plot_parallel(data.trials_view)
     return figures
 
 
@@ -350,6 +370,12 @@ def build_report(data: ReportData, *, figures: Mapping[str, Figure] | None = Non
     sections: list[tuple[str, str, str]] = []  # (figure name, heading, tables)
     if data.heatmap is not None:
         sections.append(("heatmap", "K × γ sweep", _heatmap_html(data.heatmap)))
+    if data.importance is not None:
+        sections.append(("importance", "Which searched parameter mattered", importance_html(data.importance)))
+    if data.front is not None:
+        sections.append(("front", "Quality against optimizer cost", front_html(data.front)))
+    if data.trials_view is not None:
+        sections.append(("parallel", "Trials: parallel coordinates and slices", trials_view_html(data.trials_view)))
     if data.fd_curves is not None:
         sections.append(("fd_curves", "FD versus step", _fd_curves_html(data.fd_curves)))
     if data.loss is not None:

@@ -16,6 +16,7 @@ from ._errors import DashboardError
 from ._heatmap import compute_heatmap
 from ._mlflow import load_chosen, load_runs, log_figures
 from ._report import ReportData, compute_report, report_figures
+from ._sweepviews import compute_trials_view, front_from_document, importance_from_document
 
 if TYPE_CHECKING:
     from scaling import ScalingFit
@@ -31,7 +32,11 @@ def sweep_report(tracking_uri: str, sweep_run_id: str, *, title: str = "scaleswe
     chosen = load_chosen(tracking_uri, sweep_run_id)
     data = compute_report(records, title=title, chosen=chosen,
                           context={"tracking URI": tracking_uri, "sweep parent run": sweep_run_id, **(context or {})})
-    notes = decision_notes(load_selection(tracking_uri, sweep_run_id))  # P(best), winner's curse, paired claims
+    selection = load_selection(tracking_uri, sweep_run_id)
+    notes = decision_notes(selection)  # P(best), winner's curse, paired claims
+    data = replace(data, importance=importance_from_document((selection or {}).get("importance")),
+                   front=front_from_document((selection or {}).get("front")),
+                   trials_view=compute_trials_view(records))
     return replace(data, notes=(*notes, *data.notes)) if notes else data
 
 
@@ -45,8 +50,8 @@ def transfer_report(
     context: Mapping[str, str] | None = None,
 ) -> ReportData:
     """FD and loss curves, timing and scaling panels (with ``fits``, keyed by ``SCALING_METRICS``) of a transfer's
-    runs, plus the source sweep's heatmap when ``sweep_run_id`` is given. A fit that cannot be drawn (e.g. on too
-    few sizes) leaves its panel out with a note instead of failing the report."""
+    runs, plus the source sweep's heatmap, importance and quality-cost front when ``sweep_run_id`` is given. A fit
+    that cannot be drawn (e.g. on too few sizes) leaves its panel out with a note instead of failing the report."""
     records = load_runs(tracking_uri, transfer_run_id)
     ctx = {"tracking URI": tracking_uri, "transfer parent run": transfer_run_id, **(context or {})}
     notes: list[str] = []
@@ -63,6 +68,9 @@ def transfer_report(
             data = replace(data, heatmap=compute_heatmap(sweep_records, chosen=chosen), context=ctx)
         except DashboardError as exc:
             notes.append(f"the sweep's heatmap left out: {exc}")
+        selection = load_selection(tracking_uri, sweep_run_id) or {}  # the sweep's importance and front beside it
+        data = replace(data, importance=importance_from_document(selection.get("importance")),
+                       front=front_from_document(selection.get("front")))
     return replace(data, notes=(*data.notes, *notes)) if notes else data
 
 

@@ -709,7 +709,7 @@ def _finish(driver: _Driver, ledger: SweepLedger, parent_run_id: str, state: str
             metrics["pooled_seed_std"] = sel.pooled_seed_std
     if error:
         ledger.set_tags(parent_run_id, {TAG.ERROR: error[:500]})
-    ledger.finish_parent(parent_run_id, state, result.selection, metrics, result.selection_document())
+    ledger.finish_parent(parent_run_id, state, result.selection, metrics, result.selection_document(views=True))
     driver.tick(force=True, state=state)
     driver.heartbeat.write_final(state, error, _now())
     return result

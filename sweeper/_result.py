@@ -60,8 +60,19 @@ class SweepResult:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def selection_document(self) -> dict[str, Any]:
-        """What `selection.json` on the parent run holds."""
+    def selection_document(self, *, views: bool = False) -> dict[str, Any]:
+        """What `selection.json` on the parent run holds; with `views`, also the quality-cost front and the
+        parameters' importance (seconds to compute: the driver stores them once, for the report)."""
+        doc = self._selection_document()
+        if views:
+            doc["front"] = self.front().to_dict() if any(p.objective is not None for p in self.points) else None
+            try:
+                doc["importance"] = self.importance().to_dict()
+            except SweepError as exc:  # too few points or nothing searched: said, not drawn
+                doc["importance"] = {"error": str(exc)}
+        return doc
+
+    def _selection_document(self) -> dict[str, Any]:
         return {
             "sweep_id": self.sweep_id,
             "name": self.name,

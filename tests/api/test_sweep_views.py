@@ -149,3 +149,25 @@ def test_the_cli_shows_the_same_views_and_writes_the_study(views: Views, tmp_pat
     assert scalesweep_cli.main(["sweep", "importance", str(tmp_path)]) == 2  # not a sweep's folder: one line
     err = capsys.readouterr().err.strip()
     assert "not a sweep work folder" in err and "\n" not in err
+
+
+def test_the_driver_stored_the_views_and_their_figures_on_the_parent_run(views: Views, tmp_path: Path) -> None:
+    from mlflow import MlflowClient
+
+    from dashboards import build_report, sweep_report
+
+    body = httpx.get(f"{views.url}/v1/sweeps/{views.sweep}", timeout=60).json()
+    uri, parent = str(views.settings.mlflow_tracking_uri), body["mlflow_parent_run_id"]
+    client = MlflowClient(uri)
+    stored = json.loads(Path(client.download_artifacts(parent, "selection.json", str(tmp_path))).read_text())
+    assert [p["param"] for p in stored["importance"]["params"]] == ["K", "gamma"]
+    assert sorted(stored["front"]["front_ns_calls"]) == ["K=3,gamma=0.15", "K=4,gamma=0.15"]
+    figures = {f.path for f in client.list_artifacts(parent, "figures")}
+    assert {"figures/importance.png", "figures/front.png", "figures/parallel.png"} <= figures, figures
+    page = build_report(sweep_report(uri, parent))
+    for section in ('id="importance"', 'id="front"', 'id="parallel"', "compare view"):
+        assert section in page
+    # The slices' means are the trials' own: K=3 over both gammas and seeds, from /trials.
+    trials = httpx.get(f"{views.url}/v1/sweeps/{views.sweep}/trials", timeout=60).json()["data"]
+    k3 = [t["objective"] for t in trials if t["params"].get("K") == 3]
+    assert f"3: {sum(k3) / len(k3):.4g} (n=4)" in page
