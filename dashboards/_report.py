@@ -134,28 +134,14 @@ def compute_report(
 
 def report_figures(data: ReportData) -> dict[str, Figure]:
     """name -> figure for each section present (names are safe artifact file names, see ``log_figures``)."""
-    figures: dict[str, Figure] = {}
-    if data.heatmap is not None:
-        figures["heatmap"] = plot_heatmap(data.heatmap)
-    if data.fd_curves is not None:
-        figures["fd_curves"] = plot_fd_curves(data.fd_curves)
-    if data.loss is not None:
-        figures["loss"] = plot_loss_curves(data.loss)
-    if data.scaling:
-        figures["scaling"] = plot_scaling(data.scaling)
-    if data.target_scaling:
-        figures["targets"] = plot_scaling(data.target_scaling)
-    if data.timing is not None:
-        figures["timing"] = plot_timing(data.timing)
-    if data.updates is not None:
-        figures["update_scale"] = plot_update_scale(data.updates)
-    if data.importance is not None:
-        figures["importance"] = plot_importance(data.importance)
-    if data.front is not None:
-        figures["front"] = plot_front(data.front)
-    if data.trials_view is not None:
-        figures["parallel"] = plot_parallel(data.trials_view)
-    return figures
+    drawn: tuple[tuple[str, Any, Any], ...] = (
+        ("heatmap", data.heatmap, plot_heatmap), ("fd_curves", data.fd_curves, plot_fd_curves),
+        ("loss", data.loss, plot_loss_curves), ("scaling", data.scaling, plot_scaling),
+        ("targets", data.target_scaling, plot_scaling), ("timing", data.timing, plot_timing),
+        ("update_scale", data.updates, plot_update_scale), ("importance", data.importance, plot_importance),
+        ("front", data.front, plot_front), ("parallel", data.trials_view, plot_parallel),
+    )
+    return {name: plot(section) for name, section, plot in drawn if section is not None and section != ()}
 
 
 # ----------------------------------------------------------------------------------------------------------
