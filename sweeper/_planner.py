@@ -146,7 +146,8 @@ class _Point:
 class Planner:
     """Decides the next trial and keeps the Optuna study told. Not thread-safe (Tune calls it from one thread)."""
 
-    def __init__(self, spec: SweepSpec, records: Iterable[TrialRecord] = (), *, resumable: bool | None = None):
+    def __init__(self, spec: SweepSpec, records: Iterable[TrialRecord] = (), *, resumable: bool | None = None,
+                 prior: Iterable[TrialRecord] = ()):
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)  # no INFO line per told trial
@@ -165,7 +166,36 @@ class Planner:
         self.points: dict[str, _Point] = {}
         self.search_done = False
         self.seed_objectives: dict[str, dict[int, float]] = {}
+        self.warm_started = self._warm_start(list(prior))
         self._restore(list(records))
+
+    def _warm_start(self, prior: list[TrialRecord]) -> int:
+        """Tell the sampler the finished points of earlier sweeps (`search.warm_start`): each point's mean
+        objective over the seeds it finished on, as a COMPLETE trial; points outside this sweep's space, or of
+        another arm, are left out. They are not this sweep's points: not run, not counted, not selected.
+        Returns how many points were told."""
+        import optuna
+        from optuna.trial import create_trial
+
+        finished: dict[str, list[TrialRecord]] = {}
+        for rec in prior:
+            if (rec.role == "search" and rec.arm == self.spec.search.arm and rec.status == "SUCCEEDED"
+                    and rec.objective is not None and math.isfinite(rec.objective)):
+                finished.setdefault(rec.point_key, []).append(rec)
+        told = 0
+        for recs in finished.values():
+            params = {n: _canonical(n, v) for n, v in recs[0].params.items()}
+            if set(params) != set(self.dists):
+                continue
+            by_seed = {r.seed: float(r.objective) for r in recs}  # type: ignore[arg-type]
+            try:
+                self.study.add_trial(create_trial(params=params, distributions=self._dists_for(params),
+                                                  value=statistics.fmean(by_seed.values()),
+                                                  user_attrs={"warm_start": recs[0].point_key}))
+            except (ValueError, optuna.exceptions.OptunaError):  # outside this sweep's space
+                continue
+            told += 1
+        return told
 
     # -- restore ---------------------------------------------------------------------------------------------
 

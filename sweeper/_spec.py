@@ -312,11 +312,28 @@ class SearchSpec(BaseModel):
         default_factory=dict,
         description="Extra MLflow tags on the search trials' runs (e.g. the lr rule a transfer carried them by).",
     )
+    warm_start: list[str] = Field(
+        default_factory=list, max_length=8,
+        description="tpe/random only: sweep ids (their `scalesweep.sweep_id` tag) in the same MLflow store and "
+        "experiment whose finished points the sampler is told before it proposes any (their mean objective over "
+        "the seeds they ran); they are not run again and do not count against the budget or the selection.",
+    )
 
     @field_validator("tags")
     @classmethod
     def _valid_tags(cls, tags: dict[str, str]) -> dict[str, str]:
         return _check_tags(tags)
+
+    @field_validator("warm_start")
+    @classmethod
+    def _sweep_ids(cls, ids: list[str]) -> list[str]:
+        for sweep_id in ids:
+            if not sweep_id or len(sweep_id) > 200 or not all(c.isalnum() or c in "-_." for c in sweep_id):
+                raise ValueError(f"warm_start: {sweep_id[:50]!r} is not a sweep id (letters, digits, - _ .; at most "
+                                 "200 characters)")
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"warm_start: repeated sweep ids {ids}")
+        return ids
 
     @field_validator("space")
     @classmethod
@@ -358,6 +375,9 @@ class SearchSpec(BaseModel):
                 _check_optimizer({**self.optimizer, "name": arm, SEARCH_PARAMS[name][0]: value},
                                  f"search.space.{name}={value}", with_field=False)
         ranges = [n for n, v in self.space.items() if isinstance(v, ParamRange)]
+        if self.method == "grid" and self.warm_start:
+            raise ValueError("warm_start informs a tpe or random sampler; a grid runs every point whatever came "
+                             "before (to add points or seeds to a finished grid, extend it: scalesweep sweep extend)")
         if self.method == "grid":
             if ranges:
                 raise ValueError(f"method 'grid' needs a list of values for every parameter; {ranges} are ranges "
@@ -909,6 +929,8 @@ class SweepSpec(BaseModel):
         """What a resumed sweep must match: everything but execution and retries, which may change on resume."""
         payload = self.model_dump(mode="json", exclude={"execution", "retries"})
         # Fields added later are left out while at their defaults, so sweeps started before them still resume.
+        if payload["search"].get("warm_start") == []:  # added later: sweeps started before it resume
+            payload["search"].pop("warm_start")
         for section in (payload, payload["search"], *payload["baselines"]):
             if section.get("tags") == {}:
                 section.pop("tags")

@@ -1,0 +1,92 @@
+"""Extending a finished sweep: more seeds, more grid points, a larger search budget or more baselines, running only
+what is missing, in the same work folder and MLflow parent run, with the selection recomputed over all of it.
+
+    scalesweep sweep extend SPEC --workdir DIR      SPEC = the sweep's spec with the additions
+
+An extension may only add: `seeds` (the old ones kept), values to a grid's `search.space` lists (the old ones
+kept, no new parameter), a larger `search.budget` for tpe/random (the same space), and `baselines` (the old ones
+kept); `execution` and `retries` may change as on any resume. Anything else changed (rung, horizon, eval steps,
+optimizer, trial, selection, ...) would make the old trials measure something else: refused, naming the field.
+A sweep with a confirmation (`confirm.top > 0`) is refused too: its choice was made on fresh seeds numbered after
+the sweep's, which added seeds would reuse; run a new sweep with `search.warm_start` instead.
+
+The planner needs nothing special: given the extended spec and the ledger's records, finished trials are not run
+again and the missing (point, seed) pairs, new points and new baselines are queued (`_planner`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._errors import SweepError
+from ._spec import SweepSpec
+
+__all__ = ["check_extension"]
+
+# What an extension may change; every other field must be equal.
+_EXTENSIBLE = ("seeds", "baselines", "execution", "retries")
+
+
+def _rest(spec: SweepSpec) -> dict[str, Any]:
+    dump = spec.model_dump(mode="json", exclude=set(_EXTENSIBLE))
+    dump["search"].pop("space")
+    dump["search"].pop("budget")
+    return dump
+
+
+def _diff(old: Any, new: Any, path: str = "") -> list[str]:
+    """Dotted paths where two JSON-like values differ."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for key in sorted(set(old) | set(new)):
+            out += _diff(old.get(key), new.get(key), f"{path}.{key}" if path else key)
+        return out
+    return [] if old == new else [path]
+
+
+def check_extension(old: SweepSpec, new: SweepSpec) -> list[str]:
+    """What `new` adds to `old`, in words (empty when nothing); `SweepError` naming the field when `new` changes
+    anything an extension may not (see the module's docstring)."""
+    if old.confirm.top > 0:
+        raise SweepError(f"sweep {old.name} confirmed its choice on fresh seeds (confirm.top={old.confirm.top}): "
+                         "it cannot be extended; start a new sweep with search.warm_start instead")
+    changed = _diff(_rest(old), _rest(new))
+    if changed:
+        raise SweepError(f"an extension may only add seeds, grid values, search budget or baselines; "
+                         f"{', '.join(changed)} changed")
+    added: list[str] = []
+    lost = [s for s in old.seeds if s not in new.seeds]
+    if lost:
+        raise SweepError(f"seeds: an extension keeps the sweep's seeds {old.seeds}; {lost} are missing")
+    if extra := [s for s in new.seeds if s not in old.seeds]:
+        added.append(f"seeds {extra}")
+    old_space = old.model_dump(mode="json")["search"]["space"]
+    new_space = new.model_dump(mode="json")["search"]["space"]
+    if set(old_space) != set(new_space):
+        raise SweepError(f"search.space: an extension keeps the searched parameters {sorted(old_space)}; got "
+                         f"{sorted(new_space)}")
+    if old.search.method == "grid":
+        for name, values in old_space.items():
+            grown = new_space[name]
+            if not isinstance(grown, list) or any(v not in grown for v in values):
+                raise SweepError(f"search.space.{name}: an extension keeps the grid's values {values} and may add "
+                                 f"to them; got {grown}")
+            if extra_values := [v for v in grown if v not in values]:
+                added.append(f"{name} values {extra_values}")
+    else:
+        if new_space != old_space:
+            raise SweepError(f"search.space: a {old.search.method} search is extended by its budget; the space "
+                             f"must stay {old_space}")
+        if (new.search.budget or 0) < (old.search.budget or 0):
+            raise SweepError(f"search.budget: an extension may raise it from {old.search.budget}, not lower it "
+                             f"to {new.search.budget}")
+        if (new.search.budget or 0) > (old.search.budget or 0):
+            added.append(f"budget {old.search.budget} -> {new.search.budget} points")
+    old_baselines = [b.model_dump(mode="json") for b in old.baselines]
+    new_baselines = [b.model_dump(mode="json") for b in new.baselines]
+    if missing := [b["arm"] for b in old_baselines if b not in new_baselines]:
+        raise SweepError(f"baselines: an extension keeps the sweep's baselines; {missing} missing or changed")
+    if extra_baselines := [b.name for b, d in zip(new.baselines, new_baselines, strict=True)
+                           if d not in old_baselines]:
+        added.append(f"baselines {extra_baselines}")
+    return added
