@@ -462,6 +462,28 @@ class JobRunner:
             self._resume.add(record.id)
             return True
 
+    def extend(self, session: Session, record: SweepRecord, body: dict[str, Any]) -> list[str] | None:
+        """Extend a finished sweep to the spec `body` and queue it to run what is missing: the additions, or None
+        when the sweep is not SUCCEEDED, FAILED or CANCELLED (any more). `SweepError` when the spec changes more
+        than an extension may (nothing changed then). Under the queue's lock, so no driver starts in between."""
+        from sweeper import SweepSpec, apply_extension
+
+        with self._lock:
+            session.refresh(record)
+            if record.state not in ("SUCCEEDED", "FAILED", "CANCELLED") or not record.storage_path:
+                return None
+            spec = dict(body)  # as `_write_spec` hands it to the driver
+            spec["tracking"] = {**(spec.get("tracking") or {}), "tracking_uri": self.settings.tracking_uri}
+            spec = expand_trainer(spec, self.trainers)
+            added = apply_extension(SweepSpec.model_validate(spec), record.storage_path)
+            if not added:
+                return added
+            if not self._claim(session, record, "SUCCEEDED", "FAILED", "CANCELLED", state="PENDING", pid=None,
+                               error=None, spec=body):
+                return None
+            self._resume.add(record.id)
+            return added
+
     def _claim(self, session: Session, record: Record, *states: str, **values: Any) -> bool:
         """Apply `values` to the record only while its state is one of `states`: the check and the write are one
         UPDATE ... WHERE statement, so of many concurrent requests (threads or service processes) for the same

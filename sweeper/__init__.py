@@ -47,6 +47,7 @@ from trials import lazy_attributes
 from ._compare import ComparedPoint, SweepComparison, compare_sweeps
 from ._driver import cancel_sweep, default_workdir, run_sweep, sweep_status
 from ._errors import SweepError, SweepFailedError
+from ._extend import apply_extension, check_extension, extend_sweep
 from ._front import FrontPoint, QualityCostFront, non_dominated, quality_cost_front
 from ._importance import EVALUATORS, ParamImportance, SweepImportance, sweep_importance
 from ._ledger import TAG, parent_run_name
@@ -130,8 +131,10 @@ __all__ = [
     "TransferSpec",
     "TrialRecord",
     "TrialRequest",
+    "apply_extension",
     "cancel_sweep",
     "cancel_transfer",
+    "check_extension",
     "check_numbers",
     "check_seeds",
     "check_shape",
@@ -141,6 +144,7 @@ __all__ = [
     "default_transfer_workdir",
     "default_workdir",
     "export_from_sweep",
+    "extend_sweep",
     "format_params",
     "list_backends",
     "list_search_methods",

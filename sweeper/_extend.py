@@ -16,12 +16,21 @@ again and the missing (point, seed) pairs, new points and new baselines are queu
 
 from __future__ import annotations
 
-from typing import Any
+import datetime as _dt
+import json
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
 
 from ._errors import SweepError
-from ._spec import SweepSpec
+from ._spec import SweepSpec, load_spec
+from .jobfiles import SPEC_FILE, STATE_FILE, driver_lock, read_json, read_state, write_json
 
-__all__ = ["check_extension"]
+if TYPE_CHECKING:
+    from ._result import SweepResult
+
+__all__ = ["apply_extension", "check_extension", "extend_sweep"]
 
 # What an extension may change; every other field must be equal.
 _EXTENSIBLE = ("seeds", "baselines", "execution", "retries")
@@ -90,3 +99,56 @@ def check_extension(old: SweepSpec, new: SweepSpec) -> list[str]:
                            if d not in old_baselines]:
         added.append(f"baselines {extra_baselines}")
     return added
+
+
+def apply_extension(spec: SweepSpec, workdir: str | Path) -> list[str]:
+    """Make the sweep in `workdir` the extended `spec` without running anything: its spec file, state and MLflow
+    parent run (`spec.json`, the fingerprint tag, and the `scalesweep.extensions` history) say what it is now, so
+    the next resume runs what is missing. Returns what was added (empty: nothing changed). Refused (`SweepError`)
+    without a sweep in `workdir`, while its driver runs, or for a change an extension may not make."""
+    from trials.record import TAG
+
+    from ._driver import _with_trainer as with_trainer
+    from ._ledger import SweepLedger
+
+    new = with_trainer(spec)  # as its driver will see it: a registered trainer's command filled in
+    folder = Path(workdir).resolve()
+    with driver_lock(folder, SweepError):
+        state = read_state(folder)
+        stored = read_json(folder / SPEC_FILE)
+        if state is None or stored is None:
+            raise SweepError(f"{folder} holds no sweep to extend (no {STATE_FILE}); start one with sweep run")
+        old = SweepSpec.model_validate(stored)
+        if old.name != new.name:
+            raise SweepError(f"name: the sweep in {folder} is {old.name!r}; the spec names {new.name!r}")
+        added = check_extension(old, new)
+        if not added:
+            return []
+        ledger = SweepLedger(state["tracking_uri"], state["experiment"])
+        parent = ledger.client.get_run(state["parent_run_id"])
+        history = json.loads(parent.data.tags.get(TAG.EXTENSIONS, "[]"))
+        history.append({"at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"), "added": added,
+                        "fingerprint": new.fingerprint()})
+        # MLflow's params are write-once: they keep the spec the sweep started with; spec.json and this tag say
+        # what it is now.
+        ledger.log_spec(state["parent_run_id"], new)
+        ledger.set_tags(state["parent_run_id"], {TAG.FINGERPRINT: new.fingerprint(),
+                                                 TAG.EXTENSIONS: json.dumps(history)})
+        write_json(folder / SPEC_FILE, new.model_dump(mode="json"))
+        write_json(folder / STATE_FILE, {**state, "fingerprint": new.fingerprint()})
+        return added
+
+
+def extend_sweep(spec: SweepSpec | str | Path | Mapping[str, Any], workdir: str | Path, *,
+                 show_progress: bool = False, stream: IO[str] | None = None) -> SweepResult:
+    """Extend the sweep in `workdir` to `spec` (`apply_extension`) and run what is missing in this process;
+    returns the result over all of its trials."""
+    from ._driver import run_sweep
+
+    new = spec if isinstance(spec, SweepSpec) else load_spec(spec)
+    added = apply_extension(new, workdir)
+    out = (stream or sys.stdout) if show_progress else None
+    if out is not None:
+        print(f"extending {Path(workdir)}: " + ("; ".join(added) if added else "nothing to add"), file=out,
+              flush=True)
+    return run_sweep(new, workdir=workdir, resume=True, show_progress=show_progress, stream=stream)

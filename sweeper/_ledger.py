@@ -167,10 +167,14 @@ class SweepLedger:
         batch = [Param(k, str(v)[:6000]) for k, v in flatten(params).items()]
         for i in range(0, len(batch), 100):
             self.client.log_batch(run_id, params=batch[i : i + 100])
-        # Redacted: MLflow is read by everyone who can open its UI; the work folder keeps the full spec.
-        self.client.log_dict(run_id, {**redact_spec(dump), "resolved_eval_steps": spec.resolved_eval_steps},
-                             "spec.json")
+        self.log_spec(run_id, spec)
         return run_id
+
+    def log_spec(self, run_id: str, spec: SweepSpec) -> None:
+        """The parent run's `spec.json` (replaced when a sweep is extended)."""
+        # Redacted: MLflow is read by everyone who can open its UI; the work folder keeps the full spec.
+        self.client.log_dict(run_id, {**redact_spec(spec.model_dump(mode="json")),
+                                      "resolved_eval_steps": spec.resolved_eval_steps}, "spec.json")
 
     def start_parent(self, run_id: str, *, pid: int | None = None) -> None:
         self.client.update_run(run_id, status="RUNNING")

@@ -12,6 +12,9 @@
                                                         which searched hyperparameter mattered
     scalesweep sweep front SWEEP [--json]               the quality-cost front (objective vs optimizer cost)
     scalesweep sweep compare SWEEP_A SWEEP_B [--json]   two sweeps side by side, paired where seeds match
+    scalesweep sweep extend SPEC --workdir DIR [--quiet]
+                                                        add seeds, grid values, budget or baselines to a finished
+                                                        sweep and run only what is missing
     scalesweep sweep optuna SWEEP [--storage URL] [--study NAME]
                                                         write the sweep to an Optuna storage (optuna-dashboard)
 
@@ -59,6 +62,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _sweep_reference(p, "sweep", "SWEEP_A")
     p.add_argument("other", metavar="SWEEP_B", help="the second sweep, given like the first")
     p.add_argument("--json", action="store_true", help="print the comparison document as JSON")
+    p = sub.add_parser("extend", help="add seeds, grid values, budget or baselines to a finished sweep")
+    p.add_argument("spec", help="the sweep's spec with the additions (.yaml, .yml or .json)")
+    p.add_argument("--workdir", required=True, help="the sweep's work folder")
+    p.add_argument("--quiet", action="store_true", help="no progress lines, only the final table")
     p = sub.add_parser("optuna", help="write the sweep's trials to an Optuna storage (a study per sweep)")
     _sweep_reference(p, "sweep")
     p.add_argument("--storage", help="Optuna RDB URL (default sqlite:///<work folder>/optuna.db)")
@@ -217,6 +224,15 @@ def _optuna(args: argparse.Namespace) -> int:
     return 0
 
 
+def _extend(args: argparse.Namespace) -> int:
+    from ._extend import extend_sweep
+
+    result = extend_sweep(args.spec, args.workdir, show_progress=not args.quiet)
+    if args.quiet:
+        print(result.table())
+    return EXIT_STATUS.get(result.state, 1)
+
+
 def _cancel(args: argparse.Namespace) -> int:
     from ._driver import cancel_sweep
 
@@ -235,4 +251,5 @@ _COMMANDS: dict[str, Any] = {
     "front": _front,
     "compare": _compare,
     "optuna": _optuna,
+    "extend": _extend,
 }

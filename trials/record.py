@@ -74,9 +74,10 @@ class TAG:
     """The sweeper's bookkeeping tags: it sets them itself, so a spec's extra tags may not use these names.
 
     On a sweep's parent run: KIND=sweep, SWEEP_ID, SWEEP_NAME, FINGERPRINT, STATUS, WORKDIR, DRIVER_HOST,
-    DRIVER_PID, ERROR and the chosen point under BEST (`scalesweep.best.K`, ...). On each trial's run: KIND=trial,
-    SWEEP_ID, TRIAL_KEY (the run name without the attempt), POINT_KEY, ROLE, ARM, SEED, ATTEMPT, PARAMS (JSON of
-    the searched values), STATUS, STEPS_DONE, ERROR, STOP_REASON (`pruned` when the early stopper stopped it)."""
+    DRIVER_PID, ERROR, EXTENSIONS and the chosen point under BEST (`scalesweep.best.K`, ...). On each trial's run:
+    KIND=trial, SWEEP_ID, TRIAL_KEY (the run name without the attempt), POINT_KEY, ROLE, ARM, SEED, ATTEMPT,
+    PARAMS (JSON of the searched values), STATUS, STEPS_DONE, ERROR, STOP_REASON (`pruned` when the early stopper
+    stopped it)."""
 
     KIND = "scalesweep.kind"
     SWEEP_ID = "scalesweep.sweep_id"
@@ -97,6 +98,7 @@ class TAG:
     ERROR = "scalesweep.error"
     STOP_REASON = "scalesweep.stop_reason"
     BEST = "scalesweep.best."
+    EXTENSIONS = "scalesweep.extensions"  # JSON list of {at, added} when a finished sweep was extended
 
 
 class LINEAGE:

@@ -230,6 +230,30 @@ def get_comparison(sweep_id: str, other_id: str, request: Request, session: Sess
     return doc
 
 
+@router.post("/{sweep_id}/extend", status_code=202,
+             responses={409: {"description": "the sweep is not finished"},
+                        422: {"description": "the spec changes more than an extension may, or adds nothing"}},
+             summary="Add seeds, grid values, budget or baselines to a finished sweep; only what is missing runs")
+def extend_sweep(sweep_id: str, request: Request, session: SessionDep, _owner: Owner,
+                 spec: Annotated[SweepSpec, Body()]) -> dict[str, Any]:
+    record = _get(session, sweep_id)
+    body = spec.model_dump(mode="json")
+    check_rest_spec(body, request.app.state.jobs.trainers, request.app.state.settings.data_path_list)
+    check_work(sweep_work(spec), request.app.state.settings.max_work, "sweep")
+    try:
+        added = request.app.state.jobs.extend(session, record, body)
+    except SweepError as exc:
+        raise HTTPException(422, str(exc)) from exc
+    if added is None:
+        raise HTTPException(409, f"sweep {sweep_id} is {record.state}: only a SUCCEEDED, FAILED or CANCELLED "
+                            "sweep is extended")
+    if not added:
+        raise HTTPException(422, "the spec adds nothing to the sweep: give more seeds, grid values, search budget "
+                            "or baselines")
+    request.app.state.jobs.wake()
+    return {**_public(request, record).model_dump(mode="json"), "added": added}
+
+
 _OPTUNA_WRITES = threading.Lock()  # one writer at a time: writing replaces the study (delete, then create)
 
 

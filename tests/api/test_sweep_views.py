@@ -8,6 +8,8 @@ known: K matters more than gamma, and K=3, gamma=0.15 is best."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -171,3 +173,75 @@ def test_the_driver_stored_the_views_and_their_figures_on_the_parent_run(views: 
     trials = httpx.get(f"{views.url}/v1/sweeps/{views.sweep}/trials", timeout=60).json()["data"]
     k3 = [t["objective"] for t in trials if t["params"].get("K") == 3]
     assert f"3: {sum(k3) / len(k3):.4g} (n=4)" in page
+
+
+def _wait_done(views: Views, timeout: float = 600) -> dict[str, Any]:
+    deadline, body = time.time() + timeout, {}
+    while time.time() < deadline:
+        body = httpx.get(f"{views.url}/v1/sweeps/{views.sweep}", timeout=60).json()
+        if body["state"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
+            return body
+        time.sleep(0.5)
+    raise AssertionError(f"still {body.get('state')}: {body}")
+
+
+def _trials(views: Views, count: int) -> dict[str, Any]:
+    """The sweep's trials by run id, once `count` of them are served (the service's result cache serves the
+    previous version while it reads the new one: a reader sees it on a later request)."""
+    deadline, data = time.time() + 120, []
+    while time.time() < deadline:
+        data = httpx.get(f"{views.url}/v1/sweeps/{views.sweep}/trials", timeout=60).json()["data"]
+        if len(data) >= count:
+            break
+        time.sleep(0.5)
+    return {t["run_id"]: t for t in data}
+
+
+def test_extending_the_finished_sweep_runs_only_what_is_missing(views: Views, tmp_path: Path) -> None:
+    """Last in this module: it grows the sweep the tests above read."""
+    url = f"{views.url}/v1/sweeps/{views.sweep}/extend"
+    before = {t["run_id"]: t for t in httpx.get(f"{views.url}/v1/sweeps/{views.sweep}/trials", timeout=60).json()[
+        "data"]}
+    parent = httpx.get(f"{views.url}/v1/sweeps/{views.sweep}", timeout=60).json()["mlflow_parent_run_id"]
+    for change, named in (({"horizon": 8}, "horizon"), ({"seeds": [1, 2]}, "seeds"), ({}, "adds nothing")):
+        refused = httpx.post(url, json={**SPEC, **change}, headers=AUTH, timeout=60)
+        assert refused.status_code == 422, refused.text
+        assert refused.headers["content-type"].startswith("application/problem+json") and named in refused.text
+    assert httpx.post(url, json=SPEC, timeout=60).status_code == 401
+
+    grown = {**SPEC, "seeds": [0, 1, 2], "search": {"space": {"K": [2, 3, 4, 5], "gamma": [0.15, 0.25]}}}
+    accepted = httpx.post(url, json=grown, headers=AUTH, timeout=60)
+    assert accepted.status_code == 202, accepted.text
+    assert accepted.json()["added"] == ["seeds [2]", "K values [5]"]
+    again = httpx.post(url, json=grown, headers=AUTH, timeout=60)  # queued or running: not finished
+    assert again.status_code in (409, 422), again.text
+    done = _wait_done(views)
+    assert done["state"] == "SUCCEEDED" and done["mlflow_parent_run_id"] == parent, done
+    after = _trials(views, 27)
+    assert set(before) <= set(after)  # the old runs kept, none re-run
+    new = [t for key, t in after.items() if key not in before]
+    # 6 old points on the new seed, 2 new points on 3 seeds, adamw on the new seed: 6 + 6 + 1.
+    assert len(new) == 13 and len(after) == 27
+    old_seeds = {(t["params"].get("K"), t["seed"]) for t in new if t["role"] == "search" and t["seed"] != 2}
+    assert old_seeds == {(5, 0), (5, 1)}
+    best = httpx.get(f"{views.url}/v1/sweeps/{views.sweep}/best", timeout=60).json()  # the same version
+    assert best["seeds"] == [0, 1, 2] and len(best["points"]) == 8 and best["best"] == {"K": 3, "gamma": 0.15}
+    assert all(len(p["seed_objectives"]) == 3 for p in best["points"])
+
+    # The CLI extends the same folder (a driver of its own, as `sweep run` is): a baseline more.
+    spec_file = tmp_path / "more.yaml"
+    registry = Path(str(views.settings.trainers))
+    more = {**grown, "baselines": ["adamw", "muon"],
+            "tracking": {"tracking_uri": str(views.settings.mlflow_tracking_uri)}}
+    spec_file.write_text(yaml.safe_dump(more))
+    ran = subprocess.run([sys.executable, "-m", "scalesweep_cli", "sweep", "extend", str(spec_file), "--workdir",
+                          views.workdir, "--quiet"], capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "SCALESWEEP_TRAINERS": str(registry)})
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert "muon" in ran.stdout
+    final = _trials(views, 30)
+    assert len(final) == 30 and sorted(t["seed"] for t in final.values() if t["arm"] == "muon") == [0, 1, 2]
+    wrong = subprocess.run([sys.executable, "-m", "scalesweep_cli", "sweep", "extend", str(spec_file), "--workdir",
+                            str(tmp_path)], capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "SCALESWEEP_TRAINERS": str(registry)})
+    assert wrong.returncode == 2 and "holds no sweep to extend" in wrong.stderr and "Traceback" not in wrong.stderr
