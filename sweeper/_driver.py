@@ -505,10 +505,13 @@ def run_sweep(
         clear_cancel(workdir)  # a cancel belongs to the run it stopped
         ledger.start_parent(parent_run_id)
         stale = ledger.close_stale(sweep_id)
-        planner = Planner(spec, ledger.records(sweep_id))
+        planner = Planner(spec, ledger.records(sweep_id), prior=ledger.prior_records(spec.search.warm_start))
         driver = _Driver(spec, workdir, ledger, sweep_id, parent_run_id, planner, stream)
         if stale:
             driver._event(f"closed {len(stale)} interrupted run(s) of the previous driver as KILLED")
+        if spec.search.warm_start:
+            driver._event(f"warm start: the sampler was told {planner.warm_started} finished point(s) of "
+                          f"{', '.join(spec.search.warm_start)}")
         driver.tick(force=True)
         timings: dict[str, float] = {"store_init_s": store_s}
         final_state, error = "RUNNING", None

@@ -48,7 +48,7 @@ import json
 import os
 import platform
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -201,6 +201,15 @@ class SweepLedger:
         if run is not None and run.data.tags.get(TAG.KIND) == "sweep":
             return run
         raise SweepError(f"no sweep {sweep!r} in experiment {self.experiment!r} at {self.tracking_uri}")
+
+    def prior_records(self, sweeps: Sequence[str]) -> list[TrialRecord]:
+        """The trial records of earlier sweeps (by sweep id, name or parent run id) a search is warm-started from
+        (`search.warm_start`); `SweepError` naming a sweep that is not in this experiment."""
+        out: list[TrialRecord] = []
+        for sweep in sweeps:
+            parent = self.find_parent(sweep)
+            out += self.records(parent.data.tags[TAG.SWEEP_ID], histories=False)
+        return out
 
     def spec_dict(self, parent_run_id: str) -> dict[str, Any]:
         """The spec stored with the parent run, as plain data (not re-validated: reading needs no torch)."""
