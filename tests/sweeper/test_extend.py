@@ -61,3 +61,10 @@ def test_anything_else_changed_is_refused_naming_the_field(change: dict[str, Any
 def test_a_confirmed_sweep_is_not_extended() -> None:
     with pytest.raises(SweepError, match=r"confirm\.top=2.*warm_start"):
         check_extension(_spec(confirm={"top": 2}), _spec(confirm={"top": 2}, seeds=[0, 1, 2]))
+
+
+def test_the_example_extension_adds_a_seed_and_k4_to_the_tiny_sweep() -> None:
+    from sweeper import load_spec
+
+    old, new = load_spec("examples/sweep-tiny.yaml"), load_spec("examples/sweep-tiny-more-seeds.yaml")
+    assert check_extension(old, new) == ["seeds [1]", "K values [4]"]
