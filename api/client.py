@@ -179,6 +179,27 @@ class ScalesweepClient:
         """The chosen point (`best`), its rank table, gap and seed spread; 409 before any point is scored."""
         return dict(self._json("GET", f"/v1/sweeps/{sweep_id}/best"))
 
+    def sweep_importance(self, sweep_id: str, evaluator: str = "fanova", n_boot: int = 100) -> dict[str, Any]:
+        """Which searched parameter mattered (`GET /v1/sweeps/{id}/importance`)."""
+        return dict(self._json("GET", f"/v1/sweeps/{sweep_id}/importance",
+                               params={"evaluator": evaluator, "n_boot": n_boot}))
+
+    def sweep_front(self, sweep_id: str) -> dict[str, Any]:
+        """The quality-cost front (`GET /v1/sweeps/{id}/front`)."""
+        return dict(self._json("GET", f"/v1/sweeps/{sweep_id}/front"))
+
+    def compare_sweeps(self, sweep_id: str, other_id: str) -> dict[str, Any]:
+        """Two sweeps side by side, other - this (`GET /v1/sweeps/{id}/compare/{other_id}`)."""
+        return dict(self._json("GET", f"/v1/sweeps/{sweep_id}/compare/{other_id}"))
+
+    def write_optuna(self, sweep_id: str) -> dict[str, Any]:
+        """Write the sweep to the service's Optuna storage (`POST /v1/sweeps/{id}/optuna`)."""
+        return dict(self._json("POST", f"/v1/sweeps/{sweep_id}/optuna"))
+
+    def extend_sweep(self, sweep_id: str, spec: Mapping[str, Any] | str | Path) -> dict[str, Any]:
+        """Extend a finished sweep to `spec` (`POST /v1/sweeps/{id}/extend`): the sweep, with `added`."""
+        return dict(self._json("POST", f"/v1/sweeps/{sweep_id}/extend", json=_load_spec(spec)))
+
     def cancel_sweep(self, sweep_id: str) -> SweepPublic:
         return self._model(SweepPublic, "POST", f"/v1/sweeps/{sweep_id}/cancel")
 

@@ -12,6 +12,7 @@ space are compared and a difference is stated as a warning.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +56,12 @@ class SweepComparison:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any]) -> SweepComparison:
+        """Back from `to_dict()` (e.g. a REST answer), to print its `lines()`."""
+        return cls(a=dict(doc["a"]), b=dict(doc["b"]), points=[ComparedPoint(**p) for p in doc["points"]],
+                   same_choice=doc.get("same_choice"), warnings=list(doc.get("warnings") or []))
 
     def lines(self) -> list[str]:
         """The comparison as a text table."""

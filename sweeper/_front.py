@@ -12,7 +12,7 @@ Pure functions of the sweep's `PointSummary` records: `quality_cost_front` takes
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -76,6 +76,15 @@ class QualityCostFront:
                 "chosen": self.chosen, "best": self.best, "rule": self.rule, "costs": dict(COSTS),
                 "front_ns_calls": [p.point_key for p in self.front("ns_calls")],
                 "front_optimizer_time": [p.point_key for p in self.front("optimizer_time")], "notes": self.notes}
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any]) -> QualityCostFront:
+        """Back from `to_dict()` (e.g. a REST answer), to print its `lines()`."""
+        fields = {f for f in FrontPoint.__dataclass_fields__}
+        return cls(points=[FrontPoint(**{k: v for k, v in p.items() if k in fields}) for p in doc["points"]],
+                   baselines=[FrontPoint(**{k: v for k, v in b.items() if k in fields}) for b in doc["baselines"]],
+                   chosen=doc.get("chosen"), best=doc.get("best"), rule=doc.get("rule"),
+                   notes=list(doc.get("notes") or []))
 
     def lines(self) -> list[str]:
         """The front as a text table, cheapest first."""

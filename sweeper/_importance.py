@@ -24,7 +24,7 @@ import math
 import random
 import statistics
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -67,6 +67,15 @@ class SweepImportance:
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "method": self.method}
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any]) -> SweepImportance:
+        """Back from `to_dict()` (e.g. a REST answer), to print its `lines()`."""
+        params = [ParamImportance(**{**p, "interval": tuple(p["interval"]) if p.get("interval") else None})
+                  for p in doc["params"]]
+        return cls(evaluator=doc["evaluator"], n_points=doc["n_points"], seeds=list(doc["seeds"]),
+                   n_boot=doc["n_boot"], params=params, seed_share=doc.get("seed_share"),
+                   notes=list(doc.get("notes") or []))
 
     @property
     def method(self) -> str:

@@ -118,6 +118,19 @@ def test_a_sweep_compared_with_itself_over_rest_shows_zero_differences(views: Vi
     assert missing.status_code == 404 and "sw-nosuchsweep" in missing.text
 
 
+def test_the_python_client_reads_the_same_views(views: Views) -> None:
+    from api.client import ScalesweepClient
+    from sweeper import QualityCostFront, SweepComparison, SweepImportance
+
+    with ScalesweepClient(views.url, token=TOKEN) as client:
+        importance = SweepImportance.from_dict(client.sweep_importance(views.sweep, n_boot=30))
+        front = QualityCostFront.from_dict(client.sweep_front(views.sweep))
+        same = SweepComparison.from_dict(client.compare_sweeps(views.sweep, views.sweep))
+    assert [p.param for p in importance.params] == ["K", "gamma"] and "importance (fanova" in importance.lines()[0]
+    assert [p.point_key for p in front.front("ns_calls")] == ["K=4,gamma=0.15", "K=3,gamma=0.15"]
+    assert same.same_choice and all(p.difference == 0.0 for p in same.points)
+
+
 def test_the_sweep_opens_in_optuna_with_every_trial(views: Views) -> None:
     url = f"{views.url}/v1/sweeps/{views.sweep}/optuna"
     assert httpx.post(url, timeout=60).status_code == 401  # writing needs the token

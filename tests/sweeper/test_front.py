@@ -74,3 +74,10 @@ def test_the_spec_takes_the_rule_and_refuses_what_it_does_not_know() -> None:
         with pytest.raises(ValidationError) as info:
             SweepSpec.model_validate({"name": "f", "selection": bad})
         assert next(iter(bad)) in str(info.value)
+
+
+def test_the_front_document_reads_back_to_the_same_table() -> None:
+    points = summarise_points(_records({2: 100.0, 3: 102.8, 4: 108.2}), SEEDS)
+    front = quality_cost_front(points, selection=select_best(points, n_boot=100))
+    again = type(front).from_dict(front.to_dict())
+    assert again.lines() == front.lines() and again.to_dict() == front.to_dict()

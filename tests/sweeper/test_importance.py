@@ -76,3 +76,9 @@ def test_refusals_name_what_is_missing() -> None:
                              status="RUNNING") for p in points]
     with pytest.raises(SweepError, match="this sweep has 0"):
         sweep_importance(unscored)
+
+
+def test_the_importance_document_reads_back_to_the_same_table() -> None:
+    found = sweep_importance(_points(lambda k, g: 10 + 3 * k), n_boot=10)
+    again = type(found).from_dict(found.to_dict())
+    assert again.lines() == found.lines() and again.to_dict() == found.to_dict()

@@ -109,3 +109,9 @@ def test_different_seeds_and_eval_steps_are_stated_not_paired() -> None:
     assert all(r.difference is not None and math.isfinite(r.difference) for r in diff.points)
     assert any("different eval steps" in w for w in diff.warnings)
     assert "unpaired" in "\n".join(diff.lines())
+
+
+def test_the_comparison_document_reads_back_to_the_same_table() -> None:
+    diff = compare_sweeps(_result(), _result(shift=-1.0, sweep_id="s2"))
+    again = type(diff).from_dict(diff.to_dict())
+    assert again.lines() == diff.lines() and again.to_dict() == diff.to_dict()
