@@ -77,6 +77,17 @@ def _feature_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
         os.environ["SCALESWEEP_CACHE_DIR"] = str(tmp_path_factory.mktemp("scalesweep-cache"))
 
 
+@pytest.fixture(scope="session")
+def store_uri(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One MLflow SQLite store for the session, created once up front (creating a store takes seconds, and
+    concurrent first-time creation corrupts it); each test uses its own experiment."""
+    from trials import ensure_store
+
+    uri = f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}"
+    ensure_store(uri, "setup")
+    return uri
+
+
 # Under CI (.ci/run sets SCALESWEEP_CI=1) every extra, tool and server a test needs is installed, so a skip means
 # something went missing: it fails instead. Skips CI keeps: a test marked `gpu` (CI has no GPU; docs/design.md
 # says where it runs), one marked `slow` (today only the real-cluster test, which needs a cluster CI does not
@@ -101,9 +112,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 # `make test-fast` runs what is not marked `integration` (docs/testing.md). A test is integration when it starts
-# processes or trains: a test taking one of these fixtures is marked by that alone (a live service, a module's
-# Ray runtime, a real sweep-and-transfer study, torch.distributed ranks, a Ray cluster, PostgreSQL) ...
-INTEGRATION_FIXTURES = frozenset({"live", "study", "ray_local", "case", "ranks", "cluster", "postgres_server"})
+# processes or trains: a test taking one of these fixtures is marked by that alone (the shared live service and its
+# study, a live service, a module's Ray runtime, a real sweep-and-transfer study, torch.distributed ranks, a Ray
+# cluster, PostgreSQL) ...
+INTEGRATION_FIXTURES = frozenset({"service_study", "live", "study", "ray_local", "case", "ranks", "cluster",
+                                  "postgres_server"})
 # ... and so is every test of these modules, or these tests, which start drivers, trials, interpreters, ranks or
 # a browser from within the test, or fuzz the whole API (docs/testing.md has what each costs).
 INTEGRATION_TESTS = (

@@ -106,6 +106,8 @@ def test_summary_reports_table_savings_and_flags() -> None:
     assert "non_identifiable" in text and "not fitted (needs two sizes)" in text
 
 
+# Stays long (minutes): the whole demo through a real service, sized by the product's smoke profile
+# (api/demo.py), which is what users run; a test-only smaller profile would stop testing that.
 @pytest.mark.integration
 def test_demo_pipeline_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "demo"

@@ -63,6 +63,8 @@ def _wait_for(client: httpx.Client, sweep: str, states: tuple[str, ...], timeout
     raise AssertionError(f"sweep {sweep} still {body.get('state')} after {timeout} s: {body}")
 
 
+# Stays long (about 50-95 s): its own service process, stopped and started again while its driver trains, so it
+# cannot share the session's service; the sweep is long enough (16 steps) to still be running across the restart.
 def test_a_real_sweep_runs_to_the_end_over_http_across_a_service_restart(tmp_path: Path) -> None:
     port = free_port()
     base = f"http://127.0.0.1:{port}"

@@ -6,34 +6,21 @@ from __future__ import annotations
 
 import json
 import os
-import sys
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import yaml
 
 import scalesweep_cli
 from api._settings import Settings
 
-from .conftest import AUTH, TOKEN, LiveServer
+from .conftest import TOKEN, ServiceStudy
 
-# Three real drivers (two sweeps and a transfer), each starting its own Ray: 7-8 min in the module fixture on a
-# shared 2-core machine under a load average of 14-18 (measured), so above the suite's 10-minute default.
+# The shared service's study (tests/api/conftest.py) runs three drivers for this module, each starting its own Ray,
+# and two for the others: minutes on a shared 2-core machine, paid by whichever module asks first.
 pytestmark = pytest.mark.timeout(1800)
-
-HERE = Path(__file__).resolve().parent
-SPEC: dict[str, Any] = {
-    "name": "live", "rung": "cpu-xs", "horizon": 4, "eval_steps": [2, 4], "baselines": [], "seeds": [0],
-    "search": {"space": {"K": [3], "gamma": [0.15]}}, "retries": {"max_retries": 0},
-    "execution": {"concurrency": 1, "num_cpus": 1},
-    "backend": {"name": "command", "trainer": "envdump", "poll_s": 0.05},
-    "trial": {"text_encoder": "learned"},  # not the default encoder: the study's size basis must follow it
-}
 
 
 @dataclass
@@ -47,58 +34,12 @@ class Live:
     bodies: dict[str, Any]
 
 
-def _wait(client: httpx.Client, path: str, timeout: float = 300) -> dict[str, Any]:
-    deadline = time.time() + timeout
-    body: dict[str, Any] = {}
-    while time.time() < deadline:
-        body = client.get(path).json()
-        if body["state"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
-            return body
-        time.sleep(0.5)
-    raise AssertionError(f"{path} still {body.get('state')}: {body}")
-
-
 @pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    tmp = tmp_path_factory.mktemp("live")
-    dump = tmp / "dump.json"
-    base = [sys.executable, str(HERE / "env_trainer.py"), "--progress", "{progress_file}", "--eval-steps",
-            "{eval_steps}", "--dump", str(dump)]
-    registry = tmp / "trainers.yaml"
-    registry.write_text(yaml.safe_dump({"trainers": {
-        "envdump": {"command": base, "env": {"ENV_TRAINER_STOP_AT": str(os.getpid())}},
-        "broken": {"command": [*base, "--fail"]},
-    }}))
-    settings = Settings(workdir=tmp / "work", api_token=TOKEN, trainers=registry,  # type: ignore[arg-type]
-                        poll_interval_s=0.3)
-    with pytest.MonkeyPatch.context() as mp:
-        # The service's environment as `scalesweep serve` has it, plus a copy of the token under another name.
-        mp.setenv("SCALESWEEP_API_TOKEN", TOKEN)
-        mp.setenv("SCALESWEEP_DATABASE_URL", settings.db_url)
-        mp.setenv("SOME_COPY_OF_THE_TOKEN", TOKEN)
-        server = LiveServer(settings, lifespan="on")
-        url = server.url
-        try:
-            with httpx.Client(base_url=url, timeout=30) as client:
-                good = client.post("/v1/sweeps", json=SPEC, headers=AUTH).json()["id"]
-                bad = client.post("/v1/sweeps", json={**SPEC, "name": "broken", "backend": {
-                    "name": "command", "trainer": "broken", "poll_s": 0.05}}, headers=AUTH).json()["id"]
-                bodies = {"good": _wait(client, f"/v1/sweeps/{good}"), "bad": _wait(client, f"/v1/sweeps/{bad}")}
-                assert bodies["good"]["state"] == "SUCCEEDED", bodies["good"]
-                seen = json.loads(dump.read_text())  # the sweep's trainer, before the transfer's overwrite it
-                created = client.post("/v1/transfers", json={"sweep_id": good, "rungs": ["cpu-xs", "cpu-s"],
-                                                             "arms": ["periodic", "adamw"]}, headers=AUTH)
-                assert created.status_code == 201, created.text
-                transfer = created.json()["id"]
-                bodies["transfer"] = _wait(client, f"/v1/transfers/{transfer}")
-            dump.write_text(json.dumps(seen))
-            yield Live(url, settings, dump, good, bad, transfer, bodies)
-        finally:
-            with httpx.Client(base_url=url, timeout=30) as client:  # nothing keeps running after the module
-                for sweep in client.get("/v1/sweeps").json()["data"]:
-                    if sweep["state"] in ("PENDING", "RUNNING"):
-                        client.post(f"/v1/sweeps/{sweep['id']}/cancel", headers=AUTH)
-            server.stop()
+def live(service_study: ServiceStudy) -> Live:
+    """This module's jobs on the shared service: a command sweep that succeeds, one whose trainer fails, and a
+    transfer of the first to two rungs."""
+    s = service_study
+    return Live(s.url, s.settings, s.dump, s.good, s.bad, s.transfer, s.bodies)
 
 
 def test_no_process_the_service_starts_can_read_its_secrets(live: Live) -> None:

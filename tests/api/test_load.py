@@ -17,6 +17,7 @@ import http.client
 import inspect
 import json
 import os
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -31,17 +32,15 @@ from fastapi.testclient import TestClient
 import api
 from api._db import Base, SweepRecord, TransferRecord, make_engine, make_sessionmaker, migrate
 from api._settings import Settings
-from api.client import ScalesweepClient
 from api.deps import _session
 from api.main import create_app
 from sweeper.jobfiles import ANALYSIS_FILE, read_labelled, stored_transfer_report, transfer_version, write_labelled
 
-from .conftest import TOKEN, LiveServer, postgres_database
-from .test_transfers import REAL_SWEEP
+from .conftest import REAL_SWEEP, TOKEN, LiveServer, ServiceStudy, postgres_database
 
 API = Path(api.__file__).resolve().parent
-# The study (two drivers, each starting Ray) takes minutes on a busy 2-core machine; the suite's 600 s default
-# per test would count it against the first burst.
+# The shared study (five drivers, each starting Ray: tests/api/conftest.py) takes minutes on a busy 2-core machine;
+# the suite's 600 s default per test would count it against the first burst when this module asks first.
 pytestmark = pytest.mark.timeout(2700)
 
 # --- static: no synchronous session on the event loop ---------------------------------------------------------
@@ -126,29 +125,30 @@ def test_no_async_route_or_dependency_touches_a_session(settings: Settings) -> N
 
 @dataclass
 class Study:
-    workdir: Path
+    workdir: Path  # a copy of the shared service's records (its SQLite database), nothing else
+    tracking_uri: str  # the shared service's MLflow store
     sweep_id: str
     transfer_id: str
+    folder: Path  # the transfer's work folder, in the shared service's workdir
 
 
 @pytest.fixture(scope="module")
-def study(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Study]:
-    """A tiny real sweep and a one-rung transfer of it, run through the service, which is then stopped."""
+def study(service_study: ServiceStudy, tmp_path_factory: pytest.TempPathFactory) -> Study:
+    """A tiny real sweep and a one-rung transfer of it, run through the shared service (tests/api/conftest.py).
+    The cold services below read a copy of its records: the shared service keeps running for other modules, and
+    two job queues on one database would be a test of something else. The records name the job folders by
+    absolute path, so the copies read the same folders."""
     workdir = tmp_path_factory.mktemp("load") / "work"
-    server = LiveServer(Settings(workdir=workdir, api_token=TOKEN, poll_interval_s=0.3), lifespan="on")  # type: ignore[arg-type]
+    workdir.mkdir()
+    shared = service_study.settings
+    source, copy = sqlite3.connect(shared.db_url.removeprefix("sqlite:///")), sqlite3.connect(workdir / "scalesweep.db")
     try:
-        with ScalesweepClient(server.url, token=TOKEN) as client:
-            # Generous waits: on a 2-core machine shared with other work the study has taken over 10 minutes.
-            sweep = client.wait(client.submit_sweep({**REAL_SWEEP, "name": "load-tiny"}).id, interval=0.5,
-                                timeout=900)
-            assert sweep.state == "SUCCEEDED", sweep.error
-            # One rung keeps the study short: the fits then carry their reason for not fitting, predict is a 422.
-            transfer = client.submit_transfer(sweep.id, ["cpu-xs"], arms=["periodic", "adamw"], seeds=[0])
-            done = client.wait_transfer(transfer.id, interval=0.5, timeout=900)
-            assert done.state == "SUCCEEDED", done.error
+        source.backup(copy)  # consistent even while the shared service writes
     finally:
-        server.stop()
-    yield Study(workdir, sweep.id, transfer.id)
+        source.close()
+        copy.close()
+    folder = next(p.parent for p in shared.workdir.rglob("transfer.json") if p.parent.name == service_study.one_rung)
+    return Study(workdir, shared.tracking_uri, service_study.sweep, service_study.one_rung, folder)
 
 
 def read_routes(study: Study) -> dict[str, str]:
@@ -246,7 +246,8 @@ def check_burst(port: int, study: Study, *, clients: int, rounds: int, busy_allo
 
 
 def _cold_settings(study: Study, **overrides: Any) -> Settings:
-    return Settings(workdir=study.workdir, api_token=TOKEN, poll_interval_s=0.3, **overrides)  # type: ignore[arg-type]
+    return Settings(workdir=study.workdir, api_token=TOKEN, poll_interval_s=0.3,  # type: ignore[arg-type]
+                    mlflow_tracking_uri=study.tracking_uri, **overrides)
 
 
 def test_a_request_that_finds_no_free_connection_gets_503_with_retry_after(tmp_path: Path) -> None:
@@ -320,7 +321,7 @@ def test_finished_jobs_carry_the_services_ids_and_their_mlflow_fields(study: Stu
             return json.loads(body)
 
         best = read(f"/v1/sweeps/{study.sweep_id}/best")
-        assert best["sweep_id"] == study.sweep_id and best["tracking_id"].startswith("load-tiny")
+        assert best["sweep_id"] == study.sweep_id and best["tracking_id"].startswith(REAL_SWEEP["name"])
         fits = read(f"/v1/transfers/{study.transfer_id}/fits")
         assert fits["transfer_id"] == study.transfer_id and fits["tracking_id"] != study.transfer_id
         for path in (f"/v1/sweeps/{study.sweep_id}", f"/v1/transfers/{study.transfer_id}"):
@@ -337,7 +338,7 @@ def test_a_finished_transfers_report_and_analysis_are_what_its_job_stored(study:
     # state, so a cold service answers /fits and /report without reading MLflow or fitting (cold builds that took
     # longer than a client's patience under load). Once the transfer's files change (a resume), neither is
     # current any more and both are computed from the runs again.
-    folder = next(p.parent for p in study.workdir.rglob("transfer.json"))
+    folder = study.folder
     page = (folder / "report.html").read_text()
     assert page.startswith("<!DOCTYPE html>") and "<img" in page
     assert stored_transfer_report(folder) == page  # labelled with the job files as they are: current

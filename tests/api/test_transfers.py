@@ -1,20 +1,17 @@
 """`/v1/transfers`, fits, predictions, exports and the report.
 
 First through TestClient without the lifespan (no driver starts: validation, states, 409s); then for real: a
-uvicorn server in a thread with its job queue runs a tiny sweep and a tiny transfer as driver processes (real Ray,
-MLflow and torch), driven by `api.client` and `scalesweep remote`."""
+uvicorn server in a thread with its job queue (the session's shared service, tests/api/conftest.py) has run a tiny
+sweep, and a tiny transfer of it runs as a driver process (real Ray, MLflow and torch), driven by `api.client` and
+`scalesweep remote`."""
 
 from __future__ import annotations
 
 import json
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-import uvicorn
 import yaml
 from fastapi.testclient import TestClient
 
@@ -24,8 +21,7 @@ from api._settings import Settings
 from api.client import ApiError, ScalesweepClient
 from api.main import create_app
 
-from ..conftest import TINY_TRIAL
-from .conftest import AUTH, TOKEN, free_port
+from .conftest import AUTH, TOKEN, ServiceStudy
 
 SWEEP = {"name": "tiny", "rung": "cpu-xs", "horizon": 20, "search": {"method": "grid", "space": {"K": [2, 3]}}}
 
@@ -90,37 +86,21 @@ def test_transfers_validate_refuse_and_change_state(api: TestClient, tmp_path: P
 
 # --- for real ------------------------------------------------------------------------------------------------
 
-REAL_SWEEP: dict[str, Any] = {
-    "name": "api-tiny", "rung": "cpu-xs", "horizon": 6, "search": {"space": {"K": [3], "gamma": [0.25]}},
-    "baselines": ["adamw"], "backend": {"name": "builtin", "checkpoints": False},
-    "execution": {"concurrency": 2, "num_cpus": 2}, "trial": TINY_TRIAL, "tracking": {"experiment": "api-tiny"},
-}
-
-
 @pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A service with its job queue, in a thread (drivers are subprocesses, as in production)."""
-    settings = Settings(workdir=tmp_path_factory.mktemp("transfers") / "work", api_token=TOKEN,  # type: ignore[arg-type]
-                        poll_interval_s=0.3)
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 30
-    while not server.started and time.time() < deadline:
-        time.sleep(0.05)
-    assert server.started
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=20)
+def live(service_study: ServiceStudy) -> str:
+    """The shared service with its job queue, in a thread (drivers are subprocesses, as in production), on which
+    the real tiny sweep (REAL_SWEEP) has run: tests/api/conftest.py."""
+    return service_study.url
 
 
-def test_a_real_transfer_over_http(live: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                   monkeypatch: pytest.MonkeyPatch) -> None:
+# The shared study runs first when this module is the first to ask for it (minutes on a busy 2-core machine).
+@pytest.mark.timeout(1800)
+def test_a_real_transfer_over_http(live: str, service_study: ServiceStudy, tmp_path: Path,
+                                   capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SCALESWEEP_API_TOKEN", TOKEN)
     monkeypatch.setenv("SCALESWEEP_SERVER", live)
     with ScalesweepClient(live, token=TOKEN) as client:
-        sweep = client.wait(client.submit_sweep(REAL_SWEEP).id, interval=0.5, timeout=300)
+        sweep = client.wait(service_study.sweep, interval=0.5, timeout=300)  # submitted by the shared study
         assert sweep.state == "SUCCEEDED", sweep.error
         chosen = client.sweep_best(sweep.id)["best"]
         assert chosen == {"K": 3, "gamma": 0.25}

@@ -1,4 +1,5 @@
-"""Sweeper test settings: tiny trials, one MLflow store per session, a fake external trainer, slow-test opt-in.
+"""Sweeper test settings: tiny trials, a fake external trainer, slow-test opt-in (the session's MLflow store,
+`store_uri`, is in tests/conftest.py).
 
 Tests marked `slow` run only with `--run-slow` (when the root conftest defines it) or SCALESWEEP_RUN_SLOW=1:
 pytest only takes `pytest_addoption` from the root-level conftest files.
@@ -31,17 +32,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords and HERE in Path(str(item.fspath)).parents:
             item.add_marker(skip)
-
-
-@pytest.fixture(scope="session")
-def store_uri(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """One SQLite store for the session, created once up front (creating a store takes seconds, and concurrent
-    first-time creation corrupts it); each test uses its own experiment."""
-    from trials import ensure_store
-
-    uri = f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}"
-    ensure_store(uri, "setup")
-    return uri
 
 
 def fake_backend(markers: Path | None = None, **env: str) -> dict[str, Any]:

@@ -37,6 +37,8 @@ def _children(uri: str, experiment: str) -> list:
     return _runs(uri, experiment, "tags.`scalesweep.kind` = 'trial'")
 
 
+# Stays long (about 50-100 s): five real tiny trials through Ray into MLflow, then a resume and the CLI; the only
+# test of the built-in trainer's whole path inside a sweep.
 def test_builtin_sweep_end_to_end_into_mlflow(ray_local: None, store_uri: str, tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     spec = make_spec("e2e", store_uri)

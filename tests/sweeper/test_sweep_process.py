@@ -59,6 +59,8 @@ def _session_alive(sid: int) -> list[int]:
     return alive
 
 
+# Stays long (about 90-180 s): the kill must land after one trial finished and while the next is past a
+# checkpoint, so the trials must be long enough (90 steps, one at a time) for a 0.5 s poll to see that window.
 def test_killed_driver_resumes_every_point_exactly_once(store_uri: str, tmp_path: Path) -> None:
     # Built-in trainer, checkpoints at 30, 60 and 90; one trial at a time, so that the kill lands after a trial
     # finished and while the next one is past its first checkpoint.
@@ -125,6 +127,8 @@ def _ran_what_its_name_says(run: Any) -> None:
         assert run.info.status == "KILLED", (run.info.run_name, run.info.status, params)
 
 
+# Stays long (about 60-110 s): four drivers (two sweeps, then both resumed), each starting its own Ray, because
+# what it guards (two drivers in one MLflow experiment, cancelled and resumed) exists only across processes.
 def test_two_sweeps_at_once_stay_apart_and_cancelled_sweeps_resume(store_uri: str, tmp_path: Path) -> None:
     """Sweep a is cancelled as the service does it (SIGTERM to the driver's whole process group, local Ray
     included), sweep b through `cancel_sweep` (cancel file, then SIGTERM to the driver); both then resume."""

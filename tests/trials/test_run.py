@@ -19,13 +19,15 @@ REPO = Path(__file__).resolve().parents[2]
 _tiny = tiny_trial
 
 
-def _tracking(tmp_path: Path) -> dict[str, str]:
-    return {"tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "experiment": "test"}
+@pytest.fixture
+def tracking(store_uri: str, request: pytest.FixtureRequest) -> dict[str, str]:
+    """The session's MLflow store (tests/conftest.py: creating one costs seconds), an experiment per test."""
+    return {"tracking_uri": store_uri, "experiment": f"run-{request.node.name}"}
 
 
-def test_trial_scores_checkpoints_and_logs_everything_to_mlflow(tmp_path: Path) -> None:
+def test_trial_scores_checkpoints_and_logs_everything_to_mlflow(tracking: dict[str, str]) -> None:
     records: list[dict[str, Any]] = []
-    result = run_trial(_tiny(tracking=_tracking(tmp_path)), progress=records.append)
+    result = run_trial(_tiny(tracking=tracking), progress=records.append)
 
     assert result.status == "SUCCEEDED" and result.steps_done == 24
     assert sorted(result.fd) == [12, 24] and all(v > 0 for v in result.fd.values())
@@ -39,7 +41,7 @@ def test_trial_scores_checkpoints_and_logs_everything_to_mlflow(tmp_path: Path) 
     assert result.ns5_calls > 0 and result.rownorm_calls == 2 * result.ns5_calls  # periodic K=3 default
     assert [r["step"] for r in records] == [12, 24] and records[0]["metric_name"] == "fd_pixels"
 
-    client = MlflowClient(_tracking(tmp_path)["tracking_uri"])
+    client = MlflowClient(tracking["tracking_uri"])
     run = client.get_run(result.run_id)
     assert run.info.status == "FINISHED"
     assert run.data.params["optimizer.name"] == "periodic" and run.data.params["rung"] == "cpu-xs"
@@ -84,17 +86,17 @@ def test_resume_from_checkpoint_gives_the_uninterrupted_result(tmp_path: Path) -
         run_trial({**cfg, "seed": 5})
 
 
-def test_a_diverged_run_stops_with_a_status_not_a_crash(tmp_path: Path) -> None:
+def test_a_diverged_run_stops_with_a_status_not_a_crash(tracking: dict[str, str]) -> None:
     cfg = _tiny(
         optimizer={"name": "adamw", "lr": 1e6, "aux_lr": 1e6}, grad_clip=None, warmup_steps=0,
-        tracking=_tracking(tmp_path),
+        tracking=tracking,
     )
     result = run_trial(cfg)
     # Step 1 trains from the initial weights, so its loss is finite; AdamW at lr 1e6 then moves every weight by
     # about 1e6 a step and the loss overflows a step or two later (step 3 on the machines this was written on).
     assert result.status == "DIVERGED" and 2 <= result.diverged_at <= 4, result.diverged_at
     assert result.objective is None and result.best_fd is None
-    run = MlflowClient(_tracking(tmp_path)["tracking_uri"]).get_run(result.run_id)
+    run = MlflowClient(tracking["tracking_uri"]).get_run(result.run_id)
     assert run.info.status == "FAILED" and run.data.tags["scalesweep.status"] == "DIVERGED"
 
 
@@ -132,28 +134,29 @@ TRAINER = [
 ]
 
 
-def test_command_backend_runs_the_example_trainer_and_logs_its_progress(tmp_path: Path) -> None:
-    cfg = _tiny(steps=20, eval_steps=[10, 20], tracking=_tracking(tmp_path), optimizer={"refresh_every": 2})
+def test_command_backend_runs_the_example_trainer_and_logs_its_progress(tracking: dict[str, str]) -> None:
+    cfg = _tiny(steps=20, eval_steps=[10, 20], tracking=tracking, optimizer={"refresh_every": 2})
     seen: list[int] = []
     result = run_command_trial(cfg, {"command": TRAINER, "poll_s": 0.2}, progress=lambda r: seen.append(r["step"]))
     assert result.status == "SUCCEEDED" and sorted(result.fd) == [10, 20] and seen == [10, 20]
     assert result.metric_name == "fd_pixels"
     assert result.time_to_best_s == result.effective_time_s[result.best_step] > 0
-    client = MlflowClient(_tracking(tmp_path)["tracking_uri"])
+    client = MlflowClient(tracking["tracking_uri"])
     run = client.get_run(result.run_id)
     assert run.info.status == "FINISHED" and run.data.tags["scalesweep.backend"] == "command"
     assert "--K 2 " in run.data.params["command"]  # the hyperparameters were substituted
     assert sorted(m.step for m in client.get_metric_history(result.run_id, "fd")) == [10, 20]
 
 
-def test_command_backend_reports_failures(tmp_path: Path) -> None:
+def test_command_backend_reports_failures(tracking: dict[str, str]) -> None:
     with pytest.raises(ValidationError, match=r"unknown placeholder \{beta\}"):
         CommandConfig(command=["train", "--beta", "{beta}"])
     failing = {"command": [sys.executable, "-c", "import sys; sys.exit('out of memory on rank 3')"]}
-    cfg = _tiny(tracking=_tracking(tmp_path))
+    cfg = _tiny(tracking=tracking)
     with pytest.raises(TrialError, match="exited with 1: out of memory on rank 3"):
         run_command_trial(cfg, failing)
-    runs = MlflowClient(_tracking(tmp_path)["tracking_uri"]).search_runs(["1"])
+    client = MlflowClient(tracking["tracking_uri"])
+    runs = client.search_runs([client.get_experiment_by_name(tracking["experiment"]).experiment_id])
     assert [r.info.status for r in runs] == ["FAILED"]
     silent = {"command": [sys.executable, "-c", "pass"]}
     with pytest.raises(TrialError, match="without reporting any 'fd'"):
@@ -169,8 +172,8 @@ def test_cpu_rungs_default_the_aux_lr_to_the_adamw_arm_lr_unless_set() -> None:
     assert TrialConfig(rung="paper-1.3b").optimizer.aux_lr == 1e-4  # the paper's value at paper scale
 
 
-def test_dense_tracking_evaluations_are_logged_beside_the_deciding_ones(tmp_path: Path) -> None:
-    cfg = _tiny(tracking=_tracking(tmp_path), eval={"track_points": 4, "track_from": 1 / 3})
+def test_dense_tracking_evaluations_are_logged_beside_the_deciding_ones(tracking: dict[str, str]) -> None:
+    cfg = _tiny(tracking=tracking, eval={"track_points": 4, "track_from": 1 / 3})
     result = run_trial(cfg)
     # linspace(8, 24, 4) -> 8, 13, 19, 24, plus the eval step 12: the tracking curve holds the deciding steps.
     assert sorted(result.fd_track) == [8, 12, 13, 19, 24] == sorted(result.track_effective_time_s)
@@ -183,7 +186,7 @@ def test_dense_tracking_evaluations_are_logged_beside_the_deciding_ones(tmp_path
     assert sorted(result.fd) == [12, 24]  # the objective's checkpoints are unchanged
     assert result.objective == pytest.approx((result.fd[12] + result.fd[24]) / 2)
 
-    client = MlflowClient(_tracking(tmp_path)["tracking_uri"])
+    client = MlflowClient(tracking["tracking_uri"])
     history = sorted((m.step, m.value) for m in client.get_metric_history(result.run_id, "fd_track"))
     assert history == sorted(result.fd_track.items())
     assert [m.step for m in client.get_metric_history(result.run_id, "fd")] == [12, 24]
@@ -222,13 +225,13 @@ def test_tracking_at_full_precision_reproduces_the_full_fd(tracked: list[int]) -
     assert len(tracked) == 2  # at steps 8 and 16 only
 
 
-def test_fd_bias_is_estimated_only_where_fd_infinity_is_valid(tmp_path: Path) -> None:
+def test_fd_bias_is_estimated_only_where_fd_infinity_is_valid(tracking: dict[str, str]) -> None:
     # Pooled pixels at size 4: d = 48 features. 96 samples = 2d: no valid FD-infinity grid, no estimate.
     small = run_trial(_tiny(eval={"track_points": 0}))
     assert small.fd_infinity == {}
-    big = run_trial(_tiny(tracking=_tracking(tmp_path), eval={"track_points": 0, "fd_samples": 160}))
+    big = run_trial(_tiny(tracking=tracking, eval={"track_points": 0, "fd_samples": 160}))
     assert sorted(big.fd_infinity) == [12, 24]
-    client = MlflowClient(_tracking(tmp_path)["tracking_uri"])
+    client = MlflowClient(tracking["tracking_uri"])
     bias = {m.step: m.value for m in client.get_metric_history(big.run_id, "fd_bias")}
     assert bias == pytest.approx({s: big.fd[s] - big.fd_infinity[s] for s in (12, 24)})
     # Asked for explicitly below 2d, FD-infinity refuses rather than return a wrong number.
