@@ -188,26 +188,22 @@ def test_the_driver_stored_the_views_and_their_figures_on_the_parent_run(views: 
     assert f"3: {sum(k3) / len(k3):.4g} (n=4)" in page
 
 
-def test_a_search_warm_started_from_the_grid_is_told_its_points_and_runs_only_its_budget(views: Views) -> None:
+def test_a_search_warm_started_from_the_grid_is_told_its_points(views: Views) -> None:
+    """What the driver does for `search.warm_start` (its ledger reads the named sweeps, its planner tells them to the
+    sampler), on this sweep's real records; the sampler's use of them is tests/sweeper/test_warm_start.py."""
+    from sweeper import Planner, SweepError, SweepSpec
+    from sweeper._ledger import SweepLedger
+
     tracking_id = httpx.get(f"{views.url}/v1/sweeps/{views.sweep}/best", timeout=60).json()["tracking_id"]
-    spec = {**SPEC, "name": "warm", "seeds": [0], "baselines": [],
-            "search": {"method": "tpe", "budget": 2, "space": {"K": [2, 3, 4], "gamma": [0.15, 0.25]},
-                       "warm_start": [tracking_id]}}
-    with httpx.Client(base_url=views.url, timeout=60) as client:
-        created = client.post("/v1/sweeps", json=spec, headers=AUTH)
-        assert created.status_code == 201, created.text
-        warm = created.json()["id"]
-        deadline, body = time.time() + 600, {}
-        while time.time() < deadline:
-            body = client.get(f"/v1/sweeps/{warm}").json()
-            if body["state"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
-                break
-            time.sleep(0.5)
-        assert body["state"] == "SUCCEEDED", body
-        trials = client.get(f"/v1/sweeps/{warm}/trials").json()["data"]
-    assert len(trials) == 2 and all(t["params"]["K"] in (2, 3, 4) for t in trials)  # its own budget, its own runs
-    log = (views.settings.workdir.resolve() / "sweeps" / warm / "driver.log").read_text()
-    assert f"warm start: the sampler was told 6 finished point(s) of {tracking_id}" in log
+    spec = SweepSpec.model_validate({**SPEC, "name": "warm", "seeds": [0], "baselines": [], "search": {
+        "method": "tpe", "budget": 2, "space": {"K": [2, 3, 4], "gamma": [0.15, 0.25]}, "warm_start": [tracking_id]}})
+    ledger = SweepLedger(str(views.settings.mlflow_tracking_uri), spec.tracking.experiment)
+    prior = ledger.prior_records(spec.search.warm_start)
+    assert len(prior) == 14  # the grid's 12 trials and adamw's 2
+    planner = Planner(spec, prior=prior)
+    assert planner.warm_started == 6 and planner.counts()["SUCCEEDED"] == 0  # told, not this sweep's own
+    with pytest.raises(SweepError, match="no sweep 'nosuch-1'"):
+        ledger.prior_records(["nosuch-1"])
 
 
 def _wait_done(views: Views, timeout: float = 600) -> dict[str, Any]:
