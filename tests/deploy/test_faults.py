@@ -77,8 +77,10 @@ def _wait_for_a_logging_trial(deployment: Deployment, api: httpx.Client, sweep: 
     deadline = time.time() + timeout
     while time.time() < deadline:
         body = api.get(f"/v1/sweeps/{sweep}").json()
-        if body.get("mlflow_parent_run_id") and any(r.info.status == "RUNNING" and r.data.metrics
-                                                    for r in children(client, body)):
+        if not (body.get("mlflow_parent_run_id") and body.get("mlflow_experiment_id")):  # not yet reported
+            time.sleep(0.5)
+            continue
+        if any(r.info.status == "RUNNING" and r.data.metrics for r in children(client, body)):
             return
         time.sleep(0.5)
     raise AssertionError(f"no trial of {sweep} logged a metric within {timeout:.0f} s")
