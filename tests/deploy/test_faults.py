@@ -184,3 +184,29 @@ def test_a_worker_node_killed_mid_trial_has_its_trial_retried_on_another_node(
     assert any(t["attempt"] > 0 and t["state"] == "SUCCEEDED" for t in trials), trials  # the lost trial ran again
     assert any(t["state"] == "FAILED" for t in trials), trials  # ... after its attempt on the lost node failed
     assert spare.proc is not None and spare.proc.poll() is None
+
+
+def test_metrics_that_cannot_reach_the_tracking_server_fail_the_trial_loudly(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The other side of the MLflow outage: when the client's retries run out, the metric call raises into the
+    trial (which fails, and Ray Tune records the error); nothing on the path swallows it. No deployment needed: a
+    tracking URI where nothing listens, retries off so it fails at once."""
+    from mlflow.exceptions import MlflowException
+    from requests.exceptions import RequestException
+
+    from api.deploy_local import free_port
+    from trials._tracking import RunLogger, TrackingConfig
+    from trials.record import RunRecorder
+
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
+    logger = RunLogger.__new__(RunLogger)  # a run opened while the server was up; the server gone since
+    logger.config = TrackingConfig(tracking_uri=f"http://127.0.0.1:{free_port()}", run_id="0" * 32)
+    logger.client = MlflowClient(tracking_uri=logger.config.tracking_uri)
+    logger.run_id = "0" * 32
+    recorder = RunRecorder(logger)
+    recorder.defer(4, {"loss": 1.0})
+    with pytest.raises((MlflowException, RequestException)):
+        recorder.flush()  # the evaluation's flush, where a trial's held-back metrics go out
+    with pytest.raises((MlflowException, RequestException)):
+        recorder.log_metrics({"fd": 50.0}, 8)
