@@ -280,6 +280,11 @@ class JobRunner:
             env[SOURCE_SWEEP_ID_ENV] = record.sweep_id
         argv = self.command(record, resume)
         if self.ray_jobs is not None:
+            # Ray's job supervisor SIGKILLs a stopped job's driver 3 s after its SIGTERM by default: before the
+            # driver's own cancel (SCALESWEEP_CANCEL_GRACE_S, 8 s) has closed its runs, so a `stop_job` (a cancel
+            # here, or `ray job stop`) left runs RUNNING or SCHEDULED and no final status. The supervisor reads this
+            # from the job's environment.
+            env["RAY_JOB_STOP_WAIT_TIME_S"] = str(int(self.cancel_grace_s))
             # One submission id per attempt: Ray refuses to reuse one, and a resume is a new attempt.
             job_id = self.ray_jobs.submit(argv, f"{record.id}-{int(time.time())}", scrub_env(env, self.settings))
             record.pid, record.ray_job_id = None, job_id
@@ -363,7 +368,10 @@ class JobRunner:
                     continue
                 self._procs.pop(record.id, None)
                 record.state = self._final_state(record, code)
-                if record.state == "FAILED":
+                stopped = self._stopped_outside(record, record.state)
+                if stopped:  # the service's own cancel marks the record CANCELLED before it stops the driver
+                    record.state, record.error = "FAILED", stopped
+                elif record.state == "FAILED":
                     record.error = self._failure(record) or f"driver exited with {code}"
             session.commit()
             slots = self.settings.max_concurrent_sweeps - sum(1 for r in running if r.state == "RUNNING")
@@ -403,6 +411,24 @@ class JobRunner:
                 return "FAILED"
             return {"SUCCEEDED": "SUCCEEDED", "STOPPED": "CANCELLED"}.get(job, "FAILED")
         return "SUCCEEDED" if code == 0 else "FAILED"
+
+    def _stopped_outside(self, record: Record, state: str) -> str:
+        """Why a RUNNING job whose driver ended as CANCELLED, or whose Ray Job is STOPPED, ended: its driver was
+        stopped from outside the service (`ray job stop`, a SIGTERM), which the service did not ask for; "" when
+        it was not. Said with what continues it (resume)."""
+        how = ""
+        if record.ray_job_id and self.ray_jobs is not None:
+            try:
+                if self.ray_jobs.status(record.ray_job_id) == "STOPPED":
+                    how = f"its Ray job {record.ray_job_id} was stopped (STOPPED: `ray job stop` or the dashboard)"
+            except RuntimeError:
+                pass
+        if not how and state == "CANCELLED":
+            how = "its driver was cancelled by a signal or its cancel file (e.g. SIGTERM)"
+        if not how:
+            return ""
+        return (f"stopped from outside the service: {how}; its running trials ended CANCELLED. "
+                f"POST /v1/{kind_of(record).folder}/{record.id}/resume continues it")
 
     def _failure(self, record: Record) -> str:
         """Why a job FAILED: the cause its driver recorded (e.g. every trial's trainer exited 3, with its stderr),

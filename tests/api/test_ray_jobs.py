@@ -78,8 +78,10 @@ def test_jobs_are_submitted_watched_and_stopped_through_the_job_client(tmp_path:
     job = client.submitted[0]
     assert job["entrypoint"].startswith("python -m scalesweep_cli sweep run ")
     assert job["entrypoint"].endswith(f"--workdir {tmp_path.resolve() / 'sweeps' / 'sw-1'}")
-    # The job's id, and the tag by which a cancel finds every process the job started (trials._proctree).
-    assert job["runtime_env"] == {"env_vars": {"SCALESWEEP_SWEEP_ID": "sw-1", "SCALESWEEP_JOB_TAG": "sw-1"}}
+    # The job's id, the tag by which a cancel finds every process the job started (trials._proctree), and how
+    # long Ray waits after its SIGTERM before a SIGKILL (the service's cancel grace, not Ray's 3 s).
+    assert job["runtime_env"] == {"env_vars": {"SCALESWEEP_SWEEP_ID": "sw-1", "SCALESWEEP_JOB_TAG": "sw-1",
+                                               "RAY_JOB_STOP_WAIT_TIME_S": "30"}}
     with sessions() as session:
         sweep = session.get(SweepRecord, "sw-1")
         assert (sweep.state, sweep.ray_job_id, sweep.pid) == ("RUNNING", job["submission_id"], None)
@@ -94,6 +96,25 @@ def test_jobs_are_submitted_watched_and_stopped_through_the_job_client(tmp_path:
     with sessions() as session:
         transfer = session.get(TransferRecord, "tr-1")
         assert transfer.state == "FAILED" and "ray job logs" in (transfer.error or "")
+
+
+def test_a_job_stopped_from_outside_the_service_fails_with_that_cause(tmp_path: Path) -> None:
+    client = FakeJobClient()
+    runner, sessions = _runner(tmp_path, client)
+    with sessions() as session:
+        session.add(SweepRecord(id="sw-3", name="s", state="PENDING", spec={"name": "s"}, owner="me"))
+        session.commit()
+    runner.tick()
+    job = client.submitted[0]["submission_id"]
+    client.status = "STOPPED"  # `ray job stop`, not the service's cancel: the record is still RUNNING
+    runner.tick()
+    with sessions() as session:
+        record = session.get(SweepRecord, "sw-3")
+        assert record.state == "FAILED", record.state
+        assert record.error == (f"stopped from outside the service: its Ray job {job} was stopped (STOPPED: `ray "
+                                "job stop` or the dashboard); its running trials ended CANCELLED. "
+                                "POST /v1/sweeps/sw-3/resume continues it")
+        assert runner.resume(session, record) and record.state == "PENDING"  # and it resumes
 
 
 def test_a_cluster_that_refuses_fails_the_job_with_its_reason(tmp_path: Path) -> None:

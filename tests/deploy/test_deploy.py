@@ -1,5 +1,5 @@
-"""Issue 37's first slice, on the real topology (tests/deploy/conftest.py): the tiny sweep over REST into a real
-MLflow server and PostgreSQL; PostgreSQL stopped mid-sweep (503s with Retry-After, never a 500; /v1/ready names the
+"""Issue 37 on the real topology (tests/deploy/conftest.py): the tiny sweep and its tiny transfer over REST into a
+real MLflow server and PostgreSQL; PostgreSQL stopped mid-sweep (503s with Retry-After, never a 500; /v1/ready names the
 database; recovery by itself); the Alembic migrations on PostgreSQL. Run by `make test-deploy`."""
 
 from __future__ import annotations
@@ -10,30 +10,52 @@ import time
 import httpx
 from alembic import command
 from alembic.config import Config
+from mlflow import MlflowClient
 from sqlalchemy import inspect
 
 from api._db import MIGRATIONS, make_engine, migrate
 from api.deploy_local import Deployment
 
-from .conftest import SPEC, check_finished, sql, wait_for
+from .conftest import SPEC, check_finished, sql, submit, wait_for
 
 
 def test_the_tiny_sweep_over_rest_finishes_with_its_runs_in_mlflow_and_its_record_in_postgresql(
-        deployment: Deployment, api: httpx.Client) -> None:
+        deployment: Deployment, api: httpx.Client, tiny_sweep: str) -> None:
     if os.environ.get("SCALESWEEP_CI") == "1":  # CI installs the deploy extra: the drivers must be Ray Jobs there
         assert deployment.ray_jobs, "Ray's dashboard and job server are missing: drivers would not be Ray Jobs"
-    created = api.post("/v1/sweeps", json=SPEC)
+    check_finished(deployment, api, tiny_sweep)
+
+
+def test_the_tiny_transfer_over_rest_finishes_with_its_runs_and_analysis_in_mlflow(
+        deployment: Deployment, api: httpx.Client, tiny_sweep: str) -> None:
+    # One rung, two arms, one seed, the sweep's horizon: two runs (the transfer's machinery, not its numbers).
+    created = api.post("/v1/transfers", json={"sweep_id": tiny_sweep, "rungs": ["cpu-xs"],
+                                              "arms": ["periodic", "adamw"], "seeds": [0], "horizon_factor": 1.0})
     assert created.status_code == 201, created.text
-    sweep = created.json()["id"]
-    wait_for(api, f"/v1/sweeps/{sweep}", ("SUCCEEDED", "FAILED", "CANCELLED"), timeout=420)
-    check_finished(deployment, api, sweep)
+    transfer = created.json()["id"]
+    body = wait_for(api, f"/v1/transfers/{transfer}", ("SUCCEEDED", "FAILED", "CANCELLED"), timeout=420)
+    assert body["state"] == "SUCCEEDED", body
+    runs = api.get(f"/v1/transfers/{transfer}/runs").json()["data"]
+    assert sorted((r["arm"], r["rung"], r["state"]) for r in runs) == [
+        ("adamw", "cpu-xs", "SUCCEEDED"), ("periodic", "cpu-xs", "SUCCEEDED")], runs
+    mlflow = MlflowClient(tracking_uri=deployment.mlflow_url)
+    parent = body["mlflow_parent_run_id"]
+    assert parent and mlflow.get_run(parent).info.status == "FINISHED"
+    children = [r for r in mlflow.search_runs([body["mlflow_experiment_id"]])
+                if r.data.tags.get("mlflow.parentRunId") == parent]
+    assert sorted(r.info.status for r in children) == ["FINISHED", "FINISHED"], [
+        (r.data.tags.get("scalesweep.trial_key"), r.info.status) for r in children]
+    assert all(r.data.metrics for r in children)  # each run's metrics arrived on the server
+    assert len({r.data.tags.get("scalesweep.trial_key") for r in children}) == 2
+    fits = api.get(f"/v1/transfers/{transfer}/fits")
+    assert fits.status_code == 200, fits.text  # the analysis reads everything back from the server
+    assert sql(deployment, "SELECT state, mlflow_parent_run_id FROM transfers WHERE id = %s", transfer) == [
+        ("SUCCEEDED", parent)]
 
 
 def test_postgresql_stopped_mid_sweep_is_503_everywhere_and_everything_recovers_by_itself(
         deployment: Deployment, api: httpx.Client) -> None:
-    created = api.post("/v1/sweeps", json={**SPEC, "name": "deploy-pg-restart"})
-    assert created.status_code == 201, created.text
-    sweep = created.json()["id"]
+    sweep = submit(api, "deploy-pg-restart")
     wait_for(api, f"/v1/sweeps/{sweep}", ("RUNNING",), timeout=120)
     deployment.postgres.stop("fast")  # what an operator's restart does first
     try:
