@@ -22,6 +22,7 @@ from ._curves import (
 from ._decisions import decision_notes
 from ._errors import DashboardError, DashboardInputError
 from ._heatmap import HeatmapData, compute_heatmap, plot_heatmap
+from ._jobs import JobFigures
 from ._mlflow import load_chosen, load_run, load_runs, log_figures
 from ._records import ARMS, FDInfo, RunRecord, SeedStats, as_records, describe_fd, fd_label
 from ._report import ReportData, build_report, compute_report, report_figures, write_report
@@ -51,6 +52,7 @@ __all__ = [
     "FitSummary",
     "GroupSeries",
     "HeatmapData",
+    "JobFigures",
     "LossCurves",
     "Ranking",
     "ReportData",

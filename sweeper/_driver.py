@@ -25,7 +25,6 @@ import math
 import os
 import signal
 import socket
-import sys
 import threading
 import time
 import uuid
@@ -34,14 +33,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from trials import JobFailedError
 from trials.record import TAG
 
 from ._emergency import CancelDeadline
 from ._errors import SweepError, SweepFailedError
+from ._figures import log_sweep_figures
 from ._heartbeat import Heartbeat
 from ._ledger import SweepLedger, resolve_tracking_uri
 from ._planner import FINISHED, Planner, TrialRequest
 from ._result import SweepResult, build_result
+from ._runner import JobRun, run_job
 from ._selection import SweepSelection
 from ._settings import DriverSettings
 from ._spec import CommandBackend, EarlyStoppingSpec, SweepSpec, load_spec
@@ -52,7 +54,6 @@ from .jobfiles import (
     STATUS_FILE,
     cancel_requested,
     clear_cancel,
-    driver_lock,
     driver_running,
     read_state,
     read_status,
@@ -439,19 +440,86 @@ def _with_trainer(spec: SweepSpec) -> SweepSpec:
     return SweepSpec.model_validate({**spec.model_dump(mode="json"), "backend": resolved})
 
 
-def _check_resumable(spec: SweepSpec, workdir: Path, state: Mapping[str, Any], resume: bool) -> None:
-    """Refuse to start over a sweep already in `workdir`, and to resume it with a changed spec."""
-    if not resume:
-        raise SweepError(
-            f"{workdir} already holds sweep {state['sweep_id']}; pass resume=True (--resume) to continue it, "
-            "or choose another work folder"
-        )
-    if state.get("fingerprint") != spec.fingerprint():
-        raise SweepError(
-            f"the spec changed since sweep {state['sweep_id']} started in {workdir} (fingerprint "
-            f"{state.get('fingerprint')} -> {spec.fingerprint()}); only `execution` and `retries` may change "
-            "on resume"
-        )
+
+@dataclass
+class SweepJob:
+    """A sweep as the job runner runs it (`_runner.Job`): its record in the ledger, the Tune stage, the
+    confirmation, the result. The lock, the resume check, the table and the figures are the runner's."""
+
+    spec: SweepSpec
+    kind = "sweep"
+    refused = SweepError
+    may_change = "`execution` and `retries`"
+    # What `failed` needs to record a broken driver: set once the ledger and the Tune stage exist.
+    _record: tuple[_Driver, SweepLedger, str, dict[str, float]] | None = field(default=None, repr=False)
+
+    def fingerprint(self) -> str:
+        return self.spec.fingerprint()
+
+    def stored(self, workdir: Path) -> tuple[str, str | None] | None:
+        state = read_state(workdir)
+        return None if state is None else (str(state["sweep_id"]), state.get("fingerprint"))
+
+    def run(self, run: JobRun) -> SweepResult:
+        spec, workdir = self.spec, run.workdir
+        state = read_state(workdir)
+        uri = resolve_tracking_uri(state["tracking_uri"] if state else spec.tracking.tracking_uri)
+        t0 = time.perf_counter()
+        ledger = SweepLedger(uri, spec.tracking.experiment)
+        ledger.ensure_store()  # once, before any trial touches the store
+        store_s = time.perf_counter() - t0
+        if state is None:
+            state = _new_sweep(spec, workdir, ledger, uri)
+        sweep_id, parent_run_id = state["sweep_id"], state["parent_run_id"]
+        clear_cancel(workdir)  # a cancel belongs to the run it stopped
+        ledger.start_parent(parent_run_id)
+        stale = ledger.close_stale(sweep_id)
+        planner = Planner(spec, ledger.records(sweep_id), prior=ledger.prior_records(spec.search.warm_start))
+        driver = _Driver(spec, workdir, ledger, sweep_id, parent_run_id, planner, run.stream)
+        if stale:
+            driver._event(f"closed {len(stale)} interrupted run(s) of the previous driver as KILLED")
+        if spec.search.warm_start:
+            driver._event(f"warm start: the sampler was told {planner.warm_started} finished point(s) of "
+                          f"{', '.join(spec.search.warm_start)}")
+        driver.tick(force=True)
+        timings: dict[str, float] = {"store_init_s": store_s}
+        self._record = (driver, ledger, parent_run_id, timings)
+        final_state = "RUNNING"
+        try:
+            if planner.has_work():
+                timings.update(_fit(spec, driver, workdir))
+            if driver.cancel.is_set():
+                final_state = "CANCELLED"
+        except BaseException as exc:
+            # A cancel that also took Ray down (SIGTERM to the whole process group) is still a cancel.
+            cancelled = isinstance(exc, KeyboardInterrupt) or driver.cancel.is_set()
+            for live in list(driver.live.values()):
+                with contextlib.suppress(Exception):
+                    ledger.close(live.run_id, "CANCELLED")
+            driver.live.clear()
+            if not cancelled:
+                raise SweepFailedError(f"sweep {spec.name} failed: {exc!r}") from exc
+            final_state = "CANCELLED"
+        # The confirmation runs before the choice is final; cancelled, it leaves the sweep CANCELLED and resumable.
+        if final_state == "RUNNING" and spec.confirm.top > 0 and not _confirm(spec, driver, ledger, parent_run_id,
+                                                                              workdir):
+            final_state = "CANCELLED"
+        result = _finish(driver, ledger, parent_run_id, final_state, timings, run.started, None)
+        driver.disarm()
+        result.workdir = str(workdir)
+        return result
+
+    def failed(self, run: JobRun, exc: JobFailedError) -> None:
+        """The sweep's parent run and status say FAILED, with the error that broke the driver."""
+        if self._record is None:
+            return
+        driver, ledger, parent_run_id, timings = self._record
+        with contextlib.suppress(Exception):
+            _finish(driver, ledger, parent_run_id, "FAILED", timings, run.started, repr(exc.__cause__ or exc))
+        driver.disarm()
+
+    def finished(self, run: JobRun, result: SweepResult) -> None:
+        log_sweep_figures(result, run.stream)
 
 
 def _new_sweep(spec: SweepSpec, workdir: Path, ledger: SweepLedger, uri: str) -> dict[str, Any]:
@@ -482,72 +550,13 @@ def run_sweep(
     `workdir` continues where it stopped (a new one starts when there is none); without it, an existing sweep in
     `workdir` is an error. `show_progress` prints one line per trial event and a summary to `stream` (stdout),
     and at the end the rank table unless `show_table` is False (a caller with its own table, e.g. a transfer).
-    A SUCCEEDED sweep logs its figures on its parent run (`_figures`) unless `log_figures` is False (a sweep run
-    inside a transfer or a confirmation, whose caller logs its own).
+    A SUCCEEDED sweep logs its figures on its parent run through the figure hook (`_figures`: the command line
+    registers it; without one the sweep succeeds without figures) unless `log_figures` is False.
     Run it in a process of its own (the CLI does): Ray takes over signals and is not safe to share.
     """
     spec = _with_trainer(spec if isinstance(spec, SweepSpec) else load_spec(spec))
-    wall_start = time.perf_counter()
-    workdir = Path(workdir or default_workdir(spec.name)).resolve()
-    stream = (stream or sys.stdout) if show_progress else None
-    with driver_lock(workdir, SweepError):
-        state = read_state(workdir)
-        if state is not None:
-            _check_resumable(spec, workdir, state, resume)
-        uri = resolve_tracking_uri(state["tracking_uri"] if state else spec.tracking.tracking_uri)
-        t0 = time.perf_counter()
-        ledger = SweepLedger(uri, spec.tracking.experiment)
-        ledger.ensure_store()  # once, before any trial touches the store
-        store_s = time.perf_counter() - t0
-        if state is None:
-            state = _new_sweep(spec, workdir, ledger, uri)
-        sweep_id, parent_run_id = state["sweep_id"], state["parent_run_id"]
-        clear_cancel(workdir)  # a cancel belongs to the run it stopped
-        ledger.start_parent(parent_run_id)
-        stale = ledger.close_stale(sweep_id)
-        planner = Planner(spec, ledger.records(sweep_id), prior=ledger.prior_records(spec.search.warm_start))
-        driver = _Driver(spec, workdir, ledger, sweep_id, parent_run_id, planner, stream)
-        if stale:
-            driver._event(f"closed {len(stale)} interrupted run(s) of the previous driver as KILLED")
-        if spec.search.warm_start:
-            driver._event(f"warm start: the sampler was told {planner.warm_started} finished point(s) of "
-                          f"{', '.join(spec.search.warm_start)}")
-        driver.tick(force=True)
-        timings: dict[str, float] = {"store_init_s": store_s}
-        final_state, error = "RUNNING", None
-        try:
-            if planner.has_work():
-                timings.update(_fit(spec, driver, workdir))
-            if driver.cancel.is_set():
-                final_state = "CANCELLED"
-        except BaseException as exc:
-            # A cancel that also took Ray down (SIGTERM to the whole process group) is still a cancel.
-            cancelled = isinstance(exc, KeyboardInterrupt) or driver.cancel.is_set()
-            final_state, error = ("CANCELLED", None) if cancelled else ("FAILED", repr(exc))
-            for live in list(driver.live.values()):
-                with contextlib.suppress(Exception):
-                    ledger.close(live.run_id, "CANCELLED")
-            driver.live.clear()
-            if not cancelled:
-                with contextlib.suppress(Exception):
-                    _finish(driver, ledger, parent_run_id, final_state, timings, wall_start, error)
-                driver.disarm()
-                raise SweepFailedError(f"sweep {spec.name} failed: {exc!r}") from exc
-        # The confirmation runs before the choice is final; cancelled, it leaves the sweep CANCELLED and resumable.
-        if final_state == "RUNNING" and spec.confirm.top > 0 and not _confirm(spec, driver, ledger, parent_run_id,
-                                                                              workdir):
-            final_state = "CANCELLED"
-        result = _finish(driver, ledger, parent_run_id, final_state, timings, wall_start, error)
-        driver.disarm()
-        result.workdir = str(workdir)
-        if driver.stream is not None and show_table:
-            with contextlib.suppress(OSError, ValueError):
-                print(result.table(), file=driver.stream, flush=True)
-        if log_figures and result.state == "SUCCEEDED":
-            from ._figures import log_sweep_figures
-
-            log_sweep_figures(result, driver.stream)
-        return result
+    return run_job(SweepJob(spec), Path(workdir or default_workdir(spec.name)), resume=resume,
+                   show_progress=show_progress, stream=stream, show_table=show_table, figures=log_figures)
 
 
 def _confirm(spec: SweepSpec, driver: _Driver, ledger: SweepLedger, parent_run_id: str, workdir: Path) -> bool:
