@@ -453,9 +453,6 @@ class SweepJob:
     # What `failed` needs to record a broken driver: set once the ledger and the Tune stage exist.
     _record: tuple[_Driver, SweepLedger, str, dict[str, float]] | None = field(default=None, repr=False)
 
-    def fingerprint(self) -> str:
-        return self.spec.fingerprint()
-
     def stored(self, workdir: Path) -> tuple[str, str | None] | None:
         state = read_state(workdir)
         return None if state is None else (str(state["sweep_id"]), state.get("fingerprint"))

@@ -34,6 +34,10 @@ class Finished(Protocol):
     def table(self) -> str: ...
 
 
+class Fingerprinted(Protocol):
+    def fingerprint(self) -> str: ...
+
+
 R = TypeVar("R", bound=Finished)
 
 
@@ -49,7 +53,7 @@ class JobRun:
 
     def inner(self) -> JobRun:
         """The run of a job inside this one: same folder and stream; no table, no figures of its own."""
-        return replace(self, show_table=False, figures=False)
+        return replace(self, show_table=False, figures=False, started=time.perf_counter())
 
 
 class Job(Protocol[R]):
@@ -67,8 +71,9 @@ class Job(Protocol[R]):
     def may_change(self) -> str:
         """What a resume may change, in words (e.g. "`execution` and `retries`")."""
 
-    def fingerprint(self) -> str:
-        """The spec's fingerprint: a resume must match the one stored."""
+    @property
+    def spec(self) -> Fingerprinted:
+        """The job's spec: a resume must match the fingerprint stored."""
 
     def stored(self, workdir: Path) -> tuple[str, str | None] | None:
         """(job id, fingerprint) of the job already in `workdir`, None when there is none."""
@@ -89,9 +94,9 @@ def check_resumable(job: Job[R], workdir: Path, stored: tuple[str, str | None], 
     if not resume:
         raise job.refused(f"{workdir} already holds {job.kind} {job_id}; pass resume=True (--resume) to continue "
                           "it, or choose another work folder")
-    if fingerprint != job.fingerprint():
+    if fingerprint != job.spec.fingerprint():
         raise job.refused(f"the spec changed since {job.kind} {job_id} started in {workdir} (fingerprint "
-                          f"{fingerprint} -> {job.fingerprint()}); only {job.may_change} may change on resume")
+                          f"{fingerprint} -> {job.spec.fingerprint()}); only {job.may_change} may change on resume")
 
 
 def run_job(job: Job[R], workdir: Path, *, resume: bool, show_progress: bool, stream: IO[str] | None = None,

@@ -293,3 +293,98 @@ def test_the_layout_helpers_see_private_modules_and_cycles() -> None:
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": set()}) == [["a", "b", "a"]]
     assert _is_private("sweeper._driver") and not _is_private("sweeper.jobfiles")
     assert not _is_private("trials.record") and not _is_private("trials.__init__")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# One settings object per process kind: every environment variable of the project read in one place.
+
+# The modules that read the environment, one per process kind: the service, the remote client and the local
+# deployment, the driver, the trial. Everyone else asks them.
+SETTINGS_MODULES = {"api._settings", "api._client_settings", "sweeper._settings", "trials._settings"}
+
+
+def _string_constants() -> dict[str, str]:
+    """Module-level `NAME = "literal"` across the product modules (how variable names are usually spelled)."""
+    found: dict[str, str] = {}
+    for path, _ in _product_modules().values():
+        for node in ast.parse(path.read_text(), filename=str(path)).body:
+            if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+                    and isinstance(node.value.value, str)):
+                found.update({t.id: node.value.value for t in node.targets if isinstance(t, ast.Name)})
+    return found
+
+
+def _is_environ(node: ast.AST) -> bool:
+    """`os.environ` or a bare `environ`."""
+    return (isinstance(node, ast.Attribute) and node.attr == "environ") or (
+        isinstance(node, ast.Name) and node.id == "environ")
+
+
+def _environment_reads(tree: ast.Module, constants: dict[str, str]) -> list[tuple[int, str]]:
+    """(line, variable) of each read of a named variable: `os.environ[X]`, `os.environ.get(X)`, `os.getenv(X)`,
+    `X in os.environ`, with X a literal or a module-level constant. Writes (`os.environ[X] = ...`) are not reads."""
+
+    def name(node: ast.AST) -> str | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        if isinstance(node, ast.Name | ast.Attribute):
+            return constants.get(node.id if isinstance(node, ast.Name) else node.attr)
+        return None
+
+    reads = []
+    for node in ast.walk(tree):
+        key: ast.AST | None = None
+        if isinstance(node, ast.Subscript) and _is_environ(node.value) and isinstance(node.ctx, ast.Load):
+            key = node.slice
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.func, ast.Attribute):
+            func = node.func
+            if (func.attr in ("get", "pop") and _is_environ(func.value)) or (
+                    func.attr == "getenv" and isinstance(func.value, ast.Name) and func.value.id == "os"):
+                key = node.args[0]
+        elif (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.In | ast.NotIn)
+              and _is_environ(node.comparators[0])):
+            key = node.left
+        variable = name(key) if key is not None else None
+        if variable is not None:
+            reads.append((node.lineno, variable))
+    return reads
+
+
+def test_only_the_settings_modules_read_a_scalesweep_variable() -> None:
+    """Each process kind has one settings object (`api.Settings`, the client's and the deployment's in
+    `api._client_settings`, `sweeper.DriverSettings`, `trials.TrialSettings`): no other module reads a
+    `SCALESWEEP_*` variable. Passing the whole environment on to a child is not a read."""
+    constants = _string_constants()
+    offenders = []
+    for module, (path, _) in _product_modules().items():
+        if module in SETTINGS_MODULES:
+            continue
+        tree = ast.parse(path.read_text(), filename=str(path))
+        offenders += [f"{path.relative_to(ROOT)}:{line} reads {variable}"
+                      for line, variable in _environment_reads(tree, constants) if variable.startswith("SCALESWEEP_")]
+    assert offenders == []
+
+
+def test_the_environment_check_sees_each_way_of_reading() -> None:
+    code = ('import os\nNAME = "SCALESWEEP_X"\nos.environ["SCALESWEEP_A"]\nos.environ.get(NAME)\n'
+            'os.getenv("SCALESWEEP_B")\n"SCALESWEEP_C" in os.environ\nos.environ["SCALESWEEP_D"] = "1"\n')
+    reads = _environment_reads(ast.parse(code), {"NAME": "SCALESWEEP_X"})
+    assert [v for _, v in reads] == ["SCALESWEEP_A", "SCALESWEEP_X", "SCALESWEEP_B", "SCALESWEEP_C"]
+
+
+def _settings_variables() -> set[str]:
+    from api._client_settings import ClientSettings, DeploySettings
+    from api._settings import Settings
+    from sweeper import DriverSettings
+    from trials import TrialSettings
+
+    names = {v for kind in (ClientSettings, DeploySettings, DriverSettings, TrialSettings)
+             for v, _ in kind.VARIABLES.values()}
+    return names | {"SCALESWEEP_" + field.upper() for field in Settings.model_fields}
+
+
+def test_every_variable_a_settings_object_reads_is_in_the_design_documents_table() -> None:
+    text = (ROOT / "docs" / "design.md").read_text()
+    table = text[text.index("### Environment variables"):]
+    listed = {line.split("|")[1].strip().strip("`") for line in table.splitlines() if line.startswith("| `")}
+    assert sorted(_settings_variables() - listed) == []

@@ -424,9 +424,6 @@ class TransferJob:
     refused = TransferError
     may_change = "`execution`"
 
-    def fingerprint(self) -> str:
-        return self.spec.fingerprint()
-
     def stored(self, workdir: Path) -> tuple[str, str | None] | None:
         if not is_transfer_folder(workdir):
             return None
