@@ -250,6 +250,9 @@ def _check_tags(tags: dict[str, str]) -> dict[str, str]:
     return tags
 
 
+Tags = Annotated[dict[str, str], AfterValidator(_check_tags)]  # MLflow tags: the rule on the field
+
+
 class ParamRange(BaseModel):
     """A continuous (or integer, for K) range, for the tpe and random methods."""
 
@@ -322,7 +325,7 @@ class SearchSpec(BaseModel):
         description="The searched arm's OptimizerConfig fields besides the searched ones (default: Periodic "
         "Row-wise Muon with trials' defaults, e.g. lr 0.02).",
     )
-    tags: dict[str, str] = Field(
+    tags: Tags = Field(
         default_factory=dict,
         description="Extra MLflow tags on the search trials' runs (e.g. the lr rule a transfer carried them by).",
     )
@@ -332,11 +335,6 @@ class SearchSpec(BaseModel):
         "experiment whose finished points the sampler is told before it proposes any (their mean objective over "
         "the seeds they ran); they are not run again and do not count against the budget or the selection.",
     )
-
-    @field_validator("tags")
-    @classmethod
-    def _valid_tags(cls, tags: dict[str, str]) -> dict[str, str]:
-        return _check_tags(tags)
 
     @field_validator("warm_start")
     @classmethod
@@ -446,7 +444,7 @@ class BaselineSpec(BaseModel):
         description="Rung of this arm's runs; None = the sweep's rung. Lets one sweep hold reference runs at "
         "several rungs (a transfer runs its whole rung x arm table as one sweep).",
     )
-    tags: dict[str, str] = Field(
+    tags: Tags = Field(
         default_factory=dict, description="Extra MLflow tags on this arm's runs (e.g. a transfer's lr rule)."
     )
     horizon: int | None = Field(
@@ -484,11 +482,6 @@ class BaselineSpec(BaseModel):
         from trials.models import check_rung
 
         return None if rung is None else check_rung(rung)
-
-    @field_validator("tags")
-    @classmethod
-    def _valid_tags(cls, tags: dict[str, str]) -> dict[str, str]:
-        return _check_tags(tags)
 
     @model_validator(mode="before")
     @classmethod
@@ -814,16 +807,11 @@ class SweepSpec(BaseModel):
         "sweep sets " + ", ".join(_OWNED_TRIAL_FIELDS) + " itself.",
     )
     tracking: SweepTracking = Field(default_factory=SweepTracking, description="MLflow URI and experiment.")
-    tags: dict[str, str] = Field(
+    tags: Tags = Field(
         default_factory=dict,
         description="Extra MLflow tags on the parent run and every trial run (lineage, e.g. the transfer and the "
         "sweep it comes from); an arm's own `tags` win over these.",
     )
-
-    @field_validator("tags")
-    @classmethod
-    def _valid_tags(cls, tags: dict[str, str]) -> dict[str, str]:
-        return _check_tags(tags)
 
     @field_validator("rung")
     @classmethod

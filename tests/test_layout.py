@@ -4,9 +4,13 @@ itself back through others, and the on-disk job protocol has one owner."""
 from __future__ import annotations
 
 import ast
+import io
+import itertools
+import keyword
 import os
 import subprocess
 import sys
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -388,3 +392,75 @@ def test_every_variable_a_settings_object_reads_is_in_the_design_documents_table
     table = text[text.index("### Environment variables"):]
     listed = {line.split("|")[1].strip().strip("`") for line in table.splitlines() if line.startswith("| `")}
     assert sorted(_settings_variables() - listed) == []
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Near copies: six lines or more of the same shape in two places of the product packages.
+
+NEAR_COPY_LINES = 6
+NEAR_COPY_MAX_PAIRS = 5  # pairs of files; what is left is listed by the test when it fails
+_NEAR_COPY_MAX_PLACES = 8  # a shape in more places than this is an idiom, not a copy
+
+
+def _shape_lines(source: str) -> list[tuple[int, tuple[str, ...]]]:
+    """(line number, shape) of each line that carries code: names become N, strings S, numbers 0 (keywords and
+    operators stay). Left out: blank lines, comments, imports, docstrings and other lone strings, lines of one or
+    two tokens (`return 0`, `else:`, lone punctuation), and annotated declarations (`name: type = ...`: a
+    dataclass's fields and a signature's parameters are its own, however alike)."""
+    rows: dict[int, list[str]] = {}
+    skip = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER,
+            getattr(tokenize, "FSTRING_MIDDLE", -1), getattr(tokenize, "FSTRING_END", -1)}
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type in skip:
+            continue
+        if tok.type == tokenize.NAME:
+            word = tok.string if keyword.iskeyword(tok.string) or keyword.issoftkeyword(tok.string) else "N"
+        elif tok.type in (tokenize.STRING, getattr(tokenize, "FSTRING_START", -1)):
+            word = "S"
+        elif tok.type == tokenize.NUMBER:
+            word = "0"
+        else:
+            word = tok.string
+        rows.setdefault(tok.start[0], []).append(word)
+    return [(row, tuple(words)) for row, words in sorted(rows.items())
+            if words[0] not in ("import", "from") and words != ["S"] and len(words) > 2 and words[:2] != ["N", ":"]]
+
+
+def near_copy_pairs(sources: dict[str, str], lines: int = NEAR_COPY_LINES) -> dict[tuple[str, str], str]:
+    """(file, file) -> where, for each two files (or two places in one) that share `lines` lines of one shape
+    in a row. A run must hold 30 tokens, 8 of them distinct, to count: a few short lines alike are a habit."""
+    places: dict[tuple[tuple[str, ...], ...], list[tuple[str, int, int]]] = {}
+    for name, source in sources.items():
+        shaped = _shape_lines(source)
+        for i in range(len(shaped) - lines + 1):
+            run = tuple(shape for _, shape in shaped[i:i + lines])
+            words = [w for shape in run for w in shape]
+            if len(words) >= 30 and len(set(words)) >= 8:
+                places.setdefault(run, []).append((name, shaped[i][0], shaped[i + lines - 1][0]))
+    pairs: dict[tuple[str, str], str] = {}
+    for found in places.values():
+        if len(found) > _NEAR_COPY_MAX_PLACES:
+            continue
+        for a, b in itertools.combinations(found, 2):
+            if a[0] == b[0] and a[1] <= b[2] and b[1] <= a[2]:  # overlapping runs of one file
+                continue
+            key = (min(a[0], b[0]), max(a[0], b[0]))
+            pairs.setdefault(key, f"{a[0]}:{a[1]} ~ {b[0]}:{b[1]}")
+    return pairs
+
+
+def test_few_near_copies_in_the_product_packages() -> None:
+    """One piece of code where the logic is the same: at most a few pairs of places alike line for line."""
+    sources = {str(path.relative_to(ROOT)): path.read_text() for path, _ in _product_modules().values()}
+    pairs = near_copy_pairs(sources)
+    assert len(pairs) <= NEAR_COPY_MAX_PAIRS, "\n".join(sorted(pairs.values()))
+
+
+def test_the_near_copy_check_sees_a_renamed_copy() -> None:
+    body = ("def {f}(items, limit):\n    kept = [x for x in items if x.size < limit]\n"
+            "    total = sum(x.size for x in kept)\n    if total > limit * 2:\n"
+            "        raise ValueError(f'too large: {{total}}')\n    ranked = sorted(kept, key=lambda x: x.rank)\n"
+            "    return {{x.name: x.rank for x in ranked}}\n")
+    one, other = body.format(f="first"), body.format(f="second").replace("items", "rows").replace("kept", "left")
+    assert list(near_copy_pairs({"a.py": one, "b.py": other})) == [("a.py", "b.py")]
+    assert near_copy_pairs({"a.py": one, "b.py": "def second():\n    return 1\n"}) == {}
