@@ -3,7 +3,8 @@
 ``compute_*`` functions turn run records (``RunRecord`` or dicts, e.g. from ``load_runs``) and fits into small
 typed data objects; ``plot_*`` functions turn those into a ``matplotlib.figure.Figure`` without touching pyplot or
 any global state. ``log_figures`` saves figures as MLflow artifacts; ``build_report``/``write_report`` make one
-self-contained HTML file.
+self-contained HTML file. ``JobFigures`` draws a finished sweep's or transfer's figures and report page for the
+sweeper, through the figure hook the command line registers (it imports nothing of the sweeper).
 """
 
 from __future__ import annotations

@@ -13,6 +13,9 @@ its own process group (session), and talks to it through the work folder:
 
 Resume is a fresh Tune run over what MLflow says is left (see `_planner`): stale RUNNING runs of the sweep are
 closed as KILLED first, succeeded ones are never re-run, interrupted ones are relaunched.
+
+The lock, the resume check, the FAILED record of a broken driver, the table and the figures are the job runner's
+(`_runner`); this module is the sweep's own stages (`SweepJob`), the Tune stage, and the sweep's status and cancel.
 """
 
 from __future__ import annotations
