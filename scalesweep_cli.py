@@ -10,6 +10,10 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import sweeper
 
 
 def _cmd_optimizers(args: argparse.Namespace) -> int:
@@ -223,11 +227,25 @@ def dispatch(label: str, command: Callable[[], int], what: str | None = None) ->
         return code
 
 
+def _job_figures() -> sweeper.FigureHook:
+    from dashboards import JobFigures  # matplotlib: imported only when a finished job draws
+
+    return JobFigures()
+
+
+def _register_figures() -> None:
+    """A sweep or transfer driver run from here (the CLI, or the service's drivers, which are CLI processes) draws
+    its figures and stored report with `dashboards`, through the sweeper's figure hook (docs/design.md)."""
+    import sweeper
+
+    sweeper.set_figure_hook(_job_figures)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     label = _label(args)
-    # A sweep or transfer run logs its own figures (sweeper._figures).
+    _register_figures()
     return dispatch(label, lambda: args.func(args), getattr(args, "error_subject", None))
 
 

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
+
+from ._client_settings import ClientSettings
 
 if TYPE_CHECKING:
     from .client import ScalesweepClient
@@ -38,7 +39,7 @@ _EXIT = {"SUCCEEDED": 0, "FAILED": 1, "CANCELLED": 130}
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The `remote` subcommands (argparse only: nothing heavy is imported to build them)."""
-    parser.add_argument("--server", default=os.environ.get("SCALESWEEP_SERVER"),
+    parser.add_argument("--server", default=ClientSettings.from_env().server,
                         help="the service's base URL (default $SCALESWEEP_SERVER or http://127.0.0.1:8000)")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for each answer")
     sub = parser.add_subparsers(dest="remote_command", required=True)
@@ -107,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
 
     server = args.server or DEFAULT_SERVER
     _check_server(server)  # an ApiError, like every refusal: the CLI's dispatch words it in one line, exit 2
-    with ScalesweepClient(server, token=os.environ.get("SCALESWEEP_API_TOKEN") or None,
+    with ScalesweepClient(server, token=ClientSettings.from_env().api_token or None,
                           timeout=args.timeout) as client:
         return int(_COMMANDS[args.remote_command](client, args))
 

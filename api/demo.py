@@ -440,7 +440,7 @@ def _sweep_title(profile: DemoProfile, spec: dict[str, Any]) -> str:
             f"(profile {profile.name}: {profile.about})")
 
 
-def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path) -> int:
+def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path, run_mark: str) -> int:
     from .cli import _follow, _sweep_line, _transfer_line
     from .client import ApiError, ScalesweepClient
 
@@ -518,7 +518,7 @@ def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         for p in reversed(processes):
             p.stop()
-        _end_everything_started(os.environ[DEMO_RUN_ENV])
+        _end_everything_started(run_mark)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -541,10 +541,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"previous demo output moved to {stale}")
     out.mkdir(parents=True, exist_ok=True)
     print(f"scalesweep demo, profile {args.profile}; output folder {out}", flush=True)
-    os.environ[DEMO_RUN_ENV] = secrets.token_hex(8)  # inherited by all it starts (DEMO_RUN_ENV)
+    run_mark = secrets.token_hex(8)
+    os.environ[DEMO_RUN_ENV] = run_mark  # inherited by all it starts (DEMO_RUN_ENV)
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        return _pipeline(args, PROFILES[args.profile], out)
+        return _pipeline(args, PROFILES[args.profile], out, run_mark)
     except DemoError as exc:
         print(f"demo failed: {exc}", file=sys.stderr)
         return 1

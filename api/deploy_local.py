@@ -39,6 +39,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ._client_settings import DeploySettings
+
 __all__ = ["Component", "DeployError", "Deployment", "Postgres", "free_port", "main", "pg_bin",
            "ray_dashboard_missing", "stop_pids"]
 
@@ -400,8 +402,8 @@ class Deployment:
             "SCALESWEEP_RAY_ADDRESS": self.ray_address,
             **({"SCALESWEEP_DRIVERS": "ray-job", "SCALESWEEP_RAY_DASHBOARD_URL": self.ray_dashboard_url}
                if self.ray_jobs else {"SCALESWEEP_DRIVERS": "local"}),
-            "SCALESWEEP_MAX_CONCURRENT_SWEEPS": os.environ.get("SCALESWEEP_MAX_CONCURRENT_SWEEPS", "2"),
-            "SCALESWEEP_RECONCILE": os.environ.get("SCALESWEEP_RECONCILE", "resume"),
+            "SCALESWEEP_MAX_CONCURRENT_SWEEPS": DeploySettings.from_env().max_concurrent_sweeps,
+            "SCALESWEEP_RECONCILE": DeploySettings.from_env().reconcile,
             **self.extra_env,
         }
 
@@ -496,8 +498,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m api.deploy_local", description=__doc__.split("\n\n")[0])
     parser.add_argument("--folder", type=Path, help="keep everything here (default: a new temporary folder, "
                         "removed on exit)")
-    parser.add_argument("--worker-cpus", type=int, default=int(os.environ.get("RAY_WORKER_NUM_CPUS", "2")))
-    parser.add_argument("--head-cpus", type=int, default=int(os.environ.get("RAY_HEAD_NUM_CPUS", "0")))
+    parser.add_argument("--worker-cpus", type=int, default=int(DeploySettings.from_env().worker_cpus))
+    parser.add_argument("--head-cpus", type=int, default=int(DeploySettings.from_env().head_cpus))
     parser.add_argument("--timeout", type=float, default=180, help="seconds each component may take to be healthy")
     args = parser.parse_args(argv)
 
@@ -507,7 +509,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _terminate)
     signal.signal(signal.SIGINT, _terminate)  # also where it was ignored (started in the background by a shell)
     deployment = Deployment(args.folder, worker_cpus=args.worker_cpus, head_cpus=args.head_cpus,
-                            api_token=os.environ.get("SCALESWEEP_API_TOKEN"), timeout_s=args.timeout)
+                            api_token=DeploySettings.from_env().api_token, timeout_s=args.timeout)
     print(f"starting the deployment in {deployment.folder} ...", flush=True)
     try:
         started = time.time()

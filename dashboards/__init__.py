@@ -3,7 +3,8 @@
 ``compute_*`` functions turn run records (``RunRecord`` or dicts, e.g. from ``load_runs``) and fits into small
 typed data objects; ``plot_*`` functions turn those into a ``matplotlib.figure.Figure`` without touching pyplot or
 any global state. ``log_figures`` saves figures as MLflow artifacts; ``build_report``/``write_report`` make one
-self-contained HTML file.
+self-contained HTML file. ``JobFigures`` draws a finished sweep's or transfer's figures and report page for the
+sweeper, through the figure hook the command line registers (it imports nothing of the sweeper).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ._curves import (
 from ._decisions import decision_notes
 from ._errors import DashboardError, DashboardInputError
 from ._heatmap import HeatmapData, compute_heatmap, plot_heatmap
+from ._jobs import JobFigures
 from ._mlflow import load_chosen, load_run, load_runs, log_figures
 from ._records import ARMS, FDInfo, RunRecord, SeedStats, as_records, describe_fd, fd_label
 from ._report import ReportData, build_report, compute_report, report_figures, write_report
@@ -51,6 +53,7 @@ __all__ = [
     "FitSummary",
     "GroupSeries",
     "HeatmapData",
+    "JobFigures",
     "LossCurves",
     "Ranking",
     "ReportData",

@@ -32,6 +32,11 @@ functions. Those names load on first use (they import `scaling`'s analysis).
     scalesweep transfer run SPEC [--workdir DIR] [--resume] | transfer status DIR | transfer cancel DIR
     scalesweep fit DIR [--metric M] [--json] | scalesweep export DIR --rung RUNG [--from-sweep]
 
+A finished sweep's or transfer's figures and stored report page are drawn through a hook (`set_figure_hook`,
+`FigureHook`) that the process running the driver registers: the `scalesweep` command line registers
+`dashboards.JobFigures`, so every driver it or the service starts logs them; without a hook a job succeeds
+without figures. The sweeper itself never imports `dashboards`.
+
 The work folder protocol (file names, atomic writes, status, cancel) is the public module `sweeper.jobfiles`
 (the service and the report page use it too). Knows nothing of HTTP.
 Heavy imports (torch, Ray, Optuna, MLflow) happen inside the calls that need them.
@@ -48,6 +53,7 @@ from ._compare import ComparedPoint, SweepComparison, compare_sweeps
 from ._driver import cancel_sweep, default_workdir, run_sweep, sweep_status
 from ._errors import SweepError, SweepFailedError
 from ._extend import apply_extension, check_extension, extend_sweep
+from ._figures import FigureHook, set_figure_hook
 from ._front import FrontPoint, QualityCostFront, non_dominated, quality_cost_front
 from ._importance import EVALUATORS, ParamImportance, SweepImportance, sweep_importance
 from ._ledger import TAG, parent_run_name
@@ -105,6 +111,7 @@ __all__ = [
     "DriverSettings",
     "EarlyStoppingSpec",
     "ExecutionSpec",
+    "FigureHook",
     "FrontPoint",
     "PairedDifference",
     "ParamImportance",
@@ -164,6 +171,7 @@ __all__ = [
     "run_transfer",
     "select_best",
     "select_point",
+    "set_figure_hook",
     "summarise_points",
     "sweep_importance",
     "sweep_status",

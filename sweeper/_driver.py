@@ -13,6 +13,10 @@ its own process group (session), and talks to it through the work folder:
 
 Resume is a fresh Tune run over what MLflow says is left (see `_planner`): stale RUNNING runs of the sweep are
 closed as KILLED first, succeeded ones are never re-run, interrupted ones are relaunched.
+
+The lock, the resume check, the FAILED record of a broken driver, the table and the figures are the job runner's
+(`_runner`); the Tune stage (Ray, Tune, signals) is `_tune_stage`; this module is the sweep's own stages
+(`SweepJob`: ledger, Tune, confirmation, result), the driver's hooks (`_Driver`), and the sweep's status and cancel.
 """
 
 from __future__ import annotations
@@ -20,39 +24,39 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
-import logging
 import math
 import os
 import signal
 import socket
-import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from trials import JobFailedError
 from trials.record import TAG
 
 from ._emergency import CancelDeadline
 from ._errors import SweepError, SweepFailedError
+from ._figures import log_sweep_figures
 from ._heartbeat import Heartbeat
 from ._ledger import SweepLedger, resolve_tracking_uri
 from ._planner import FINISHED, Planner, TrialRequest
 from ._result import SweepResult, build_result
+from ._runner import JobRun, run_job
 from ._selection import SweepSelection
-from ._settings import DriverSettings
 from ._spec import CommandBackend, EarlyStoppingSpec, SweepSpec, load_spec
-from ._trainable import checkpoint_path, make_trainable
+from ._trainable import checkpoint_path
+from ._tune_stage import run_tune
 from .jobfiles import (
     SPEC_FILE,
     STATE_FILE,
     STATUS_FILE,
     cancel_requested,
     clear_cancel,
-    driver_lock,
     driver_running,
     read_state,
     read_status,
@@ -345,88 +349,6 @@ class _Driver:
                 self.ledger.close(run_id, state, diverged=diverged)
 
 
-def _trial_dirname(trial: Any) -> str:
-    return str(trial.trial_id)
-
-
-@contextlib.contextmanager
-def _signals_cancel(driver: _Driver) -> Iterator[None]:
-    """SIGTERM and SIGINT ask for a graceful cancel; a second SIGINT interrupts at once."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def on_signal(signum: int, frame: Any) -> None:
-        if signum == signal.SIGINT and driver.cancel.is_set():
-            raise KeyboardInterrupt
-        driver.request_cancel()
-
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
-    # The handler above runs only when the main thread next returns to the interpreter. A SIGTERM to the whole
-    # process group (the service stopping a driver) also kills the local Ray, and the main thread can then sit for
-    # a minute inside Ray's C++ core waiting for its dead GCS, until Ray ends the process with status 1: no
-    # cancel, no emergency stop, runs left RUNNING. Python's C-level handler writes each signal's number to the
-    # wakeup fd at once, from whichever thread took it, so a thread reading that fd starts the cancel (and its
-    # grace-period timer) without waiting for the main thread.
-    read_fd, write_fd = os.pipe()
-    os.set_blocking(write_fd, False)
-    old_wakeup = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
-
-    def watch() -> None:
-        while True:
-            try:
-                data = os.read(read_fd, 64)
-            except OSError:
-                return
-            if not data:  # the write end closed: the context has ended
-                return
-            if signal.SIGTERM in data or signal.SIGINT in data:
-                driver.request_cancel()
-
-    watcher = threading.Thread(target=watch, name="scalesweep-signal-watch", daemon=True)
-    watcher.start()
-    try:
-        yield
-    finally:
-        signal.set_wakeup_fd(old_wakeup)
-        os.close(write_fd)
-        watcher.join(timeout=5)
-        os.close(read_fd)
-        for s, handler in old.items():
-            signal.signal(s, handler)
-
-
-def _init_ray(spec: SweepSpec) -> tuple[bool, float]:
-    """Start a local Ray (the embedded default) or attach to a cluster; returns (started here, seconds)."""
-    import ray
-
-    start = time.perf_counter()
-    if ray.is_initialized():
-        return False, 0.0
-    address = spec.execution.ray_address or DriverSettings.from_env().ray_address
-    common: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING, "configure_logging": True}
-    if address and address != "local":
-        ray.init(address=address, **common)  # a cluster's size is its own: never pass num_cpus here
-    else:
-        # address="local" always starts a fresh instance: a stale ray_current_cluster file can make a plain
-        # ray.init() hang, and a sweep must not run inside someone else's Ray by accident.
-        ray.init(address="local", include_dashboard=False,
-                 num_cpus=spec.execution.num_cpus or os.cpu_count(), **common)
-    return True, time.perf_counter() - start
-
-
-def _concurrency(spec: SweepSpec) -> int:
-    import ray
-
-    if spec.execution.concurrency is not None:
-        return spec.execution.concurrency
-    resources = ray.cluster_resources()
-    fits = math.floor(resources.get("CPU", 1) / spec.execution.cpus_per_trial)
-    if spec.execution.gpus_per_trial > 0:
-        fits = min(fits, math.floor(resources.get("GPU", 0) / spec.execution.gpus_per_trial))
-    return max(1, fits)
-
-
 def _with_trainer(spec: SweepSpec) -> SweepSpec:
     """A spec whose command backend names a registered trainer, with the trainer's command filled in from
     $SCALESWEEP_TRAINERS (the service fills it in itself before it starts a driver)."""
@@ -439,19 +361,83 @@ def _with_trainer(spec: SweepSpec) -> SweepSpec:
     return SweepSpec.model_validate({**spec.model_dump(mode="json"), "backend": resolved})
 
 
-def _check_resumable(spec: SweepSpec, workdir: Path, state: Mapping[str, Any], resume: bool) -> None:
-    """Refuse to start over a sweep already in `workdir`, and to resume it with a changed spec."""
-    if not resume:
-        raise SweepError(
-            f"{workdir} already holds sweep {state['sweep_id']}; pass resume=True (--resume) to continue it, "
-            "or choose another work folder"
-        )
-    if state.get("fingerprint") != spec.fingerprint():
-        raise SweepError(
-            f"the spec changed since sweep {state['sweep_id']} started in {workdir} (fingerprint "
-            f"{state.get('fingerprint')} -> {spec.fingerprint()}); only `execution` and `retries` may change "
-            "on resume"
-        )
+
+@dataclass
+class SweepJob:
+    """A sweep as the job runner runs it (`_runner.Job`): its record in the ledger, the Tune stage, the
+    confirmation, the result. The lock, the resume check, the table and the figures are the runner's."""
+
+    spec: SweepSpec
+    kind = "sweep"
+    refused = SweepError
+    may_change = "`execution` and `retries`"
+    # What `failed` needs to record a broken driver: set once the ledger and the Tune stage exist.
+    _record: tuple[_Driver, SweepLedger, str, dict[str, float]] | None = field(default=None, repr=False)
+
+    def stored(self, workdir: Path) -> tuple[str, str | None] | None:
+        state = read_state(workdir)
+        return None if state is None else (str(state["sweep_id"]), state.get("fingerprint"))
+
+    def run(self, run: JobRun) -> SweepResult:
+        spec, workdir = self.spec, run.workdir
+        state = read_state(workdir)
+        uri = resolve_tracking_uri(state["tracking_uri"] if state else spec.tracking.tracking_uri)
+        t0 = time.perf_counter()
+        ledger = SweepLedger(uri, spec.tracking.experiment)
+        ledger.ensure_store()  # once, before any trial touches the store
+        store_s = time.perf_counter() - t0
+        if state is None:
+            state = _new_sweep(spec, workdir, ledger, uri)
+        sweep_id, parent_run_id = state["sweep_id"], state["parent_run_id"]
+        clear_cancel(workdir)  # a cancel belongs to the run it stopped
+        ledger.start_parent(parent_run_id)
+        stale = ledger.close_stale(sweep_id)
+        planner = Planner(spec, ledger.records(sweep_id), prior=ledger.prior_records(spec.search.warm_start))
+        driver = _Driver(spec, workdir, ledger, sweep_id, parent_run_id, planner, run.stream)
+        if stale:
+            driver._event(f"closed {len(stale)} interrupted run(s) of the previous driver as KILLED")
+        if spec.search.warm_start:
+            driver._event(f"warm start: the sampler was told {planner.warm_started} finished point(s) of "
+                          f"{', '.join(spec.search.warm_start)}")
+        driver.tick(force=True)
+        timings: dict[str, float] = {"store_init_s": store_s}
+        self._record = (driver, ledger, parent_run_id, timings)
+        final_state = "RUNNING"
+        try:
+            if planner.has_work():
+                timings.update(run_tune(spec, driver, workdir))
+            if driver.cancel.is_set():
+                final_state = "CANCELLED"
+        except BaseException as exc:
+            # A cancel that also took Ray down (SIGTERM to the whole process group) is still a cancel.
+            cancelled = isinstance(exc, KeyboardInterrupt) or driver.cancel.is_set()
+            for live in list(driver.live.values()):
+                with contextlib.suppress(Exception):
+                    ledger.close(live.run_id, "CANCELLED")
+            driver.live.clear()
+            if not cancelled:
+                raise SweepFailedError(f"sweep {spec.name} failed: {exc!r}") from exc
+            final_state = "CANCELLED"
+        # The confirmation runs before the choice is final; cancelled, it leaves the sweep CANCELLED and resumable.
+        if final_state == "RUNNING" and spec.confirm.top > 0 and not _confirm(spec, driver, ledger, parent_run_id,
+                                                                              workdir):
+            final_state = "CANCELLED"
+        result = _finish(driver, ledger, parent_run_id, final_state, timings, run.started, None)
+        driver.disarm()
+        result.workdir = str(workdir)
+        return result
+
+    def failed(self, run: JobRun, exc: JobFailedError) -> None:
+        """The sweep's parent run and status say FAILED, with the error that broke the driver."""
+        if self._record is None:
+            return
+        driver, ledger, parent_run_id, timings = self._record
+        with contextlib.suppress(Exception):
+            _finish(driver, ledger, parent_run_id, "FAILED", timings, run.started, repr(exc.__cause__ or exc))
+        driver.disarm()
+
+    def finished(self, run: JobRun, result: SweepResult) -> None:
+        log_sweep_figures(result, run.stream)
 
 
 def _new_sweep(spec: SweepSpec, workdir: Path, ledger: SweepLedger, uri: str) -> dict[str, Any]:
@@ -482,72 +468,13 @@ def run_sweep(
     `workdir` continues where it stopped (a new one starts when there is none); without it, an existing sweep in
     `workdir` is an error. `show_progress` prints one line per trial event and a summary to `stream` (stdout),
     and at the end the rank table unless `show_table` is False (a caller with its own table, e.g. a transfer).
-    A SUCCEEDED sweep logs its figures on its parent run (`_figures`) unless `log_figures` is False (a sweep run
-    inside a transfer or a confirmation, whose caller logs its own).
+    A SUCCEEDED sweep logs its figures on its parent run through the figure hook (`_figures`: the command line
+    registers it; without one the sweep succeeds without figures) unless `log_figures` is False.
     Run it in a process of its own (the CLI does): Ray takes over signals and is not safe to share.
     """
     spec = _with_trainer(spec if isinstance(spec, SweepSpec) else load_spec(spec))
-    wall_start = time.perf_counter()
-    workdir = Path(workdir or default_workdir(spec.name)).resolve()
-    stream = (stream or sys.stdout) if show_progress else None
-    with driver_lock(workdir, SweepError):
-        state = read_state(workdir)
-        if state is not None:
-            _check_resumable(spec, workdir, state, resume)
-        uri = resolve_tracking_uri(state["tracking_uri"] if state else spec.tracking.tracking_uri)
-        t0 = time.perf_counter()
-        ledger = SweepLedger(uri, spec.tracking.experiment)
-        ledger.ensure_store()  # once, before any trial touches the store
-        store_s = time.perf_counter() - t0
-        if state is None:
-            state = _new_sweep(spec, workdir, ledger, uri)
-        sweep_id, parent_run_id = state["sweep_id"], state["parent_run_id"]
-        clear_cancel(workdir)  # a cancel belongs to the run it stopped
-        ledger.start_parent(parent_run_id)
-        stale = ledger.close_stale(sweep_id)
-        planner = Planner(spec, ledger.records(sweep_id), prior=ledger.prior_records(spec.search.warm_start))
-        driver = _Driver(spec, workdir, ledger, sweep_id, parent_run_id, planner, stream)
-        if stale:
-            driver._event(f"closed {len(stale)} interrupted run(s) of the previous driver as KILLED")
-        if spec.search.warm_start:
-            driver._event(f"warm start: the sampler was told {planner.warm_started} finished point(s) of "
-                          f"{', '.join(spec.search.warm_start)}")
-        driver.tick(force=True)
-        timings: dict[str, float] = {"store_init_s": store_s}
-        final_state, error = "RUNNING", None
-        try:
-            if planner.has_work():
-                timings.update(_fit(spec, driver, workdir))
-            if driver.cancel.is_set():
-                final_state = "CANCELLED"
-        except BaseException as exc:
-            # A cancel that also took Ray down (SIGTERM to the whole process group) is still a cancel.
-            cancelled = isinstance(exc, KeyboardInterrupt) or driver.cancel.is_set()
-            final_state, error = ("CANCELLED", None) if cancelled else ("FAILED", repr(exc))
-            for live in list(driver.live.values()):
-                with contextlib.suppress(Exception):
-                    ledger.close(live.run_id, "CANCELLED")
-            driver.live.clear()
-            if not cancelled:
-                with contextlib.suppress(Exception):
-                    _finish(driver, ledger, parent_run_id, final_state, timings, wall_start, error)
-                driver.disarm()
-                raise SweepFailedError(f"sweep {spec.name} failed: {exc!r}") from exc
-        # The confirmation runs before the choice is final; cancelled, it leaves the sweep CANCELLED and resumable.
-        if final_state == "RUNNING" and spec.confirm.top > 0 and not _confirm(spec, driver, ledger, parent_run_id,
-                                                                              workdir):
-            final_state = "CANCELLED"
-        result = _finish(driver, ledger, parent_run_id, final_state, timings, wall_start, error)
-        driver.disarm()
-        result.workdir = str(workdir)
-        if driver.stream is not None and show_table:
-            with contextlib.suppress(OSError, ValueError):
-                print(result.table(), file=driver.stream, flush=True)
-        if log_figures and result.state == "SUCCEEDED":
-            from ._figures import log_sweep_figures
-
-            log_sweep_figures(result, driver.stream)
-        return result
+    return run_job(SweepJob(spec), Path(workdir or default_workdir(spec.name)), resume=resume,
+                   show_progress=show_progress, stream=stream, show_table=show_table, figures=log_figures)
 
 
 def _confirm(spec: SweepSpec, driver: _Driver, ledger: SweepLedger, parent_run_id: str, workdir: Path) -> bool:
@@ -597,68 +524,6 @@ def run_confirmation(spec: SweepSpec, selection: SweepSelection, sweep_id: str, 
             "seeds": seeds, "objectives": objectives,
             "controls": {name: [s.seed_objectives.get(q) for q in seeds] if s is not None else [None] * len(seeds)
                          for name, s in control_runs.items()}}
-
-
-def _fit(spec: SweepSpec, driver: _Driver, workdir: Path) -> dict[str, float]:
-    """Run Tune over the planner's trials; returns timings."""
-    for var, value in {
-        "TUNE_DISABLE_SIGINT_HANDLER": "1",  # our handler cancels gracefully and records it
-        "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",  # MLflow is the record: no CSV/JSON/TensorBoard copies
-        "RAY_AIR_NEW_OUTPUT": "0",  # with verbose=0 the legacy reporter prints nothing; the driver reports
-    }.items():
-        os.environ.setdefault(var, value)
-    started_ray, ray_init_s = _init_ray(spec)
-    with _signals_cancel(driver):  # after ray.init, which installs its own SIGTERM handler
-        return _tune(spec, driver, workdir, started_ray, ray_init_s)
-
-
-def _tune(spec: SweepSpec, driver: _Driver, workdir: Path, started_ray: bool, ray_init_s: float) -> dict[str, float]:
-    from ray import tune
-
-    for name in ("ray.tune.execution.tune_controller", "ray.tune.tune", "ray.tune.analysis.experiment_analysis"):
-        # Failed trials are reported by the driver and recorded on their runs; Tune's tracebacks are noise here,
-        # and its result analysis looks for the CSV/JSON files switched off above.
-        logging.getLogger(name).setLevel(logging.CRITICAL)
-    from ._tune import tune_parts
-
-    searcher, scheduler, stopper, monitor = tune_parts(driver)
-    resources = {"cpu": spec.execution.cpus_per_trial, "gpu": spec.execution.gpus_per_trial}
-    trainable = tune.with_resources(make_trainable(driver.sweep_id), resources)
-    concurrency = _concurrency(spec)
-    tuner = tune.Tuner(
-        trainable,
-        tune_config=tune.TuneConfig(
-            search_alg=searcher,
-            scheduler=scheduler,
-            num_samples=-1,  # the planner says when the sweep is done
-            max_concurrent_trials=concurrency,
-            reuse_actors=True,  # about 1 s per trial instead of about 4 s (docs/design.md)
-            trial_dirname_creator=_trial_dirname,
-            trial_name_creator=_trial_dirname,
-        ),
-        run_config=tune.RunConfig(
-            name=f"{driver.sweep_id}-{time.strftime('%Y%m%d-%H%M%S')}",
-            storage_path=str(workdir / "ray"),
-            stop=stopper,
-            callbacks=[monitor],
-            failure_config=tune.FailureConfig(max_failures=0),  # the planner retries, each attempt its own run
-            verbose=0,
-        ),
-    )
-    t0 = time.perf_counter()
-    try:
-        tuner.fit()
-    finally:
-        fit_s = time.perf_counter() - t0
-        if started_ray:
-            import ray
-
-            ray.shutdown()  # also ends the workers, so nothing writes to MLflow after the reconcile below
-        else:
-            time.sleep(2.0)  # let stopped trials on a shared cluster finish closing their runs
-        driver.close_leftovers()
-        driver.reconcile()
-    return {"ray_init_s": ray_init_s, "fit_wall_s": fit_s, "concurrency": float(concurrency)}
 
 
 def _failure_cause(result: SweepResult) -> str:

@@ -1,17 +1,23 @@
-"""A finished sweep's or transfer's figures (heatmap, FD and loss curves, timing, scaling points) as PNG artifacts
-`figures/<name>.png` on its MLflow parent run, logged by the driver itself when it ends, so that `run_sweep()` and
-`run_transfer()` called from Python leave the same record as the CLI.
+"""The finish stage's figures: a SUCCEEDED sweep's or transfer's figures (heatmap, FD and loss curves, timing,
+scaling points) as PNG artifacts `figures/<name>.png` on its MLflow parent run, and a transfer's report page stored
+in its work folder, drawn through a hook that the layer above registers.
 
-The figures are drawn by `dashboards` (matplotlib), imported only here and only then. Best effort: the run's
-numbers are already stored, so a figure that cannot be drawn is reported in one line and never fails the run.
+The sweeper does not draw: drawing is `dashboards`' job, a layer above it. The process that runs a driver
+registers a `FigureHook` (`set_figure_hook`): the command line does (`scalesweep_cli`, with
+`dashboards.JobFigures`), so every driver the CLI or the service starts logs its figures. A sweep or transfer run
+without a hook (e.g. `run_sweep()` called from Python without registering one) succeeds just the same, without
+figures; the service draws a transfer's report page itself when none was stored.
+
+Best effort: the run's numbers are already stored, so a figure that cannot be drawn is reported in one line and
+never fails the run.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Protocol
 
 from ._settings import DriverSettings
 from .jobfiles import REPORT_FILE, store_transfer_report, transfer_version
@@ -20,53 +26,64 @@ if TYPE_CHECKING:
     from ._result import SweepResult
     from .transfer._result import TransferResult
 
-__all__ = ["log_sweep_figures", "log_transfer_figures"]
+__all__ = ["FigureHook", "log_sweep_figures", "log_transfer_figures", "set_figure_hook"]
+
+
+class FigureHook(Protocol):
+    """What draws a finished job's figures (`dashboards.JobFigures` is one)."""
+
+    def sweep_figures(self, result: SweepResult) -> Sequence[str]:
+        """Draw the sweep's figures and log them on its parent run; the artifact paths logged."""
+
+    def transfer_figures(self, result: TransferResult, *, transfer_id: str | None, sweep_id: str | None,
+                         store_page: Callable[[str], None]) -> Sequence[str]:
+        """Build the transfer's report page (naming it and its sweep by these ids when given), hand it to
+        `store_page` first, then log its figures on the parent run; the artifact paths logged."""
+
+
+# A factory, called when a finished job first draws: the hook's own imports (matplotlib) wait until then.
+_hook_factory: Callable[[], FigureHook] | None = None
+
+
+def set_figure_hook(factory: Callable[[], FigureHook] | None) -> Callable[[], FigureHook] | None:
+    """Register what draws finished jobs' figures in this process (None: none); returns the one it replaces."""
+    global _hook_factory
+    previous, _hook_factory = _hook_factory, factory
+    return previous
 
 
 def log_sweep_figures(result: SweepResult, stream: IO[str] | None = None) -> list[str]:
     """The sweep's heatmap, curves and timing on its parent run; returns the artifact paths logged."""
-
-    def draw() -> tuple[str, str, Any]:
-        from dashboards import sweep_report
-
-        return result.tracking_uri, result.parent_run_id, sweep_report(
-            result.tracking_uri, result.parent_run_id, title=f"scalesweep sweep {result.name}")
-
-    return _log(draw, stream)
+    return _log(lambda hook: hook.sweep_figures(result), stream)
 
 
 def log_transfer_figures(result: TransferResult, stream: IO[str] | None = None) -> list[str]:
     """The transfer's curves, timing and scaling panels (and its source sweep's heatmap) on its parent run, and
     its whole report page stored in its work folder (`report.html`, drawn from the same data): readers such as
     the service's `/report` serve that page instead of reading MLflow and fitting again. A driver the service
-    started names the transfer and its sweep by the service's ids (from its environment)."""
-    parent = result.parent_run_id
-    if not parent:
+    started names the transfer and its sweep by the service's ids (from its settings)."""
+    if not result.parent_run_id:
         return []
+    version = transfer_version(result.workdir)  # read before the page is built: a label never newer than it
+    settings = DriverSettings.from_env()
 
-    def draw() -> tuple[str, str, Any]:
-        from dashboards import build_report, transfer_page_data
-
-        version = transfer_version(result.workdir)  # read before the page is built: a label never newer than it
-        settings = DriverSettings.from_env()
-        data = transfer_page_data(result, transfer_id=settings.transfer_id, sweep_id=settings.source_sweep_id)
-        store_transfer_report(result.workdir, build_report(data), version)
+    def store_page(page: str) -> None:
+        store_transfer_report(result.workdir, page, version)
         if stream is not None:
             print(f"report: {Path(result.workdir) / REPORT_FILE}", file=stream, flush=True)
-        return result.tracking_uri, parent, data
 
-    return _log(draw, stream)
+    return _log(lambda hook: hook.transfer_figures(result, transfer_id=settings.transfer_id,
+                                                   sweep_id=settings.source_sweep_id, store_page=store_page), stream)
 
 
-def _log(draw: Callable[[], tuple[str, str, Any]], stream: IO[str] | None) -> list[str]:
+def _log(draw: Callable[[FigureHook], Sequence[str]], stream: IO[str] | None) -> list[str]:
+    if _hook_factory is None:
+        return []
     try:
-        from dashboards import log_report_figures
-
-        uri, run_id, data = draw()
-        logged = log_report_figures(uri, run_id, data)
+        logged = list(draw(_hook_factory()))
     except Exception as exc:
         print(f"warning: figures not logged to MLflow: {type(exc).__name__}: {exc}", file=stream or sys.stderr)
         return []
     if stream is not None:
         print(f"figures logged to the MLflow parent run: {', '.join(logged)}", file=stream, flush=True)
-    return list(logged)
+    return logged

@@ -7,9 +7,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    import threading
+
     from ._spec import EarlyStoppingSpec
 
-__all__ = ["TuneHooks"]
+__all__ = ["DriverHooks", "TuneHooks"]
 
 
 class TuneHooks(Protocol):
@@ -41,3 +43,19 @@ class TuneHooks(Protocol):
 
     def tick(self) -> None:
         """Tune finished a step of its loop: a chance to write the status and a progress line."""
+
+
+class DriverHooks(TuneHooks, Protocol):
+    """What the Tune stage (`_tune_stage`) asks of the driver besides the adapters' calls: the cancel (its event,
+    and the request a signal makes), and how every trial ended once Tune has stopped."""
+
+    cancel: threading.Event
+
+    def request_cancel(self) -> None:
+        """Stop gracefully, within the grace period."""
+
+    def close_leftovers(self) -> None:
+        """Trials Tune stopped without telling the searcher: CANCELLED, resumable."""
+
+    def reconcile(self) -> None:
+        """Re-apply how each trial ended."""

@@ -13,9 +13,11 @@ Read when asked for (`DriverSettings.from_env()`), so a value set before a call 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
+
+from trials import EnvSettings
 
 __all__ = ["DEFAULT_GRACE_S", "GRACE_ENV", "SOURCE_SWEEP_ID_ENV", "TRAINERS_ENV", "TRANSFER_ID_ENV", "DriverSettings"]
 
@@ -30,7 +32,7 @@ DEFAULT_GRACE_S = "8"
 
 
 @dataclass(frozen=True)
-class DriverSettings:
+class DriverSettings(EnvSettings):
     """The driver's environment, as read at one moment (raw values; each use parses its own)."""
 
     ray_address: str | None
@@ -39,12 +41,13 @@ class DriverSettings:
     transfer_id: str | None
     source_sweep_id: str | None
 
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> DriverSettings:
-        env = os.environ if environ is None else environ
-        return cls(ray_address=env.get(RAY_ADDRESS_ENV), trainers=env.get(TRAINERS_ENV, "").strip(),
-                   cancel_grace=env.get(GRACE_ENV, DEFAULT_GRACE_S), transfer_id=env.get(TRANSFER_ID_ENV),
-                   source_sweep_id=env.get(SOURCE_SWEEP_ID_ENV))
+    VARIABLES: ClassVar[Mapping[str, tuple[str, str | None]]] = {
+        "ray_address": (RAY_ADDRESS_ENV, None), "trainers": (TRAINERS_ENV, ""),
+        "cancel_grace": (GRACE_ENV, DEFAULT_GRACE_S), "transfer_id": (TRANSFER_ID_ENV, None),
+        "source_sweep_id": (SOURCE_SWEEP_ID_ENV, None)}
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "trainers", self.trainers.strip())
 
     @property
     def cancel_grace_s(self) -> float:

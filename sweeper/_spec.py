@@ -14,9 +14,9 @@ import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from trials import CommandLine
 from trials.optim import ArmName
@@ -46,6 +46,8 @@ __all__ = [
     "load_spec",
     "redact_spec",
 ]
+
+M = TypeVar("M", bound=BaseModel)
 
 # Searchable names -> the OptimizerConfig field they set and their type. K and gamma are the paper's names.
 SEARCH_PARAMS: dict[str, tuple[str, type]] = {
@@ -177,9 +179,21 @@ def check_trial_section(trial: Mapping[str, Any], where: str = "trial") -> None:
 
 
 def check_seeds(seeds: list[int]) -> list[int]:
+    """The one rule every list of seeds follows (a sweep's, its confirmation's, a transfer's)."""
     if len(set(seeds)) != len(seeds) or any(not 0 <= s <= MAX_SEED for s in seeds):
         raise ValueError(f"seeds must be distinct non-negative integers (at most {MAX_SEED}), got {seeds}")
     return seeds
+
+
+def _checked_trial(trial: dict[str, Any]) -> dict[str, Any]:
+    check_trial_section(trial)
+    return trial
+
+
+# The field types that carry those rules, so that each spec states them once, on the field, and a refusal names
+# the field (`seeds`, `trial`) rather than the whole spec.
+Seeds = Annotated[list[Seed], AfterValidator(check_seeds)]
+TrialSection = Annotated[dict[str, Any], AfterValidator(_checked_trial)]
 
 
 def _canonical(name: str, value: float | int) -> float | int:
@@ -234,6 +248,9 @@ def _check_tags(tags: dict[str, str]) -> dict[str, str]:
     if bad:
         raise ValueError(f"tags {bad} are set by the sweeper itself (or empty); choose other names")
     return tags
+
+
+Tags = Annotated[dict[str, str], AfterValidator(_check_tags)]  # MLflow tags: the rule on the field
 
 
 class ParamRange(BaseModel):
@@ -308,7 +325,7 @@ class SearchSpec(BaseModel):
         description="The searched arm's OptimizerConfig fields besides the searched ones (default: Periodic "
         "Row-wise Muon with trials' defaults, e.g. lr 0.02).",
     )
-    tags: dict[str, str] = Field(
+    tags: Tags = Field(
         default_factory=dict,
         description="Extra MLflow tags on the search trials' runs (e.g. the lr rule a transfer carried them by).",
     )
@@ -318,11 +335,6 @@ class SearchSpec(BaseModel):
         "experiment whose finished points the sampler is told before it proposes any (their mean objective over "
         "the seeds they ran); they are not run again and do not count against the budget or the selection.",
     )
-
-    @field_validator("tags")
-    @classmethod
-    def _valid_tags(cls, tags: dict[str, str]) -> dict[str, str]:
-        return _check_tags(tags)
 
     @field_validator("warm_start")
     @classmethod
@@ -432,7 +444,7 @@ class BaselineSpec(BaseModel):
         description="Rung of this arm's runs; None = the sweep's rung. Lets one sweep hold reference runs at "
         "several rungs (a transfer runs its whole rung x arm table as one sweep).",
     )
-    tags: dict[str, str] = Field(
+    tags: Tags = Field(
         default_factory=dict, description="Extra MLflow tags on this arm's runs (e.g. a transfer's lr rule)."
     )
     horizon: int | None = Field(
@@ -470,11 +482,6 @@ class BaselineSpec(BaseModel):
         from trials.models import check_rung
 
         return None if rung is None else check_rung(rung)
-
-    @field_validator("tags")
-    @classmethod
-    def _valid_tags(cls, tags: dict[str, str]) -> dict[str, str]:
-        return _check_tags(tags)
 
     @model_validator(mode="before")
     @classmethod
@@ -731,15 +738,10 @@ class ConfirmSpec(BaseModel):
         description="Points to confirm: the chosen one, then the next by mean objective. 0 = no confirmation (the "
         "paper's protocol); 3 = the study profile's.",
     )
-    seeds: list[Seed] | None = Field(
+    seeds: Seeds | None = Field(
         None, min_length=1, max_length=32,
         description="Fresh seeds of the confirmation; None = as many as the sweep's, numbered after its largest.",
     )
-
-    @field_validator("seeds")
-    @classmethod
-    def _distinct(cls, seeds: list[int] | None) -> list[int] | None:
-        return None if seeds is None else check_seeds(seeds)
 
 
 class SweepTracking(BaseModel):
@@ -776,7 +778,7 @@ class SweepSpec(BaseModel):
         description="Steps scored by FD; the objective is their mean. Default 2/3, 5/6 and 6/6 of the horizon.",
     )
     search: SearchSpec = Field(default_factory=SearchSpec, description="The search space and method.")
-    seeds: list[Seed] = Field(
+    seeds: Seeds = Field(
         default_factory=lambda: [0],
         min_length=1,
         max_length=MAX_SEEDS,
@@ -798,22 +800,18 @@ class SweepSpec(BaseModel):
     confirm: ConfirmSpec = Field(
         default_factory=ConfirmSpec, description="Re-run the top points on fresh seeds before the choice is final."
     )
-    trial: dict[str, Any] = Field(
+    # The rules a transfer's trial section follows too; those that depend on the rung: in `_consistent`.
+    trial: TrialSection = Field(
         default_factory=dict,
         description="Other TrialConfig fields of every trial (batch_size, eval, text_encoder, data, ...). The "
         "sweep sets " + ", ".join(_OWNED_TRIAL_FIELDS) + " itself.",
     )
     tracking: SweepTracking = Field(default_factory=SweepTracking, description="MLflow URI and experiment.")
-    tags: dict[str, str] = Field(
+    tags: Tags = Field(
         default_factory=dict,
         description="Extra MLflow tags on the parent run and every trial run (lineage, e.g. the transfer and the "
         "sweep it comes from); an arm's own `tags` win over these.",
     )
-
-    @field_validator("tags")
-    @classmethod
-    def _valid_tags(cls, tags: dict[str, str]) -> dict[str, str]:
-        return _check_tags(tags)
 
     @field_validator("rung")
     @classmethod
@@ -822,10 +820,6 @@ class SweepSpec(BaseModel):
 
         return check_rung(rung)
 
-    @field_validator("seeds")
-    @classmethod
-    def _distinct_seeds(cls, seeds: list[int]) -> list[int]:
-        return check_seeds(seeds)
 
     @field_validator("baselines")
     @classmethod
@@ -835,13 +829,6 @@ class SweepSpec(BaseModel):
             raise ValueError(f"baseline names must be distinct (set `label`), got {names}")
         return baselines
 
-    @field_validator("trial")
-    @classmethod
-    def _not_owned(cls, trial: dict[str, Any]) -> dict[str, Any]:
-        # The rules a transfer's trial section follows too, here so that a refusal names the field `trial` (a
-        # model-level error names only the whole spec); the rules that depend on the rung: in `_consistent`.
-        check_trial_section(trial)
-        return trial
 
     @model_validator(mode="after")
     def _consistent(self) -> SweepSpec:
@@ -975,23 +962,29 @@ def load_spec(source: str | Path | Mapping[str, Any]) -> SweepSpec:
     Raises FileNotFoundError for a missing file, SweepError for unreadable text and pydantic's ValidationError
     (a ValueError) for an invalid spec, naming the field and the allowed values.
     """
+    return read_spec(source, SweepSpec, "sweep", SweepError)
+
+
+def read_spec(source: str | Path | Mapping[str, Any], model: type[M], what: str, error: type[Exception]) -> M:
+    """A job's spec (`model`, a `what` spec) from a JSON or YAML file (by suffix; YAML otherwise), or a mapping;
+    `error` for a file that is not a mapping of fields."""
     if isinstance(source, Mapping):
-        return SweepSpec.model_validate(dict(source))
+        return model.model_validate(dict(source))
     path = Path(source)
     if not path.is_file():
-        raise FileNotFoundError(f"no sweep spec at {path}")
+        raise FileNotFoundError(f"no {what} spec at {path}")
     text = path.read_text(encoding="utf-8")
+    kind = "JSON" if path.suffix.lower() == ".json" else "YAML"
     try:
-        if path.suffix.lower() == ".json":
+        if kind == "JSON":
             data = json.loads(text)
         else:
             import yaml
 
-            data = yaml.safe_load(text)
+            data = yaml.safe_load(text)  # YAML is a superset of JSON
     except Exception as exc:  # JSON and YAML raise different types; the message is what matters
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        kind = "JSON" if path.suffix.lower() == ".json" else "YAML"
-        raise SweepError(f"{path}: not valid {kind}: {first}") from None
+        raise error(f"{path}: not valid {kind}: {first}") from None
     if not isinstance(data, dict):
-        raise SweepError(f"{path}: a sweep spec is a mapping of fields, got {type(data).__name__}")
-    return SweepSpec.model_validate(data)
+        raise error(f"{path}: a {what} spec is a mapping of fields, got {type(data).__name__}")
+    return model.model_validate(data)

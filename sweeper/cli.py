@@ -233,12 +233,17 @@ def _extend(args: argparse.Namespace) -> int:
     return EXIT_STATUS.get(result.state, 1)
 
 
+def cancel_job(args: argparse.Namespace, cancel: Callable[..., dict[str, Any]], job: str) -> int:
+    """`scalesweep sweep cancel` and `scalesweep transfer cancel`: stop the job's driver, print how it ended."""
+    status = cancel(args.workdir, grace_s=args.grace)
+    print(f"{status.get(f'{job}_id')}: {status.get('state')}")
+    return 0
+
+
 def _cancel(args: argparse.Namespace) -> int:
     from ._driver import cancel_sweep
 
-    status = cancel_sweep(args.workdir, grace_s=args.grace)
-    print(f"{status.get('sweep_id')}: {status.get('state')}")
-    return 0
+    return cancel_job(args, cancel_sweep, "sweep")
 
 
 _COMMANDS: dict[str, Any] = {

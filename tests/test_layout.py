@@ -4,9 +4,13 @@ itself back through others, and the on-disk job protocol has one owner."""
 from __future__ import annotations
 
 import ast
+import io
+import itertools
+import keyword
 import os
 import subprocess
 import sys
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -231,10 +235,10 @@ def test_scaling_caps_a_horizon_where_the_sweeper_does() -> None:
 # ------------------------------------------------------------------------------------------------------------
 # Issue 34 ("one home per concept"): imports inside functions count, since they are dependencies too.
 
-# The layer order the README states (each layer imports only the ones before it) and, until the figures hook
-# lands, the one import that still runs the other way (inside a call: a finished driver draws its figures).
+# The layer order the README states (each layer imports only the ones before it), and the imports that still run
+# the other way: none since a finished driver draws its figures through the hook the command line registers.
 LAYERS = ("trials", "scaling", "sweeper", "dashboards", "api", "scalesweep_cli")
-UPWARD_IMPORTS = {("sweeper._figures", "dashboards")}
+UPWARD_IMPORTS: set[tuple[str, str]] = set()
 
 SCALING_NEVER_IMPORTS = ("sweeper", "api", "dashboards", "ray", "mlflow", "optuna")
 
@@ -293,3 +297,170 @@ def test_the_layout_helpers_see_private_modules_and_cycles() -> None:
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": set()}) == [["a", "b", "a"]]
     assert _is_private("sweeper._driver") and not _is_private("sweeper.jobfiles")
     assert not _is_private("trials.record") and not _is_private("trials.__init__")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# One settings object per process kind: every environment variable of the project read in one place.
+
+# The modules that read the environment, one per process kind: the service, the remote client and the local
+# deployment, the driver, the trial. Everyone else asks them.
+SETTINGS_MODULES = {"api._settings", "api._client_settings", "sweeper._settings", "trials._settings"}
+
+
+def _string_constants() -> dict[str, str]:
+    """Module-level `NAME = "literal"` across the product modules (how variable names are usually spelled)."""
+    found: dict[str, str] = {}
+    for path, _ in _product_modules().values():
+        for node in ast.parse(path.read_text(), filename=str(path)).body:
+            if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+                    and isinstance(node.value.value, str)):
+                found.update({t.id: node.value.value for t in node.targets if isinstance(t, ast.Name)})
+    return found
+
+
+def _is_environ(node: ast.AST) -> bool:
+    """`os.environ` or a bare `environ`."""
+    return (isinstance(node, ast.Attribute) and node.attr == "environ") or (
+        isinstance(node, ast.Name) and node.id == "environ")
+
+
+def _environment_reads(tree: ast.Module, constants: dict[str, str]) -> list[tuple[int, str]]:
+    """(line, variable) of each read of a named variable: `os.environ[X]`, `os.environ.get(X)`, `os.getenv(X)`,
+    `X in os.environ`, with X a literal or a module-level constant. Writes (`os.environ[X] = ...`) are not reads."""
+
+    def name(node: ast.AST) -> str | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        if isinstance(node, ast.Name | ast.Attribute):
+            return constants.get(node.id if isinstance(node, ast.Name) else node.attr)
+        return None
+
+    reads = []
+    for node in ast.walk(tree):
+        key: ast.AST | None = None
+        if isinstance(node, ast.Subscript) and _is_environ(node.value) and isinstance(node.ctx, ast.Load):
+            key = node.slice
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.func, ast.Attribute):
+            func = node.func
+            if (func.attr in ("get", "pop") and _is_environ(func.value)) or (
+                    func.attr == "getenv" and isinstance(func.value, ast.Name) and func.value.id == "os"):
+                key = node.args[0]
+        elif (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.In | ast.NotIn)
+              and _is_environ(node.comparators[0])):
+            key = node.left
+        variable = name(key) if key is not None else None
+        if variable is not None:
+            reads.append((node.lineno, variable))
+    return reads
+
+
+def test_only_the_settings_modules_read_a_scalesweep_variable() -> None:
+    """Each process kind has one settings object (`api.Settings`, the client's and the deployment's in
+    `api._client_settings`, `sweeper.DriverSettings`, `trials.TrialSettings`): no other module reads a
+    `SCALESWEEP_*` variable. Passing the whole environment on to a child is not a read."""
+    constants = _string_constants()
+    offenders = []
+    for module, (path, _) in _product_modules().items():
+        if module in SETTINGS_MODULES:
+            continue
+        tree = ast.parse(path.read_text(), filename=str(path))
+        offenders += [f"{path.relative_to(ROOT)}:{line} reads {variable}"
+                      for line, variable in _environment_reads(tree, constants) if variable.startswith("SCALESWEEP_")]
+    assert offenders == []
+
+
+def test_the_environment_check_sees_each_way_of_reading() -> None:
+    code = ('import os\nNAME = "SCALESWEEP_X"\nos.environ["SCALESWEEP_A"]\nos.environ.get(NAME)\n'
+            'os.getenv("SCALESWEEP_B")\n"SCALESWEEP_C" in os.environ\nos.environ["SCALESWEEP_D"] = "1"\n')
+    reads = _environment_reads(ast.parse(code), {"NAME": "SCALESWEEP_X"})
+    assert [v for _, v in reads] == ["SCALESWEEP_A", "SCALESWEEP_X", "SCALESWEEP_B", "SCALESWEEP_C"]
+
+
+def _settings_variables() -> set[str]:
+    from api._client_settings import ClientSettings, DeploySettings
+    from api._settings import Settings
+    from sweeper import DriverSettings
+    from trials import TrialSettings
+
+    names = {v for kind in (ClientSettings, DeploySettings, DriverSettings, TrialSettings)
+             for v, _ in kind.VARIABLES.values()}
+    return names | {"SCALESWEEP_" + field.upper() for field in Settings.model_fields}
+
+
+def test_every_variable_a_settings_object_reads_is_in_the_design_documents_table() -> None:
+    text = (ROOT / "docs" / "design.md").read_text()
+    table = text[text.index("### Environment variables"):]
+    listed = {line.split("|")[1].strip().strip("`") for line in table.splitlines() if line.startswith("| `")}
+    assert sorted(_settings_variables() - listed) == []
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Near copies: six lines or more of the same shape in two places of the product packages.
+
+NEAR_COPY_LINES = 6
+NEAR_COPY_MAX_PAIRS = 5  # pairs of files; what is left is listed by the test when it fails
+_NEAR_COPY_MAX_PLACES = 8  # a shape in more places than this is an idiom, not a copy
+
+
+def _shape_lines(source: str) -> list[tuple[int, tuple[str, ...]]]:
+    """(line number, shape) of each line that carries code: names become N, strings S, numbers 0 (keywords and
+    operators stay). Left out: blank lines, comments, imports, docstrings and other lone strings, lines of one or
+    two tokens (`return 0`, `else:`, lone punctuation), and annotated declarations (`name: type = ...`: a
+    dataclass's fields and a signature's parameters are its own, however alike)."""
+    rows: dict[int, list[str]] = {}
+    skip = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER,
+            getattr(tokenize, "FSTRING_MIDDLE", -1), getattr(tokenize, "FSTRING_END", -1)}
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type in skip:
+            continue
+        if tok.type == tokenize.NAME:
+            word = tok.string if keyword.iskeyword(tok.string) or keyword.issoftkeyword(tok.string) else "N"
+        elif tok.type in (tokenize.STRING, getattr(tokenize, "FSTRING_START", -1)):
+            word = "S"
+        elif tok.type == tokenize.NUMBER:
+            word = "0"
+        else:
+            word = tok.string
+        rows.setdefault(tok.start[0], []).append(word)
+    return [(row, tuple(words)) for row, words in sorted(rows.items())
+            if words[0] not in ("import", "from") and words != ["S"] and len(words) > 2 and words[:2] != ["N", ":"]]
+
+
+def near_copy_pairs(sources: dict[str, str], lines: int = NEAR_COPY_LINES) -> dict[tuple[str, str], str]:
+    """(file, file) -> where, for each two files (or two places in one) that share `lines` lines of one shape
+    in a row. A run must hold 30 tokens, 8 of them distinct, to count: a few short lines alike are a habit."""
+    places: dict[tuple[tuple[str, ...], ...], list[tuple[str, int, int]]] = {}
+    for name, source in sources.items():
+        shaped = _shape_lines(source)
+        for i in range(len(shaped) - lines + 1):
+            run = tuple(shape for _, shape in shaped[i:i + lines])
+            words = [w for shape in run for w in shape]
+            if len(words) >= 30 and len(set(words)) >= 8:
+                places.setdefault(run, []).append((name, shaped[i][0], shaped[i + lines - 1][0]))
+    pairs: dict[tuple[str, str], str] = {}
+    for found in places.values():
+        if len(found) > _NEAR_COPY_MAX_PLACES:
+            continue
+        for a, b in itertools.combinations(found, 2):
+            if a[0] == b[0] and a[1] <= b[2] and b[1] <= a[2]:  # overlapping runs of one file
+                continue
+            key = (min(a[0], b[0]), max(a[0], b[0]))
+            pairs.setdefault(key, f"{a[0]}:{a[1]} ~ {b[0]}:{b[1]}")
+    return pairs
+
+
+def test_few_near_copies_in_the_product_packages() -> None:
+    """One piece of code where the logic is the same: at most a few pairs of places alike line for line."""
+    sources = {str(path.relative_to(ROOT)): path.read_text() for path, _ in _product_modules().values()}
+    pairs = near_copy_pairs(sources)
+    assert len(pairs) <= NEAR_COPY_MAX_PAIRS, "\n".join(sorted(pairs.values()))
+
+
+def test_the_near_copy_check_sees_a_renamed_copy() -> None:
+    body = ("def {f}(items, limit):\n    kept = [x for x in items if x.size < limit]\n"
+            "    total = sum(x.size for x in kept)\n    if total > limit * 2:\n"
+            "        raise ValueError(f'too large: {{total}}')\n    ranked = sorted(kept, key=lambda x: x.rank)\n"
+            "    return {{x.name: x.rank for x in ranked}}\n")
+    one, other = body.format(f="first"), body.format(f="second").replace("items", "rows").replace("kept", "left")
+    assert list(near_copy_pairs({"a.py": one, "b.py": other})) == [("a.py", "b.py")]
+    assert near_copy_pairs({"a.py": one, "b.py": "def second():\n    return 1\n"}) == {}

@@ -27,7 +27,7 @@ from ._errors import (
 from ._lazy import homes_of, lazy_attributes
 from ._proctree import JOB_TAG_ENV, TRIAL_TAG_ENV, end_tagged, process_alive, tag_values, tagged_pids
 from ._redact import uri_secrets, without_credentials
-from ._settings import TrialSettings
+from ._settings import EnvSettings, TrialSettings
 
 if TYPE_CHECKING:
     from ._command import PLACEHOLDERS, CommandConfig, run_command_trial
@@ -58,6 +58,7 @@ __all__ = [
     "CommandConfig",
     "CommandLine",
     "DataConfig",
+    "EnvSettings",
     "EvalConfig",
     "InputError",
     "JobError",

@@ -2,10 +2,10 @@
 arms, and read what happened.
 
 - `_spec`: `TransferSpec` (validated; `load_transfer_spec`, `default_transfer_workdir`);
-- `_result`: the typed plan (`TransferPlan`, `PlanRow`, `size_basis`) and `TransferResult`, the analysis over the
-  transfer's runs (time to best, savings, the target report, fits, exports), computed with `scaling`'s pure
-  functions;
-- `_job`: the job: `run_transfer` (plan, timing, one multi-rung sweep through the sweeper's driver),
+- `_plan`: the typed plan (`TransferPlan`, `PlanRow`, `size_basis`);
+- `_result`: `TransferResult`, the analysis over the transfer's runs, computed with `scaling`'s pure functions and
+  split by what it answers (`_record`, `_savings`, `_targets`, `_fits`, `_verdict`, `_export`);
+- `_job`: the job: `run_transfer` (plan, timing, one multi-rung sweep as an inner job of the sweeper's runner),
   `transfer_status`, `cancel_transfer`, and the reader of its runs (`load_transfer_result`, `export_from_sweep`);
 - `_timing`: the timing stage (short runs of the real trial per rung and arm);
 - `_verification`: the verification stage (the bracket it plans, the verdict over its runs);

@@ -55,14 +55,16 @@ from scaling import (
     median_step_times,
     rung_horizon,
 )
+from trials import JobFailedError
 from trials.optim import ARMS as _ARMS
 from trials.optim import ARMS_WITH_GAMMA
 from trials.record import LINEAGE, METRIC, PROVENANCE, TAG, TRIAL_TAG, StoredRun, parse_float, parse_int, trials_tagged
 from trials.record import read_runs as read_stored_runs
 
-from .._driver import cancel_sweep, run_sweep, sweep_status
-from .._errors import SweepFailedError
+from .._driver import SweepJob, cancel_sweep, sweep_status
+from .._figures import log_transfer_figures
 from .._result import load_sweep_result
+from .._runner import JobRun, run_job, run_stages
 from .._spec import SEARCH_PARAMS, SweepSpec, format_params
 from ..jobfiles import (
     ANALYSIS_FILE,
@@ -411,6 +413,66 @@ def _transfer_state(path: Path) -> TransferState:
 # The driver
 
 
+@dataclass
+class TransferJob:
+    """A transfer as the job runner runs it (`sweeper._runner.Job`): plan it (once), time its steps (once), run its
+    one multi-rung sweep as an inner job, read its runs back. The lock, the resume check, the table, the outcome of a
+    broken driver and the figures are the runner's."""
+
+    spec: TransferSpec
+    kind = "transfer"
+    refused = TransferError
+    may_change = "`execution`"
+
+    def stored(self, workdir: Path) -> tuple[str, str | None] | None:
+        if not is_transfer_folder(workdir):
+            return None
+        state = _transfer_state(workdir)
+        return state.transfer_id, state.fingerprint
+
+    def run(self, run: JobRun) -> TransferResult:
+        spec, path, out = self.spec, run.workdir, run.stream
+        state = _transfer_state(path) if is_transfer_folder(path) else None
+        if state is None:
+            transfer_id = f"{spec.name}-{uuid.uuid4().hex[:8]}"
+            source = _load_source(spec.sweep)
+            plan, sweep_spec = _plan(spec, source, transfer_id)
+            state = TransferState(transfer_id=transfer_id, name=spec.name, fingerprint=spec.fingerprint(),
+                                  spec=spec.model_dump(mode="json"), source=source.provenance(),
+                                  source_objectives=source.objectives, plan=plan, sweep_spec=sweep_spec,
+                                  created_at=_now())
+            state.write(path)
+        sweep_spec = dict(state.sweep_spec)
+        if spec.execution is not None:  # execution may change between a run and its resume
+            sweep_spec["execution"] = spec.execution.model_dump(mode="json")
+        (path / OUTCOME_FILE).unlink(missing_ok=True)
+        if out is not None:
+            _print_plan(state, out)
+        if state.step_timing is None:
+            state.step_timing = _step_timing(spec, state, out)
+            state.write(path)
+        # The transfer's table and figures, drawn by the runner once it ends, cover the sweep's runs.
+        swept = run_stages(SweepJob(SweepSpec.model_validate(sweep_spec)), run.inner(), resume=True)
+        result = load_transfer_result(path)
+        if swept.state == "CANCELLED":
+            final = "CANCELLED"
+        elif any(r.state == "SUCCEEDED" for r in result.runs) and not any(
+                r.state in ("RUNNING", "PENDING", "CANCELLED") for r in result.runs):
+            final = "SUCCEEDED"  # failed or diverged runs are data (and counted), as in a sweep
+        else:
+            final = "FAILED"
+        write_json(path / OUTCOME_FILE, {"state": final, "finished_at": _now(), "counts": result.counts})
+        result.state = final
+        return result
+
+    def failed(self, run: JobRun, exc: JobFailedError) -> None:
+        write_json(run.workdir / OUTCOME_FILE, {"state": "FAILED", "error": str(exc), "finished_at": _now()})
+
+    def finished(self, run: JobRun, result: TransferResult) -> None:
+        _store_analysis(run.workdir, result, run.stream)  # first: its fits are reused by the report's panels
+        log_transfer_figures(result, run.stream)
+
+
 def run_transfer(
     spec: TransferSpec | str | Path | Mapping[str, Any],
     workdir: str | Path | None = None,
@@ -424,63 +486,12 @@ def run_transfer(
     `workdir` holds its state (default `out/transfers/<name>`). With `resume=True` a transfer already there
     continues where it stopped (finished runs are never re-run); without it an existing transfer is an error.
     `show_progress` prints the plan, one line per run event, and the savings at the end, to `stream` (stdout).
-    A SUCCEEDED transfer logs its figures on its parent run (`_figures`). Blocks; run it in a process of its own
-    (the CLI does): Ray takes over signals and is not safe to share.
+    A SUCCEEDED transfer stores its analysis and, through the figure hook (`sweeper._figures`), its report page and
+    figures. Blocks; run it in a process of its own (the CLI does): Ray takes over signals and is not safe to share.
     """
     spec = spec if isinstance(spec, TransferSpec) else load_transfer_spec(spec)
-    path = Path(workdir or default_transfer_workdir(spec.name)).resolve()
-    out = (stream or sys.stdout) if show_progress else None
-    state = _transfer_state(path) if is_transfer_folder(path) else None
-    if state is not None and not resume:
-        raise TransferError(f"{path} already holds transfer {state.transfer_id}; pass resume=True (--resume) "
-                            "to continue it, or choose another work folder")
-    if state is not None and state.fingerprint != spec.fingerprint():
-        raise TransferError(f"the spec changed since transfer {state.transfer_id} started in {path}; only "
-                            "`execution` may change on resume")
-    if state is None:
-        transfer_id = f"{spec.name}-{uuid.uuid4().hex[:8]}"
-        source = _load_source(spec.sweep)
-        plan, sweep_spec = _plan(spec, source, transfer_id)
-        path.mkdir(parents=True, exist_ok=True)
-        state = TransferState(transfer_id=transfer_id, name=spec.name, fingerprint=spec.fingerprint(),
-                              spec=spec.model_dump(mode="json"), source=source.provenance(),
-                              source_objectives=source.objectives, plan=plan, sweep_spec=sweep_spec,
-                              created_at=_now())
-        state.write(path)
-    sweep_spec = dict(state.sweep_spec)
-    if spec.execution is not None:  # execution may change between a run and its resume
-        sweep_spec["execution"] = spec.execution.model_dump(mode="json")
-    (path / OUTCOME_FILE).unlink(missing_ok=True)
-    if out is not None:
-        _print_plan(state, out)
-    if state.step_timing is None:
-        state.step_timing = _step_timing(spec, state, out)
-        state.write(path)
-    try:
-        swept = run_sweep(SweepSpec.model_validate(sweep_spec), workdir=path, resume=True,
-                          show_progress=show_progress, stream=out, show_table=False,  # its table is below
-                          log_figures=False)  # the transfer's figures, below, cover its runs
-    except SweepFailedError as exc:
-        write_json(path / OUTCOME_FILE, {"state": "FAILED", "error": str(exc), "finished_at": _now()})
-        raise
-    result = load_transfer_result(path)
-    if swept.state == "CANCELLED":
-        final = "CANCELLED"
-    elif any(r.state == "SUCCEEDED" for r in result.runs) and not any(
-            r.state in ("RUNNING", "PENDING", "CANCELLED") for r in result.runs):
-        final = "SUCCEEDED"  # failed or diverged runs are data (and counted), as in a sweep
-    else:
-        final = "FAILED"
-    write_json(path / OUTCOME_FILE, {"state": final, "finished_at": _now(), "counts": result.counts})
-    result.state = final
-    if out is not None:
-        print(result.table(), file=out, flush=True)
-    if final == "SUCCEEDED":
-        from .._figures import log_transfer_figures
-
-        _store_analysis(path, result, out)  # first: its fits are reused by the report's panels
-        log_transfer_figures(result, out)
-    return result
+    return run_job(TransferJob(spec), Path(workdir or default_transfer_workdir(spec.name)), resume=resume,
+                   show_progress=show_progress, stream=stream)
 
 
 def _store_analysis(path: Path, result: TransferResult, out: IO[str] | None) -> None:

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from scaling import HorizonSpec, LrRule, PlateauSpec, TargetSpec, TimingSpec, TransferError, WdRule
 from trials.optim import ARMS
 
-from .._spec import MAX_HORIZON, MAX_SEEDS, ExecutionSpec, Seed, SweepTracking, check_seeds, check_trial_section
+from .._spec import MAX_HORIZON, MAX_SEEDS, ExecutionSpec, Seeds, SweepTracking, TrialSection, read_spec
 from ._verification import VerifySpec
 
 __all__ = ["ARMS", "TransferSpec", "default_transfer_workdir", "load_transfer_spec"]
@@ -52,7 +52,7 @@ class TransferSpec(BaseModel):
         2.0, gt=0, le=100, description="Horizon as a multiple of the sweep's (2.0: the paper's 30k -> 60k steps)."
     )
     steps: int | None = Field(None, ge=1, le=MAX_HORIZON, description="Horizon in steps; overrides horizon_factor.")
-    seeds: list[Seed] | None = Field(
+    seeds: Seeds | None = Field(
         None, min_length=1, max_length=MAX_SEEDS, description="Seeds of every run; None = the sweep's."
     )
     lr_rules: dict[ArmName, LrRuleName] = Field(
@@ -78,7 +78,9 @@ class TransferSpec(BaseModel):
     tracking: SweepTracking | None = Field(
         None, description="MLflow URI and experiment; None = the sweep's store and experiment."
     )
-    trial: dict[str, Any] = Field(
+    # The same rules as a sweep's section, at submission: a transfer runs as a sweep, which would refuse an owned
+    # field or a bad value only at planning, after the transfer was accepted.
+    trial: TrialSection = Field(
         default_factory=dict,
         description="TrialConfig overrides on top of the sweep's `trial` section (nested keys merge), e.g. "
         "{eval: {fd_samples: 2048}}.",
@@ -120,19 +122,6 @@ class TransferSpec(BaseModel):
             raise ValueError(f"arms must be a non-empty list of distinct arms from {list(_ARMS)}, got {arms}")
         return arms
 
-    @field_validator("seeds")
-    @classmethod
-    def _distinct_seeds(cls, seeds: list[int] | None) -> list[int] | None:
-        return None if seeds is None else check_seeds(seeds)
-
-    @field_validator("trial")
-    @classmethod
-    def _checked_trial(cls, trial: dict[str, Any]) -> dict[str, Any]:
-        # The same rules as a sweep's section, at submission: a transfer runs as a sweep, which would refuse an
-        # owned field or a bad value only at planning, after the transfer was accepted.
-        check_trial_section(trial)
-        return trial
-
     @model_validator(mode="after")
     def _rules_for_arms(self) -> TransferSpec:
         extra = sorted(set(self.lr_rules) - set(self.arms))
@@ -164,21 +153,7 @@ class TransferSpec(BaseModel):
 def load_transfer_spec(source: str | Path | Mapping[str, Any]) -> TransferSpec:
     """A `TransferSpec` from a YAML or JSON file, or a mapping. Raises FileNotFoundError, TransferError for
     unreadable text, and pydantic's ValidationError (a ValueError) naming the field and the allowed values."""
-    if isinstance(source, Mapping):
-        return TransferSpec.model_validate(dict(source))
-    path = Path(source)
-    if not path.is_file():
-        raise FileNotFoundError(f"no transfer spec at {path}")
-    import yaml
-
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))  # YAML is a superset of JSON
-    except yaml.YAMLError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise TransferError(f"{path}: not valid YAML/JSON: {first}") from None
-    if not isinstance(data, dict):
-        raise TransferError(f"{path}: a transfer spec is a mapping of fields, got {type(data).__name__}")
-    return TransferSpec.model_validate(data)
+    return read_spec(source, TransferSpec, "transfer", TransferError)
 
 
 def default_transfer_workdir(name: str) -> Path:

@@ -90,11 +90,10 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _cancel(args: argparse.Namespace) -> int:
+    from ..cli import cancel_job
     from ._job import cancel_transfer
 
-    status = cancel_transfer(args.workdir, grace_s=args.grace)
-    print(f"{status['transfer_id']}: {status['state']}")
-    return 0
+    return cancel_job(args, cancel_transfer, "transfer")
 
 
 def _num(value: float | None, fmt: str = ".4g") -> str:

@@ -12,7 +12,7 @@ import signal
 import threading
 import time
 
-from sweeper._driver import _signals_cancel
+from sweeper._tune_stage import _signals_cancel
 
 
 class _Driver:

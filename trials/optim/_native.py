@@ -43,6 +43,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from .._settings import TrialSettings
+
 __all__ = [
     "kernel_cache_dir",
     "native_applies",
@@ -162,7 +164,8 @@ def _cflags() -> list[str]:
 
 
 def _compiler() -> str:
-    return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang") or "cc"
+    chosen = TrialSettings.from_env().compiler  # $CC
+    return chosen or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang") or "cc"
 
 
 def kernel_cache_dir() -> Path:

@@ -1,0 +1,31 @@
+"""What draws a finished sweep's or transfer's figures: the sweeper's figure hook (`sweeper.FigureHook`), which
+the command line registers for every driver it runs (`scalesweep_cli`). The sweeper calls it when a job
+SUCCEEDED; results are read by their attributes, so this module imports nothing of the sweeper."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ._study import log_report_figures, sweep_report
+from ._transfer_page import transfer_page_data
+
+__all__ = ["JobFigures"]
+
+
+class JobFigures:
+    """The sweeper's figure hook, drawn with this package: the study's report figures on the job's parent run."""
+
+    def sweep_figures(self, result: Any) -> list[str]:
+        """The sweep's heatmap, curves and timing (`sweep_report`), logged on its parent run."""
+        data = sweep_report(result.tracking_uri, result.parent_run_id, title=f"scalesweep sweep {result.name}")
+        return log_report_figures(result.tracking_uri, result.parent_run_id, data)
+
+    def transfer_figures(self, result: Any, *, transfer_id: str | None, sweep_id: str | None,
+                         store_page: Callable[[str], None]) -> list[str]:
+        """The transfer's report page (handed to `store_page`), then its figures from the same data."""
+        from ._report import build_report
+
+        data = transfer_page_data(result, transfer_id=transfer_id, sweep_id=sweep_id)
+        store_page(build_report(data))
+        return log_report_figures(result.tracking_uri, result.parent_run_id, data)

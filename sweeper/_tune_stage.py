@@ -1,0 +1,171 @@
+"""The sweep's Tune stage: start (or attach to) Ray, run Ray Tune over the planner's trials with the driver's hooks
+(`_hooks.DriverHooks`), and turn SIGTERM and SIGINT into the driver's graceful cancel while it runs.
+
+Keep Ray out of long-lived servers: `ray.init` takes over SIGTERM, and two `Tuner.fit()` in one process can run
+each other's trainables; the driver runs in a process of its own (`_driver`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ._hooks import DriverHooks
+from ._settings import DriverSettings
+from ._spec import SweepSpec
+from ._trainable import make_trainable
+
+__all__ = ["run_tune"]
+
+
+def run_tune(spec: SweepSpec, driver: DriverHooks, workdir: Path) -> dict[str, float]:
+    """Run Tune over the planner's trials until the sweep has no more (or is cancelled); returns timings."""
+    for var, value in {
+        "TUNE_DISABLE_SIGINT_HANDLER": "1",  # our handler cancels gracefully and records it
+        "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",  # MLflow is the record: no CSV/JSON/TensorBoard copies
+        "RAY_AIR_NEW_OUTPUT": "0",  # with verbose=0 the legacy reporter prints nothing; the driver reports
+    }.items():
+        os.environ.setdefault(var, value)
+    started_ray, ray_init_s = _init_ray(spec)
+    with _signals_cancel(driver):  # after ray.init, which installs its own SIGTERM handler
+        return _tune(spec, driver, workdir, started_ray, ray_init_s)
+
+
+def _tune(spec: SweepSpec, driver: DriverHooks, workdir: Path, started_ray: bool,
+          ray_init_s: float) -> dict[str, float]:
+    from ray import tune
+
+    for name in ("ray.tune.execution.tune_controller", "ray.tune.tune", "ray.tune.analysis.experiment_analysis"):
+        # Failed trials are reported by the driver and recorded on their runs; Tune's tracebacks are noise here,
+        # and its result analysis looks for the CSV/JSON files switched off above.
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    from ._tune import tune_parts
+
+    searcher, scheduler, stopper, monitor = tune_parts(driver)
+    resources = {"cpu": spec.execution.cpus_per_trial, "gpu": spec.execution.gpus_per_trial}
+    trainable = tune.with_resources(make_trainable(driver.sweep_id), resources)
+    concurrency = _concurrency(spec)
+    tuner = tune.Tuner(
+        trainable,
+        tune_config=tune.TuneConfig(
+            search_alg=searcher,
+            scheduler=scheduler,
+            num_samples=-1,  # the planner says when the sweep is done
+            max_concurrent_trials=concurrency,
+            reuse_actors=True,  # about 1 s per trial instead of about 4 s (docs/design.md)
+            trial_dirname_creator=_trial_dirname,
+            trial_name_creator=_trial_dirname,
+        ),
+        run_config=tune.RunConfig(
+            name=f"{driver.sweep_id}-{time.strftime('%Y%m%d-%H%M%S')}",
+            storage_path=str(workdir / "ray"),
+            stop=stopper,
+            callbacks=[monitor],
+            failure_config=tune.FailureConfig(max_failures=0),  # the planner retries, each attempt its own run
+            verbose=0,
+        ),
+    )
+    t0 = time.perf_counter()
+    try:
+        tuner.fit()
+    finally:
+        fit_s = time.perf_counter() - t0
+        if started_ray:
+            import ray
+
+            ray.shutdown()  # also ends the workers, so nothing writes to MLflow after the reconcile below
+        else:
+            time.sleep(2.0)  # let stopped trials on a shared cluster finish closing their runs
+        driver.close_leftovers()
+        driver.reconcile()
+    return {"ray_init_s": ray_init_s, "fit_wall_s": fit_s, "concurrency": float(concurrency)}
+
+
+def _trial_dirname(trial: Any) -> str:
+    return str(trial.trial_id)
+
+
+@contextlib.contextmanager
+def _signals_cancel(driver: DriverHooks) -> Iterator[None]:
+    """SIGTERM and SIGINT ask for a graceful cancel; a second SIGINT interrupts at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_signal(signum: int, frame: Any) -> None:
+        if signum == signal.SIGINT and driver.cancel.is_set():
+            raise KeyboardInterrupt
+        driver.request_cancel()
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    # The handler above runs only when the main thread next returns to the interpreter. A SIGTERM to the whole
+    # process group (the service stopping a driver) also kills the local Ray, and the main thread can then sit for
+    # a minute inside Ray's C++ core waiting for its dead GCS, until Ray ends the process with status 1: no
+    # cancel, no emergency stop, runs left RUNNING. Python's C-level handler writes each signal's number to the
+    # wakeup fd at once, from whichever thread took it, so a thread reading that fd starts the cancel (and its
+    # grace-period timer) without waiting for the main thread.
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    old_wakeup = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+
+    def watch() -> None:
+        while True:
+            try:
+                data = os.read(read_fd, 64)
+            except OSError:
+                return
+            if not data:  # the write end closed: the context has ended
+                return
+            if signal.SIGTERM in data or signal.SIGINT in data:
+                driver.request_cancel()
+
+    watcher = threading.Thread(target=watch, name="scalesweep-signal-watch", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        signal.set_wakeup_fd(old_wakeup)
+        os.close(write_fd)
+        watcher.join(timeout=5)
+        os.close(read_fd)
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
+def _init_ray(spec: SweepSpec) -> tuple[bool, float]:
+    """Start a local Ray (the embedded default) or attach to a cluster; returns (started here, seconds)."""
+    import ray
+
+    start = time.perf_counter()
+    if ray.is_initialized():
+        return False, 0.0
+    address = spec.execution.ray_address or DriverSettings.from_env().ray_address
+    common: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING, "configure_logging": True}
+    if address and address != "local":
+        ray.init(address=address, **common)  # a cluster's size is its own: never pass num_cpus here
+    else:
+        # address="local" always starts a fresh instance: a stale ray_current_cluster file can make a plain
+        # ray.init() hang, and a sweep must not run inside someone else's Ray by accident.
+        ray.init(address="local", include_dashboard=False,
+                 num_cpus=spec.execution.num_cpus or os.cpu_count(), **common)
+    return True, time.perf_counter() - start
+
+
+def _concurrency(spec: SweepSpec) -> int:
+    import ray
+
+    if spec.execution.concurrency is not None:
+        return spec.execution.concurrency
+    resources = ray.cluster_resources()
+    fits = math.floor(resources.get("CPU", 1) / spec.execution.cpus_per_trial)
+    if spec.execution.gpus_per_trial > 0:
+        fits = min(fits, math.floor(resources.get("GPU", 0) / spec.execution.gpus_per_trial))
+    return max(1, fits)

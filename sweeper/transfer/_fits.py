@@ -1,0 +1,130 @@
+"""A transfer's scaling fits: each metric against parameter count (`scaling.fit_scaling`), fitted once per
+result and form, predictions from them, and the fits as documents (marked where fitted over undertrained rungs)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from scaling import (
+    ScalingError,
+    ScalingFit,
+    ScalingInputError,
+    fit_scaling,
+)
+
+from ._targets import TargetAnswers
+
+__all__ = ["FIT_METRICS", "FitAnswers"]
+
+
+FIT_METRICS = ("time_to_best", "best_fd", "endpoint_fd", "steps_to_target", "time_to_target")
+# Fitted against size like time to best (A*N^-alpha, exponent of either sign): they grow with size at a fixed horizon.
+_COST_METRICS = ("time_to_best", "steps_to_target", "time_to_target")
+# Time to best grows with model size at a fixed horizon: the fit must allow a negative exponent.
+_TIME_ALPHA_BOUNDS = (-3.0, 3.0)
+
+
+class FitAnswers(TargetAnswers):
+    """Fits per metric, their data and predictions."""
+
+    def fit_data(self, metric: str = "time_to_best") -> dict[str, tuple[list[float], list[float]]]:
+        """Arm -> (sizes, values): one entry per succeeded run (sizes repeat over seeds), arms with fewer than two
+        rungs left out. Steps and time to target count only runs that reached the target."""
+        if metric not in FIT_METRICS:
+            raise ScalingInputError(f"unknown metric {metric!r}; allowed: {list(FIT_METRICS)}")
+        data: dict[str, tuple[list[float], list[float]]] = {}
+        hits = self.targets()["per_run"] if metric in ("steps_to_target", "time_to_target") else {}
+        for run, ttb in self._succeeded():
+            if hits:
+                hit = hits.get(run.run_id)
+                value = math.nan if not hit or not hit["reached"] else (
+                    hit["steps"] if metric == "steps_to_target" else hit["time_s"])
+            else:
+                value = {"time_to_best": ttb.best_time_s, "best_fd": ttb.best_fd,
+                         "endpoint_fd": ttb.endpoint_fd}.get(metric, math.nan)
+            if not (math.isfinite(value) and value > 0):
+                continue
+            sizes, values = data.setdefault(run.arm, ([], []))
+            sizes.append(float(self.parameters(run.rung)))
+            values.append(float(value))
+        return {arm: d for arm, d in data.items() if len(set(d[0])) >= 2}
+
+    def fits(self, metric: str = "time_to_best", form: str | None = None, share: Sequence[str] = (),
+             **kwargs: Any) -> ScalingFit:
+        """`fit_scaling` over the arms for `metric` (time_to_best | best_fd | endpoint_fd) against parameter
+        count. Default form: `A*N^-alpha` for time to best (with alpha in (-3, 3): it grows with size), `E+A*N^-alpha`
+        for FD. Other keyword arguments go to `fit_scaling` (n_boot, seed, allow_extrapolation, ...)."""
+        data = self.fit_data(metric)
+        if not data:
+            raise ScalingInputError(f"no arm has succeeded runs at two rungs or more to fit {metric} on")
+        form = form or ("A*N^-alpha" if metric in _COST_METRICS else "E+A*N^-alpha")
+        if metric in _COST_METRICS:
+            kwargs.setdefault("alpha_bounds", _TIME_ALPHA_BOUNDS)
+        share_t = (share,) if isinstance(share, str) else tuple(share)
+        key = (metric, form, share_t, tuple(sorted((k, repr(v)) for k, v in kwargs.items())))
+        if key not in self._fits:
+            self._fits[key] = fit_scaling(data, form=form, share=share_t, **kwargs)
+        return self._fits[key]
+
+    def predict(self, arm: str, size: float | int | str, metric: str = "time_to_best",
+                **kwargs: Any) -> tuple[float, float, float]:
+        """(point, lo, hi) of `metric` for `arm` at `size` (a parameter count or a rung name), from `fits(metric)`;
+        raises `ExtrapolationRefused` with the reason beyond the fit's limit."""
+        n = self.parameters(size) if isinstance(size, str) else size
+        allow = kwargs.pop("allow_extrapolation", None)
+        return self.fits(metric, **kwargs).predict(arm, n, allow_extrapolation=allow)
+
+    def fits_or_errors(self, metrics: Sequence[str], n_boot: int | None = None) -> dict[str, ScalingFit | ScalingError]:
+        """metric -> its default fit, or the error that stopped it: the one loop every document of the fits
+        (`analysis`, `target_summary`, `export`) goes through."""
+        extra: dict[str, Any] = {} if n_boot is None else {"n_boot": n_boot}
+        out: dict[str, ScalingFit | ScalingError] = {}
+        for metric in metrics:
+            try:
+                out[metric] = self.fits(metric, **extra)
+            except ScalingError as exc:
+                out[metric] = exc
+        return out
+
+    def _fit_docs(self, metrics: Sequence[str], n_boot: int | None, undertrained: Sequence[str]) -> dict[str, Any]:
+        """metric -> its fit as a document, marked with the undertrained rungs it was fitted over (or the error
+        that stopped it): what `analysis()` and `target_summary()` report."""
+        return {metric: {"error": str(fit)} if isinstance(fit, ScalingError)
+                else _mark_undertrained(_fit_doc(fit), self.undertrained_fitted(fit, undertrained))
+                for metric, fit in self.fits_or_errors(metrics, n_boot).items()}
+
+    def undertrained_fitted(self, fit: ScalingFit, undertrained: Sequence[str] | None = None) -> list[str]:
+        """The undertrained rungs (default: `undertrained_rungs()`) among the sizes `fit` was fitted on."""
+        rungs = self.undertrained_rungs() if undertrained is None else undertrained
+        fitted = {s for a in fit.arms for s in fit.sizes[a]}
+        return [r for r in rungs if float(self.parameters(r)) in fitted]
+
+
+def _mark_undertrained(doc: dict[str, Any], over: Sequence[str]) -> dict[str, Any]:
+    """`doc` (a `_fit_doc`) and its alternative flagged `undertrained` when fitted over rungs in `over`: a size fit
+    over rungs still improving fast mixes model size with training length, whichever form it takes."""
+    if over:
+        doc["flags"] = sorted({*doc["flags"], "undertrained"})
+        doc["flag_details"]["undertrained"] = (
+            f"fitted over rungs whose runs were still improving fast at their end: {list(over)}; the fit mixes "
+            "model size with under-training")
+        if doc.get("alternative"):
+            _mark_undertrained(doc["alternative"], over)
+    return doc
+
+
+def _fit_doc(fit: ScalingFit) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "form": fit.form, "share": list(fit.share), "flags": sorted(fit.flags), "flag_details": fit.flag_details,
+        "bootstrap": fit.bootstrap, "n_boot_ok": fit.n_boot_ok, "level": fit.level, "converged": fit.converged,
+        "notes": list(fit.notes), "suggestion": fit.suggestion,
+        "loss_function": fit.loss_function, "loss_reason": fit.loss_reason,
+        "arms": {arm: {"params": fit.params[arm], "intervals": {p: list(v) for p, v in fit.intervals[arm].items()},
+                       "loo_error": fit.loo_error.get(arm), "loo_baseline_error": fit.loo_baseline_error.get(arm),
+                       "sizes": list(fit.sizes[arm])} for arm in fit.arms},
+    }
+    if fit.alternative is not None:
+        doc["alternative"] = _fit_doc(fit.alternative)
+    return doc

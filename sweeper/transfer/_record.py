@@ -1,0 +1,68 @@
+"""What a transfer's result holds (its identity, plan and runs, read from MLflow) and the facts every answer
+asks of it: the searched arm, the chosen pair, each rung's parameter count and what that count means."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from scaling import (
+    ScalingFit,
+    TransferRun,
+)
+
+from ._plan import TransferPlan, _rung_shape
+
+__all__ = ["ResultRecord"]
+
+
+@dataclass
+class ResultRecord:
+    """A transfer's runs and plan, as read back (the answers are `TransferResult`'s, by what they answer)."""
+
+    transfer_id: str
+    name: str
+    state: str
+    workdir: str
+    tracking_uri: str
+    experiment: str
+    parent_run_id: str | None
+    source: dict[str, Any]
+    plan: TransferPlan  # a mapping in the plan's stored form is validated into one
+    runs: list[TransferRun]
+    counts: dict[str, int] = field(default_factory=dict)
+    source_objectives: dict[str, Any] = field(default_factory=dict)
+    verification_runs: list[TransferRun] = field(default_factory=list)  # the bracket's, kept out of the analysis
+    step_timing: dict[str, Any] = field(default_factory=dict)  # per-step time per rung and arm, in isolation
+    _fits: dict[tuple[Any, ...], ScalingFit] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.plan, TransferPlan):
+            self.plan = TransferPlan.model_validate(dict(self.plan))
+
+    @property
+    def searched_arm(self) -> str:
+        return self.plan.searched_arm
+
+    @property
+    def chosen(self) -> dict[str, Any]:
+        return dict(self.plan.chosen)
+
+    def parameters(self, rung: str) -> int:
+        """A rung's parameter count: as the runs logged it (tag `model.parameters`), else the plan's."""
+        for run in self.runs:
+            if run.rung == rung and run.parameters:
+                return run.parameters
+        for row in self.plan.runs:
+            if row.rung == rung and row.parameters is not None:
+                return int(row.parameters)
+        # A rung this transfer did not run: counted on the study's basis (a transfer planned before the basis was
+        # recorded falls back to the rung's default model).
+        return _rung_shape(rung, (self.plan.size_basis or {}).get("trial"))[1]
+
+    @property
+    def size_basis(self) -> str:
+        """What `parameters` counts, in words (one basis per study)."""
+        basis = self.plan.size_basis or {}
+        return str(basis.get("text") or "parameters of each rung's default model (a transfer planned before the "
+                   "size basis was recorded)")

@@ -1,0 +1,85 @@
+"""What a transfer saves: time to best per run, the searched arm's saving against each baseline per rung (seeds
+paired), and each seed's time to a common target."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Any
+
+from scaling import (
+    Checkpoints,
+    CommonTarget,
+    Savings,
+    ScalingInputError,
+    TimeToBest,
+    TransferRun,
+    savings,
+    time_to_best,
+    time_to_common_target,
+)
+
+from ._record import ResultRecord
+
+__all__ = ["SavingsAnswers"]
+
+
+class SavingsAnswers(ResultRecord):
+    """Time to best, savings and common targets of the transfer's runs."""
+
+    def time_to_best(self, **kwargs: Any) -> dict[str, TimeToBest]:
+        """Run id -> `time_to_best` of its checkpoints, for runs that succeeded or diverged part-way (keyword
+        arguments go to `time_to_best`: tol, volatility_tol)."""
+        out: dict[str, TimeToBest] = {}
+        for run in self.runs:
+            if run.state not in ("SUCCEEDED", "DIVERGED") or not run.checkpoints:
+                continue
+            if not any(math.isfinite(f) for _, _, f in run.checkpoints):
+                continue
+            steps, times, fds = zip(*run.checkpoints, strict=True)
+            try:
+                out[run.run_id] = time_to_best(steps, times, fds, **kwargs)
+            except ScalingInputError:
+                if kwargs:
+                    raise  # the caller's tolerances are wrong, not the run
+                continue  # records that cannot be read as checkpoints (e.g. a clock reset): left out
+        return out
+
+    def _succeeded(self) -> list[tuple[TransferRun, TimeToBest]]:
+        ttb = self.time_to_best()
+        return [(r, ttb[r.run_id]) for r in self.runs if r.state == "SUCCEEDED" and r.run_id in ttb]
+
+    def savings(self, *, robust: bool = False) -> dict[str, dict[str, Savings]]:
+        """Rung -> baseline arm -> time to best saved by the searched arm, in % of the baseline's (positive:
+        faster), seeds paired, with the seed spread. Rungs or baselines without a common seed are left out."""
+        by_rung: dict[str, dict[str, dict[int | str, float | TimeToBest]]] = {}
+        for run, ttb in self._succeeded():
+            by_rung.setdefault(run.rung, {}).setdefault(run.arm, {})[run.seed] = ttb
+        out: dict[str, dict[str, Savings]] = {}
+        for rung in self.plan.rungs:
+            times = by_rung.get(rung, {})
+            if self.searched_arm not in times:
+                continue
+            for base in (a for a in self.plan.arms if a != self.searched_arm and a in times):
+                try:
+                    s = savings({self.searched_arm: times[self.searched_arm], base: times[base]},
+                                periodic=self.searched_arm, baselines=[base], robust=robust)
+                except ScalingInputError:
+                    continue  # no seed in common
+                out.setdefault(rung, {})[base] = s[base]
+        return out
+
+    def common_targets(self) -> dict[str, dict[int, CommonTarget]]:
+        """Rung -> seed -> each arm's time to reach the worst arm's smoothed best FD x 1.02 (time_to_common_target),
+        for seeds where at least two arms succeeded."""
+        by: dict[str, dict[int, dict[str, Checkpoints]]] = {}
+        for run in self.runs:
+            if run.state == "SUCCEEDED" and run.checkpoints:
+                by.setdefault(run.rung, {}).setdefault(run.seed, {})[run.arm] = Checkpoints.from_rows(run.checkpoints)
+        out: dict[str, dict[int, CommonTarget]] = {}
+        for rung, seeds in by.items():
+            for seed, arms in seeds.items():
+                if len(arms) >= 2:
+                    with contextlib.suppress(ScalingInputError):
+                        out.setdefault(rung, {})[seed] = time_to_common_target(arms)
+        return out
