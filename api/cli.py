@@ -11,6 +11,12 @@
                                                         [--follow]
     scalesweep remote fits TRANSFER_ID [--json]
     scalesweep remote export (TRANSFER_ID | --sweep SWEEP_ID) [--rung R] [--format yaml|json] [--out FILE]
+                             [--allow-losing]                    a choice worse than a baseline needs the flag
+    scalesweep remote importance SWEEP_ID [--evaluator fanova|ped-anova] [--n-boot N] [--json]
+    scalesweep remote front SWEEP_ID [--json]                           the quality-cost front
+    scalesweep remote compare SWEEP_ID OTHER_ID [--json]                two sweeps, OTHER - SWEEP where seeds match
+    scalesweep remote optuna SWEEP_ID                                   the sweep as a study in the service's storage
+    scalesweep remote extend SWEEP_ID SPEC [--follow]                   more seeds, grid values or baselines
 
 The server is `--server` (before or after the subcommand) or $SCALESWEEP_SERVER (default http://127.0.0.1:8000);
 the bearer token is $SCALESWEEP_API_TOKEN. `fits` prints tables (--json: the whole document). Errors are one line
@@ -91,6 +97,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--rung", help="target rung (default for a transfer: its largest)")
     p.add_argument("--format", choices=["yaml", "json"], default="yaml")
     p.add_argument("--out", help="write to this file instead of stdout")
+    p.add_argument("--allow-losing", action="store_true",
+                   help="export a choice that is worse than a baseline with confidence (refused without it)")
+    p = sub.add_parser("importance", help="which searched parameter mattered in a sweep")
+    p.add_argument("sweep_id")
+    p.add_argument("--evaluator", choices=["fanova", "ped-anova"], default="fanova")
+    p.add_argument("--n-boot", type=int, default=100, help="paired bootstrap resamples of the seeds")
+    p.add_argument("--json", action="store_true", help="print the importance document as JSON")
+    p = sub.add_parser("front", help="a sweep's quality-cost front")
+    p.add_argument("sweep_id")
+    p.add_argument("--json", action="store_true", help="print the front document as JSON")
+    p = sub.add_parser("compare", help="two sweeps side by side (B - A, paired where seeds match)")
+    p.add_argument("sweep_id")
+    p.add_argument("other_id")
+    p.add_argument("--json", action="store_true", help="print the comparison document as JSON")
+    p = sub.add_parser("optuna", help="write a sweep to the service's Optuna storage (for optuna-dashboard)")
+    p.add_argument("sweep_id")
+    p = sub.add_parser("extend", help="add seeds, grid values, budget or baselines to a finished sweep")
+    p.add_argument("sweep_id")
+    p.add_argument("spec", help="the sweep's spec with the additions")
+    _follow_options(p)
 
     for command in sub.choices.values():  # `remote status ID --server URL` as well as `remote --server URL status`
         command.add_argument("--server", default=argparse.SUPPRESS, help="the service's base URL")
@@ -397,15 +423,58 @@ def _export(client: ScalesweepClient, args: argparse.Namespace) -> int:
     if args.sweep_id:
         if not args.rung:
             raise ApiError("Bad Arguments", None, "--sweep needs --rung (the size to carry the choice to)")
-        text = client.export_sweep(args.sweep_id, args.rung, format=args.format)
+        text = client.export_sweep(args.sweep_id, args.rung, format=args.format, allow_losing=args.allow_losing)
     else:
-        text = client.export(args.transfer_id, rung=args.rung, format=args.format)
+        text = client.export(args.transfer_id, rung=args.rung, format=args.format, allow_losing=args.allow_losing)
     if args.out:
         Path(args.out).write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
         print(f"wrote {args.out}", file=sys.stderr)
     else:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return 0
+
+
+def _view(args: argparse.Namespace, doc: dict[str, Any], kind: Any) -> int:
+    """A sweep view's document as JSON under --json, else its text table (`kind.from_dict(doc).lines()`)."""
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    else:
+        print("\n".join(kind.from_dict(doc).lines()))
+    return 0
+
+
+def _importance(client: ScalesweepClient, args: argparse.Namespace) -> int:
+    from sweeper import SweepImportance
+
+    return _view(args, client.sweep_importance(args.sweep_id, args.evaluator, args.n_boot), SweepImportance)
+
+
+def _front(client: ScalesweepClient, args: argparse.Namespace) -> int:
+    from sweeper import QualityCostFront
+
+    return _view(args, client.sweep_front(args.sweep_id), QualityCostFront)
+
+
+def _compare(client: ScalesweepClient, args: argparse.Namespace) -> int:
+    from sweeper import SweepComparison
+
+    return _view(args, client.compare_sweeps(args.sweep_id, args.other_id), SweepComparison)
+
+
+def _optuna(client: ScalesweepClient, args: argparse.Namespace) -> int:
+    doc = client.write_optuna(args.sweep_id)
+    print(f"wrote study {doc['study_name']!r} ({doc['trials']} trials) to {doc['storage']}\n"
+          f"open it with: {doc['open_with']}")
+    return 0
+
+
+def _extend(client: ScalesweepClient, args: argparse.Namespace) -> int:
+    doc = client.extend_sweep(args.sweep_id, args.spec)
+    print(f"extending {args.sweep_id}: {'; '.join(doc['added'])}")
+    if not args.follow:
+        return 0
+    final = _follow(client.follow(args.sweep_id, interval=args.interval), _sweep_line)
+    return _EXIT.get(final.state, 1)
 
 
 _COMMANDS: dict[str, Callable[[ScalesweepClient, argparse.Namespace], int]] = {
@@ -419,4 +488,9 @@ _COMMANDS: dict[str, Callable[[ScalesweepClient, argparse.Namespace], int]] = {
     "transfer": _transfer,
     "fits": _fits,
     "export": _export,
+    "importance": _importance,
+    "front": _front,
+    "compare": _compare,
+    "optuna": _optuna,
+    "extend": _extend,
 }

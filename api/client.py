@@ -268,14 +268,19 @@ class ScalesweepClient:
         params: dict[str, Any] = {"size": size, "arm": arm, **({"metric": metric} if metric else {})}
         return self._model(Prediction, "GET", f"/v1/transfers/{transfer_id}/predict", params=params)
 
-    def export(self, transfer_id: str, rung: str | None = None, format: Literal["yaml", "json"] = "yaml") -> str:
-        """The transferred hyperparameters for `rung` (default: the transfer's largest) as YAML or JSON text."""
-        params = {"format": format, **({"rung": rung} if rung else {})}
+    def export(self, transfer_id: str, rung: str | None = None, format: Literal["yaml", "json"] = "yaml", *,
+               allow_losing: bool = False) -> str:
+        """The transferred hyperparameters for `rung` (default: the transfer's largest) as YAML or JSON text; a
+        choice worse than a baseline with confidence is refused (409) unless `allow_losing`."""
+        params = {"format": format, **({"rung": rung} if rung else {}), **({"allow_losing": "true"} if allow_losing
+                                                                            else {})}
         return self._request("GET", f"/v1/transfers/{transfer_id}/export", params=params).text
 
-    def export_sweep(self, sweep_id: str, rung: str, format: Literal["yaml", "json"] = "yaml") -> str:
+    def export_sweep(self, sweep_id: str, rung: str, format: Literal["yaml", "json"] = "yaml", *,
+                     allow_losing: bool = False) -> str:
         """A SUCCEEDED sweep's choice carried to `rung` by the lr rules alone (nothing verified at that size)."""
-        return self._request("GET", f"/v1/sweeps/{sweep_id}/export", params={"format": format, "rung": rung}).text
+        params = {"format": format, "rung": rung, **({"allow_losing": "true"} if allow_losing else {})}
+        return self._request("GET", f"/v1/sweeps/{sweep_id}/export", params=params).text
 
     def report(self, transfer_id: str) -> str:
         """The transfer's self-contained HTML report."""

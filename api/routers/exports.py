@@ -32,6 +32,10 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
+_ALLOW_LOSING = Annotated[bool, Query(description="export a choice that is worse than a baseline with confidence "
+                                                  "(refused with 409 without it; the export then carries the warning)")]
+
+
 def _render(export: Any, fmt: Format, name: str) -> Response:
     text = export.to_yaml() if fmt == "yaml" else export.to_json()
     return Response(text, media_type=_MEDIA[fmt],
@@ -51,7 +55,7 @@ def _export(make: Any) -> Any:
             summary="A transfer's hyperparameters for a rung (default: its largest), as YAML or JSON")
 def export_transfer(
     transfer_id: str, request: Request, session: SessionDep, _reader: ReadAccess,
-    format: Format = "yaml", rung: Annotated[str | None, _RUNG] = None,
+    format: Format = "yaml", rung: Annotated[str | None, _RUNG] = None, allow_losing: _ALLOW_LOSING = False,
 ) -> Response:
     record = get_transfer_record(session, transfer_id)
     release(session)
@@ -61,8 +65,9 @@ def export_transfer(
     target = rung or result.plan["rungs"][-1]
     # Once per version of the transfer's runs and rung (its first computation fits the runs: a second or more),
     # shared by concurrent readers.
-    export = _export(lambda: request.app.state.results.get(f"transfer-export:{folder}:{target}", version,
-                                                           lambda: result.export(target), fresh=True))
+    export = _export(lambda: request.app.state.results.get(
+        f"transfer-export:{folder}:{target}:{allow_losing}", version,
+        lambda: result.export(target, allow_losing=allow_losing), fresh=True))
     return _render(export, format, f"{record.id}-{target}")
 
 
@@ -70,7 +75,7 @@ def export_transfer(
             summary="A SUCCEEDED sweep's choice carried to a rung by the lr rules alone (verified nowhere)")
 def export_sweep(
     sweep_id: str, request: Request, session: SessionDep, _reader: ReadAccess,
-    rung: Annotated[str, _RUNG], format: Format = "yaml",
+    rung: Annotated[str, _RUNG], format: Format = "yaml", allow_losing: _ALLOW_LOSING = False,
 ) -> Response:
     record = session.get(SweepRecord, sweep_id)
     if record is None:
@@ -80,6 +85,6 @@ def export_sweep(
     release(session)
     folder = Path(record.storage_path)
     export = _export(lambda: request.app.state.results.get(
-        f"sweep-export:{folder}:{rung}", file_version(folder / STATUS_FILE),
-        lambda: export_from_sweep(folder, rung)))
+        f"sweep-export:{folder}:{rung}:{allow_losing}", file_version(folder / STATUS_FILE),
+        lambda: export_from_sweep(folder, rung, allow_losing=allow_losing)))
     return _render(export, format, f"{record.id}-{rung}")

@@ -81,12 +81,17 @@ class ExportAnswers(FitAnswers, VerificationAnswers):
         return _clean({"report": report, "fits": fits, "undertrained_rungs": self.undertrained_rungs(),
                        "searched_arm": self.searched_arm})
 
-    def export(self, target_rung: str, *, lr_rules: Mapping[str, str] | None = None) -> Export:
+    def export(self, target_rung: str, *, lr_rules: Mapping[str, str] | None = None,
+               allow_losing: bool = False) -> Export:
         """The transferred hyperparameters for `target_rung` (any rung: verified only where this transfer ran
-        that arm there and it succeeded), with the rule behind each value and provenance."""
+        that arm there and it succeeded), with the rule behind each value and provenance. Refused when the
+        source sweep's choice is worse than a baseline with confidence, unless `allow_losing`."""
         from trials.models import check_rung
 
+        from ._job import refuse_losing_choice
+
         check_rung(target_rung)
+        refuse_losing_choice(list(self.source.get("warnings") or []), allow_losing)
         base = self.plan.base
         if base is None:
             raise ScalingInputError(f"transfer {self.transfer_id}'s plan names no base rung: nothing to export")

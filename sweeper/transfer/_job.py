@@ -39,7 +39,7 @@ import math
 import sys
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -150,6 +150,7 @@ class _Source:
     best: dict[str, float | int]
     objectives: dict[str, Any]  # arm -> {objective, run_ids} at the sweep's rung
     searched_arm: str
+    warnings: list[str] = field(default_factory=list)  # the choice loses to a baseline with confidence
 
     def base_optimizers(self) -> dict[str, dict[str, Any]]:
         """Each arm's full optimizer config at the sweep's rung, as the trials ran it (aux lr resolved)."""
@@ -175,7 +176,7 @@ class _Source:
         return {"sweep_id": self.sweep_id, "sweep_name": self.name, "sweep_parent_run_id": self.parent_run_id,
                 "sweep_workdir": self.workdir, "sweep_rung": self.spec.rung, "sweep_horizon": self.spec.horizon,
                 "chosen": dict(self.best), "tracking_uri": _without_credentials(self.tracking_uri),
-                "experiment": self.experiment}
+                "experiment": self.experiment, "warnings": list(self.warnings)}
 
 
 def _load_source(workdir: str | Path, tracking_uri: str | None = None) -> _Source:
@@ -205,7 +206,7 @@ def _load_source(workdir: str | Path, tracking_uri: str | None = None) -> _Sourc
     return _Source(workdir=str(path), sweep_id=result.sweep_id, name=result.name,
                    parent_run_id=result.parent_run_id, tracking_uri=result.tracking_uri,
                    experiment=result.experiment, spec=spec, best=dict(result.best), objectives=objectives,
-                   searched_arm=spec.search.arm)
+                   searched_arm=spec.search.arm, warnings=list(result.selection.warnings))
 
 
 def _rule(spec: TransferSpec, arm: str, adjust_lr_fn: str | None = None) -> str:
@@ -638,13 +639,17 @@ def _stored_uri(path: Path) -> str | None:
     return str(sweep["tracking_uri"]) if sweep else None
 
 
-def export_from_sweep(sweep_workdir: str | Path, target_rung: str, tracking_uri: str | None = None) -> Export:
+def export_from_sweep(sweep_workdir: str | Path, target_rung: str, tracking_uri: str | None = None, *,
+                      allow_losing: bool = False) -> Export:
     """The sweep's choice carried to `target_rung` by the default lr rules alone, without transfer runs (every
-    arm `verified_at_target` False), with the sweep's objectives and run ids as evidence."""
+    arm `verified_at_target` False), with the sweep's objectives and run ids as evidence. Refused
+    (`ScalingInputError`) when the choice is worse than a baseline with confidence, unless `allow_losing`; the
+    export then carries the warning in its provenance."""
     from trials.models import check_rung
 
     check_rung(target_rung)
     source = _load_source(sweep_workdir, tracking_uri)
+    refuse_losing_choice(source.warnings, allow_losing)
     optimizers = source.base_optimizers()
     arms = [source.searched_arm, *(a for a in ("muon", "adamw") if a != source.searched_arm)]
     return build_export(
@@ -657,6 +662,15 @@ def export_from_sweep(sweep_workdir: str | Path, target_rung: str, tracking_uri:
         evidence={a: _clean({"sweep": source.objectives.get(a, {})}) for a in arms},
         provenance=source.provenance(),
     )
+
+
+def refuse_losing_choice(warnings: list[str], allow_losing: bool) -> None:
+    """An export of a choice that loses to a baseline with confidence needs the caller to say so."""
+    if warnings and not allow_losing:
+        from scaling import ScalingInputError
+
+        raise ScalingInputError(f"{warnings[0]}; exporting it anyway needs allow_losing (--allow-losing, "
+                                "?allow_losing=true), and the export then carries this warning")
 
 
 def _num(text: str | None) -> float | None:

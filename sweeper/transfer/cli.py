@@ -57,6 +57,8 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--format", default="yaml", help="yaml (default) or json")
     p.add_argument("--out", help="write here instead of stdout")
     p.add_argument("--from-sweep", action="store_true", help="DIR is a sweep: carry its choice by rules only")
+    p.add_argument("--allow-losing", action="store_true",
+                   help="export a choice that is worse than a baseline with confidence (refused without it)")
     p.add_argument("--tracking-uri", help="MLflow tracking URI, when the store moved")
     p.set_defaults(func=run)
 
@@ -174,9 +176,11 @@ def _export(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise ScalingInputError(f"--rung: {exc}") from None
     if args.from_sweep:
-        export = export_from_sweep(args.workdir, args.rung, tracking_uri=args.tracking_uri)
+        export = export_from_sweep(args.workdir, args.rung, tracking_uri=args.tracking_uri,
+                                   allow_losing=args.allow_losing)
     else:
-        export = load_transfer_result(args.workdir, tracking_uri=args.tracking_uri).export(args.rung)
+        export = load_transfer_result(args.workdir, tracking_uri=args.tracking_uri).export(
+            args.rung, allow_losing=args.allow_losing)
     text = export.to_yaml() if args.format == "yaml" else export.to_json() + "\n"
     if args.out:
         Path(args.out).write_text(text, encoding="utf-8")

@@ -131,6 +131,25 @@ def test_the_python_client_reads_the_same_views(views: Views) -> None:
     assert same.same_choice and all(p.difference == 0.0 for p in same.points)
 
 
+def test_the_remote_cli_prints_the_views_and_the_export_states_its_warnings(
+        views: Views, capsys: pytest.CaptureFixture[str]) -> None:
+    server = ["--server", views.url]
+    assert scalesweep_cli.main(["remote", "importance", views.sweep, "--n-boot", "20", *server]) == 0
+    assert capsys.readouterr().out.startswith("importance (fanova, 6 points, seeds [0, 1]):")
+    assert scalesweep_cli.main(["remote", "front", views.sweep, *server]) == 0
+    assert "K=3,gamma=0.15" in capsys.readouterr().out
+    assert scalesweep_cli.main(["remote", "compare", views.sweep, views.sweep, "--json", *server]) == 0
+    assert json.loads(capsys.readouterr().out)["same_choice"] is True
+    # The choice beats adamw: the export goes through and says it has nothing to warn of.
+    export = httpx.get(f"{views.url}/v1/sweeps/{views.sweep}/export", params={"rung": "cpu-s", "format": "json"},
+                       timeout=120)
+    assert export.status_code == 200, export.text
+    assert export.json()["provenance"]["warnings"] == []
+    bad = httpx.get(f"{views.url}/v1/sweeps/{views.sweep}/export", params={"rung": "cpu-s", "allow_losing": "perhaps"},
+                    timeout=60)
+    assert bad.status_code == 422 and "allow_losing" in bad.text
+
+
 def test_the_sweep_opens_in_optuna_with_every_trial(views: Views) -> None:
     url = f"{views.url}/v1/sweeps/{views.sweep}/optuna"
     assert httpx.post(url, timeout=60).status_code == 401  # writing needs the token

@@ -140,3 +140,15 @@ def test_a_choice_worse_than_a_baseline_with_confidence_says_so() -> None:
     chosen = next(i for i, line in enumerate(lines) if line.startswith("chosen: "))
     assert lines[chosen + 1].startswith("WARNING: the chosen point is worse than adamw with confidence")
     assert result.selection_document()["warnings"] == sel.warnings  # what /best answers with
+
+
+def test_an_export_of_a_losing_choice_needs_the_flag_and_then_carries_the_warning() -> None:
+    from scaling import ScalingInputError
+    from sweeper.transfer._job import refuse_losing_choice
+
+    warning = "the chosen point is worse than adamw with confidence: chosen - adamw = +3 FD"
+    with pytest.raises(ScalingInputError, match="allow_losing") as info:
+        refuse_losing_choice([warning], allow_losing=False)
+    assert str(info.value).startswith(warning)
+    refuse_losing_choice([warning], allow_losing=True)  # said, then allowed
+    refuse_losing_choice([], allow_losing=False)  # nothing to say
