@@ -14,7 +14,17 @@ The transfer job that produces the runs, and its result over them (`TransferResu
 from __future__ import annotations
 
 from ._errors import ExtrapolationRefused, FitFailed, ScalingError, ScalingInputError, TransferError
-from ._export import LR_RULES, WD_RULES, ArmExport, Export, build_export, default_lr_rule, export_snippet, transfer_lr
+from ._export import (
+    LR_RULES,
+    WD_RULES,
+    ArmExport,
+    Export,
+    build_export,
+    default_lr_rule,
+    export_snippet,
+    refuse_losing_choice,
+    transfer_lr,
+)
 from ._fit import (
     DEFAULT_ALPHA_BOUNDS,
     DEFAULT_HUBER_DELTA,
@@ -100,6 +110,7 @@ __all__ = [
     "fit_scaling",
     "median_step_times",
     "plateau",
+    "refuse_losing_choice",
     "rung_horizon",
     "rung_report",
     "savings",

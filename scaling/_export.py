@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -89,6 +89,14 @@ class Export:
         except json.JSONDecodeError:
             data = yaml.safe_load(text)
         return cls.from_dict(data)
+
+
+def refuse_losing_choice(warnings: Sequence[str], allow_losing: bool) -> None:
+    """An export of a choice that is worse than a baseline with confidence (`warnings`, one line per baseline it
+    loses to) needs the caller to ask for it; the export then carries the warnings in its provenance."""
+    if warnings and not allow_losing:
+        raise ScalingInputError(f"{warnings[0]}; exporting it anyway needs allow_losing (--allow-losing, "
+                                "?allow_losing=true), and the export then carries this warning")
 
 
 def build_export(

@@ -86,9 +86,8 @@ class ExportAnswers(FitAnswers, VerificationAnswers):
         """The transferred hyperparameters for `target_rung` (any rung: verified only where this transfer ran
         that arm there and it succeeded), with the rule behind each value and provenance. Refused when the
         source sweep's choice is worse than a baseline with confidence, unless `allow_losing`."""
+        from scaling import refuse_losing_choice
         from trials.models import check_rung
-
-        from ._job import refuse_losing_choice
 
         check_rung(target_rung)
         refuse_losing_choice(list(self.source.get("warnings") or []), allow_losing)

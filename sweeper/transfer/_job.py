@@ -53,6 +53,7 @@ from scaling import (
     carry_optimizer,
     default_lr_rule,
     median_step_times,
+    refuse_losing_choice,
     rung_horizon,
 )
 from trials import JobFailedError
@@ -662,15 +663,6 @@ def export_from_sweep(sweep_workdir: str | Path, target_rung: str, tracking_uri:
         evidence={a: _clean({"sweep": source.objectives.get(a, {})}) for a in arms},
         provenance=source.provenance(),
     )
-
-
-def refuse_losing_choice(warnings: list[str], allow_losing: bool) -> None:
-    """An export of a choice that loses to a baseline with confidence needs the caller to say so."""
-    if warnings and not allow_losing:
-        from scaling import ScalingInputError
-
-        raise ScalingInputError(f"{warnings[0]}; exporting it anyway needs allow_losing (--allow-losing, "
-                                "?allow_losing=true), and the export then carries this warning")
 
 
 def _num(text: str | None) -> float | None:
