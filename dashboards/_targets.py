@@ -46,6 +46,10 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]], caption: str = 
     return _report_table([_e(h) for h in header], rows, _e(caption))
 
 
+def _holm(doc: Mapping[str, Any]) -> str:
+    return f"<br>Holm p {doc['p_holm']:.2g}" if doc.get("p_holm") is not None else ""
+
+
 def targets_html(summary: Mapping[str, Any]) -> str:
     """HTML tables of the target report and its fits (`TransferResult.target_summary()`)."""
     report = summary["report"]
@@ -86,15 +90,17 @@ def targets_html(summary: Mapping[str, Any]) -> str:
                 needed = saving.get("seeds_for_10pct")
                 power = (f"{saving['detectable_pct']:.0f} %; {needed if needed is not None else '> 1000'} seeds "
                          "for 10 %")
-            comp_rows.append([_e(rung), _e(base), _interval(c["steps_to_target_ratio"]),
+            comp_rows.append([_e(rung), _e(base), _interval(c["steps_to_target_ratio"]) + _holm(
+                                  c["steps_to_target_ratio"]),
                               step_ratio_text(c) if c.get("step_time_ratio") is not None else "—",
-                              _interval(c.get("time_saving_pct"), " %"), power,
+                              _interval(c.get("time_saving_pct"), " %") + _holm(saving), power,
                               _interval(ttb, " %") if ttb else "—"])
     parts.append(_table(["rung", "baseline", "steps-to-target ratio (optimizer)", "per-step time ratio (systems, "
                          "isolated)", "time saving = 1 - product", "detectable saving (80 % power); seeds needed "
                          "for 10 %", "time-to-best saving (paper's definition)"],
                         comp_rows, f"{summary.get('searched_arm', 'searched arm')} against each baseline, paired "
-                        "over seeds: mean, 95% interval, n"))
+                        "over seeds: mean, 95% interval, n; Holm p: adjusted over every rung and baseline compared "
+                        "(a claim stands where it is at most 0.05)"))
     sens_rows = []
     for rung, e in report["rungs"].items():
         for base, rows_ in ((e.get("sensitivity") or {}).get("comparisons") or {}).items():

@@ -31,7 +31,7 @@ from trials.optim import ArmName
 
 from ._records import TransferRun
 from ._target import DEFAULT_PLATEAU_MAX_DROP, DEFAULT_PLATEAU_WINDOW, plateau, time_to_target
-from .stats import mean_interval, t_quantile
+from .stats import holm_rejections, mean_interval, t_interval, t_p_value, t_quantile
 
 __all__ = [
     "HorizonSpec",
@@ -283,10 +283,42 @@ def _time_saving(step_logs: Sequence[float], timing: Mapping[str, Any] | None, s
         half = t_quantile(level, df) * math.sqrt(var)
         # A larger product is a smaller saving: the interval's ends swap.
         out.update(lo=100 * (1 - math.exp(center + half)), hi=100 * (1 - math.exp(center - half)), level=level)
+        out["p_value"] = _t_p(center, math.sqrt(var), df)
         out.update(_power(statistics.variance(step_logs), n, var_t, df_t, level))
     out["definition"] = ("1 - steps-to-target ratio x per-step time ratio (positive: faster); the interval carries "
                          "the seeds' spread" + (" and, with 2 or more timing rounds, the timing's" if var_t is not None
                                                 else " (one timing round: no timing spread to carry)"))
+    return out
+
+
+def _t_p(center: float, se: float, df: float) -> float:
+    """Two-sided p of a Student-t statistic center / se with `df` degrees of freedom (0 or 1 when se is 0)."""
+    if se == 0:
+        return 1.0 if center == 0 else 0.0
+    from scipy import stats
+
+    return float(2 * stats.t.sf(abs(center) / se, df))
+
+
+def correct_across_rungs(rungs: Mapping[str, Mapping[str, Any]], level: float = 0.95) -> dict[str, Any]:
+    """Holm's correction over every comparison the per-rung tables make (each rung x each baseline), once for the
+    steps-to-target ratios and once for the time savings: each gets `p_value` (its own paired t test),
+    `p_holm` and `rejected` (its interval's claim survives the correction at 1 - `level`). In place; returns what
+    was corrected, for the report."""
+    families: dict[str, dict[tuple[str, str], dict[str, Any]]] = {"steps_to_target_ratio": {},
+                                                                   "time_saving_pct": {}}
+    for rung, entry in rungs.items():
+        for base, comp in entry.get("comparisons", {}).items():
+            for name, family in families.items():
+                doc = comp.get(name)
+                if isinstance(doc, dict) and doc.get("p_value") is not None:
+                    family[(rung, base)] = doc
+    out: dict[str, Any] = {"method": "Holm", "alpha": round(1 - level, 10)}
+    for name, family in families.items():
+        rejected, adjusted = holm_rejections({k: d["p_value"] for k, d in family.items()}, 1 - level)
+        for key, doc in family.items():
+            doc.update(p_holm=adjusted[key], rejected=key in rejected)
+        out[name] = {"comparisons": len(family), "rejected": sorted(f"{r} vs {b}" for r, b in rejected)}
     return out
 
 
@@ -398,6 +430,7 @@ def _compare(ours: dict[int, dict[str, Any]], theirs: dict[int, dict[str, Any]],
         log_ratios = [math.log(ours[s]["steps"] / theirs[s]["steps"]) for s in both]
         comp["steps_to_target_ratio"] = {
             **_geometric(log_ratios),
+            "p_value": t_p_value(t_interval(log_ratios)) if len(log_ratios) > 1 else None,
             "per_seed": {str(s): ours[s]["steps"] / theirs[s]["steps"] for s in both},
             "definition": f"{searched_arm} / {base} steps to target, geometric mean over paired seeds",
         }
@@ -486,6 +519,8 @@ def rung_report(
         entry["sensitivity"] = target_sensitivity(by_arm, t["curve"], searched_arm=searched_arm,
                                                   bases=[a for a in arms if a != searched_arm])
         out["rungs"][rung] = entry
+    # Each rung x each baseline is a comparison of the same study: their claims are corrected together.
+    out["multiplicity"] = correct_across_rungs(out["rungs"])
     out["per_run"] = per_run
     return out
 
@@ -603,7 +638,19 @@ def target_table(report: Mapping[str, Any], searched_arm: str) -> list[str]:
                 power = (f"; detectable with {100 * saving['power']:.0f} % power: {saving['detectable_pct']:.0f} %, "
                          f"seeds for 10 %: {needed if needed is not None else '> 1000 (timing spread)'}")
             lines.append(
-                f"  {rung:<10} vs {base:<8} steps-to-target ratio {_interval(c['steps_to_target_ratio'])} x "
-                f"per-step time ratio {step_ratio_text(c)} (isolated) = time saving "
-                + (_interval(saving, '.1f', '+') + " %" if saving else "- (no timing)") + power)
+                f"  {rung:<10} vs {base:<8} steps-to-target ratio {_interval(c['steps_to_target_ratio'])}"
+                f"{_holm(c['steps_to_target_ratio'])} x per-step time ratio {step_ratio_text(c)} (isolated) = time "
+                "saving " + (_interval(saving, '.1f', '+') + " %" + _holm(saving) if saving else "- (no timing)")
+                + power)
+    multiplicity = report.get("multiplicity")
+    if multiplicity:
+        lines.append(f"  Holm-adjusted p over the {multiplicity['steps_to_target_ratio']['comparisons']} ratio and "
+                     f"{multiplicity['time_saving_pct']['comparisons']} saving comparisons above (family-wise error "
+                     f"{multiplicity['alpha']:g}); shown beside each: a claim stands only where it is "
+                     f"<= {multiplicity['alpha']:g}")
     return lines
+
+
+def _holm(doc: Mapping[str, Any]) -> str:
+    """' (Holm p 0.031)' beside a corrected comparison, '' where none was made (one seed)."""
+    return f" (Holm p {doc['p_holm']:.2g})" if doc.get("p_holm") is not None else ""
