@@ -70,6 +70,7 @@ class ExportAnswers(FitAnswers, VerificationAnswers):
             "track_samples": sorted({r.track_samples for r in self.runs if r.track_samples}),
             "fits": fits,
             "verification": self.verification_doc(),
+            "seeds_note": self.seeds_note,
         })
 
     def target_summary(self, *, n_boot: int | None = None) -> dict[str, Any]:

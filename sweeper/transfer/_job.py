@@ -177,7 +177,8 @@ class _Source:
         return {"sweep_id": self.sweep_id, "sweep_name": self.name, "sweep_parent_run_id": self.parent_run_id,
                 "sweep_workdir": self.workdir, "sweep_rung": self.spec.rung, "sweep_horizon": self.spec.horizon,
                 "chosen": dict(self.best), "tracking_uri": _without_credentials(self.tracking_uri),
-                "experiment": self.experiment, "warnings": list(self.warnings)}
+                "experiment": self.experiment, "warnings": list(self.warnings),
+                "selection_seeds": list(self.spec.seeds)}
 
 
 def _load_source(workdir: str | Path, tracking_uri: str | None = None) -> _Source:

@@ -61,6 +61,21 @@ class ResultRecord:
         return _rung_shape(rung, (self.plan.size_basis or {}).get("trial"))[1]
 
     @property
+    def seeds_note(self) -> str | None:
+        """Said when the transfer runs on seeds that also chose the point in the sweep: its comparisons are then
+        judged on the seeds that selected (a winner's curse can flatter the searched arm). None when the seeds are
+        fresh or the sweep's seeds were not recorded (a transfer planned before they were)."""
+        chose = self.source.get("selection_seeds")
+        if not chose:
+            return None
+        shared = sorted(set(self.plan.seeds) & set(chose))
+        if not shared:
+            return None
+        return (f"the transfer runs on seeds {shared}, which also selected the point in the sweep (its seeds "
+                f"{sorted(chose)}): its comparisons are judged on seeds that chose, so a winner's curse can flatter "
+                f"{self.searched_arm}; give the transfer fresh seeds (seeds: [...]) for an unbiased check")
+
+    @property
     def size_basis(self) -> str:
         """What `parameters` counts, in words (one basis per study)."""
         basis = self.plan.size_basis or {}

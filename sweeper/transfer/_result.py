@@ -60,4 +60,6 @@ class TransferResult(ExportAnswers):
         doc = self.verification_doc()
         if doc is not None:
             lines.append("\n" + verification_line(doc) + (f": {doc['reason']}" if doc.get("reason") else ""))
+        if self.seeds_note:
+            lines.append(f"\nNOTE: {self.seeds_note}")
         return "\n".join(lines)

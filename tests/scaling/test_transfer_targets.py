@@ -508,3 +508,17 @@ def test_under_the_null_holm_keeps_a_false_claim_anywhere_in_the_tables_at_most_
         any_holm += bool(correct_across_rungs(rungs)["steps_to_target_ratio"]["rejected"])
     assert 0.20 < any_raw / studies < 0.32
     assert any_holm / studies <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / studies)
+
+
+def test_a_transfer_on_the_seeds_that_selected_says_so_and_one_on_fresh_seeds_does_not() -> None:
+    from dataclasses import replace
+
+    runs = [_run("cpu-xs", a, s) for a in ARMS for s in (0, 1, 2)]
+    result = _result(runs, ["cpu-xs"])
+    assert result.seeds_note is None  # the sweep's seeds were not recorded: nothing to say
+    overlapping = replace(result, source={"sweep_id": "s-1", "selection_seeds": [0, 1, 2]})
+    assert overlapping.seeds_note is not None and "seeds [0, 1, 2], which also selected" in overlapping.seeds_note
+    assert "NOTE: the transfer runs on seeds [0, 1, 2]" in overlapping.table()
+    assert overlapping.analysis(n_boot=50)["seeds_note"] == overlapping.seeds_note
+    fresh = replace(result, source={"sweep_id": "s-1", "selection_seeds": [3, 4, 5]})
+    assert fresh.seeds_note is None and "NOTE:" not in fresh.table()
