@@ -25,7 +25,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast
@@ -260,11 +260,15 @@ class JobRunner:
                 return bool(status["driver_alive"])
         return pid_alive(record.pid)
 
+    def _driver_sweep_spec(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """A sweep's spec as its driver gets it: the service's tracking store, the registry's trainer command."""
+        spec = dict(body)
+        spec["tracking"] = {**(spec.get("tracking") or {}), "tracking_uri": self.settings.tracking_uri}
+        return expand_trainer(spec, self.trainers)  # the registry's command, never one from the request
+
     def _write_spec(self, record: Record, folder: Path) -> None:
-        spec = dict(record.spec)
-        if isinstance(record, SweepRecord):  # a transfer logs where its sweep did, unless it says otherwise
-            spec["tracking"] = {**(spec.get("tracking") or {}), "tracking_uri": self.settings.tracking_uri}
-            spec = expand_trainer(spec, self.trainers)  # the registry's command, never one from the request
+        # A transfer logs where its sweep did, unless it says otherwise.
+        spec = self._driver_sweep_spec(record.spec) if isinstance(record, SweepRecord) else dict(record.spec)
         (folder / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
 
     def _launch(self, session: Session, record: Record) -> None:
@@ -498,10 +502,7 @@ class JobRunner:
             session.refresh(record)
             if record.state not in ("SUCCEEDED", "FAILED", "CANCELLED") or not record.storage_path:
                 return None
-            spec = dict(body)  # as `_write_spec` hands it to the driver
-            spec["tracking"] = {**(spec.get("tracking") or {}), "tracking_uri": self.settings.tracking_uri}
-            spec = expand_trainer(spec, self.trainers)
-            added = apply_extension(SweepSpec.model_validate(spec), record.storage_path)
+            added = apply_extension(SweepSpec.model_validate(self._driver_sweep_spec(body)), record.storage_path)
             if not added:
                 return added
             if not self._claim(session, record, "SUCCEEDED", "FAILED", "CANCELLED", state="PENDING", pid=None,

@@ -31,7 +31,7 @@ from trials.optim import ArmName
 
 from ._records import TransferRun
 from ._target import DEFAULT_PLATEAU_MAX_DROP, DEFAULT_PLATEAU_WINDOW, plateau, time_to_target
-from .stats import holm_rejections, mean_interval, t_interval, t_p_value, t_quantile
+from .stats import holm_rejections, mean_interval, t_interval, t_p_value, t_quantile, two_sided_t_p
 
 __all__ = [
     "HorizonSpec",
@@ -283,21 +283,12 @@ def _time_saving(step_logs: Sequence[float], timing: Mapping[str, Any] | None, s
         half = t_quantile(level, df) * math.sqrt(var)
         # A larger product is a smaller saving: the interval's ends swap.
         out.update(lo=100 * (1 - math.exp(center + half)), hi=100 * (1 - math.exp(center - half)), level=level)
-        out["p_value"] = _t_p(center, math.sqrt(var), df)
+        out["p_value"] = two_sided_t_p(center, math.sqrt(var), df)
         out.update(_power(statistics.variance(step_logs), n, var_t, df_t, level))
     out["definition"] = ("1 - steps-to-target ratio x per-step time ratio (positive: faster); the interval carries "
                          "the seeds' spread" + (" and, with 2 or more timing rounds, the timing's" if var_t is not None
                                                 else " (one timing round: no timing spread to carry)"))
     return out
-
-
-def _t_p(center: float, se: float, df: float) -> float:
-    """Two-sided p of a Student-t statistic center / se with `df` degrees of freedom (0 or 1 when se is 0)."""
-    if se == 0:
-        return 1.0 if center == 0 else 0.0
-    from scipy import stats
-
-    return float(2 * stats.t.sf(abs(center) / se, df))
 
 
 def correct_across_rungs(rungs: Mapping[str, Mapping[str, Any]], level: float = 0.95) -> dict[str, Any]:

@@ -34,6 +34,7 @@ __all__ = [
     "t_interval",
     "t_p_value",
     "t_quantile",
+    "two_sided_t_p",
 ]
 
 LEVEL = 0.95  # interval level of every paired difference
@@ -82,15 +83,20 @@ class PairedDifference:
 
 
 def t_p_value(d: PairedDifference) -> float | None:
-    """Two-sided p-value of the paired t test of `d.mean` = 0 (None with one seed). With no spread at all, 0 when
-    the mean differs from zero and 1 when it is zero."""
+    """Two-sided p-value of the paired t test of `d.mean` = 0 (None with one seed)."""
     if d.sd is None or d.se is None:
         return None
-    if d.se == 0:
-        return 1.0 if d.mean == 0 else 0.0
+    return two_sided_t_p(d.mean, d.se, d.n - 1)
+
+
+def two_sided_t_p(mean: float, se: float, df: float) -> float:
+    """Two-sided p of the Student-t statistic mean / se with `df` degrees of freedom (Welch's may be fractional).
+    With no spread at all, 0 when the mean differs from zero and 1 when it is zero."""
+    if se == 0:
+        return 1.0 if mean == 0 else 0.0
     from scipy import stats
 
-    return float(2 * stats.t.sf(abs(d.mean) / d.se, d.n - 1))
+    return float(2 * stats.t.sf(abs(mean) / se, df))
 
 
 def holm_rejections(p_values: Mapping[Any, float | None], alpha: float) -> tuple[set[Any], dict[Any, float]]:

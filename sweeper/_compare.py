@@ -70,8 +70,6 @@ class SweepComparison:
                + ("  (the same choice)" if self.same_choice else ""),
                f"  {'point':<28} {'A':>10} {'B':>10} {'B - A':>10}  paired over common seeds"]
         for p in self.points:
-            def num(v: float | None) -> str:
-                return "-" if v is None else f"{v:.4g}"
             paired = "-"
             if p.paired is not None:
                 iv = p.paired.get("interval")
@@ -79,10 +77,14 @@ class SweepComparison:
                           else f"{p.paired['mean']:+.4g}, n=1 (one run)")
             elif p.difference is not None:
                 paired = "no common seed: unpaired"
-            out.append(f"  {p.point_key:<28} {num(p.objective_a):>10} {num(p.objective_b):>10} "
+            out.append(f"  {p.point_key:<28} {_num(p.objective_a):>10} {_num(p.objective_b):>10} "
                        f"{'-' if p.difference is None else f'{p.difference:+.4g}':>10}  {paired}")
         out += [f"WARNING: {w}" for w in self.warnings]
         return out
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
 
 
 def _side(result: SweepResult) -> dict[str, Any]:

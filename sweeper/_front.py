@@ -21,6 +21,10 @@ from ._selection import COSTS, PointSummary, SweepSelection, point_cost
 __all__ = ["FrontPoint", "QualityCostFront", "non_dominated", "quality_cost_front"]
 
 
+# Each cost axis (a key of `COSTS`): the FrontPoint field it reads and the flag that marks its front.
+_AXES = {"ns_calls": ("ns_calls_per_step", "on_front_ns"), "optimizer_time": ("optimizer_step_s", "on_front_time")}
+
+
 def non_dominated(pairs: Sequence[tuple[float, float]]) -> list[bool]:
     """For (objective, cost) pairs, lower both better: True where no other pair is <= on both and < on one."""
     out = []
@@ -66,10 +70,10 @@ class QualityCostFront:
 
     def front(self, cost: str = "ns_calls") -> list[FrontPoint]:
         """The non-dominated points on one cost axis (a key of `COSTS`), cheapest first."""
-        flag = "on_front_ns" if cost == "ns_calls" else "on_front_time"
-        keyed = [p for p in self.points if getattr(p, flag)]
-        axis = "ns_calls_per_step" if cost == "ns_calls" else "optimizer_step_s"
-        return sorted(keyed, key=lambda p: (getattr(p, axis), p.objective))
+        if cost not in _AXES:
+            raise ValueError(f"cost must be one of {', '.join(_AXES)}, got {cost!r}")
+        axis, flag = _AXES[cost]
+        return sorted((p for p in self.points if getattr(p, flag)), key=lambda p: (getattr(p, axis), p.objective))
 
     def to_dict(self) -> dict[str, Any]:
         return {"points": [p.to_dict() for p in self.points], "baselines": [b.to_dict() for b in self.baselines],
@@ -80,7 +84,7 @@ class QualityCostFront:
     @classmethod
     def from_dict(cls, doc: Mapping[str, Any]) -> QualityCostFront:
         """Back from `to_dict()` (e.g. a REST answer), to print its `lines()`."""
-        fields = {f for f in FrontPoint.__dataclass_fields__}
+        fields = set(FrontPoint.__dataclass_fields__)
         return cls(points=[FrontPoint(**{k: v for k, v in p.items() if k in fields}) for p in doc["points"]],
                    baselines=[FrontPoint(**{k: v for k, v in b.items() if k in fields}) for b in doc["baselines"]],
                    chosen=doc.get("chosen"), best=doc.get("best"), rule=doc.get("rule"),
@@ -124,7 +128,7 @@ def quality_cost_front(points: Sequence[PointSummary], baselines: Sequence[Point
         if best is not None and best.objective:
             mean = p.diff_to_best["mean"] if p.diff_to_best else p.objective - best.objective
             p.rel_to_best = mean / abs(best.objective)
-    for flag, axis in (("on_front_ns", "ns_calls_per_step"), ("on_front_time", "optimizer_step_s")):
+    for axis, flag in _AXES.values():
         placed = [p for p in scored if getattr(p, axis) is not None]
         if len(placed) < len(scored):
             notes.append(f"{len(scored) - len(placed)} point(s) have no recorded {axis}: left off that front")

@@ -122,32 +122,12 @@ def select_points_by_key(
     best_i = min(range(len(keys)), key=lambda i: (means[keys[i]], name[keys[i]]))
     best = keys[best_i]
     diffs = {key: paired_difference(values[i], values[best_i]) for i, key in enumerate(keys)}
-    notes: list[str] = []
     if rule == "cheapest_within":
-        return _cheapest_within(keys, values, means, best, diffs, name, refresh_every, n_boot=n_boot, seed=seed,
-                                tie_break=tie_break, tie_tolerance=tie_tolerance, tolerance=tolerance, cost=cost,
-                                cost_name=cost_name)
-    if n >= 2:
-        margin = pooled_se([diffs[key] for key in keys if key != best]) or 0.0
-        candidates = [key for key in keys if diffs[key].mean <= margin]
-        said = ("lowest mean objective over seeds is the reference; points whose paired mean difference to it is "
-                f"within one pooled standard error ({margin:.4g}, the same for every point) are candidates")
+        chosen, candidates, said, notes = _cheapest_within(keys, means, best, diffs, name, refresh_every,
+                                                           tolerance=tolerance, cost=cost, cost_name=cost_name)
     else:
-        limit = means[best] + tie_tolerance * abs(means[best])
-        candidates = [key for key in keys if means[key] <= limit]
-        said = (f"one seed, so no standard error: points within {tie_tolerance:.1%} of the lowest objective are "
-                "candidates")
-        notes.append("one seed: the probabilities of being best are 1 for the best point (shared by exact ties) "
-                     "and carry no information about seed noise")
-    ks = {key: refresh_every.get(key) for key in candidates}
-    if tie_break == "larger_K" and all(v is not None for v in ks.values()):
-        chosen = min(candidates, key=lambda key: (-float(ks[key]), means[key], name[key]))  # type: ignore[arg-type]
-        said += "; among them the larger K wins (cheaper), then the lower mean"
-    else:
-        chosen = min(candidates, key=lambda key: (means[key], name[key]))
-        said += "; among them the lower mean wins"
-        if tie_break == "larger_K":
-            notes.append("K is not known for every candidate: the larger-K preference was not applied")
+        chosen, candidates, said, notes = _within_one_se(keys, means, best, diffs, name, refresh_every, n=n,
+                                                         tie_break=tie_break, tie_tolerance=tie_tolerance)
     p = bootstrap_p_best(values, n_boot=n_boot, seed=seed)
     return Selection(
         chosen=chosen,
@@ -188,37 +168,60 @@ def select_point(objectives: Mapping[Any, Sequence[float]], *, n_boot: int = 200
                                 tie_tolerance=tie_tolerance)
 
 
-def _cheapest_within(keys: list[Any], values: Any, means: dict[Any, float], best: Any,
-                     diffs: dict[Any, PairedDifference], name: dict[Any, str],
-                     refresh_every: Mapping[Any, float | None], *, n_boot: int, seed: int, tie_break: str,
-                     tie_tolerance: float, tolerance: float, cost: Mapping[Any, float | None] | None,
-                     cost_name: str) -> Selection:
-    """`select_points_by_key`'s front rule: the cheapest point within `tolerance` of the best (paired mean)."""
+def _within_one_se(keys: list[Any], means: dict[Any, float], best: Any, diffs: dict[Any, PairedDifference],
+                   name: dict[Any, str], refresh_every: Mapping[Any, float | None], *, n: int, tie_break: str,
+                   tie_tolerance: float) -> tuple[Any, list[Any], str, list[str]]:
+    """`select_points_by_key`'s default rule, (chosen, candidates, the rule in words, notes): the points within one
+    pooled standard error of the best (a relative tolerance with one seed), the larger K among them."""
+    notes = []
+    if n >= 2:
+        margin = pooled_se([diffs[key] for key in keys if key != best]) or 0.0
+        candidates = [key for key in keys if diffs[key].mean <= margin]
+        said = ("lowest mean objective over seeds is the reference; points whose paired mean difference to it is "
+                f"within one pooled standard error ({margin:.4g}, the same for every point) are candidates")
+    else:
+        limit = means[best] + tie_tolerance * abs(means[best])
+        candidates = [key for key in keys if means[key] <= limit]
+        said = (f"one seed, so no standard error: points within {tie_tolerance:.1%} of the lowest objective are "
+                "candidates")
+        notes.append("one seed: the probabilities of being best are 1 for the best point (shared by exact ties) "
+                     "and carry no information about seed noise")
+    ks = {key: refresh_every.get(key) for key in candidates}
+    if tie_break == "larger_K" and all(v is not None for v in ks.values()):
+        chosen = min(candidates, key=lambda key: (-float(ks[key]), means[key], name[key]))  # type: ignore[arg-type]
+        said += "; among them the larger K wins (cheaper), then the lower mean"
+    else:
+        chosen = min(candidates, key=lambda key: (means[key], name[key]))
+        said += "; among them the lower mean wins"
+        if tie_break == "larger_K":
+            notes.append("K is not known for every candidate: the larger-K preference was not applied")
+    return chosen, candidates, said, notes
+
+
+def _cheapest_within(keys: list[Any], means: dict[Any, float], best: Any, diffs: dict[Any, PairedDifference],
+                     name: dict[Any, str], refresh_every: Mapping[Any, float | None], *, tolerance: float,
+                     cost: Mapping[Any, float | None] | None, cost_name: str) -> tuple[Any, list[Any], str, list[str]]:
+    """`select_points_by_key`'s front rule, (chosen, candidates, the rule in words, notes): the cheapest point
+    within `tolerance` of the best (paired mean)."""
     margin = tolerance * abs(means[best])
     candidates = [key for key in keys if diffs[key].mean <= margin]
     notes: list[str] = []
     costs = {key: (cost or {}).get(key) for key in candidates}
-    rule = (f"points whose paired mean difference to the lowest-mean point is within {tolerance:.1%} of its mean "
+    said = (f"points whose paired mean difference to the lowest-mean point is within {tolerance:.1%} of its mean "
             f"({margin:.4g}) are candidates")
     if all(v is not None and math.isfinite(v) for v in costs.values()):
         chosen = min(candidates, key=lambda key: (float(costs[key]), means[key], name[key]))  # type: ignore[arg-type]
-        rule += f"; among them the lowest {cost_name} wins, then the lower mean"
+        said += f"; among them the lowest {cost_name} wins, then the lower mean"
     elif all(refresh_every.get(key) is not None for key in candidates):
         chosen = min(candidates, key=lambda key: (-float(refresh_every[key]), means[key], name[key]))  # type: ignore[arg-type]
-        rule += "; among them the larger K wins (fewer refreshes), then the lower mean"
+        said += "; among them the larger K wins (fewer refreshes), then the lower mean"
         notes.append(f"{cost_name} is not known for every candidate: the larger K stood in for it")
     else:
         chosen = min(candidates, key=lambda key: (means[key], name[key]))
-        rule += "; among them the lower mean wins"
+        said += "; among them the lower mean wins"
         notes.append(f"neither {cost_name} nor K is known for every candidate: the lower mean decided")
     chosen_diff = diffs[chosen]
     if chosen != best and chosen_diff.interval is not None and chosen_diff.interval[1] > margin:
         notes.append(f"the chosen point's paired interval reaches {chosen_diff.interval[1]:+.4g}, beyond the "
                      f"tolerance {margin:.4g}: within it on the mean only (n={chosen_diff.n})")
-    p = bootstrap_p_best(values, n_boot=n_boot, seed=seed)
-    return Selection(
-        chosen=chosen, p_best={key: float(p[i]) for i, key in enumerate(keys)}, best_by_mean=best, means=means,
-        diff_to_best=diffs, candidates=sorted(candidates, key=lambda key: (means[key], name[key])),
-        n=int(values.shape[1]), n_boot=n_boot, seed=seed, rule=rule, tie_break=tie_break,
-        tie_tolerance=tie_tolerance, notes=notes,
-    )
+    return chosen, candidates, said, notes

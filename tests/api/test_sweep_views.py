@@ -150,6 +150,34 @@ def test_the_remote_cli_prints_the_views_and_the_export_states_its_warnings(
     assert bad.status_code == 422 and "allow_losing" in bad.text
 
 
+def test_the_export_of_a_choice_that_loses_to_a_baseline_is_refused_unless_asked_for(views: Views) -> None:
+    """A grid of one bad point (K=5, gamma=0.35: objective 44 + 0.3 seed in the formula) against vanilla Muon
+    (18 + seed): worse with confidence on two seeds, so its choice carries the warning and its export needs the
+    flag."""
+    spec = {**SPEC, "name": "losing", "search": {"space": {"K": [5], "gamma": [0.35]}}, "baselines": ["muon"]}
+    with httpx.Client(base_url=views.url, timeout=60) as client:
+        created = client.post("/v1/sweeps", json=spec, headers=AUTH)
+        assert created.status_code == 201, created.text
+        losing = created.json()["id"]
+        deadline, body = time.time() + 600, {}
+        while time.time() < deadline:
+            body = client.get(f"/v1/sweeps/{losing}").json()
+            if body["state"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
+                break
+            time.sleep(0.5)
+        assert body["state"] == "SUCCEEDED", body
+        best = client.get(f"/v1/sweeps/{losing}/best").json()
+        assert best["selection"]["loses_to"] == ["muon"] and best["warnings"][0].startswith(
+            "the chosen point is worse than muon with confidence")
+        refused = client.get(f"/v1/sweeps/{losing}/export", params={"rung": "cpu-s"})
+        assert refused.status_code == 409 and "allow_losing" in refused.text, refused.text
+        assert refused.headers["content-type"].startswith("application/problem+json")
+        allowed = client.get(f"/v1/sweeps/{losing}/export", params={"rung": "cpu-s", "format": "json",
+                                                                   "allow_losing": "true"})
+        assert allowed.status_code == 200, allowed.text
+        assert allowed.json()["provenance"]["warnings"] == best["warnings"]
+
+
 def test_the_sweep_opens_in_optuna_with_every_trial(views: Views) -> None:
     url = f"{views.url}/v1/sweeps/{views.sweep}/optuna"
     assert httpx.post(url, timeout=60).status_code == 401  # writing needs the token
@@ -157,6 +185,12 @@ def test_the_sweep_opens_in_optuna_with_every_trial(views: Views) -> None:
     assert written.status_code == 200, written.text
     doc = written.json()
     assert doc["trials"] == 14 and doc["open_with"].startswith("optuna-dashboard sqlite:///")
+    # Writers at once (a write replaces the study: delete, then create) all succeed, one after another.
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda _: httpx.post(url, headers=AUTH, timeout=120), range(4)))
+    assert [a.status_code for a in answers] == [200] * 4, [a.text for a in answers]
     study = optuna.load_study(study_name=doc["study_name"], storage=str(views.settings.optuna_storage))
     trials = httpx.get(f"{views.url}/v1/sweeps/{views.sweep}/trials", timeout=60).json()["data"]
     assert len(study.trials) == len(trials) == 14
@@ -264,7 +298,7 @@ def test_extending_the_finished_sweep_runs_only_what_is_missing(views: Views, tm
     assert accepted.status_code == 202, accepted.text
     assert accepted.json()["added"] == ["seeds [2]", "K values [5]"]
     again = httpx.post(url, json=grown, headers=AUTH, timeout=60)  # queued or running: not finished
-    assert again.status_code in (409, 422), again.text
+    assert again.status_code == 409 and "only a SUCCEEDED, FAILED or CANCELLED sweep" in again.text, again.text
     done = _wait_done(views)
     assert done["state"] == "SUCCEEDED" and done["mlflow_parent_run_id"] == parent, done
     after = _trials(views, 27)

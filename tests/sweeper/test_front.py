@@ -81,3 +81,9 @@ def test_the_front_document_reads_back_to_the_same_table() -> None:
     front = quality_cost_front(points, selection=select_best(points, n_boot=100))
     again = type(front).from_dict(front.to_dict())
     assert again.lines() == front.lines() and again.to_dict() == front.to_dict()
+
+
+def test_an_unknown_cost_axis_is_refused() -> None:
+    points = summarise_points(_records({2: 100.0, 3: 102.8}), SEEDS)
+    with pytest.raises(ValueError, match="ns_calls, optimizer_time"):
+        quality_cost_front(points).front("flops")

@@ -82,3 +82,13 @@ def test_the_importance_document_reads_back_to_the_same_table() -> None:
     found = sweep_importance(_points(lambda k, g: 10 + 3 * k), n_boot=10)
     again = type(found).from_dict(found.to_dict())
     assert again.lines() == found.lines() and again.to_dict() == found.to_dict()
+
+
+def test_ped_anova_misranks_a_small_grid_where_fanova_does_not() -> None:
+    """The evidence for fANOVA as the default (the module's docstring, docs/guide.md): on a 3 x 3 grid whose
+    objective depends on K alone (10 + 3K + 0.1 gamma, one seed), PED-ANOVA puts gamma first, fANOVA K."""
+    points = _points(lambda k, g: 10 + 3 * k + 0.1 * g, seeds=(0,), noise=0.0)
+    ped = {p.param: p.importance for p in sweep_importance(points, evaluator="ped-anova", n_boot=0).params}
+    fanova = {p.param: p.importance for p in sweep_importance(points, n_boot=0).params}
+    assert ped["gamma"] > ped["K"]
+    assert fanova["K"] > 0.95 > 0.05 > fanova["gamma"]
