@@ -27,7 +27,7 @@ from api._db import SweepRecord
 from api._settings import Settings
 from sweeper import non_dominated
 
-from .conftest import AUTH, TOKEN, LiveServer
+from .conftest import AUTH, TOKEN, LiveServer, wait_job
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -64,12 +64,7 @@ def views(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Views]:
             created = client.post("/v1/sweeps", json=SPEC, headers=AUTH)
             assert created.status_code == 201, created.text
             sweep = created.json()["id"]
-            deadline, body = time.time() + 600, {}
-            while time.time() < deadline:
-                body = client.get(f"/v1/sweeps/{sweep}").json()
-                if body["state"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
-                    break
-                time.sleep(0.5)
+            body = wait_job(client, f"/v1/sweeps/{sweep}")
             assert body["state"] == "SUCCEEDED", body
         with server.app.state.sessionmaker() as session:
             workdir = str(session.get(SweepRecord, sweep).storage_path)
@@ -159,12 +154,7 @@ def test_the_export_of_a_choice_that_loses_to_a_baseline_is_refused_unless_asked
         created = client.post("/v1/sweeps", json=spec, headers=AUTH)
         assert created.status_code == 201, created.text
         losing = created.json()["id"]
-        deadline, body = time.time() + 600, {}
-        while time.time() < deadline:
-            body = client.get(f"/v1/sweeps/{losing}").json()
-            if body["state"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
-                break
-            time.sleep(0.5)
+        body = wait_job(client, f"/v1/sweeps/{losing}")
         assert body["state"] == "SUCCEEDED", body
         best = client.get(f"/v1/sweeps/{losing}/best").json()
         assert best["selection"]["loses_to"] == ["muon"] and best["warnings"][0].startswith(
@@ -259,16 +249,6 @@ def test_a_search_warm_started_from_the_grid_is_told_its_points(views: Views) ->
         ledger.prior_records(["nosuch-1"])
 
 
-def _wait_done(views: Views, timeout: float = 600) -> dict[str, Any]:
-    deadline, body = time.time() + timeout, {}
-    while time.time() < deadline:
-        body = httpx.get(f"{views.url}/v1/sweeps/{views.sweep}", timeout=60).json()
-        if body["state"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
-            return body
-        time.sleep(0.5)
-    raise AssertionError(f"still {body.get('state')}: {body}")
-
-
 def _trials(views: Views, count: int) -> dict[str, Any]:
     """The sweep's trials by run id, once `count` of them are served (the service's result cache serves the
     previous version while it reads the new one: a reader sees it on a later request)."""
@@ -299,7 +279,8 @@ def test_extending_the_finished_sweep_runs_only_what_is_missing(views: Views, tm
     assert accepted.json()["added"] == ["seeds [2]", "K values [5]"]
     again = httpx.post(url, json=grown, headers=AUTH, timeout=60)  # queued or running: not finished
     assert again.status_code == 409 and "only a SUCCEEDED, FAILED or CANCELLED sweep" in again.text, again.text
-    done = _wait_done(views)
+    with httpx.Client(base_url=views.url, timeout=60) as client:
+        done = wait_job(client, f"/v1/sweeps/{views.sweep}")
     assert done["state"] == "SUCCEEDED" and done["mlflow_parent_run_id"] == parent, done
     after = _trials(views, 27)
     assert set(before) <= set(after)  # the old runs kept, none re-run
