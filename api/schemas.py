@@ -34,6 +34,7 @@ class Links(BaseModel):
     self: str
     trials: str | None = None
     best: str | None = None
+    report: str | None = Field(None, description="The sweep's HTML report (figures and the decisions recorded).")
     mlflow_experiment: str | None = Field(None, description="MLflow UI link to the study's experiment.")
     mlflow_parent_run: str | None = Field(None, description="MLflow UI link to the sweep's parent run.")
 

@@ -26,7 +26,7 @@ from ._heatmap import HeatmapData, compute_heatmap, plot_heatmap
 from ._jobs import JobFigures
 from ._mlflow import load_chosen, load_run, load_runs, log_figures
 from ._records import ARMS, FDInfo, RunRecord, SeedStats, as_records, describe_fd, fd_label
-from ._report import ReportData, build_report, compute_report, report_figures, write_report
+from ._report import ReportData, build_report, compute_report, report_figures, write_report, write_report_folder
 from ._scaling import (
     SCALING_METRICS,
     FitCurve,
@@ -37,7 +37,7 @@ from ._scaling import (
     plot_scaling,
     scaling_fit_data,
 )
-from ._study import log_report_figures, sweep_report, transfer_report
+from ._study import comparison_report, log_report_figures, sweep_report, transfer_report
 from ._timing import TimingData, compute_timing, plot_timing
 from ._transfer_page import transfer_page, transfer_page_data
 from ._updates import UpdateScaleData, compute_update_scale, plot_update_scale
@@ -66,6 +66,7 @@ __all__ = [
     "UpdateScaleData",
     "as_records",
     "build_report",
+    "comparison_report",
     "compute_fd_curves",
     "compute_heatmap",
     "compute_loss_curves",
@@ -94,4 +95,5 @@ __all__ = [
     "transfer_page_data",
     "transfer_report",
     "write_report",
+    "write_report_folder",
 ]

@@ -5,9 +5,11 @@ SUCCEEDED; results are read by their attributes, so this module imports nothing 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from ._study import log_report_figures, sweep_report
+from ._report import write_report_folder
+from ._study import comparison_report, log_report_figures, sweep_report
 from ._transfer_page import transfer_page_data
 
 __all__ = ["JobFigures"]
@@ -20,6 +22,16 @@ class JobFigures:
         """The sweep's heatmap, curves and timing (`sweep_report`), logged on its parent run."""
         data = sweep_report(result.tracking_uri, result.parent_run_id, title=f"scalesweep sweep {result.name}")
         return log_report_figures(result.tracking_uri, result.parent_run_id, data)
+
+    def sweep_page(self, result: Any, folder: str | Path) -> list[str]:
+        """The sweep's report (`sweep_report`) as `folder/report.html` and each figure as `folder/<name>.png`."""
+        data = sweep_report(result.tracking_uri, result.parent_run_id, title=f"scalesweep sweep {result.name}")
+        return [str(p) for p in write_report_folder(folder, data)]
+
+    def comparison_page(self, comparison: Any, folder: str | Path) -> list[str]:
+        """Two sweeps compared (`sweeper.SweepComparison`) as `folder/report.html` and `folder/comparison.png`."""
+        data = comparison_report(comparison.to_dict())
+        return [str(p) for p in write_report_folder(folder, data)]
 
     def transfer_figures(self, result: Any, *, transfer_id: str | None, sweep_id: str | None,
                          store_page: Callable[[str], None]) -> list[str]:

@@ -28,11 +28,14 @@ from ._html import table as _table
 from ._records import FDInfo, RunRecord, as_records, describe_fd, merge_fd
 from ._scaling import SCALING_METRICS, ScalingPlotData, compute_scaling_plot, plot_scaling
 from ._sweepviews import (
+    ComparisonData,
     FrontData,
     ImportanceData,
     TrialsView,
+    comparison_html,
     front_html,
     importance_html,
+    plot_comparison,
     plot_front,
     plot_importance,
     plot_parallel,
@@ -67,6 +70,7 @@ class ReportData:
     importance: ImportanceData | None = None  # a sweep's: which searched parameter mattered
     front: FrontData | None = None  # a sweep's quality-cost front
     trials_view: TrialsView | None = None  # a sweep's trials: parallel coordinates and slices
+    comparison: ComparisonData | None = None  # two sweeps side by side
 
     @property
     def fd_info(self) -> FDInfo:
@@ -140,6 +144,7 @@ def report_figures(data: ReportData) -> dict[str, Figure]:
         ("targets", data.target_scaling, plot_scaling), ("timing", data.timing, plot_timing),
         ("update_scale", data.updates, plot_update_scale), ("importance", data.importance, plot_importance),
         ("front", data.front, plot_front), ("parallel", data.trials_view, plot_parallel),
+        ("comparison", data.comparison, plot_comparison),
     )
     return {name: plot(section) for name, section, plot in drawn if section is not None and section != ()}
 
@@ -354,6 +359,8 @@ def build_report(data: ReportData, *, figures: Mapping[str, Figure] | None = Non
     figs = dict(report_figures(data) if figures is None else figures)
     info = data.fd_info
     sections: list[tuple[str, str, str]] = []  # (figure name, heading, tables)
+    if data.comparison is not None:
+        sections.append(("comparison", "Two sweeps, point by point (B − A)", comparison_html(data.comparison)))
     if data.heatmap is not None:
         sections.append(("heatmap", "K × γ sweep", _heatmap_html(data.heatmap)))
     if data.importance is not None:
@@ -412,3 +419,17 @@ def write_report(
     out = Path(path)
     out.write_text(build_report(data, figures=figures, dpi=dpi), encoding="utf-8")
     return out
+
+
+def write_report_folder(folder: str | Path, data: ReportData, *, dpi: float = 100) -> list[Path]:
+    """The report as ``folder/report.html`` and each of its figures as ``folder/<name>.png`` (the same figures,
+    drawn once); returns the files written, the page first."""
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    figures = report_figures(data)
+    written = [write_report(out / "report.html", data, figures=dict(figures), dpi=dpi)]
+    for name, figure in figures.items():
+        path = out / f"{name}.png"
+        path.write_bytes(png_bytes(figure, dpi=dpi))
+        written.append(path)
+    return written

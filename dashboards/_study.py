@@ -9,19 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._decisions import decision_notes, load_selection
 from ._errors import DashboardError
 from ._heatmap import compute_heatmap
 from ._mlflow import load_chosen, load_runs, log_figures
+from ._records import FDInfo
 from ._report import ReportData, compute_report, report_figures
-from ._sweepviews import compute_trials_view, front_from_document, importance_from_document
+from ._sweepviews import comparison_from_document, compute_trials_view, front_from_document, importance_from_document
 
 if TYPE_CHECKING:
     from scaling import ScalingFit
 
-__all__ = ["log_report_figures", "sweep_report", "transfer_report"]
+__all__ = ["comparison_report", "log_report_figures", "sweep_report", "transfer_report"]
 
 
 def sweep_report(tracking_uri: str, sweep_run_id: str, *, title: str = "scalesweep sweep",
@@ -72,6 +73,20 @@ def transfer_report(
         data = replace(data, importance=importance_from_document(selection.get("importance")),
                        front=front_from_document(selection.get("front")))
     return replace(data, notes=(*data.notes, *notes)) if notes else data
+
+
+def comparison_report(doc: Mapping[str, Any]) -> ReportData:
+    """Two sweeps compared (`sweeper.SweepComparison.to_dict()`, or the service's `/compare` answer): the table of
+    points with their paired differences and its figure; the warnings (different eval steps or feature spaces,
+    nothing scored in both) in the header."""
+    a, b = doc["a"], doc["b"]
+    return ReportData(
+        title=f"scalesweep: {a['name']} (A) against {b['name']} (B)", comparison=comparison_from_document(doc),
+        fd=FDInfo(metric_names=tuple(sorted({*(a.get("metric") or ()), *(b.get("metric") or ())}))),
+        context={side: f"{d['name']}, sweep {d.get('id') or d['sweep_id']}, parent run {d.get('parent_run_id')}, "
+                 f"seeds {d.get('seeds')}, eval steps {d.get('eval_steps')}, chosen {d.get('chosen')}"
+                 for side, d in (("A", a), ("B", b))},
+        notes=tuple(f"Warning: {w}" for w in doc.get("warnings") or ()))
 
 
 def log_report_figures(tracking_uri: str, run_id: str, data: ReportData, *, dpi: float = 100) -> list[str]:

@@ -1,9 +1,10 @@
 """A sweep's views beyond the heatmap: which parameter mattered, the quality-cost front, parallel coordinates and
-slices of its trials.
+slices of its trials, and two sweeps compared point by point.
 
 Importance and front come from the documents the sweep stored with its selection (`selection.json`: `importance`
 and `front`, computed by the sweeper from the same records); parallel coordinates and slices are drawn from the
-trial records themselves. Each is "compute the data" then "draw it", as the other figures are.
+trial records themselves; a comparison from `sweeper.compare_sweeps(a, b).to_dict()`. Each is "compute the data"
+then "draw it", as the other figures are.
 """
 
 from __future__ import annotations
@@ -22,14 +23,18 @@ from ._html import table as _table
 from ._records import RunRecord, as_records
 
 __all__ = [
+    "ComparisonData",
     "FrontData",
     "ImportanceData",
     "TrialsView",
+    "comparison_from_document",
+    "comparison_html",
     "compute_trials_view",
     "front_from_document",
     "front_html",
     "importance_from_document",
     "importance_html",
+    "plot_comparison",
     "plot_front",
     "plot_importance",
     "plot_parallel",
@@ -226,3 +231,88 @@ def trials_view_html(view: TrialsView) -> str:
                   _e(f"{len(view.rows)} finished periodic trials; a slice averages over the other parameters, "
                      "so read it beside the heatmap. MLflow's own compare view: select the sweep's child runs in "
                      "the experiment's runs table and press Compare."))
+
+
+@dataclass(frozen=True)
+class ComparisonData:
+    """Two sweeps side by side (`sweeper.SweepComparison.to_dict()`): differences are B - A."""
+
+    a: Mapping[str, Any]
+    b: Mapping[str, Any]
+    points: tuple[Mapping[str, Any], ...]
+    same_choice: bool | None
+    warnings: tuple[str, ...] = ()
+
+
+def comparison_from_document(doc: Mapping[str, Any] | None) -> ComparisonData | None:
+    """None when no point was scored in both sweeps (nothing to draw)."""
+    if not doc or not any(p.get("difference") is not None for p in doc.get("points") or ()):
+        return None
+    return ComparisonData(a=dict(doc["a"]), b=dict(doc["b"]), points=tuple(doc["points"]),
+                          same_choice=doc.get("same_choice"), warnings=tuple(doc.get("warnings") or ()))
+
+
+def _side_label(side: Mapping[str, Any], letter: str) -> str:
+    return f"{letter}: {side.get('name')}"
+
+
+def plot_comparison(data: ComparisonData) -> Figure:
+    """Left: each point's objective in A and in B (each sweep's choice starred). Right: B - A per point, the
+    paired mean over common seeds with its interval where there is one, else the unpaired difference (hollow)."""
+    both = [p for p in data.points if p.get("difference") is not None]
+    fig = new_figure(11.0, 1.6 + 0.42 * len(both))
+    left, right = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2, sharey=None)
+    names = [str(p["point_key"]) for p in both][::-1]
+    ys = range(len(names))
+    rows = both[::-1]
+    for side, key, colour, offset in (("a", "objective_a", "tab:blue", 0.12), ("b", "objective_b", "tab:orange",
+                                                                               -0.12)):
+        label = _side_label(data.a if side == "a" else data.b, side.upper())
+        left.scatter([p[key] for p in rows], [y + offset for y in ys], color=colour, label=label, s=22)
+        chosen = (data.a if side == "a" else data.b).get("chosen")
+        for y, p in zip(ys, rows, strict=True):
+            if p["point_key"] == chosen:
+                left.scatter([p[key]], [y + offset], marker="*", s=200, color=colour, edgecolor="black", zorder=5)
+    left.set_yticks(list(ys), names, fontsize=8)
+    left.set_xlabel("objective (mean FD over seeds; star: that sweep's choice)")
+    left.legend(fontsize=7)
+    left.set_title("Each sweep's objective per point")
+    for y, p in zip(ys, rows, strict=True):
+        paired = p.get("paired")
+        if paired and paired.get("interval"):
+            lo, hi = paired["interval"]
+            right.plot([lo, hi], [y, y], color="black", lw=1.4)
+            right.scatter([paired["mean"]], [y], color="black", s=22)
+        elif paired:
+            right.scatter([paired["mean"]], [y], color="black", s=22)
+        else:
+            right.scatter([p["difference"]], [y], facecolor="none", edgecolor="black", s=22)
+    right.axvline(0.0, color="tab:gray", ls=":")
+    right.set_yticks(list(ys), [""] * len(names))
+    right.set_xlabel("B - A (paired over common seeds, t interval; hollow: no common seed)")
+    right.set_title("Difference, B - A (negative: B lower)")
+    return fig
+
+
+def comparison_html(data: ComparisonData) -> str:
+    rows = []
+    for p in data.points:
+        paired = p.get("paired")
+        if paired and paired.get("interval"):
+            lo, hi = paired["interval"]
+            text = f"{paired['mean']:+.4g} [{lo:+.4g}, {hi:+.4g}], n={paired['n']}"
+        elif paired:
+            text = f"{paired['mean']:+.4g}, n=1 (one run)"
+        else:
+            text = "no common seed: unpaired" if p.get("difference") is not None else "-"
+        rows.append([_e(str(p["point_key"])), _e(str(p.get("role", ""))),
+                     *(("-" if p.get(k) is None else f"{p[k]:.4g}") for k in ("objective_a", "objective_b")),
+                     *(("-" if p.get(k) is None else str(p[k])) for k in ("rank_a", "rank_b")),
+                     "-" if p.get("difference") is None else f"{p['difference']:+.4g}", _e(text)])
+    same = {True: "the same choice", False: "different choices", None: "no choice in one of them"}[data.same_choice]
+    caption = (f"A: {data.a.get('name')} ({data.a.get('sweep_id')}), chosen {data.a.get('chosen')}; "
+               f"B: {data.b.get('name')} ({data.b.get('sweep_id')}), chosen {data.b.get('chosen')}: {same}. "
+               "Lower objective is better, so a negative B - A means B is lower.")
+    warnings = "".join(f"<p><strong>Warning:</strong> {_e(w)}</p>" for w in data.warnings)
+    return _table(["point", "role", "A", "B", "rank A", "rank B", "B - A", "paired over common seeds"], rows,
+                  _e(caption)) + warnings

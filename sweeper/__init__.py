@@ -53,7 +53,7 @@ from ._compare import ComparedPoint, SweepComparison, compare_sweeps
 from ._driver import cancel_sweep, default_workdir, run_sweep, sweep_status
 from ._errors import SweepError, SweepFailedError
 from ._extend import apply_extension, check_extension, extend_sweep
-from ._figures import FigureHook, set_figure_hook
+from ._figures import FigureHook, set_figure_hook, write_comparison_report, write_sweep_report
 from ._front import FrontPoint, QualityCostFront, non_dominated, quality_cost_front
 from ._importance import EVALUATORS, ParamImportance, SweepImportance, sweep_importance
 from ._ledger import TAG, parent_run_name
@@ -179,7 +179,9 @@ __all__ = [
     "transfer_status",
     "transfer_work",
     "trial_work",
+    "write_comparison_report",
     "write_optuna_study",
+    "write_sweep_report",
 ]
 
 if TYPE_CHECKING:  # what the lazily loaded names are, for type checkers; at run time `__getattr__` below

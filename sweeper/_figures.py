@@ -23,10 +23,12 @@ from ._settings import DriverSettings
 from .jobfiles import REPORT_FILE, store_transfer_report, transfer_version
 
 if TYPE_CHECKING:
+    from ._compare import SweepComparison
     from ._result import SweepResult
     from .transfer._result import TransferResult
 
-__all__ = ["FigureHook", "log_sweep_figures", "log_transfer_figures", "set_figure_hook"]
+__all__ = ["FigureHook", "log_sweep_figures", "log_transfer_figures", "set_figure_hook", "write_comparison_report",
+           "write_sweep_report"]
 
 
 class FigureHook(Protocol):
@@ -34,6 +36,12 @@ class FigureHook(Protocol):
 
     def sweep_figures(self, result: SweepResult) -> Sequence[str]:
         """Draw the sweep's figures and log them on its parent run; the artifact paths logged."""
+
+    def sweep_page(self, result: SweepResult, folder: str | Path) -> Sequence[str]:
+        """The sweep's report page and each of its figures as files in `folder`; the paths written."""
+
+    def comparison_page(self, comparison: SweepComparison, folder: str | Path) -> Sequence[str]:
+        """Two sweeps' comparison as a report page and its figure in `folder`; the paths written."""
 
     def transfer_figures(self, result: TransferResult, *, transfer_id: str | None, sweep_id: str | None,
                          store_page: Callable[[str], None]) -> Sequence[str]:
@@ -74,6 +82,27 @@ def log_transfer_figures(result: TransferResult, stream: IO[str] | None = None) 
 
     return _log(lambda hook: hook.transfer_figures(result, transfer_id=settings.transfer_id,
                                                    sweep_id=settings.source_sweep_id, store_page=store_page), stream)
+
+
+def write_sweep_report(result: SweepResult, folder: str | Path) -> list[str]:
+    """The sweep's report (`report.html`) and every figure (`<name>.png`: heatmap, importance, front, parallel
+    coordinates and slices, curves, timing) written to `folder`; the paths written. Needs a figure hook (the
+    command line registers one); unlike the finish stage's figures, a failure here is the caller's error."""
+    return list(_hook("write a sweep's report").sweep_page(result, folder))
+
+
+def write_comparison_report(comparison: SweepComparison, folder: str | Path) -> list[str]:
+    """A comparison of two sweeps (`compare_sweeps`) as `folder/report.html` and `folder/comparison.png`."""
+    return list(_hook("write a comparison's report").comparison_page(comparison, folder))
+
+
+def _hook(purpose: str) -> FigureHook:
+    if _hook_factory is None:
+        from ._errors import SweepError
+
+        raise SweepError(f"no figure hook is registered to {purpose}: call "
+                         "sweeper.set_figure_hook(dashboards.JobFigures) first (the scalesweep command does)")
+    return _hook_factory()
 
 
 def _log(draw: Callable[[FigureHook], Sequence[str]], stream: IO[str] | None) -> list[str]:

@@ -11,7 +11,9 @@
     scalesweep sweep importance SWEEP [--evaluator fanova|ped-anova] [--n-boot N] [--json]
                                                         which searched hyperparameter mattered
     scalesweep sweep front SWEEP [--json]               the quality-cost front (objective vs optimizer cost)
-    scalesweep sweep compare SWEEP_A SWEEP_B [--json]   two sweeps side by side, paired where seeds match
+    scalesweep sweep report SWEEP --out DIR             the sweep's report page and each figure as PNG files
+    scalesweep sweep compare SWEEP_A SWEEP_B [--json] [--out DIR]
+                                                        two sweeps side by side, paired where seeds match
     scalesweep sweep extend SPEC --workdir DIR [--quiet]
                                                         add seeds, grid values, budget or baselines to a finished
                                                         sweep and run only what is missing
@@ -62,6 +64,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _sweep_reference(p, "sweep", "SWEEP_A")
     p.add_argument("other", metavar="SWEEP_B", help="the second sweep, given like the first")
     p.add_argument("--json", action="store_true", help="print the comparison document as JSON")
+    p.add_argument("--out", help="also write the comparison's report page and figure to this folder")
+    p = sub.add_parser("report", help="the sweep's report page and each of its figures as files")
+    _sweep_reference(p, "sweep")
+    p.add_argument("--out", required=True, help="folder for report.html and <figure>.png (made if missing)")
     p = sub.add_parser("extend", help="add seeds, grid values, budget or baselines to a finished sweep")
     p.add_argument("spec", help="the sweep's spec with the additions (.yaml, .yml or .json)")
     p.add_argument("--workdir", required=True, help="the sweep's work folder")
@@ -200,8 +206,25 @@ def _front(args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace) -> int:
     from ._compare import compare_sweeps
+    from ._figures import write_comparison_report
 
-    return _print(args, compare_sweeps(_load(args), _load(args, args.other)))
+    comparison = compare_sweeps(_load(args), _load(args, args.other))
+    _print(args, comparison)
+    if args.out:
+        _written(write_comparison_report(comparison, args.out))
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from ._figures import write_sweep_report
+
+    _written(write_sweep_report(_load(args), args.out))
+    return 0
+
+
+def _written(paths: list[str]) -> None:
+    """The files written, on stderr: under --json, stdout holds the document alone."""
+    print(f"wrote {', '.join(paths)}", file=sys.stderr)
 
 
 def _optuna(args: argparse.Namespace) -> int:
@@ -255,6 +278,7 @@ _COMMANDS: dict[str, Any] = {
     "importance": _importance,
     "front": _front,
     "compare": _compare,
+    "report": _report,
     "optuna": _optuna,
     "extend": _extend,
 }

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response
+from fastapi.responses import HTMLResponse
 
 from sweeper import (
     SweepError,
@@ -66,7 +67,7 @@ def _public(request: Request, record: SweepRecord) -> SweepPublic:
         best_so_far=live.get("best"),
         mlflow_experiment_id=meta["experiment_id"],
         mlflow_parent_run_id=meta["parent_run_id"],
-        links=Links(self=base, trials=f"{base}/trials", best=f"{base}/best",
+        links=Links(self=base, trials=f"{base}/trials", best=f"{base}/best", report=f"{base}/report",
                     mlflow_experiment=meta["mlflow_experiment"], mlflow_parent_run=meta["mlflow_parent_run"]),
         spec=redact_spec(record.spec),
     )
@@ -228,6 +229,33 @@ def get_comparison(sweep_id: str, other_id: str, request: Request, session: Sess
     doc = compare_sweeps(a, b).to_dict()
     doc["a"]["id"], doc["b"]["id"] = record.id, other.id  # the service's ids beside the tracking ids
     return doc
+
+
+_HTML: dict[int | str, dict[str, Any]] = {200: {"content": {"text/html": {"schema": {"type": "string"}}}}}
+
+
+@router.get("/{sweep_id}/compare/{other_id}/report", response_class=HTMLResponse,
+            responses={**_HTML, 409: {"description": "either sweep has no result yet"}},
+            summary="The comparison as one self-contained HTML page: its table and figure")
+def get_comparison_report(sweep_id: str, other_id: str, request: Request, session: SessionDep,
+                          reader: ReadAccess) -> HTMLResponse:
+    from dashboards import build_report, comparison_report
+
+    return HTMLResponse(build_report(comparison_report(get_comparison(sweep_id, other_id, request, session,
+                                                                      reader))))
+
+
+@router.get("/{sweep_id}/report", response_class=HTMLResponse,
+            responses={**_HTML, 409: {"description": "no point scored yet"}},
+            summary="The sweep's report as one self-contained HTML page: heatmap, importance, front, parallel "
+            "coordinates and slices, curves, timing, the decisions recorded")
+def get_report(sweep_id: str, request: Request, session: SessionDep, _reader: ReadAccess) -> HTMLResponse:
+    from dashboards import build_report, sweep_report
+
+    record, result = _scored(sweep_id, request, session)
+    return HTMLResponse(_derived(request, record, "report", lambda: build_report(
+        sweep_report(result.tracking_uri, result.parent_run_id, title=f"scalesweep sweep {result.name}",
+                     context={"sweep": record.id}))))
 
 
 @router.post("/{sweep_id}/extend", status_code=202,

@@ -111,6 +111,10 @@ def test_a_sweep_compared_with_itself_over_rest_shows_zero_differences(views: Vi
                for p in doc["points"])
     missing = _get(views, "/compare/sw-nosuchsweep")
     assert missing.status_code == 404 and "sw-nosuchsweep" in missing.text
+    page = _get(views, f"/compare/{views.sweep}/report")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html"), page.text
+    assert 'id="comparison"' in page.text and page.text.count("+0 [+0, +0], n=2") == 7
+    assert _get(views, "/compare/sw-nosuchsweep/report").status_code == 404
 
 
 def test_the_python_client_reads_the_same_views(views: Views) -> None:
@@ -204,6 +208,16 @@ def test_the_cli_shows_the_same_views_and_writes_the_study(views: Views, tmp_pat
     assert scalesweep_cli.main(["sweep", "optuna", views.workdir, "--storage", storage, "--study", "v"]) == 0
     assert "optuna-dashboard" in capsys.readouterr().out
     assert len(optuna.load_study(study_name="v", storage=storage).trials) == 14
+    out = tmp_path / "report"
+    assert scalesweep_cli.main(["sweep", "report", views.workdir, "--out", str(out)]) == 0
+    written = {p.name for p in out.iterdir()}
+    assert {"report.html", "heatmap.png", "importance.png", "front.png", "parallel.png"} <= written, written
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in out.glob("*.png"))
+    assert all(f'id="{p.stem}"' in (out / "report.html").read_text() for p in out.glob("*.png"))
+    assert scalesweep_cli.main(["sweep", "compare", views.workdir, views.workdir, "--out", str(tmp_path / "cmp")]) == 0
+    assert "\n" in capsys.readouterr().out  # the table, as without --out
+    assert sorted(p.name for p in (tmp_path / "cmp").iterdir()) == ["comparison.png", "report.html"]
+    assert (tmp_path / "cmp" / "report.html").read_text().count("+0 [+0, +0], n=2") == 7
     assert scalesweep_cli.main(["sweep", "importance", str(tmp_path)]) == 2  # not a sweep's folder: one line
     err = capsys.readouterr().err.strip()
     assert "not a sweep work folder" in err and "\n" not in err
@@ -223,8 +237,10 @@ def test_the_driver_stored_the_views_and_their_figures_on_the_parent_run(views: 
     figures = {f.path for f in client.list_artifacts(parent, "figures")}
     assert {"figures/importance.png", "figures/front.png", "figures/parallel.png"} <= figures, figures
     page = build_report(sweep_report(uri, parent))
+    served = httpx.get(f"{views.url}{body['links']['report']}", timeout=120)
+    assert served.status_code == 200 and served.headers["content-type"].startswith("text/html")
     for section in ('id="importance"', 'id="front"', 'id="parallel"', "compare view"):
-        assert section in page
+        assert section in page and section in served.text
     # The slices' means are the trials' own: K=3 over both gammas and seeds, from /trials.
     trials = httpx.get(f"{views.url}/v1/sweeps/{views.sweep}/trials", timeout=60).json()["data"]
     k3 = [t["objective"] for t in trials if t["params"].get("K") == 3]

@@ -115,3 +115,38 @@ def test_the_comparison_document_reads_back_to_the_same_table() -> None:
     diff = compare_sweeps(_result(), _result(shift=-1.0, sweep_id="s2"))
     again = type(diff).from_dict(diff.to_dict())
     assert again.lines() == diff.lines() and again.to_dict() == diff.to_dict()
+
+
+def test_the_comparison_page_draws_each_paired_difference_and_states_the_warnings(tmp_path: Path) -> None:
+    from dashboards import JobFigures, build_report, comparison_report
+    from dashboards._sweepviews import comparison_from_document, plot_comparison
+
+    diff = compare_sweeps(_result(), _result(shift=-3.0, sweep_id="s2"))
+    drawn = comparison_from_document(diff.to_dict())
+    assert drawn is not None
+    figure = plot_comparison(drawn)
+    right = figure.axes[1]
+    means = sorted(float(x) for c in right.collections for x, _ in c.get_offsets())
+    assert means == [-3.0, -3.0, 0.0, 0.0, 0.0]  # the two K=3 points moved, the rest and adamw did not
+    page = build_report(comparison_report(diff.to_dict()))
+    assert 'id="comparison"' in page and page.count("-3 [-3, -3], n=3") == 2 and page.count("+0 [+0, +0], n=3") == 3
+    written = JobFigures().comparison_page(diff, tmp_path / "cmp")
+    assert [Path(p).name for p in written] == ["report.html", "comparison.png"]
+    # Nothing scored in both: no figure, the page says why.
+    apart = compare_sweeps(_result(), SweepResult(
+        sweep_id="s4", name="empty", state="FAILED", parent_run_id=None, tracking_uri="", experiment="e",
+        eval_steps=[8, 10, 12], seeds=SEEDS, selection=None, points=[], baselines=[], trials=[]))
+    assert comparison_from_document(apart.to_dict()) is None
+    empty = build_report(comparison_report(apart.to_dict()))
+    assert 'id="comparison"' not in empty and "no point was scored in both sweeps" in empty
+
+
+def test_writing_a_report_without_a_figure_hook_is_a_clear_error() -> None:
+    import sweeper
+
+    previous = sweeper.set_figure_hook(None)
+    try:
+        with pytest.raises(SweepError, match="no figure hook is registered to write a sweep's report"):
+            sweeper.write_sweep_report(_result(), "unused")
+    finally:
+        sweeper.set_figure_hook(previous)
