@@ -56,6 +56,15 @@ def test_evidence_profile_decides_with_uncertainty_and_declares_its_target() -> 
     assert sweep.confirm.top == 2 and sweep.confirm_seeds == [3, 4, 5]
     assert [v for b in sweep.baselines for v, _ in b.variants()] == [
         "adamw.lr_x0.5", "adamw.lr_x1", "adamw.lr_x2", "muon.lr_x0.5", "muon.lr_x1", "muon.lr_x2"]
+    # examples/sweep-evidence.yaml is this sweep (the guide's figures come from it), and its cpu-s twin differs
+    # from it only by the rung, the name and what it leaves out
+    example = SweepSpec.model_validate(yaml.safe_load((ROOT / "examples/sweep-evidence.yaml").read_text()))
+    assert example == SweepSpec.model_validate(demo_sweep_spec(p, "sweep-evidence"))
+    twin = yaml.safe_load((ROOT / "examples/sweep-evidence-cpu-s.yaml").read_text())
+    assert SweepSpec.model_validate(twin).rung == "cpu-s"
+    same = {k: v for k, v in demo_sweep_spec(p, "sweep-evidence-cpu-s").items() if k not in ("baselines", "confirm")}
+    made = SweepSpec.model_validate({**same, "rung": "cpu-s", "tracking": twin["tracking"]})
+    assert made == SweepSpec.model_validate(twin)
     spec = TransferSpec.model_validate({"name": "e", "sweep": "x", "rungs": list(p.rungs), **p.transfer})
     assert spec.target.rule == "final_mean" and spec.timing.steps == 20 and spec.timing.repeats == 3
     assert spec.verify is None  # the bracket would add ~35 min on 2 cores; a transfer spec can ask for it
