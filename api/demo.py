@@ -63,6 +63,7 @@ class DemoProfile:
     space: dict[str, list[Any]] | None = None  # the sweep's K x gamma grid; None = the paper's 12 points
     transfer: dict[str, Any] = field(default_factory=dict)  # other TransferCreate fields (target, horizon, timing)
     baseline_lr_factors: tuple[float, ...] = ()  # each baseline run at these multiples of its lr (equal budgets)
+    transfer_seeds: tuple[int, ...] | None = None  # the transfer's own seeds (None: the sweep's)
 
 
 # Half the default batch, a quarter of the FD samples, 8 Euler steps: what the quick and full profiles share.
@@ -128,8 +129,8 @@ PROFILES: dict[str, DemoProfile] = {
     # cost about as much as the other three rungs together), 480 steps at each (measured 2026-12-02: per-parameter
     # horizons of 0.02 images per parameter gave cpu-xs 406 steps and left it undertrained, median drop 13 % over
     # the last third; at 480 it fell 7 %; above cpu-xs 0.02 images per parameter would need 1,300-2,900 steps, too
-    # many for an hour on 2 cores, so the cap bound anyway), three seeds, a target declared up front
-    # (1.1 x AdamW's mean final tracking FD per rung), 6 tracking evaluations per run, 512 FD samples at the
+    # many for an hour on 2 cores, so the cap bound anyway), three fresh seeds and three more while the saving
+    # against Muon is not shown, a target fixed from a pilot, 6 tracking evaluations per run, 512 FD samples at the
     # deciding checkpoints (> 2d, so each carries a bias estimate) and three interleaved timing rounds per arm and
     # rung in isolation (the per-step ratio gets an interval). No verification bracket: its 18 runs at cpu-s
     # would add about 35 minutes (add `verify: {rung: cpu-s}` to a transfer spec for it).
@@ -142,14 +143,22 @@ PROFILES: dict[str, DemoProfile] = {
         confirm_top=2,
         baseline_lr_factors=(0.5, 1.0, 2.0),
         trial={**_SMALL_TRIAL, "warmup_steps": 20, "eval": {**_SMALL_TRIAL["eval"], "track_points": 0}},
-        transfer={"target": {"rule": "final_mean", "arm": "adamw", "slack": 0.1},
+        # Seeds nobody chose on: the sweep selected on 0-2 and confirmed on 3-5.
+        transfer_seeds=(6, 7, 8),
+        # The target fixed before the runs, from a pilot: 1.1 x AdamW's mean final tracking FD per rung in this
+        # profile's run of 2026-12-02 on a 2-core EPYC with AVX512-BF16 (seeds 0-2, which the transfer no longer
+        # uses), so the runs that are judged did not set their own line (docs/targets.md).
+        transfer={"target": {"rule": "fixed", "values": {"cpu-xs": 471.6, "cpu-s": 454.5, "cpu-m": 428.6}},
+                  # While the saving against Muon at cpu-m is not shown, 3 more seeds, up to 6 (2 looks, each at
+                  # 0.025).
+                  "rounds": {"against": "muon", "measure": "time_saving_pct", "add": 3, "max_seeds": 6},
                   "timing": {"steps": 20, "warmup": 5, "repeats": 3},
                   "trial": {"eval": {"fd_samples": 512, "reference_samples": 1024, "track_points": 6,
                                      "track_samples": 256, "track_sample_steps": 8}}},
         about="6 points (K 2-4 x gamma 0.15, 0.35) at the sweep, 240 steps, seeds 0-2, top 2 confirmed on seeds "
         "3-5 (baselines as controls), baselines at lr x0.5/x1/x2; transfer to cpu-xs, cpu-s and cpu-m at 480 "
-        "steps, 3 seeds, target 1.1 x AdamW's final mean, 6 tracking evaluations, 512 FD samples, per-step "
-        "timing in isolation (3 rounds)",
+        "steps on fresh seeds 6-8 (3 more while the saving against Muon at cpu-m is not shown), a target fixed "
+        "from a pilot run, 6 tracking evaluations, 512 FD samples, per-step timing in isolation (3 rounds)",
     ),
 }
 
@@ -409,9 +418,11 @@ def _save_outcome(client: Any, transfer_id: str, target: str, out: Path) -> tupl
     optimizer) and its report page, written under `out`; returns (fits, what the export builds, report path)."""
     fits = client.transfer_fits(transfer_id)
     (out / "fits.json").write_text(json.dumps(fits, indent=2, default=str))
-    export_yaml = client.export(transfer_id, rung=target, format="yaml")
+    # The demo records the study whatever it found: a choice worse than a baseline with confidence is exported
+    # with that warning in its provenance (printed with the summary), not refused as a plain export would be.
+    export_yaml = client.export(transfer_id, rung=target, format="yaml", allow_losing=True)
     (out / "export.yaml").write_text(export_yaml)
-    (out / "export.json").write_text(client.export(transfer_id, rung=target, format="json"))
+    (out / "export.json").write_text(client.export(transfer_id, rung=target, format="json", allow_losing=True))
     built = _check_export(export_yaml)
     report = out / "report.html"
     report.write_text(client.report(transfer_id))
@@ -487,7 +498,8 @@ def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path, run_mar
             _stage(f"3/4 transfer to {', '.join(profile.rungs)} with periodic, Muon and AdamW "
                    f"({profile.horizon_factor:g}x the horizon)", times)
             transfer = client.submit_transfer(sweep.id, list(profile.rungs), arms=["periodic", "muon", "adamw"],
-                                              horizon_factor=profile.horizon_factor, seeds=list(profile.seeds),
+                                              horizon_factor=profile.horizon_factor,
+                                              seeds=list(profile.transfer_seeds or profile.seeds),
                                               idempotency_key=f"demo-transfer-{stamp}", **profile.transfer)
             final_t = _follow(client.follow_transfer(transfer.id, interval=2.0), _transfer_line)
             if final_t.state != "SUCCEEDED":
@@ -498,6 +510,10 @@ def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path, run_mar
             fits, built, report = _save_outcome(client, transfer.id, target, out)
             print("\n".join(_summary(best.get("best"), fits, best)))
             print(f"\nexport ({target}) builds: {'; '.join(built)}")
+            from scaling import Export
+
+            for warning in Export.from_text((out / "export.yaml").read_text()).provenance.get("warnings") or []:
+                print(f"export WARNING: {warning}")
             print(f"\n{_stage_times(times, time.monotonic())}")
             print("\nOpen:\n"
                   f"  report      {report}\n"

@@ -126,8 +126,11 @@ class TransferCreate(BaseModel):
     verify: dict[str, Any] | None = Field(
         None, description="A verification bracket around the transferred point: {} for the largest rung, or "
         "{rung, knobs, tolerance}; the verdict (held / moved / inconclusive) is in /fits (docs/decisions.md).")
+    rounds: dict[str, Any] | None = Field(
+        None, description="Seeds added in rounds until the saving is shown or the budget is spent: {against: muon, "
+        "measure: time_saving_pct, add: 3, max_seeds: 9, alpha: 0.05} (docs/guide.md).")
 
-    @field_validator("lr_rules", "execution", "trial", "target", "horizon", "timing", "plateau", "verify")
+    @field_validator("lr_rules", "execution", "trial", "target", "horizon", "timing", "plateau", "verify", "rounds")
     @classmethod
     def _bounded_shape(cls, value: dict[str, Any] | None, info: Any) -> dict[str, Any] | None:
         from sweeper import check_shape  # depth, keys and size of free-form data (docs/security.md)

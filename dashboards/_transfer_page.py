@@ -39,6 +39,7 @@ def transfer_page_data(result: Any, *, transfer_id: str | None = None, sweep_id:
         raise DashboardError(f"transfer {transfer_id or result.transfer_id} has no MLflow parent run yet")
     fits: dict[str, Any] = {}
     notes: list[str] = [result.seeds_note] if getattr(result, "seeds_note", None) else []
+    notes += [f"Seeds added in rounds: {line}" for line in getattr(result, "rounds_lines", ())]
     for metric, name in _REPORT_METRIC.items():
         try:
             fits[name] = result.fits(metric)

@@ -36,6 +36,7 @@ from ._fit import (
 from ._forms import FORMS
 from ._lr_rules import LrRule, WdRule, carry_optimizer
 from ._records import TransferRun
+from ._rounds import RoundsSpec, next_seeds, planned_looks, rounds_look
 from ._rungs import (
     HorizonSpec,
     PlateauSpec,
@@ -91,6 +92,7 @@ __all__ = [
     "LrRule",
     "Plateau",
     "PlateauSpec",
+    "RoundsSpec",
     "Savings",
     "ScalingError",
     "ScalingFit",
@@ -109,8 +111,11 @@ __all__ = [
     "export_snippet",
     "fit_scaling",
     "median_step_times",
+    "next_seeds",
+    "planned_looks",
     "plateau",
     "refuse_losing_choice",
+    "rounds_look",
     "rung_horizon",
     "rung_report",
     "savings",

@@ -284,6 +284,9 @@ def _time_saving(step_logs: Sequence[float], timing: Mapping[str, Any] | None, s
         # A larger product is a smaller saving: the interval's ends swap.
         out.update(lo=100 * (1 - math.exp(center + half)), hi=100 * (1 - math.exp(center - half)), level=level)
         out["p_value"] = two_sided_t_p(center, math.sqrt(var), df)
+        # The two parts of the log's standard error: only the seeds' shrinks as seeds are added.
+        out["se_seeds_log"] = math.sqrt(var_s)
+        out["se_timing_log"] = math.sqrt(var_t) if var_t is not None else None
         out.update(_power(statistics.variance(step_logs), n, var_t, df_t, level))
     out["definition"] = ("1 - steps-to-target ratio x per-step time ratio (positive: faster); the interval carries "
                          "the seeds' spread" + (" and, with 2 or more timing rounds, the timing's" if var_t is not None

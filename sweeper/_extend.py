@@ -30,7 +30,7 @@ from .jobfiles import SPEC_FILE, STATE_FILE, driver_lock, read_json, read_state,
 if TYPE_CHECKING:
     from ._result import SweepResult
 
-__all__ = ["apply_extension", "check_extension", "extend_sweep"]
+__all__ = ["apply_extension", "check_extension", "extend_held", "extend_sweep"]
 
 # What an extension may change; every other field must be equal.
 _EXTENSIBLE = ("seeds", "baselines", "execution", "retries")
@@ -106,37 +106,43 @@ def apply_extension(spec: SweepSpec, workdir: str | Path) -> list[str]:
     parent run (`spec.json`, the fingerprint tag, and the `scalesweep.extensions` history) say what it is now, so
     the next resume runs what is missing. Returns what was added (empty: nothing changed). Refused (`SweepError`)
     without a sweep in `workdir`, while its driver runs, or for a change an extension may not make."""
+    folder = Path(workdir).resolve()
+    with driver_lock(folder, SweepError):
+        return extend_held(spec, folder)
+
+
+def extend_held(spec: SweepSpec, folder: Path) -> list[str]:
+    """`apply_extension` for a caller that holds the folder's driver lock already (a transfer adding seeds to its
+    own sweep between rounds)."""
     from trials.record import TAG
 
     from ._driver import _with_trainer as with_trainer
     from ._ledger import SweepLedger
 
     new = with_trainer(spec)  # as its driver will see it: a registered trainer's command filled in
-    folder = Path(workdir).resolve()
-    with driver_lock(folder, SweepError):
-        state = read_state(folder)
-        stored = read_json(folder / SPEC_FILE)
-        if state is None or stored is None:
-            raise SweepError(f"{folder} holds no sweep to extend (no {STATE_FILE}); start one with sweep run")
-        old = SweepSpec.model_validate(stored)
-        if old.name != new.name:
-            raise SweepError(f"name: the sweep in {folder} is {old.name!r}; the spec names {new.name!r}")
-        added = check_extension(old, new)
-        if not added:
-            return []
-        ledger = SweepLedger(state["tracking_uri"], state["experiment"])
-        parent = ledger.client.get_run(state["parent_run_id"])
-        history = json.loads(parent.data.tags.get(TAG.EXTENSIONS, "[]"))
-        history.append({"at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"), "added": added,
-                        "fingerprint": new.fingerprint()})
-        # MLflow's params are write-once: they keep the spec the sweep started with; spec.json and this tag say
-        # what it is now.
-        ledger.log_spec(state["parent_run_id"], new)
-        ledger.set_tags(state["parent_run_id"], {TAG.FINGERPRINT: new.fingerprint(),
-                                                 TAG.EXTENSIONS: json.dumps(history)})
-        write_json(folder / SPEC_FILE, new.model_dump(mode="json"))
-        write_json(folder / STATE_FILE, {**state, "fingerprint": new.fingerprint()})
-        return added
+    state = read_state(folder)
+    stored = read_json(folder / SPEC_FILE)
+    if state is None or stored is None:
+        raise SweepError(f"{folder} holds no sweep to extend (no {STATE_FILE}); start one with sweep run")
+    old = SweepSpec.model_validate(stored)
+    if old.name != new.name:
+        raise SweepError(f"name: the sweep in {folder} is {old.name!r}; the spec names {new.name!r}")
+    added = check_extension(old, new)
+    if not added:
+        return []
+    ledger = SweepLedger(state["tracking_uri"], state["experiment"])
+    parent = ledger.client.get_run(state["parent_run_id"])
+    history = json.loads(parent.data.tags.get(TAG.EXTENSIONS, "[]"))
+    history.append({"at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"), "added": added,
+                    "fingerprint": new.fingerprint()})
+    # MLflow's params are write-once: they keep the spec the sweep started with; spec.json and this tag say
+    # what it is now.
+    ledger.log_spec(state["parent_run_id"], new)
+    ledger.set_tags(state["parent_run_id"], {TAG.FINGERPRINT: new.fingerprint(),
+                                             TAG.EXTENSIONS: json.dumps(history)})
+    write_json(folder / SPEC_FILE, new.model_dump(mode="json"))
+    write_json(folder / STATE_FILE, {**state, "fingerprint": new.fingerprint()})
+    return added
 
 
 def extend_sweep(spec: SweepSpec | str | Path | Mapping[str, Any], workdir: str | Path, *,

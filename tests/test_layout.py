@@ -225,11 +225,13 @@ def test_the_transfer_has_one_home_and_scaling_forwards_none_of_its_names() -> N
         assert not hasattr(scaling, name) and name not in scaling.__all__, name
 
 
-def test_scaling_caps_a_horizon_where_the_sweeper_does() -> None:
+def test_scaling_caps_a_horizon_and_the_seeds_where_the_sweeper_does() -> None:
+    from scaling._rounds import MAX_SEEDS
     from scaling._rungs import MAX_HORIZON
     from sweeper import MAX_HORIZON as SWEEPER_MAX_HORIZON
+    from sweeper import MAX_SEEDS as SWEEPER_MAX_SEEDS
 
-    assert MAX_HORIZON == SWEEPER_MAX_HORIZON
+    assert MAX_HORIZON == SWEEPER_MAX_HORIZON and MAX_SEEDS == SWEEPER_MAX_SEEDS
 
 
 # ------------------------------------------------------------------------------------------------------------

@@ -71,6 +71,7 @@ class ExportAnswers(FitAnswers, VerificationAnswers):
             "fits": fits,
             "verification": self.verification_doc(),
             "seeds_note": self.seeds_note,
+            "rounds": self.plan.rounds,
         })
 
     def target_summary(self, *, n_boot: int | None = None) -> dict[str, Any]:

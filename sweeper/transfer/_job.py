@@ -83,6 +83,7 @@ from ..jobfiles import (
     write_labelled,
 )
 from ._result import TransferPlan, TransferResult, _clean, _rung_shape, size_basis
+from ._rounds import catch_up, planned_rounds, run_rounds
 from ._spec import TransferSpec, default_transfer_workdir, load_transfer_spec
 from ._timing import measure_step_time_runs
 from ._verification import is_verification_run, plan_verification
@@ -298,6 +299,7 @@ def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[Transf
         if missing:
             raise TransferError(f"target.values has no value for rungs {missing} (rule 'fixed' needs one per rung)")
     seeds = list(spec.seeds or base.seeds)
+    rounds = planned_rounds(spec, rungs, seeds, source.searched_arm)
     base_width = _rung_shape(base_rung)[0]
     optimizers = source.base_optimizers()
 
@@ -370,7 +372,10 @@ def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[Transf
     }
     if verification is not None:
         plan["verification"] = verification
+    if rounds is not None:
+        plan["rounds"] = rounds
     return TransferPlan.model_validate(plan), validated.model_dump(mode="json")
+
 
 
 class TransferState(BaseModel):
@@ -454,10 +459,16 @@ class TransferJob:
         if state.step_timing is None:
             state.step_timing = _step_timing(spec, state, out)
             state.write(path)
+        catch_up(state, path)  # a round's seeds recorded before a restart
+
+        def run_round(sweep: SweepSpec) -> str:
+            return run_stages(SweepJob(sweep), run.inner(), resume=True).state
+
         # The transfer's table and figures, drawn by the runner once it ends, cover the sweep's runs.
-        swept = run_stages(SweepJob(SweepSpec.model_validate(sweep_spec)), run.inner(), resume=True)
+        swept_state = run_rounds(state, path, sweep_spec, run_round(SweepSpec.model_validate(sweep_spec)),
+                                 load=lambda: load_transfer_result(path), run_round=run_round, out=out)
         result = load_transfer_result(path)
-        if swept.state == "CANCELLED":
+        if swept_state == "CANCELLED":
             final = "CANCELLED"
         elif any(r.state == "SUCCEEDED" for r in result.runs) and not any(
                 r.state in ("RUNNING", "PENDING", "CANCELLED") for r in result.runs):

@@ -91,6 +91,9 @@ class TransferPlan(_Keyed):
     size_basis: dict[str, Any] | None = None
     base: PlanBase | None = None
     verification: dict[str, Any] | None = None
+    # Seeds added in rounds: the rule (`scaling.RoundsSpec`), the deciding rung, the first round's seeds and each
+    # look so far (`scaling.rounds_look`); `seeds` above grows with the rounds.
+    rounds: dict[str, Any] | None = None
 
     def horizon_of(self) -> dict[str, int]:
         """Steps per rung (every rung at `horizon` in plans from before per-rung horizons)."""

@@ -76,6 +76,20 @@ class ResultRecord:
                 f"{self.searched_arm}; give the transfer fresh seeds (seeds: [...]) for an unbiased check")
 
     @property
+    def rounds_lines(self) -> list[str]:
+        """One line per look of a transfer that added seeds in rounds (`rounds:` in its spec); empty without."""
+        rounds = self.plan.rounds or {}
+        out = []
+        for i, look in enumerate(rounds.get("looks") or [], start=1):
+            interval = ("" if look.get("lo") is None else f" [{look['lo']:+.3g}, {look['hi']:+.3g}] (95 %)")
+            shown = "no number" if look.get("mean") is None else f"{look['mean']:+.3g}{interval}, n={look.get('n')}"
+            out.append(f"round {i} of at most {look['looks_planned']} ({len(look['seeds'])} seeds): "
+                       f"{look['measure']} vs {look['against']} at {look['rung']} {shown}; "
+                       f"tested at {look['alpha_per_look']:.3g} -> {look['reason']}"
+                       + (f"; {look['note']}" if look.get("note") else ""))
+        return out
+
+    @property
     def size_basis(self) -> str:
         """What `parameters` counts, in words (one basis per study)."""
         basis = self.plan.size_basis or {}

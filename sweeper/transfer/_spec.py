@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from scaling import HorizonSpec, LrRule, PlateauSpec, TargetSpec, TimingSpec, TransferError, WdRule
+from scaling import HorizonSpec, LrRule, PlateauSpec, RoundsSpec, TargetSpec, TimingSpec, TransferError, WdRule
 from trials.optim import ARMS
 
 from .._spec import MAX_HORIZON, MAX_SEEDS, ExecutionSpec, Seeds, SweepTracking, TrialSection, read_spec
@@ -103,6 +103,12 @@ class TransferSpec(BaseModel):
     plateau: PlateauSpec = Field(
         default_factory=lambda: PlateauSpec(), description="The plateau check that flags undertrained rungs."
     )
+    rounds: RoundsSpec | None = Field(
+        None,
+        description="Seeds added in rounds (rounds.add new seeds each) until the searched arm's saving against "
+        "rounds.against at rounds.rung is shown (its test at alpha over the looks the budget allows) or the "
+        "budget (rounds.max_seeds) is spent. None = one round on the transfer's seeds.",
+    )
 
     @field_validator("rungs")
     @classmethod
@@ -129,6 +135,14 @@ class TransferSpec(BaseModel):
             raise ValueError(f"lr_rules names arms {extra} that are not in arms {self.arms}")
         if self.target.rule == "final_mean" and self.target.arm not in self.arms:
             raise ValueError(f"target.arm {self.target.arm!r} must be one of arms {self.arms}")
+        if self.rounds is not None:
+            if self.rounds.against not in self.arms:
+                raise ValueError(f"rounds.against {self.rounds.against!r} must be one of arms {self.arms}")
+            if self.rounds.rung is not None and self.rungs is not None and self.rounds.rung not in self.rungs:
+                raise ValueError(f"rounds.rung {self.rounds.rung!r} must be one of rungs {self.rungs}")
+            if self.seeds is not None and len(self.seeds) > self.rounds.max_seeds:
+                raise ValueError(f"rounds.max_seeds ({self.rounds.max_seeds}) is below the {len(self.seeds)} "
+                                 "seeds the first round runs")
         if self.rungs is not None and self.target.rule == "fixed":
             missing = [r for r in self.rungs if r not in self.target.values]
             if missing:
@@ -140,8 +154,9 @@ class TransferSpec(BaseModel):
         payload = self.model_dump(mode="json", exclude={"execution"})
         if payload.get("weight_decay_rule") == "keep_lr_wd":  # added later: older transfers resume
             payload.pop("weight_decay_rule")
-        if payload.get("verify", 0) is None:  # added later: older transfers resume
-            payload.pop("verify")
+        for later in ("verify", "rounds"):  # added later: older transfers resume
+            if payload.get(later, 0) is None:
+                payload.pop(later)
         # Sections added later are left out while at their defaults, so transfers started before them resume.
         for key, default in (("target", TargetSpec()), ("horizon", HorizonSpec()), ("timing", TimingSpec()),
                              ("plateau", PlateauSpec())):

@@ -65,8 +65,14 @@ def test_evidence_profile_decides_with_uncertainty_and_declares_its_target() -> 
     same = {k: v for k, v in demo_sweep_spec(p, "sweep-evidence-cpu-s").items() if k not in ("baselines", "confirm")}
     made = SweepSpec.model_validate({**same, "rung": "cpu-s", "tracking": twin["tracking"]})
     assert made == SweepSpec.model_validate(twin)
-    spec = TransferSpec.model_validate({"name": "e", "sweep": "x", "rungs": list(p.rungs), **p.transfer})
-    assert spec.target.rule == "final_mean" and spec.timing.steps == 20 and spec.timing.repeats == 3
+    spec = TransferSpec.model_validate({"name": "e", "sweep": "x", "rungs": list(p.rungs),
+                                        "seeds": list(p.transfer_seeds or ()), **p.transfer})
+    # judged on seeds that neither chose nor confirmed, against a target fixed before the runs (from a pilot on
+    # other seeds), with seeds added while the saving against Muon at the largest rung is not shown
+    assert spec.seeds == [6, 7, 8] and not set(spec.seeds) & {*sweep.seeds, *sweep.confirm_seeds}
+    assert spec.target.rule == "fixed" and sorted(spec.target.values) == sorted(p.rungs)
+    assert spec.rounds is not None and spec.rounds.against == "muon" and spec.rounds.max_seeds == 6
+    assert spec.timing.steps == 20 and spec.timing.repeats == 3
     assert spec.verify is None  # the bracket would add ~35 min on 2 cores; a transfer spec can ask for it
     # 480 steps at every rung: 0.02 images per parameter gave cpu-xs 406 steps, measured undertrained
     assert spec.horizon.mode == "fixed" and p.horizon * p.horizon_factor == 480

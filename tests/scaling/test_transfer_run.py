@@ -230,6 +230,51 @@ def test_per_param_horizons_give_each_rung_its_own_steps(case: dict[str, Any]) -
     json.dumps(doc, allow_nan=False)
 
 
+def test_seeds_added_in_rounds_until_shown_or_the_budget_is_spent(case: dict[str, Any]) -> None:
+    # One rung, one seed to start, one seed per round up to 3: looks after 1, 2 and 3 seeds, each at 0.05 / 3.
+    rule = {"against": "muon", "measure": "steps_to_target_ratio", "add": 1, "max_seeds": 3}
+    spec = {"name": "tiny-rounds", "sweep": str(case["sweep_dir"]), "rungs": ["cpu-xs"], "seeds": [0],
+            "rounds": rule, "timing": {"steps": 0}, "trial": {"eval": {"fd_samples": 64, "track_points": 4}}}
+    progress = io.StringIO()
+    result = run_transfer(spec, workdir=case["root"] / "rounds", show_progress=True, stream=progress)
+    assert result.state == "SUCCEEDED"
+    rounds = result.plan.rounds
+    looks = rounds["looks"]
+    assert rounds["rung"] == "cpu-xs" and rounds["initial_seeds"] == [0] and rounds["looks_planned"] == 3
+    # the sweep chose on seed 0, so the added seeds are fresh: 1, then 2
+    assert [look["seeds"] for look in looks] == [[0], [0, 1], [0, 1, 2]][: len(looks)]
+    assert looks[0]["p_value"] is None and not looks[0]["stop"]  # one seed: no interval, go on
+    for look in looks[:-1]:
+        assert not look["stop"]
+    last = looks[-1]
+    assert last["stop"] and (last["reason"].startswith("budget spent: 3 of max_seeds 3") if len(looks) == 3
+                             else last["p_value"] < 0.05 / 3)
+    seeds = last["seeds"]
+    assert result.plan.seeds == seeds
+    # every arm ran once per seed, all in the transfer's one MLflow parent run
+    assert result.counts == {"SUCCEEDED": 3 * len(seeds)}
+    assert sorted((r.arm, r.seed) for r in result.runs) == sorted((a, s) for a in ("adamw", "muon", "periodic")
+                                                                for s in seeds)
+    assert len({r.parent_run_id for r in _children(case["uri"], result.transfer_id)}) == 1
+    text = progress.getvalue()
+    assert text.count("rounds: look ") == len(looks) and "rounds: adding seeds [1]" in text
+    assert "seeds added in rounds:" in result.table() and result.analysis(n_boot=0)["rounds"]["looks"] == looks
+
+    # A restart after a round's seeds were recorded but before they ran: the resume adds them to the sweep and runs
+    # only them, then looks again (past the budget now: it stops).
+    state = json.loads((case["root"] / "rounds" / "transfer.json").read_text())
+    state["plan"]["seeds"] = state["sweep_spec"]["seeds"] = [*seeds, 7]
+    (case["root"] / "rounds" / "transfer.json").write_text(json.dumps(state))
+    again = run_transfer(spec, workdir=case["root"] / "rounds", resume=True)
+    assert again.state == "SUCCEEDED" and again.counts == {"SUCCEEDED": 3 * len(seeds) + 3}
+    assert {r.seed for r in again.runs} == {*seeds, 7}
+    assert again.plan.rounds["looks"][-1]["seeds"] == [*seeds, 7] and again.plan.rounds["looks"][-1]["stop"]
+    with pytest.raises(ValueError, match=r"rounds\.against 'rownorm' must be one of arms"):
+        run_transfer({**spec, "rounds": {**rule, "against": "rownorm"}}, workdir=case["root"] / "rounds-bad")
+    with pytest.raises(TransferError, match=r"rounds\.against must be a baseline"):
+        run_transfer({**spec, "rounds": {**rule, "against": "periodic"}}, workdir=case["root"] / "rounds-bad")
+
+
 def test_export_round_trips_and_builds_the_optimizer(case: dict[str, Any]) -> None:
     import torch
 
