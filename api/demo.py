@@ -357,6 +357,11 @@ def _summary(chosen: dict[str, Any] | None, fits: dict[str, Any],
         from scaling import target_table
 
         lines += target_table(fits["targets"], str(fits.get("searched_arm") or "periodic"))
+    looks = (fits.get("rounds") or {}).get("looks") or []
+    if looks:
+        from scaling import look_line
+
+        lines += ["\nseeds added in rounds:", *(f"  {look_line(look, i)}" for i, look in enumerate(looks, start=1))]
     lines.append("\nscaling fits (flags; hold-out error at the largest size against carrying the previous size "
                  "forward, per arm):")
     for metric_name, doc in (fits.get("fits") or {}).items():

@@ -36,7 +36,7 @@ from ._fit import (
 from ._forms import FORMS
 from ._lr_rules import LrRule, WdRule, carry_optimizer
 from ._records import TransferRun
-from ._rounds import RoundsSpec, next_seeds, planned_looks, rounds_look
+from ._rounds import RoundsSpec, look_line, next_seeds, planned_looks, rounds_look
 from ._rungs import (
     HorizonSpec,
     PlateauSpec,
@@ -110,6 +110,7 @@ __all__ = [
     "default_lr_rule",
     "export_snippet",
     "fit_scaling",
+    "look_line",
     "median_step_times",
     "next_seeds",
     "planned_looks",

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["RoundsSpec", "next_seeds", "planned_looks", "rounds_look"]
+__all__ = ["RoundsSpec", "look_line", "next_seeds", "planned_looks", "rounds_look"]
 
 # The sweeper's cap on seeds per run (`sweeper.MAX_SEEDS`), spelled here so that importing `scaling` does not
 # import the sweeper; tests/test_layout.py keeps the two equal.
@@ -94,6 +94,15 @@ def rounds_look(report: Mapping[str, Any], spec: RoundsSpec, *, seeds: Sequence[
         look["note"] = ("the per-step timing's spread dominates the interval: more seeds narrow it little; more "
                         "timing rounds (timing.repeats) would")
     return look
+
+
+def look_line(look: Mapping[str, Any], index: int) -> str:
+    """One look (`rounds_look`), the `index`-th, as a line of text."""
+    interval = "" if look.get("lo") is None else f" [{look['lo']:+.3g}, {look['hi']:+.3g}] (95 %)"
+    shown = "no number" if look.get("mean") is None else f"{look['mean']:+.3g}{interval}, n={look.get('n')}"
+    return (f"round {index} of at most {look['looks_planned']} ({len(look['seeds'])} seeds): {look['measure']} vs "
+            f"{look['against']} at {look['rung']} {shown}; tested at {look['alpha_per_look']:.3g} -> "
+            f"{look['reason']}" + (f"; {look['note']}" if look.get("note") else ""))
 
 
 def _direction(measure: str, mean: float | None) -> str:

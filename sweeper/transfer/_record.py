@@ -78,16 +78,9 @@ class ResultRecord:
     @property
     def rounds_lines(self) -> list[str]:
         """One line per look of a transfer that added seeds in rounds (`rounds:` in its spec); empty without."""
-        rounds = self.plan.rounds or {}
-        out = []
-        for i, look in enumerate(rounds.get("looks") or [], start=1):
-            interval = ("" if look.get("lo") is None else f" [{look['lo']:+.3g}, {look['hi']:+.3g}] (95 %)")
-            shown = "no number" if look.get("mean") is None else f"{look['mean']:+.3g}{interval}, n={look.get('n')}"
-            out.append(f"round {i} of at most {look['looks_planned']} ({len(look['seeds'])} seeds): "
-                       f"{look['measure']} vs {look['against']} at {look['rung']} {shown}; "
-                       f"tested at {look['alpha_per_look']:.3g} -> {look['reason']}"
-                       + (f"; {look['note']}" if look.get("note") else ""))
-        return out
+        from scaling import look_line
+
+        return [look_line(look, i) for i, look in enumerate((self.plan.rounds or {}).get("looks") or [], start=1)]
 
     @property
     def size_basis(self) -> str:

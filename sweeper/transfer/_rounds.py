@@ -12,17 +12,27 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from scaling import RoundsSpec, TransferError, next_seeds, planned_looks, rounds_look
 
 from .._extend import extend_held
 from .._spec import SweepSpec
+from ._plan import TransferPlan
 
 if TYPE_CHECKING:
-    from ._job import TransferState
     from ._result import TransferResult
     from ._spec import TransferSpec
+
+
+class TransferState(Protocol):
+    """What the rounds read and write of a transfer's stored state (`_job.TransferState`)."""
+
+    plan: TransferPlan
+    sweep_spec: dict[str, Any]
+    source: dict[str, Any]
+
+    def write(self, path: Path) -> None: ...
 
 __all__ = ["catch_up", "planned_rounds", "run_rounds"]
 

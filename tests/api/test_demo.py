@@ -113,8 +113,13 @@ def test_summary_reports_table_savings_and_flags() -> None:
         "savings": {"cpu-s": {"muon": {"mean_pct": 21.0, "std_pct": None}}},
         "fits": {"time_to_best": {"form": "A*N^-alpha", "flags": ["non_identifiable"]},
                  "best_fd": {"error": "needs two sizes"}},
+        "rounds": {"looks": [{"seeds": [6, 7, 8], "rung": "cpu-m", "against": "muon", "measure": "time_saving_pct",
+                              "mean": 4.0, "lo": -9.0, "hi": 15.0, "n": 3, "p_value": 0.4, "looks_planned": 2,
+                              "alpha_per_look": 0.025, "stop": False, "reason": "not shown yet (p 0.4 >= 0.025)"}]},
     }
     text = "\n".join(_summary({"K": 3, "gamma": 0.15}, doc))
+    assert ("round 1 of at most 2 (3 seeds): time_saving_pct vs muon at cpu-m +4 [-9, +15] (95 %), n=3; tested at "
+            "0.025 -> not shown yet (p 0.4 >= 0.025)") in text
     assert "chosen pair: K=3, gamma=0.15" in text
     assert "| cpu-s | 1000 | muon | 0 | SUCCEEDED | 12.5 | 13 | 4.25 |" in text
     assert "vs muon 21 +- -" in text

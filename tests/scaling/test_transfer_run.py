@@ -255,7 +255,7 @@ def test_seeds_added_in_rounds_until_shown_or_the_budget_is_spent(case: dict[str
     assert result.counts == {"SUCCEEDED": 3 * len(seeds)}
     assert sorted((r.arm, r.seed) for r in result.runs) == sorted((a, s) for a in ("adamw", "muon", "periodic")
                                                                 for s in seeds)
-    assert len({r.parent_run_id for r in _children(case["uri"], result.transfer_id)}) == 1
+    assert len({r.data.tags["mlflow.parentRunId"] for r in _children(case["uri"], result.transfer_id)}) == 1
     text = progress.getvalue()
     assert text.count("rounds: look ") == len(looks) and "rounds: adding seeds [1]" in text
     assert "seeds added in rounds:" in result.table() and result.analysis(n_boot=0)["rounds"]["looks"] == looks
