@@ -146,7 +146,13 @@ def report_figures(data: ReportData) -> dict[str, Figure]:
         ("front", data.front, plot_front), ("parallel", data.trials_view, plot_parallel),
         ("comparison", data.comparison, plot_comparison),
     )
-    return {name: plot(section) for name, section, plot in drawn if section is not None and section != ()}
+    figures = {name: plot(section) for name, section, plot in drawn if section is not None and section != ()}
+    if data.targets is not None:
+        from ._targets import has_sensitivity, plot_target_sensitivity
+
+        if has_sensitivity(data.targets):
+            figures["target_sensitivity"] = plot_target_sensitivity(data.targets)
+    return figures
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -379,6 +385,10 @@ def build_report(data: ReportData, *, figures: Mapping[str, Figure] | None = Non
         from ._targets import targets_html
 
         sections.append(("targets", "Time to the declared target", targets_html(data.targets)))
+        sections.append(("target_sensitivity", "The answer against where the target is drawn",
+                         "<p>The paired steps-to-target ratio at target levels from the best arm's mean final "
+                         "value to 1.5 × the worst's (the numbers are in the table above); the dashed line is the "
+                         "declared target.</p>"))
     if data.timing is not None:
         sections.append(("timing", "Optimizer and step time", _timing_html(data.timing)))
     if data.updates is not None:
@@ -390,6 +400,8 @@ def build_report(data: ReportData, *, figures: Mapping[str, Figure] | None = Non
 
     body: list[str] = []
     for name, heading, tables in sections:
+        if name == "target_sensitivity" and name not in figs:
+            continue  # nothing to draw: no section either
         img = _img(name, figs.pop(name), dpi) if name in figs else ""
         body.append(f'<section id="{_e(name)}"><h2>{_e(heading)}</h2>{img}{tables}</section>')
     for name, fig in figs.items():

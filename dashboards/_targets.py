@@ -12,12 +12,14 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from matplotlib.figure import Figure
+
 from scaling import step_ratio_text
 
 from ._html import escape as _e
 from ._html import table as _report_table
 
-__all__ = ["targets_html"]
+__all__ = ["has_sensitivity", "plot_target_sensitivity", "targets_html"]
 
 
 def _f(value: Any, digits: int = 4) -> str:
@@ -143,3 +145,49 @@ def _fit_html(metric: str, fit: Mapping[str, Any], label: str) -> str:
     if flags:
         parts.append(f"<ul>{''.join(flags)}</ul>")
     return "".join(parts)
+
+
+def has_sensitivity(summary: Mapping[str, Any] | None) -> bool:
+    """Whether `summary` (`target_summary()`) holds a target-sensitivity curve with at least one ratio."""
+    rungs = ((summary or {}).get("report") or {}).get("rungs") or {}
+    return any(r.get("ratio") for e in rungs.values()
+               for rows in ((e.get("sensitivity") or {}).get("comparisons") or {}).values() for r in rows)
+
+
+def plot_target_sensitivity(summary: Mapping[str, Any]) -> Figure:
+    """One panel per rung: the paired steps-to-target ratio (searched arm / each baseline, geometric mean over the
+    seeds where both reached, with its 95 % interval as a band) against the target level, the declared target as a
+    vertical line, 1 (no difference) as a horizontal one. A ratio that crosses 1 as the line moves depends on
+    where the target was drawn."""
+    from ._draw import ARM_COLORS, grid_shape, new_figure
+
+    report = summary["report"]
+    rungs = [r for r, e in report["rungs"].items() if (e.get("sensitivity") or {}).get("comparisons")]
+    rows, cols = grid_shape(len(rungs))
+    fig = new_figure(4.2 * cols, 3.4 * rows)
+    searched = str(summary.get("searched_arm") or "periodic")
+    for i, rung in enumerate(rungs, start=1):
+        ax = fig.add_subplot(rows, cols, i)
+        entry = report["rungs"][rung]
+        for base, points in entry["sensitivity"]["comparisons"].items():
+            placed = [p for p in points if p.get("ratio")]
+            if not placed:
+                continue
+            xs = [p["target"] for p in placed]
+            colour = ARM_COLORS.get(base, "tab:gray")
+            ax.plot(xs, [p["ratio"]["mean"] for p in placed], "-o", ms=3, color=colour, label=f"{searched} / {base}")
+            banded = [p for p in placed if p["ratio"].get("lo") is not None]
+            if banded:
+                ax.fill_between([p["target"] for p in banded], [p["ratio"]["lo"] for p in banded],
+                                [p["ratio"]["hi"] for p in banded], color=colour, alpha=0.15, lw=0)
+        ax.axhline(1.0, color="black", lw=0.8, ls=":")
+        if entry.get("target") is not None:
+            ax.axvline(entry["target"], color="tab:red", lw=1, ls="--", label="declared target")
+        ax.set_title(rung, fontsize=10)
+        ax.set_xlabel("target level (FD; lower is stricter)")
+        if (i - 1) % cols == 0:
+            ax.set_ylabel("steps-to-target ratio")
+        ax.legend(fontsize=7)
+    fig.suptitle("The answer against where the target is drawn\n(band: 95 % interval over the paired seeds)",
+                 fontsize=10)
+    return fig

@@ -462,6 +462,16 @@ def test_the_ratio_is_drawn_against_the_target_level() -> None:
 
     html = targets_html(result.target_summary(n_boot=0))
     assert "against where the target is drawn" in html and "60: — (n=0)" in html and "270: 1.25" in html
+    # and drawn: the figure's muon line is the ratio at every level both reached, 1.25 throughout
+    from dashboards._report import ReportData, build_report, report_figures
+
+    summary = result.target_summary(n_boot=0)
+    figure = report_figures(ReportData(targets=summary))["target_sensitivity"]
+    (line,) = [ln for ln in figure.axes[0].get_lines() if ln.get_label() == "periodic / muon"]
+    xs, ys = line.get_data()
+    assert min(xs) >= 108.0 and len(xs) == sum(r["seeds_both_reached"] == 3 for r in rows)
+    assert list(ys) == pytest.approx([1.25] * len(ys), rel=1e-9)
+    assert 'id="target_sensitivity"' in build_report(ReportData(targets=summary))
 
 
 def test_the_comparisons_of_every_rung_are_corrected_together() -> None:
