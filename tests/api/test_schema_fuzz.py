@@ -8,6 +8,7 @@ import functools
 import json
 import math
 import os
+import random
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -160,6 +161,9 @@ class _Stateful(schema.as_state_machine()):  # type: ignore[misc]
         # already: every other sweep submitted here is a valid one, so the calls after it reach a real sweep.
         if case.method == "POST" and case.path == "/v1/sweeps" and len(json.dumps(case.body, default=str)) % 2:
             case.body = {**SPEC_EXAMPLE, "name": f"fuzz-{len(_CALLS)}"}
+            # and without a generated Idempotency-Key, which an earlier call may have used with another body (a 409
+            # that would leave the run with no sweep to follow)
+            case.headers = {k: v for k, v in (case.headers or {}).items() if k.lower() != "idempotency-key"}
 
     def validate_response(self, response: Any, case: schemathesis.Case, **kwargs: Any) -> None:
         _CALLS.append((case.method, case.formatted_path, response.status_code))
@@ -169,6 +173,9 @@ class _Stateful(schema.as_state_machine()):  # type: ignore[misc]
 
 def test_stateful_run_over_sweeps_and_transfers() -> None:
     _CALLS.clear()
+    # Derandomized, but a part of the walk draws from the global `random` state, which the tests before this one
+    # leave wherever they leave it: seeded here, the walk is the same in the full suite as alone.
+    random.seed(20261203)
     _Stateful.run(settings=settings(
         max_examples=int(os.environ.get("SCALESWEEP_FUZZ_STATEFUL_EXAMPLES", "10")), stateful_step_count=6,
         deadline=None, suppress_health_check=list(HealthCheck),
