@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ._report import write_report_folder
+from ._report import ReportData, write_report_folder
 from ._study import comparison_report, log_report_figures, sweep_report
 from ._transfer_page import transfer_page_data
 
@@ -20,13 +20,11 @@ class JobFigures:
 
     def sweep_figures(self, result: Any) -> list[str]:
         """The sweep's heatmap, curves and timing (`sweep_report`), logged on its parent run."""
-        data = sweep_report(result.tracking_uri, result.parent_run_id, title=f"scalesweep sweep {result.name}")
-        return log_report_figures(result.tracking_uri, result.parent_run_id, data)
+        return log_report_figures(result.tracking_uri, result.parent_run_id, _sweep_data(result))
 
     def sweep_page(self, result: Any, folder: str | Path) -> list[str]:
         """The sweep's report (`sweep_report`) as `folder/report.html` and each figure as `folder/<name>.png`."""
-        data = sweep_report(result.tracking_uri, result.parent_run_id, title=f"scalesweep sweep {result.name}")
-        return [str(p) for p in write_report_folder(folder, data)]
+        return [str(p) for p in write_report_folder(folder, _sweep_data(result))]
 
     def comparison_page(self, comparison: Any, folder: str | Path) -> list[str]:
         """Two sweeps compared (`sweeper.SweepComparison`) as `folder/report.html` and `folder/comparison.png`."""
@@ -41,3 +39,7 @@ class JobFigures:
         data = transfer_page_data(result, transfer_id=transfer_id, sweep_id=sweep_id)
         store_page(build_report(data))
         return log_report_figures(result.tracking_uri, result.parent_run_id, data)
+
+
+def _sweep_data(result: Any) -> ReportData:
+    return sweep_report(result.tracking_uri, result.parent_run_id, title=f"scalesweep sweep {result.name}")

@@ -18,6 +18,7 @@ from .._db import SweepRecord, TransferRecord
 from ..deps import Owner, SessionDep
 
 __all__ = [
+    "HTML_PAGE",
     "STATE_PATTERN",
     "add_state_routes",
     "cancel_job",
@@ -33,6 +34,9 @@ __all__ = [
 ]
 
 STATE_PATTERN = "^(PENDING|RUNNING|SUCCEEDED|FAILED|CANCELLED)$"
+
+# The OpenAPI answer of a route that returns one self-contained HTML page (a report).
+HTML_PAGE: dict[int | str, dict[str, Any]] = {200: {"content": {"text/html": {"schema": {"type": "string"}}}}}
 
 Job = TypeVar("Job", SweepRecord, TransferRecord)
 Public = TypeVar("Public")

@@ -17,6 +17,7 @@ from sweeper.jobfiles import ANALYSIS_FILE, read_labelled, stored_transfer_repor
 
 from ..deps import ReadAccess, SessionDep, SessionRoute, release
 from ..schemas import Prediction
+from ._jobroutes import HTML_PAGE
 from .transfers import get_transfer_record, started_folder, transfer_result
 
 router = APIRouter(prefix="/transfers", tags=["fits"], route_class=SessionRoute)
@@ -135,8 +136,7 @@ def predict(
 
 @router.get("/{transfer_id}/report", response_class=HTMLResponse,
             summary="One self-contained HTML report: curves, timing, scaling fits, the numbers behind them",
-            responses={200: {"content": {"text/html": {"schema": {"type": "string"}}}},
-                       409: {"description": "the transfer has not started its runs"}})
+            responses={**HTML_PAGE, 409: {"description": "the transfer has not started its runs"}})
 def report(transfer_id: str, request: Request, session: SessionDep, _reader: ReadAccess) -> HTMLResponse:
     """A finished transfer's page is the one its job stored when it ended (read once per version, no MLflow
     read, no fit); a running or changed transfer's page is built here, once per version of its runs."""

@@ -231,11 +231,8 @@ def get_comparison(sweep_id: str, other_id: str, request: Request, session: Sess
     return doc
 
 
-_HTML: dict[int | str, dict[str, Any]] = {200: {"content": {"text/html": {"schema": {"type": "string"}}}}}
-
-
 @router.get("/{sweep_id}/compare/{other_id}/report", response_class=HTMLResponse,
-            responses={**_HTML, 409: {"description": "either sweep has no result yet"}},
+            responses={**jobs.HTML_PAGE, 409: {"description": "either sweep has no result yet"}},
             summary="The comparison as one self-contained HTML page: its table and figure")
 def get_comparison_report(sweep_id: str, other_id: str, request: Request, session: SessionDep,
                           reader: ReadAccess) -> HTMLResponse:
@@ -246,7 +243,7 @@ def get_comparison_report(sweep_id: str, other_id: str, request: Request, sessio
 
 
 @router.get("/{sweep_id}/report", response_class=HTMLResponse,
-            responses={**_HTML, 409: {"description": "no point scored yet"}},
+            responses={**jobs.HTML_PAGE, 409: {"description": "no point scored yet"}},
             summary="The sweep's report as one self-contained HTML page: heatmap, importance, front, parallel "
             "coordinates and slices, curves, timing, the decisions recorded")
 def get_report(sweep_id: str, request: Request, session: SessionDep, _reader: ReadAccess) -> HTMLResponse:

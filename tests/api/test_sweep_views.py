@@ -61,16 +61,22 @@ def views(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Views]:
     server = LiveServer(settings, lifespan="on")
     try:
         with httpx.Client(base_url=server.url, timeout=30) as client:
-            created = client.post("/v1/sweeps", json=SPEC, headers=AUTH)
-            assert created.status_code == 201, created.text
-            sweep = created.json()["id"]
-            body = wait_job(client, f"/v1/sweeps/{sweep}")
-            assert body["state"] == "SUCCEEDED", body
+            sweep = _succeeded(client, SPEC)
         with server.app.state.sessionmaker() as session:
             workdir = str(session.get(SweepRecord, sweep).storage_path)
         yield Views(server.url, settings, sweep, workdir)
     finally:
         server.stop()
+
+
+def _succeeded(client: httpx.Client, spec: dict[str, Any]) -> str:
+    """Submit `spec` and wait until its sweep SUCCEEDED; its id."""
+    created = client.post("/v1/sweeps", json=spec, headers=AUTH)
+    assert created.status_code == 201, created.text
+    sweep = created.json()["id"]
+    body = wait_job(client, f"/v1/sweeps/{sweep}")
+    assert body["state"] == "SUCCEEDED", body
+    return str(sweep)
 
 
 def _get(views: Views, path: str, **params: Any) -> httpx.Response:
@@ -155,11 +161,7 @@ def test_the_export_of_a_choice_that_loses_to_a_baseline_is_refused_unless_asked
     flag."""
     spec = {**SPEC, "name": "losing", "search": {"space": {"K": [5], "gamma": [0.35]}}, "baselines": ["muon"]}
     with httpx.Client(base_url=views.url, timeout=60) as client:
-        created = client.post("/v1/sweeps", json=spec, headers=AUTH)
-        assert created.status_code == 201, created.text
-        losing = created.json()["id"]
-        body = wait_job(client, f"/v1/sweeps/{losing}")
-        assert body["state"] == "SUCCEEDED", body
+        losing = _succeeded(client, spec)
         best = client.get(f"/v1/sweeps/{losing}/best").json()
         assert best["selection"]["loses_to"] == ["muon"] and best["warnings"][0].startswith(
             "the chosen point is worse than muon with confidence")

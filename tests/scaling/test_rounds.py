@@ -5,6 +5,7 @@ alpha where looking at alpha each time does not."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -94,3 +95,16 @@ def test_looking_after_every_round_keeps_the_false_shown_rate_at_alpha() -> None
     # looking 5 times at 5 % each "shows" a saving that is not there 14.7 % of the time
     assert naive >= 0.10, naive
     print(f"false shown: {corrected:.3f} at alpha / looks, {naive:.3f} at alpha each look")
+
+
+@pytest.mark.parametrize(("rounds", "field"), [
+    ({"max_seeds": 2}, "rounds.max_seeds (2) is below the 3 seeds"),      # budget below the first round
+    ({"against": "rownorm"}, "rounds.against 'rownorm' must be one of arms"),  # a baseline the transfer does not run
+    ({"alpha": math.nan}, "alpha"),                                        # non-finite
+    ({"add": 10_000}, "add"),                                              # oversized
+])
+def test_a_transfer_spec_refuses_rounds_it_cannot_run(rounds: dict, field: str) -> None:
+    from sweeper import TransferSpec
+
+    with pytest.raises(ValidationError, match=re.escape(field)):
+        TransferSpec.model_validate({"name": "t", "sweep": "x", "seeds": [0, 1, 2], "rounds": rounds})
