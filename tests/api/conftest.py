@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import threading
 import time
@@ -54,9 +55,28 @@ class LiveServer:
         self.thread.join(timeout=30)
 
 
+@pytest.fixture(scope="session")
+def empty_mlflow_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An empty MLflow SQLite store made once per session, as the service makes its own (`create_app`): creating
+    one runs MLflow's migrations (about 1 s warm, 3 s cold), an up-to-date copy opens in about 0.07 s."""
+    from mlflow import MlflowClient
+
+    path = tmp_path_factory.mktemp("mlflow-empty") / "mlflow.db"
+    MlflowClient(tracking_uri=f"sqlite:///{path}").search_experiments(max_results=1)
+    return path
+
+
+def seeded_workdir(workdir: Path, empty_db: Path) -> Path:
+    """`workdir` with a copy of the empty MLflow store where the service's default store goes
+    (`workdir/mlflow.db`): each test keeps its own store, without paying for MLflow's migrations."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(empty_db, workdir / "mlflow.db")
+    return workdir
+
+
 @pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    return Settings(workdir=tmp_path / "work", api_token=TOKEN)  # type: ignore[arg-type]
+def settings(tmp_path: Path, empty_mlflow_db: Path) -> Settings:
+    return Settings(workdir=seeded_workdir(tmp_path / "work", empty_mlflow_db), api_token=TOKEN)  # type: ignore[arg-type]
 
 
 @pytest.fixture

@@ -17,19 +17,20 @@ from api._settings import Settings
 from api.main import create_app
 from sweeper import load_spec
 
-from .conftest import AUTH, TOKEN
+from .conftest import AUTH, TOKEN, seeded_workdir
 
 SPEC: dict[str, Any] = {"name": "lim", "rung": "cpu-xs", "horizon": 20, "search": {"space": {"K": [2, 3]}}}
 
 
-def _api(tmp_path: Path, **settings: Any) -> TestClient:
-    s = Settings(workdir=tmp_path / "work", api_token=TOKEN, **settings)  # type: ignore[arg-type]
+def _api(tmp_path: Path, empty_db: Path, **settings: Any) -> TestClient:
+    workdir = seeded_workdir(tmp_path / "work", empty_db)
+    s = Settings(workdir=workdir, api_token=TOKEN, **settings)  # type: ignore[arg-type]
     return TestClient(create_app(s), raise_server_exceptions=False)  # no lifespan: nothing is launched
 
 
 @pytest.fixture
-def api(tmp_path: Path) -> Iterator[TestClient]:
-    yield _api(tmp_path)
+def api(tmp_path: Path, empty_mlflow_db: Path) -> Iterator[TestClient]:
+    yield _api(tmp_path, empty_mlflow_db)
 
 
 def _refused(r: Any, field: str) -> str:
@@ -87,11 +88,11 @@ def test_a_server_path_in_a_rest_transfer_is_refused(api: TestClient, tmp_path: 
     _refused(r, "trial.data.options.root")
 
 
-def test_registered_locations_are_accepted_and_nothing_outside_them(tmp_path: Path) -> None:
+def test_registered_locations_are_accepted_and_nothing_outside_them(tmp_path: Path, empty_mlflow_db: Path) -> None:
     data = tmp_path / "data"
     (data / "set").mkdir(parents=True)
     (data / "escape").symlink_to("/etc")
-    api = _api(tmp_path, data_paths=f"{data},/nonexistent/elsewhere")
+    api = _api(tmp_path, empty_mlflow_db, data_paths=f"{data},/nonexistent/elsewhere")
     ok = {**SPEC, "trial": {"data": {"name": "folder", "options": {"root": str(data / "set"),
                                                                     "captions_file": "captions.jsonl"}},
                             "eval": {"extractor_options": {"cache_dir": str(data / "cache")}}}}
@@ -136,11 +137,11 @@ def test_a_submission_over_the_work_limit_is_refused_with_the_total_and_the_limi
     assert api.post("/v1/sweeps", json=SPEC, headers=AUTH).status_code == 201  # the default limit fits a study
 
 
-def test_the_work_limit_is_the_operators_setting(tmp_path: Path) -> None:
-    api = _api(tmp_path, max_work=1000)
+def test_the_work_limit_is_the_operators_setting(tmp_path: Path, empty_mlflow_db: Path) -> None:
+    api = _api(tmp_path, empty_mlflow_db, max_work=1000)
     detail = _refused(api.post("/v1/sweeps", json=SPEC, headers=AUTH), "body")
     assert "limit of 1,000" in detail
-    roomy = _api(tmp_path / "b", max_work=10**9)
+    roomy = _api(tmp_path / "b", empty_mlflow_db, max_work=10**9)
     sweep_id = _finished_sweep(roomy, tmp_path)
     huge = {"sweep_id": sweep_id, "rungs": ["cpu-xs"], "steps": 10**7, "seeds": list(range(100))}
     assert "limit of 1,000,000,000" in _refused(roomy.post("/v1/transfers", json=huge, headers=AUTH), "body")
