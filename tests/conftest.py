@@ -135,12 +135,8 @@ INTEGRATION_TESTS = (
 )
 
 
-def _test_path(item: pytest.Item) -> str:
-    return Path(str(item.fspath)).resolve().relative_to(ROOT).as_posix()
-
-
 def _integration(item: pytest.Item) -> bool:
-    path = _test_path(item)
+    path = Path(str(item.fspath)).resolve().relative_to(ROOT).as_posix()
     test = f"{path}::{item.name.split('[')[0]}"
     return (path in INTEGRATION_TESTS or test in INTEGRATION_TESTS
             or bool(INTEGRATION_FIXTURES & set(getattr(item, "fixturenames", ())))
@@ -159,63 +155,11 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return not any(p == DEPLOY_TESTS or DEPLOY_TESTS in p.parents for p in named) or None
 
 
-# `make test` runs the suite on pytest-xdist workers (`-n 2 --dist loadgroup`, docs/testing.md): most of a serial
-# run waits on process start-up and polls (load average about 1.5 on 2 cores). A worker runs whole groups:
-# - the three modules that read the shared live service and its study (`service_study`) are one group, so the
-#   study runs once;
-# - a module whose tests share a module- or class-scoped fixture (a Ray runtime, a transfer study, ranks, a
-#   trained network) is one group, so that fixture is built once;
-# - every other test is its own unit.
-# The longest groups start first (measured with --durations on the 2-core EPYC, 2026-12-03, commit bc076a7: the
-# seconds are each group's sum), so no long group starts last and leaves one worker idle at the end.
-SHARED_SESSION_GROUPS = {"service_study": "service-study"}
-LONGEST_FIRST = (
-    "tests/scaling/test_transfer_run.py",  # 237 s
-    "service-study",  # 197 s: test_live_service, test_load, test_transfers
-    "tests/api/test_demo.py",  # 189 s, three tests
-    "tests/sweeper/test_sweep_process.py",  # 134 s, two tests
-    "tests/api/test_sweep_views.py",  # 106 s
-    "tests/sweeper/test_sweep_local.py",  # 95 s
-    "tests/trials/test_run.py",  # 94 s
-    "tests/api/test_schema_fuzz.py",  # 94 s
-    "tests/sweeper/test_deployment.py",  # 52 s
-    "tests/api/test_end_to_end.py",  # 37 s
-)
-
-
-def _xdist_group(item: pytest.Item, path: str) -> str | None:
-    names = set(getattr(item, "fixturenames", ()))
-    for fixture, group in SHARED_SESSION_GROUPS.items():
-        if fixture in names:
-            return group
-    info = getattr(item, "_fixtureinfo", None)
-    for defs in (info.name2fixturedefs.values() if info is not None else ()):
-        if defs and defs[-1].scope in ("class", "module", "package"):
-            return path
-    return None
-
-
-def _group_for_workers(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if getattr(config.option, "dist", "no") != "loadgroup":
-        return
-    rank: dict[pytest.Item, int] = {}
-    for item in items:
-        path = _test_path(item)
-        group = _xdist_group(item, path)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
-        key = group or path
-        rank[item] = LONGEST_FIRST.index(key) if key in LONGEST_FIRST else len(LONGEST_FIRST)
-    items.sort(key=rank.__getitem__)  # stable: a module's tests keep their order
-
-
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--run-slow", action="store_true", help="also run tests marked slow (skipped by default)")
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    _group_for_workers(config, items)
     for item in items:
         if _integration(item):
             item.add_marker(pytest.mark.integration)
