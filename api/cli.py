@@ -8,7 +8,7 @@
     scalesweep remote cancel ID
     scalesweep remote resume ID [--follow]                               a FAILED or CANCELLED sweep or transfer
     scalesweep remote transfer SWEEP_ID --rungs R [R ...] [--arms A ...] [--horizon-factor F] [--seeds S ...]
-                                                        [--follow]
+                               [--timing-steps N] [--timing-warmup N] [--follow]
     scalesweep remote fits TRANSFER_ID [--json]
     scalesweep remote export (TRANSFER_ID | --sweep SWEEP_ID) [--rung R] [--format yaml|json] [--out FILE]
                              [--allow-losing]                    a choice worse than a baseline needs the flag
@@ -84,6 +84,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--arms", nargs="+", help="arms (default: all of the transfer spec's)")
     p.add_argument("--horizon-factor", type=float, help="training steps = factor x the sweep's (default 2)")
     p.add_argument("--seeds", nargs="+", type=int, help="seeds (default: the sweep's)")
+    p.add_argument("--timing-steps", type=int, help="timed steps per arm and rung in the timing stage before the "
+                   "runs, 0 to 10,000 (default 20; 0: no timing, no time saving)")
+    p.add_argument("--timing-warmup", type=int, help="untimed steps before them, 1 to 1,000 (default 5)")
     p.add_argument("--idempotency-key", help="retries with the same key return the first transfer")
     _follow_options(p)
 
@@ -343,8 +346,25 @@ def _best(client: ScalesweepClient, args: argparse.Namespace) -> int:
 
 
 def _transfer(client: ScalesweepClient, args: argparse.Namespace) -> int:
+    from .client import ApiError
+
+    # Only what was given (the service fills in the rest), checked against the spec's own bounds before anything
+    # is sent: the service would look the sweep up first and name that instead.
+    timing = {k: v for k, v in (("steps", args.timing_steps), ("warmup", args.timing_warmup)) if v is not None}
+    if timing:
+        from pydantic import ValidationError
+
+        from scaling import TimingSpec
+
+        try:
+            TimingSpec.model_validate(timing)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            raise ApiError("Bad Arguments", None, f"--timing-{err['loc'][0]}: {err['msg']} (given {err['input']})"
+                           ) from None
     transfer = client.submit_transfer(args.sweep_id, args.rungs, arms=args.arms, horizon_factor=args.horizon_factor,
-                                      seeds=args.seeds, idempotency_key=args.idempotency_key)
+                                      seeds=args.seeds, idempotency_key=args.idempotency_key,
+                                      **({"timing": timing} if timing else {}))
     print(f"submitted {transfer.id} ({transfer.name}): {client.base_url}/v1/transfers/{transfer.id}")
     if not args.follow:
         return 0

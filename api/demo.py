@@ -93,7 +93,10 @@ PROFILES: dict[str, DemoProfile] = {
         "samples, 4 tracking evaluations per transfer run, one seed",
     ),
     # The test suite's profile: every stage through the real service, sized to run in a few minutes (learned
-    # text embeddings and pooled-pixel features, so nothing is trained or loaded before the first step).
+    # text embeddings and pooled-pixel features, so nothing is trained or loaded before the first step). As in
+    # quick, evaluations are what it saves on: the sweep tracks nothing, the transfer 4 points with the full
+    # evaluation's 4 sampler steps (so a point at an eval step reuses that evaluation), and the timing stage times
+    # 4 steps after 1 (two rungs x three arms, one at a time before the runs; 20 after 5 by default).
     "smoke": DemoProfile(
         name="smoke",
         horizon=12,
@@ -105,8 +108,10 @@ PROFILES: dict[str, DemoProfile] = {
             "log_every": 4,
             "text_encoder": "learned",
             "eval": {"extractor": "pixels", "extractor_options": {"size": 4}, "fd_samples": 64,
-                     "reference_samples": 128, "sample_steps": 4, "val_samples": 16},
+                     "reference_samples": 128, "sample_steps": 4, "val_samples": 16, "track_points": 0,
+                     "track_sample_steps": 4},
         },
+        transfer={"trial": {"eval": {"track_points": 4}}, "timing": {"steps": 4, "warmup": 1}},
         about="12 steps, two rungs, FD on pooled pixels: checks the pipeline, measures nothing",
     ),
     # Twice the quick profile's steps and three seeds: every FD, saving and fitted curve gets a seed spread. Sized

@@ -122,6 +122,8 @@ COMMAND_SPEC: dict[str, Any] = {
     "backend": {"name": "command", "trainer": "envdump", "poll_s": 0.05},
     "trial": {"text_encoder": "learned"},  # not the default encoder: the study's size basis must follow it
 }
+SHORT_TIMING = {"steps": 4, "warmup": 1}  # the transfers' timing stage, shortened (default: 20 steps after 5)
+
 # The real tiny sweep (built-in trainer: real Ray, MLflow and torch): one point and AdamW.
 REAL_SWEEP: dict[str, Any] = {
     "name": "api-tiny", "rung": "cpu-xs", "horizon": 6, "search": {"space": {"K": [3], "gamma": [0.25]}},
@@ -195,14 +197,18 @@ def service_study(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceS
                 bodies = {"good": wait_job(http, f"/v1/sweeps/{good}")}
                 assert bodies["good"]["state"] == "SUCCEEDED", bodies["good"]
                 seen = json.loads(dump.read_text())  # the sweep's trainer, before the transfer's overwrite it
+                # The transfers time 4 steps after 1 per arm and rung (the default 20 after 5: short trials one at
+                # a time before the runs); what the tests read does not depend on how long the timing is.
                 created = http.post("/v1/transfers", json={"sweep_id": good, "rungs": ["cpu-xs", "cpu-s"],
-                                                           "arms": ["periodic", "adamw"]}, headers=AUTH)
+                                                           "arms": ["periodic", "adamw"], "timing": SHORT_TIMING},
+                                    headers=AUTH)
                 assert created.status_code == 201, created.text
                 transfer = created.json()["id"]
                 sweep = client.wait(real, interval=0.5, timeout=900)
                 assert sweep.state == "SUCCEEDED", sweep.error
                 # One rung: the fits then carry their reason for not fitting, predict is a 422 (test_load).
-                one_rung = client.submit_transfer(real, ["cpu-xs"], arms=["periodic", "adamw"], seeds=[0]).id
+                one_rung = client.submit_transfer(real, ["cpu-xs"], arms=["periodic", "adamw"], seeds=[0],
+                                                  timing=SHORT_TIMING).id
                 bodies["bad"] = wait_job(http, f"/v1/sweeps/{bad}")
                 bodies["transfer"] = wait_job(http, f"/v1/transfers/{transfer}")
                 done = client.wait_transfer(one_rung, interval=0.5, timeout=900)

@@ -107,13 +107,17 @@ def test_a_real_transfer_over_http(live: str, service_study: ServiceStudy, tmp_p
 
         # the CLI: a transfer to two rungs, followed to the end
         # two seeds, so that the fits have a bootstrap over seeds and their predictions an interval to check
+        # timing 4 steps after 1, not 20 after 5: the stage runs its short trials one at a time before the runs
         code = scalesweep_cli.main(["remote", "transfer", sweep.id, "--rungs", "cpu-xs", "cpu-s", "--arms",
-                                    "periodic", "adamw", "--seeds", "0", "1", "--follow", "--interval", "0.5"])
+                                    "periodic", "adamw", "--seeds", "0", "1", "--timing-steps", "4",
+                                    "--timing-warmup", "1", "--follow", "--interval", "0.5"])
         out = capsys.readouterr().out
         assert code == 0, out
         transfer_id = out.split()[1]
         assert f"{transfer_id} SUCCEEDED: runs 8 done, 0 running, 0 failed of 8" in out
 
+        timing = client.get_transfer(transfer_id).spec["timing"]
+        assert (timing["steps"], timing["warmup"]) == (4, 1)  # the flags reached the spec
         runs = client.transfer_runs(transfer_id).data
         assert sorted((r["rung"], r["arm"], r["seed"]) for r in runs) == [
             (rung, arm, seed) for rung in ("cpu-s", "cpu-xs") for arm in ("adamw", "periodic") for seed in (0, 1)]

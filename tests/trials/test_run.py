@@ -173,7 +173,7 @@ def test_cpu_rungs_default_the_aux_lr_to_the_adamw_arm_lr_unless_set() -> None:
 
 
 def test_dense_tracking_evaluations_are_logged_beside_the_deciding_ones(tracking: dict[str, str]) -> None:
-    cfg = _tiny(tracking=tracking, eval={"track_points": 4, "track_from": 1 / 3})
+    cfg = _tiny(tracking=tracking, eval={"track_points": 4, "track_from": 1 / 3, "track_sample_steps": 8})
     result = run_trial(cfg)
     # linspace(8, 24, 4) -> 8, 13, 19, 24, plus the eval step 12: the tracking curve holds the deciding steps.
     assert sorted(result.fd_track) == [8, 12, 13, 19, 24] == sorted(result.track_effective_time_s)
