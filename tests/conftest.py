@@ -118,9 +118,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 # `make test-fast` runs what is not marked `integration` (docs/testing.md). A test is integration when it starts
 # processes or trains: a test taking one of these fixtures is marked by that alone (the shared live service and its
 # study, a live service, a module's Ray runtime, a real sweep-and-transfer study, torch.distributed ranks, a Ray
-# cluster, PostgreSQL) ...
+# cluster, PostgreSQL, a live service with a finished sweep of command trainers) ...
 INTEGRATION_FIXTURES = frozenset({"service_study", "live", "study", "ray_local", "case", "ranks", "cluster",
-                                  "postgres_server"})
+                                  "postgres_server", "views"})
 # ... and so is every test of these modules, or these tests, which start drivers, trials, interpreters, ranks or
 # a browser from within the test, or fuzz the whole API (docs/testing.md has what each costs).
 INTEGRATION_TESTS = (
