@@ -102,6 +102,7 @@ PROFILES: dict[str, DemoProfile] = {
         horizon=12,
         seeds=(0,),
         rungs=("cpu-xs", "cpu-s"),
+        space={"K": [2, 4], "gamma": [0.1, 0.25]},  # a 2 x 2 corner of the paper's grid: a heatmap, 6 trials not 14
         trial={
             "batch_size": 8,
             "warmup_steps": 2,
@@ -112,7 +113,7 @@ PROFILES: dict[str, DemoProfile] = {
                      "track_sample_steps": 4},
         },
         transfer={"trial": {"eval": {"track_points": 4}}, "timing": {"steps": 4, "warmup": 1}},
-        about="12 steps, two rungs, FD on pooled pixels: checks the pipeline, measures nothing",
+        about="12 steps, a 2 x 2 grid, two rungs, FD on pooled pixels: checks the pipeline, measures nothing",
     ),
     # Twice the quick profile's steps and three seeds: every FD, saving and fitted curve gets a seed spread. Sized
     # to be timed on 2 cores (see the README); the trial defaults (1800 / 3600 steps, batch 32, 512 FD samples)
@@ -222,14 +223,19 @@ def _end_everything_started(run: str, grace_s: float = 10.0, kill_s: float = 10.
     """SIGTERM to every process this demo started that is still alive, SIGKILL to those still there `grace_s`
     later (Ray's workers and a driver's raylet need a few seconds to go). Each phase scans again until nothing is
     left: a process that appears while the others are going (Ray starts its dashboard agent late) is signalled too,
-    and SIGKILL is repeated until the last one is gone or `kill_s` has passed."""
+    and SIGKILL is repeated until the last one is gone or `kill_s` has passed. "None left" needs two empty scans a
+    second apart: a process caught between fork and exec reads an empty environment, and one did outlive a
+    single empty scan (a dashboard agent its raylet was starting)."""
     termed: set[int] = set()
     for sig, phase_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, kill_s)):
         deadline = time.monotonic() + phase_s
         while time.monotonic() < deadline:
             pids = _started_by(run)
             if not pids:
-                return
+                time.sleep(1.0)
+                pids = _started_by(run)
+                if not pids:
+                    return
             for pid in pids:
                 if sig == signal.SIGTERM and pid in termed:
                     continue
