@@ -30,6 +30,10 @@ def main() -> None:
     parser.add_argument("--progress", default=os.environ.get("SCALESWEEP_PROGRESS_FILE"), help="JSON-lines output")
     parser.add_argument("--fd-samples", type=int, default=1024)
     parser.add_argument("--extractor", default="shapes-cnn")
+    # Sizes a quick check can shrink; unset, each keeps the trial's default (scalesweep's TrialConfig)
+    parser.add_argument("--batch-size", type=int, help="training batch size")
+    parser.add_argument("--track-points", type=int, help="cheap tracking evaluations (0: none)")
+    parser.add_argument("--text-encoder", choices=["minilm", "learned"], help="caption encoder")
     args = parser.parse_args()
     if not args.progress:
         parser.error("--progress (or SCALESWEEP_PROGRESS_FILE) is required")
@@ -54,6 +58,12 @@ def main() -> None:
     }
     if args.eval_steps:
         config["eval_steps"] = [int(s) for s in args.eval_steps.split(",")]
+    if args.batch_size is not None:
+        config["batch_size"] = args.batch_size
+    if args.track_points is not None:
+        config["eval"]["track_points"] = args.track_points
+    if args.text_encoder is not None:
+        config["text_encoder"] = args.text_encoder
     run_trial(config, progress=report)
 
 
