@@ -18,7 +18,7 @@ from api._db import SweepRecord
 from api._settings import Settings
 from api.main import create_app
 
-from .conftest import AUTH, TOKEN
+from .conftest import AUTH, TOKEN, seeded_workdir
 
 HERE = Path(__file__).resolve().parent
 SPEC: dict[str, Any] = {"name": "sec", "rung": "cpu-xs", "horizon": 20, "search": {"space": {"K": [2, 3]}}}
@@ -35,8 +35,9 @@ def _registry(path: Path, dump: Path) -> Path:
 
 
 @pytest.fixture
-def api(tmp_path: Path) -> Iterator[TestClient]:
-    settings = Settings(workdir=tmp_path / "work", api_token=TOKEN,  # type: ignore[arg-type]
+def api(tmp_path: Path, empty_mlflow_db: Path) -> Iterator[TestClient]:
+    # a copy of the session's empty MLflow store: MLflow's migrations per test cost 1-2 s of each of 30 tests here
+    settings = Settings(workdir=seeded_workdir(tmp_path / "work", empty_mlflow_db), api_token=TOKEN,  # type: ignore[arg-type]
                         trainers=_registry(tmp_path / "trainers.yaml", tmp_path / "dump.json"))
     yield TestClient(create_app(settings), raise_server_exceptions=False)  # no lifespan: nothing is launched
 
@@ -148,8 +149,8 @@ def test_mlflow_spec_json_is_redacted(tmp_path: Path) -> None:
     assert stored["backend"]["env"] == {"HF_TOKEN": "<redacted>"} and stored["backend"]["command"] == ["train", "{K}"]
 
 
-def test_trusted_hosts(tmp_path: Path) -> None:
-    settings = Settings(workdir=tmp_path / "work", api_token=TOKEN,  # type: ignore[arg-type]
+def test_trusted_hosts(tmp_path: Path, empty_mlflow_db: Path) -> None:
+    settings = Settings(workdir=seeded_workdir(tmp_path / "work", empty_mlflow_db), api_token=TOKEN,  # type: ignore[arg-type]
                         allowed_hosts="localhost, api.internal")
     api = TestClient(create_app(settings), raise_server_exceptions=False)
     refused = api.get("/v1/health")  # TestClient's Host is "testserver"
@@ -158,10 +159,11 @@ def test_trusted_hosts(tmp_path: Path) -> None:
     assert api.get("/v1/health", headers={"Host": "evil.example"}).status_code == 400
     assert api.get("/v1/health", headers={"Host": "api.internal"}).status_code == 200
     assert api.get("/v1/health", headers={"Host": "localhost:8000"}).status_code == 200
-    subdomains = TestClient(create_app(Settings(workdir=tmp_path / "w3", api_token=TOKEN,  # type: ignore[arg-type]
-                                                allowed_hosts="*.example.org,[::1]")))
+    subdomains = TestClient(create_app(Settings(workdir=seeded_workdir(tmp_path / "w3", empty_mlflow_db),  # type: ignore[arg-type]
+                                                api_token=TOKEN, allowed_hosts="*.example.org,[::1]")))
     assert subdomains.get("/v1/health", headers={"Host": "api.example.org"}).status_code == 200
     assert subdomains.get("/v1/health", headers={"Host": "[::1]:8000"}).status_code == 200
     assert subdomains.get("/v1/health", headers={"Host": "example.org.evil"}).status_code == 400
-    open_api = TestClient(create_app(Settings(workdir=tmp_path / "w2", api_token=TOKEN)))  # type: ignore[arg-type]
+    open_api = TestClient(create_app(Settings(
+        workdir=seeded_workdir(tmp_path / "w2", empty_mlflow_db), api_token=TOKEN)))  # type: ignore[arg-type]
     assert open_api.get("/v1/health").status_code == 200  # the default '*' answers any Host
