@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import json
 import os
 import secrets
@@ -191,10 +192,15 @@ def demo_sweep_spec(profile: DemoProfile, name: str) -> dict[str, Any]:
 # --- processes ---------------------------------------------------------------------------------------------------
 
 
-# Every process the demo starts, and every process those start, inherits this variable with one value per demo.
-# The service starts each driver in a session of its own and Ray's processes outlive a killed driver (re-parented
-# to PID 1), so neither process groups nor the process tree reach them all; the environment does.
+# Every process the demo starts, and every process those start, is found two ways. The demo makes itself their
+# child subreaper (Linux prctl): a process whose parent dies is re-parented to the demo, not to PID 1, so the
+# process tree reaches every Ray process a killed driver leaves behind, though the service starts each driver in a
+# session of its own. And each inherits this variable with one value per demo run, which finds them where the
+# subreaper cannot be set. The variable alone is not enough: Ray's agents and workers rewrite their title over
+# the start of their environment block (setproctitle), so /proc/PID/environ may no longer show it (a CI run found
+# a `ray::DashboardAgent` left behind that way).
 DEMO_RUN_ENV = "SCALESWEEP_DEMO_RUN"
+_PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 
 
 class _Stopped(Exception):
@@ -205,18 +211,55 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     raise _Stopped(signum)
 
 
-def _started_by(run: str) -> list[int]:
-    """Live processes whose environment carries `SCALESWEEP_DEMO_RUN=run` (Linux /proc; elsewhere none are
-    found and the process groups stopped by `_Process.stop` are all that is ended). A zombie's environment reads
-    empty: it is not counted."""
-    needle, me, found = f"{DEMO_RUN_ENV}={run}".encode(), os.getpid(), []
+def _adopt_orphans() -> bool:
+    """Make this process the child subreaper of everything it starts (Linux 3.4+); False where that is refused or
+    there is no prctl."""
+    try:
+        return int(ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _process_table() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, state letter) from /proc/PID/stat; empty where there is no /proc."""
+    table: dict[int, tuple[int, str]] = {}
     with contextlib.suppress(OSError):
         for entry in Path("/proc").iterdir():
-            if entry.name.isdigit() and int(entry.name) != me:
-                with contextlib.suppress(OSError):
-                    if needle in (entry / "environ").read_bytes().split(b"\0"):
-                        found.append(int(entry.name))
-    return found
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError, ValueError, IndexError):
+                    fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()  # the name may hold spaces
+                    table[int(entry.name)] = (int(fields[1]), fields[0])
+    return table
+
+
+def _started_by(run: str) -> list[int]:
+    """Live processes this demo started: its descendants in the process tree (which, with `_adopt_orphans`,
+    include the orphans of a killed driver) and any process whose environment carries `SCALESWEEP_DEMO_RUN=run`
+    (Linux /proc; elsewhere none are found and the process groups stopped by `_Process.stop` are all that is
+    ended). Zombies are not counted: they are gone but for their exit status."""
+    me, table = os.getpid(), _process_table()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    found, todo = set(), list(children.get(me, []))
+    while todo:
+        pid = todo.pop()
+        if pid not in found:
+            found.add(pid)
+            todo.extend(children.get(pid, []))
+    needle = f"{DEMO_RUN_ENV}={run}".encode()
+    for pid in table.keys() - found - {me}:
+        with contextlib.suppress(OSError):
+            if needle in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+                found.add(pid)
+    return sorted(pid for pid in found if table[pid][1] != "Z")
+
+
+def _reap_orphans() -> None:
+    """Collect the exit status of every child that has ended (adopted orphans become this process's zombies)."""
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
 
 
 def _end_everything_started(run: str, grace_s: float = 10.0, kill_s: float = 10.0) -> None:
@@ -224,25 +267,30 @@ def _end_everything_started(run: str, grace_s: float = 10.0, kill_s: float = 10.
     later (Ray's workers and a driver's raylet need a few seconds to go). Each phase scans again until nothing is
     left: a process that appears while the others are going (Ray starts its dashboard agent late) is signalled too,
     and SIGKILL is repeated until the last one is gone or `kill_s` has passed. "None left" needs two empty scans a
-    second apart: a process caught between fork and exec reads an empty environment, and one did outlive a
-    single empty scan (a dashboard agent its raylet was starting)."""
+    second apart, for a process caught between fork and exec. Called after `_Process.stop`, so that reaping every
+    ended child here takes no exit status a `Popen` still waits for."""
     termed: set[int] = set()
-    for sig, phase_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, kill_s)):
-        deadline = time.monotonic() + phase_s
-        while time.monotonic() < deadline:
-            pids = _started_by(run)
-            if not pids:
-                time.sleep(1.0)
+    try:
+        for sig, phase_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, kill_s)):
+            deadline = time.monotonic() + phase_s
+            while time.monotonic() < deadline:
+                _reap_orphans()
                 pids = _started_by(run)
                 if not pids:
-                    return
-            for pid in pids:
-                if sig == signal.SIGTERM and pid in termed:
-                    continue
-                termed.add(pid)
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, sig)
-            time.sleep(0.2)
+                    time.sleep(1.0)
+                    _reap_orphans()
+                    pids = _started_by(run)
+                    if not pids:
+                        return
+                for pid in pids:
+                    if sig == signal.SIGTERM and pid in termed:
+                        continue
+                    termed.add(pid)
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(pid, sig)
+                time.sleep(0.2)
+    finally:
+        _reap_orphans()
 
 
 def _free_port() -> int:
@@ -575,6 +623,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"scalesweep demo, profile {args.profile}; output folder {out}", flush=True)
     run_mark = secrets.token_hex(8)
     os.environ[DEMO_RUN_ENV] = run_mark  # inherited by all it starts (DEMO_RUN_ENV)
+    _adopt_orphans()  # and their orphans are re-parented to this process
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return _pipeline(args, PROFILES[args.profile], out, run_mark)

@@ -6,8 +6,9 @@ descendant keeps is its environment at exec time (`/proc/<pid>/environ`, which `
 trainer is started with a tag variable, `SCALESWEEP_TRIAL_TAG=<uuid>`, and each driver the service starts with
 `SCALESWEEP_JOB_TAG=<job id>`; ending a tag is: SIGTERM to every process that carries it, a grace period, SIGKILL to
 what is left, scanning again each round (a child forked during the grace period is found too). Jenkins' process
-tree killer rests on the same property. A process that re-executes itself with a cleared environment escapes it:
-full containment is a cgroup, a container or a user of its own (docs/security.md).
+tree killer rests on the same property. A process that re-executes itself with a cleared environment escapes it,
+and one that writes its title over its environment block may (Ray's agents: they exit with their raylet, which
+keeps the tag): full containment is a cgroup, a container or a user of its own (docs/security.md).
 
 `python -m trials._proctree --watch PID --tag TAG --grace S` is the trainer's reaper: started beside a trainer in
 a session of its own, it ends the tag once PID (the process that runs the trial: a Ray worker) is gone, so a trial

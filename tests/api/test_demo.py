@@ -180,36 +180,76 @@ def _marked(mark: str) -> dict[int, str]:
     return found
 
 
+# Runs the demo as its child, in a session of its own, and is the child subreaper of everything below it: whatever
+# the demo leaves alive when it exits is re-parented here, whatever it did to its own processes (a new session, a
+# dead parent, a title written over its environment). When the demo has exited it records those processes, and the
+# ones carrying the test's variable, then kills them. argv: report path, the variable, the demo's command.
+_WITNESS = r"""
+import contextlib, ctypes, json, os, signal, subprocess, sys
+from pathlib import Path
+assert ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0, "PR_SET_CHILD_SUBREAPER refused"
+report, mark = Path(sys.argv[1]), sys.argv[2].encode()
+demo = subprocess.Popen(sys.argv[3:], start_new_session=True)
+report.with_suffix(".pid").write_text(str(demo.pid))
+code = demo.wait()
+table = {}
+for entry in Path("/proc").iterdir():
+    with contextlib.suppress(OSError, IndexError, ValueError):
+        stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        table[int(entry.name)] = (int(stat[1]), stat[0], (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(),
+                                  mark in (entry / "environ").read_bytes().split(b"\0"))
+below, todo = set(), [os.getpid()]
+while todo:
+    parent = todo.pop()
+    for pid, (ppid, *_) in table.items():
+        if ppid == parent and pid not in below:
+            below.add(pid)
+            todo.append(pid)
+left = {pid: cmd for pid, (_, state, cmd, marked) in table.items()
+        if state != "Z" and (pid in below or marked) and pid != os.getpid()}
+report.write_text(json.dumps({"code": code, "left": left}))
+for pid in left:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+with contextlib.suppress(ChildProcessError):
+    while os.waitpid(-1, 0)[0]:
+        pass
+"""
+
+
 @pytest.mark.integration
-@pytest.mark.skipif(not Path("/proc/self/environ").is_file(), reason="reads the processes' environments in /proc")
+@pytest.mark.skipif(not Path("/proc/self/environ").is_file(), reason="reads the process table in /proc")
 def test_a_demo_stopped_by_sigterm_ends_everything_it_started(tmp_path: Path) -> None:
-    # The demo's processes are found the way an operator would not be able to: by a variable only this test sets,
-    # which every process the demo starts inherits (the service, the MLflow UI, the sweep's driver, its Ray).
+    # The demo's processes are found two ways an operator could not use: a variable only this test sets, which
+    # every process the demo starts inherits, and a witness process (_WITNESS) that adopts whatever the demo leaves.
     mark = f"SCALESWEEP_TEST_DEMO_MARK={tmp_path.name}-{time.time_ns()}"
     env = {**os.environ, mark.split("=")[0]: mark.split("=")[1]}
-    demo = subprocess.Popen(
-        [sys.executable, "-m", "scalesweep_cli", "demo", "--profile", "smoke", "--no-wait", "--out",
-         str(tmp_path / "demo")], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        start_new_session=True)  # its own group: the test's signal goes to the demo alone, as `kill PID` would
+    report = tmp_path / "witness.json"
+    witness = subprocess.Popen(
+        [sys.executable, "-c", _WITNESS, str(report), mark, sys.executable, "-m", "scalesweep_cli", "demo",
+         "--profile", "smoke", "--no-wait", "--out", str(tmp_path / "demo")], cwd=ROOT, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
         deadline = time.monotonic() + 600
         while not any("raylet" in cmd for cmd in _marked(mark).values()):  # the sweep's driver has started Ray
-            assert demo.poll() is None and time.monotonic() < deadline, demo.communicate(timeout=60)
+            assert witness.poll() is None and time.monotonic() < deadline, witness.communicate(timeout=60)
             time.sleep(1)
         started = _marked(mark)
         assert any("scalesweep_cli serve" in c for c in started.values()) and any(
             "mlflow" in c for c in started.values()), started
-        demo.send_signal(signal.SIGTERM)
-        out, err = demo.communicate(timeout=120)
-        left = _marked(mark)
+        os.kill(int(report.with_suffix(".pid").read_text()), signal.SIGTERM)  # to the demo alone, as `kill PID`
+        out, err = witness.communicate(timeout=180)
     finally:
-        if demo.poll() is None:
-            os.killpg(demo.pid, signal.SIGKILL)
+        if witness.poll() is None:
+            os.killpg(witness.pid, signal.SIGKILL)
         for pid in _marked(mark):  # a failing demo's orphans are not left to the next test
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-    assert left == {}, left  # the service, the MLflow UI, the driver and every Ray process: all gone
-    assert demo.returncode == 128 + signal.SIGTERM, out.decode()[-2000:] + err.decode()[-2000:]
+    assert witness.returncode == 0, err.decode()[-2000:]
+    seen = json.loads(report.read_text())
+    # the service, the MLflow UI, the driver and every Ray process (agents and workers included): all gone
+    assert seen["left"] == {}, seen["left"]
+    assert seen["code"] == 128 + signal.SIGTERM, out.decode()[-2000:] + err.decode()[-2000:]
     assert b"stopped by SIGTERM" in err
 
 
