@@ -255,11 +255,14 @@ def _started_by(run: str) -> list[int]:
     return sorted(pid for pid in found if table[pid][1] != "Z")
 
 
-def _reap_orphans() -> None:
-    """Collect the exit status of every child that has ended (adopted orphans become this process's zombies)."""
-    with contextlib.suppress(ChildProcessError):
-        while os.waitpid(-1, os.WNOHANG)[0]:
-            pass
+def _reap_orphans(keep: frozenset[int] = frozenset()) -> None:
+    """Collect the exit status of this process's ended children but those in `keep` (a `Popen` reads its own):
+    adopted orphans that exit become this process's zombies."""
+    me = os.getpid()
+    for pid, (ppid, state) in _process_table().items():
+        if ppid == me and state == "Z" and pid not in keep:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
 
 
 def _end_everything_started(run: str, grace_s: float = 10.0, kill_s: float = 10.0) -> None:
@@ -267,8 +270,8 @@ def _end_everything_started(run: str, grace_s: float = 10.0, kill_s: float = 10.
     later (Ray's workers and a driver's raylet need a few seconds to go). Each phase scans again until nothing is
     left: a process that appears while the others are going (Ray starts its dashboard agent late) is signalled too,
     and SIGKILL is repeated until the last one is gone or `kill_s` has passed. "None left" needs two empty scans a
-    second apart, for a process caught between fork and exec. Called after `_Process.stop`, so that reaping every
-    ended child here takes no exit status a `Popen` still waits for."""
+    second apart, for a process caught between fork and exec. Called after `_Process.stop`: every `Popen` has read
+    its exit status, and every other ended child is reaped here."""
     termed: set[int] = set()
     try:
         for sig, phase_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, kill_s)):
@@ -500,6 +503,7 @@ def _stay_up(processes: list[_Process]) -> None:
         while True:
             for p in processes:
                 p.check()
+            _reap_orphans(frozenset(p.popen.pid for p in processes))  # the drivers' agents, adopted as they end
             time.sleep(1.0)
 
 

@@ -253,6 +253,37 @@ def test_a_demo_stopped_by_sigterm_ends_everything_it_started(tmp_path: Path) ->
     assert b"stopped by SIGTERM" in err
 
 
+# In a process of its own (a subreaper adopts orphans for the rest of its life: not the test session's): a child
+# starts two grandchildren with an empty environment, so without the demo's variable, and exits; both are adopted.
+_ADOPTION = r"""
+import json, os, subprocess, time
+from api import demo
+assert demo._adopt_orphans()
+subprocess.run(["sh", "-c", "env -i sleep 30 & env -i sleep 0.2 & exit 0"], check=True)
+time.sleep(1.5)  # the short one has ended: a zombie of this process until it is reaped
+me = os.getpid()
+def mine(state=None):
+    return sorted(p for p, (pp, st) in demo._process_table().items() if pp == me and state in (None, st))
+adopted, zombies, found = mine(), mine("Z"), demo._started_by("no-such-run")
+demo._reap_orphans()
+reaped = mine("Z")
+demo._end_everything_started("no-such-run", grace_s=5, kill_s=5)
+print(json.dumps({"adopted": adopted, "zombies": zombies, "found": found, "zombies_after_reap": reaped,
+                  "left": demo._started_by("no-such-run"), "children_left": mine()}))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads the process table in /proc")
+def test_the_demo_finds_adopted_orphans_without_its_variable_and_reaps_them() -> None:
+    ran = subprocess.run([sys.executable, "-c", _ADOPTION], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    seen = json.loads(ran.stdout)
+    assert len(seen["adopted"]) == 2 and len(seen["zombies"]) == 1  # both grandchildren, one already ended
+    assert seen["found"] == sorted(set(seen["adopted"]) - set(seen["zombies"]))  # the live one, by the tree alone
+    assert seen["zombies_after_reap"] == []
+    assert seen["left"] == [] and seen["children_left"] == []  # ended, and its exit status collected
+
+
 @pytest.mark.parametrize("argv", [["--profile", "huge"]])
 def test_demo_rejects_unknown_profile(argv: list[str]) -> None:
     proc = subprocess.run([sys.executable, "-m", "scalesweep_cli", "demo", *argv], cwd=ROOT, capture_output=True,
