@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import json
 import os
 import secrets
@@ -40,6 +39,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
+
+from trials import adopt_orphans, descendants, reap_children, tagged_pids
 
 __all__ = ["PROFILES", "DemoError", "DemoProfile", "add_arguments", "demo_sweep_spec", "run"]
 
@@ -200,7 +201,6 @@ def demo_sweep_spec(profile: DemoProfile, name: str) -> dict[str, Any]:
 # the start of their environment block (setproctitle), so /proc/PID/environ may no longer show it (a CI run found
 # a `ray::DashboardAgent` left behind that way).
 DEMO_RUN_ENV = "SCALESWEEP_DEMO_RUN"
-_PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 
 
 class _Stopped(Exception):
@@ -211,58 +211,11 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     raise _Stopped(signum)
 
 
-def _adopt_orphans() -> bool:
-    """Make this process the child subreaper of everything it starts (Linux 3.4+); False where that is refused or
-    there is no prctl."""
-    try:
-        return int(ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
-    except (OSError, AttributeError):
-        return False
-
-
-def _process_table() -> dict[int, tuple[int, str]]:
-    """pid -> (parent pid, state letter) from /proc/PID/stat; empty where there is no /proc."""
-    table: dict[int, tuple[int, str]] = {}
-    with contextlib.suppress(OSError):
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
-                with contextlib.suppress(OSError, ValueError, IndexError):
-                    fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()  # the name may hold spaces
-                    table[int(entry.name)] = (int(fields[1]), fields[0])
-    return table
-
-
 def _started_by(run: str) -> list[int]:
-    """Live processes this demo started: its descendants in the process tree (which, with `_adopt_orphans`,
-    include the orphans of a killed driver) and any process whose environment carries `SCALESWEEP_DEMO_RUN=run`
-    (Linux /proc; elsewhere none are found and the process groups stopped by `_Process.stop` are all that is
-    ended). Zombies are not counted: they are gone but for their exit status."""
-    me, table = os.getpid(), _process_table()
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _) in table.items():
-        children.setdefault(ppid, []).append(pid)
-    found, todo = set(), list(children.get(me, []))
-    while todo:
-        pid = todo.pop()
-        if pid not in found:
-            found.add(pid)
-            todo.extend(children.get(pid, []))
-    needle = f"{DEMO_RUN_ENV}={run}".encode()
-    for pid in table.keys() - found - {me}:
-        with contextlib.suppress(OSError):
-            if needle in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
-                found.add(pid)
-    return sorted(pid for pid in found if table[pid][1] != "Z")
-
-
-def _reap_orphans(keep: frozenset[int] = frozenset()) -> None:
-    """Collect the exit status of this process's ended children but those in `keep` (a `Popen` reads its own):
-    adopted orphans that exit become this process's zombies."""
-    me = os.getpid()
-    for pid, (ppid, state) in _process_table().items():
-        if ppid == me and state == "Z" and pid not in keep:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)
+    """Live processes this demo started: its descendants in the process tree (with `adopt_orphans`, the orphans of
+    a killed driver among them) and any process whose environment carries `SCALESWEEP_DEMO_RUN=run` (Linux
+    /proc; elsewhere none are found and the process groups stopped by `_Process.stop` are all that is ended)."""
+    return sorted(set(descendants(os.getpid())) | set(tagged_pids(DEMO_RUN_ENV, run)))
 
 
 def _end_everything_started(run: str, grace_s: float = 10.0, kill_s: float = 10.0) -> None:
@@ -277,11 +230,9 @@ def _end_everything_started(run: str, grace_s: float = 10.0, kill_s: float = 10.
         for sig, phase_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, kill_s)):
             deadline = time.monotonic() + phase_s
             while time.monotonic() < deadline:
-                _reap_orphans()
-                pids = _started_by(run)
+                pids = _started_by(run)  # zombies are not counted: they are collected once, at the end
                 if not pids:
                     time.sleep(1.0)
-                    _reap_orphans()
                     pids = _started_by(run)
                     if not pids:
                         return
@@ -293,7 +244,7 @@ def _end_everything_started(run: str, grace_s: float = 10.0, kill_s: float = 10.
                         os.kill(pid, sig)
                 time.sleep(0.2)
     finally:
-        _reap_orphans()
+        reap_children()
 
 
 def _free_port() -> int:
@@ -503,7 +454,7 @@ def _stay_up(processes: list[_Process]) -> None:
         while True:
             for p in processes:
                 p.check()
-            _reap_orphans(frozenset(p.popen.pid for p in processes))  # the drivers' agents, adopted as they end
+            reap_children(frozenset(p.popen.pid for p in processes))  # the drivers' agents, adopted as they end
             time.sleep(1.0)
 
 
@@ -627,7 +578,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"scalesweep demo, profile {args.profile}; output folder {out}", flush=True)
     run_mark = secrets.token_hex(8)
     os.environ[DEMO_RUN_ENV] = run_mark  # inherited by all it starts (DEMO_RUN_ENV)
-    _adopt_orphans()  # and their orphans are re-parented to this process
+    adopt_orphans()  # and their orphans are re-parented to this process (trials.adopt_orphans)
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return _pipeline(args, PROFILES[args.profile], out, run_mark)

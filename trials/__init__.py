@@ -25,7 +25,18 @@ from ._errors import (
     validation_text,
 )
 from ._lazy import homes_of, lazy_attributes
-from ._proctree import JOB_TAG_ENV, TRIAL_TAG_ENV, end_tagged, process_alive, tag_values, tagged_pids
+from ._proctree import (
+    JOB_TAG_ENV,
+    TRIAL_TAG_ENV,
+    adopt_orphans,
+    descendants,
+    end_tagged,
+    process_alive,
+    process_table,
+    reap_children,
+    tag_values,
+    tagged_pids,
+)
 from ._redact import uri_secrets, without_credentials
 from ._settings import EnvSettings, TrialSettings
 
@@ -70,13 +81,17 @@ __all__ = [
     "TrialError",
     "TrialResult",
     "TrialSettings",
+    "adopt_orphans",
     "default_eval_steps",
+    "descendants",
     "end_tagged",
     "ensure_store",
     "flatten",
     "lazy_attributes",
     "metric_floor",
     "process_alive",
+    "process_table",
+    "reap_children",
     "run_command_trial",
     "run_trial",
     "tag_values",

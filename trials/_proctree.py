@@ -18,6 +18,8 @@ whose worker is SIGKILLed (a cancel, a lost driver) leaves no trainer behind.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
 import os
 import signal
 import subprocess
@@ -26,8 +28,8 @@ import time
 import uuid
 from pathlib import Path
 
-__all__ = ["JOB_TAG_ENV", "TRIAL_TAG_ENV", "end_tagged", "new_tag", "process_alive", "start_reaper", "tag_values",
-           "tagged_pids"]
+__all__ = ["JOB_TAG_ENV", "TRIAL_TAG_ENV", "adopt_orphans", "descendants", "end_tagged", "new_tag", "process_alive",
+           "process_table", "reap_children", "start_reaper", "tag_values", "tagged_pids"]
 
 TRIAL_TAG_ENV = "SCALESWEEP_TRIAL_TAG"
 JOB_TAG_ENV = "SCALESWEEP_JOB_TAG"
@@ -70,13 +72,67 @@ def tag_values(name: str) -> set[str]:
     return out
 
 
+def _stat(pid: int) -> tuple[int, str] | None:
+    """(parent pid, state letter) of `pid` from /proc/PID/stat; None when it is gone (or there is no /proc)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()  # the name may hold spaces
+        return int(fields[1]), fields[0]
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def process_alive(pid: int) -> bool:
     """Whether `pid` is a live process (not gone, not a zombie), from /proc."""
+    stat = _stat(pid)
+    return stat is not None and stat[1] not in ("Z", "X")
+
+
+def process_table() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, state letter) of every process; empty where there is no /proc."""
+    table: dict[int, tuple[int, str]] = {}
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit() and (stat := _stat(int(entry.name))) is not None:
+                table[int(entry.name)] = stat
+    return table
+
+
+def descendants(root: int, table: dict[int, tuple[int, str]] | None = None) -> list[int]:
+    """The live (not zombie) processes below `root` in the process tree. Unlike a tag, this holds for a process
+    that rewrote its environment block, but an orphan leaves the tree unless an ancestor is its subreaper
+    (`adopt_orphans`)."""
+    table = process_table() if table is None else table
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    found: set[int] = set()
+    todo = list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        if pid not in found:
+            found.add(pid)
+            todo.extend(children.get(pid, []))
+    return sorted(pid for pid in found if table[pid][1] not in ("Z", "X"))
+
+
+def adopt_orphans() -> bool:
+    """Make this process the child subreaper of everything it starts (Linux 3.4+ prctl PR_SET_CHILD_SUBREAPER):
+    a descendant whose parent dies is re-parented here, not to PID 1, and stays among `descendants(os.getpid())`.
+    Its zombies are this process's to collect (`reap_children`). False where that is refused or there is no
+    prctl."""
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
-    except (OSError, IndexError):
+        return int(ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)) == 0  # 36: PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
         return False
-    return state not in ("Z", "X")
+
+
+def reap_children(keep: frozenset[int] = frozenset()) -> None:
+    """Collect the exit status of this process's ended children but those in `keep` (a `Popen` reads its own)."""
+    me = os.getpid()
+    for pid, (ppid, state) in process_table().items():
+        if ppid == me and state == "Z" and pid not in keep:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
 
 
 def _signal(pids: list[int], sig: int) -> None:

@@ -258,14 +258,15 @@ def test_a_demo_stopped_by_sigterm_ends_everything_it_started(tmp_path: Path) ->
 _ADOPTION = r"""
 import json, os, subprocess, time
 from api import demo
-assert demo._adopt_orphans()
+from trials import adopt_orphans, process_table, reap_children
+assert adopt_orphans()
 subprocess.run(["sh", "-c", "env -i sleep 30 & env -i sleep 0.2 & exit 0"], check=True)
 time.sleep(1.5)  # the short one has ended: a zombie of this process until it is reaped
 me = os.getpid()
 def mine(state=None):
-    return sorted(p for p, (pp, st) in demo._process_table().items() if pp == me and state in (None, st))
+    return sorted(p for p, (pp, st) in process_table().items() if pp == me and state in (None, st))
 adopted, zombies, found = mine(), mine("Z"), demo._started_by("no-such-run")
-demo._reap_orphans()
+reap_children()
 reaped = mine("Z")
 demo._end_everything_started("no-such-run", grace_s=5, kill_s=5)
 print(json.dumps({"adopted": adopted, "zombies": zombies, "found": found, "zombies_after_reap": reaped,
