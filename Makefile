@@ -10,6 +10,9 @@ TORCH_INDEX_URL ?=
 # `all` is the sweeper, the service and the figures (pyproject.toml); `make test` and `make demo` need them all.
 EXTRAS ?= all,dev,text,dino
 PYTEST_ARGS ?=
+# `make test` runs the suite as two pytest sessions side by side on disjoint files (tests/lanes.py, docs/testing.md);
+# LANES=1 runs it as one.
+LANES ?= 2
 # Free space needed to create .venv (CPU torch and the extras take about 2 GB).
 MIN_FREE_GB ?= 3
 
@@ -83,7 +86,7 @@ typecheck: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest --durations=30 $(PYTEST_ARGS)
+	$(BIN)/python tests/lanes.py --lanes $(LANES) --durations=20 $(PYTEST_ARGS)
 
 # The contributor's loop (docs/testing.md): ruff and the unit tests, under 3 minutes on 2 cores. Tests marked
 # `integration` (a live service, Ray, a driver or MLflow server process, a trained trial) are left to `make test`.

@@ -93,14 +93,13 @@ def store_uri(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 # Under CI (.ci/run sets SCALESWEEP_CI=1) every extra, tool and server a test needs is installed, so a skip means
-# something went missing: it fails instead. Skips CI keeps: a test marked `gpu` (CI has no GPU; docs/design.md
-# says where it runs), one marked `slow` (today only the real-cluster test, which needs a cluster CI does not
-# have) and a docs block that says why it is not run.
-CI_KEPT_SKIPS = ("gpu", "slow")
+# something went missing: it fails instead. The one skip CI keeps: a test marked `gpu` (CI has no GPU; docs/testing.md
+# says where it runs).
+CI_KEPT_SKIPS = ("gpu",)
 
 
-def _skip_kept_under_ci(item: pytest.Item, reason: str) -> bool:
-    return any(item.get_closest_marker(m) for m in CI_KEPT_SKIPS) or " not run: " in reason
+def _skip_kept_under_ci(item: pytest.Item) -> bool:
+    return any(item.get_closest_marker(m) for m in CI_KEPT_SKIPS)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -110,7 +109,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if os.environ.get("SCALESWEEP_CI") != "1" or not report.skipped or hasattr(report, "wasxfail"):
         return
     reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-    if not _skip_kept_under_ci(item, reason):
+    if not _skip_kept_under_ci(item):
         report.outcome = "failed"
         report.longrepr = f"skipped under CI (SCALESWEEP_CI=1), where nothing may be missing: {reason}"
 
@@ -136,6 +135,7 @@ INTEGRATION_TESTS = (
     "tests/trials/test_sharded.py::test_the_readme_fsdp2_example_runs_under_torchrun",
     "tests/dashboards/test_report.py",
     "tests/test_docs.py::test_python_block_runs",
+    "tests/test_lanes.py",
 )
 
 
@@ -159,10 +159,6 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return not any(p == DEPLOY_TESTS or DEPLOY_TESTS in p.parents for p in named) or None
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--run-slow", action="store_true", help="also run tests marked slow (skipped by default)")
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if _integration(item):
@@ -172,9 +168,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if "gpu" in item.keywords:
                 item.add_marker(no_gpu)
-    if config.getoption("--run-slow") or os.environ.get("SCALESWEEP_RUN_SLOW") == "1":
-        return
-    skip = pytest.mark.skip(reason="slow: pass --run-slow or set SCALESWEEP_RUN_SLOW=1")
-    for item in items:
-        if "slow" in item.keywords:
-            item.add_marker(skip)

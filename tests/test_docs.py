@@ -1,10 +1,11 @@
 """The README and docs/ as a newcomer reads them: every Python block runs, and every name they give exists.
 
 Python blocks run in a fresh interpreter from the repository root. A block that must not run here starts with a
-marker line saying why, and the reason is required:
+marker line saying why and naming the test file that runs the same code (it is then no test case of its own, and
+`test_a_block_not_run_says_why_and_names_the_test_that_runs_its_code` checks the marker):
 
     # docs-test: not run (runs a 2-minute sweep; tests/sweeper/test_sweep_local.py runs the same spec)
-    # docs-test: needs diffusers          (runs when the module imports, skips otherwise)
+    # docs-test: needs diffusers          (runs when the module imports, skips otherwise: a failure under CI)
 
 The names are read from the code, never from a list kept here: `make` targets and variables from the Makefile,
 CLI verbs and flags from `scalesweep_cli.build_parser()`, REST routes from the FastAPI app's OpenAPI schema,
@@ -68,24 +69,43 @@ def _all_blocks() -> list[Block]:
 PYTHON_BLOCKS = [b for b in _all_blocks() if b.lang == "python"]
 
 
+def _marker(block: Block) -> re.Match[str] | None:
+    return MARKER.match(block.code.splitlines()[0].strip() if block.code.strip() else "")
+
+
+NOT_RUN = [b for b in PYTHON_BLOCKS if (m := _marker(b)) is not None and m["kind"] == "not run"]
+RUN = [b for b in PYTHON_BLOCKS if b not in NOT_RUN]
+
+
 # --- every Python block runs -------------------------------------------------------------------------------------
 
 
 def test_the_docs_have_python_blocks_to_run() -> None:
     """Guards the collection itself: a broken fence parser would make the block test below pass vacuously."""
-    runnable = [b for b in PYTHON_BLOCKS if not MARKER.match(b.code.splitlines()[0].strip())]
-    assert len(runnable) >= 3, [b.id for b in PYTHON_BLOCKS]
-    assert any(b.path.name == "README.md" for b in runnable)
+    assert len(RUN) >= 3, [b.id for b in PYTHON_BLOCKS]
+    assert any(b.path.name == "README.md" for b in RUN)
+    assert len(RUN) + len(NOT_RUN) == len(PYTHON_BLOCKS)
 
 
-@pytest.mark.parametrize("block", PYTHON_BLOCKS, ids=[b.id for b in PYTHON_BLOCKS])
+def test_a_block_not_run_says_why_and_names_the_test_that_runs_its_code() -> None:
+    """A block left out of the run is no skipped test: it says why, and names an existing test file that runs the
+    same code (or an example file that such a test runs)."""
+    assert NOT_RUN, "no block is marked not run: this test guards nothing (delete it with the marker)"
+    problems = []
+    for block in NOT_RUN:
+        reason = _marker(block)["rest"].strip(" ()")  # type: ignore[index]
+        named = re.findall(r"tests/[\w/]+\.py", reason)
+        if len(reason) < 10:
+            problems.append(f"{block.id}: a not-run block must say why: {reason!r}")
+        elif not named:
+            problems.append(f"{block.id}: names no test file that runs its code: {reason!r}")
+        problems += [f"{block.id}: {path} does not exist" for path in named if not (ROOT / path).is_file()]
+    assert problems == []
+
+
+@pytest.mark.parametrize("block", RUN, ids=[b.id for b in RUN])
 def test_python_block_runs(block: Block, tmp_path: Path) -> None:
-    first = block.code.splitlines()[0].strip() if block.code.strip() else ""
-    marker = MARKER.match(first)
-    if marker and marker["kind"] == "not run":
-        reason = marker["rest"].strip(" ()")
-        assert len(reason) >= 10, f"{block.id}: a not-run block must say why: {first!r}"
-        pytest.skip(f"{block.id} not run: {reason}")
+    marker = _marker(block)
     if marker and marker["kind"] == "needs":
         modules = marker["rest"].split()
         assert modules, f"{block.id}: 'needs' names no module"

@@ -1,13 +1,18 @@
 """Issue 37 on the real topology (tests/deploy/conftest.py): the tiny sweep and its tiny transfer over REST into a
 real MLflow server and PostgreSQL; PostgreSQL stopped mid-sweep (503s with Retry-After, never a 500; /v1/ready names the
-database; recovery by itself); the Alembic migrations on PostgreSQL. Run by `make test-deploy`."""
+database; recovery by itself); the Alembic migrations on PostgreSQL; the service's Ray Jobs client against the real
+Ray head. Run by `make test-deploy`."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import time
 
 import httpx
+import pytest
 from alembic import command
 from alembic.config import Config
 from mlflow import MlflowClient
@@ -112,3 +117,37 @@ def test_the_migrations_run_on_postgresql_from_an_empty_database_down_and_up_aga
         assert version.startswith(revisions[-1].split("_")[0]), (version, revisions)
     finally:
         engine.dispose()
+
+
+# Run in an interpreter of its own with the deployment's environment (Ray's token auth, as the service has it).
+_JOB_CLIENT = """
+import json, sys, time
+from api._jobs import RayJobs
+jobs = RayJobs(sys.argv[1])
+job = jobs.submit(["python", "-c", "import time; time.sleep(300)"], sys.argv[2], {})
+seen = [jobs.status(job)]
+deadline = time.time() + 120
+while seen[-1] != "RUNNING" and time.time() < deadline:
+    time.sleep(0.5)
+    seen.append(jobs.status(job))
+stopped = jobs.stop(job)
+deadline = time.time() + 120
+while jobs.status(job) in jobs.ALIVE and time.time() < deadline:
+    time.sleep(0.5)
+print(json.dumps({"job": job, "seen": sorted(set(seen)), "stopped": stopped, "final": jobs.status(job)}))
+"""
+
+
+def test_the_services_ray_jobs_client_submits_reads_and_stops_a_job_on_the_real_head(deployment: Deployment) -> None:
+    """`api._jobs.RayJobs` (what the service submits drivers with) against the deployment's Ray head: the job it
+    submits runs under the given id, its status is read, and `stop` ends it STOPPED. tests/api/test_ray_jobs.py
+    checks the service's use of it with a stand-in client."""
+    if not deployment.ray_jobs:  # under CI (the deploy extra installed) this skip is a failure
+        pytest.skip("drivers are not Ray Jobs here (no ray[default]: the deploy extra)")
+    name = f"scalesweep-test-{os.getpid()}-{int(time.time())}"
+    done = subprocess.run([sys.executable, "-c", _JOB_CLIENT, deployment.ray_dashboard_url, name],
+                          capture_output=True, text=True, env=deployment._base_env(), timeout=400, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    assert answer["job"] == name and "RUNNING" in answer["seen"], answer
+    assert answer["stopped"] is True and answer["final"] == "STOPPED", answer

@@ -1,37 +1,18 @@
-"""Sweeper test settings: tiny trials, a fake external trainer, slow-test opt-in (the session's MLflow store,
-`store_uri`, is in tests/conftest.py).
-
-Tests marked `slow` run only with `--run-slow` (when the root conftest defines it) or SCALESWEEP_RUN_SLOW=1:
-pytest only takes `pytest_addoption` from the root-level conftest files.
-"""
+"""Sweeper test settings: tiny trials and a fake external trainer (the session's MLflow store, `store_uri`, is in
+tests/conftest.py)."""
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from ..conftest import TINY_TRIAL  # the one tiny trial; scaling tests import it from here too
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 FAKE_TRAINER = HERE / "fake_trainer.py"
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    try:
-        run_slow = bool(config.getoption("--run-slow"))
-    except ValueError:  # the option is not defined by the root conftest
-        run_slow = False
-    if run_slow or os.environ.get("SCALESWEEP_RUN_SLOW") == "1":
-        return
-    skip = pytest.mark.skip(reason="slow: pass --run-slow or set SCALESWEEP_RUN_SLOW=1")
-    for item in items:
-        if "slow" in item.keywords and HERE in Path(str(item.fspath)).parents:
-            item.add_marker(skip)
 
 
 def fake_backend(markers: Path | None = None, **env: str) -> dict[str, Any]:

@@ -1,0 +1,208 @@
+"""The whole suite in two lanes at once: two pytest sessions side by side on disjoint test files (`make test`).
+
+Run serially, the suite keeps a 2-core machine's cores about 62 % busy: its heavy tests wait on processes starting
+(drivers, Ray, an MLflow server, the service), and most of its small tests use one core. Two sessions at once fill
+that gap: the `studies` lane takes the files that train for real or run whole studies through the service, the
+`rest` lane everything else (docs/testing.md has the measurements). Each lane is an ordinary pytest session with
+its own session fixtures; a fixture shared by several files (the live service's study in tests/api/conftest.py)
+is used only by files of one lane. Both lanes share one feature cache (the label CNN trains once; its writes are
+atomic).
+
+    python tests/lanes.py [--lanes 1|2] [--logs DIR] [pytest arguments ...]
+
+Every lane gets the same pytest arguments (a `-k` that selects nothing in one lane leaves that lane empty, which is
+not a failure). Each lane's output goes to DIR/<lane>.log (default out/test-lanes/); a line per lane says how far
+it is every 30 s, and at the end each lane's failures, durations and short summary are printed, then one line
+with the whole suite's counts. The exit status is non-zero when a lane failed. `--lanes 1` runs plain pytest, in
+this process's terminal. SIGINT or SIGTERM stops both lanes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# The files that train or run whole studies, longest chains first. Seconds and busy cores are each file's serial
+# wall time and the cores it kept busy on average in one full serial run (2-core AMD EPYC, 2026-12-04): this lane
+# about 550 s, the other about 595 s.
+STUDIES = (
+    "tests/scaling/test_transfer_run.py",  # 148 s, 1.44 cores: a sweep and transfers trained for real
+    "tests/api/test_live_service.py",  # 71 s, 1.69: the shared service's study (tests/api/conftest.py) ...
+    "tests/api/test_transfers.py",  # 63 s, 1.42: ... read by these three modules
+    "tests/api/test_load.py",  # 20 s, 1.03
+    "tests/api/test_demo.py",  # 122 s, 1.21: the whole demo, and one stopped by SIGTERM
+    "tests/api/test_end_to_end.py",  # 30 s, 1.47
+    "tests/sweeper/test_deployment.py",  # 37 s, 1.23: a two-node Ray cluster
+    "tests/trials/test_run.py",  # 60 s, 1.02: real trials
+)
+
+SUMMARY = re.compile(r"^=*\s*((?:\d+ \w+(?:, )?)+) in ([\d.]+)s")
+COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|deselected|warnings?)")
+MARKS = re.compile(r"^(?:\S+\.py )?([.sFExX]+)\s*(?:\[\s*(\d+)%\])?$")  # a progress line of pytest's
+SECTION = re.compile(r"^=+ (ERRORS|FAILURES|slowest|short test summary info|warnings summary)")
+
+
+@dataclass
+class Lane:
+    name: str
+    args: list[str]
+    log: Path
+    proc: subprocess.Popen[bytes] | None = None
+    out: IO[bytes] | None = None
+    started: float = 0.0
+    ended: float | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def start(self, env: dict[str, str]) -> None:
+        self.out = self.log.open("wb")
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen([sys.executable, "-m", "pytest", *self.args], cwd=ROOT, env=env,
+                                     stdout=self.out, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def text(self) -> str:
+        return self.log.read_text(encoding="utf-8", errors="replace")
+
+    def progress(self) -> str:
+        """How far pytest's progress lines say the lane is, and how many tests failed so far."""
+        marks, percent = "", None
+        for line in self.text().splitlines():
+            if m := MARKS.match(line.strip()):
+                marks += m.group(1)
+                percent = m.group(2) or percent
+        failed = marks.count("F") + marks.count("E")
+        return (f"{percent}% ({len(marks)} tests" + (f", {failed} failed" if failed else "") + ")"
+                if percent else "no test finished yet")
+
+    def poll(self) -> int | None:
+        assert self.proc is not None
+        code = self.proc.poll()
+        if code is not None and self.ended is None:
+            self.ended = time.monotonic()
+            if self.out is not None:
+                self.out.close()
+            for line in reversed(self.text().splitlines()):
+                if m := SUMMARY.match(line.strip()):
+                    self.counts = {kind.rstrip("s") if kind.startswith(("error", "warning")) else kind: int(n)
+                                   for n, kind in COUNT.findall(m.group(1))}
+                    break
+        return code
+
+    def stop(self, sig: int) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def report(self) -> str:
+        """The lane's failures, durations and short summary: its log from the first such section on."""
+        lines = self.text().splitlines()
+        start = next((i for i, line in enumerate(lines) if SECTION.match(line)), max(0, len(lines) - 40))
+        return "\n".join(lines[start:])
+
+
+def _clock(seconds: float) -> str:
+    return f"{int(seconds // 60)} min {int(seconds % 60):02d} s"
+
+
+def default_lanes(pytest_args: list[str], logs: Path) -> list[Lane]:
+    """The suite's two lanes: STUDIES, and every other file of tests/."""
+    studies = [f for f in STUDIES if (ROOT / f).is_file()]
+    missing = sorted(set(STUDIES) - set(studies))
+    if missing:
+        raise SystemExit(f"tests/lanes.py: STUDIES names files that do not exist: {', '.join(missing)}")
+    rest = ["tests", *(f"--ignore={f}" for f in studies)]
+    return [Lane("studies", [*studies, *pytest_args], logs / "studies.log"),
+            Lane("rest", [*rest, *pytest_args], logs / "rest.log")]
+
+
+def run(lanes: list[Lane], every_s: float = 30.0, grace_s: float = 60.0) -> int:
+    """Run the lanes at once; 0 when every lane passed (or collected nothing), 1 when one failed, 130 when stopped.
+    SIGINT or SIGTERM reaches each lane as SIGINT (pytest then runs its teardown), SIGKILL after `grace_s`."""
+    for lane in lanes:
+        lane.log.parent.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    cache = None
+    if "SCALESWEEP_CACHE_DIR" not in env:  # one feature cache for both lanes, not ~/.cache
+        cache = tempfile.TemporaryDirectory(prefix="scalesweep-test-cache-")
+        env["SCALESWEEP_CACHE_DIR"] = cache.name
+    stopped: list[float] = []
+
+    def on_signal(signum: int, frame: object) -> None:
+        stopped.append(time.monotonic())
+        for lane in lanes:
+            lane.stop(signal.SIGINT)
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    t0 = time.monotonic()
+    print(f"the suite in {len(lanes)} lanes at once; logs: " + ", ".join(str(lane.log) for lane in lanes), flush=True)
+    try:
+        for lane in lanes:
+            lane.start(env)
+        last = time.monotonic()
+        while any(lane.poll() is None for lane in lanes):
+            time.sleep(0.2)
+            if stopped and time.monotonic() - stopped[0] > grace_s:
+                break  # the finally below kills what is left
+            if time.monotonic() - last >= every_s:
+                last = time.monotonic()
+                state = "   ".join(f"{lane.name} {'done' if lane.ended else lane.progress()}" for lane in lanes)
+                print(f"[{_clock(last - t0)}] {state}", flush=True)
+    finally:
+        for lane in lanes:
+            lane.stop(signal.SIGKILL)
+            if lane.proc is not None:
+                lane.proc.wait()
+                lane.poll()
+        for s, handler in old.items():
+            signal.signal(s, handler)
+        if cache is not None:
+            cache.cleanup()
+    wall = time.monotonic() - t0
+    codes = {lane.name: lane.proc.returncode for lane in lanes if lane.proc is not None}
+    for lane in lanes:
+        print(f"\n{'=' * 30} lane {lane.name}: exit {codes[lane.name]}, "
+              f"{_clock((lane.ended or time.monotonic()) - lane.started)} ({lane.log}) {'=' * 30}")
+        print(lane.report())
+    total: dict[str, int] = {}
+    for lane in lanes:
+        for kind, n in lane.counts.items():
+            total[kind] = total.get(kind, 0) + n
+    order = ("passed", "failed", "error", "skipped", "xfailed", "xpassed", "deselected", "warning")
+    counts = ", ".join(f"{total[kind]} {kind}{'s' if kind in ('error', 'warning') and total[kind] != 1 else ''}"
+                       for kind in order if kind in total) or "no counts"
+    lane_times = ", ".join(f"{lane.name} {_clock((lane.ended or time.monotonic()) - lane.started)}" for lane in lanes)
+    print(f"\nthe suite: {counts} in {_clock(wall)} (lanes: {lane_times})")
+    if stopped:
+        return 130
+    # 5 is pytest's "no tests collected": a selection that leaves one lane empty is not a failure.
+    bad = {name: code for name, code in codes.items() if code not in (0, 5)}
+    if bad:
+        print("failed lanes: " + ", ".join(f"{name} (exit {code})" for name, code in bad.items()))
+        return 1
+    return 5 if all(code == 5 for code in codes.values()) else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tests/lanes.py", description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    parser.add_argument("--lanes", type=int, choices=(1, 2), default=2, help="2 (default) or 1 (plain pytest)")
+    parser.add_argument("--logs", type=Path, default=ROOT / "out" / "test-lanes", help="where the lanes' logs go")
+    known, pytest_args = parser.parse_known_args(argv)
+    if known.lanes == 1:
+        return subprocess.call([sys.executable, "-m", "pytest", *pytest_args], cwd=ROOT)
+    return run(default_lanes(pytest_args, known.logs))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
