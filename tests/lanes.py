@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # The files that train or run whole studies, longest chains first. Seconds and busy cores are each file's serial
 # wall time and the cores it kept busy on average in one full serial run (2-core AMD EPYC, 2026-12-04): this lane
-# about 550 s, the other about 595 s.
+# about 575 s, the other about 570 s.
 STUDIES = (
     "tests/scaling/test_transfer_run.py",  # 148 s, 1.44 cores: a sweep and transfers trained for real
     "tests/api/test_live_service.py",  # 71 s, 1.69: the shared service's study (tests/api/conftest.py) ...
@@ -45,6 +45,8 @@ STUDIES = (
     "tests/api/test_end_to_end.py",  # 30 s, 1.47
     "tests/sweeper/test_deployment.py",  # 37 s, 1.23: a two-node Ray cluster
     "tests/trials/test_run.py",  # 60 s, 1.02: real trials
+    "tests/api/test_cancel_tree.py",  # 25 s, 0.91: moved here after the first two-lane run, whose rest lane ended
+    # 54 s after this one (13 min 17 s against 12 min 23 s)
 )
 
 SUMMARY = re.compile(r"^=*\s*((?:\d+ \w+(?:, )?)+) in ([\d.]+)s")
