@@ -11,10 +11,11 @@ atomic).
     python tests/lanes.py [--lanes 1|2] [--logs DIR] [pytest arguments ...]
 
 Every lane gets the same pytest arguments (a `-k` that selects nothing in one lane leaves that lane empty, which is
-not a failure). Each lane's output goes to DIR/<lane>.log (default out/test-lanes/); a line per lane says how far
-it is every 30 s, and at the end each lane's failures, durations and short summary are printed, then one line
-with the whole suite's counts. The exit status is non-zero when a lane failed. `--lanes 1` runs plain pytest, in
-this process's terminal. SIGINT or SIGTERM stops both lanes.
+not a failure); arguments that name test files, folders or node ids run one session of just those. Each lane's
+output goes to DIR/<lane>.log (default out/test-lanes/); a line per lane says how far it is every 30 s, and at the
+end each lane's failures, durations and short summary are printed, then one line with the whole suite's counts.
+The exit status is non-zero when a lane failed. `--lanes 1` runs plain pytest, in this process's terminal. SIGINT
+or SIGTERM reaches both lanes as SIGINT, so their teardown runs; what is left after 60 s is killed.
 """
 
 from __future__ import annotations
@@ -201,9 +202,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lanes", type=int, choices=(1, 2), default=2, help="2 (default) or 1 (plain pytest)")
     parser.add_argument("--logs", type=Path, default=ROOT / "out" / "test-lanes", help="where the lanes' logs go")
     known, pytest_args = parser.parse_known_args(argv)
-    if known.lanes == 1:
+    named = named_paths(pytest_args)
+    if known.lanes == 1 or named:
+        if named and known.lanes != 1:
+            print(f"tests/lanes.py: {', '.join(named)} named: one pytest session, on what was named", flush=True)
         return subprocess.call([sys.executable, "-m", "pytest", *pytest_args], cwd=ROOT)
     return run(default_lanes(pytest_args, known.logs))
+
+
+def named_paths(pytest_args: list[str]) -> list[str]:
+    """The test files, folders or node ids among pytest's arguments (`make test PYTEST_ARGS=tests/trials`): the
+    lanes split the whole suite, so a run of named tests is one session of just those."""
+    return [a for a in pytest_args if not a.startswith("-") and (ROOT / a.split("::")[0]).exists()]
 
 
 if __name__ == "__main__":

@@ -147,3 +147,16 @@ def test_the_suites_split_keeps_each_shared_session_fixture_in_one_lane(tmp_path
              if TAKES_THE_STUDY.search(p.read_text(encoding="utf-8")) and "deploy" not in p.parts}
     assert users == {"tests/api/test_live_service.py", "tests/api/test_transfers.py", "tests/api/test_load.py"}
     assert users <= studies
+
+
+def test_named_tests_run_in_one_session_of_just_those() -> None:
+    assert lanes.named_paths(["-k", "flow", "--durations=20", "-q"]) == []
+    assert lanes.named_paths(["tests/trials/test_flow.py::test_flow_loss_of_the_exact_velocity_is_zero", "-q"]) == [
+        "tests/trials/test_flow.py::test_flow_loss_of_the_exact_velocity_is_zero"]
+    assert lanes.named_paths(["tests/trials", "-x"]) == ["tests/trials"]
+    done = subprocess.run([sys.executable, str(ROOT / "tests" / "lanes.py"), "-q", "-p", "no:cacheprovider",
+                           "tests/trials/test_flow.py::test_flow_loss_of_the_exact_velocity_is_zero"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "one pytest session, on what was named" in done.stdout
+    assert re.search(r"^1 passed", done.stdout, re.M), done.stdout[-2000:]  # that test only, not the studies lane
