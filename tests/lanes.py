@@ -154,7 +154,7 @@ def run(lanes: list[Lane], every_s: float = 30.0, grace_s: float = 60.0) -> int:
         for lane in lanes:
             lane.start(env)
         last = time.monotonic()
-        while any(lane.poll() is None for lane in lanes):
+        while None in [lane.poll() for lane in lanes]:  # every lane polled, so each one's end is its own
             time.sleep(0.2)
             if stopped and time.monotonic() - stopped[0] > grace_s:
                 break  # the finally below kills what is left

@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import uvicorn
@@ -109,11 +110,25 @@ def test_remote_cli_submits_follows_and_cancels(server: str, tmp_path: Path, cap
     code, out, _ = _cli(capsys, "status", sweep_id)
     assert (code, out.strip()) == (0, f"{sweep_id} PENDING: trials 0 done, 0 running, 0 failed of 0")
 
+    # The follower's first read of its sweep, which it prints as PENDING; the other user cancels after it (under
+    # load the cancel could otherwise land first, and the follower would never see the sweep PENDING).
+    first_read = threading.Event()
+    read = ScalesweepClient.get_sweep
+
+    def reading(self: ScalesweepClient, sweep: str) -> Any:
+        found = read(self, sweep)
+        if sweep not in before:
+            first_read.set()
+        return found
+
+    monkeypatch.setattr(ScalesweepClient, "get_sweep", reading)
+
     def cancel_the_next_sweep() -> None:  # what another user does while this one follows
         with ScalesweepClient(server, token=TOKEN) as other:
             for _ in range(200):
                 pending = [s for s in other.list_sweeps(state="PENDING").data if s.id not in before]
                 if pending:
+                    first_read.wait(timeout=120)  # then cancel anyway: the assertions below say what was seen
                     other.cancel_sweep(pending[0].id)
                     return
                 time.sleep(0.05)
