@@ -16,8 +16,8 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from scaling import RoundsSpec, TransferError, next_seeds, planned_looks, rounds_look
 
-from .._extend import extend_held
-from .._spec import SweepSpec
+from ..jobs import extend_held
+from ..specs import SweepSpec
 from ._plan import TransferPlan
 
 if TYPE_CHECKING:

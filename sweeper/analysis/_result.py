@@ -12,21 +12,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._confirm import apply_confirmation, confirmation_from_tags
-from ._errors import SweepError
-from ._front import QualityCostFront, quality_cost_front
-from ._importance import SweepImportance, sweep_importance
-from ._ledger import TAG, SweepLedger
-from ._selection import (
+from ..errors import SweepError
+from ..jobfiles import STATE_FILE, read_state
+from ..ledger import TAG, SweepLedger
+from ..selection import (
     PointSummary,
     SweepSelection,
     TrialRecord,
-    _latest,
     front_rule,
+    latest_attempts,
     select_best,
     summarise_points,
 )
-from .jobfiles import STATE_FILE, read_state
+from ._confirm import apply_confirmation, confirmation_from_tags
+from ._front import QualityCostFront, quality_cost_front
+from ._importance import SweepImportance, sweep_importance
 
 __all__ = ["SweepResult", "load_sweep_result"]
 
@@ -91,7 +91,7 @@ class SweepResult:
         """Tuning effort per arm: settings tried (points, or lrs of a baseline) and trials (settings x seeds), so
         a comparison between arms can state what each was given."""
         out: dict[str, dict[str, int]] = {}
-        for rec in _latest(self.trials).values():
+        for rec in latest_attempts(self.trials).values():
             arm = out.setdefault(rec.arm, {"settings": 0, "trials": 0})
             arm["trials"] += 1
         for p in [*self.points, *self.baselines]:
@@ -195,7 +195,7 @@ def _diff(doc: Mapping[str, Any] | None) -> str:
 def count_states(records: list[TrialRecord]) -> dict[str, int]:
     """Trials (not attempts) by the state of the attempt that counts, plus the number of attempts."""
     out = {s: 0 for s in ("SUCCEEDED", "RUNNING", "PENDING", "PRUNED", "FAILED", "CANCELLED")}
-    for rec in _latest(records).values():
+    for rec in latest_attempts(records).values():
         out[rec.status] = out.get(rec.status, 0) + 1
     out["attempts"] = len(records)
     return out
