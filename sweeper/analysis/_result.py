@@ -24,6 +24,7 @@ from ..selection import (
     select_best,
     summarise_points,
 )
+from ..specs import SelectionSpec
 from ._confirm import apply_confirmation, confirmation_from_tags
 from ._front import QualityCostFront, quality_cost_front
 from ._importance import SweepImportance, sweep_importance
@@ -208,30 +209,18 @@ def build_result(ledger: SweepLedger, parent: Any, spec: Mapping[str, Any], *, w
     sweep_id = tags[TAG.SWEEP_ID]
     seeds = list(spec.get("seeds", [0]))
     eval_steps = list(spec.get("resolved_eval_steps") or spec.get("eval_steps") or [])
-    selection_spec = spec.get("selection", {})
+    # The rule the sweep was run with; a field its stored spec predates takes the spec's default.
+    rule = SelectionSpec.model_validate(spec.get("selection", {}))
     records = ledger.records(sweep_id)
     records.sort(key=lambda r: (r.role != "baseline", r.trial_key, r.attempt))
     points = summarise_points(records, seeds, "search")
     baselines = summarise_points(records, seeds, "baseline")
-    selection = select_best(
-        points,
-        tie_tolerance=float(selection_spec.get("tie_tolerance", 0.01)),
-        tie_break=str(selection_spec.get("tie_break", "larger_K")),
-        baselines=baselines,
-        n_boot=int(selection_spec.get("n_boot", 2000)),
-        bootstrap_seed=int(selection_spec.get("bootstrap_seed", 0)),
-        rule=selection_spec.get("rule", "one_se"),
-        tolerance=float(selection_spec.get("tolerance", 0.03)),
-        cost=selection_spec.get("cost", "ns_calls"),
-    )
+    selection = select_best(points, baselines=baselines, **rule.model_dump())
     confirmation = confirmation_from_tags(tags)
     if selection is not None and confirmation is not None:
-        apply_confirmation(selection, confirmation, points, n_boot=int(selection_spec.get("n_boot", 2000)),
-                           seed=int(selection_spec.get("bootstrap_seed", 0)),
-                           tie_tolerance=float(selection_spec.get("tie_tolerance", 0.01)),
-                           front=front_rule(points, selection_spec.get("rule", "one_se"),
-                                            float(selection_spec.get("tolerance", 0.03)),
-                                            selection_spec.get("cost", "ns_calls")))
+        apply_confirmation(selection, confirmation, points, n_boot=rule.n_boot, seed=rule.bootstrap_seed,
+                           tie_tolerance=rule.tie_tolerance,
+                           front=front_rule(points, rule.rule, rule.tolerance, rule.cost))
     timing_keys = ("sweep_wall_s", "fit_wall_s", "trial_wall_s_sum", "ray_init_s", "store_init_s",
                    "overhead_fraction")
     return SweepResult(
