@@ -114,7 +114,9 @@ _ROOMS = ("specs", "specs.checks", "selection", "search", "analysis", "jobs", "l
 
 def __getattr__(name: str) -> Any:
     """`sweeper.<name>` for every public name of the rooms, and the rooms themselves, loaded on first use."""
-    if name in _ROOMS or name == "cli":
+    if name.startswith("__"):  # a tool asking for a module dunder: never a reason to load the rooms
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name in _ROOMS or name in ("cli", "jobfiles"):
         return importlib.import_module(f".{name}", __name__)
     for room in _ROOMS:
         module = importlib.import_module(f".{room}", __name__)
