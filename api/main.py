@@ -43,7 +43,7 @@ def _create_tracking_store(uri: str) -> None:
 # parameters), MLflow's client, the analysis and the figures. Imported at start-up, before the service answers:
 # a first import takes seconds and holds Python's import lock, so done under load it stalled every reader that
 # needed any of them (cold exports took longer than a client's 10 s patience in benchmarks/api_load.py).
-_READ_PATH_MODULES = ("torch", "trials.models", "mlflow", "scaling", "sweeper.transfer._job", "sweeper._result",
+_READ_PATH_MODULES = ("torch", "trials.models", "mlflow", "scaling", "sweeper.transfer", "sweeper.analysis",
                       "dashboards")
 
 

@@ -171,7 +171,7 @@ def _spec(table: dict[str, Any], method: str, seed: int, asha: bool) -> Any:
 def replay(table: dict[str, Any], method: str, seed: int, *, asha: bool, tolerance: float = 0.02) -> dict[str, Any]:
     """One simulated search: steps until the first completed point within `tolerance` of the grid's best."""
     from sweeper import Planner, format_params
-    from sweeper._planner import FINISHED
+    from sweeper.search import FINISHED
 
     points = table["points"]
     steps = table["eval_steps"]

@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from ._spec import load_spec
+    from .specs import load_spec
 
     spec = load_spec(args.spec)
     print(json.dumps({**spec.model_dump(mode="json"), "resolved_eval_steps": spec.resolved_eval_steps}, indent=2))
@@ -121,7 +121,7 @@ def _validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_job(args: argparse.Namespace, load: Callable[[Any], Any], run: Callable[..., Any]) -> int:
+def run_job_command(args: argparse.Namespace, load: Callable[[Any], Any], run: Callable[..., Any]) -> int:
     """`scalesweep sweep run` and `scalesweep transfer run`: load the spec (validated before anything starts), run
     the job's driver, print its table under --quiet (else the driver's progress was the output); the exit status
     says how it ended (0 succeeded, 1 failed, 130 cancelled)."""
@@ -152,14 +152,14 @@ def print_status(args: argparse.Namespace, status: dict[str, Any], *, headline: 
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ._driver import run_sweep
-    from ._spec import load_spec
+    from .jobs import run_sweep
+    from .specs import load_spec
 
-    return run_job(args, load_spec, run_sweep)
+    return run_job_command(args, load_spec, run_sweep)
 
 
 def _status(args: argparse.Namespace) -> int:
-    from ._driver import sweep_status
+    from .jobs import sweep_status
 
     status = sweep_status(args.workdir)
 
@@ -182,7 +182,7 @@ def _result(args: argparse.Namespace) -> int:
 
 
 def _load(args: argparse.Namespace, sweep: str | None = None) -> Any:
-    from ._result import load_sweep_result
+    from .analysis import load_sweep_result
 
     return load_sweep_result(sweep or args.sweep, tracking_uri=args.tracking_uri, experiment=args.experiment)
 
@@ -205,8 +205,8 @@ def _front(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from ._compare import compare_sweeps
-    from ._figures import write_comparison_report
+    from .analysis import compare_sweeps
+    from .jobs import write_comparison_report
 
     comparison = compare_sweeps(_load(args), _load(args, args.other))
     _print(args, comparison)
@@ -216,7 +216,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from ._figures import write_sweep_report
+    from .jobs import write_sweep_report
 
     _written(write_sweep_report(_load(args), args.out))
     return 0
@@ -232,8 +232,8 @@ def _optuna(args: argparse.Namespace) -> int:
 
     from trials import without_credentials
 
-    from ._errors import SweepError
-    from ._optuna_study import default_optuna_storage, write_optuna_study
+    from .analysis import default_optuna_storage, write_optuna_study
+    from .errors import SweepError
 
     result = _load(args)
     storage = args.storage
@@ -248,7 +248,7 @@ def _optuna(args: argparse.Namespace) -> int:
 
 
 def _extend(args: argparse.Namespace) -> int:
-    from ._extend import extend_sweep
+    from .jobs import extend_sweep
 
     result = extend_sweep(args.spec, args.workdir, show_progress=not args.quiet)
     if args.quiet:
@@ -264,7 +264,7 @@ def cancel_job(args: argparse.Namespace, cancel: Callable[..., dict[str, Any]], 
 
 
 def _cancel(args: argparse.Namespace) -> int:
-    from ._driver import cancel_sweep
+    from .jobs import cancel_sweep
 
     return cancel_job(args, cancel_sweep, "sweep")
 

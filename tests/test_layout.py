@@ -306,7 +306,7 @@ def test_the_layout_helpers_see_private_modules_and_cycles() -> None:
 
 # The modules that read the environment, one per process kind: the service, the remote client and the local
 # deployment, the driver, the trial. Everyone else asks them.
-SETTINGS_MODULES = {"api._settings", "api._client_settings", "sweeper._settings", "trials._settings"}
+SETTINGS_MODULES = {"api._settings", "api._client_settings", "sweeper.settings", "trials._settings"}
 
 
 def _string_constants() -> dict[str, str]:

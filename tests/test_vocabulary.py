@@ -11,7 +11,7 @@ import dashboards
 import trials.optim
 from scaling._lr_rules import DEFAULT_LR_RULE
 from scaling._rungs import TargetSpec
-from sweeper._spec import BaselineSpec
+from sweeper.specs import BaselineSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -9,6 +9,7 @@ arms, and read what happened.
   `transfer_status`, `cancel_transfer`, and the reader of its runs (`load_transfer_result`, `export_from_sweep`);
 - `_timing`: the timing stage (short runs of the real trial per rung and arm);
 - `_verification`: the verification stage (the bracket it plans, the verdict over its runs);
+- `_work`: what a transfer asks of the cluster, in training-step units (`transfer_work`);
 - `cli`: `scalesweep transfer run|status|cancel`, `scalesweep fit` and `scalesweep export`.
 
 Why here: a transfer is one multi-rung sweep, run by the sweeper's driver with its lock, state, ledger, resume and
@@ -22,6 +23,7 @@ from ._job import cancel_transfer, export_from_sweep, load_transfer_result, run_
 from ._result import FIT_METRICS, PlanRow, TransferPlan, TransferResult, size_basis
 from ._spec import TransferSpec, default_transfer_workdir, load_transfer_spec
 from ._verification import VerifySpec, verification_line
+from ._work import transfer_work
 
 __all__ = [
     "FIT_METRICS",
@@ -38,5 +40,6 @@ __all__ = [
     "run_transfer",
     "size_basis",
     "transfer_status",
+    "transfer_work",
     "verification_line",
 ]

@@ -62,11 +62,7 @@ from trials.optim import ARMS_WITH_GAMMA
 from trials.record import LINEAGE, METRIC, PROVENANCE, TAG, TRIAL_TAG, StoredRun, parse_float, parse_int, trials_tagged
 from trials.record import read_runs as read_stored_runs
 
-from .._driver import SweepJob, cancel_sweep, sweep_status
-from .._figures import log_transfer_figures
-from .._result import load_sweep_result
-from .._runner import JobRun, run_job, run_stages
-from .._spec import SEARCH_PARAMS, SweepSpec, format_params
+from ..analysis import load_sweep_result
 from ..jobfiles import (
     ANALYSIS_FILE,
     OUTCOME_FILE,
@@ -82,6 +78,8 @@ from ..jobfiles import (
     write_json,
     write_labelled,
 )
+from ..jobs import JobRun, SweepJob, cancel_sweep, log_transfer_figures, run_locked_job, run_stages, sweep_status
+from ..specs import SEARCH_PARAMS, SweepSpec, format_params
 from ._result import TransferPlan, TransferResult, _clean, _rung_shape, size_basis
 from ._rounds import catch_up, planned_rounds, run_rounds
 from ._spec import TransferSpec, default_transfer_workdir, load_transfer_spec
@@ -423,7 +421,7 @@ def _transfer_state(path: Path) -> TransferState:
 
 @dataclass
 class TransferJob:
-    """A transfer as the job runner runs it (`sweeper._runner.Job`): plan it (once), time its steps (once), run its
+    """A transfer as the job runner runs it (`sweeper.jobs`' `Job`): plan it (once), time its steps (once), run its
     one multi-rung sweep as an inner job, read its runs back. The lock, the resume check, the table, the outcome of a
     broken driver and the figures are the runner's."""
 
@@ -500,11 +498,11 @@ def run_transfer(
     `workdir` holds its state (default `out/transfers/<name>`). With `resume=True` a transfer already there
     continues where it stopped (finished runs are never re-run); without it an existing transfer is an error.
     `show_progress` prints the plan, one line per run event, and the savings at the end, to `stream` (stdout).
-    A SUCCEEDED transfer stores its analysis and, through the figure hook (`sweeper._figures`), its report page and
+    A SUCCEEDED transfer stores its analysis and, through the figure hook (`set_figure_hook`), its report page and
     figures. Blocks; run it in a process of its own (the CLI does): Ray takes over signals and is not safe to share.
     """
     spec = spec if isinstance(spec, TransferSpec) else load_transfer_spec(spec)
-    return run_job(TransferJob(spec), Path(workdir or default_transfer_workdir(spec.name)), resume=resume,
+    return run_locked_job(TransferJob(spec), Path(workdir or default_transfer_workdir(spec.name)), resume=resume,
                    show_progress=show_progress, stream=stream)
 
 

@@ -16,8 +16,8 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from scaling import RoundsSpec, TransferError, next_seeds, planned_looks, rounds_look
 
-from .._extend import extend_held
-from .._spec import SweepSpec
+from ..jobs import extend_held
+from ..specs import SweepSpec
 from ._plan import TransferPlan
 
 if TYPE_CHECKING:
@@ -91,9 +91,10 @@ def run_rounds(state: TransferState, path: Path, sweep_spec: dict[str, Any], swe
         state.plan = state.plan.model_copy(update={"seeds": seeds + added})
         sweep_spec["seeds"] = state.sweep_spec["seeds"] = seeds + added
         state.write(path)  # the round's seeds first: a restart applies them (`catch_up`)
-        extend_held(SweepSpec.model_validate(sweep_spec), path)
+        extended = SweepSpec.model_validate(sweep_spec)  # the round's spec, validated once for both uses
+        extend_held(extended, path)
         if out is not None:
             print(f"rounds: adding seeds {added}", file=out, flush=True)
-        swept_state = run_round(SweepSpec.model_validate(sweep_spec))
+        swept_state = run_round(extended)
     state.write(path)
     return swept_state

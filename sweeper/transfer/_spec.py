@@ -19,7 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from scaling import HorizonSpec, LrRule, PlateauSpec, RoundsSpec, TargetSpec, TimingSpec, TransferError, WdRule
 from trials.optim import ARMS
 
-from .._spec import MAX_HORIZON, MAX_SEEDS, ExecutionSpec, Seeds, SweepTracking, TrialSection, read_spec
+from ..specs import ExecutionSpec, SweepTracking, read_spec
+from ..specs.checks import MAX_HORIZON, MAX_SEEDS, Seeds, TrialSection
 from ._verification import VerifySpec
 
 __all__ = ["ARMS", "TransferSpec", "default_transfer_workdir", "load_transfer_spec"]

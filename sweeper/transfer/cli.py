@@ -70,11 +70,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..cli import run_job
+    from ..cli import run_job_command
     from ._job import run_transfer
     from ._spec import load_transfer_spec
 
-    return run_job(args, load_transfer_spec, run_transfer)
+    return run_job_command(args, load_transfer_spec, run_transfer)
 
 
 def _status(args: argparse.Namespace) -> int:

@@ -47,7 +47,7 @@ def test_the_demo_prints_each_stages_time() -> None:
 def test_evidence_profile_decides_with_uncertainty_and_declares_its_target() -> None:
     from scaling._rungs import rung_horizon
     from sweeper import TransferSpec
-    from sweeper.transfer._result import _rung_shape
+    from sweeper.transfer._plan import _rung_shape
 
     p = PROFILES["evidence"]
     sweep = SweepSpec.model_validate(demo_sweep_spec(p, "demo-e"))

@@ -146,6 +146,6 @@ def test_one_size_basis_for_the_sweep_export_and_the_transfer(live: Live) -> Non
     transfer_export = httpx.get(f"{live.url}/v1/transfers/{live.transfer}/export",
                                 params={"rung": "cpu-m", "format": "json"}, timeout=300).json()["target"]
     assert transfer_export["size_basis"] == fits["size_basis"]
-    from sweeper.transfer._result import _rung_shape
+    from sweeper.transfer._plan import _rung_shape
 
     assert transfer_export["parameters"] == _rung_shape("cpu-m", {"text_encoder": "learned"})[1]

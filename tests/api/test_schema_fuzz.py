@@ -27,7 +27,7 @@ from api._settings import Settings
 from api.main import create_app
 from api.routers.sweeps import SPEC_EXAMPLE
 from sweeper import load_spec
-from sweeper._work import sweep_work
+from sweeper.specs import sweep_work
 from trials import TrialConfig
 
 from .conftest import AUTH, TOKEN

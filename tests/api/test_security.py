@@ -138,7 +138,7 @@ def test_reads_redact_trainer_environments(api: TestClient) -> None:
 
 def test_mlflow_spec_json_is_redacted(tmp_path: Path) -> None:
     from sweeper import SweepSpec
-    from sweeper._ledger import SweepLedger
+    from sweeper.ledger import SweepLedger
 
     spec = SweepSpec.model_validate({**SPEC, "backend": {"name": "command", "command": ["train", "{K}"],
                                                          "env": {"HF_TOKEN": "hf_s3cret"}}})

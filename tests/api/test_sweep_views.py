@@ -253,7 +253,7 @@ def test_a_search_warm_started_from_the_grid_is_told_its_points(views: Views) ->
     """What the driver does for `search.warm_start` (its ledger reads the named sweeps, its planner tells them to the
     sampler), on this sweep's real records; the sampler's use of them is tests/sweeper/test_warm_start.py."""
     from sweeper import Planner, SweepError, SweepSpec
-    from sweeper._ledger import SweepLedger
+    from sweeper.ledger import SweepLedger
 
     tracking_id = httpx.get(f"{views.url}/v1/sweeps/{views.sweep}/best", timeout=60).json()["tracking_id"]
     spec = SweepSpec.model_validate({**SPEC, "name": "warm", "seeds": [0], "baselines": [], "search": {

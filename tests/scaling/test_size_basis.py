@@ -3,7 +3,8 @@ trials build, the number every run logs, wherever a size appears (sweep export, 
 
 from __future__ import annotations
 
-from sweeper.transfer._result import _rung_shape, size_basis
+from sweeper.transfer import size_basis
+from sweeper.transfer._plan import _rung_shape
 from trials import run_trial
 
 from ..conftest import tiny_trial

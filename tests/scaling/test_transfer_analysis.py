@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from scaling import ExtrapolationRefused, ScalingInputError, TransferError, TransferRun
 from sweeper import SweepSpec, TransferResult, TransferSpec, load_transfer_spec
 from sweeper.transfer._job import _default_rungs, _plan, _scaled_eval_steps, _Source
-from sweeper.transfer._result import _rung_shape
+from sweeper.transfer._plan import _rung_shape
 
 from ..sweeper.conftest import TINY_TRIAL
 

@@ -8,8 +8,8 @@ import pytest
 from scaling import TransferError
 from scaling._records import TransferRun
 from sweeper import SweepSpec, TransferSpec
+from sweeper.transfer import TransferResult
 from sweeper.transfer._job import _plan, _Source
-from sweeper.transfer._result import TransferResult
 from sweeper.transfer._verification import is_verification_run
 
 from ..sweeper.conftest import TINY_TRIAL

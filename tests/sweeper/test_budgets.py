@@ -9,8 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from sweeper import BaselineSpec, Planner, SweepSpec, TrialRecord, summarise_points
-from sweeper._planner import FINISHED
-from sweeper._result import SweepResult
+from sweeper.analysis import SweepResult
+from sweeper.search import FINISHED
 
 from .conftest import TINY_TRIAL
 

@@ -9,7 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from sweeper import SweepSpec, TrialRecord, select_best, summarise_points
-from sweeper._confirm import apply_confirmation, confirmation_spec, controls_of, top_points
+from sweeper.analysis import confirmation_spec, controls_of, top_points
+from sweeper.analysis._confirm import apply_confirmation
 
 from .conftest import TINY_TRIAL
 

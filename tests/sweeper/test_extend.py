@@ -1,5 +1,5 @@
 """What an extension of a finished sweep may add, and the refusals that name what it may not change
-(`sweeper._extend.check_extension`)."""
+(`sweeper.jobs.check_extension`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from sweeper import SweepError, SweepSpec
-from sweeper._extend import check_extension
+from sweeper.jobs import check_extension
 
 
 def _spec(**fields: Any) -> SweepSpec:

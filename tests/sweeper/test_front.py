@@ -1,4 +1,4 @@
-"""The quality-cost front (`sweeper._front`) and the selection rule that chooses on it (`rule: cheapest_within`)."""
+"""The quality-cost front (`sweeper.analysis`) and the selection rule that chooses on it (`rule: cheapest_within`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from sweeper import SweepSpec, TrialRecord, select_best, summarise_points
-from sweeper._front import non_dominated, quality_cost_front
+from sweeper.analysis import non_dominated, quality_cost_front
 
 SEEDS = [0, 1, 2]
 SHIFT = {0: 0.0, 1: 0.4, 2: -0.3}  # the same seed shift for every point: paired differences are nearly exact

@@ -1,4 +1,4 @@
-"""Importance of the searched parameters (`sweeper._importance`): on points built so that one parameter matters and
+"""Importance of the searched parameters (`sweeper.analysis`): on points built so that one parameter matters and
 one does not, with the seeds' spread taken into account."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import statistics
 import pytest
 
 from sweeper import SweepError
-from sweeper._importance import sweep_importance
-from sweeper._selection import PointSummary
+from sweeper.analysis import sweep_importance
+from sweeper.selection import PointSummary
 
 SEEDS = (0, 1, 2)
 

@@ -1,5 +1,5 @@
-"""A sweep written to an Optuna storage and read back by Optuna (`sweeper._optuna_study`), and two sweeps compared
-(`sweeper._compare`)."""
+"""A sweep written to an Optuna storage and read back by Optuna (`sweeper.analysis`), and two sweeps compared
+(`sweeper.analysis`)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ import optuna
 import pytest
 
 from sweeper import SweepError, SweepResult, TrialRecord, select_best, summarise_points
-from sweeper._compare import compare_sweeps
-from sweeper._optuna_study import default_optuna_storage, optuna_study_name, write_optuna_study
+from sweeper.analysis import compare_sweeps, default_optuna_storage, optuna_study_name, write_optuna_study
 
 SEEDS = [0, 1, 2]
 

@@ -7,7 +7,7 @@ from typing import Any
 from optuna.trial import TrialState
 
 from sweeper import Planner, SweepSpec, TrialRecord, TrialRequest
-from sweeper._planner import FINISHED
+from sweeper.search import FINISHED
 
 from .conftest import TINY_TRIAL
 

@@ -1,5 +1,5 @@
-"""The job runner under the sweep and the transfer (`sweeper._runner`) and the figure hook its finish stage calls
-(`sweeper._figures`), with stub jobs and hooks: no Ray, no MLflow."""
+"""The job runner under the sweep and the transfer (`sweeper.jobs`) and the figure hook its finish stage calls
+(`sweeper.set_figure_hook`), with stub jobs and hooks: no Ray, no MLflow."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 import sweeper
-from sweeper._figures import log_sweep_figures, log_transfer_figures
-from sweeper._runner import JobRun, run_job, run_stages
 from sweeper.jobfiles import REPORT_FILE, driver_running, stored_transfer_report
+from sweeper.jobs import JobRun, log_transfer_figures, run_locked_job, run_stages
+from sweeper.jobs._figures import log_sweep_figures
 from trials import JobFailedError
 
 
@@ -65,30 +65,31 @@ class _Job:
 
 def test_the_runner_holds_the_lock_prints_the_table_and_finishes_a_succeeded_job(tmp_path: Path) -> None:
     job, out = _Job(), io.StringIO()
-    result = run_job(job, tmp_path / "w", resume=False, show_progress=True, stream=out)
+    result = run_locked_job(job, tmp_path / "w", resume=False, show_progress=True, stream=out)
     assert result.state == "SUCCEEDED" and job.calls == ["run locked=True", "finished"]
     assert out.getvalue() == "table of a SUCCEEDED job\n" and not driver_running(tmp_path / "w")
 
 
 def test_a_failed_or_quiet_job_has_no_finish_stage_and_no_table(tmp_path: Path) -> None:
     job = _Job(outcome="FAILED")
-    run_job(job, tmp_path, resume=False, show_progress=False)
+    run_locked_job(job, tmp_path, resume=False, show_progress=False)
     assert job.calls == ["run locked=True"]
 
 
 def test_a_broken_driver_is_recorded_by_its_job_then_raised(tmp_path: Path) -> None:
     job = _Job(outcome=JobFailedError("Ray went away"))
     with pytest.raises(JobFailedError, match="Ray went away"):
-        run_job(job, tmp_path, resume=False, show_progress=False)
+        run_locked_job(job, tmp_path, resume=False, show_progress=False)
     assert job.calls == ["run locked=True", "failed Ray went away"]
 
 
 def test_a_job_already_in_the_folder_runs_again_only_resumed_with_the_same_spec(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="already holds stub s-1; pass resume=True"):
-        run_job(_Job(stored_as=("s-1", "fp-1")), tmp_path, resume=False, show_progress=False)
+        run_locked_job(_Job(stored_as=("s-1", "fp-1")), tmp_path, resume=False, show_progress=False)
     with pytest.raises(ValueError, match=r"the spec changed since stub s-1 .*only `execution` may change"):
-        run_job(_Job(stored_as=("s-1", "fp-0")), tmp_path, resume=True, show_progress=False)
-    assert run_job(_Job(stored_as=("s-1", "fp-1")), tmp_path, resume=True, show_progress=False).state == "SUCCEEDED"
+        run_locked_job(_Job(stored_as=("s-1", "fp-0")), tmp_path, resume=True, show_progress=False)
+    resumed = run_locked_job(_Job(stored_as=("s-1", "fp-1")), tmp_path, resume=True, show_progress=False)
+    assert resumed.state == "SUCCEEDED"
 
 
 def test_an_inner_job_shows_no_table_and_no_figures_of_its_own(tmp_path: Path) -> None:
@@ -105,10 +106,10 @@ def test_a_second_driver_for_the_folder_is_refused(tmp_path: Path) -> None:
     @dataclass
     class _Nested(_Job):
         def run(self, run: JobRun) -> _Result:
-            return run_job(inner, run.workdir, resume=False, show_progress=False)
+            return run_locked_job(inner, run.workdir, resume=False, show_progress=False)
 
     with pytest.raises(ValueError, match="a driver is already running"):
-        run_job(_Nested(), tmp_path, resume=False, show_progress=False)
+        run_locked_job(_Nested(), tmp_path, resume=False, show_progress=False)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import signal
 import threading
 import time
 
-from sweeper._tune_stage import _signals_cancel
+from sweeper.search._tune_stage import _signals_cancel
 
 
 class _Driver:

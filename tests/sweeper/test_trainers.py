@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sweeper import SweepError, SweepSpec, load_trainers, resolve_trainer
-from sweeper._driver import _with_trainer
+from sweeper.jobs._driver import _with_trainer
 
 BASE = {"name": "t", "rung": "cpu-xs", "horizon": 12, "search": {"space": {"K": [3]}}, "baselines": []}
 

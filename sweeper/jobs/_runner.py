@@ -1,6 +1,6 @@
 """The one job runner under the sweep and the transfer: what every driver run does, whatever its job.
 
-A job kind (`_driver.SweepJob`, `transfer._job.TransferJob`) is a `Job`: the identity it stored in its work folder,
+A job kind (`_driver.SweepJob`, the transfer's `TransferJob`) is a `Job`: the identity it stored in its work folder,
 its own stages, how it records a failure, and what it does once it SUCCEEDED. The runner owns the rest:
 
     the driver lock     held for the whole run, planning included, so a second driver for the folder is refused
@@ -23,9 +23,9 @@ from typing import IO, Protocol, TypeVar
 
 from trials import JobFailedError
 
-from .jobfiles import driver_lock
+from ..jobfiles import driver_lock
 
-__all__ = ["Job", "JobRun", "check_resumable", "run_job", "run_stages"]
+__all__ = ["Job", "JobRun", "check_resumable", "run_locked_job", "run_stages"]
 
 
 class Finished(Protocol):
@@ -99,7 +99,7 @@ def check_resumable(job: Job[R], workdir: Path, stored: tuple[str, str | None], 
                           f"{fingerprint} -> {job.spec.fingerprint()}); only {job.may_change} may change on resume")
 
 
-def run_job(job: Job[R], workdir: Path, *, resume: bool, show_progress: bool, stream: IO[str] | None = None,
+def run_locked_job(job: Job[R], workdir: Path, *, resume: bool, show_progress: bool, stream: IO[str] | None = None,
             show_table: bool = True, figures: bool = True) -> R:
     """Run `job` in `workdir` under its driver lock, to its result (see the module's docstring)."""
     run = JobRun(workdir=workdir.resolve(), stream=(stream or sys.stdout) if show_progress else None,
@@ -109,7 +109,7 @@ def run_job(job: Job[R], workdir: Path, *, resume: bool, show_progress: bool, st
 
 
 def run_stages(job: Job[R], run: JobRun, *, resume: bool) -> R:
-    """Everything `run_job` does but take the lock: for a job run inside another that holds it."""
+    """Everything `run_locked_job` does but take the lock: for a job run inside another that holds it."""
     stored = job.stored(run.workdir)
     if stored is not None:
         check_resumable(job, run.workdir, stored, resume)

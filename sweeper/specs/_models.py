@@ -22,30 +22,20 @@ from trials import CommandLine
 from trials.optim import ArmName
 from trials.record import TAG
 
-from ._errors import SweepError
-
-__all__ = [
-    "SEARCH_PARAMS",
-    "BaselineSpec",
-    "BuiltinBackend",
-    "CommandBackend",
-    "ConfirmSpec",
-    "EarlyStoppingSpec",
-    "ExecutionSpec",
-    "ParamRange",
-    "RetrySpec",
-    "SearchSpec",
-    "SelectionSpec",
-    "SweepSpec",
-    "SweepTracking",
-    "check_numbers",
-    "check_seeds",
-    "check_shape",
-    "check_trial_section",
-    "format_params",
-    "load_spec",
-    "redact_spec",
-]
+from ..errors import SweepError
+from .checks import (
+    _OWNED_TRIAL_FIELDS,
+    MAX_BASELINES,
+    MAX_HORIZON,
+    MAX_POINTS,
+    MAX_SEED,
+    MAX_SEEDS,
+    Seeds,
+    Step,
+    TrialSection,
+    _nested_errors,
+    check_numbers,
+)
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -59,144 +49,19 @@ SEARCH_PARAMS: dict[str, tuple[str, type]] = {
     "momentum": ("momentum", float),
 }
 
-# TrialConfig fields the sweep sets itself; a `trial` section may not override them.
-_OWNED_TRIAL_FIELDS = {
-    "rung": "rung",
-    "steps": "horizon",
-    "eval_steps": "eval_steps",
-    "optimizer": "search.optimizer / baselines",
-    "seed": "seeds",
-    "tracking": "tracking",
-    "checkpoint_dir": "backend.checkpoints",
-    "threads": "execution.cpus_per_trial",
-}
 
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 
-# Upper bounds on what a spec may ask for. Each sits far above any real study (the paper: 60k steps, 3 seeds,
-# 12 grid points) and far below what would tie up a cluster for years or overflow a counter: a typo or a
-# hostile value is refused with the field's name instead of being queued.
-MAX_HORIZON = 10_000_000
-MAX_SEED = 2**31 - 1
-MAX_SEEDS = 100
-MAX_POINTS = 10_000
-MAX_BASELINES = 64
 # Searchable and optimizer values: K beyond 100k steps never refreshes; lr, gamma and decay above 10 diverge.
 _PARAM_MAX: dict[str, float] = {"refresh_every": 100_000, "gamma": 10.0, "lr": 10.0, "aux_lr": 10.0,
                                 "weight_decay": 10.0, "aux_weight_decay": 10.0, "adamw_eps": 1.0,
                                 "betas[0]": 1.0, "betas[1]": 1.0}
-# `trial` section values (dotted TrialConfig paths): sample counts beyond a million cost days of evaluation.
-_TRIAL_MAX: dict[str, float] = {
-    "batch_size": 65_536, "warmup_steps": MAX_HORIZON, "log_every": MAX_HORIZON, "data.image_size": 4096,
-    "text_max_length": 4096, "eval.fd_samples": 1_000_000, "eval.reference_samples": 1_000_000,
-    "eval.val_samples": 1_000_000, "eval.sample_steps": 10_000, "eval.batch_size": 65_536,
-    "eval.track_samples": 1_000_000, "eval.track_sample_steps": 10_000,
-}
 # Searched values lie within +-the largest cap (K's); each value's own range (lr > 0, momentum < 1, ...) is
 # then checked by the optimizer's config, with its own message.
 _SPACE_MAX = 100_000
-Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
-Step = Annotated[int, Field(ge=1, le=MAX_HORIZON)]
-_ANY_NUMBER_MAX = 2**53  # beyond this JSON numbers lose integer precision; nothing in a trial config needs more
 
 
-# Free-form sections (`trial`, optimizer overrides, dataset and extractor options) are plain data of the caller's
-# choosing: their shape is bounded before anything walks or serialises them (Python's JSON and pydantic give up
-# near 255 levels, as a 500). A real trial section is 3 levels deep with a few dozen keys.
-MAX_DEPTH = 16
-MAX_KEYS = 256  # per mapping (and items per list)
-MAX_NODES = 10_000  # values in one section, all levels together
-MAX_TEXT = 65_536  # characters of keys and strings in one section
-
-
-def check_shape(value: Any, where: str) -> None:
-    """Refuse free-form data nested deeper than MAX_DEPTH, with a mapping or list over MAX_KEYS entries, over
-    MAX_NODES values or MAX_TEXT characters in all, naming the path (iterative: any depth is safe to check)."""
-    stack: list[tuple[Any, str, int]] = [(value, where, 0)]
-    nodes = text = 0
-    while stack:
-        v, path, depth = stack.pop()
-        nodes += 1
-        if isinstance(v, str):
-            text += len(v)
-        if nodes > MAX_NODES or text > MAX_TEXT:
-            raise ValueError(f"{where}: more than {MAX_NODES:,} values or {MAX_TEXT:,} characters of text; a "
-                             "spec section is small plain data")
-        if isinstance(v, Mapping | list | tuple):
-            if depth >= MAX_DEPTH:
-                raise ValueError(f"{path}: nested more than {MAX_DEPTH} levels deep")
-            if len(v) > MAX_KEYS:
-                raise ValueError(f"{path}: {len(v):,} entries; at most {MAX_KEYS} in one mapping or list")
-            if isinstance(v, Mapping):
-                text += sum(len(str(k)) for k in v)
-                stack.extend((item, f"{path}.{k}", depth + 1) for k, item in v.items())
-            else:
-                stack.extend((item, f"{path}[{i}]", depth + 1) for i, item in enumerate(v))
-
-
-def check_numbers(value: Any, where: str, limits: Mapping[str, float] | None = None) -> None:
-    """Refuse non-finite numbers anywhere in free-form spec data (JSON's Infinity and NaN parse in Python), and
-    numbers above `limits` (dotted path below `where` -> largest allowed value), naming the path; first its shape
-    (`check_shape`)."""
-    check_shape(value, where)
-
-    def walk(v: Any, path: str) -> None:
-        if isinstance(v, bool):
-            return
-        if isinstance(v, int | float):
-            label = f"{where}.{path}" if path else where
-            if isinstance(v, float) and not math.isfinite(v):
-                raise ValueError(f"{label}: {v} is not a finite number")
-            cap = (limits or {}).get(path)
-            if cap is not None and v > cap:
-                raise ValueError(f"{label}: {v:g} is above the largest allowed value {cap:g}")
-            if abs(v) > _ANY_NUMBER_MAX:
-                raise ValueError(f"{label}: {v:g} is out of range (|value| <= 2**53)")
-        elif isinstance(v, Mapping):
-            for k, item in v.items():
-                walk(item, f"{path}.{k}" if path else str(k))
-        elif isinstance(v, list | tuple):
-            for i, item in enumerate(v):
-                walk(item, f"{path}[{i}]")
-
-    walk(value, "")
-
-
-def check_trial_section(trial: Mapping[str, Any], where: str = "trial") -> None:
-    """The rules every `trial` section follows (a sweep's, a transfer's): no field the sweep sets itself, finite
-    numbers within the caps, and only TrialConfig's own fields with valid values (a probe trial on the default
-    rung), each refusal naming the field."""
-    owned = {k: v for k, v in _OWNED_TRIAL_FIELDS.items() if k in trial}
-    if owned:
-        raise ValueError("; ".join(f"{where}.{k} is set by the sweep ({v})" for k, v in owned.items()))
-    check_numbers(dict(trial), where, _TRIAL_MAX)
-    from trials import TrialConfig
-
-    try:
-        TrialConfig.model_validate(json.loads(json.dumps(dict(trial))))
-    except ValidationError as exc:
-        raise ValueError(_nested_errors(exc, where)) from None
-
-
-def check_seeds(seeds: list[int]) -> list[int]:
-    """The one rule every list of seeds follows (a sweep's, its confirmation's, a transfer's)."""
-    if len(set(seeds)) != len(seeds) or any(not 0 <= s <= MAX_SEED for s in seeds):
-        raise ValueError(f"seeds must be distinct non-negative integers (at most {MAX_SEED}), got {seeds}")
-    return seeds
-
-
-def _checked_trial(trial: dict[str, Any]) -> dict[str, Any]:
-    check_trial_section(trial)
-    return trial
-
-
-# The field types that carry those rules, so that each spec states them once, on the field, and a refusal names
-# the field (`seeds`, `trial`) rather than the whole spec.
-Seeds = Annotated[list[Seed], AfterValidator(check_seeds)]
-TrialSection = Annotated[dict[str, Any], AfterValidator(_checked_trial)]
-
-
-def _canonical(name: str, value: float | int) -> float | int:
+def canonical_value(name: str, value: float | int) -> float | int:
     """One value per point: K is an int; floats keep 6 significant digits so a point's key and value agree."""
     if SEARCH_PARAMS[name][1] is int:
         return int(value)
@@ -211,7 +76,7 @@ def format_params(params: Mapping[str, float | int]) -> str:
     """`{"gamma": 0.15, "K": 3}` -> `"K=3,gamma=0.15"`: the paper's names first, then the rest in registry order."""
     order = list(SEARCH_PARAMS)
     keys = sorted(params, key=lambda k: order.index(k) if k in order else len(order))
-    return ",".join(f"{k}={_format_value(_canonical(k, params[k]))}" for k in keys)
+    return ",".join(f"{k}={_format_value(canonical_value(k, params[k]))}" for k in keys)
 
 
 def _check_optimizer(overrides: Mapping[str, Any], where: str, *, with_field: bool = True) -> None:
@@ -230,14 +95,6 @@ def _check_optimizer(overrides: Mapping[str, Any], where: str, *, with_field: bo
     except ValidationError as exc:
         raise ValueError(_nested_errors(exc, where, with_field=with_field)) from None
 
-
-def _nested_errors(exc: ValidationError, prefix: str, *, with_field: bool = True) -> str:
-    """A nested model's errors as 'prefix.field: message' (pydantic's own prefix 'Value error, ' dropped)."""
-    parts = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in (prefix, *(err["loc"] if with_field else ())) if p != "")
-        parts.append(f"{loc}: {str(err['msg']).removeprefix('Value error, ')}")
-    return "; ".join(parts)
 
 
 def _check_tags(tags: dict[str, str]) -> dict[str, str]:
@@ -363,7 +220,7 @@ class SearchSpec(BaseModel):
                     raise ValueError(f"space.{name}: {len(values)} values; at most {MAX_POINTS}")
                 if kind is int and any(isinstance(v, float) and not float(v).is_integer() for v in values):
                     raise ValueError(f"space.{name}: {name} takes integers, got {values}")
-                canon = [_canonical(name, v) for v in values]
+                canon = [canonical_value(name, v) for v in values]
                 if len(set(canon)) != len(canon):
                     raise ValueError(f"space.{name}: repeated values {values}")
             elif kind is int and not (float(values.low).is_integer() and float(values.high).is_integer()):
@@ -383,7 +240,7 @@ class SearchSpec(BaseModel):
         for name, values in self.space.items():  # every value must be a valid optimizer setting
             probe = values if isinstance(values, list) else [values.low, values.high]
             for v in probe:
-                value = _canonical(name, v)
+                value = canonical_value(name, v)
                 _check_optimizer({**self.optimizer, "name": arm, SEARCH_PARAMS[name][0]: value},
                                  f"search.space.{name}={value}", with_field=False)
         ranges = [n for n, v in self.space.items() if isinstance(v, ParamRange)]
@@ -416,14 +273,14 @@ class SearchSpec(BaseModel):
 
     def grid_points(self) -> list[dict[str, float | int]]:
         """Every point of an all-list space, in a fixed order."""
-        lists = {n: [_canonical(n, v) for v in vals] for n, vals in self.space.items() if isinstance(vals, list)}
+        lists = {n: [canonical_value(n, v) for v in vals] for n, vals in self.space.items() if isinstance(vals, list)}
         names = list(lists)
         return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*lists.values())]
 
     def optimizer_for(self, params: Mapping[str, float | int]) -> dict[str, Any]:
         """The searched arm's full optimizer overrides at one point."""
         out = {"name": self.arm, **self.optimizer}
-        out.update({SEARCH_PARAMS[n][0]: _canonical(n, v) for n, v in params.items()})
+        out.update({SEARCH_PARAMS[n][0]: canonical_value(n, v) for n, v in params.items()})
         return out
 
 

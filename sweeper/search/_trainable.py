@@ -21,7 +21,7 @@ from typing import Any
 
 from trials.record import PRUNED, TAG, TRIAL_TAG
 
-__all__ = ["BACKENDS", "list_backends", "make_trainable", "run_job"]
+__all__ = ["BACKENDS", "list_backends", "make_trainable", "run_trial_attempt"]
 
 ProgressFn = Callable[[dict[str, Any]], None]
 
@@ -51,7 +51,7 @@ def list_backends() -> list[str]:
     return sorted(BACKENDS)
 
 
-def run_job(job: dict[str, Any]) -> None:
+def run_trial_attempt(job: dict[str, Any]) -> None:
     """Run one trial attempt described by `job` (built by the driver) and report it to Ray Tune."""
     import torch
     from ray import tune
@@ -172,7 +172,7 @@ def make_trainable(sweep_id: str) -> Callable[[dict[str, Any]], None]:
     cluster (or a process) must never run each other's trials."""
 
     def trainable(config: dict[str, Any]) -> None:
-        run_job(config["job"])
+        run_trial_attempt(config["job"])
 
     safe = re.sub(r"[^A-Za-z0-9_]", "_", sweep_id)
     trainable.__name__ = trainable.__qualname__ = f"scalesweep_{safe}"

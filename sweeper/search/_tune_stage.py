@@ -2,7 +2,7 @@
 (`_hooks.DriverHooks`), and turn SIGTERM and SIGINT into the driver's graceful cancel while it runs.
 
 Keep Ray out of long-lived servers: `ray.init` takes over SIGTERM, and two `Tuner.fit()` in one process can run
-each other's trainables; the driver runs in a process of its own (`_driver`).
+each other's trainables; the driver runs in a process of its own (`sweeper.jobs`).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..settings import DriverSettings
+from ..specs import SweepSpec
 from ._hooks import DriverHooks
-from ._settings import DriverSettings
-from ._spec import SweepSpec
 from ._trainable import make_trainable
 
 __all__ = ["run_tune"]

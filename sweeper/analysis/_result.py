@@ -12,21 +12,22 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._confirm import apply_confirmation, confirmation_from_tags
-from ._errors import SweepError
-from ._front import QualityCostFront, quality_cost_front
-from ._importance import SweepImportance, sweep_importance
-from ._ledger import TAG, SweepLedger
-from ._selection import (
+from ..errors import SweepError
+from ..jobfiles import STATE_FILE, read_state
+from ..ledger import TAG, SweepLedger
+from ..selection import (
     PointSummary,
     SweepSelection,
     TrialRecord,
-    _latest,
     front_rule,
+    latest_attempts,
     select_best,
     summarise_points,
 )
-from .jobfiles import STATE_FILE, read_state
+from ..specs import SelectionSpec
+from ._confirm import apply_confirmation, confirmation_from_tags
+from ._front import QualityCostFront, quality_cost_front
+from ._importance import SweepImportance, sweep_importance
 
 __all__ = ["SweepResult", "load_sweep_result"]
 
@@ -91,7 +92,7 @@ class SweepResult:
         """Tuning effort per arm: settings tried (points, or lrs of a baseline) and trials (settings x seeds), so
         a comparison between arms can state what each was given."""
         out: dict[str, dict[str, int]] = {}
-        for rec in _latest(self.trials).values():
+        for rec in latest_attempts(self.trials).values():
             arm = out.setdefault(rec.arm, {"settings": 0, "trials": 0})
             arm["trials"] += 1
         for p in [*self.points, *self.baselines]:
@@ -195,7 +196,7 @@ def _diff(doc: Mapping[str, Any] | None) -> str:
 def count_states(records: list[TrialRecord]) -> dict[str, int]:
     """Trials (not attempts) by the state of the attempt that counts, plus the number of attempts."""
     out = {s: 0 for s in ("SUCCEEDED", "RUNNING", "PENDING", "PRUNED", "FAILED", "CANCELLED")}
-    for rec in _latest(records).values():
+    for rec in latest_attempts(records).values():
         out[rec.status] = out.get(rec.status, 0) + 1
     out["attempts"] = len(records)
     return out
@@ -208,30 +209,18 @@ def build_result(ledger: SweepLedger, parent: Any, spec: Mapping[str, Any], *, w
     sweep_id = tags[TAG.SWEEP_ID]
     seeds = list(spec.get("seeds", [0]))
     eval_steps = list(spec.get("resolved_eval_steps") or spec.get("eval_steps") or [])
-    selection_spec = spec.get("selection", {})
+    # The rule the sweep was run with; a field its stored spec predates takes the spec's default.
+    rule = SelectionSpec.model_validate(spec.get("selection", {}))
     records = ledger.records(sweep_id)
     records.sort(key=lambda r: (r.role != "baseline", r.trial_key, r.attempt))
     points = summarise_points(records, seeds, "search")
     baselines = summarise_points(records, seeds, "baseline")
-    selection = select_best(
-        points,
-        tie_tolerance=float(selection_spec.get("tie_tolerance", 0.01)),
-        tie_break=str(selection_spec.get("tie_break", "larger_K")),
-        baselines=baselines,
-        n_boot=int(selection_spec.get("n_boot", 2000)),
-        bootstrap_seed=int(selection_spec.get("bootstrap_seed", 0)),
-        rule=selection_spec.get("rule", "one_se"),
-        tolerance=float(selection_spec.get("tolerance", 0.03)),
-        cost=selection_spec.get("cost", "ns_calls"),
-    )
+    selection = select_best(points, baselines=baselines, **rule.model_dump())
     confirmation = confirmation_from_tags(tags)
     if selection is not None and confirmation is not None:
-        apply_confirmation(selection, confirmation, points, n_boot=int(selection_spec.get("n_boot", 2000)),
-                           seed=int(selection_spec.get("bootstrap_seed", 0)),
-                           tie_tolerance=float(selection_spec.get("tie_tolerance", 0.01)),
-                           front=front_rule(points, selection_spec.get("rule", "one_se"),
-                                            float(selection_spec.get("tolerance", 0.03)),
-                                            selection_spec.get("cost", "ns_calls")))
+        apply_confirmation(selection, confirmation, points, n_boot=rule.n_boot, seed=rule.bootstrap_seed,
+                           tie_tolerance=rule.tie_tolerance,
+                           front=front_rule(points, rule.rule, rule.tolerance, rule.cost))
     timing_keys = ("sweep_wall_s", "fit_wall_s", "trial_wall_s_sum", "ray_init_s", "store_init_s",
                    "overhead_fraction")
     return SweepResult(

@@ -2,7 +2,7 @@
 
 A *trial* is one point (or baseline arm) on one seed; a *point* is one setting of the searched parameters over
 all seeds. A point's objective is the mean over seeds of each seed's objective (mean FD at the eval steps); it is
-scored only when every seed succeeded. The winner follows `select_point`'s rule (`_uncertainty`): among the points
+scored only when every seed succeeded. The winner follows `select_point`'s rule (`_rule`): among the points
 whose paired mean difference to the lowest-mean point is within one pooled standard error (with one seed: within a
 relative tie tolerance), the larger K (fewer Newton-Schulz refreshes, so cheaper), then the lower objective. Every
 point carries its probability of being best (paired bootstrap over seeds) and its paired difference to the best.
@@ -19,14 +19,20 @@ from typing import Any, Literal
 from scaling.stats import PairedDifference, paired_difference
 from trials.record import STATES
 
-from ._uncertainty import Selection, select_points_by_key
+from ._rule import Selection, select_points_by_key
 
 __all__ = [
+    "COSTS",
     "TRIAL_STATES",
     "PointSummary",
     "SweepSelection",
     "TrialRecord",
+    "compare_with_baselines",
+    "front_rule",
+    "latest_attempts",
+    "point_cost",
     "point_state",
+    "runner_up_of",
     "select_best",
     "summarise_points",
 ]
@@ -114,7 +120,7 @@ class SweepSelection:
     uncertainty: Selection | None = None
     # baseline -> chosen - baseline per seed (common seeds), mean, interval, n: the claim the sweep can make
     vs_baselines_paired: dict[str, PairedDifference] = field(default_factory=dict)
-    # the top points re-run on fresh seeds (`_confirm`): selected vs confirmed objective, the final choice
+    # the top points re-run on fresh seeds (the confirmation): selected vs confirmed objective, the final choice
     confirmation: dict[str, Any] | None = None
 
     @property
@@ -175,7 +181,7 @@ def point_state(seed_states: Mapping[int, str], seeds: Sequence[int]) -> str:
     return "RUNNING"
 
 
-def _latest(records: Iterable[TrialRecord]) -> dict[str, TrialRecord]:
+def latest_attempts(records: Iterable[TrialRecord]) -> dict[str, TrialRecord]:
     """The attempt that counts per trial key: a succeeded one when there is one, else the latest."""
     out: dict[str, TrialRecord] = {}
     for rec in sorted(records, key=lambda r: r.attempt):
@@ -187,7 +193,7 @@ def _latest(records: Iterable[TrialRecord]) -> dict[str, TrialRecord]:
 
 def summarise_points(records: Iterable[TrialRecord], seeds: Sequence[int], role: Role = "search") -> list[PointSummary]:
     """Group trial records of one role into points over `seeds`, in first-seen order."""
-    latest = [r for r in _latest(records).values() if r.role == role]
+    latest = [r for r in latest_attempts(records).values() if r.role == role]
     by_point: dict[str, list[TrialRecord]] = {}
     for rec in latest:
         by_point.setdefault(rec.point_key, []).append(rec)

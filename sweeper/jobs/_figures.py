@@ -17,33 +17,51 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Protocol
+from typing import IO, Any, Protocol
 
-from ._settings import DriverSettings
-from .jobfiles import REPORT_FILE, store_transfer_report, transfer_version
+from ..errors import SweepError
+from ..jobfiles import REPORT_FILE, store_transfer_report, transfer_version
+from ..settings import DriverSettings
+from ._runner import Finished
 
-if TYPE_CHECKING:
-    from ._compare import SweepComparison
-    from ._result import SweepResult
-    from .transfer._result import TransferResult
+__all__ = ["Comparison", "FigureHook", "FinishedTransfer", "log_sweep_figures", "log_transfer_figures",
+           "set_figure_hook", "write_comparison_report", "write_sweep_report"]
 
-__all__ = ["FigureHook", "log_sweep_figures", "log_transfer_figures", "set_figure_hook", "write_comparison_report",
-           "write_sweep_report"]
+
+# What the hook receives is the result itself (a `sweeper.SweepResult`, a `sweeper.TransferResult`, a
+# `sweeper.SweepComparison`), drawn whole by the hook; this stage reads no more of it than these protocols say, so
+# it imports no result class (the results are computed beside it and above it).
+
+
+class Comparison(Protocol):
+    """Two sweeps side by side (`sweeper.SweepComparison`)."""
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+class FinishedTransfer(Finished, Protocol):
+    """A finished transfer's result (`sweeper.TransferResult`): where its runs and its work folder are."""
+
+    @property
+    def parent_run_id(self) -> str | None: ...
+
+    @property
+    def workdir(self) -> str: ...
 
 
 class FigureHook(Protocol):
     """What draws a finished job's figures (`dashboards.JobFigures` is one)."""
 
-    def sweep_figures(self, result: SweepResult) -> Sequence[str]:
+    def sweep_figures(self, result: Finished) -> Sequence[str]:
         """Draw the sweep's figures and log them on its parent run; the artifact paths logged."""
 
-    def sweep_page(self, result: SweepResult, folder: str | Path) -> Sequence[str]:
+    def sweep_page(self, result: Finished, folder: str | Path) -> Sequence[str]:
         """The sweep's report page and each of its figures as files in `folder`; the paths written."""
 
-    def comparison_page(self, comparison: SweepComparison, folder: str | Path) -> Sequence[str]:
+    def comparison_page(self, comparison: Comparison, folder: str | Path) -> Sequence[str]:
         """Two sweeps' comparison as a report page and its figure in `folder`; the paths written."""
 
-    def transfer_figures(self, result: TransferResult, *, transfer_id: str | None, sweep_id: str | None,
+    def transfer_figures(self, result: FinishedTransfer, *, transfer_id: str | None, sweep_id: str | None,
                          store_page: Callable[[str], None]) -> Sequence[str]:
         """Build the transfer's report page (naming it and its sweep by these ids when given), hand it to
         `store_page` first, then log its figures on the parent run; the artifact paths logged."""
@@ -60,12 +78,12 @@ def set_figure_hook(factory: Callable[[], FigureHook] | None) -> Callable[[], Fi
     return previous
 
 
-def log_sweep_figures(result: SweepResult, stream: IO[str] | None = None) -> list[str]:
+def log_sweep_figures(result: Finished, stream: IO[str] | None = None) -> list[str]:
     """The sweep's heatmap, curves and timing on its parent run; returns the artifact paths logged."""
     return _log(lambda hook: hook.sweep_figures(result), stream)
 
 
-def log_transfer_figures(result: TransferResult, stream: IO[str] | None = None) -> list[str]:
+def log_transfer_figures(result: FinishedTransfer, stream: IO[str] | None = None) -> list[str]:
     """The transfer's curves, timing and scaling panels (and its source sweep's heatmap) on its parent run, and
     its whole report page stored in its work folder (`report.html`, drawn from the same data): readers such as
     the service's `/report` serve that page instead of reading MLflow and fitting again. A driver the service
@@ -84,22 +102,20 @@ def log_transfer_figures(result: TransferResult, stream: IO[str] | None = None) 
                                                    sweep_id=settings.source_sweep_id, store_page=store_page), stream)
 
 
-def write_sweep_report(result: SweepResult, folder: str | Path) -> list[str]:
+def write_sweep_report(result: Finished, folder: str | Path) -> list[str]:
     """The sweep's report (`report.html`) and every figure (`<name>.png`: heatmap, importance, front, parallel
     coordinates and slices, curves, timing) written to `folder`; the paths written. Needs a figure hook (the
     command line registers one); unlike the finish stage's figures, a failure here is the caller's error."""
     return list(_hook("write a sweep's report").sweep_page(result, folder))
 
 
-def write_comparison_report(comparison: SweepComparison, folder: str | Path) -> list[str]:
+def write_comparison_report(comparison: Comparison, folder: str | Path) -> list[str]:
     """A comparison of two sweeps (`compare_sweeps`) as `folder/report.html` and `folder/comparison.png`."""
     return list(_hook("write a comparison's report").comparison_page(comparison, folder))
 
 
 def _hook(purpose: str) -> FigureHook:
     if _hook_factory is None:
-        from ._errors import SweepError
-
         raise SweepError(f"no figure hook is registered to {purpose}: call "
                          "sweeper.set_figure_hook(dashboards.JobFigures) first (the scalesweep command does)")
     return _hook_factory()

@@ -72,16 +72,16 @@ from trials.record import (
     trials_tagged,
 )
 
-from ._errors import SweepError
-from ._selection import SweepSelection, TrialRecord
-from ._spec import redact_spec
+from .errors import SweepError
+from .selection import SweepSelection, TrialRecord
+from .specs import redact_spec
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
     from mlflow.entities import Run
 
-    from ._planner import TrialRequest
-    from ._spec import SweepSpec
+    from .search import TrialRequest
+    from .specs import SweepSpec
 
 __all__ = ["PARENT_TAG", "TAG", "SweepLedger", "parent_run_name", "resolve_tracking_uri", "trial_record"]
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from scaling.stats import paired_difference
 
-from ._selection import PointSummary
+from ..selection import PointSummary
 
 if TYPE_CHECKING:
     from ._result import SweepResult

@@ -29,8 +29,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ._errors import SweepError
-from ._selection import PointSummary
+from ..errors import SweepError
+from ..selection import PointSummary
 
 __all__ = ["EVALUATORS", "ParamImportance", "SweepImportance", "sweep_importance"]
 

@@ -30,8 +30,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trials import CommandLine, validation_messages
 
-from ._errors import SweepError
-from ._settings import TRAINERS_ENV, DriverSettings
+from ..errors import SweepError
+from ..settings import TRAINERS_ENV, DriverSettings
 
 __all__ = ["RegisteredTrainer", "load_trainers", "resolve_trainer"]
 

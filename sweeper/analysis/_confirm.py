@@ -18,9 +18,8 @@ from typing import Any
 
 from trials.record import LINEAGE
 
-from ._selection import PointSummary, SweepSelection, compare_with_baselines, runner_up_of
-from ._spec import SweepSpec
-from ._uncertainty import select_points_by_key
+from ..selection import PointSummary, SweepSelection, compare_with_baselines, runner_up_of, select_points_by_key
+from ..specs import SweepSpec
 
 __all__ = ["CONFIRM_TAG", "apply_confirmation", "confirmation_from_tags", "confirmation_spec", "controls_of",
            "top_points"]
@@ -81,7 +80,7 @@ def apply_confirmation(selection: SweepSelection, doc: Mapping[str, Any], points
                        front: Mapping[str, Any] | None = None) -> None:
     """Make the confirmed choice final on `selection` (in place): the rule on the fresh seeds' objectives of the
     points confirmed on every seed, and per point the selected vs confirmed objective (the winner's curse). `front`
-    carries a front rule (`_selection.front_rule`) to the fresh seeds: the same rule chooses there."""
+    carries a front rule (`sweeper.selection.front_rule`) to the fresh seeds: the same rule chooses there."""
     by_key = {p.point_key: p for p in points}
     complete = {k: [float(v) for v in vals] for k, vals in doc.get("objectives", {}).items()
                 if k in by_key and vals and all(v is not None for v in vals)}

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from .jobfiles import STATUS_FILE, write_json
+from ..jobfiles import STATUS_FILE, write_json
 
 __all__ = ["Heartbeat"]
 

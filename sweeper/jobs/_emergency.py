@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from ._settings import DriverSettings
+from ..settings import DriverSettings
 
 __all__ = ["CancelDeadline", "kill_own_processes"]
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ._selection import COSTS, PointSummary, SweepSelection, point_cost
+from ..selection import COSTS, PointSummary, SweepSelection, point_cost
 
 __all__ = ["FrontPoint", "QualityCostFront", "non_dominated", "quality_cost_front"]
 

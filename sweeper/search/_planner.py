@@ -1,7 +1,7 @@
 """Which trial runs next: baselines, then points asked from an Optuna study, each on every seed, with retries.
 
 Pure bookkeeping over Optuna's ask-and-tell interface; it knows nothing of Ray or MLflow, so it is tested by
-driving it directly. The Ray Tune searcher (`_driver`) asks it for the next trial and tells it how each ended.
+driving it directly. The sweep's driver (`sweeper.jobs`) asks it for the next trial and tells it how each ended.
 
 - Samplers are looked up by name (`SAMPLERS`): grid = Optuna's GridSampler (every point exactly once), tpe =
   TPESampler (with a constant liar, since trials run concurrently), random = RandomSampler.
@@ -25,9 +25,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from ._errors import SweepError
-from ._selection import TrialRecord, point_state
-from ._spec import ParamRange, SweepSpec, _canonical, format_params
+from ..errors import SweepError
+from ..selection import TrialRecord, point_state
+from ..specs import ParamRange, SweepSpec, canonical_value, format_params
 
 if TYPE_CHECKING:
     import optuna
@@ -76,7 +76,8 @@ def _grid(spec: SweepSpec) -> optuna.samplers.BaseSampler:
         def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
             return None
 
-    values = {n: [_canonical(n, v) for v in vals] for n, vals in spec.search.space.items() if isinstance(vals, list)}
+    values = {n: [canonical_value(n, v) for v in vals]
+              for n, vals in spec.search.space.items() if isinstance(vals, list)}
     return AskTellGridSampler(values, seed=spec.search.sampler_seed)
 
 
@@ -127,7 +128,7 @@ def distributions(spec: SweepSpec) -> dict[str, optuna.distributions.BaseDistrib
             else:
                 out[name] = FloatDistribution(values.low, values.high, log=values.log, step=values.step)
         else:
-            out[name] = CategoricalDistribution([_canonical(name, v) for v in values])
+            out[name] = CategoricalDistribution([canonical_value(name, v) for v in values])
     return out
 
 
@@ -184,7 +185,7 @@ class Planner:
                 finished.setdefault(rec.point_key, []).append(rec)
         told = 0
         for recs in finished.values():
-            params = {n: _canonical(n, v) for n, v in recs[0].params.items()}
+            params = {n: canonical_value(n, v) for n, v in recs[0].params.items()}
             if set(params) != set(self.dists):
                 continue
             by_seed = {r.seed: float(r.objective) for r in recs}  # type: ignore[arg-type]
@@ -241,7 +242,7 @@ class Planner:
             recs.sort(key=lambda r: r.attempt)
             last = recs[-1]
             if last.role == "search":
-                params = {n: _canonical(n, v) for n, v in last.params.items()}
+                params = {n: canonical_value(n, v) for n, v in last.params.items()}
                 templates[key] = self._search_request(params, last.seed)
                 point = self.points.setdefault(last.point_key, _Point(last.point_key, params))
                 if last.status == "SUCCEEDED" and last.objective is not None:
@@ -345,7 +346,7 @@ class Planner:
             return None
         for _ in range(_MAX_DUPLICATE_ASKS):
             trial = self.study.ask(self.dists)
-            params = {n: _canonical(n, v) for n, v in trial.params.items()}
+            params = {n: canonical_value(n, v) for n, v in trial.params.items()}
             key = format_params(params)
             known = self.points.get(key)
             if known is None:

@@ -11,11 +11,11 @@ its own process group (session), and talks to it through the work folder:
     DIR/checkpoints/  per-attempt trial checkpoints (builtin backend), so interrupted trials resume mid-way
     DIR/ray/          Ray Tune's own experiment folder (diagnostics only: the ledger is MLflow)
 
-Resume is a fresh Tune run over what MLflow says is left (see `_planner`): stale RUNNING runs of the sweep are
+Resume is a fresh Tune run over what MLflow says is left (see `sweeper.search`): stale RUNNING runs of the sweep are
 closed as KILLED first, succeeded ones are never re-run, interrupted ones are relaunched.
 
 The lock, the resume check, the FAILED record of a broken driver, the table and the figures are the job runner's
-(`_runner`); the Tune stage (Ray, Tune, signals) is `_tune_stage`; this module is the sweep's own stages
+(`_runner`); the Tune stage (Ray, Tune, signals) is `sweeper.search.run_tune`; this module is the sweep's own stages
 (`SweepJob`: ledger, Tune, confirmation, result), the driver's hooks (`_Driver`), and the sweep's status and cancel.
 """
 
@@ -37,21 +37,11 @@ from pathlib import Path
 from typing import IO, Any
 
 from trials import JobFailedError
-from trials.record import TAG
+from trials.record import LINEAGE, TAG
 
-from ._emergency import CancelDeadline
-from ._errors import SweepError, SweepFailedError
-from ._figures import log_sweep_figures
-from ._heartbeat import Heartbeat
-from ._ledger import SweepLedger, resolve_tracking_uri
-from ._planner import FINISHED, Planner, TrialRequest
-from ._result import SweepResult, build_result
-from ._runner import JobRun, run_job
-from ._selection import SweepSelection
-from ._spec import CommandBackend, EarlyStoppingSpec, SweepSpec, load_spec
-from ._trainable import checkpoint_path
-from ._tune_stage import run_tune
-from .jobfiles import (
+from ..analysis import SweepResult, build_result, confirmation_spec, controls_of, top_points
+from ..errors import SweepError, SweepFailedError
+from ..jobfiles import (
     SPEC_FILE,
     STATE_FILE,
     STATUS_FILE,
@@ -63,6 +53,14 @@ from .jobfiles import (
     request_cancel,
     write_json,
 )
+from ..ledger import SweepLedger, resolve_tracking_uri
+from ..search import FINISHED, Planner, TrialRequest, checkpoint_path, load_trainers, resolve_trainer, run_tune
+from ..selection import SweepSelection
+from ..specs import CommandBackend, EarlyStoppingSpec, SweepSpec, load_spec
+from ._emergency import CancelDeadline
+from ._figures import log_sweep_figures
+from ._heartbeat import Heartbeat
+from ._runner import JobRun, run_locked_job
 
 __all__ = ["cancel_sweep", "default_workdir", "run_sweep", "sweep_status"]
 
@@ -87,7 +85,7 @@ class _Live:
 
 
 class _Driver:
-    """One sweep run: what the Tune adapters call (`_hooks.TuneHooks`: trials asked for, reported, pruned and
+    """One sweep run: what the Tune adapters call (`sweeper.search` `TuneHooks`: trials asked for, reported, pruned and
     ended, each recorded in the ledger and told to the planner), the cancel, and the status the heartbeat writes.
     After Tune ends, `close_leftovers` and `reconcile` make MLflow say how every trial ended."""
 
@@ -355,10 +353,9 @@ def _with_trainer(spec: SweepSpec) -> SweepSpec:
     backend = spec.backend
     if not isinstance(backend, CommandBackend) or backend.command is not None:
         return spec
-    from ._trainers import load_trainers, resolve_trainer
-
     resolved = resolve_trainer(backend.model_dump(mode="json"), load_trainers())
-    return SweepSpec.model_validate({**spec.model_dump(mode="json"), "backend": resolved})
+    # The spec was validated where it came in: only the resolved backend is new, and only it is checked.
+    return spec.model_copy(update={"backend": CommandBackend.model_validate(resolved)})
 
 
 
@@ -468,12 +465,12 @@ def run_sweep(
     `workdir` continues where it stopped (a new one starts when there is none); without it, an existing sweep in
     `workdir` is an error. `show_progress` prints one line per trial event and a summary to `stream` (stdout),
     and at the end the rank table unless `show_table` is False (a caller with its own table, e.g. a transfer).
-    A SUCCEEDED sweep logs its figures on its parent run through the figure hook (`_figures`: the command line
+    A SUCCEEDED sweep logs its figures on its parent run through the figure hook (`set_figure_hook`: the command line
     registers it; without one the sweep succeeds without figures) unless `log_figures` is False.
     Run it in a process of its own (the CLI does): Ray takes over signals and is not safe to share.
     """
     spec = _with_trainer(spec if isinstance(spec, SweepSpec) else load_spec(spec))
-    return run_job(SweepJob(spec), Path(workdir or default_workdir(spec.name)), resume=resume,
+    return run_locked_job(SweepJob(spec), Path(workdir or default_workdir(spec.name)), resume=resume,
                    show_progress=show_progress, stream=stream, show_table=show_table, figures=log_figures)
 
 
@@ -481,10 +478,8 @@ def _confirm(spec: SweepSpec, driver: _Driver, ledger: SweepLedger, parent_run_i
     """Run the top points again on fresh seeds (once: a resumed sweep that has its confirmation keeps it) and
     record it on the parent run, where reading the result back makes the confirmed choice final. False when the
     confirmation was cancelled: nothing is recorded, so a resumed sweep continues it (in `workdir/confirm`)."""
-    from ._confirm import CONFIRM_TAG
-
     parent = ledger.client.get_run(parent_run_id)
-    if CONFIRM_TAG in parent.data.tags:
+    if LINEAGE.CONFIRMATION in parent.data.tags:
         return True
     spec_dict = {**spec.model_dump(mode="json"), "resolved_eval_steps": spec.resolved_eval_steps}
     provisional = build_result(ledger, parent, spec_dict, state="RUNNING")
@@ -497,16 +492,14 @@ def _confirm(spec: SweepSpec, driver: _Driver, ledger: SweepLedger, parent_run_i
         doc = {"error": str(exc)[:1000], "seeds": spec.confirm_seeds, "objectives": {}}
     if doc.get("state") == "CANCELLED":
         return False
-    ledger.set_tags(parent_run_id, {CONFIRM_TAG: json.dumps(doc)})
+    ledger.set_tags(parent_run_id, {LINEAGE.CONFIRMATION: json.dumps(doc)})
     return True
 
 
 def run_confirmation(spec: SweepSpec, selection: SweepSelection, sweep_id: str, workdir: Path,
                      stream: IO[str] | None = None) -> dict[str, Any]:
-    """Run the confirmation sweep (`_confirm.confirmation_spec`: resumable, in `workdir/confirm`) and return the
-    document for `_confirm.CONFIRM_TAG`. Here, beside `run_sweep`, because it is a sweep of its own."""
-    from ._confirm import confirmation_spec, controls_of, top_points
-
+    """Run the confirmation sweep (`sweeper.analysis.confirmation_spec`: resumable, in `workdir/confirm`) and return
+    the document for the parent run's confirmation tag. Here, beside `run_sweep`, because it is a sweep of its own."""
     points = top_points(selection, spec.confirm.top)
     controls = controls_of(spec, selection)
     sub = confirmation_spec(spec, points, sweep_id, controls)

@@ -11,7 +11,7 @@ A sweep with a confirmation (`confirm.top > 0`) is refused too: its choice was m
 the sweep's, which added seeds would reuse; run a new sweep with `search.warm_start` instead.
 
 The planner needs nothing special: given the extended spec and the ledger's records, finished trials are not run
-again and the missing (point, seed) pairs, new points and new baselines are queued (`_planner`).
+again and the missing (point, seed) pairs, new points and new baselines are queued (`sweeper.search.Planner`).
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from ._errors import SweepError
-from ._spec import SweepSpec, load_spec
-from .jobfiles import SPEC_FILE, STATE_FILE, driver_lock, read_json, read_state, write_json
+from ..errors import SweepError
+from ..jobfiles import SPEC_FILE, STATE_FILE, driver_lock, read_json, read_state, write_json
+from ..specs import SweepSpec, load_spec
 
 if TYPE_CHECKING:
-    from ._result import SweepResult
+    from ..analysis import SweepResult
 
 __all__ = ["apply_extension", "check_extension", "extend_held", "extend_sweep"]
 
@@ -116,8 +116,8 @@ def extend_held(spec: SweepSpec, folder: Path) -> list[str]:
     own sweep between rounds)."""
     from trials.record import TAG
 
+    from ..ledger import SweepLedger
     from ._driver import _with_trainer as with_trainer
-    from ._ledger import SweepLedger
 
     new = with_trainer(spec)  # as its driver will see it: a registered trainer's command filled in
     state = read_state(folder)

@@ -5,7 +5,7 @@ A trial costs its training steps plus its evaluations: one evaluation generates 
 processes `batch_size` images; a sampling call is a forward pass, cheaper than a step's forward and backward, so
 this over-counts evaluation, on the safe side); a tracking evaluation likewise with `track_samples` and
 `track_sample_steps`. A submission's work is the sum over every trial it plans: search points x seeds, each
-baseline setting x seeds, the confirmation; for a transfer, every rung x arm x seed and the verification bracket.
+baseline setting x seeds, the confirmation (a transfer's: `sweeper.transfer.transfer_work`).
 Retries are not counted (they run only after a failure).
 """
 
@@ -15,9 +15,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from ._spec import SweepSpec
+from ._models import SweepSpec
 
-__all__ = ["sweep_work", "transfer_work", "trial_work"]
+__all__ = ["sweep_work", "trial_work"]
 
 
 def trial_work(trial: Mapping[str, Any]) -> int:
@@ -44,26 +44,3 @@ def sweep_work(spec: SweepSpec) -> int:
         total += len(b.variants()) * len(spec.seeds) * one
     return total + spec.confirm.top * len(spec.confirm_seeds) * search
 
-
-def transfer_work(spec: Any, base: SweepSpec) -> int:
-    """A transfer of sweep `base` (`sweeper.TransferSpec`): every rung x arm x seed at that rung's horizon and eval
-    steps (as the transfer's plan sets them), and the verification bracket (two settings per knob) at its rung."""
-    from scaling import rung_horizon
-
-    from .transfer._job import _deep_merge, _default_rungs, _scaled_eval_steps
-    from .transfer._result import _rung_shape
-
-    rungs = list(spec.rungs or _default_rungs(base.rung))
-    trial = _deep_merge(base.trial, spec.trial)
-    fixed = spec.steps or max(1, round(spec.horizon_factor * base.horizon))
-    seeds = len(spec.seeds or base.seeds)
-    per_rung = {}
-    for rung in rungs:
-        steps = rung_horizon(spec.horizon, _rung_shape(rung, trial)[1], int(trial.get("batch_size", 32)), fixed)
-        eval_steps = _scaled_eval_steps(base.resolved_eval_steps, base.horizon, steps)
-        per_rung[rung] = trial_work({**trial, "rung": rung, "steps": steps, "eval_steps": eval_steps})
-    total = sum(len(spec.arms) * seeds * work for work in per_rung.values())
-    if spec.verify is not None:
-        rung = spec.verify.rung or rungs[-1]
-        total += 2 * len(spec.verify.knobs) * seeds * per_rung.get(rung, max(per_rung.values()))
-    return total

@@ -26,9 +26,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._errors import SweepError
+from ..errors import SweepError
+from ..selection import TrialRecord, latest_attempts
 from ._importance import distribution_of
-from ._selection import TrialRecord, _latest
 
 if TYPE_CHECKING:
     from ._result import SweepResult
@@ -86,7 +86,7 @@ def write_optuna_study(result: SweepResult, storage: str, *, study_name: str | N
     from trials import without_credentials
 
     name = study_name or optuna_study_name(result)
-    trials = [t for t in _latest(result.trials).values() if t.status != "PENDING"]
+    trials = [t for t in latest_attempts(result.trials).values() if t.status != "PENDING"]
     if not trials:
         raise SweepError(f"sweep {result.sweep_id} has no trial that ran yet: nothing to write to Optuna")
     try:

@@ -1,5 +1,5 @@
 """What the Ray Tune adapters (`_tune`) may ask of a sweep driver: the seven calls they make, and the three facts
-they read. The driver (`_driver._Driver`) implements it; the adapters know only this protocol, so the Tune side
+they read. The driver (`sweeper.jobs`' `_Driver`) implements it; the adapters know only this protocol, so the Tune side
 can be read, and tested with a stub, without the driver."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     import threading
 
-    from ._spec import EarlyStoppingSpec
+    from ..specs import EarlyStoppingSpec
 
 __all__ = ["DriverHooks", "TuneHooks"]
 
