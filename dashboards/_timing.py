@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 from numpy.typing import NDArray
 
 from ._draw import colors_for, new_figure
-from ._records import RunRecord, arm_key, as_records, rung_order
+from ._records import RunRecord, arm_key, as_records
 
 __all__ = ["TimingData", "compute_timing", "plot_timing"]
 
@@ -60,8 +60,8 @@ def _step_s(r: RunRecord) -> float:
 
 def compute_timing(records: Iterable[RunRecord | Mapping[str, Any]]) -> TimingData:
     """Per arm label and rung, mean and min–max over succeeded seeds of optimizer and step time per step (ms)."""
-    recs = [r for r in as_records(records) if r.succeeded]
-    rungs = rung_order(recs)
+    recs = as_records(records).where(lambda r: r.succeeded)
+    rungs = recs.rungs
     labels = tuple(sorted({r.label for r in recs}, key=arm_key))
     shape = (len(labels), len(rungs))
     out = {name: np.full(shape, np.nan) for name in ("om", "ol", "oh", "sm", "sl", "sh")}

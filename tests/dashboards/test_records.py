@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
-from dashboards import DashboardInputError, FDInfo, RunRecord, as_records, describe_fd, fd_label
+import dashboards._records as records_module
+from dashboards import (
+    DashboardInputError,
+    FDInfo,
+    RunRecord,
+    as_records,
+    build_report,
+    compute_report,
+    describe_fd,
+    fd_label,
+)
 
 
 def test_dicts_become_records_with_integer_steps() -> None:
@@ -65,3 +76,32 @@ def test_fd_is_named_after_its_features() -> None:
 def test_records_built_by_hand_are_put_in_step_order() -> None:
     (r,) = as_records([RunRecord(fd={1200: 30.0, 800: 40.0})])
     assert list(r.fd) == [800, 1200]
+
+
+@pytest.mark.parametrize("fixture", ["sweep_records", "transfer_records"])
+def test_a_report_checks_each_record_once(
+    fixture: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The report checks its records into one table that every section takes as it is (each of nine sections once
+    checked and sorted them again)."""
+    records = request.getfixturevalue(fixture)
+    checked: list[int] = []
+    check = records_module._checked
+
+    def counted(item: Any, index: int) -> RunRecord:
+        checked.append(index)
+        return check(item, index)
+
+    monkeypatch.setattr(records_module, "_checked", counted)
+    build_report(compute_report(records), dpi=20)
+    assert sorted(checked) == list(range(len(records)))
+
+
+def test_fd_is_kept_at_the_declared_eval_steps_only() -> None:
+    (r,) = as_records([{"eval_steps": [1000, 800], "fd": {800: 40.0, 900: 1.0, 1000: 30.0, 5000: 0.1}}])
+    assert r.fd == {800: 40.0, 1000: 30.0} and r.eval_steps == (800, 1000)
+    assert r.objective_value() == 35.0  # the stray steps do not pull the mean down
+    (undeclared,) = as_records([RunRecord(fd={900: 1.0, 800: 2.0})])
+    assert list(undeclared.fd) == [800, 900]  # nothing declared: every step kept
+    with pytest.raises(DashboardInputError, match="eval_steps must be a list"):
+        as_records([{"eval_steps": "800,1000"}])
