@@ -186,7 +186,7 @@ def _checked(item: RunRecord | Mapping[str, Any], index: int) -> RunRecord:
         item = _from_mapping(item, index)
     elif not isinstance(item, RunRecord):
         raise DashboardInputError(f"record {index}: expected a RunRecord or a dict, got {type(item).__name__}")
-    series = {name: dict(sorted(getattr(item, name).items())) for name in SERIES}
+    series: dict[str, Any] = {name: dict(sorted(getattr(item, name).items())) for name in SERIES}
     declared = set(item.eval_steps)
     if declared:
         # FD at a step the trial never declared is a trainer's extra, not an evaluation the sweep asked for: one

@@ -9,6 +9,7 @@ import json
 import tracemalloc
 from typing import Any
 
+import numpy as np
 from matplotlib.figure import Figure
 
 from dashboards import build_report, compute_report, report_figures
@@ -41,7 +42,7 @@ def _panels(figure: Figure) -> int:
 
 
 def _points(figure: Figure) -> int:
-    return sum(len(line.get_xdata()) for ax in figure.axes for line in ax.lines)
+    return sum(int(np.size(line.get_xdata())) for ax in figure.axes for line in ax.lines)
 
 
 def test_a_thousand_declared_eval_steps_make_a_few_panels() -> None:

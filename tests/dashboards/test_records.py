@@ -8,16 +8,8 @@ from typing import Any
 import pytest
 
 import dashboards._records as records_module
-from dashboards import (
-    DashboardInputError,
-    FDInfo,
-    RunRecord,
-    as_records,
-    build_report,
-    compute_report,
-    describe_fd,
-    fd_label,
-)
+from dashboards import DashboardInputError, RunRecord, as_records, build_report, compute_report
+from dashboards._records import FDInfo, describe_fd, fd_label
 
 
 def test_dicts_become_records_with_integer_steps() -> None:
