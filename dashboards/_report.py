@@ -21,11 +21,11 @@ from matplotlib.figure import Figure
 
 from ._curves import FDCurves, LossCurves, compute_fd_curves, compute_loss_curves, plot_fd_curves, plot_loss_curves
 from ._draw import png_bytes
-from ._errors import DashboardInputError
+from ._errors import DashboardError, DashboardInputError
 from ._heatmap import HeatmapData, compute_heatmap, plot_heatmap
 from ._html import escape as _e
 from ._html import table as _table
-from ._records import FDInfo, RunRecord, as_records, merge_fd
+from ._records import FDInfo, Records, RunRecord, as_records, merge_fd
 from ._scaling import SCALING_METRICS, ScalingPlotData, compute_scaling_plot, plot_scaling
 from ._sweepviews import (
     ComparisonData,
@@ -94,8 +94,10 @@ def compute_report(
     (or a grid is given), FD and loss curves, timing, and scaling panels for each ``fits[metric]`` (keys of
     ``SCALING_METRICS``; the fit must be on that metric) or, without fits, points only when an arm spans two
     or more model sizes. The records are checked once, into the table every section is computed from."""
+    unknown = sorted(set(fits or {}) - set(SCALING_METRICS))
+    if unknown:
+        raise DashboardInputError(f"fits: unknown metrics {unknown}; choices: {sorted(SCALING_METRICS)}")
     recs = as_records(records)
-    notes: list[str] = []
     cells = {(r.K, r.gamma) for r in recs if r.arm == "periodic" and r.K is not None and r.gamma is not None}
     heatmap = None
     if len(cells) >= 2 or ks or gammas or chosen:
@@ -104,36 +106,45 @@ def compute_report(
     loss = compute_loss_curves(recs) if any(r.loss or r.val_loss for r in recs) else None
     timed = any(r.succeeded and (r.step_time_s or r.optimizer_time_s or r.optimizer_step_time_s) for r in recs)
     timing = compute_timing(recs) if timed else None
-    scaling: list[ScalingPlotData] = []
-    for metric, fit in (fits or {}).items():
-        if metric not in SCALING_METRICS:
-            raise DashboardInputError(f"fits: unknown metric {metric!r}; choices: {sorted(SCALING_METRICS)}")
-        scaling.append(compute_scaling_plot(recs, metric, fit))
-    if not fits:
-        sizes: dict[str, set[int]] = {}
-        for r in recs:
-            if r.succeeded and r.parameters is not None:
-                sizes.setdefault(r.arm, set()).add(r.parameters)
-        if any(len(s) >= 2 for s in sizes.values()):
-            for metric in ("time_to_best_s", "best_fd"):
-                try:
-                    scaling.append(compute_scaling_plot(recs, metric))
-                except DashboardInputError as exc:
-                    notes.append(f"scaling plot of {metric} left out: {exc}")
-                    break
+    scaling, notes = _scaling_panels(recs, fits or {})
     updates = compute_update_scale(recs) if any(r.succeeded and r.updates for r in recs) else None
     return ReportData(
         title=title,
         heatmap=heatmap,
         fd_curves=fd_curves,
         loss=loss,
-        scaling=tuple(scaling),
+        scaling=scaling,
         timing=timing,
         updates=updates,
         fd=recs.fd,
         context=dict(context or {}),
         notes=tuple(notes),
     )
+
+
+def _scaling_panels(recs: Records, fits: Mapping[str, ScalingFit]) -> tuple[tuple[ScalingPlotData, ...], list[str]]:
+    """A panel per fit; without fits, or when a fit's panel cannot be drawn (e.g. several configurations of one
+    arm), the points alone where an arm spans two or more model sizes. What is left out is said in a note."""
+    notes: list[str] = []
+    if fits:
+        try:
+            return tuple(compute_scaling_plot(recs, metric, fit) for metric, fit in fits.items()), notes
+        except DashboardError as exc:
+            notes.append(f"scaling panels left out: {exc}")
+    sizes: dict[str, set[int]] = {}
+    for r in recs:
+        if r.succeeded and r.parameters is not None:
+            sizes.setdefault(r.arm, set()).add(r.parameters)
+    if not any(len(s) >= 2 for s in sizes.values()):
+        return (), notes
+    panels: list[ScalingPlotData] = []
+    for metric in ("time_to_best_s", "best_fd"):
+        try:
+            panels.append(compute_scaling_plot(recs, metric))
+        except DashboardError as exc:
+            notes.append(f"scaling plot of {metric} left out: {exc}")
+            break
+    return tuple(panels), notes
 
 
 def report_figures(data: ReportData) -> dict[str, Figure]:

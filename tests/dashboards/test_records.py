@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import pytest
 
-import dashboards._records as records_module
-from dashboards import DashboardInputError, RunRecord, as_records, build_report, compute_report
+from dashboards import DashboardInputError, RunRecord, as_records
 from dashboards._records import FDInfo, describe_fd, fd_label
 
 
@@ -68,25 +66,6 @@ def test_fd_is_named_after_its_features() -> None:
 def test_records_built_by_hand_are_put_in_step_order() -> None:
     (r,) = as_records([RunRecord(fd={1200: 30.0, 800: 40.0})])
     assert list(r.fd) == [800, 1200]
-
-
-@pytest.mark.parametrize("fixture", ["sweep_records", "transfer_records"])
-def test_a_report_checks_each_record_once(
-    fixture: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The report checks its records into one table that every section takes as it is (each of nine sections once
-    checked and sorted them again)."""
-    records = request.getfixturevalue(fixture)
-    checked: list[int] = []
-    check = records_module._checked
-
-    def counted(item: Any, index: int) -> RunRecord:
-        checked.append(index)
-        return check(item, index)
-
-    monkeypatch.setattr(records_module, "_checked", counted)
-    build_report(compute_report(records), dpi=20)
-    assert sorted(checked) == list(range(len(records)))
 
 
 def test_fd_is_kept_at_the_declared_eval_steps_only() -> None:
