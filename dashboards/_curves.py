@@ -21,7 +21,7 @@ that long), each group's loss interpolated linearly in time.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +29,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ._draw import colors_for, grid_shape, new_figure
-from ._records import FDInfo, Records, RunRecord, SeedStats, arm_key, as_records, seed_stats
+from ._records import FDInfo, Records, RecordsLike, RunRecord, SeedStats, arm_key, as_records, seed_stats
 
 __all__ = [
     "FDCurves",
@@ -153,7 +153,7 @@ def _group_series(rung: str, label: str, members: Sequence[RunRecord], series: s
     )
 
 
-def compute_fd_curves(records: Iterable[RunRecord | Mapping[str, Any]]) -> FDCurves:
+def compute_fd_curves(records: RecordsLike) -> FDCurves:
     """FD per trial and per group (rung, arm label) from trial records with an ``fd`` series."""
     recs = as_records(records).where(lambda r: bool(r.fd))
     groups = _groups(recs)
@@ -199,7 +199,7 @@ def _ranking_by_time(rung: str, groups: Sequence[GroupSeries]) -> Ranking | None
     return Ranking(rung=rung, unit="s", at=at, order=tuple(sorted(order, key=lambda p: p[1])))
 
 
-def compute_loss_curves(records: Iterable[RunRecord | Mapping[str, Any]]) -> LossCurves:
+def compute_loss_curves(records: RecordsLike) -> LossCurves:
     """Train and validation loss per group against step and effective time, and the two rankings per rung."""
     recs = as_records(records).where(lambda r: bool(r.loss or r.val_loss))
     train: list[GroupSeries] = []

@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 
 from ._draw import grid_shape, new_figure
 from ._errors import DashboardInputError
-from ._records import FDInfo, RunRecord, as_records
+from ._records import FDInfo, RecordsLike, RunRecord, as_records
 
 __all__ = ["HeatmapData", "compute_heatmap", "plot_heatmap"]
 
@@ -144,7 +144,7 @@ def _baselines(others: list[RunRecord], rungs: tuple[str, ...]) -> dict[str, flo
 
 
 def compute_heatmap(
-    records: Iterable[RunRecord | Mapping[str, Any]],
+    records: RecordsLike,
     *,
     ks: Sequence[int] | None = None,
     gammas: Sequence[float] | None = None,

@@ -30,6 +30,7 @@ __all__ = [
     "SUCCEEDED",
     "FDInfo",
     "Records",
+    "RecordsLike",
     "RunRecord",
     "SeedStats",
     "as_records",
@@ -223,7 +224,11 @@ class Records:
         return Records(tuple(r for r in self.records if keep(r)))
 
 
-def as_records(items: Iterable[RunRecord | Mapping[str, Any]]) -> Records:
+# What every compute_* takes: a checked table, taken as it is, or records (objects or dicts) to check into one.
+RecordsLike = Records | Iterable[RunRecord | Mapping[str, Any]]
+
+
+def as_records(items: RecordsLike) -> Records:
     """``RunRecord`` objects or dicts with the same keys -> a checked ``Records`` table; an unknown key or a
     malformed series raises ``DashboardInputError`` naming the record. A ``Records`` table is returned as it is:
     it was checked when it was built."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,7 +25,7 @@ from ._errors import DashboardError, DashboardInputError
 from ._heatmap import HeatmapData, compute_heatmap, plot_heatmap
 from ._html import escape as _e
 from ._html import table as _table
-from ._records import FDInfo, Records, RunRecord, as_records, merge_fd
+from ._records import FDInfo, Records, RecordsLike, as_records, merge_fd
 from ._scaling import SCALING_METRICS, ScalingPlotData, compute_scaling_plot, plot_scaling
 from ._sweepviews import (
     ComparisonData,
@@ -81,7 +81,7 @@ class ReportData:
 
 
 def compute_report(
-    records: Iterable[RunRecord | Mapping[str, Any]],
+    records: RecordsLike,
     *,
     title: str = "scalesweep report",
     fits: Mapping[str, ScalingFit] | None = None,

@@ -12,7 +12,7 @@ answer instead of a line that looks like a prediction.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 
 from ._draw import colors_for, new_figure
 from ._errors import DashboardInputError
-from ._records import FDInfo, Records, RunRecord, arm_key, as_records
+from ._records import FDInfo, Records, RecordsLike, RunRecord, arm_key, as_records
 
 if TYPE_CHECKING:
     from scaling import ScalingFit
@@ -158,7 +158,7 @@ def _collect(records: Records, metric: str) -> tuple[dict[str, dict[float, list[
 
 
 def scaling_fit_data(
-    records: Iterable[RunRecord | Mapping[str, Any]], metric: str = "best_fd"
+    records: RecordsLike, metric: str = "best_fd"
 ) -> dict[str, tuple[list[float], list[float]]]:
     """arm -> (sizes, values), one entry per succeeded run (sizes repeat for seeds), as ``scaling.fit_scaling``
     takes it. ``metric`` is a key of ``SCALING_METRICS``; runs need ``parameters`` and FD with effective time."""
@@ -257,7 +257,7 @@ def _points(by_arm: Mapping[str, Mapping[float, Sequence[float]]]) -> list[Scali
 
 
 def compute_scaling_plot(
-    records: Iterable[RunRecord | Mapping[str, Any]],
+    records: RecordsLike,
     metric: str = "best_fd",
     fit: ScalingFit | None = None,
     *,

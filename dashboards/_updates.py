@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from matplotlib.figure import Figure
 
 from ._errors import DashboardInputError
-from ._records import RunRecord, as_records
+from ._records import RecordsLike, RunRecord, as_records
 
 __all__ = ["UpdateScaleData", "UpdateScaleRow", "compute_update_scale", "plot_update_scale"]
 
@@ -68,7 +67,7 @@ def _width(record: RunRecord, widths: Mapping[str, int] | None) -> int | None:
 
 
 def compute_update_scale(
-    records: Iterable[RunRecord | Mapping[str, Any]], *, widths: Mapping[str, int] | None = None
+    records: RecordsLike, *, widths: Mapping[str, int] | None = None
 ) -> UpdateScaleData:
     """Rows of mean update RMS and spectral norm per (arm, width, kind, step kind) over succeeded runs that logged
     them. `widths` maps rung -> width (default: the built-in ladder's widths)."""
