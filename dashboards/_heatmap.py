@@ -157,7 +157,8 @@ def compute_heatmap(
     ``records``: trials of one sweep (``RunRecord`` or dicts with at least K, gamma, seed, fd, status; objective
     optional). Records of ``arm`` with both K and γ make the grid; records of other arms become ``baselines``.
     ``ks``/``gammas``: the sweep's grid, so that cells never run show as missing (default: the values seen).
-    ``steps``: the eval-step panels (default: every step at which a succeeded trial has an FD).
+    ``steps``: the eval steps (default: every step at which a succeeded trial has an FD; a record keeps FD at the
+    steps it declared only); at most ``MAX_STEP_PANELS`` of them get a panel.
     ``chosen``: the pair to mark (e.g. the sweeper's choice); default the cell with the lowest objective.
     """
     recs = as_records(records)

@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 
 from dashboards import build_report, compute_report, report_figures
 from dashboards._heatmap import MAX_STEP_PANELS
-from dashboards._mlflow import _record
+from dashboards._mlflow import _eval_steps, _record
 from trials.record import SUCCEEDED, StoredRun
 
 KS = (2, 3, 4)
@@ -79,3 +79,11 @@ def test_fd_reported_at_undeclared_steps_is_left_out_of_every_figure() -> None:
     # 12 trials at two steps, whatever they reported beyond: about 9 MB of Python allocations (measured), where one
     # panel per reported step took gigabytes.
     assert peak < 50e6, f"{peak / 1e6:.0f} MB"
+
+
+def test_the_declared_steps_come_from_the_trials_eval_steps_param() -> None:
+    assert _eval_steps("[1000, 800, 1000]") == (800, 1000)
+    # Not recorded, or not a whole list of steps (MLflow keeps 6,000 characters of a param): nothing declared, and
+    # the panel cap alone bounds the heatmap.
+    assert _eval_steps(None) == _eval_steps("None") == _eval_steps("[800, 10") == _eval_steps("[true, 2]") == ()
+    assert _eval_steps("[-1, 2]") == _eval_steps('{"a": 1}') == ()
