@@ -108,18 +108,8 @@ def compute_report(
     timing = compute_timing(recs) if timed else None
     scaling, notes = _scaling_panels(recs, fits or {})
     updates = compute_update_scale(recs) if any(r.succeeded and r.updates for r in recs) else None
-    return ReportData(
-        title=title,
-        heatmap=heatmap,
-        fd_curves=fd_curves,
-        loss=loss,
-        scaling=scaling,
-        timing=timing,
-        updates=updates,
-        fd=recs.fd,
-        context=dict(context or {}),
-        notes=tuple(notes),
-    )
+    return ReportData(title=title, heatmap=heatmap, fd_curves=fd_curves, loss=loss, scaling=scaling, timing=timing,
+                      updates=updates, fd=recs.fd, context=dict(context or {}), notes=tuple(notes))
 
 
 def _scaling_panels(recs: Records, fits: Mapping[str, ScalingFit]) -> tuple[tuple[ScalingPlotData, ...], list[str]]:
