@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from matplotlib.figure import Figure
 
+from ._draw import new_figure
 from ._errors import DashboardInputError
 from ._records import RecordsLike, RunRecord, as_records
 
@@ -99,7 +100,7 @@ def compute_update_scale(
 def plot_update_scale(data: UpdateScaleData) -> Figure:
     """Left: update RMS; right: spectral norm; against width (log-log), one colour per matrix kind, solid for the
     refresh (Newton-Schulz) step, dashed for the row-norm step."""
-    fig = Figure(figsize=(11, 4.2), layout="constrained")
+    fig = new_figure(11, 4.2)
     axes = fig.subplots(1, 2)
     colours = dict(zip(_KINDS, ("C0", "C1", "C2", "C3", "C4"), strict=True))
     for ax, attr, label in ((axes[0], "rms", "update RMS"), (axes[1], "spec", "update spectral norm")):
