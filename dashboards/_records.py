@@ -198,9 +198,9 @@ def _checked(item: RunRecord | Mapping[str, Any], index: int) -> RunRecord:
 
 @dataclass(frozen=True)
 class Records:
-    """Records checked once (``as_records``): the table a page computes and hands to each of its sections, which
-    take it as it is. Its rung order and FD description are worked out on first use; ``where`` keeps some of the
-    records without checking them again."""
+    """Records checked once (build one with ``as_records``): the table a page computes and hands to each of its
+    sections, which take it as it is; it reads like the list ``load_runs`` used to return. Its rung order and FD
+    description are worked out on first use; ``where`` keeps some of the records without checking them again."""
 
     records: tuple[RunRecord, ...] = ()
 
@@ -209,6 +209,9 @@ class Records:
 
     def __len__(self) -> int:
         return len(self.records)
+
+    def __getitem__(self, index: int) -> RunRecord:
+        return self.records[index]
 
     @cached_property
     def rungs(self) -> tuple[str, ...]:

@@ -72,7 +72,8 @@ def test_fd_is_kept_at_the_declared_eval_steps_only() -> None:
     (r,) = as_records([{"eval_steps": [1000, 800], "fd": {800: 40.0, 900: 1.0, 1000: 30.0, 5000: 0.1}}])
     assert r.fd == {800: 40.0, 1000: 30.0} and r.eval_steps == (800, 1000)
     assert r.objective_value() == 35.0  # the stray steps do not pull the mean down
-    (undeclared,) = as_records([RunRecord(fd={900: 1.0, 800: 2.0})])
-    assert list(undeclared.fd) == [800, 900]  # nothing declared: every step kept
+    table = as_records([RunRecord(fd={900: 1.0, 800: 2.0})])
+    assert list(table[0].fd) == [800, 900] and len(table) == 1  # nothing declared: every step kept
+    assert as_records(table) is table  # a table is taken as it is
     with pytest.raises(DashboardInputError, match="eval_steps must be a list"):
         as_records([{"eval_steps": "800,1000"}])
