@@ -186,8 +186,9 @@ class ChoiceWarning:
         if len(counts) == 1 and counts == {(self.worse_than_all, self.n)}:
             seeds = f"on {self.worse_than_all} of {self.n} seeds"
         else:
-            seeds = (", ".join(f"{b} on {k} of {m} seeds" for b, (k, m) in self.worse_on.items())
-                     + f"; all of them on {self.worse_than_all} of {self.n}")
+            per_base = ", ".join(f"{b} on {k} of {m}" for b, (k, m) in self.worse_on.items())
+            seeds = (f"on average; per seed, than {per_base} and than all of them on {self.worse_than_all} of "
+                     f"{self.n} seeds")
         means = ", ".join(f"{b} {v:.4g}" for b, v in self.baseline_means.items())
         return (f"the chosen {self.chosen} is worse than {joined} {seeds} (mean {self.chosen_mean:.4g} against "
                 f"{means}), whether or not the difference is significant; the grid may lie outside the useful range")
