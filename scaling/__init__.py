@@ -52,7 +52,14 @@ from ._fit import (
     fit_scaling,
 )
 from ._forms import FORMS
-from ._injection import InjectionCoverage, RecordedCurve, grid_crossings, injection_coverage
+from ._injection import (
+    ControlSimulation,
+    InjectionCoverage,
+    RecordedCurve,
+    control_simulation,
+    grid_crossings,
+    injection_coverage,
+)
 from ._lr_rules import LrRule, WdRule, carry_optimizer
 from ._records import TransferRun
 from ._rounds import RoundsSpec, look_line, next_seeds, planned_looks, rounds_look
@@ -126,6 +133,7 @@ __all__ = [
     "CommonTarget",
     "ControlCheck",
     "ControlOutcome",
+    "ControlSimulation",
     "Crossing",
     "Export",
     "ExtrapolationRefused",
@@ -159,6 +167,7 @@ __all__ = [
     "censored_fit_data",
     "choice_warning",
     "control_outcome",
+    "control_simulation",
     "crossings",
     "default_lr_rule",
     "export_snippet",

@@ -29,11 +29,19 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ._controls import ControlKind, control_outcome
 from ._errors import ScalingInputError
 from ._survival import Crossing, Endpoint, _km_rmst, restricted_ratio, restricted_saving
 from .stats import LEVEL
 
-__all__ = ["InjectionCoverage", "RecordedCurve", "grid_crossings", "injection_coverage"]
+__all__ = [
+    "ControlSimulation",
+    "InjectionCoverage",
+    "RecordedCurve",
+    "control_simulation",
+    "grid_crossings",
+    "injection_coverage",
+]
 
 Array = NDArray[np.float64]
 
@@ -177,3 +185,67 @@ def injection_coverage(
         censored_fraction={"a": float(np.mean(ka == 1)), "b": float(np.mean(kb == 1))},
         left_censored_fraction={"a": float(np.mean(ka == 2)), "b": float(np.mean(kb == 2))},
         mc_se=math.sqrt(level * (1 - level) / replications))
+
+
+@dataclass(frozen=True)
+class ControlSimulation:
+    """How often a control came out as it must (`control_outcome(...).passed`) over `replications` simulated
+    studies, with the mean estimated saving beside the expected one. `check_failures` counts each check's
+    failures (a negative control's checks are 95 % intervals: each fails about 5 % of the time by chance)."""
+
+    control: str
+    replications: int
+    n_seeds: int
+    pass_rate: float
+    mean_saving_pct: float
+    expected_saving_pct: float
+    mean_steps_ratio: float
+    check_failures: dict[str, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def control_simulation(
+    curves: Sequence[RecordedCurve], kind: ControlKind, *, target: float, horizon: float, step_cost: float = 1.15,
+    endpoint: Endpoint = "first", n_seeds: int = 6, replications: int = 1000, grid_points: int = 20,
+    grid_from: float = 1 / 6, seed_sd: float = 0.08, arm_sd: float = 0.05, eval_sd: float = 0.03,
+    timing_rounds: int = 5, timing_sd: float = 0.025, n_boot: int = 400, seed: int = 0,
+) -> ControlSimulation:
+    """Simulate the `kind` control through the analysis (`injection_coverage`'s model of seeds on recorded curves).
+
+    negative: two arms alike in distribution (each its own arm speed and evaluation noise, as two runs of one
+    configuration differ where training is not bit-identical) and per-step timing alike (log ratio 0).
+    positive: identical updates, so both arms have the very same curve on every seed; arm b does `step_cost` x arm
+    a's work per step, so a / b per step is 1 / step_cost and the expected saving is 1 - 1 / step_cost."""
+    if kind not in ("negative", "positive"):
+        raise ScalingInputError(f"unknown control {kind!r}; allowed: negative, positive")
+    if not step_cost > 0:
+        raise ScalingInputError(f"step_cost must be > 0, got {step_cost!r}")
+    rng = np.random.default_rng(seed)
+    grid = np.round(np.linspace(grid_from * horizon, horizon, grid_points))
+    va, vb = _arms(curves, grid, replications * n_seeds, 1.0, rng, seed_sd, arm_sd, eval_sd)
+    if kind == "positive":
+        vb = va  # identical updates: the same curve, point for point
+    sa, ka = grid_crossings(grid, va, target, endpoint)
+    sb, kb = grid_crossings(grid, vb, target, endpoint)
+    q = 1.0 if kind == "negative" else 1.0 / step_cost
+    timing = math.log(q) + timing_sd * rng.standard_normal((replications, timing_rounds))
+    passed, savings, log_ratios = 0, 0.0, 0.0
+    failures: dict[str, int] = {}
+    for k in range(replications):
+        rows = range(k * n_seeds, (k + 1) * n_seeds)
+        a = {i: Crossing(float(sa[j]), _STATUS[ka[j]]) for i, j in enumerate(rows)}  # type: ignore[arg-type]
+        b = {i: Crossing(float(sb[j]), _STATUS[kb[j]]) for i, j in enumerate(rows)}  # type: ignore[arg-type]
+        saving = restricted_saving(restricted_ratio(a, b, horizon=horizon, endpoint=endpoint, n_boot=n_boot, seed=k),
+                                   timing[k])
+        outcome = control_outcome(kind, saving)
+        passed += outcome.passed
+        for check in outcome.checks:
+            failures[check.quantity] = failures.get(check.quantity, 0) + (not check.passed)
+        savings += saving.pct
+        log_ratios += math.log(saving.steps.ratio)
+    return ControlSimulation(control=kind, replications=replications, n_seeds=n_seeds,
+                             pass_rate=passed / replications, mean_saving_pct=savings / replications,
+                             expected_saving_pct=100 * (1 - q), mean_steps_ratio=math.exp(log_ratios / replications),
+                             check_failures=failures)

@@ -304,6 +304,7 @@ class SurvivalSaving:
     step_time_lo: float | None
     step_time_hi: float | None
     timing_rounds: int
+    step_time_p_value: float | None  # the per-step ratio's own test of 1 (t over timing rounds)
     se_seeds_log: float | None
     se_timing_log: float | None
     df: float | None
@@ -322,7 +323,7 @@ class SurvivalSaving:
         return {"mean": self.pct, "lo": self.lo, "hi": self.hi, "p_value": self.p_value, "level": self.level,
                 "n": self.steps.n, "steps_ratio": self.steps.ratio,
                 "step_time_ratio": {"mean": self.step_time_ratio, "lo": self.step_time_lo, "hi": self.step_time_hi,
-                                    "rounds": self.timing_rounds},
+                                    "rounds": self.timing_rounds, "p_value": self.step_time_p_value},
                 "se_seeds_log": self.se_seeds_log, "se_timing_log": self.se_timing_log, "df": self.df,
                 "detected": self.detected,
                 "definition": "1 - restricted-mean steps ratio x per-step time ratio, in % (positive: a is faster)"}
@@ -356,6 +357,7 @@ def restricted_saving(steps: RestrictedRatio, step_time_log_ratios: Sequence[flo
                           step_time_lo=math.exp(log_q - q_half) if q_half is not None else None,
                           step_time_hi=math.exp(log_q + q_half) if q_half is not None else None,
                           timing_rounds=m, se_seeds_log=steps.log_se,
+                          step_time_p_value=None if var_t is None else two_sided_t_p(log_q, math.sqrt(var_t), m - 1),
                           se_timing_log=math.sqrt(var_t) if var_t is not None else None, level=lvl, **out)
 
 
