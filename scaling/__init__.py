@@ -30,6 +30,7 @@ from ._claims import (
     p_best_text,
     power_at_alpha,
 )
+from ._comparison import CrossingComparison, compare_crossings, controls_section
 from ._controls import ControlCheck, ControlOutcome, control_outcome, null_reading
 from ._errors import ExtrapolationRefused, FitFailed, ScalingError, ScalingInputError, TransferError
 from ._export import (
@@ -135,6 +136,7 @@ __all__ = [
     "ControlOutcome",
     "ControlSimulation",
     "Crossing",
+    "CrossingComparison",
     "Export",
     "ExtrapolationRefused",
     "FitFailed",
@@ -166,8 +168,10 @@ __all__ = [
     "carry_optimizer",
     "censored_fit_data",
     "choice_warning",
+    "compare_crossings",
     "control_outcome",
     "control_simulation",
+    "controls_section",
     "crossings",
     "default_lr_rule",
     "export_snippet",
