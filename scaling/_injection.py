@@ -48,10 +48,19 @@ Array = NDArray[np.float64]
 
 @dataclass(frozen=True)
 class RecordedCurve:
-    """One real run's quality curve: steps (strictly increasing) and values (lower is better)."""
+    """One real run's quality curve: steps (strictly increasing) and values (lower is better, finite: the
+    simulation stretches the curve between its points, so a missing one has nothing to stand for)."""
 
     steps: tuple[float, ...]
     values: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        s, v = np.asarray(self.steps, dtype=float), np.asarray(self.values, dtype=float)
+        if s.ndim != 1 or s.shape != v.shape or s.size < 2:
+            raise ScalingInputError(f"a recorded curve needs at least 2 points and as many values as steps, got "
+                                    f"{s.size} steps and {v.size} values")
+        if np.any(np.diff(s) <= 0) or not (np.all(np.isfinite(s)) and np.all(np.isfinite(v))):
+            raise ScalingInputError("a recorded curve's steps must increase strictly and its values be finite")
 
 
 @dataclass(frozen=True)

@@ -94,3 +94,14 @@ def test_a_positive_control_shows_steps_ratio_one_and_its_known_saving() -> None
     assert sim.pass_rate >= 0.99, sim
     assert sim.mean_saving_pct == pytest.approx(sim.expected_saving_pct, abs=0.5)
     assert math.isclose(sim.check_failures["steps_ratio"], 0)
+
+
+def test_a_recorded_curve_must_be_a_curve() -> None:
+    from scaling import ScalingInputError
+
+    with pytest.raises(ScalingInputError, match="at least 2 points"):
+        RecordedCurve((1.0,), (2.0,))
+    with pytest.raises(ScalingInputError, match="increase strictly"):
+        RecordedCurve((2.0, 1.0), (2.0, 1.0))
+    with pytest.raises(ScalingInputError, match="finite"):
+        RecordedCurve((1.0, 2.0), (2.0, math.nan))
