@@ -87,7 +87,8 @@ def compare_crossings(
     per_arm: dict[str, dict[int, dict[Endpoint, Crossing]]] = {searched: {}, baseline: {}}
     for r in at:
         per_arm[r.arm][r.seed] = _crossings_of(r, target, float(tau))
-    steps, savings = {}, {}
+    steps: dict[str, RestrictedRatio] = {}
+    savings: dict[str, SurvivalSaving] = {}
     for endpoint in ENDPOINTS:
         a = {s: c[endpoint] for s, c in per_arm[searched].items()}
         b = {s: c[endpoint] for s, c in per_arm[baseline].items()}
@@ -109,8 +110,9 @@ def controls_section(comparisons: Mapping[ControlKind, Sequence[CrossingComparis
     the report prints them first. `expected_step_time_ratio` maps a rung to the positive control's per-step ratio
     measured apart. A comparison without timing cannot be judged (the saving needs the per-step ratio) and says so."""
     out: dict[str, Any] = {"endpoint": endpoint, "alpha": alpha, "lines": []}
-    for kind in ("negative", "positive"):
-        comps = comparisons.get(kind) or []  # type: ignore[call-overload]
+    kinds: tuple[ControlKind, ...] = ("negative", "positive")
+    for kind in kinds:
+        comps = comparisons.get(kind) or []
         if not comps:
             continue
         rungs: dict[str, Any] = {}
@@ -121,7 +123,7 @@ def controls_section(comparisons: Mapping[ControlKind, Sequence[CrossingComparis
                                     "verdict": f"{kind} control not judged: its comparison has no per-step timing"}
             else:
                 expected = (expected_step_time_ratio or {}).get(comp.rung) if kind == "positive" else None
-                rungs[comp.rung] = control_outcome(kind, saving, alpha=alpha,  # type: ignore[arg-type]
+                rungs[comp.rung] = control_outcome(kind, saving, alpha=alpha,
                                                    expected_step_time_ratio=expected).to_dict()
             out["lines"].append(f"{comp.rung}: {rungs[comp.rung]['verdict']}")
         out[kind] = {"passed": all(r["passed"] for r in rungs.values()), "rungs": rungs}
