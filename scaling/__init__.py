@@ -30,7 +30,7 @@ from ._claims import (
     p_best_text,
     power_at_alpha,
 )
-from ._comparison import CrossingComparison, compare_crossings, controls_section
+from ._comparison import ClaimFamily, CrossingComparison, compare_crossings, controls_section, judge_claims
 from ._controls import ControlCheck, ControlOutcome, control_outcome, null_reading
 from ._errors import ExtrapolationRefused, FitFailed, ScalingError, ScalingInputError, TransferError
 from ._export import (
@@ -131,6 +131,7 @@ __all__ = [
     "CensoredFitData",
     "Checkpoints",
     "ChoiceWarning",
+    "ClaimFamily",
     "CommonTarget",
     "ControlCheck",
     "ControlOutcome",
@@ -179,6 +180,7 @@ __all__ = [
     "grid_crossings",
     "holm_in_budget",
     "injection_coverage",
+    "judge_claims",
     "look_line",
     "median_step_times",
     "next_seeds",

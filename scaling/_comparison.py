@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
+from ._claims import AlphaBudget, holm_in_budget
 from ._controls import ControlKind, control_outcome
 from ._errors import ScalingInputError
 from ._records import TransferRun
@@ -27,7 +28,7 @@ from ._survival import (
 )
 from .stats import LEVEL
 
-__all__ = ["CrossingComparison", "compare_crossings", "controls_section"]
+__all__ = ["ClaimFamily", "CrossingComparison", "compare_crossings", "controls_section", "judge_claims"]
 
 ENDPOINTS: tuple[Endpoint, ...] = ("first", "sustained")
 
@@ -128,3 +129,51 @@ def controls_section(comparisons: Mapping[ControlKind, Sequence[CrossingComparis
             out["lines"].append(f"{comp.rung}: {rungs[comp.rung]['verdict']}")
         out[kind] = {"passed": all(r["passed"] for r in rungs.values()), "rungs": rungs}
     return out
+
+
+@dataclass(frozen=True)
+class ClaimFamily:
+    """The study's claims judged in one alpha budget: per comparison key and endpoint the Holm-adjusted p (over the
+    comparisons, at the budget's per-look level), and `stands`: the claim holds at both endpoints in the same
+    direction (co-primary: an intersection-union test, so the endpoints add no correction)."""
+
+    measure: str
+    budget: AlphaBudget
+    p_holm: dict[str, dict[str, float]]  # endpoint -> key -> adjusted p
+    stands: dict[str, bool]
+    direction: dict[str, str | None]  # key -> "faster" | "slower" when it stands
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"measure": self.measure, "budget": self.budget.to_dict(), "p_holm": self.p_holm,
+                "stands": self.stands, "direction": self.direction}
+
+
+def judge_claims(comparisons: Mapping[str, CrossingComparison], budget: AlphaBudget, *,
+                 measure: Literal["time_saving_pct", "steps_to_target_ratio"] = "time_saving_pct") -> ClaimFamily:
+    """Holm over `comparisons` (key, e.g. "cpu-m vs muon" -> its comparison) at `budget.per_look`, once per
+    endpoint, on the time savings (or the steps ratios); a claim stands where both endpoints reject in the same
+    direction. A comparison without the measure (no timing) counts with p = 1: it is in the family, never left out."""
+    if len(comparisons) > budget.comparisons:
+        raise ScalingInputError(f"{len(comparisons)} comparisons for a budget of {budget.comparisons}: the budget "
+                                "must count every comparison judged")
+    p_holm: dict[str, dict[str, float]] = {}
+    signs: dict[str, dict[str, int]] = {}
+    for endpoint in ENDPOINTS:
+        ps: dict[str, float | None] = {}
+        signs[endpoint] = {}
+        for key, comp in comparisons.items():
+            doc: RestrictedRatio | SurvivalSaving | None = (comp.savings.get(endpoint) if measure == "time_saving_pct"
+                                                            else comp.steps.get(endpoint))
+            ps[key] = doc.p_value if doc is not None else None
+            if isinstance(doc, SurvivalSaving):
+                signs[endpoint][key] = 1 if doc.pct > 0 else -1
+            elif doc is not None:
+                signs[endpoint][key] = 1 if doc.ratio < 1 else -1
+        _, p_holm[endpoint] = holm_in_budget(ps, budget)
+    stands, direction = {}, {}
+    for key in comparisons:
+        ok = all(p_holm[e][key] <= budget.per_look for e in ENDPOINTS)
+        same = len({signs[e].get(key) for e in ENDPOINTS}) == 1
+        stands[key] = ok and same
+        direction[key] = ("faster" if signs["first"][key] > 0 else "slower") if stands[key] else None
+    return ClaimFamily(measure=measure, budget=budget, p_holm=p_holm, stands=stands, direction=direction)

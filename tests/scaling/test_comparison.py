@@ -7,7 +7,15 @@ import math
 
 import pytest
 
-from scaling import ScalingInputError, TransferRun, compare_crossings, controls_section
+from scaling import (
+    CrossingComparison,
+    ScalingInputError,
+    TransferRun,
+    alpha_budget,
+    compare_crossings,
+    controls_section,
+    judge_claims,
+)
 
 STEPS = (100, 200, 300, 400)
 
@@ -81,3 +89,50 @@ def test_controls_section_says_per_rung_whether_each_control_came_out_as_it_must
     # 1 - 1 x exp(log(1 / 1.15) + 0.005): the known 13.0 % less the timing rounds' mean offset.
     saving = 100 * (1 - math.exp(math.log(1 / 1.15) + 0.005))
     assert doc["lines"][1].startswith(f"cpu-m: positive control: saving {saving:+.1f} % detected")
+
+
+def _timed(rung: str, slow: float, seeds: int = 6) -> CrossingComparison:
+    """periodic needs `slow` x muon's steps to 50 on every seed (a little seed noise), 0.85 x its time per step."""
+    runs = [_run("muon", s, (80, 50 - s / 10, 45, 40), rung=rung) for s in range(seeds)]
+    # periodic crosses 50 at 100 + 100 x slow (between 80 at step 100 and its value at 200, interpolated).
+    runs += [_run("periodic", s, (80, 80 - 30 / (slow + s / 100), 40, 35), rung=rung) for s in range(seeds)]
+    return compare_crossings(runs, rung=rung, searched="periodic", baseline="muon", target=50.0,
+                             step_time_log_ratios=[math.log(0.85) + d for d in (0.01, -0.01, 0.005, 0.0)])
+
+
+def test_judge_claims_holds_the_family_to_one_budget_and_needs_both_endpoints() -> None:
+    comps = {"cpu-s vs muon": _timed("cpu-s", 1.0), "cpu-m vs muon": _timed("cpu-m", 1.0)}
+    budget = alpha_budget(0.05, comparisons=2, looks=2)
+    family = judge_claims(comps, budget)
+    assert set(family.p_holm) == {"first", "sustained"}
+    for key in comps:
+        # Holm over two comparisons: the smaller p doubled, the larger kept (then the running max).
+        raw = {k: c.savings["first"].p_value for k, c in comps.items()}
+        ordered = sorted(raw, key=lambda k: raw[k])  # type: ignore[arg-type, return-value]
+        assert family.p_holm["first"][ordered[0]] == pytest.approx(min(1.0, 2 * raw[ordered[0]]))  # type: ignore[operator]
+        assert family.stands[key] == (family.p_holm["first"][key] <= 0.025
+                                      and family.p_holm["sustained"][key] <= 0.025)
+    with pytest.raises(ScalingInputError, match="budget must count every comparison"):
+        judge_claims(comps, alpha_budget(0.05, comparisons=1))
+
+
+def test_a_claim_stands_only_where_both_endpoints_show_it_in_one_direction() -> None:
+    # cpu-s: the same steps, 0.85 the time per step: faster at both endpoints. cpu-m: 1.3x the steps: slower.
+    # cpu-l: as fast at the first crossing, but back above the target at its end on every seed: slower, sustained.
+    back_up = [_run("muon", s, (80, 50 - s / 10, 45, 40), rung="cpu-l") for s in range(6)]
+    back_up += [_run("periodic", s, (80, 50 - s / 10, 45, 60), rung="cpu-l") for s in range(6)]
+    comps = {"cpu-s vs muon": _timed("cpu-s", 1.0), "cpu-m vs muon": _timed("cpu-m", 1.3),
+             "cpu-l vs muon": compare_crossings(back_up, rung="cpu-l", searched="periodic", baseline="muon",
+                                                target=50.0, step_time_log_ratios=[math.log(0.85), math.log(0.86)])}
+    family = judge_claims(comps, alpha_budget(0.05, comparisons=3, looks=2))
+    assert comps["cpu-l vs muon"].savings["first"].pct > 10 > comps["cpu-l vs muon"].savings["sustained"].pct
+    assert family.stands == {"cpu-s vs muon": True, "cpu-m vs muon": True, "cpu-l vs muon": False}
+    assert family.direction == {"cpu-s vs muon": "faster", "cpu-m vs muon": "slower", "cpu-l vs muon": None}
+
+
+def test_a_comparison_without_timing_stays_in_the_family_with_p_one() -> None:
+    untimed = compare_crossings([_run(a, s, (80, 40, 30, 30)) for a in ("muon", "periodic") for s in range(3)],
+                                rung="cpu-m", searched="periodic", baseline="muon", target=50.0)
+    family = judge_claims({"cpu-m vs muon": untimed}, alpha_budget(0.05, comparisons=1))
+    assert family.p_holm["first"]["cpu-m vs muon"] == 1.0 and family.stands == {"cpu-m vs muon": False}
+    assert family.to_dict()["budget"]["per_look"] == 0.05
