@@ -18,6 +18,7 @@ from trials.optim import CONTROL_ARMS, MuonExtraNS, PeriodicMuonExtraNS, build_o
 from trials.steptime import (
     PHASES,
     StepTimingConfig,
+    balanced_rounds,
     block_order,
     check_block_steps,
     interleaved_step_times,
@@ -33,11 +34,13 @@ PERIODIC = {"name": "periodic", "refresh_every": 3, "gamma": 0.15}
 # --- the pure pieces -------------------------------------------------------------------------------------------
 
 
-def test_blocks_interleave_arm_by_arm_in_either_order() -> None:
-    assert block_order(["a", "b"], 3) == [["a", "b"], ["a", "b"], ["a", "b"]]
+def test_blocks_interleave_arm_by_arm_in_each_order() -> None:
+    assert block_order(["a", "b", "c"], 4) == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"], ["a", "b", "c"]]
+    assert block_order(["a", "b"], 3, "cyclic") == [["a", "b"], ["a", "b"], ["a", "b"]]
     assert block_order(["a", "b", "c"], 3, "alternate") == [["a", "b", "c"], ["c", "b", "a"], ["a", "b", "c"]]
     assert block_order(["a", "b"], 2, "alternate", start=1) == [["b", "a"], ["a", "b"]]
-    with pytest.raises(ValueError, match=r"order must be one of \['cyclic', 'alternate'\]"):
+    assert [balanced_rounds(3, o) for o in ("rotate", "alternate", "cyclic")] == [3, 2, 1]
+    with pytest.raises(ValueError, match=r"order must be one of \['rotate', 'cyclic', 'alternate'\]"):
         block_order(["a"], 1, "random")
 
 
@@ -168,8 +171,9 @@ def test_rounds_are_added_until_the_interval_is_tight_or_the_cap() -> None:
     result = interleaved_step_times(tiny_trial(data={"image_size": 8}), {"muon": {"name": "muon"},
                                     "copy": {"name": "muon"}}, timing)
     assert result.rounds == 4 and result.stopped == "max_rounds" and result.block_steps == 1
-    # A +-90 % interval is met at the first round allowed.
-    timing = {"rounds": 3, "max_rounds": 50, "target_halfwidth": 0.9, "warmup_rounds": 0, "local_batch": 2}
+    # A +-90 % interval is met at the first whole rotation from 3 rounds on: 4 rounds of 2 arms (A B, B A, ...).
+    timing = {"rounds": 3, "max_rounds": 50, "target_halfwidth": 0.9, "warmup_rounds": 1, "local_batch": 2}
     result = interleaved_step_times(tiny_trial(data={"image_size": 8}), {"muon": {"name": "muon"},
                                     "copy": {"name": "muon"}}, timing)
-    assert result.rounds == 3 and result.stopped == "target"
+    assert result.rounds == 4 and result.stopped == "target"
+    assert result.blocks == [["copy", "muon"], ["muon", "copy"], ["copy", "muon"], ["muon", "copy"]]
