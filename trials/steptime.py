@@ -8,11 +8,11 @@ step 0 holds 7 refreshes of a K=3 arm, not 20/3. This module measures instead:
   same initial weights), each with its own noise stream from that seed (the same noise at the same step);
 - **short blocks, interleaved**: round r runs a block of `block_steps` steps of each arm in turn, every arm on the
   same batches, the order rotated by one arm each round (`order="rotate"`: A B C, B C A, C A B, ...) so each arm
-  takes each place in a round equally often. The first block after a round's batches are drawn runs on caches the
-  draw and a garbage collection have just emptied: with the same order every round (`"cyclic"`, A B A B ...) the
-  first arm paid for it, 2.5 % of a step at cpu-xs (a second, identical Muon arm in the last place measured 0.975
-  [0.958, 0.993] of the first, 19 rounds). With "rotate" the measurement stops only after whole rotations;
-  `"alternate"` (A B C, C B A, ...) is the third choice;
+  takes each place in a round equally often, and the measurement stops only after whole rotations. With the same
+  order every round (`"cyclic"`, A B A B ...) a place became a bias: the first block runs right after the round's
+  batches are drawn and a garbage collection, and a second, identical Muon arm in the last place measured 0.975
+  [0.958, 0.993] of the first at cpu-xs (19 rounds; docs/benchmarks.md). `"alternate"` (A B C, C B A, ...) is the
+  third choice;
 - **whole refresh periods**: a block holds a whole number of every arm's refresh period (K steps for periodic),
   so each block holds exactly block_steps / K refreshes whatever its phase; other lengths are refused;
 - **thread-CPU time** (`time.thread_time`, CLOCK_THREAD_CPUTIME_ID) as the clock, wall time beside it. With
