@@ -128,6 +128,17 @@ def test_the_positive_control_updates_exactly_as_muon(ns_dtype: str) -> None:
     assert control.redundant_thread_s > 0 and control.redundant_wall_s > 0
 
 
+def test_the_positive_control_trains_as_muon_through_a_whole_trial() -> None:
+    """Through `run_trial` (the pipeline's trainer): the same FD and validation loss as Muon, bit for bit."""
+    from trials import run_trial
+
+    muon, control = (run_trial(tiny_trial(steps=6, eval_steps=[6], optimizer={"name": name}))
+                     for name in ("muon", "muon_extra_ns"))
+    assert control.status == muon.status == "SUCCEEDED"
+    assert control.fd == muon.fd and control.val_loss == muon.val_loss
+    assert control.ns5_calls == muon.ns5_calls > 0
+
+
 # --- a measurement ---------------------------------------------------------------------------------------------
 
 
