@@ -8,6 +8,9 @@ roughly doubles the optimizer's work) far larger than any timing noise.
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -29,6 +32,7 @@ from trials.steptime import (
 from ..conftest import tiny_trial
 
 PERIODIC = {"name": "periodic", "refresh_every": 3, "gamma": 0.15}
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # --- the pure pieces -------------------------------------------------------------------------------------------
@@ -93,6 +97,14 @@ def test_the_paired_ratio_is_the_hand_calculation() -> None:
     assert r.median_lo == pytest.approx(math.exp(0.01)) and r.median_hi == pytest.approx(math.exp(0.06))
     with pytest.raises(ValueError, match="at least 2 rounds"):
         paired_ratio([1.0], [1.0])
+
+
+def test_the_options_and_the_statistics_load_no_torch() -> None:
+    """A spec validates timing options and an analysis reads ratios without torch; the measurement loads it."""
+    code = ("import sys; from trials.steptime import StepTimingConfig, check_block_steps, paired_ratio; "
+            "print('torch' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "False", proc.stderr[-2000:]
 
 
 # --- the positive control arm ----------------------------------------------------------------------------------
