@@ -233,6 +233,11 @@ class StepTimes:
         phases = self.costs[arm][clock or self.clock]
         return [sum(values) for values in zip(*(phases[p] for p in PHASES), strict=True)]
 
+    def rounds_by_arm(self, clock: str | None = None) -> dict[str, list[float]]:
+        """Arm -> seconds per step of each round, paired by index: the shape `scaling.step_time_ratio` and
+        `scaling.median_step_times` read for one rung."""
+        return {arm: self.step(arm, clock) for arm in self.arms}
+
     def ratio(self, arm: str, reference: str | None = None, clock: str | None = None) -> PairedRatio:
         """`arm` / reference per-step cost, paired by round."""
         return paired_ratio(self.step(arm, clock), self.step(reference or self.reference, clock), self.level)

@@ -183,6 +183,8 @@ def test_an_interleaved_measurement_records_rounds_clocks_phases_and_detects_a_k
     assert result.optimizer_share("muon_extra_ns") > result.optimizer_share("muon")
     negative = result.ratio("muon copy")
     assert abs(math.log(negative.mean)) < math.log(positive.mean) / 2  # identical arms: far from the control's
+    by_arm = result.rounds_by_arm()
+    assert list(by_arm) == list(arms) and by_arm["muon"] == result.step("muon")
     summary = result.summary()
     assert summary["rounds"] == 6 and summary["arms"]["periodic"]["thread"]["ratio"]["n"] == 6
     assert "ratio" not in summary["arms"]["muon"]["thread"]
