@@ -36,7 +36,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from sweeper import SOURCE_SWEEP_ID_ENV
 from sweeper.jobfiles import is_sweep_folder, is_transfer_folder, request_cancel
-from trials import JOB_TAG_ENV, ScalesweepError, end_tagged, tag_values, without_credentials
+from trials.core import ScalesweepError, without_credentials
+from trials.core.proctree import JOB_TAG_ENV, end_tagged, tag_values
 
 from ._db import SweepRecord, TransferRecord
 from ._security import child_env, expand_trainer, scrub_env
@@ -278,7 +279,7 @@ class JobRunner:
         self._write_spec(record, folder)
         resume = record.id in self._resume
         # The job's tag: the driver, its local Ray, Ray's workers and every trainer inherit it, so a cancel (or a
-        # restarted service) finds all of them, whatever session or parent they ended up with (trials._proctree).
+        # restarted service) finds all of them, whatever session or parent they ended up with (trials.core.proctree).
         env = {f"SCALESWEEP_{kind.name.upper()}_ID": record.id, JOB_TAG_ENV: record.id}
         if isinstance(record, TransferRecord):  # the stored report names the transfer's sweep by the service's id
             env[SOURCE_SWEEP_ID_ENV] = record.sweep_id

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Resp
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
+from api.schemas import RunsPublic, TransferCreate, TransferLinks, TransferPublic, TransfersPublic
 from scaling import ScalingError
 from sweeper import SweepSpec, TransferSpec, load_transfer_result, transfer_status, transfer_work
 from sweeper.jobfiles import is_transfer_folder, transfer_version
@@ -17,7 +18,6 @@ from sweeper.jobfiles import is_transfer_folder, transfer_version
 from .._db import SweepRecord, TransferRecord, new_id
 from .._security import check_rest_spec, check_work
 from ..deps import Owner, ReadAccess, SessionDep, SessionRoute, release
-from ..schemas import RunsPublic, TransferCreate, TransferLinks, TransferPublic, TransfersPublic
 from . import _jobroutes as jobs
 
 router = APIRouter(prefix="/transfers", tags=["transfers"], route_class=SessionRoute)
@@ -56,7 +56,7 @@ def started_folder(record: TransferRecord) -> Path:
 def transfer_result(request: Request, record: TransferRecord, *, started: bool = True, fresh: bool = False) -> Any:
     """The transfer's runs and analysis source (`sweeper.TransferResult`), read from MLflow again only when the
     driver's files changed; None before the driver planned it. With `started`, a 409 instead of None. With
-    `fresh`, never a value older than the driver's files (`api._cache`)."""
+    `fresh`, never a value older than the driver's files (`api.service._cache`)."""
     folder = started_folder(record) if started else _folder(record)
     if folder is None:
         return None

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response
 from fastapi.responses import HTMLResponse
 
+from api.schemas import Links, SweepPublic, SweepsPublic, TrialPublic, TrialsPublic
 from sweeper import (
     SweepError,
     SweepSpec,
@@ -25,7 +26,6 @@ from .._cache import file_version
 from .._db import SweepRecord, new_id
 from .._security import check_rest_spec, check_work
 from ..deps import Owner, ReadAccess, SessionDep, SessionRoute, release
-from ..schemas import Links, SweepPublic, SweepsPublic, TrialPublic, TrialsPublic
 from . import _jobroutes as jobs
 
 router = APIRouter(prefix="/sweeps", tags=["sweeps"], route_class=SessionRoute)
@@ -121,7 +121,7 @@ def list_sweeps(
 
 @router.get("/{sweep_id}", response_model=SweepPublic, summary="A sweep: state, progress, best so far, MLflow ids")
 def get_sweep(sweep_id: str, request: Request, session: SessionDep, _reader: ReadAccess) -> SweepPublic:
-    # Synchronous like every route that reads the database: see api.deps (docs/load.md).
+    # Synchronous like every route that reads the database: see api.service.deps (docs/load.md).
     return _public(request, _get(session, sweep_id))
 
 
@@ -134,7 +134,7 @@ def _result_source(record: SweepRecord) -> tuple[str, Any, Any] | None:
 
 
 def _result(request: Request, record: SweepRecord) -> Any:
-    """The sweep's result from MLflow, read again only when the driver's status file changed (`api._cache`)."""
+    """The sweep's result from MLflow, read again only when the driver's status file changed (`api.service._cache`)."""
     source = _result_source(record)
     if source is None:
         return None

@@ -24,7 +24,7 @@ __all__ = ["Owner", "ReadAccess", "SessionDep", "SessionRoute", "SettingsDep", "
 # would block the loop on a pool checkout while the connections it waits for can only come back through the loop:
 # under more requests than connections the whole service stopped for good. `tests/api/test_load.py` checks that no
 # `async def` in the API touches a session. The pool holds a connection per route thread (Settings.pool_size),
-# and a checkout that still waits past Settings.db_pool_timeout_s is a 503 with Retry-After (`api._problems`).
+# and a checkout that still waits past Settings.db_pool_timeout_s is a 503 with Retry-After (`api.service._problems`).
 # The token and settings dependencies stay `async def`: they read memory only, and a thread hop would cost more.
 
 

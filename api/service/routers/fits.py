@@ -12,11 +12,11 @@ from typing import Annotated, Any, Literal, TypeVar
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse
 
+from api.schemas import Prediction
 from scaling import ExtrapolationRefused, ScalingError
 from sweeper.jobfiles import ANALYSIS_FILE, read_labelled, stored_transfer_report, transfer_version
 
 from ..deps import ReadAccess, SessionDep, SessionRoute, release
-from ..schemas import Prediction
 from ._jobroutes import HTML_PAGE
 from .transfers import get_transfer_record, started_folder, transfer_result
 
