@@ -15,12 +15,12 @@ if TYPE_CHECKING:
 __all__ = ["counts_line", "sweep_line", "transfer_line", "watch_sweep", "watch_transfer"]
 
 
-def watch_sweep(client: ScalesweepClient, sweep_id: str, interval: float = 2.0) -> SweepPublic | None:
+def watch_sweep(client: ScalesweepClient, sweep_id: str, interval: float = 2.0) -> SweepPublic:
     """Follow a sweep until it ends, showing its progress line; its last state."""
     return _follow(client.follow(sweep_id, interval=interval), sweep_line)
 
 
-def watch_transfer(client: ScalesweepClient, transfer_id: str, interval: float = 2.0) -> TransferPublic | None:
+def watch_transfer(client: ScalesweepClient, transfer_id: str, interval: float = 2.0) -> TransferPublic:
     """Follow a transfer until it ends, showing its progress line; its last state."""
     return _follow(client.follow_transfer(transfer_id, interval=interval), transfer_line)
 

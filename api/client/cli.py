@@ -220,10 +220,7 @@ def _resume(client: ScalesweepClient, args: argparse.Namespace) -> int:
     print(f"{job.id}: {job.state} (resumed)")
     if not args.follow:
         return 0
-    if _is_transfer(args.id):
-        final = watch_transfer(client, job.id, args.interval)
-    else:
-        final = watch_sweep(client, job.id, args.interval)
+    final = (watch_transfer if _is_transfer(args.id) else watch_sweep)(client, job.id, args.interval)
     if final.state != "SUCCEEDED" and final.error:
         print(f"{final.id} {final.state}: {' '.join(final.error.split())[:300]}", file=sys.stderr)
     return _EXIT.get(final.state, 1)
