@@ -7,9 +7,10 @@ from __future__ import annotations
 import base64
 import datetime as dt
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
-from fastapi import APIRouter, HTTPException, Response, status
+from fastapi import APIRouter, Depends, HTTPException, Query, Response, status
 from fastapi import Path as PathParam
 from sqlalchemy import Select, and_, or_, select
 from sqlalchemy.exc import IntegrityError
@@ -22,6 +23,8 @@ from ..deps import JobsDep, Owner, SessionDep, SettingsDep
 __all__ = [
     "HTML_PAGE",
     "STATE_PATTERN",
+    "PageDep",
+    "PageQuery",
     "add_state_routes",
     "admit",
     "cancel_job",
@@ -107,21 +110,39 @@ def _decode_cursor(cursor: str) -> tuple[dt.datetime, str]:
         raise HTTPException(422, "cursor: not a cursor this service issued (pass next_cursor as given)") from None
 
 
-def list_page(session: Any, model: type[Job], *, state: str | None, limit: int, cursor: str | None,
+@dataclass(frozen=True)
+class PageQuery:
+    """A list route's `?state=&limit=&cursor=`."""
+
+    state: str | None
+    limit: int
+    cursor: str | None
+
+
+async def _page_query(state: Annotated[str | None, Query(pattern=STATE_PATTERN)] = None,
+                      limit: Annotated[int, Query(ge=1, le=200)] = 50, cursor: str | None = None) -> PageQuery:
+    return PageQuery(state, limit, cursor)
+
+
+PageDep = Annotated[PageQuery, Depends(_page_query)]
+
+
+def list_page(session: Any, model: type[Job], query: PageQuery,
               filters: Callable[[Select[Any]], Select[Any]] | None = None) -> tuple[list[Job], str | None]:
     """One page of jobs, newest first (ties broken by id), and the cursor of the next page (None on the last).
     The cursor is the last row's (created_at, id), so rows created meanwhile neither repeat nor go missing."""
-    query = select(model).order_by(model.created_at.desc(), model.id.desc())
-    if state:
-        query = query.where(model.state == state)
+    rows_query = select(model).order_by(model.created_at.desc(), model.id.desc())
+    if query.state:
+        rows_query = rows_query.where(model.state == query.state)
     if filters is not None:
-        query = filters(query)
-    if cursor:
-        created, last_id = _decode_cursor(cursor)
-        query = query.where(or_(model.created_at < created, and_(model.created_at == created, model.id < last_id)))
-    rows = list(session.scalars(query.limit(limit + 1)))
-    page = rows[:limit]
-    return page, (_encode_cursor(page[-1]) if len(rows) > limit else None)
+        rows_query = filters(rows_query)
+    if query.cursor:
+        created, last_id = _decode_cursor(query.cursor)
+        rows_query = rows_query.where(
+            or_(model.created_at < created, and_(model.created_at == created, model.id < last_id)))
+    rows = list(session.scalars(rows_query.limit(query.limit + 1)))
+    page = rows[:query.limit]
+    return page, (_encode_cursor(page[-1]) if len(rows) > query.limit else None)
 
 
 # Each job kind: what its URLs and messages call it, and its ids' prefix.

@@ -104,11 +104,9 @@ def list_sweeps(
     settings: SettingsDep,
     session: SessionDep,
     _reader: ReadAccess,
-    state: Annotated[str | None, Query(pattern=jobs.STATE_PATTERN)] = None,
-    limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    cursor: str | None = None,
+    query: jobs.PageDep,
 ) -> SweepsPublic:
-    page, next_cursor = jobs.list_page(session, SweepRecord, state=state, limit=limit, cursor=cursor)
+    page, next_cursor = jobs.list_page(session, SweepRecord, query)
     data = [_public(settings, r) for r in page]
     return SweepsPublic(data=data, count=len(data), next_cursor=next_cursor)
 

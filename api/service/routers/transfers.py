@@ -130,14 +130,12 @@ def list_transfers(
     settings: SettingsDep,
     session: SessionDep,
     _reader: ReadAccess,
-    state: Annotated[str | None, Query(pattern=jobs.STATE_PATTERN)] = None,
+    query: jobs.PageDep,
     sweep_id: Annotated[str | None, Query(max_length=40)] = None,
-    limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    cursor: str | None = None,
 ) -> TransfersPublic:
     page, next_cursor = jobs.list_page(
-        session, TransferRecord, state=state, limit=limit, cursor=cursor,
-        filters=(lambda query: query.where(TransferRecord.sweep_id == sweep_id)) if sweep_id else None)
+        session, TransferRecord, query,
+        filters=(lambda rows: rows.where(TransferRecord.sweep_id == sweep_id)) if sweep_id else None)
     data = [public(settings, r) for r in page]
     return TransfersPublic(data=data, count=len(data), next_cursor=next_cursor)
 
