@@ -577,7 +577,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"scalesweep demo, profile {args.profile}; output folder {out}", flush=True)
     run_mark = secrets.token_hex(8)
     os.environ[DEMO_RUN_ENV] = run_mark  # inherited by all it starts (DEMO_RUN_ENV)
-    adopt_orphans()  # and their orphans are re-parented to this process (trials.adopt_orphans)
+    adopt_orphans()  # and their orphans are re-parented to this process (trials.core.proctree.adopt_orphans)
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return _pipeline(args, PROFILES[args.profile], out, run_mark)
