@@ -306,7 +306,8 @@ def test_the_layout_helpers_see_private_modules_and_cycles() -> None:
 
 # The modules that read the environment, one per process kind: the service, the remote client and the local
 # deployment, the driver, the trial. Everyone else asks them.
-SETTINGS_MODULES = {"api._settings", "api._client_settings", "sweeper.settings", "trials._settings"}
+SETTINGS_MODULES = {"api.service._settings", "api.client._settings", "api.deploy_local._settings", "sweeper.settings",
+                    "trials._settings"}
 
 
 def _string_constants() -> dict[str, str]:
@@ -358,7 +359,7 @@ def _environment_reads(tree: ast.Module, constants: dict[str, str]) -> list[tupl
 
 def test_only_the_settings_modules_read_a_scalesweep_variable() -> None:
     """Each process kind has one settings object (`api.Settings`, the client's and the deployment's in
-    `api._client_settings`, `sweeper.DriverSettings`, `trials.TrialSettings`): no other module reads a
+    `api.client` and `api.deploy_local`, `sweeper.DriverSettings`, `trials.TrialSettings`): no other module reads a
     `SCALESWEEP_*` variable. Passing the whole environment on to a child is not a read."""
     constants = _string_constants()
     offenders = []
@@ -379,13 +380,14 @@ def test_the_environment_check_sees_each_way_of_reading() -> None:
 
 
 def _settings_variables() -> set[str]:
-    from api._client_settings import ClientSettings, DeploySettings
-    from api._settings import Settings
+    from api.client import ClientSettings
+    from api.deploy_local import DeploySettings
+    from api.service import Settings
     from sweeper import DriverSettings
     from trials import TrialSettings
 
     names = {v for kind in (ClientSettings, DeploySettings, DriverSettings, TrialSettings)
-             for v, _ in kind.VARIABLES.values()}
+             for v in kind.variables().values()}
     return names | {"SCALESWEEP_" + field.upper() for field in Settings.model_fields}
 
 

@@ -36,13 +36,10 @@ from ._config import TrialConfig, TrialResult
 from ._errors import TrialError
 from ._proctree import TRIAL_TAG_ENV, end_tagged, new_tag, start_reaper
 from ._run import summarise_quality
+from .core.redact import SERVICE_SECRET_ENV  # never handed to a trainer, even where a driver was started with them
 from .record import METRIC, TRIAL_TAG, RunRecorder, trial_run
 
 __all__ = ["PLACEHOLDERS", "CommandConfig", "CommandLine", "run_command_trial"]
-
-# The service's own secrets: never handed to a trainer, even where a driver was started with them in its
-# environment (the service itself starts drivers without them).
-SERVICE_SECRET_ENV = frozenset({"SCALESWEEP_API_TOKEN", "SCALESWEEP_DATABASE_URL"})
 
 
 class CommandConfig(BaseModel):

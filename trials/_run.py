@@ -24,7 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from ._config import TrialConfig, TrialResult
-from ._errors import TrialError
+from .core.errors import TrialError
 from .data import ImageTextDataset, get_dataset, stream_generator, stream_seed
 from .flow import flow_loss, sample_euler, validation_loss
 from .metrics import (

@@ -6,9 +6,10 @@ import threading
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Body, Header, HTTPException, Query, Response
 from fastapi.responses import HTMLResponse
 
+from api.schemas import Links, SweepPublic, SweepsPublic, TrialPublic, TrialsPublic
 from sweeper import (
     SweepError,
     SweepSpec,
@@ -22,10 +23,9 @@ from sweeper import (
 from sweeper.jobfiles import STATUS_FILE, is_sweep_folder
 
 from .._cache import file_version
-from .._db import SweepRecord, new_id
-from .._security import check_rest_spec, check_work
-from ..deps import Owner, ReadAccess, SessionDep, SessionRoute, release
-from ..schemas import Links, SweepPublic, SweepsPublic, TrialPublic, TrialsPublic
+from .._db import SweepRecord
+from .._settings import Settings
+from ..deps import JobsDep, Owner, ReadAccess, ResultsDep, SessionDep, SessionRoute, SettingsDep, release
 from . import _jobroutes as jobs
 
 router = APIRouter(prefix="/sweeps", tags=["sweeps"], route_class=SessionRoute)
@@ -51,9 +51,9 @@ def _live(record: SweepRecord) -> dict[str, Any]:
         return {}
 
 
-def _public(request: Request, record: SweepRecord) -> SweepPublic:
+def _public(settings: Settings, record: SweepRecord) -> SweepPublic:
     live = _live(record)
-    meta = jobs.live_meta(request, record, live)
+    meta = jobs.live_meta(settings, record, live)
     base = f"/v1/sweeps/{record.id}"
     return SweepPublic(
         id=record.id,
@@ -62,7 +62,7 @@ def _public(request: Request, record: SweepRecord) -> SweepPublic:
         owner=record.owner,
         created_at=record.created_at,
         updated_at=record.updated_at,
-        error=jobs.shown(request, record.error),
+        error=jobs.shown(settings, record.error),
         progress=meta["progress"],
         best_so_far=live.get("best"),
         mlflow_experiment_id=meta["experiment_id"],
@@ -85,44 +85,36 @@ def _get(session: Any, sweep_id: str) -> SweepRecord:
     responses=jobs.create_responses("sweep", SweepPublic, "Idempotency-Key already used with another spec"),
 )
 def create_sweep(
-    request: Request,
     response: Response,
     session: SessionDep,
     owner: Owner,
+    settings: SettingsDep,
+    queue: JobsDep,
     spec: Annotated[SweepSpec, Body(openapi_examples={"tiny": {"summary": "a 2x2 grid", "value": SPEC_EXAMPLE}})],
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> SweepPublic:
-    body = spec.model_dump(mode="json")
     # a token is not a shell: registered trainers only, no server path outside the registered locations
-    check_rest_spec(body, request.app.state.jobs.trainers, request.app.state.settings.data_path_list)
-    check_work(sweep_work(spec), request.app.state.settings.max_work, "sweep")
-    return jobs.create_job(
-        request, response, session, SweepRecord, noun="sweep", what="sweep spec", idempotency_key=idempotency_key,
-        same=lambda existing: existing.spec == body,
-        new=lambda key: SweepRecord(id=new_id("sw"), name=spec.name, state="PENDING", spec=body, owner=owner,
-                                    idempotency_key=key),
-        public=_public,
-    )
+    return jobs.create_job(response, session, queue, settings, SweepRecord, spec=spec.model_dump(mode="json"),
+                           work=sweep_work(spec), owner=owner, fields={"name": spec.name},
+                           idempotency_key=idempotency_key, public=_public, what="sweep spec")
 
 
 @router.get("", response_model=SweepsPublic, summary="List sweeps, newest first")
 def list_sweeps(
-    request: Request,
+    settings: SettingsDep,
     session: SessionDep,
     _reader: ReadAccess,
-    state: Annotated[str | None, Query(pattern=jobs.STATE_PATTERN)] = None,
-    limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    cursor: str | None = None,
+    query: jobs.PageDep,
 ) -> SweepsPublic:
-    page, next_cursor = jobs.list_page(session, SweepRecord, state=state, limit=limit, cursor=cursor)
-    data = [_public(request, r) for r in page]
+    page, next_cursor = jobs.list_page(session, SweepRecord, query)
+    data = [_public(settings, r) for r in page]
     return SweepsPublic(data=data, count=len(data), next_cursor=next_cursor)
 
 
 @router.get("/{sweep_id}", response_model=SweepPublic, summary="A sweep: state, progress, best so far, MLflow ids")
-def get_sweep(sweep_id: str, request: Request, session: SessionDep, _reader: ReadAccess) -> SweepPublic:
-    # Synchronous like every route that reads the database: see api.deps (docs/load.md).
-    return _public(request, _get(session, sweep_id))
+def get_sweep(sweep_id: str, settings: SettingsDep, session: SessionDep, _reader: ReadAccess) -> SweepPublic:
+    # Synchronous like every route that reads the database: see api.service.deps (docs/load.md).
+    return _public(settings, _get(session, sweep_id))
 
 
 def _result_source(record: SweepRecord) -> tuple[str, Any, Any] | None:
@@ -133,28 +125,29 @@ def _result_source(record: SweepRecord) -> tuple[str, Any, Any] | None:
     return f"sweep:{folder}", file_version(folder / STATUS_FILE), lambda: load_sweep_result(folder)
 
 
-def _result(request: Request, record: SweepRecord) -> Any:
-    """The sweep's result from MLflow, read again only when the driver's status file changed (`api._cache`)."""
+def _result(results: ResultsDep, record: SweepRecord) -> Any:
+    """The sweep's result from MLflow, read again only when the driver's status file changed (`api.service._cache`)."""
     source = _result_source(record)
     if source is None:
         return None
     try:
-        return request.app.state.results.get(*source)
+        return results.get(*source)
     except SweepError:
         return None
 
 
 @router.get("/{sweep_id}/trials", response_model=TrialsPublic, summary="Each trial: params, state, FD per eval step")
-def get_trials(sweep_id: str, request: Request, session: SessionDep, _reader: ReadAccess) -> TrialsPublic:
+def get_trials(sweep_id: str, settings: SettingsDep, results: ResultsDep, session: SessionDep,
+               _reader: ReadAccess) -> TrialsPublic:
     record = _get(session, sweep_id)
     release(session)  # the first read of a result waits for MLflow: without holding a connection
-    result = _result(request, record)
+    result = _result(results, record)
     if result is None:
         return TrialsPublic(data=[], count=0)
     data = [
         TrialPublic(key=t.trial_key, role=t.role, arm=t.arm, params=t.params, seed=t.seed, state=t.status,
                     attempt=t.attempt, fd=t.fd, objective=t.objective, run_id=t.run_id or "",
-                    error=jobs.shown(request, t.error),
+                    error=jobs.shown(settings, t.error),
                     metric_name=t.metric_name)
         for t in result.trials
     ]
@@ -163,10 +156,10 @@ def get_trials(sweep_id: str, request: Request, session: SessionDep, _reader: Re
 
 @router.get("/{sweep_id}/best", summary="The chosen point with its rank table, gap and seed spread",
             responses={409: {"description": "no point scored yet"}})
-def get_best(sweep_id: str, request: Request, session: SessionDep, _reader: ReadAccess) -> dict[str, Any]:
+def get_best(sweep_id: str, results: ResultsDep, session: SessionDep, _reader: ReadAccess) -> dict[str, Any]:
     record = _get(session, sweep_id)
     release(session)
-    result = _result(request, record)
+    result = _result(results, record)
     if result is None or result.selection is None:
         raise HTTPException(409, f"sweep {sweep_id} ({record.state}) has no point scored on every seed yet")
     doc = result.selection_document()
@@ -175,33 +168,32 @@ def get_best(sweep_id: str, request: Request, session: SessionDep, _reader: Read
             "best": result.best}
 
 
-def _scored(sweep_id: str, request: Request, session: Any) -> tuple[SweepRecord, Any]:
+def _scored(sweep_id: str, results: ResultsDep, session: Any) -> tuple[SweepRecord, Any]:
     """The sweep's record and result, or 409 when nothing was scored yet."""
     record = _get(session, sweep_id)
     release(session)
-    result = _result(request, record)
+    result = _result(results, record)
     if result is None or not any(p.objective is not None for p in result.points):
         raise HTTPException(409, f"sweep {sweep_id} ({record.state}) has no point scored on every seed yet")
     return record, result
 
 
-def _derived(request: Request, record: SweepRecord, what: str, compute: Any) -> Any:
+def _derived(results: ResultsDep, record: SweepRecord, what: str, compute: Any) -> Any:
     """A figure's numbers computed from the sweep's result, cached under the same version as the result."""
     folder = Path(str(record.storage_path))
-    return request.app.state.results.get(f"{what}:{folder}", file_version(folder / STATUS_FILE), compute,
-                                         fresh=True)
+    return results.get(f"{what}:{folder}", file_version(folder / STATUS_FILE), compute, fresh=True)
 
 
 @router.get("/{sweep_id}/importance", responses={409: {"description": "fewer than three points scored"}},
             summary="Which searched hyperparameter mattered: Optuna's evaluator, the seeds bootstrapped")
 def get_importance(
-    sweep_id: str, request: Request, session: SessionDep, _reader: ReadAccess,
+    sweep_id: str, results: ResultsDep, session: SessionDep, _reader: ReadAccess,
     evaluator: Annotated[Literal["fanova", "ped-anova"], Query(description="Optuna's importance evaluator")] = "fanova",
     n_boot: Annotated[int, Query(ge=0, le=1000, description="paired bootstrap resamples of the seeds")] = 100,
 ) -> dict[str, Any]:
-    record, result = _scored(sweep_id, request, session)
+    record, result = _scored(sweep_id, results, session)
     try:
-        found = _derived(request, record, f"importance:{evaluator}:{n_boot}",
+        found = _derived(results, record, f"importance:{evaluator}:{n_boot}",
                          lambda: result.importance(evaluator=evaluator, n_boot=n_boot))
     except SweepError as exc:
         raise HTTPException(409, str(exc)) from exc
@@ -210,19 +202,19 @@ def get_importance(
 
 @router.get("/{sweep_id}/front", responses={409: {"description": "no point scored yet"}},
             summary="The quality-cost front: each point's objective against Newton-Schulz calls and optimizer time")
-def get_front(sweep_id: str, request: Request, session: SessionDep, _reader: ReadAccess) -> dict[str, Any]:
-    record, result = _scored(sweep_id, request, session)
+def get_front(sweep_id: str, results: ResultsDep, session: SessionDep, _reader: ReadAccess) -> dict[str, Any]:
+    record, result = _scored(sweep_id, results, session)
     return {"sweep_id": record.id, "state": record.state, **result.front().to_dict()}
 
 
 @router.get("/{sweep_id}/compare/{other_id}", responses={409: {"description": "either sweep has no point scored"}},
             summary="Two sweeps side by side: points lined up, paired differences (other - this) where seeds match")
-def get_comparison(sweep_id: str, other_id: str, request: Request, session: SessionDep,
+def get_comparison(sweep_id: str, other_id: str, results: ResultsDep, session: SessionDep,
                    _reader: ReadAccess) -> dict[str, Any]:
     record = _get(session, sweep_id)
     other = _get(session, other_id)
     release(session)
-    a, b = _result(request, record), _result(request, other)
+    a, b = _result(results, record), _result(results, other)
     if a is None or b is None:
         missing = sweep_id if a is None else other_id
         raise HTTPException(409, f"sweep {missing} has no result in MLflow yet")
@@ -234,11 +226,11 @@ def get_comparison(sweep_id: str, other_id: str, request: Request, session: Sess
 @router.get("/{sweep_id}/compare/{other_id}/report", response_class=HTMLResponse,
             responses={**jobs.HTML_PAGE, 409: {"description": "either sweep has no result yet"}},
             summary="The comparison as one self-contained HTML page: its table and figure")
-def get_comparison_report(sweep_id: str, other_id: str, request: Request, session: SessionDep,
+def get_comparison_report(sweep_id: str, other_id: str, results: ResultsDep, session: SessionDep,
                           reader: ReadAccess) -> HTMLResponse:
     from dashboards import build_report, comparison_report
 
-    return HTMLResponse(build_report(comparison_report(get_comparison(sweep_id, other_id, request, session,
+    return HTMLResponse(build_report(comparison_report(get_comparison(sweep_id, other_id, results, session,
                                                                       reader))))
 
 
@@ -246,11 +238,11 @@ def get_comparison_report(sweep_id: str, other_id: str, request: Request, sessio
             responses={**jobs.HTML_PAGE, 409: {"description": "no point scored yet"}},
             summary="The sweep's report as one self-contained HTML page: heatmap, importance, front, parallel "
             "coordinates and slices, curves, timing, the decisions recorded")
-def get_report(sweep_id: str, request: Request, session: SessionDep, _reader: ReadAccess) -> HTMLResponse:
+def get_report(sweep_id: str, results: ResultsDep, session: SessionDep, _reader: ReadAccess) -> HTMLResponse:
     from dashboards import build_report, sweep_report
 
-    record, result = _scored(sweep_id, request, session)
-    return HTMLResponse(_derived(request, record, "report", lambda: build_report(
+    record, result = _scored(sweep_id, results, session)
+    return HTMLResponse(_derived(results, record, "report", lambda: build_report(
         sweep_report(result.tracking_uri, result.parent_run_id, title=f"scalesweep sweep {result.name}",
                      context={"sweep": record.id}))))
 
@@ -259,14 +251,12 @@ def get_report(sweep_id: str, request: Request, session: SessionDep, _reader: Re
              responses={409: {"description": "the sweep is not finished"},
                         422: {"description": "the spec changes more than an extension may, or adds nothing"}},
              summary="Add seeds, grid values, budget or baselines to a finished sweep; only what is missing runs")
-def extend_sweep(sweep_id: str, request: Request, session: SessionDep, _owner: Owner,
+def extend_sweep(sweep_id: str, settings: SettingsDep, queue: JobsDep, session: SessionDep, _owner: Owner,
                  spec: Annotated[SweepSpec, Body()]) -> dict[str, Any]:
     record = _get(session, sweep_id)
-    body = spec.model_dump(mode="json")
-    check_rest_spec(body, request.app.state.jobs.trainers, request.app.state.settings.data_path_list)
-    check_work(sweep_work(spec), request.app.state.settings.max_work, "sweep")
+    jobs.admit(spec.model_dump(mode="json"), sweep_work(spec), queue, settings, "sweep")
     try:
-        added = request.app.state.jobs.extend(session, record, body)
+        added = queue.extend(session, record, spec)
     except SweepError as exc:
         raise HTTPException(422, str(exc)) from exc
     if added is None:
@@ -275,8 +265,8 @@ def extend_sweep(sweep_id: str, request: Request, session: SessionDep, _owner: O
     if not added:
         raise HTTPException(422, "the spec adds nothing to the sweep: give more seeds, grid values, search budget "
                             "or baselines")
-    request.app.state.jobs.wake()
-    return {**_public(request, record).model_dump(mode="json"), "added": added}
+    queue.wake()
+    return {**_public(settings, record).model_dump(mode="json"), "added": added}
 
 
 _OPTUNA_WRITES = threading.Lock()  # one writer at a time: writing replaces the study (delete, then create)
@@ -284,13 +274,13 @@ _OPTUNA_WRITES = threading.Lock()  # one writer at a time: writing replaces the 
 
 @router.post("/{sweep_id}/optuna", responses={409: {"description": "no trial ran yet"}},
              summary="Write the sweep's trials to the service's Optuna storage, as a study optuna-dashboard opens")
-def write_optuna(sweep_id: str, request: Request, session: SessionDep, _owner: Owner) -> dict[str, Any]:
+def write_optuna(sweep_id: str, settings: SettingsDep, results: ResultsDep, session: SessionDep,
+                 _owner: Owner) -> dict[str, Any]:
     record = _get(session, sweep_id)
     release(session)
-    result = _result(request, record)
+    result = _result(results, record)
     if result is None:
         raise HTTPException(409, f"sweep {sweep_id} ({record.state}) has no result in MLflow yet")
-    settings = request.app.state.settings
     try:
         with _OPTUNA_WRITES:
             name = write_optuna_study(result, str(settings.optuna_storage))

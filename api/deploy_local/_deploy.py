@@ -39,12 +39,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ._client_settings import DeploySettings
+from trials.core import SERVICE_SECRET_ENV
+
+from ._settings import DeploySettings
 
 __all__ = ["Component", "DeployError", "Deployment", "Postgres", "free_port", "main", "pg_bin",
            "ray_dashboard_missing", "stop_pids"]
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
 
 
@@ -346,8 +348,7 @@ class Deployment:
     def _base_env(self) -> dict[str, str]:
         """What every component inherits: this interpreter's bin first on PATH (Ray Jobs run `python -m
         scalesweep_cli`), this checkout importable, Ray's token auth; never the service's secrets."""
-        env = {k: v for k, v in os.environ.items()
-               if k not in ("SCALESWEEP_API_TOKEN", "SCALESWEEP_DATABASE_URL", "RAY_ADDRESS")}
+        env = {k: v for k, v in os.environ.items() if k not in (*SERVICE_SECRET_ENV, "RAY_ADDRESS")}
         env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}"
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
         env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=self.ray_token, RAY_USAGE_STATS_ENABLED="0")
@@ -530,7 +531,3 @@ def main(argv: list[str] | None = None) -> int:
         left = deployment.stop()
         print("stopped" + (f"; still running: {sorted(left)}" if left else ": no process left"), flush=True)
         deployment.cleanup()
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,13 +1,15 @@
-"""The service's settings: one pydantic-settings object read from `SCALESWEEP_*` environment variables."""
+"""The service's settings: one object read from `SCALESWEEP_*` environment variables, through the project's one
+settings mechanism (`trials.core.EnvSettings`: a frozen pydantic model, arguments over the environment)."""
 
 from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from trials.core import SERVICE_SECRET_ENV, EnvSettings
 
 __all__ = ["Settings", "get_settings"]
 
@@ -15,10 +17,10 @@ __all__ = ["Settings", "get_settings"]
 _TRACKING_SCHEMES = frozenset({"", "file", "sqlite", "postgresql", "mysql", "mssql", "http", "https", "databricks"})
 
 
-class Settings(BaseSettings):
+class Settings(EnvSettings):
     """Read from the environment (prefix `SCALESWEEP_`); invalid values stop the service at start-up."""
 
-    model_config = SettingsConfigDict(env_prefix="SCALESWEEP_", extra="ignore", frozen=True)
+    ENV_PREFIX: ClassVar[str] = "SCALESWEEP_"
 
     workdir: Path = Field(
         Path("scalesweep-work"), description="Sweep state, driver logs and Ray Tune storage live under this folder."
@@ -160,11 +162,12 @@ class Settings(BaseSettings):
 
     @property
     def secret_values(self) -> dict[str, str]:
-        """The service's secrets by environment variable: removed from every process the service starts."""
-        out = {"SCALESWEEP_API_TOKEN": self.api_token.get_secret_value()}
-        if self.database_url:
-            out["SCALESWEEP_DATABASE_URL"] = str(self.database_url)
-        return out
+        """The service's secrets by environment variable (`SERVICE_SECRET_ENV`, those set): removed from every
+        process the service starts."""
+        field = {variable: name for name, variable in self.variables().items()}
+        values = {variable: getattr(self, field[variable]) for variable in SERVICE_SECRET_ENV}
+        return {variable: value.get_secret_value() if isinstance(value, SecretStr) else str(value)
+                for variable, value in values.items() if value}
 
     @property
     def data_path_list(self) -> list[Path]:
@@ -182,7 +185,7 @@ class Settings(BaseSettings):
     def shown_secrets(self) -> set[str]:
         """What no answer or log may show: the token, and the user information (and password) of every URI the
         service holds."""
-        from trials import uri_secrets
+        from trials.core import uri_secrets
 
         return {self.api_token.get_secret_value()} | uri_secrets(
             self.database_url, self.optuna_storage, self.mlflow_tracking_uri, self.mlflow_ui_url, self.ray_address,
@@ -190,7 +193,7 @@ class Settings(BaseSettings):
 
     def redact(self, text: str) -> str:
         """`text` fit to show: URIs without their user information, the service's secrets replaced."""
-        from trials import without_credentials
+        from trials.core import without_credentials
 
         return without_credentials(text, self.shown_secrets)
 
@@ -238,4 +241,4 @@ class Settings(BaseSettings):
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    return Settings()  # api_token comes from the environment
+    return Settings()  # type: ignore[call-arg]  # api_token comes from the environment

@@ -1,4 +1,6 @@
-"""Credentials out of every text the service shows or logs: `scheme://user:password@host` -> `scheme://host`.
+"""Secrets out of every text the service shows or logs, and out of every process it starts.
+
+Credentials out of every text the service shows or logs: `scheme://user:password@host` -> `scheme://host`.
 
 URIs a service holds (the records database, the MLflow store, its UI, the Ray dashboard) may carry a user and a
 password; an error or a log line that quotes one (MLflow's "API request to http://u:p@host/... failed", a
@@ -12,9 +14,14 @@ import re
 from collections.abc import Iterable
 from urllib.parse import unquote, urlsplit
 
-__all__ = ["REDACTED", "uri_secrets", "without_credentials"]
+__all__ = ["REDACTED", "SERVICE_SECRET_ENV", "uri_secrets", "without_credentials"]
 
 REDACTED = "<redacted>"
+
+# The service's secrets as environment variables, the one list: the service reads them once at start-up and then
+# erases them (`api.forget_secret_env`), no process it or the local deployment starts inherits them, and a driver
+# started with them in its environment never hands them to a trainer.
+SERVICE_SECRET_ENV = ("SCALESWEEP_API_TOKEN", "SCALESWEEP_DATABASE_URL")
 
 # `//` then user information (no `/`, whitespace or quote before the `@`) then the host: `//user:pass@host`.
 _USERINFO = re.compile(r"//[^/\s@'\"<>]+@(?=[^\s@])")

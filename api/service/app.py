@@ -11,6 +11,8 @@ import anyio
 import anyio.to_thread
 from fastapi import FastAPI
 
+from api.schemas import Problem
+
 from ._cache import ResultCache
 from ._db import make_engine, make_sessionmaker, migrate
 from ._docs import install_docs
@@ -20,7 +22,6 @@ from ._problems import PROBLEM_JSON, install_problem_handlers
 from ._security import install_log_redaction
 from ._settings import Settings, get_settings
 from .routers import exports, fits, health, sweeps, transfers
-from .schemas import Problem
 
 __all__ = ["create_app"]
 
@@ -50,6 +51,9 @@ _READ_PATH_MODULES = ("torch", "trials.models", "mlflow", "scaling", "sweeper.tr
 def _import_read_paths() -> None:
     for name in _READ_PATH_MODULES:
         importlib.import_module(name)
+    # dashboards' face loads its names on first use: touch the report builder so matplotlib and the report code
+    # load here, at start-up, not on the first report request.
+    importlib.import_module("dashboards").build_report  # noqa: B018
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -77,7 +81,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # The routes' thread pool (anyio's default limiter, per event loop) and the database pool are sized
-        # together from settings.api_threads: see api.deps and docs/load.md. Database work stays off the loop.
+        # together from settings.api_threads: see api.service.deps and docs/load.md. Database work stays off the loop.
         anyio.to_thread.current_default_thread_limiter().total_tokens = settings.api_threads
         redact_access_log()  # here: uvicorn has configured its loggers by now
         await anyio.to_thread.run_sync(jobs.start)  # reconciles what a previous service process left RUNNING

@@ -14,7 +14,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from trials import validation_messages, validation_text
+from trials.core import validation_messages, validation_text
 
 from ._routes import route_methods
 

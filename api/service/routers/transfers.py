@@ -6,18 +6,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Body, Header, HTTPException, Query, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
+from api.schemas import RunsPublic, TransferCreate, TransferLinks, TransferPublic, TransfersPublic
 from scaling import ScalingError
 from sweeper import SweepSpec, TransferSpec, load_transfer_result, transfer_status, transfer_work
 from sweeper.jobfiles import is_transfer_folder, transfer_version
 
-from .._db import SweepRecord, TransferRecord, new_id
-from .._security import check_rest_spec, check_work
-from ..deps import Owner, ReadAccess, SessionDep, SessionRoute, release
-from ..schemas import RunsPublic, TransferCreate, TransferLinks, TransferPublic, TransfersPublic
+from .._db import SweepRecord, TransferRecord
+from .._settings import Settings
+from ..deps import JobsDep, Owner, ReadAccess, ResultsDep, SessionDep, SessionRoute, SettingsDep, release
 from . import _jobroutes as jobs
 
 router = APIRouter(prefix="/transfers", tags=["transfers"], route_class=SessionRoute)
@@ -53,27 +53,27 @@ def started_folder(record: TransferRecord) -> Path:
     return folder
 
 
-def transfer_result(request: Request, record: TransferRecord, *, started: bool = True, fresh: bool = False) -> Any:
+def transfer_result(results: ResultsDep, record: TransferRecord, *, started: bool = True, fresh: bool = False) -> Any:
     """The transfer's runs and analysis source (`sweeper.TransferResult`), read from MLflow again only when the
     driver's files changed; None before the driver planned it. With `started`, a 409 instead of None. With
-    `fresh`, never a value older than the driver's files (`api._cache`)."""
+    `fresh`, never a value older than the driver's files (`api.service._cache`)."""
     folder = started_folder(record) if started else _folder(record)
     if folder is None:
         return None
     try:
-        return request.app.state.results.get(f"transfer:{folder}", transfer_version(folder),
-                                             lambda: load_transfer_result(folder), fresh=fresh)
+        return results.get(f"transfer:{folder}", transfer_version(folder), lambda: load_transfer_result(folder),
+                           fresh=fresh)
     except ScalingError as exc:
         raise HTTPException(409, f"transfer {record.id}: {exc}") from None
 
 
-def public(request: Request, record: TransferRecord) -> TransferPublic:
-    meta = jobs.live_meta(request, record, _live(record))
+def public(settings: Settings, record: TransferRecord) -> TransferPublic:
+    meta = jobs.live_meta(settings, record, _live(record))
     base = f"/v1/transfers/{record.id}"
     return TransferPublic(
         id=record.id, sweep_id=record.sweep_id, name=str(record.spec.get("name", "")), state=record.state,
         owner=record.owner, created_at=record.created_at, updated_at=record.updated_at,
-        error=jobs.shown(request, record.error),
+        error=jobs.shown(settings, record.error),
         progress=meta["progress"], mlflow_experiment_id=meta["experiment_id"],
         mlflow_parent_run_id=meta["parent_run_id"],
         links=TransferLinks(self=base, sweep=f"/v1/sweeps/{record.sweep_id}", runs=f"{base}/runs",
@@ -103,10 +103,11 @@ def _spec(body: TransferCreate, sweep: SweepRecord) -> TransferSpec:
         "transfer", TransferPublic, "the sweep has not SUCCEEDED, or the Idempotency-Key was used with another body"),
 )
 def create_transfer(
-    request: Request,
     response: Response,
     session: SessionDep,
     owner: Owner,
+    settings: SettingsDep,
+    queue: JobsDep,
     body: Annotated[TransferCreate, Body(openapi_examples={"two rungs": {"summary": "periodic vs AdamW on two "
                                                                        "rungs", "value": CREATE_EXAMPLE}})],
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
@@ -117,48 +118,39 @@ def create_transfer(
                                        "type": "not_found"}])
     if sweep.state != "SUCCEEDED" or not sweep.storage_path:
         raise HTTPException(409, f"sweep {sweep.id} is {sweep.state}: only a SUCCEEDED sweep can be transferred")
-    spec = _spec(body, sweep).model_dump(mode="json")
+    spec = _spec(body, sweep)  # validated once, here; passed on typed
     # e.g. no Ray cluster of the caller's choosing, no server path outside the registered locations
-    check_rest_spec(spec, request.app.state.jobs.trainers, request.app.state.settings.data_path_list)
-    check_work(transfer_work(TransferSpec.model_validate(spec), SweepSpec.model_validate(sweep.spec)),
-               request.app.state.settings.max_work, "transfer")
-    return jobs.create_job(
-        request, response, session, TransferRecord, noun="transfer", idempotency_key=idempotency_key,
-        same=lambda existing: existing.spec == spec and existing.sweep_id == sweep.id,
-        new=lambda key: TransferRecord(id=new_id("tr"), sweep_id=sweep.id, state="PENDING", spec=spec, owner=owner,
-                                       idempotency_key=key),
-        public=public,
-    )
+    return jobs.create_job(response, session, queue, settings, TransferRecord, spec=spec.model_dump(mode="json"),
+                           work=transfer_work(spec, SweepSpec.model_validate(sweep.spec)), owner=owner,
+                           fields={"sweep_id": sweep.id}, idempotency_key=idempotency_key, public=public)
 
 
 @router.get("", response_model=TransfersPublic, summary="List transfers, newest first")
 def list_transfers(
-    request: Request,
+    settings: SettingsDep,
     session: SessionDep,
     _reader: ReadAccess,
-    state: Annotated[str | None, Query(pattern=jobs.STATE_PATTERN)] = None,
+    query: jobs.PageDep,
     sweep_id: Annotated[str | None, Query(max_length=40)] = None,
-    limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    cursor: str | None = None,
 ) -> TransfersPublic:
     page, next_cursor = jobs.list_page(
-        session, TransferRecord, state=state, limit=limit, cursor=cursor,
-        filters=(lambda query: query.where(TransferRecord.sweep_id == sweep_id)) if sweep_id else None)
-    data = [public(request, r) for r in page]
+        session, TransferRecord, query,
+        filters=(lambda rows: rows.where(TransferRecord.sweep_id == sweep_id)) if sweep_id else None)
+    data = [public(settings, r) for r in page]
     return TransfersPublic(data=data, count=len(data), next_cursor=next_cursor)
 
 
 @router.get("/{transfer_id}", response_model=TransferPublic, summary="A transfer: state, run counts, MLflow ids")
-def get_transfer(transfer_id: str, request: Request, session: SessionDep, _reader: ReadAccess) -> TransferPublic:
-    return public(request, get_transfer_record(session, transfer_id))
+def get_transfer(transfer_id: str, settings: SettingsDep, session: SessionDep, _reader: ReadAccess) -> TransferPublic:
+    return public(settings, get_transfer_record(session, transfer_id))
 
 
 @router.get("/{transfer_id}/runs", response_model=RunsPublic,
             summary="Each run: rung, arm, seed, lr and its rule, state, checkpoints (step, time s, FD)")
-def get_runs(transfer_id: str, request: Request, session: SessionDep, _reader: ReadAccess) -> RunsPublic:
+def get_runs(transfer_id: str, results: ResultsDep, session: SessionDep, _reader: ReadAccess) -> RunsPublic:
     record = get_transfer_record(session, transfer_id)
     release(session)  # the first read of a result waits for MLflow: without holding a connection
-    result = transfer_result(request, record, started=False)
+    result = transfer_result(results, record, started=False)
     data = [run.to_dict() for run in result.runs] if result is not None else []
     return RunsPublic(data=data, count=len(data))
 

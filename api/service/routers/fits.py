@@ -9,14 +9,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import HTMLResponse
 
+from api.schemas import Prediction
 from scaling import ExtrapolationRefused, ScalingError
 from sweeper.jobfiles import ANALYSIS_FILE, read_labelled, stored_transfer_report, transfer_version
 
-from ..deps import ReadAccess, SessionDep, SessionRoute, release
-from ..schemas import Prediction
+from ..deps import ReadAccess, ResultsDep, SessionDep, SessionRoute, release
 from ._jobroutes import HTML_PAGE
 from .transfers import get_transfer_record, started_folder, transfer_result
 
@@ -26,10 +26,10 @@ T = TypeVar("T")
 Metric = Literal["time_to_best", "best_fd", "endpoint_fd", "steps_to_target", "time_to_target"]
 
 
-def _current(request: Request, record: Any) -> tuple[Any, Any]:
+def _current(results: ResultsDep, record: Any) -> tuple[Any, Any]:
     """(version, result): the transfer's runs as the driver's files stand now, runs without a rung left out."""
     version = transfer_version(started_folder(record))  # read before the result: never newer than it
-    return version, _planned_runs(transfer_result(request, record, fresh=True))
+    return version, _planned_runs(transfer_result(results, record, fresh=True))
 
 
 def _planned_runs(result: Any) -> Any:
@@ -40,16 +40,16 @@ def _planned_runs(result: Any) -> Any:
     return replace(result, runs=[run for run in result.runs if run.rung], _fits={})
 
 
-def _cached(request: Request, record: Any, what: str, compute: Any) -> tuple[Any, Any]:
+def _cached(results: ResultsDep, record: Any, what: str, compute: Any) -> tuple[Any, Any]:
     """(`compute(result)`, result): computed once per version of the transfer's runs (bootstrap fits take seconds),
     always from the current runs: from the result of the version it is stored under, waiting when it changed."""
-    version, result = _current(request, record)
-    value = request.app.state.results.get(f"{what}:{Path(result.workdir)}", version, lambda: compute(result),
+    version, result = _current(results, record)
+    value = results.get(f"{what}:{Path(result.workdir)}", version, lambda: compute(result),
                                           fresh=True)
     return value, result
 
 
-def _stored_or_computed(request: Request, record: Any, what: str, stored: Callable[[Path, Any], T | None],
+def _stored_or_computed(results: ResultsDep, record: Any, what: str, stored: Callable[[Path, Any], T | None],
                         compute: Callable[[Any], T]) -> T:
     """What a finished transfer's driver stored for the current version of its job files (`stored(folder,
     version)`: a file read), else `compute(result)` from its runs; once per version, shared by concurrent readers.
@@ -59,14 +59,14 @@ def _stored_or_computed(request: Request, record: Any, what: str, stored: Callab
 
     def load() -> T:
         value = stored(folder, version)
-        return value if value is not None else compute(_planned_runs(transfer_result(request, record, fresh=True)))
+        return value if value is not None else compute(_planned_runs(transfer_result(results, record, fresh=True)))
 
-    return request.app.state.results.get(f"{what}:{folder}", version, load, fresh=True)
+    return results.get(f"{what}:{folder}", version, load, fresh=True)
 
 
 @router.get("/{transfer_id}/fits", summary="Time to best and FD per run, savings per rung, scaling fits per metric",
             responses={409: {"description": "the transfer has not started its runs"}})
-def get_fits(transfer_id: str, request: Request, session: SessionDep, _reader: ReadAccess,
+def get_fits(transfer_id: str, results: ResultsDep, session: SessionDep, _reader: ReadAccess,
              metric: Metric | None = None) -> dict[str, Any]:
     """The transfer's analysis (`sweeper.TransferResult.analysis()`): every run's time to best, best and endpoint
     FD and volatile checkpoints; savings of the searched arm against each baseline per rung (%, seed spread);
@@ -74,7 +74,7 @@ def get_fits(transfer_id: str, request: Request, session: SessionDep, _reader: R
     leave-one-rung-out errors. With `metric`, only that fit under `fits`."""
     record = get_transfer_record(session, transfer_id)
     release(session)
-    doc = dict(_stored_or_computed(request, record, "analysis",
+    doc = dict(_stored_or_computed(results, record, "analysis",
                                    lambda folder, version: read_labelled(folder / ANALYSIS_FILE, version),
                                    lambda result: dict(result.analysis())))
     if metric is not None:
@@ -100,7 +100,7 @@ def _size(size: str) -> float | str:
                        422: {"description": "refused (beyond the fit's range, fit failed) or invalid input"}})
 def predict(
     transfer_id: str,
-    request: Request,
+    results: ResultsDep,
     session: SessionDep,
     _reader: ReadAccess,
     size: Annotated[str, Query(min_length=1, max_length=40, description="Parameter count (e.g. 2.6e6) or a rung.")],
@@ -113,7 +113,7 @@ def predict(
     if isinstance(n, str) and not re.fullmatch(r"[a-z0-9.\-]+", n):
         raise HTTPException(422, f"size: {size!r} is neither a number nor a rung name")
     try:
-        fit, result = _cached(request, record, f"fit-{metric}", lambda r: r.fits(metric))
+        fit, result = _cached(results, record, f"fit-{metric}", lambda r: r.fits(metric))
     except ScalingError as exc:  # too few sizes or runs, or the fit did not converge
         raise HTTPException(422, f"refused: no {metric} fit: {exc}") from None
     if arm not in fit.arms:
@@ -137,7 +137,7 @@ def predict(
 @router.get("/{transfer_id}/report", response_class=HTMLResponse,
             summary="One self-contained HTML report: curves, timing, scaling fits, the numbers behind them",
             responses={**HTML_PAGE, 409: {"description": "the transfer has not started its runs"}})
-def report(transfer_id: str, request: Request, session: SessionDep, _reader: ReadAccess) -> HTMLResponse:
+def report(transfer_id: str, results: ResultsDep, session: SessionDep, _reader: ReadAccess) -> HTMLResponse:
     """A finished transfer's page is the one its job stored when it ended (read once per version, no MLflow
     read, no fit); a running or changed transfer's page is built here, once per version of its runs."""
     from dashboards import DashboardError, transfer_page
@@ -151,4 +151,4 @@ def report(transfer_id: str, request: Request, session: SessionDep, _reader: Rea
         except DashboardError as exc:  # no MLflow parent run yet
             raise HTTPException(409, str(exc)) from None
 
-    return HTMLResponse(_stored_or_computed(request, record, "report", stored_transfer_report, page))
+    return HTMLResponse(_stored_or_computed(results, record, "report", stored_transfer_report, page))

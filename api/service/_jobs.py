@@ -34,9 +34,10 @@ import yaml
 from sqlalchemy import CursorResult, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from sweeper import SOURCE_SWEEP_ID_ENV
+from sweeper import SOURCE_SWEEP_ID_ENV, SweepSpec
 from sweeper.jobfiles import is_sweep_folder, is_transfer_folder, request_cancel
-from trials import JOB_TAG_ENV, ScalesweepError, end_tagged, tag_values, without_credentials
+from trials.core import ScalesweepError, without_credentials
+from trials.core.proctree import JOB_TAG_ENV, end_tagged, tag_values
 
 from ._db import SweepRecord, TransferRecord
 from ._security import child_env, expand_trainer, scrub_env
@@ -266,6 +267,16 @@ class JobRunner:
         spec["tracking"] = {**(spec.get("tracking") or {}), "tracking_uri": self.settings.tracking_uri}
         return expand_trainer(spec, self.trainers)  # the registry's command, never one from the request
 
+    def _driver_spec(self, spec: SweepSpec) -> SweepSpec:
+        """`_driver_sweep_spec` of a typed spec, typed: what is filled in comes from the service's own settings and
+        registry (already valid), so the spec is copied with it rather than validated again."""
+        tracking = spec.tracking.model_copy(update={"tracking_uri": self.settings.tracking_uri})
+        backend = spec.backend
+        if backend.name == "command":  # the registry's command, never one from the request
+            resolved = expand_trainer({"backend": backend.model_dump(mode="json")}, self.trainers)["backend"]
+            backend = backend.model_copy(update=resolved)
+        return spec.model_copy(update={"tracking": tracking, "backend": backend})
+
     def _write_spec(self, record: Record, folder: Path) -> None:
         # A transfer logs where its sweep did, unless it says otherwise.
         spec = self._driver_sweep_spec(record.spec) if isinstance(record, SweepRecord) else dict(record.spec)
@@ -278,7 +289,7 @@ class JobRunner:
         self._write_spec(record, folder)
         resume = record.id in self._resume
         # The job's tag: the driver, its local Ray, Ray's workers and every trainer inherit it, so a cancel (or a
-        # restarted service) finds all of them, whatever session or parent they ended up with (trials._proctree).
+        # restarted service) finds all of them, whatever session or parent they ended up with (trials.core.proctree).
         env = {f"SCALESWEEP_{kind.name.upper()}_ID": record.id, JOB_TAG_ENV: record.id}
         if isinstance(record, TransferRecord):  # the stored report names the transfer's sweep by the service's id
             env[SOURCE_SWEEP_ID_ENV] = record.sweep_id
@@ -492,21 +503,22 @@ class JobRunner:
             self._resume.add(record.id)
             return True
 
-    def extend(self, session: Session, record: SweepRecord, body: dict[str, Any]) -> list[str] | None:
-        """Extend a finished sweep to the spec `body` and queue it to run what is missing: the additions, or None
-        when the sweep is not SUCCEEDED, FAILED or CANCELLED (any more). `SweepError` when the spec changes more
-        than an extension may (nothing changed then). Under the queue's lock, so no driver starts in between."""
-        from sweeper import SweepSpec, apply_extension
+    def extend(self, session: Session, record: SweepRecord, spec: SweepSpec) -> list[str] | None:
+        """Extend a finished sweep to `spec` (validated once, by the route) and queue it to run what is missing:
+        the additions, or None when the sweep is not SUCCEEDED, FAILED or CANCELLED (any more). `SweepError` when
+        the spec changes more than an extension may (nothing changed then). Under the queue's lock, so no driver
+        starts in between."""
+        from sweeper import apply_extension
 
         with self._lock:
             session.refresh(record)
             if record.state not in ("SUCCEEDED", "FAILED", "CANCELLED") or not record.storage_path:
                 return None
-            added = apply_extension(SweepSpec.model_validate(self._driver_sweep_spec(body)), record.storage_path)
+            added = apply_extension(self._driver_spec(spec), record.storage_path)
             if not added:
                 return added
             if not self._claim(session, record, "SUCCEEDED", "FAILED", "CANCELLED", state="PENDING", pid=None,
-                               error=None, spec=body):
+                               error=None, spec=spec.model_dump(mode="json")):
                 return None
             self._resume.add(record.id)
             return added

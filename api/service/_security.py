@@ -13,6 +13,7 @@ from typing import Any
 from fastapi.exceptions import RequestValidationError
 
 from sweeper import TRAINERS_ENV, RegisteredTrainer, SweepError, resolve_trainer
+from trials.core import SERVICE_SECRET_ENV
 
 from ._settings import Settings
 
@@ -142,7 +143,7 @@ class _RedactingFactory:
         self.inner, self.secrets = inner, set[str]()
 
     def __call__(self, *args: Any, **kwargs: Any) -> logging.LogRecord:
-        from trials import without_credentials
+        from trials.core import without_credentials
 
         record = self.inner(*args, **kwargs)
         try:
@@ -165,11 +166,7 @@ def install_log_redaction(secrets: set[str]) -> None:
     factory.secrets |= secrets
 
 
-# The service's secrets as environment variables: read once at start-up, then erased (`forget_secret_env`).
-SECRET_ENV = ("SCALESWEEP_API_TOKEN", "SCALESWEEP_DATABASE_URL")
-
-
-def forget_secret_env(names: Sequence[str] = SECRET_ENV) -> list[str]:
+def forget_secret_env(names: Sequence[str] = SERVICE_SECRET_ENV) -> list[str]:
     """Erase `names` from this process's environment, including the copy `/proc/<pid>/environ` shows; returns
     the names erased.
 

@@ -12,9 +12,11 @@ from fastapi import Depends, HTTPException, Request
 from fastapi.routing import APIRoute
 from sqlalchemy.orm import Session
 
+from ._cache import ResultCache
+from ._jobs import JobRunner
 from ._settings import Settings
 
-__all__ = ["Owner", "ReadAccess", "SessionDep", "SessionRoute", "SettingsDep", "release"]
+__all__ = ["JobsDep", "Owner", "ReadAccess", "ResultsDep", "SessionDep", "SessionRoute", "SettingsDep", "release"]
 
 
 # One concurrency model for the whole API (docs/load.md): everything that touches the database, a file or MLflow
@@ -24,12 +26,21 @@ __all__ = ["Owner", "ReadAccess", "SessionDep", "SessionRoute", "SettingsDep", "
 # would block the loop on a pool checkout while the connections it waits for can only come back through the loop:
 # under more requests than connections the whole service stopped for good. `tests/api/test_load.py` checks that no
 # `async def` in the API touches a session. The pool holds a connection per route thread (Settings.pool_size),
-# and a checkout that still waits past Settings.db_pool_timeout_s is a 503 with Retry-After (`api._problems`).
-# The token and settings dependencies stay `async def`: they read memory only, and a thread hop would cost more.
+# and a checkout that still waits past Settings.db_pool_timeout_s is a 503 with Retry-After (`api.service._problems`).
+# The token, settings, job queue and cache dependencies stay `async def`: they read memory only, and a thread hop
+# would cost more. What `create_app` put on `app.state` is read here and nowhere else among the routes.
 
 
 async def _settings(request: Request) -> Settings:
     return request.app.state.settings
+
+
+async def _jobs(request: Request) -> JobRunner:
+    return request.app.state.jobs
+
+
+async def _results(request: Request) -> ResultCache[Any]:
+    return request.app.state.results
 
 
 def _session(request: Request) -> Iterator[Session]:
@@ -39,6 +50,8 @@ def _session(request: Request) -> Iterator[Session]:
 
 SettingsDep = Annotated[Settings, Depends(_settings)]
 SessionDep = Annotated[Session, Depends(_session)]
+JobsDep = Annotated[JobRunner, Depends(_jobs)]  # the job queue: wake, cancel, resume, extend, its trainers
+ResultsDep = Annotated[ResultCache[Any], Depends(_results)]  # computed reads, once per version of a job's files
 
 
 class SessionRoute(APIRoute):

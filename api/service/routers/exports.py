@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, HTTPException, Query, Request, Response
+from fastapi import APIRouter, HTTPException, Query, Response
 
 from scaling import ScalingError
 from sweeper import export_from_sweep
@@ -14,7 +14,7 @@ from sweeper.jobfiles import STATUS_FILE, transfer_version
 
 from .._cache import file_version
 from .._db import SweepRecord
-from ..deps import ReadAccess, SessionDep, SessionRoute, release
+from ..deps import ReadAccess, ResultsDep, SessionDep, SessionRoute, release
 from .transfers import get_transfer_record, started_folder, transfer_result
 
 router = APIRouter(tags=["exports"], route_class=SessionRoute)
@@ -54,18 +54,18 @@ def _export(make: Any) -> Any:
 @router.get("/transfers/{transfer_id}/export", response_class=Response, responses=_RESPONSES,
             summary="A transfer's hyperparameters for a rung (default: its largest), as YAML or JSON")
 def export_transfer(
-    transfer_id: str, request: Request, session: SessionDep, _reader: ReadAccess,
+    transfer_id: str, results: ResultsDep, session: SessionDep, _reader: ReadAccess,
     format: Format = "yaml", rung: Annotated[str | None, _RUNG] = None, allow_losing: _ALLOW_LOSING = False,
 ) -> Response:
     record = get_transfer_record(session, transfer_id)
     release(session)
     folder = started_folder(record)
     version = transfer_version(folder)  # read before the result: a label never newer than what it labels
-    result = transfer_result(request, record)
+    result = transfer_result(results, record)
     target = rung or result.plan["rungs"][-1]
     # Once per version of the transfer's runs and rung (its first computation fits the runs: a second or more),
     # shared by concurrent readers.
-    export = _export(lambda: request.app.state.results.get(
+    export = _export(lambda: results.get(
         f"transfer-export:{folder}:{target}:{allow_losing}", version,
         lambda: result.export(target, allow_losing=allow_losing), fresh=True))
     return _render(export, format, f"{record.id}-{target}")
@@ -74,7 +74,7 @@ def export_transfer(
 @router.get("/sweeps/{sweep_id}/export", response_class=Response, responses=_RESPONSES,
             summary="A SUCCEEDED sweep's choice carried to a rung by the lr rules alone (verified nowhere)")
 def export_sweep(
-    sweep_id: str, request: Request, session: SessionDep, _reader: ReadAccess,
+    sweep_id: str, results: ResultsDep, session: SessionDep, _reader: ReadAccess,
     rung: Annotated[str, _RUNG], format: Format = "yaml", allow_losing: _ALLOW_LOSING = False,
 ) -> Response:
     record = session.get(SweepRecord, sweep_id)
@@ -84,7 +84,7 @@ def export_sweep(
         raise HTTPException(409, f"sweep {sweep_id} is {record.state}: only a SUCCEEDED sweep exports its choice")
     release(session)
     folder = Path(record.storage_path)
-    export = _export(lambda: request.app.state.results.get(
+    export = _export(lambda: results.get(
         f"sweep-export:{folder}:{rung}:{allow_losing}", file_version(folder / STATUS_FILE),
         lambda: export_from_sweep(folder, rung, allow_losing=allow_losing)))
     return _render(export, format, f"{record.id}-{rung}")

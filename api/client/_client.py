@@ -23,9 +23,7 @@ from typing import Any, Literal, TypeVar
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from trials import ScalesweepError
-
-from .schemas import (
+from api.schemas import (
     Prediction,
     RunsPublic,
     SweepPublic,
@@ -34,6 +32,7 @@ from .schemas import (
     TransfersPublic,
     TrialsPublic,
 )
+from trials.core import ScalesweepError
 
 __all__ = ["DEFAULT_SERVER", "TERMINAL", "ApiError", "ScalesweepClient"]
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from trials import adopt_orphans, descendants, reap_children, tagged_pids
+from trials.core.proctree import adopt_orphans, descendants, reap_children, tagged_pids
 
 __all__ = ["PROFILES", "DemoError", "DemoProfile", "add_arguments", "demo_sweep_spec", "run"]
 
@@ -471,8 +471,7 @@ def _sweep_title(profile: DemoProfile, spec: dict[str, Any]) -> str:
 
 
 def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path, run_mark: str) -> int:
-    from .cli import _follow, _sweep_line, _transfer_line
-    from .client import ApiError, ScalesweepClient
+    from api.client import ApiError, ScalesweepClient, watch_sweep, watch_transfer
 
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -508,7 +507,7 @@ def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path, run_mar
             spec = demo_sweep_spec(profile, f"demo-{profile.name}-{stamp}")
             _stage(_sweep_title(profile, spec), times)
             sweep = client.submit_sweep(spec, idempotency_key=f"demo-{stamp}")
-            final = _follow(client.follow(sweep.id, interval=2.0), _sweep_line)
+            final = watch_sweep(client, sweep.id)
             if final.state != "SUCCEEDED":
                 raise DemoError(f"sweep {sweep.id} ended {final.state}: {final.error or ''}")
             best = client.sweep_best(sweep.id)
@@ -520,7 +519,7 @@ def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path, run_mar
                                               horizon_factor=profile.horizon_factor,
                                               seeds=list(profile.transfer_seeds or profile.seeds),
                                               idempotency_key=f"demo-transfer-{stamp}", **profile.transfer)
-            final_t = _follow(client.follow_transfer(transfer.id, interval=2.0), _transfer_line)
+            final_t = watch_transfer(client, transfer.id)
             if final_t.state != "SUCCEEDED":
                 raise DemoError(f"transfer {transfer.id} ended {final_t.state}: {final_t.error or ''}")
 
@@ -578,7 +577,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"scalesweep demo, profile {args.profile}; output folder {out}", flush=True)
     run_mark = secrets.token_hex(8)
     os.environ[DEMO_RUN_ENV] = run_mark  # inherited by all it starts (DEMO_RUN_ENV)
-    adopt_orphans()  # and their orphans are re-parented to this process (trials.adopt_orphans)
+    adopt_orphans()  # and their orphans are re-parented to this process (trials.core.proctree.adopt_orphans)
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return _pipeline(args, PROFILES[args.profile], out, run_mark)
