@@ -97,10 +97,11 @@ __all__ = ["DEFAULT_BUCKET_BYTES", "NS_PLACEMENTS", "ShardedPeriodicRowMuon"]
 DEFAULT_BUCKET_BYTES = 64 * 2**20
 
 # The distributed placement stacks same-shape matrices into one batched NS5 call on accelerators (where one call per
-# matrix costs kernel launches), but on a CPU only up to this many elements per matrix: measured on the AMX Xeon
-# (one thread, bf16), batching three 37 x 19 matrices ran 2.7x faster than one call each, two 512 x 512 the same,
-# and two 3072 x 512 1.7x SLOWER (torch's batched bf16 product with a transposed operand takes a slower path).
-CPU_BATCH_NUMEL = 2**18
+# matrix costs kernel launches), but on a CPU only while the smaller side is at most this: measured on the AMX Xeon
+# (one thread, bf16, two matrices per call against one call each), 192 x 64 took 0.45x the time, 128 x 128 0.62x,
+# 256 x 256 0.88x, 256 x 1024 0.96x, but 512 x 512 1.17x and 3072 x 512 1.7x (torch's batched bf16 products take
+# a slower path there).
+CPU_BATCH_MAX_SIDE = 256
 
 
 @dataclass(frozen=True)
@@ -546,8 +547,8 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
             g = it.group
             key: tuple[Any, ...] = (it.layout.rows, it.layout.cols, tuple(g["ns_coefficients"]), g["ns_steps"],
                                     g["eps"])
-            if it.local.device.type == "cpu" and it.layout.rows * it.layout.cols > CPU_BATCH_NUMEL:
-                key = (*key, i)  # a batch of its own (CPU_BATCH_NUMEL)
+            if it.local.device.type == "cpu" and min(it.layout.rows, it.layout.cols) > CPU_BATCH_MAX_SIDE:
+                key = (*key, i)  # a batch of its own (CPU_BATCH_MAX_SIDE)
             batches.setdefault(key, []).append(i)
         within = [0] * ex.world  # running offset inside each source's segment
         pieces: list[list[Tensor]] = []  # per owned matrix, per source: its rows in the receive buffer
