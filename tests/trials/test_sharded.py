@@ -303,7 +303,7 @@ def _missing_grad(rank: int, mesh: Any, placement: str = "replicated") -> dict[s
     }
 
 
-def _checkpoint(rank: int, mesh: Any, ckpt_dir: Path) -> dict[str, Any]:
+def _checkpoint(rank: int, mesh: Any, ckpt_dir: Path, placement: str = "replicated") -> dict[str, Any]:
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
@@ -319,7 +319,8 @@ def _checkpoint(rank: int, mesh: Any, ckpt_dir: Path) -> dict[str, Any]:
 
     def fresh() -> tuple[_Matrices, ShardedPeriodicRowMuon]:
         model, _ = _sharded_model(shapes, mesh)
-        return model, ShardedPeriodicRowMuon(list(model.weights), lr=0.02, refresh_every=3, ns_dtype=FP32)
+        return model, ShardedPeriodicRowMuon(list(model.weights), lr=0.02, refresh_every=3, ns_dtype=FP32,
+                                             ns_placement=placement)
 
     straight, straight_opt = fresh()
     run(straight, straight_opt, grads)
@@ -356,7 +357,7 @@ def _checkpoint(rank: int, mesh: Any, ckpt_dir: Path) -> dict[str, Any]:
     return out
 
 
-def _end_to_end(rank: int, mesh: Any) -> dict[str, Any]:
+def _end_to_end(rank: int, mesh: Any, placement: str = "replicated") -> dict[str, Any]:
     """A real forward/backward through per-layer fully_shard, against the same model unsharded on the whole batch."""
     from torch.distributed.fsdp import fully_shard
 
@@ -370,7 +371,7 @@ def _end_to_end(rank: int, mesh: Any) -> dict[str, Any]:
     gen = torch.Generator().manual_seed(5)
     x, y = torch.randn(2 * 16, 24, generator=gen), torch.randn(2 * 16, 7, generator=gen)
     mine = slice(rank * 16, (rank + 1) * 16)  # each rank its half; FSDP2 averages the gradients
-    opt = ShardedPeriodicRowMuon(model.parameters(), lr=0.05, refresh_every=3, ns_dtype=FP32)
+    opt = ShardedPeriodicRowMuon(model.parameters(), lr=0.05, refresh_every=3, ns_dtype=FP32, ns_placement=placement)
     ref_opt = PeriodicRowMuon(ref.parameters(), lr=0.05, refresh_every=3, ns_dtype=FP32)
     losses = []
     for _ in range(6):
@@ -506,7 +507,9 @@ def _two_rank_scenarios(rank: int, mesh: Any, out_dir: Path) -> dict[str, Callab
         "bytes": lambda: _bytes(rank, mesh),
         "refusals": lambda: _refusals(rank, mesh),
         "end_to_end": lambda: _end_to_end(rank, mesh),
+        "dist_end_to_end": lambda: _end_to_end(rank, mesh, "distributed"),
         "checkpoint": lambda: _checkpoint(rank, mesh, out_dir / "ckpt"),
+        "dist_checkpoint": lambda: _checkpoint(rank, mesh, out_dir / "dist_ckpt", "distributed"),
         # Last: if it ever desynchronised the ranks, it could not spoil the scenarios before it.
         "missing_grad": lambda: _missing_grad(rank, mesh),
         "dist_missing_grad": lambda: _missing_grad(rank, mesh, "distributed"),
@@ -778,16 +781,18 @@ def test_a_parameter_without_grad_on_one_rank_neither_hangs_nor_diverges(ranks: 
         assert r["seconds"] < GLOO_TIMEOUT_S
 
 
-def test_checkpoint_resumes_identically_under_sharding(ranks: list[dict[str, Any]]) -> None:
-    for rank, r in enumerate(_scenario(ranks, "checkpoint")):
+@pytest.mark.parametrize("scenario", ["checkpoint", "dist_checkpoint"])
+def test_checkpoint_resumes_identically_under_sharding(ranks: list[dict[str, Any]], scenario: str) -> None:
+    for rank, r in enumerate(_scenario(ranks, scenario)):
         assert r["buffer_types"] == ["DTensor"], rank  # saved sharded, not gathered
         for case in ("fresh", "stepped"):
             assert r[case]["steps_after_load"] == [4, 4, 4, 4], (rank, case)
             assert r[case]["identical"] and r[case]["buffers"], (rank, case)
 
 
-def test_real_fully_shard_training_matches_the_unsharded_model(ranks: list[dict[str, Any]]) -> None:
-    for r in _scenario(ranks, "end_to_end"):
+@pytest.mark.parametrize("scenario", ["end_to_end", "dist_end_to_end"])
+def test_real_fully_shard_training_matches_the_unsharded_model(ranks: list[dict[str, Any]], scenario: str) -> None:
+    for r in _scenario(ranks, scenario):
         assert r["losses"][-1] < 0.8 * r["losses"][0]
         # Two backward passes (FSDP2 averages per-rank gradients): equal up to reduction order, not bit for bit.
         assert max(r["errors"]) < 1e-4, r["errors"]
