@@ -76,10 +76,13 @@ class _Matrices(nn.Module):
         return x
 
 
-def _sharded_model(shapes: list[tuple[int, int]], mesh: Any, seed: int = 1) -> tuple[_Matrices, list[Tensor]]:
+def _sharded_model(shapes: list[tuple[int, int]], mesh: Any, seed: int = 1,
+                   dtypes: list[torch.dtype] | None = None) -> tuple[_Matrices, list[Tensor]]:
     from torch.distributed.fsdp import fully_shard
 
     model = _Matrices(shapes, seed)
+    for i, dtype in enumerate(dtypes or []):
+        model.weights[i] = nn.Parameter(model.weights[i].detach().to(dtype))
     full = [p.detach().clone().requires_grad_() for p in model.weights]  # the unsharded reference, same start
     fully_shard(model, mesh=mesh)
     return model, full
@@ -151,7 +154,8 @@ def _seq(group: Any) -> int:
 def _equality(
     rank: int, mesh: Any, *, k: int, steps: int, ns_dtype: torch.dtype, names: tuple[str, ...] = (),
     shapes: list[tuple[int, int]] | None = None, placement: str = "replicated", reference: str = "periodic",
-    sharded_kw: dict[str, Any] | None = None, ref_kw: dict[str, Any] | None = None, **kw: Any
+    dtypes: list[torch.dtype] | None = None, sharded_kw: dict[str, Any] | None = None,
+    ref_kw: dict[str, Any] | None = None, **kw: Any
 ) -> dict[str, Any]:
     """The sharded optimizer against the unsharded one (PeriodicRowMuon, or torch.optim.Muon itself for
     reference="muon": K = 1 in bf16) on the same full gradients, step by step."""
@@ -159,7 +163,7 @@ def _equality(
         shapes = [SHAPES[n] for n in names]
     else:
         names = tuple(f"m{i}" for i in range(len(shapes)))
-    model, ref = _sharded_model(shapes, mesh)
+    model, ref = _sharded_model(shapes, mesh, dtypes=dtypes)
     params = list(model.weights)
     # A few KB per bucket: several buckets per refresh step, so the overlapped pipeline really runs.
     opt = ShardedPeriodicRowMuon(params, lr=0.02, refresh_every=k, ns_dtype=ns_dtype, bucket_bytes=16 * 1024,
@@ -174,6 +178,7 @@ def _equality(
     per_step = []
     for step_grads in _full_grads(shapes, steps):
         for p, r, g in zip(params, ref, step_grads, strict=True):
+            g = g.to(p.dtype)
             p.grad = _shard_of(g, mesh)
             r.grad = g.clone()
         before = _seq(group)
@@ -454,6 +459,12 @@ def _worker(rank: int, world: int, out_dir: Path) -> None:
             f"{prefix}batched_bf16": lambda p=placement: _equality(rank, mesh, k=1, steps=2, ns_dtype=bf16,
                                                                    shapes=BATCHED, placement=p),
         }
+    # bf16 and fp32 parameters in one optimizer with fp32 NS5: U goes out in each parameter's dtype, so the
+    # distributed placement runs one pair of all-to-alls per wire dtype.
+    mixed: dict[str, Any] = dict(k=3, steps=4, ns_dtype=FP32, names=("wide", "tall_uneven", "square", "tall"),
+                                 dtypes=[FP32, bf16, bf16, FP32])
+    conformance["mixed_dtypes"] = lambda: _equality(rank, mesh, **mixed)
+    conformance["dist_mixed_dtypes"] = lambda: _equality(rank, mesh, placement="distributed", **mixed)
     conformance["placement_bytes"] = lambda: _placement_bytes(rank, mesh)
     if world != WORLD:
         scenarios = conformance
@@ -607,7 +618,7 @@ def test_sharded_equals_unsharded_on_every_shape(ranks: list[dict[str, Any]], sc
 
 
 CONFORMANCE = ["periodic_fp32", "vanilla_fp32", "periodic_bf16_k3", "vanilla_bf16_torch", "batched_fp32",
-               "batched_bf16"]
+               "batched_bf16", "mixed_dtypes"]
 
 
 @pytest.mark.parametrize("placement", ["replicated", "distributed"])
@@ -622,7 +633,7 @@ def test_both_placements_equal_the_unsharded_optimizer(any_ranks: list[dict[str,
     for rank, r in enumerate(res):
         assert max(r["errors"].values()) <= 1e-5, (rank, r["errors"])
         assert r["buffers_equal"], rank
-    k = 3 if scenario.startswith(("periodic", "batched_fp32")) else 1
+    k = 3 if scenario.startswith(("periodic", "batched_fp32", "mixed")) else 1
     steps = len(res[0]["per_step"])
     refreshes = len(range(0, steps, k)) * len(res[0]["shapes"])
     if placement == "distributed":
@@ -631,6 +642,9 @@ def test_both_placements_equal_the_unsharded_optimizer(any_ranks: list[dict[str,
         assert all(r["ns5_calls"] > 0 for r in res)
     else:
         assert all(r["ns5_calls"] == refreshes for r in res)  # every rank repeats every matrix
+    if scenario == "mixed_dtypes" and placement == "distributed":
+        # One pair of all-to-alls per wire dtype (bf16 and fp32 parameters), on refresh steps only.
+        assert [s["calls"]["all_to_all"] for s in res[0]["per_step"]] == [4, 0, 0, 4]
     if scenario.startswith("batched") and placement == "distributed":
         # 5 + 5 same-shape matrices over W ranks: some owner holds several and runs them in one call.
         assert any(r["ns5_batches"] < r["ns5_calls"] for r in res)
