@@ -60,40 +60,14 @@ from ._config import TrialConfig, TrialResult
 from ._errors import TrialError
 from ._proctree import JOB_TAG_ENV, TRIAL_TAG_ENV, end_tagged, new_tag, start_reaper, tagged_pids
 from ._run import summarise_quality
-from ._settings import TrialSettings
+from ._settings import CACHE_DIR_ENV, DINOV2_PATH_ENV, GIT_SHA_ENV
 from .record import METRIC, TAG, TRIAL_TAG, RunRecorder, trial_run
 
 __all__ = ["PLACEHOLDERS", "CommandConfig", "CommandLine", "run_command_trial"]
 
-log = logging.getLogger(__name__)
-
 # The service's own secrets: never handed to a trainer, even where a driver was started with them in its
 # environment (the service itself starts drivers without them).
 SERVICE_SECRET_ENV = frozenset({"SCALESWEEP_API_TOKEN", "SCALESWEEP_DATABASE_URL"})
-
-# Of scalesweep's own variables a trainer inherits these alone: the job's tag (a cancel finds the trainer by it) and
-# the trial settings (a trainer may use scalesweep's extractors). The rest are the service's and the drivers' (the
-# work folder, database and store URLs, the trainer registry): a trainer has no use for them.
-PASSED_ON_ENV = frozenset({JOB_TAG_ENV, *(variable for variable, _ in TrialSettings.VARIABLES.values())})
-
-# Bounds on what a trainer can make the process running its trial hold or keep (docs/security.md).
-MAX_LINE_BYTES = 1 << 20  # one progress line: an honest record is a few hundred bytes; a longer one fails the trial
-READ_BYTES = 1 << 16  # one read of the progress file or of stderr: what a read holds in memory
-POLL_BYTES = 16 << 20  # progress read per poll while the trainer runs, so a flood cannot starve the timeout check
-STDERR_FILE_BYTES = 2 << 20  # stderr.txt rotates to stderr.txt.1 at this size: the last 2 to 4 MiB are kept
-QUOTE_BYTES = 1 << 16  # read from the end of stderr to quote its last QUOTE_LINES lines in a failed trial's error
-QUOTE_LINES = 5
-# Above any Fréchet distance the extractors give (pixels, the largest, stay below 1e4) and small enough that sums
-# of squares over any sweep stay finite (1e308 made fANOVA assert and ended a finished sweep FAILED).
-MAX_FD = 1e12
-MAX_METRICS = 100  # distinct metric names a trainer may log besides `fd` (MLflow takes at most 1000 per batch)
-# Written by scalesweep itself: a trainer reporting `objective` must not write over the trial's own.
-RESERVED_METRICS = frozenset({*METRIC.SUMMARY, METRIC.TRIAL_WALL_S})
-# MLflow's rule for metric names on POSIX (mlflow.utils.validation): these characters, at most 250 of them, and a
-# name that stays itself as a path (no `..`, no leading `/`).
-_METRIC_NAME = re.compile(r"[/\w.\- :]{1,250}")
-_SCRATCH_PREFIX = "scalesweep-cmd-"
-_OWNER_FILE = "owner.json"
 
 
 class CommandConfig(BaseModel):
@@ -117,6 +91,36 @@ class CommandConfig(BaseModel):
         10.0, ge=0, le=600, description="When a trial is stopped, seconds between SIGTERM to everything the trainer "
         "started and SIGKILL to what is left (10: a trainer's own SIGTERM handler has time to save)."
     )
+
+
+log = logging.getLogger(__name__)
+
+# Of scalesweep's own variables a trainer inherits these alone: the job's tag (a cancel finds the trainer by it) and
+# the trial settings (`trials._settings`: a trainer may use scalesweep's extractors). The rest are the service's
+# and the drivers' (the work folder, database and store URLs, the trainer registry): a trainer has no use for them.
+PASSED_ON_ENV = frozenset({JOB_TAG_ENV, DINOV2_PATH_ENV, CACHE_DIR_ENV, GIT_SHA_ENV})
+
+# Bounds on what a trainer can make the process running its trial hold or keep (docs/security.md).
+MAX_LINE_BYTES = 1 << 20  # one progress line: an honest record is a few hundred bytes; a longer one fails the trial
+READ_BYTES = 1 << 16  # one read of the progress file or of stderr: what a read holds in memory
+POLL_BYTES = 16 << 20  # progress read per poll while the trainer runs, so a flood cannot starve the timeout check
+STDERR_FILE_BYTES = 2 << 20  # stderr.txt rotates to stderr.txt.1 at this size: the last 2 to 4 MiB are kept
+QUOTE_BYTES = 1 << 16  # read from the end of stderr to quote its last lines in a failed trial's error
+QUOTE_LINES = 5
+# The quote's length: the run's error tag keeps 500 characters, and the last line (the error itself, mostly) must
+# be in them, however long the lines before it.
+QUOTE_CHARS = 400
+# Above any Fréchet distance the extractors give (pixels, the largest, stay below 1e4) and small enough that sums
+# of squares over any sweep stay finite (1e308 made fANOVA assert and ended a finished sweep FAILED).
+MAX_FD = 1e12
+MAX_METRICS = 100  # distinct metric names a trainer may log besides `fd` (MLflow takes at most 1000 per batch)
+# Written by scalesweep itself: a trainer reporting `objective` must not write over the trial's own.
+RESERVED_METRICS = frozenset({*METRIC.SUMMARY, METRIC.TRIAL_WALL_S})
+# MLflow's rule for metric names on POSIX (mlflow.utils.validation): these characters, at most 250 of them, and a
+# name that stays itself as a path (no `..`, no leading `/`).
+_METRIC_NAME = re.compile(r"[/\w.\- :]{1,250}")
+_SCRATCH_PREFIX = "scalesweep-cmd-"
+_OWNER_FILE = "owner.json"
 
 
 def _values(cfg: TrialConfig, progress_file: Path, config_file: Path, run_id: str, uri: str) -> dict[str, str]:
@@ -423,7 +427,8 @@ class _StderrKeeper(threading.Thread):
 
 
 def _quote_tail(path: Path) -> list[str]:
-    """The last QUOTE_LINES lines of the trainer's stderr, from at most QUOTE_BYTES at the end of its files."""
+    """The last QUOTE_LINES lines of the trainer's stderr, at most QUOTE_CHARS in all, from at most QUOTE_BYTES at
+    the end of its files."""
     data = b""
     for part in (path, path.with_name(path.name + ".1")):
         with contextlib.suppress(OSError, TrialError):
@@ -439,7 +444,13 @@ def _quote_tail(path: Path) -> list[str]:
         if len(data) >= QUOTE_BYTES:
             break
     lines = [line.strip() for line in data.decode(errors="replace").splitlines() if line.strip()]
-    return [line[-300:] for line in lines[-QUOTE_LINES:]]
+    quoted: list[str] = []
+    for line in reversed(lines[-QUOTE_LINES:]):  # the last line first: it is kept whole (up to QUOTE_CHARS)
+        room = QUOTE_CHARS - sum(len(q) + 3 for q in quoted)
+        if room <= 3:
+            break
+        quoted.insert(0, line if len(line) <= room else line[: room - 3] + "...")
+    return quoted
 
 
 class _Trainer:

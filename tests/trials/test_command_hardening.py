@@ -201,6 +201,20 @@ def test_a_100_mb_stderr_is_quoted_from_its_tail_and_kept_bounded(tmp_path: Path
     assert 2 << 20 <= _dumped(tmp_path)["kept"] <= 2 * STDERR_FILE_BYTES
 
 
+def test_the_quote_keeps_the_last_line_whole_after_long_ones(tmp_path: Path) -> None:
+    # The run's error tag keeps 500 characters: five 2,000-character lines used to push the real reason out of it.
+    body = """
+    for _ in range(5):
+        print("y" * 2000, file=sys.stderr)
+    print("ValueError: the real reason", file=sys.stderr)
+    sys.exit(2)
+    """
+    with pytest.raises(TrialError) as raised:
+        run_command_trial(HORIZON2, _trainer(tmp_path, body))
+    message = str(raised.value)
+    assert message.endswith("... | ValueError: the real reason") and len(message) <= 450, message
+
+
 def test_a_300_mb_progress_line_fails_the_trial_in_bounded_memory(tmp_path: Path) -> None:
     # The partial-line buffer grew to the line's size (1.1 GB for 300 MB): now a line is capped.
     body = """
