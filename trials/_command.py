@@ -209,6 +209,13 @@ def _number(value: Any) -> float | None:
         return math.inf if value > 0 else -math.inf
 
 
+def _shown(steps: list[int]) -> str:
+    """A list of steps as an error quotes it: whole up to 12, else its ends and its length (up to 1,000 steps)."""
+    if len(steps) <= 12:
+        return str(steps)
+    return f"[{', '.join(map(str, steps[:6]))}, ..., {', '.join(map(str, steps[-3:]))}] ({len(steps)} steps)"
+
+
 def loggable_metric_name(name: str) -> bool:
     """Whether MLflow takes `name` as a metric name (on POSIX)."""
     norm = posixpath.normpath(name)
@@ -222,6 +229,7 @@ class _Collector:
     def __init__(self, cfg: TrialConfig, run: RunRecorder, progress: Callable[[dict[str, Any]], None] | None):
         self.run, self.progress = run, progress
         self.steps, self.eval_steps = cfg.steps, cfg.resolved_eval_steps
+        self.declared = frozenset(self.eval_steps)  # up to 1,000 steps, looked up once per record
         self.result = TrialResult(status="SUCCEEDED", metric_name="fd_external", fd_samples=cfg.eval.fd_samples,
                                   run_id=run.run_id)
         self.names: set[str] = set()  # metric names accepted so far (at most MAX_METRICS)
@@ -245,7 +253,7 @@ class _Collector:
                 result.metric_name = name
             else:
                 self._warn(f"metric_name {name!r:.80} is not a name MLflow accepts: ignored")
-        if step in self.eval_steps and METRIC.FD in metrics and math.isfinite(metrics[METRIC.FD]):
+        if step in self.declared and METRIC.FD in metrics and math.isfinite(metrics[METRIC.FD]):
             if step in result.fd:
                 raise TrialError(f"progress: 'fd' at step {step} reported twice")
             result.fd[step] = metrics[METRIC.FD]
@@ -276,8 +284,9 @@ class _Collector:
         if not 0 <= fd <= MAX_FD:
             raise TrialError(f"progress: 'fd' {value!r:.40} at step {step} is not a Fréchet distance: it must be "
                              f"finite and in [0, {MAX_FD:g}]")
-        if step not in self.eval_steps:
-            self._warn(f"'fd' at step {step}, not a declared eval step {self.eval_steps}: neither counted nor logged")
+        if step not in self.declared:
+            self._warn(f"'fd' at step {step}, not a declared eval step ({_shown(self.eval_steps)}): neither counted "
+                       "nor logged")
             return None
         return fd
 
@@ -314,8 +323,8 @@ class _Collector:
         elif not result.fd:
             raise TrialError(f"trainer command finished without reporting any 'fd' to {progress_name}")
         elif missing := [s for s in self.eval_steps if s not in result.fd]:
-            raise TrialError(f"trainer command finished without reporting 'fd' at eval step(s) {missing} "
-                             f"(declared: {self.eval_steps})")
+            raise TrialError(f"trainer command finished without reporting 'fd' at eval step(s) {_shown(missing)} "
+                             f"(declared: {_shown(self.eval_steps)})")
         return result
 
 

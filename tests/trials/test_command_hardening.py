@@ -146,6 +146,20 @@ def test_a_missing_declared_eval_step_fails_the_trial_naming_it(tmp_path: Path) 
         run_command_trial(HORIZON4, cmd)
 
 
+def test_with_1000_declared_eval_steps_the_error_stays_short(tmp_path: Path) -> None:
+    body = """
+    with open(PROGRESS, "a") as handle:
+        for step in range(1, 1001):
+            if step != 500:
+                handle.write(json.dumps({"step": step, "fd": 10.0}) + "\\n")
+    """
+    config = {"rung": "cpu-xs", "steps": 1000, "eval_steps": list(range(1, 1001))}
+    with pytest.raises(TrialError) as raised:
+        run_command_trial(config, _trainer(tmp_path, body))
+    assert str(raised.value) == ("trainer command finished without reporting 'fd' at eval step(s) [500] (declared: "
+                                 "[1, 2, 3, 4, 5, 6, ..., 998, 999, 1000] (1000 steps))")
+
+
 def test_an_eval_step_reported_twice_fails_the_trial(tmp_path: Path) -> None:
     cmd = _trainer(tmp_path, "report(step=2, fd=40.0)\nreport(step=2, fd=1.0)\nreport(step=4, fd=30.0)\n")
     with pytest.raises(TrialError, match="'fd' at step 2 reported twice"):
