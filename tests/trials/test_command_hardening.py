@@ -320,6 +320,14 @@ run_command_trial({"rung": "cpu-xs", "steps": 2, "eval_steps": [1, 2]},
 def test_a_killed_trials_folder_is_removed_once_its_trainer_has_ended(tmp_path: Path) -> None:
     # The process running the trial (a Ray worker) is SIGKILLed: its own clean-up never runs, and the folder was
     # left in /tmp for good. The next command trial on the machine removes it, once nothing of that trial runs.
+    folder = Path(_kill_a_running_trial(tmp_path)["folder"])
+    result = run_command_trial(HORIZON2, _trainer(tmp_path, "report(step=1, fd=3.0)\nreport(step=2, fd=2.0)\n"))
+    assert result.status == "SUCCEEDED" and not folder.exists()
+
+
+def _kill_a_running_trial(tmp_path: Path) -> dict[str, Any]:
+    """Run a trial in a process of its own, SIGKILL that process while the trainer runs, and wait for the trainer's
+    reaper to end the trainer; what the trainer dumped (its folder, its pid)."""
     cmd = _trainer(tmp_path, "dump(pid=os.getpid())\ntime.sleep(60)\n")
     runner = subprocess.Popen([sys.executable, "-c", RUN_TRIAL, *cmd["command"][1:]],
                               env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
@@ -333,9 +341,17 @@ def test_a_killed_trials_folder_is_removed_once_its_trainer_has_ended(tmp_path: 
     while process_alive(seen["pid"]):  # the trainer's reaper ends it (tests/trials/test_proctree.py)
         assert time.monotonic() < deadline, "the trainer outlived its trial"
         time.sleep(0.1)
-    folder = Path(seen["folder"])
-    result = run_command_trial(HORIZON2, _trainer(tmp_path, "report(step=1, fd=3.0)\nreport(step=2, fd=2.0)\n"))
-    assert result.status == "SUCCEEDED" and not folder.exists()
+    return seen
+
+
+@pytest.mark.xfail(strict=True, reason="the trainer's reaper (`start_reaper`) does not remove the trial's folder "
+                   "yet: a killed trial's folder waits for the next command trial (the test above)")
+def test_a_killed_trials_folder_is_removed_by_its_reaper(tmp_path: Path) -> None:
+    folder = Path(_kill_a_running_trial(tmp_path)["folder"])
+    deadline = time.monotonic() + 5
+    while folder.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not folder.exists()
 
 
 def test_a_live_trials_folder_is_left_alone(tmp_path: Path) -> None:
