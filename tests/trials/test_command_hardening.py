@@ -65,7 +65,9 @@ def _tracked(tmp_path: Path, store_uri: str, config: dict[str, Any]) -> dict[str
 
 def _only_run(store_uri: str, tmp_path: Path) -> Any:
     client = MlflowClient(store_uri)
-    (run,) = client.search_runs([client.get_experiment_by_name(f"hardening-{tmp_path.name}").experiment_id])
+    experiment = client.get_experiment_by_name(f"hardening-{tmp_path.name}")
+    assert experiment is not None
+    (run,) = client.search_runs([experiment.experiment_id])
     return run
 
 
@@ -133,7 +135,7 @@ def test_the_objective_is_the_mean_over_the_declared_eval_steps_only(tmp_path: P
     result = run_command_trial(_tracked(tmp_path, store_uri, HORIZON4), _trainer(tmp_path, body),
                                progress=seen.append)
     assert result.status == "SUCCEEDED" and result.fd == {2: 40.0, 4: 30.0}
-    assert result.objective == 35.0 and result.best_fd == 30.0 and result.best_step == 4
+    assert result.objective == 35.0 and result.best_fd == 30.0 and result.best_step == 4 and result.run_id
     assert [(r["step"], r.get("fd")) for r in seen] == [(1, None), (2, 40.0), (3, None), (4, 30.0)]
     history = MlflowClient(store_uri).get_metric_history(result.run_id, METRIC.FD)
     assert sorted((m.step, m.value) for m in history) == [(2, 40.0), (4, 30.0)]
@@ -270,6 +272,7 @@ def test_a_metric_mlflow_refuses_is_dropped_with_a_warning(tmp_path: Path, store
     with caplog.at_level(logging.WARNING, logger="trials._command"):
         result = run_command_trial(_tracked(tmp_path, store_uri, HORIZON2), _trainer(tmp_path, body))
     assert result.status == "SUCCEEDED" and result.objective == 35.0 and result.metric_name == "fd_external"
+    assert result.run_id
     run = MlflowClient(store_uri).get_run(result.run_id)
     assert run.info.status == "FINISHED" and run.data.metrics["good/one"] == 2.0
     assert "../../evil" not in run.data.metrics and run.data.metrics[METRIC.OBJECTIVE] == 35.0
