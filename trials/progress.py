@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ._errors import InputError
+from .core.errors import InputError
 from ._settings import EnvSettings
 from .record import METRIC
 

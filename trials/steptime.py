@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._lazy import lazy_attributes
+from .core.lazy import lazy_attributes
 from ._timing import (
     CLOCKS,
     ORDERS,
