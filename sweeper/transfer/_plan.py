@@ -94,6 +94,10 @@ class TransferPlan(_Keyed):
     # Seeds added in rounds: the rule (`scaling.RoundsSpec`), the deciding rung, the first round's seeds and each
     # look so far (`scaling.rounds_look`); `seeds` above grows with the rounds.
     rounds: dict[str, Any] | None = None
+    # The controls (`TransferSpec.controls`): kind -> {arm, against}; their (rung, arm) rows, Muon's carried again.
+    # Kept apart from `arms` and `runs`: the searched arm is never compared with a control.
+    controls: dict[str, dict[str, str]] | None = None
+    control_runs: list[PlanRow] = []
 
     def horizon_of(self) -> dict[str, int]:
         """Steps per rung (every rung at `horizon` in plans from before per-rung horizons)."""
