@@ -72,6 +72,7 @@ class ExportAnswers(FitAnswers, VerificationAnswers):
             "verification": self.verification_doc(),
             "seeds_note": self.seeds_note,
             "rounds": self.plan.rounds,
+            "controls": self.controls(),
         })
 
     def target_summary(self, *, n_boot: int | None = None) -> dict[str, Any]:

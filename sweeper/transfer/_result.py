@@ -16,6 +16,8 @@ Running a transfer, its status, its cancel and reading its runs from MLflow are 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping
+from typing import Any
 
 from scaling import target_table
 
@@ -37,8 +39,11 @@ class TransferResult(ExportAnswers):
 
     def table(self) -> str:
         """Time to best per rung and arm (mean over seeds), and the savings, as text."""
-        lines = [f"transfer {self.name} ({self.transfer_id}): {self.state}; chosen {self.chosen}, "
-                 f"{self.plan.horizon} steps"]
+        controls = self.controls()
+        # The controls first: whether the instrument would have seen a saving decides how the rest reads.
+        lines = [*controls["summary"], ""] if controls else []
+        lines.append(f"transfer {self.name} ({self.transfer_id}): {self.state}; chosen {self.chosen}, "
+                     f"{self.plan.horizon} steps")
         ttb = self.time_to_best()
         header = f"{'rung':<10} {'params':>10} {'arm':<9} {'seeds':>5} {'best FD':>9} {'time to best s':>15}"
         lines += [header, "-" * len(header)]
@@ -56,7 +61,9 @@ class TransferResult(ExportAnswers):
                 for b, s in per.items():
                     spread = f" ± {s.std_pct:.1f}" if s.std_pct is not None else ""
                     lines.append(f"  {rung:<10} vs {b:<8} {s.mean_pct:+.1f}%{spread} (n={s.n})")
-        lines += target_table(self.targets(), self.searched_arm)
+        report = self.targets()
+        lines += target_table(report, self.searched_arm)
+        lines += crossing_lines(report, self.searched_arm)
         doc = self.verification_doc()
         if doc is not None:
             lines.append("\n" + verification_line(doc) + (f": {doc['reason']}" if doc.get("reason") else ""))
@@ -65,3 +72,28 @@ class TransferResult(ExportAnswers):
         if self.seeds_note:
             lines.append(f"\nNOTE: {self.seeds_note}")
         return "\n".join(lines)
+
+
+def crossing_lines(report: Mapping[str, Any], searched_arm: str) -> list[str]:
+    """Each comparison at the first and the sustained crossing: the restricted-mean steps ratio over every seed
+    (censored seeds counted, not dropped), the time saving on it and how a null reads."""
+    lines = [f"\n{searched_arm} against each baseline, every seed kept (restricted mean steps to target; a seed that "
+             "does not reach, or does not stay below, is censored at its horizon):"]
+    for rung, e in report["rungs"].items():
+        for base, c in e["comparisons"].items():
+            for endpoint in ("first", "sustained"):
+                doc = c.get(endpoint) or {}
+                if "error" in doc or not doc:
+                    lines.append(f"  {rung:<10} vs {base:<8} {endpoint:<9} -: {doc.get('error', 'not computed')}")
+                    continue
+                r = doc["steps_to_target_ratio"]
+                ci = f" [{r['lo']:.3g}, {r['hi']:.3g}]" if r.get("lo") is not None else ""
+                censored = ", ".join(f"{arm} {n['right_censored']}" for arm, n in doc["censoring"].items())
+                text = (f"  {rung:<10} vs {base:<8} {endpoint:<9} steps ratio {r['mean']:.3g}{ci} (n={r['n']}; "
+                        f"censored {censored})")
+                saving = doc.get("time_saving_pct")
+                if saving:
+                    sci = f" [{saving['lo']:+.1f}, {saving['hi']:+.1f}]" if saving.get("lo") is not None else ""
+                    text += f", time saving {saving['mean']:+.1f}{sci} %: {doc.get('reading', '')}"
+                lines.append(text)
+    return lines
