@@ -8,6 +8,9 @@ roughly doubles the optimizer's work) far larger than any timing noise.
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -29,6 +32,7 @@ from trials.steptime import (
 from ..conftest import tiny_trial
 
 PERIODIC = {"name": "periodic", "refresh_every": 3, "gamma": 0.15}
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # --- the pure pieces -------------------------------------------------------------------------------------------
@@ -95,6 +99,14 @@ def test_the_paired_ratio_is_the_hand_calculation() -> None:
         paired_ratio([1.0], [1.0])
 
 
+def test_the_options_and_the_statistics_load_no_torch() -> None:
+    """A spec validates timing options and an analysis reads ratios without torch; the measurement loads it."""
+    code = ("import sys; from trials.steptime import StepTimingConfig, check_block_steps, paired_ratio; "
+            "print('torch' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "False", proc.stderr[-2000:]
+
+
 # --- the positive control arm ----------------------------------------------------------------------------------
 
 
@@ -126,6 +138,17 @@ def test_the_positive_control_updates_exactly_as_muon(ns_dtype: str) -> None:
     assert control.redundant_ns5_calls == steps * matrices
     assert optimizers[1].ns5_calls == optimizers[0].ns5_calls == steps * matrices  # the update's own NS5 only
     assert control.redundant_thread_s > 0 and control.redundant_wall_s > 0
+
+
+def test_the_positive_control_trains_as_muon_through_a_whole_trial() -> None:
+    """Through `run_trial` (the pipeline's trainer): the same FD and validation loss as Muon, bit for bit."""
+    from trials import run_trial
+
+    muon, control = (run_trial(tiny_trial(steps=6, eval_steps=[6], optimizer={"name": name}))
+                     for name in ("muon", "muon_extra_ns"))
+    assert control.status == muon.status == "SUCCEEDED"
+    assert control.fd == muon.fd and control.val_loss == muon.val_loss
+    assert control.ns5_calls == muon.ns5_calls > 0
 
 
 # --- a measurement ---------------------------------------------------------------------------------------------
@@ -160,6 +183,8 @@ def test_an_interleaved_measurement_records_rounds_clocks_phases_and_detects_a_k
     assert result.optimizer_share("muon_extra_ns") > result.optimizer_share("muon")
     negative = result.ratio("muon copy")
     assert abs(math.log(negative.mean)) < math.log(positive.mean) / 2  # identical arms: far from the control's
+    by_arm = result.rounds_by_arm()
+    assert list(by_arm) == list(arms) and by_arm["muon"] == result.step("muon")
     summary = result.summary()
     assert summary["rounds"] == 6 and summary["arms"]["periodic"]["thread"]["ratio"]["n"] == 6
     assert "ratio" not in summary["arms"]["muon"]["thread"]
