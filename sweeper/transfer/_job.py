@@ -259,15 +259,12 @@ def _check_timing(spec: TransferSpec, batch: int, rows: Sequence[Mapping[str, An
     if timing.local_batch is not None and timing.local_batch > batch:
         raise TransferError(f"timing.local_batch must be between 1 and the training batch ({batch}), got "
                             f"{timing.local_batch}")
-    period = math.lcm(*(_refresh_period(r["optimizer"]) for r in rows))
+    from trials.steptime import refresh_period
+
+    period = math.lcm(*(refresh_period(r["optimizer"]) for r in rows))
     if timing.block_steps is not None and timing.block_steps % period:
         raise TransferError(f"timing.block_steps must be a whole number of every arm's refresh period (K={period} "
                             f"for periodic, 1 for the other arms): a multiple of {period}, got {timing.block_steps}")
-
-
-def _refresh_period(optimizer: Mapping[str, Any]) -> int:
-    """Steps in one period of an arm's step pattern (`trials.steptime.refresh_period`, without importing torch)."""
-    return int(optimizer.get("refresh_every") or 1) if optimizer.get("name") == "periodic" else 1
 
 
 def _search_point(best: Mapping[str, Any], first: Mapping[str, Any]) -> tuple[dict[str, list[Any]], dict[str, Any]]:

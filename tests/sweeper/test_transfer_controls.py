@@ -205,3 +205,41 @@ def test_a_null_is_interpretable_only_with_a_detected_positive_control() -> None
     assert passed["first"]["time_saving_pct"]["lo"] < 0 < passed["first"]["time_saving_pct"]["hi"]
     assert passed["first"]["reading"].startswith("null, interpretable")
     assert failed["first"]["reading"].startswith("null, not interpretable: the positive control")
+
+
+def test_the_plan_runs_each_control_beside_muon_at_every_rung_with_muons_carried_lr() -> None:
+    from scaling import TransferError
+    from sweeper import SweepSpec
+    from sweeper.transfer._job import _plan, _Source
+
+    from .conftest import TINY_TRIAL
+
+    def source(**fields: Any) -> _Source:
+        spec = SweepSpec.model_validate({"name": "s", "rung": "cpu-xs", "horizon": 30, "seeds": [0, 1],
+                                         "baselines": ["adamw", "muon"], "trial": dict(TINY_TRIAL), **fields})
+        return _Source(workdir="/w", sweep_id="s-1", name="s", parent_run_id="p-1", tracking_uri="sqlite:///x.db",
+                       experiment="e", spec=spec, best={"K": 4, "gamma": 0.25}, objectives={}, searched_arm="periodic")
+
+    spec = TransferSpec(name="t", sweep="/w", rungs=["cpu-xs", "cpu-s"], controls=["negative", "positive"],
+                        lr_rules={"muon": "sqrt_width"})
+    plan, sweep = _plan(spec, source(), "t-1")
+    assert plan.controls == {"negative": {"arm": "muon_twin", "against": "muon"},
+                             "positive": {"arm": "muon_extra_ns", "against": "muon"}}
+    assert plan.arms == ["periodic", "muon", "adamw"]  # the controls are never compared with the searched arm
+    by_label = {b["label"]: b for b in sweep["baselines"]}
+    for rung in ("cpu-xs", "cpu-s"):
+        muon, twin, extra = by_label[f"muon.{rung}"], by_label[f"muon_twin.{rung}"], by_label[f"muon_extra_ns.{rung}"]
+        assert twin["arm"] == "muon" and twin["optimizer"] == muon["optimizer"]
+        assert extra["arm"] == "muon_extra_ns" and {**extra["optimizer"], "name": "muon"} == muon["optimizer"]
+        assert twin["tags"]["scalesweep.transfer.control_arm"] == "muon_twin"
+        assert extra["tags"]["scalesweep.transfer.control_arm"] == "muon_extra_ns"
+    assert by_label["muon_twin.cpu-s"]["optimizer"]["lr"] == pytest.approx(0.02 * math.sqrt(64 / 96))
+    assert {(r.rung, r.arm) for r in plan.control_runs} == {(g, a) for g in ("cpu-xs", "cpu-s")
+                                                           for a in ("muon_twin", "muon_extra_ns")}
+    with pytest.raises(TransferError, match=r"timing.block_steps .* a multiple of 4, got 6"):
+        _plan(TransferSpec(name="t", sweep="/w", rungs=["cpu-xs"], timing={"block_steps": 6}), source(), "t-2")
+    with pytest.raises(TransferError, match=r"timing.local_batch .* training batch \(16\), got 17"):
+        _plan(TransferSpec(name="t", sweep="/w", rungs=["cpu-xs"], timing={"local_batch": 17}), source(), "t-3")
+    command = {"backend": {"name": "command", "command": ["python", "train.py"]}}
+    with pytest.raises(TransferError, match=r"controls .* 'command' trainer"):
+        _plan(TransferSpec(name="t", sweep="/w", rungs=["cpu-xs"], controls=["negative"]), source(**command), "t-4")
