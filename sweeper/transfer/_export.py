@@ -73,6 +73,8 @@ class ExportAnswers(FitAnswers, VerificationAnswers):
             "seeds_note": self.seeds_note,
             "rounds": self.plan.rounds,
             "controls": self.controls(),
+            "diagnostics": self.diagnostics(),
+            "tuning_budgets": self.tuning_budgets(),
         })
 
     def target_summary(self, *, n_boot: int | None = None) -> dict[str, Any]:

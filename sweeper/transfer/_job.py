@@ -80,9 +80,9 @@ from ..jobfiles import (
 )
 from ..jobs import JobRun, SweepJob, cancel_sweep, log_transfer_figures, run_locked_job, run_stages, sweep_status
 from ..specs import SEARCH_PARAMS, SweepSpec, format_params
-from ._result import PlanRow, TransferPlan, TransferResult, _clean, _rung_shape, size_basis
+from ._result import TransferPlan, TransferResult, _clean, _rung_shape, size_basis
 from ._rounds import catch_up, planned_rounds, run_rounds
-from ._spec import CONTROL_ARMS, TransferSpec, default_transfer_workdir, load_transfer_spec
+from ._spec import CONTROL_ARMS, DIAGNOSTIC_ARMS, TransferSpec, default_transfer_workdir, load_transfer_spec
 from ._timing import measure_interleaved, measure_step_time_runs, timing_lines
 from ._verification import is_verification_run, plan_verification
 
@@ -181,7 +181,12 @@ class _Source:
                 "sweep_workdir": self.workdir, "sweep_rung": self.spec.rung, "sweep_horizon": self.spec.horizon,
                 "chosen": dict(self.best), "tracking_uri": _without_credentials(self.tracking_uri),
                 "experiment": self.experiment, "warnings": list(self.warnings),
-                "selection_seeds": list(self.spec.seeds)}
+                "selection_seeds": list(self.spec.seeds), "selection_points": self._points()}
+
+    def _points(self) -> int | None:
+        """Settings the sweep tried for its searched arm: its grid, else its budget of sampled points."""
+        grid = self.spec.search.grid_size
+        return int(grid) if math.isfinite(grid) else self.spec.search.budget
 
 
 def _load_source(workdir: str | Path, tracking_uri: str | None = None) -> _Source:
@@ -238,16 +243,40 @@ def _carried_rows(spec: TransferSpec, rungs: list[str], study_trial: Mapping[str
     return rows
 
 
-def _control_rows(spec: TransferSpec, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One row per (rung, control): Muon's row at that rung again, under the control's arm name, with the same
-    carried lr and weight decay; the positive control's optimizer is `muon_extra_ns` (the same settings)."""
+def _control_rows(spec: TransferSpec, rows: Sequence[Mapping[str, Any]], searched_arm: str) -> list[dict[str, Any]]:
+    """One row per (rung, control or diagnostic): Muon's row at that rung again, under the extra arm's name. The
+    controls keep Muon's carried lr and weight decay (the positive control's optimizer is `muon_extra_ns`, the same
+    settings); the effective-step diagnostic takes lr x (1 + (K - 1) gamma) / K of the searched arm at that rung
+    (its mean update RMS relative to Muon's at the same lr) and weight decay / that factor, so its per-step decay
+    lr x wd is the searched arm's."""
     out = []
+    muon_rows = [r for r in rows if r["arm"] == "muon"]
     for kind in spec.controls:
         arm = CONTROL_ARMS[kind]
-        for row in (r for r in rows if r["arm"] == "muon"):
+        for row in muon_rows:
             name = "muon" if kind == "negative" else arm
             out.append({**row, "arm": arm, "optimizer": {**row["optimizer"], "name": name}})
+    for diagnostic in spec.diagnostics:
+        if searched_arm != "periodic":
+            raise TransferError(f"diagnostics {list(spec.diagnostics)} need a periodic searched arm (its K and gamma "
+                                f"set the step size), not {searched_arm!r}; allowed: []")
+        for row in muon_rows:
+            searched = next(r for r in rows if r["rung"] == row["rung"] and r["arm"] == searched_arm)["optimizer"]
+            factor = effective_step_factor(searched)
+            opt = {**row["optimizer"], "lr": row["optimizer"]["lr"] * factor}
+            if opt.get("weight_decay"):
+                opt["weight_decay"] = opt["weight_decay"] / factor
+            out.append({**row, "arm": DIAGNOSTIC_ARMS[diagnostic], "lr": opt["lr"],
+                        "weight_decay": opt.get("weight_decay"), "lr_factor": factor, "optimizer": opt})
     return out
+
+
+def effective_step_factor(periodic: Mapping[str, Any]) -> float:
+    """The periodic arm's mean update RMS per step relative to Muon's at the same lr: one full orthogonalised step
+    (RMS as Muon's) and K - 1 cheap steps at gamma of it in every K, so (1 + (K - 1) gamma) / K (0.43 at K=3,
+    gamma=0.15)."""
+    k, gamma = int(periodic.get("refresh_every") or 3), float(periodic.get("gamma") or 0.0)
+    return (1 + (k - 1) * gamma) / k
 
 
 def _check_timing(spec: TransferSpec, batch: int, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -353,15 +382,16 @@ def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[Transf
         for r in sorted(rows, key=lambda r: -order.index(r["rung"]))
         if r is not first
     ]
-    control_rows = _control_rows(spec, rows)
+    control_rows = _control_rows(spec, rows, source.searched_arm)
     baselines += [{"arm": r["optimizer"]["name"], "label": f"{r['arm']}.{r['rung']}", "rung": r["rung"],
                    "optimizer": r["optimizer"], "tags": {**arm_tags(r), CONTROL_ARM_TAG: r["arm"]},
                    **({"horizon": horizons[r["rung"]], "eval_steps": evals_by_rung[r["rung"]]}
                       if horizons[r["rung"]] != horizon else {})}
                   for r in sorted(control_rows, key=lambda r: -order.index(r["rung"]))]
-    if spec.controls and base.backend.name != "builtin":
-        raise TransferError(f"controls {list(spec.controls)} cannot be built for the sweep's {base.backend.name!r} "
-                            "trainer: the control arms are optimizers of the builtin trial; allowed: []")
+    for section, names in (("controls", spec.controls), ("diagnostics", spec.diagnostics)):
+        if names and base.backend.name != "builtin":
+            raise TransferError(f"{section} {list(names)} cannot be built for the sweep's {base.backend.name!r} "
+                                "trainer: their arms are optimizers of the builtin trial; allowed: []")
     _check_timing(spec, batch, rows)
     verification = None
     if spec.verify is not None:  # the bracket's runs join the one sweep as settings of their own
@@ -413,6 +443,12 @@ def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[Transf
     }
     if spec.controls:
         plan["controls"] = {kind: {"arm": CONTROL_ARMS[kind], "against": "muon"} for kind in spec.controls}
+    if spec.diagnostics:
+        first_searched = next(r for r in rows if r["arm"] == source.searched_arm)["optimizer"]
+        plan["diagnostics"] = {kind: {"arm": DIAGNOSTIC_ARMS[kind], "against": source.searched_arm,
+                                      "reference": "muon", "lr_factor": effective_step_factor(first_searched)}
+                               for kind in spec.diagnostics}
+    if control_rows:
         plan["control_runs"] = [{k: v for k, v in r.items() if k != "optimizer"} for r in control_rows]
     if verification is not None:
         plan["verification"] = verification
@@ -594,7 +630,8 @@ def _step_timing(spec: TransferSpec, state: TransferState, out: IO[str] | None) 
         return {"measured": False, "reason": "timing.steps is 0"}
     if sweep_spec["backend"]["name"] != "builtin":
         return {"measured": False, "reason": "the command backend's trainer cannot be timed in isolation here"}
-    control_rows = [PlanRow.model_validate(r) for r in state.plan.get("control_runs") or []]
+    timed_controls = {c["arm"] for c in (state.plan.controls or {}).values()}  # a diagnostic costs as Muon does
+    control_rows = [r for r in state.plan.control_runs if r.arm in timed_controls]
     rows = [(r.rung, r.arm, opt) for r in [*state.plan.runs, *control_rows]
             for opt in [_row_optimizer(sweep_spec, r.rung, r.arm)] if opt is not None]
     threads = int(sweep_spec["execution"].get("threads", 1))

@@ -56,6 +56,7 @@ class PlanRow(_Keyed):
     lr_base: float | None = None  # the arm's lr at the sweep's rung
     weight_decay: float | None = None
     weight_decay_rule: str | None = None
+    lr_factor: float | None = None  # a diagnostic arm's lr / Muon's carried lr
 
 
 class PlanBase(_Keyed):
@@ -97,6 +98,9 @@ class TransferPlan(_Keyed):
     # The controls (`TransferSpec.controls`): kind -> {arm, against}; their (rung, arm) rows, Muon's carried again.
     # Kept apart from `arms` and `runs`: the searched arm is never compared with a control.
     controls: dict[str, dict[str, str]] | None = None
+    # The diagnostics (`TransferSpec.diagnostics`): kind -> {arm, against, reference, lr_factor}; their rows are
+    # in `control_runs` beside the controls'.
+    diagnostics: dict[str, dict[str, Any]] | None = None
     control_runs: list[PlanRow] = []
 
     def horizon_of(self) -> dict[str, int]:

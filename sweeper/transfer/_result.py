@@ -42,6 +42,8 @@ class TransferResult(ExportAnswers):
         controls = self.controls()
         # The controls first: whether the instrument would have seen a saving decides how the rest reads.
         lines = [*controls["summary"], ""] if controls else []
+        for doc in (self.diagnostics() or {}).values():
+            lines += [*doc["lines"], ""]
         lines.append(f"transfer {self.name} ({self.transfer_id}): {self.state}; chosen {self.chosen}, "
                      f"{self.plan.horizon} steps")
         ttb = self.time_to_best()
@@ -61,6 +63,7 @@ class TransferResult(ExportAnswers):
                 for b, s in per.items():
                     spread = f" ± {s.std_pct:.1f}" if s.std_pct is not None else ""
                     lines.append(f"  {rung:<10} vs {b:<8} {s.mean_pct:+.1f}%{spread} (n={s.n})")
+        lines.append(budget_line(self.tuning_budgets()))
         report = self.targets()
         lines += target_table(report, self.searched_arm)
         lines += crossing_lines(report, self.searched_arm)
@@ -97,3 +100,11 @@ def crossing_lines(report: Mapping[str, Any], searched_arm: str) -> list[str]:
                     text += f", time saving {saving['mean']:+.1f}{sci} %: {doc.get('reading', '')}"
                 lines.append(text)
     return lines
+
+
+def budget_line(budgets: Mapping[str, Any]) -> str:
+    """The tuning budget per arm in one line: settings tried in the sweep and runs per rung in the transfer."""
+    arms = "; ".join(f"{arm} {b['sweep_settings'] if b['sweep_settings'] is not None else '?'} in the sweep, "
+                     f"{b['runs_per_rung']} runs per rung" for arm, b in budgets["arms"].items())
+    equal = {True: "equal", False: "NOT equal", None: "not known"}[budgets["equal_in_sweep"]]
+    return f"tuning budget per arm (settings tried; runs): {arms} (sweep budgets {equal})"

@@ -24,7 +24,8 @@ from ..specs import ExecutionSpec, SweepTracking, read_spec
 from ..specs.checks import MAX_HORIZON, MAX_SEEDS, Seeds, TrialSection
 from ._verification import VerifySpec
 
-__all__ = ["ARMS", "CONTROL_ARMS", "ControlName", "TransferSpec", "default_transfer_workdir", "load_transfer_spec"]
+__all__ = ["ARMS", "CONTROL_ARMS", "DIAGNOSTIC_ARMS", "ControlName", "DiagnosticName", "TransferSpec",
+           "default_transfer_workdir", "load_transfer_spec"]
 
 _ARMS = ARMS
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
@@ -32,9 +33,12 @@ _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 ArmName = Literal["periodic", "muon", "adamw", "rownorm"]
 LrRuleName = LrRule
 ControlName = Literal["negative", "positive"]
+DiagnosticName = Literal["effective_step"]
 # Each control's arm, run beside Muon at every rung: the negative control a second, identical Muon under another
 # name; the positive control Muon plus one discarded Newton-Schulz per matrix per step (trials.optim, control arm).
 CONTROL_ARMS: dict[str, str] = {"negative": "muon_twin", "positive": "muon_extra_ns"}
+# The diagnostic arms: Muon at the searched arm's mean update size (lr x (1 + (K - 1) gamma) / K for periodic).
+DIAGNOSTIC_ARMS: dict[str, str] = {"effective_step": "muon_effective_step"}
 # The timing fields a transfer had before the interleaved method: the others are left out of the fingerprint at
 # their defaults.
 _FIRST_TIMING_FIELDS = ("steps", "warmup", "repeats")
@@ -127,6 +131,14 @@ class TransferSpec(BaseModel):
         "so a known per-step saving that must be detected). Needs the muon arm and the builtin trainer. "
         "Default: none.",
     )
+    diagnostics: list[DiagnosticName] = Field(
+        default_factory=list,
+        max_length=1,
+        description="Diagnostic arms trained beside the arms at every rung: effective_step (muon_effective_step: "
+        "Muon at lr x the periodic arm's mean update-RMS ratio (1 + (K - 1) gamma) / K), whose verdict says whether "
+        "a steps penalty of periodic against Muon is its smaller step or its direction. Needs the muon arm, a "
+        "periodic searched arm and the builtin trainer. Default: none.",
+    )
 
     @field_validator("rungs")
     @classmethod
@@ -165,20 +177,24 @@ class TransferSpec(BaseModel):
                              f"{timing.block_steps}")
         return timing
 
-    @field_validator("controls")
+    @field_validator("controls", "diagnostics")
     @classmethod
-    def _controls_buildable(cls, controls: list[str], info: ValidationInfo) -> list[str]:
-        if len(set(controls)) != len(controls):
-            raise ValueError(f"controls must be distinct, from {list(CONTROL_ARMS)}; got {controls}")
+    def _extra_arms_buildable(cls, names: list[str], info: ValidationInfo) -> list[str]:
+        field = info.field_name
+        if len(set(names)) != len(names):
+            raise ValueError(f"{field} must be distinct; got {names}")
         arms = info.data.get("arms")
-        if controls and arms is not None and "muon" not in arms:
-            raise ValueError(f"controls {controls} compare against Muon: arms must include 'muon', got {arms}")
+        if names and arms is not None and "muon" not in arms:
+            raise ValueError(f"{field} {names} compare against Muon: arms must include 'muon', got {arms}")
         facts = _source_facts(info.data.get("sweep"), info.data.get("trial") or {})
-        if controls and facts.backend not in (None, "builtin"):
-            raise ValueError(f"controls {controls} cannot be built for the sweep's {facts.backend!r} trainer: the "
-                             "control arms are optimizers of the builtin trial (backend 'builtin'); allowed: [] "
-                             "with this sweep")
-        return controls
+        if names and facts.backend not in (None, "builtin"):
+            raise ValueError(f"{field} {names} cannot be built for the sweep's {facts.backend!r} trainer: their "
+                             "arms are optimizers of the builtin trial (backend 'builtin'); allowed: [] with this "
+                             "sweep")
+        if field == "diagnostics" and names and facts.period == 1:
+            raise ValueError(f"diagnostics {names} need a periodic searched arm (its K and gamma set the step size); "
+                             "allowed: [] with this sweep")
+        return names
 
     @model_validator(mode="after")
     def _rules_for_arms(self) -> TransferSpec:
@@ -209,8 +225,9 @@ class TransferSpec(BaseModel):
         for later in ("verify", "rounds"):  # added later: older transfers resume
             if payload.get(later, 0) is None:
                 payload.pop(later)
-        if not payload.get("controls"):
-            payload.pop("controls", None)
+        for later in ("controls", "diagnostics"):  # added later, empty by default: older transfers resume
+            if not payload.get(later):
+                payload.pop(later, None)
         timing_default = TimingSpec().model_dump(mode="json")
         payload["timing"] = {k: v for k, v in payload["timing"].items()
                              if k in _FIRST_TIMING_FIELDS or v != timing_default[k]}

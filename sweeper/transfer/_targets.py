@@ -151,6 +151,68 @@ class TargetAnswers(SavingsAnswers):
         """Rungs whose runs are mostly still improving fast at their end (the plateau check)."""
         return [r for r, e in self.targets()["rungs"].items() if e["plateau"]["undertrained"]]
 
+    def diagnostics(self) -> dict[str, Any] | None:
+        """The diagnostics' section (None without): effective_step per rung: the searched arm against Muon and
+        against Muon at the searched arm's mean update size (`muon_effective_step`), at the first crossing, and the
+        verdict: is a steps penalty against Muon the step size or the direction?"""
+        plan = self.plan.diagnostics
+        if not plan:
+            return None
+        rungs = self._rung_report["rungs"]
+        out: dict[str, Any] = {}
+        for kind, d in plan.items():
+            per: dict[str, Any] = {}
+            for rung in self.plan.rungs:
+                vs_muon = self._crossing(rung, d["against"], d["reference"], rungs[rung]["target"])
+                vs_eff = self._crossing(rung, d["against"], d["arm"], rungs[rung]["target"])
+                doc: dict[str, Any] = {}
+                for key, comp in ((f"vs_{d['reference']}", vs_muon), (f"vs_{d['arm']}", vs_eff)):
+                    doc[key] = comp.to_dict() if isinstance(comp, CrossingComparison) else {"error": comp}
+                if isinstance(vs_muon, CrossingComparison) and isinstance(vs_eff, CrossingComparison):
+                    doc["verdict"] = effective_step_verdict(vs_muon.steps[CONTROL_ENDPOINT],
+                                                            vs_eff.steps[CONTROL_ENDPOINT])
+                else:
+                    doc["verdict"] = "not judged: " + str(vs_muon if isinstance(vs_muon, str) else vs_eff)
+                per[rung] = doc
+            out[kind] = {**d, "endpoint": CONTROL_ENDPOINT, "rungs": per,
+                         "lines": [f"{rung}: effective step: {doc['verdict']}" for rung, doc in per.items()]}
+        return out
+
+    def tuning_budgets(self) -> dict[str, Any]:
+        """Per arm, the settings tried before the transfer carried one (the sweep's points for the searched arm, its
+        lr bracket for a baseline) and the settings and runs per rung in the transfer, with whether they are equal
+        across the arms (a searched arm tuned on more settings than the baselines has an advantage no test sees)."""
+        sweep_settings: dict[str, int] = {}
+        for arm, doc in self.source_objectives.items():
+            tried = (doc or {}).get("lr_tuning") or {}
+            sweep_settings[arm] = max(1, len(tried))
+        chosen = self.source.get("selection_points")
+        if chosen:
+            sweep_settings[self.searched_arm] = int(chosen)
+        per_arm = {arm: {"sweep_settings": sweep_settings.get(arm), "transfer_settings_per_rung": 1,
+                         "runs_per_rung": len(self.plan.seeds)} for arm in self.plan.arms}
+        transfer_equal = len({a["runs_per_rung"] for a in per_arm.values()}) == 1
+        known = [a["sweep_settings"] for a in per_arm.values() if a["sweep_settings"] is not None]
+        return {"arms": per_arm, "equal_in_transfer": transfer_equal,
+                "equal_in_sweep": (len(set(known)) <= 1) if len(known) == len(per_arm) else None}
+
+
+def effective_step_verdict(vs_muon: Any, vs_effective: Any) -> str:
+    """The effective-step diagnostic's verdict from two restricted-mean steps ratios (searched arm / Muon and
+    searched arm / Muon at the searched arm's mean update size), each with its interval."""
+    if vs_muon.lo is None or vs_effective.lo is None:
+        return "not judged: one seed, no interval"
+    if vs_muon.lo <= 1.0:
+        return (f"no steps penalty against Muon shown (ratio {vs_muon.ratio:.3g} [{vs_muon.lo:.3g}, "
+                f"{vs_muon.hi:.3g}]): nothing to attribute")
+    head = (f"steps ratio {vs_muon.ratio:.3g} [{vs_muon.lo:.3g}, {vs_muon.hi:.3g}] against Muon, "
+            f"{vs_effective.ratio:.3g} [{vs_effective.lo:.3g}, {vs_effective.hi:.3g}] against Muon at its update size")
+    if vs_effective.lo > 1.0:
+        return f"{head}: the direction (at equal update size Muon still needs fewer steps)"
+    if vs_effective.hi < 1.0:
+        return f"{head}: the step size, and more (at equal update size Muon needs more steps)"
+    return f"{head}: the step size (at equal update size the penalty is gone; tune its lr)"
+
 
 def controls_summary(doc: Mapping[str, Any]) -> list[str]:
     """The report's first lines: whether each control came out as it must, over every rung, then each rung's

@@ -26,7 +26,8 @@ def transfer_work(spec: TransferSpec, base: SweepSpec) -> int:
         steps = rung_horizon(spec.horizon, _rung_shape(rung, trial)[1], int(trial.get("batch_size", 32)), fixed)
         eval_steps = _scaled_eval_steps(base.resolved_eval_steps, base.horizon, steps)
         per_rung[rung] = trial_work({**trial, "rung": rung, "steps": steps, "eval_steps": eval_steps})
-    total = sum((len(spec.arms) + len(spec.controls)) * seeds * work for work in per_rung.values())
+    arms = len(spec.arms) + len(spec.controls) + len(spec.diagnostics)
+    total = sum(arms * seeds * work for work in per_rung.values())
     if spec.verify is not None:
         rung = spec.verify.rung or rungs[-1]
         total += 2 * len(spec.verify.knobs) * seeds * per_rung.get(rung, max(per_rung.values()))

@@ -138,11 +138,14 @@ def _timing(extra_cost: float, rounds: int = 12) -> dict[str, Any]:
             "rungs": {g: {"expected_step_time_ratio": {"muon_extra_ns": 1 / extra_cost}} for g in RUNGS}}
 
 
-def _result(extra_cost: float, periodic_scale: float = 1.0) -> TransferResult:
+def _result(extra_cost: float, periodic_scale: float = 1.0, effective_scale: float | None = None) -> TransferResult:
     rng = np.random.default_rng(0)
     base = [float(s) for s in 10 * np.exp(rng.normal(0, 0.05, len(SEEDS)))]
     scales = {"periodic": [periodic_scale * s for s in base], "muon": base, "adamw": [1.1 * s for s in base],
               "muon_twin": base, "muon_extra_ns": base}
+    if effective_scale is not None:  # Muon at the periodic arm's update size, its own seed-to-seed spread
+        noise = np.exp(rng.normal(0, 0.02, len(SEEDS)))
+        scales["muon_effective_step"] = [effective_scale * s * float(n) for s, n in zip(base, noise, strict=True)]
     arms = ["periodic", "muon", "adamw"]
     plan = {"rungs": list(RUNGS), "horizon": HORIZON, "seeds": list(SEEDS), "arms": arms, "searched_arm": "periodic",
             "chosen": {"K": 3, "gamma": 0.15}, "eval_steps": [52, 56, 60],
@@ -151,6 +154,9 @@ def _result(extra_cost: float, periodic_scale: float = 1.0) -> TransferResult:
                          "positive": {"arm": "muon_extra_ns", "against": "muon"}},
             "control_runs": [{"rung": g, "arm": a, "parameters": 1000} for g in RUNGS
                              for a in ("muon_twin", "muon_extra_ns")]}
+    if effective_scale is not None:
+        plan["diagnostics"] = {"effective_step": {"arm": "muon_effective_step", "against": "periodic",
+                                                  "reference": "muon", "lr_factor": 0.43}}
     return TransferResult(transfer_id="t-1", name="t", state="SUCCEEDED", workdir="/nowhere", tracking_uri="x",
                           experiment="e", parent_run_id="p", source={"sweep_id": "s-1"}, plan=plan,
                           runs=_runs(scales), step_timing=_timing(extra_cost))
@@ -234,6 +240,16 @@ def test_the_plan_runs_each_control_beside_muon_at_every_rung_with_muons_carried
         assert twin["tags"]["scalesweep.transfer.control_arm"] == "muon_twin"
         assert extra["tags"]["scalesweep.transfer.control_arm"] == "muon_extra_ns"
     assert by_label["muon_twin.cpu-s"]["optimizer"]["lr"] == pytest.approx(0.02 * math.sqrt(64 / 96))
+    # The effective-step diagnostic: Muon at (1 + (K - 1) gamma) / K = (1 + 3 x 0.25) / 4 of its lr, lr x wd kept.
+    diag, _ = _plan(spec.model_copy(update={"diagnostics": ["effective_step"]}), source(), "t-5")
+    assert diag.diagnostics == {"effective_step": {"arm": "muon_effective_step", "against": "periodic",
+                                                   "reference": "muon", "lr_factor": 0.4375}}
+    rows = {(r.rung, r.arm): r for r in diag.control_runs}
+    muon_row = {(r.rung, r.arm): r for r in diag.runs}[("cpu-s", "muon")]
+    eff = rows[("cpu-s", "muon_effective_step")]
+    assert eff.lr == pytest.approx(0.4375 * muon_row.lr) and eff.lr_factor == 0.4375
+    if muon_row.weight_decay:
+        assert eff.weight_decay * eff.lr == pytest.approx(muon_row.weight_decay * muon_row.lr)
     assert {(r.rung, r.arm) for r in plan.control_runs} == {(g, a) for g in ("cpu-xs", "cpu-s")
                                                            for a in ("muon_twin", "muon_extra_ns")}
     with pytest.raises(TransferError, match=r"timing.block_steps .* a multiple of 4, got 6"):
@@ -243,3 +259,49 @@ def test_the_plan_runs_each_control_beside_muon_at_every_rung_with_muons_carried
     command = {"backend": {"name": "command", "command": ["python", "train.py"]}}
     with pytest.raises(TransferError, match=r"controls .* 'command' trainer"):
         _plan(TransferSpec(name="t", sweep="/w", rungs=["cpu-xs"], controls=["negative"]), source(**command), "t-4")
+
+
+@pytest.mark.parametrize(("effective_scale", "verdict"), [
+    (1.2, "the step size (at equal update size the penalty is gone; tune its lr)"),
+    (1.0, "the direction (at equal update size Muon still needs fewer steps)"),
+])
+def test_the_effective_step_diagnostic_tells_step_size_from_direction(effective_scale: float, verdict: str) -> None:
+    # periodic needs 1.2 x Muon's steps; Muon at periodic's update size needs either as many (1.2: the step size)
+    # or Muon's own (1.0: the direction)
+    result = _result(extra_cost=1.3, periodic_scale=1.2, effective_scale=effective_scale)
+    doc = result.analysis(n_boot=0)["diagnostics"]["effective_step"]
+    for rung in RUNGS:
+        d = doc["rungs"][rung]
+        assert d["vs_muon"]["first"]["steps_to_target_ratio"]["mean"] == pytest.approx(1.2, rel=0.02)
+        assert d["verdict"].endswith(verdict)
+    assert f"cpu-xs: effective step: {doc['rungs']['cpu-xs']['verdict']}" in result.table().splitlines()
+
+
+def test_diagnostics_that_cannot_be_built_are_refused(tmp_path: Path) -> None:
+    sweep = tmp_path / "muon-sweep"
+    _sweep_folder(sweep)
+    spec = json.loads((sweep / "spec.json").read_text())
+    (sweep / "spec.json").write_text(json.dumps({**spec, "search": {"optimizer": {"name": "rownorm"},
+                                                                    "space": {"gamma": [0.1]}}}))
+    [(loc, msg)] = _refused({"sweep": str(sweep), "diagnostics": ["effective_step"]})
+    assert loc == ("diagnostics",) and "need a periodic searched arm" in msg
+    [(loc, msg)] = _refused({"sweep": str(_sweep_folder(tmp_path / "command", backend="command")),
+                             "diagnostics": ["effective_step"]})
+    assert loc == ("diagnostics",) and "'command' trainer" in msg
+    ok = TransferSpec.model_validate({"name": "t", "sweep": str(_sweep_folder(tmp_path / "periodic")),
+                                      "diagnostics": ["effective_step"]})
+    assert ok.diagnostics == ["effective_step"] and ok.fingerprint() != ok.model_copy(
+        update={"diagnostics": []}).fingerprint()
+
+
+def test_tuning_budgets_per_arm_are_printed_and_compared() -> None:
+    result = _result(extra_cost=1.3)
+    result.source.update(selection_points=12)
+    result.source_objectives.update({"muon": {"lr_tuning": {"muon.lr_x0.5": 1.0, "muon.lr_x1": 0.9,
+                                                            "muon.lr_x2": 1.1}}, "adamw": {}})
+    budgets = result.tuning_budgets()
+    assert {a: b["sweep_settings"] for a, b in budgets["arms"].items()} == {"periodic": 12, "muon": 3, "adamw": 1}
+    assert budgets["equal_in_sweep"] is False and budgets["equal_in_transfer"] is True
+    assert all(b["runs_per_rung"] == len(SEEDS) for b in budgets["arms"].values())
+    line = next(x for x in result.table().splitlines() if x.startswith("tuning budget per arm"))
+    assert "periodic 12 in the sweep, 5 runs per rung" in line and "(sweep budgets NOT equal)" in line
