@@ -289,7 +289,7 @@ class BaselineSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    arm: ArmName | ControlArmName = Field(
+    arm: Literal[ArmName, ControlArmName] = Field(
         ..., description="Optimizer arm: adamw, muon, periodic or rownorm; or the control arm muon_extra_ns."
     )
     label: str | None = Field(
