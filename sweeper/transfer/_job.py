@@ -95,9 +95,9 @@ __all__ = [
     "transfer_status",
 ]
 
-# The control arm a run belongs to (muon_twin, muon_extra_ns), on the control arms' runs: the negative control's
-# optimizer is `muon`, so its arm is told apart by this tag.
-CONTROL_ARM_TAG = "scalesweep.transfer.control_arm"
+# The arm a run is analysed as where its optimizer's name does not say it: a control or diagnostic arm (the negative
+# control's optimizer is `muon`), or an lr bracket's setting (`periodic@lr_x1.5`).
+ARM_TAG = "scalesweep.transfer.arm"
 
 # The step series a transfer's analysis reads from each run.
 _HISTORIES = (METRIC.FD, METRIC.EFFECTIVE_TIME_S, METRIC.FD_TRACK, METRIC.TRACK_EFFECTIVE_TIME_S, METRIC.FD_BIAS)
@@ -271,6 +271,20 @@ def _control_rows(spec: TransferSpec, rows: Sequence[Mapping[str, Any]], searche
     return out
 
 
+def _bracket_rows(spec: TransferSpec, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (rung, bracketed arm, multiple other than 1): the arm's row at lr x the multiple, its other
+    settings (weight decay included) unchanged, as a sweep's `lr_factors` does, under the arm name
+    `<arm>@lr_x<multiple>` (the analysis judges each rung's arm at its best multiple)."""
+    out = []
+    for arm, factors in spec.lr_brackets.items():
+        for row in (r for r in rows if r["arm"] == arm):
+            for factor in (f for f in factors if f != 1):
+                opt = {**row["optimizer"], "lr": row["optimizer"]["lr"] * factor}
+                out.append({**row, "arm": f"{arm}@lr_x{factor:g}", "lr": opt["lr"], "lr_factor": factor,
+                            "optimizer": opt})
+    return out
+
+
 def effective_step_factor(periodic: Mapping[str, Any]) -> float:
     """The periodic arm's mean update RMS per step relative to Muon's at the same lr: one full orthogonalised step
     (RMS as Muon's) and K - 1 cheap steps at gamma of it in every K, so (1 + (K - 1) gamma) / K (0.43 at K=3,
@@ -384,10 +398,16 @@ def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[Transf
     ]
     control_rows = _control_rows(spec, rows, source.searched_arm)
     baselines += [{"arm": r["optimizer"]["name"], "label": f"{r['arm']}.{r['rung']}", "rung": r["rung"],
-                   "optimizer": r["optimizer"], "tags": {**arm_tags(r), CONTROL_ARM_TAG: r["arm"]},
+                   "optimizer": r["optimizer"], "tags": {**arm_tags(r), ARM_TAG: r["arm"]},
                    **({"horizon": horizons[r["rung"]], "eval_steps": evals_by_rung[r["rung"]]}
                       if horizons[r["rung"]] != horizon else {})}
                   for r in sorted(control_rows, key=lambda r: -order.index(r["rung"]))]
+    bracket_rows = _bracket_rows(spec, rows)
+    baselines += [{"arm": r["optimizer"]["name"], "label": f"{r['arm'].replace('@', '.')}.{r['rung']}",
+                   "rung": r["rung"], "optimizer": r["optimizer"], "tags": {**arm_tags(r), ARM_TAG: r["arm"]},
+                   **({"horizon": horizons[r["rung"]], "eval_steps": evals_by_rung[r["rung"]]}
+                      if horizons[r["rung"]] != horizon else {})}
+                  for r in sorted(bracket_rows, key=lambda r: -order.index(r["rung"]))]
     for section, names in (("controls", spec.controls), ("diagnostics", spec.diagnostics)):
         if names and base.backend.name != "builtin":
             raise TransferError(f"{section} {list(names)} cannot be built for the sweep's {base.backend.name!r} "
@@ -450,6 +470,9 @@ def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[Transf
                                for kind in spec.diagnostics}
     if control_rows:
         plan["control_runs"] = [{k: v for k, v in r.items() if k != "optimizer"} for r in control_rows]
+    if spec.lr_brackets:
+        plan["lr_brackets"] = {arm: list(factors) for arm, factors in spec.lr_brackets.items()}
+        plan["bracket_runs"] = [{k: v for k, v in r.items() if k != "optimizer"} for r in bracket_rows]
     if verification is not None:
         plan["verification"] = verification
     if rounds is not None:
@@ -611,8 +634,8 @@ def _print_plan(state: TransferState, out: IO[str]) -> None:
     print(f"transfer {state.transfer_id}: {state.source['chosen']} from sweep {state.source['sweep_id']} to "
           f"{', '.join(plan.rungs)}; arms {', '.join(plan.arms)}; {steps} (sweep: "
           f"{plan.source_horizon}), {evals}, seeds {plan.seeds}; "
-          f"{(len(plan.runs) + len(plan.control_runs)) * len(plan.seeds)} runs", file=out, flush=True)
-    for row in [*plan.runs, *plan.control_runs]:
+          f"{plan.planned_runs()} runs", file=out, flush=True)
+    for row in [*plan.runs, *plan.bracket_runs, *plan.control_runs]:
         print(f"  {row.rung:<10} {row.arm:<8} lr {row.lr or 0.0:.4g} ({row.lr_rule} from {row.lr_base or 0.0:.4g})",
               file=out, flush=True)
     if plan.controls:
@@ -690,7 +713,7 @@ def transfer_status(workdir: str | Path) -> dict[str, Any]:
     plan = state.plan
     base = {"transfer_id": state.transfer_id, "name": state.name, "workdir": str(path),
             "source_sweep_id": state.source["sweep_id"], "rungs": plan.rungs, "arms": plan.arms,
-            "horizon": plan.horizon, "runs_planned": (len(plan.runs) + len(plan.control_runs)) * len(plan.seeds),
+            "horizon": plan.horizon, "runs_planned": plan.planned_runs(),
             "tracking_uri": state.tracking["tracking_uri"], "experiment": state.tracking["experiment"]}
     if not is_sweep_folder(path):  # the driver has not reached its sweep yet
         return {**base, "state": "PENDING", "driver_alive": False, "counts": {}, "parent_run_id": None}
@@ -789,7 +812,7 @@ def _num(text: str | None) -> float | None:
 def _transfer_run(run: StoredRun) -> TransferRun:
     """The analysis's record of one stored run (its histories read for `_HISTORIES`)."""
     params, tags = run.params, run.tags
-    arm = tags.get(CONTROL_ARM_TAG) or run.arm
+    arm = tags.get(ARM_TAG) or run.arm
     fd, times = run.history(METRIC.FD), run.history(METRIC.EFFECTIVE_TIME_S)
     checkpoints = tuple((int(s), float(times[s]), float(fd[s])) for s in sorted(fd) if s in times)
     track_fd, track_times = run.history(METRIC.FD_TRACK), run.history(METRIC.TRACK_EFFECTIVE_TIME_S)
@@ -804,8 +827,8 @@ def _transfer_run(run: StoredRun) -> TransferRun:
         lr_rule=tags.get(LINEAGE.LR_RULE),
         lr_base=_num(tags.get(LINEAGE.LR_BASE)),
         # Every trial logs its whole config, so a baseline carries K and gamma params it never used.
-        K=parse_int(params.get("optimizer.refresh_every")) if arm == "periodic" else None,
-        gamma=_num(params.get("optimizer.gamma")) if arm in ARMS_WITH_GAMMA else None,
+        K=parse_int(params.get("optimizer.refresh_every")) if run.arm == "periodic" else None,
+        gamma=_num(params.get("optimizer.gamma")) if run.arm in ARMS_WITH_GAMMA else None,
         run_id=run.run_id,
         state=run.status,
         trial_key=run.trial_key if run.trial_key is not None else (run.run_name or run.run_id),

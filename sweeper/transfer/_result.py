@@ -64,6 +64,12 @@ class TransferResult(ExportAnswers):
                     spread = f" ± {s.std_pct:.1f}" if s.std_pct is not None else ""
                     lines.append(f"  {rung:<10} vs {b:<8} {s.mean_pct:+.1f}%{spread} (n={s.n})")
         lines.append(budget_line(self.tuning_budgets()))
+        for rung, choices in self.lr_choices.items():
+            for arm, choice in choices.items():
+                tried = ", ".join(f"x{f} {d['mean_final']:.4g}" if d["mean_final"] is not None else f"x{f} -"
+                                  for f, d in choice["multiples"].items())
+                lines.append(f"  {rung:<10} {arm:<8} judged at lr x{choice['chosen']:g} (mean final quality: "
+                             f"{tried})")
         report = self.targets()
         lines += target_table(report, self.searched_arm)
         lines += crossing_lines(report, self.searched_arm)
@@ -105,6 +111,8 @@ def crossing_lines(report: Mapping[str, Any], searched_arm: str) -> list[str]:
 def budget_line(budgets: Mapping[str, Any]) -> str:
     """The tuning budget per arm in one line: settings tried in the sweep and runs per rung in the transfer."""
     arms = "; ".join(f"{arm} {b['sweep_settings'] if b['sweep_settings'] is not None else '?'} in the sweep, "
-                     f"{b['runs_per_rung']} runs per rung" for arm, b in budgets["arms"].items())
-    equal = {True: "equal", False: "NOT equal", None: "not known"}[budgets["equal_in_sweep"]]
-    return f"tuning budget per arm (settings tried; runs): {arms} (sweep budgets {equal})"
+                     f"{b['transfer_settings_per_rung']} x {b['runs_per_rung'] // b['transfer_settings_per_rung']} "
+                     "runs per rung" for arm, b in budgets["arms"].items())
+    words = {True: "equal", False: "NOT equal", None: "not known"}
+    return (f"tuning budget per arm (settings tried in the sweep; settings x seeds per rung here): {arms} (sweep "
+            f"{words[budgets['equal_in_sweep']]}, transfer {words[budgets['equal_in_transfer']]})")

@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -131,6 +131,13 @@ class TransferSpec(BaseModel):
         "so a known per-step saving that must be detected). Needs the muon arm and the builtin trainer. "
         "Default: none.",
     )
+    lr_brackets: dict[ArmName, list[Annotated[float, Field(gt=0, le=100)]]] = Field(
+        default_factory=dict,
+        description="Equal tuning on what is judged: each listed arm runs at each multiple of its carried lr at "
+        "every rung (1 included: the carried lr), e.g. {periodic: [1, 1.5, 2.3], muon: [1, 1.5, 2.3]}; each (rung, "
+        "arm) is judged at the multiple with the lowest mean final quality over the transfer's seeds, and the "
+        "report prints each arm's settings and runs. Default: none (one setting per arm and rung: equal).",
+    )
     diagnostics: list[DiagnosticName] = Field(
         default_factory=list,
         max_length=1,
@@ -196,11 +203,23 @@ class TransferSpec(BaseModel):
                              "allowed: [] with this sweep")
         return names
 
+    @field_validator("lr_brackets")
+    @classmethod
+    def _brackets(cls, brackets: dict[str, list[float]]) -> dict[str, list[float]]:
+        for arm, factors in brackets.items():
+            if 1 not in factors or len(set(factors)) != len(factors) or len(factors) > 9:
+                raise ValueError(f"lr_brackets.{arm} must be 1 to 9 distinct multiples of the carried lr including 1, "
+                                 f"e.g. [1, 1.5, 2.3]; got {factors}")
+        return brackets
+
     @model_validator(mode="after")
     def _rules_for_arms(self) -> TransferSpec:
         extra = sorted(set(self.lr_rules) - set(self.arms))
         if extra:
             raise ValueError(f"lr_rules names arms {extra} that are not in arms {self.arms}")
+        extra = sorted(set(self.lr_brackets) - set(self.arms))
+        if extra:
+            raise ValueError(f"lr_brackets names arms {extra} that are not in arms {self.arms}")
         if self.target.rule == "final_mean" and self.target.arm not in self.arms:
             raise ValueError(f"target.arm {self.target.arm!r} must be one of arms {self.arms}")
         if self.rounds is not None:
@@ -225,7 +244,7 @@ class TransferSpec(BaseModel):
         for later in ("verify", "rounds"):  # added later: older transfers resume
             if payload.get(later, 0) is None:
                 payload.pop(later)
-        for later in ("controls", "diagnostics"):  # added later, empty by default: older transfers resume
+        for later in ("controls", "diagnostics", "lr_brackets"):  # added later, empty by default: older ones resume
             if not payload.get(later):
                 payload.pop(later, None)
         timing_default = TimingSpec().model_dump(mode="json")

@@ -189,8 +189,11 @@ class TargetAnswers(SavingsAnswers):
         chosen = self.source.get("selection_points")
         if chosen:
             sweep_settings[self.searched_arm] = int(chosen)
-        per_arm = {arm: {"sweep_settings": sweep_settings.get(arm), "transfer_settings_per_rung": 1,
-                         "runs_per_rung": len(self.plan.seeds)} for arm in self.plan.arms}
+        brackets = self.plan.lr_brackets or {}
+        per_arm = {arm: {"sweep_settings": sweep_settings.get(arm),
+                         "transfer_settings_per_rung": len(brackets.get(arm, [1])),
+                         "runs_per_rung": len(brackets.get(arm, [1])) * len(self.plan.seeds)}
+                   for arm in self.plan.arms}
         transfer_equal = len({a["runs_per_rung"] for a in per_arm.values()}) == 1
         known = [a["sweep_settings"] for a in per_arm.values() if a["sweep_settings"] is not None]
         return {"arms": per_arm, "equal_in_transfer": transfer_equal,

@@ -26,7 +26,8 @@ def transfer_work(spec: TransferSpec, base: SweepSpec) -> int:
         steps = rung_horizon(spec.horizon, _rung_shape(rung, trial)[1], int(trial.get("batch_size", 32)), fixed)
         eval_steps = _scaled_eval_steps(base.resolved_eval_steps, base.horizon, steps)
         per_rung[rung] = trial_work({**trial, "rung": rung, "steps": steps, "eval_steps": eval_steps})
-    arms = len(spec.arms) + len(spec.controls) + len(spec.diagnostics)
+    arms = (len(spec.arms) + len(spec.controls) + len(spec.diagnostics)
+            + sum(len(factors) - 1 for factors in spec.lr_brackets.values()))
     total = sum(arms * seeds * work for work in per_rung.values())
     if spec.verify is not None:
         rung = spec.verify.rung or rungs[-1]

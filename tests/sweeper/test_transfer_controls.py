@@ -4,6 +4,7 @@ the analysis of synthetic runs with known answers carries the controls' outcomes
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -237,8 +238,8 @@ def test_the_plan_runs_each_control_beside_muon_at_every_rung_with_muons_carried
         muon, twin, extra = by_label[f"muon.{rung}"], by_label[f"muon_twin.{rung}"], by_label[f"muon_extra_ns.{rung}"]
         assert twin["arm"] == "muon" and twin["optimizer"] == muon["optimizer"]
         assert extra["arm"] == "muon_extra_ns" and {**extra["optimizer"], "name": "muon"} == muon["optimizer"]
-        assert twin["tags"]["scalesweep.transfer.control_arm"] == "muon_twin"
-        assert extra["tags"]["scalesweep.transfer.control_arm"] == "muon_extra_ns"
+        assert twin["tags"]["scalesweep.transfer.arm"] == "muon_twin"
+        assert extra["tags"]["scalesweep.transfer.arm"] == "muon_extra_ns"
     assert by_label["muon_twin.cpu-s"]["optimizer"]["lr"] == pytest.approx(0.02 * math.sqrt(64 / 96))
     # The effective-step diagnostic: Muon at (1 + (K - 1) gamma) / K = (1 + 3 x 0.25) / 4 of its lr, lr x wd kept.
     diag, _ = _plan(spec.model_copy(update={"diagnostics": ["effective_step"]}), source(), "t-5")
@@ -304,4 +305,61 @@ def test_tuning_budgets_per_arm_are_printed_and_compared() -> None:
     assert budgets["equal_in_sweep"] is False and budgets["equal_in_transfer"] is True
     assert all(b["runs_per_rung"] == len(SEEDS) for b in budgets["arms"].values())
     line = next(x for x in result.table().splitlines() if x.startswith("tuning budget per arm"))
-    assert "periodic 12 in the sweep, 5 runs per rung" in line and "(sweep budgets NOT equal)" in line
+    assert "periodic 12 in the sweep, 1 x 5 runs per rung" in line and "(sweep NOT equal, transfer equal)" in line
+
+
+def test_lr_brackets_run_each_multiple_and_judge_each_rungs_arm_at_its_best() -> None:
+    from sweeper import SweepSpec, transfer_work
+    from sweeper.transfer._job import _plan, _Source
+
+    from .conftest import TINY_TRIAL
+
+    sweep = SweepSpec.model_validate({"name": "s", "rung": "cpu-xs", "horizon": 30, "seeds": [0, 1],
+                                      "baselines": ["adamw", "muon"], "trial": dict(TINY_TRIAL)})
+    source = _Source(workdir="/w", sweep_id="s-1", name="s", parent_run_id="p-1", tracking_uri="sqlite:///x.db",
+                     experiment="e", spec=sweep, best={"K": 3, "gamma": 0.15}, objectives={}, searched_arm="periodic")
+    spec = TransferSpec(name="t", sweep="/w", rungs=["cpu-xs", "cpu-s"],
+                        lr_brackets={"periodic": [1, 1.5, 2.3], "muon": [1, 1.5, 2.3]})
+    plan, sweep_spec = _plan(spec, source, "t-1")
+    by_label = {b["label"]: b for b in sweep_spec["baselines"]}
+    for rung in ("cpu-xs", "cpu-s"):
+        for arm in ("periodic", "muon"):
+            carried = next(r.lr for r in plan.runs if r.rung == rung and r.arm == arm)
+            b = by_label[f"{arm}.lr_x2.3.{rung}"]
+            assert b["arm"] == arm and b["optimizer"]["lr"] == pytest.approx(2.3 * carried)
+            assert b["tags"]["scalesweep.transfer.arm"] == f"{arm}@lr_x2.3"
+    assert by_label["periodic.lr_x1.5.cpu-xs"]["optimizer"]["refresh_every"] == 3  # the pair, unchanged
+    assert len(plan.bracket_runs) == 2 * 2 * 2 and plan.planned_runs() == (6 + 8) * 2
+    # The work counts every multiple: 3 arms + 4 bracket settings per rung, against 3 without.
+    assert transfer_work(spec, sweep) * 3 == transfer_work(spec.model_copy(update={"lr_brackets": {}}), sweep) * 7
+
+    # The analysis: periodic reaches lower at x1.5 on every seed, Muon is best at its carried lr.
+    result = _result(extra_cost=1.3, periodic_scale=1.2)
+    runs = list(result.runs)
+    muon = {(r.rung, r.seed): r.track for r in runs if r.arm == "muon"}
+    for r in [r for r in runs if r.arm in ("periodic", "muon")]:
+        for factor in (1.5, 2.3):
+            if r.arm == "periodic" and factor == 1.5:  # Muon's pace at 1.5 x the lr
+                points = muon[r.rung, r.seed]
+            else:  # higher on the whole curve
+                points = tuple((s, t, 10.0 + (f - 10.0) * (1.1 if factor == 1.5 else 1.3)) for s, t, f in r.track)
+            runs.append(dataclasses.replace(r, arm=f"{r.arm}@lr_x{factor:g}", run_id=f"{r.run_id}-x{factor:g}",
+                                            track=points, checkpoints=points[-3:]))
+    plan_doc = {**result.plan.to_dict(), "lr_brackets": {"periodic": [1, 1.5, 2.3], "muon": [1, 1.5, 2.3]}}
+    bracketed = TransferResult(**{**{f.name: getattr(result, f.name) for f in dataclasses.fields(result)
+                                     if f.name not in ("_fits", "tuning_runs", "lr_choices")},
+                                  "plan": plan_doc, "runs": runs})
+    choice = bracketed.lr_choices["cpu-s"]
+    assert (choice["periodic"]["chosen"], choice["muon"]["chosen"]) == (1.5, 1.0)
+    assert set(choice["periodic"]["multiples"]) == {"1", "1.5", "2.3"}
+    judged = [r for r in bracketed.runs if r.rung == "cpu-s" and r.arm == "periodic"]
+    assert len(judged) == len(SEEDS) and all(r.run_id.endswith("-x1.5") for r in judged)
+    assert len(bracketed.tuning_runs) == 2 * 2 * len(SEEDS) * len(RUNGS)
+    doc = bracketed.analysis(n_boot=0)
+    # periodic judged at x1.5 now needs Muon's steps: the 1.2 x penalty was its step size
+    ratio = doc["targets"]["rungs"]["cpu-s"]["comparisons"]["muon"]["first"]["steps_to_target_ratio"]["mean"]
+    assert ratio == pytest.approx(1.0, abs=0.03)
+    budgets = doc["tuning_budgets"]
+    assert budgets["arms"]["periodic"]["runs_per_rung"] == 3 * len(SEEDS) and budgets["equal_in_transfer"] is False
+    assert doc["lr_brackets"]["choices"]["cpu-xs"]["periodic"]["chosen"] == 1.5
+    assert any("cpu-s      periodic judged at lr x1.5" in line for line in bracketed.table().splitlines())
