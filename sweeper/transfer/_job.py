@@ -672,7 +672,10 @@ def _step_timing(spec: TransferSpec, state: TransferState, out: IO[str] | None) 
             if out is not None:
                 print("\n".join(timing_lines({"rungs": {rung: digest}})), file=out, flush=True)
 
-        doc = measure_interleaved(sweep_spec["trial"], by_rung, spec.timing, threads=threads, progress=show)
+        trial = dict(sweep_spec["trial"])
+        if float(sweep_spec["execution"].get("gpus_per_trial", 0)) > 0:
+            trial.setdefault("device", "auto")  # as the sweeper runs a trial given a GPU
+        doc = measure_interleaved(trial, by_rung, spec.timing, threads=threads, progress=show)
         return {**doc, "measured_at": _now()}
     if out is not None:
         rounds = f" in {spec.timing.repeats} rounds" if spec.timing.repeats > 1 else ""

@@ -46,7 +46,12 @@ def measure_interleaved(
     config = StepTimingConfig(local_batch=timing.local_batch, clock=timing.clock, block_steps=timing.block_steps,
                               warmup_rounds=timing.warmup_rounds, rounds=timing.rounds,
                               target_halfwidth=timing.target_halfwidth, max_rounds=timing.max_rounds)
-    threads = 1 if timing.clock == "thread" else threads
+    clock_note = None
+    if timing.clock == "thread" and "clock" not in timing.model_fields_set and _on_accelerator(trial):
+        # The default clock cannot see an accelerator's work: wall time there, said so (asked for, it is refused).
+        config = config.model_copy(update={"clock": "wall"})
+        clock_note = "the trials run on an accelerator: wall clock (thread-CPU time does not see its work)"
+    threads = 1 if config.clock == "thread" else threads
     base = {k: v for k, v in trial.items() if k not in ("tracking", "checkpoint_dir")}
     runs: dict[str, dict[str, list[float]]] = {}
     wall: dict[str, dict[str, list[float]]] = {}
@@ -67,9 +72,21 @@ def measure_interleaved(
         rungs[rung] = digest
         if progress is not None:
             progress(rung, digest)
-    return {"measured": True, "method": "interleaved", "clock": timing.clock, "threads": threads,
+    return {"measured": True, "method": "interleaved", "clock": config.clock, "clock_note": clock_note,
+            "threads": threads,
             "local_batch": timing.local_batch, "seconds_per_step": median_step_times(runs),
             "seconds_per_step_runs": runs, "wall_seconds_per_step_runs": wall, "rungs": rungs}
+
+
+def _on_accelerator(trial: Mapping[str, Any]) -> bool:
+    """Whether the trials' device resolves to an accelerator (`trial.device`: cpu, cuda, or auto: CUDA when
+    available)."""
+    device = str(trial.get("device", "cpu"))
+    if device == "auto":
+        import torch
+
+        return bool(torch.cuda.is_available())
+    return device != "cpu"
 
 
 def timing_lines(doc: Mapping[str, Any]) -> list[str]:
