@@ -75,6 +75,7 @@ class ExportAnswers(FitAnswers, VerificationAnswers):
             "controls": self.controls(),
             "diagnostics": self.diagnostics(),
             "tuning_budgets": self.tuning_budgets(),
+            "claims": self.claims(),
             "lr_brackets": {"multiples": self.plan.lr_brackets, "choices": self.lr_choices,
                             "runs": [r.to_dict() for r in self.tuning_runs]} if self.plan.lr_brackets else None,
         })

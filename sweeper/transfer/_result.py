@@ -73,6 +73,7 @@ class TransferResult(ExportAnswers):
         report = self.targets()
         lines += target_table(report, self.searched_arm)
         lines += crossing_lines(report, self.searched_arm)
+        lines += claim_lines(self.claims())
         doc = self.verification_doc()
         if doc is not None:
             lines.append("\n" + verification_line(doc) + (f": {doc['reason']}" if doc.get("reason") else ""))
@@ -116,3 +117,18 @@ def budget_line(budgets: Mapping[str, Any]) -> str:
     words = {True: "equal", False: "NOT equal", None: "not known"}
     return (f"tuning budget per arm (settings tried in the sweep; settings x seeds per rung here): {arms} (sweep "
             f"{words[budgets['equal_in_sweep']]}, transfer {words[budgets['equal_in_transfer']]})")
+
+
+def claim_lines(claims: Mapping[str, Any]) -> list[str]:
+    """Each comparison's claim in the study's alpha budget, and its power at the level the strongest claim must
+    pass."""
+    lines = [f"\nclaims of a time saving, in one budget ({claims['budget_text']}); a claim stands only where the first "
+             "and the sustained crossing both show it:"]
+    for key, stands in (claims.get("stands") or {}).items():
+        p = {e: claims["p_holm"][e].get(key) for e in ("first", "sustained")}
+        state = f"stands ({claims['direction'][key]})" if stands else "does not stand"
+        power = (claims.get("power") or {}).get(key)
+        lines.append(f"  {key:<22} {state}; Holm p first {p['first']:.3g}, sustained {p['sustained']:.3g}"
+                     + (f"; {power['text']}" if power else ""))
+    lines += [f"  {key:<22} not judged (no comparison)" for key in claims.get("not_judged") or []]
+    return lines

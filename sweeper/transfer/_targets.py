@@ -5,6 +5,7 @@ improving fast at their end."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from functools import cached_property
 from typing import Any
@@ -15,10 +16,13 @@ from scaling import (
     PlateauSpec,
     ScalingInputError,
     TargetSpec,
+    alpha_budget,
     compare_crossings,
     control_outcome,
     controls_section,
+    judge_claims,
     null_reading,
+    power_at_alpha,
     rung_report,
 )
 
@@ -67,7 +71,7 @@ class TargetAnswers(SavingsAnswers):
         positive = self._control_outcomes.get("positive", {})
         for rung, entry in report["rungs"].items():
             for base, comp in entry["comparisons"].items():
-                crossing = self._crossing(rung, self.searched_arm, base, entry["target"])
+                crossing = self._comparisons[rung, base]
                 if not isinstance(crossing, CrossingComparison):
                     comp.update(first={"error": crossing}, sustained={"error": crossing})
                     continue
@@ -78,6 +82,42 @@ class TargetAnswers(SavingsAnswers):
                     if saving is not None:
                         comp[endpoint]["reading"] = null_reading(saving, positive.get(rung))
         return report
+
+    @cached_property
+    def _comparisons(self) -> dict[tuple[str, str], CrossingComparison | str]:
+        """(rung, baseline) -> the searched arm against it at both crossings, or why there is none."""
+        rungs = self._rung_report["rungs"]
+        return {(rung, base): self._crossing(rung, self.searched_arm, base, rungs[rung]["target"])
+                for rung in self.plan.rungs for base in self.plan.arms if base != self.searched_arm}
+
+    def claims(self) -> dict[str, Any]:
+        """The study's claims in one alpha budget (`scaling.judge_claims`): every rung x baseline comparison of the
+        time saving, Holm at alpha / looks (the rounds' alpha and planned looks, else 0.05 and one look), a claim
+        standing only where the first and the sustained crossing both show it in one direction; with each
+        comparison's power at the level the strongest claim must pass (`scaling.power_at_alpha`)."""
+        rule = (self.plan.rounds or {}).get("rule") or {}
+        looks = int((self.plan.rounds or {}).get("looks_planned") or 1)
+        budget = alpha_budget(float(rule.get("alpha", CONTROL_ALPHA)), comparisons=max(1, len(self._comparisons)),
+                              looks=looks)
+        judged = {f"{rung} vs {base}": c for (rung, base), c in self._comparisons.items()
+                  if isinstance(c, CrossingComparison)}
+        doc: dict[str, Any] = {"budget": budget.to_dict(), "budget_text": budget.text(),
+                               "not_judged": [f"{r} vs {b}" for (r, b), c in self._comparisons.items()
+                                              if not isinstance(c, CrossingComparison)]}
+        if judged:
+            doc.update(judge_claims(judged, budget).to_dict())
+        power: dict[str, Any] = {}
+        for key, comp in judged.items():
+            saving = comp.savings.get("first")
+            steps = comp.steps["first"]
+            if saving is None or steps.log_se is None:
+                continue
+            power[key] = power_at_alpha(
+                sd_seed_log=steps.log_se * math.sqrt(steps.n), n=steps.n, alpha=budget.first_step,
+                var_timing_log=saving.se_timing_log**2 if saving.se_timing_log is not None else None,
+                df_timing=saving.timing_rounds - 1 if saving.timing_rounds > 1 else None).to_dict()
+        doc["power"] = power
+        return doc
 
     def _crossing(self, rung: str, searched: str, base: str, target: float | None) -> CrossingComparison | str:
         """`searched` against `base` at `rung` at both crossings (with the saving when both were timed), or why

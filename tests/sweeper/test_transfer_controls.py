@@ -186,6 +186,14 @@ def test_controls_come_out_as_they_must_and_a_null_on_periodic_is_interpretable(
         assert comp[endpoint]["censoring"]["periodic"] == {"reached": 5, "right_censored": 0, "left_censored": 0}
         assert comp[endpoint]["time_saving_pct"]["mean"] == pytest.approx(15.0, abs=1.0)
         assert comp[endpoint]["reading"].startswith("shown")
+    # One alpha budget over the 2 rungs x 2 baselines: periodic's 15 % per-step saving stands at both crossings.
+    claims = doc["claims"]
+    assert (claims["budget"]["comparisons"], claims["budget"]["looks"]) == (4, 1)
+    assert claims["budget"]["first_step"] == pytest.approx(0.05 / 4)
+    assert claims["stands"]["cpu-s vs muon"] and claims["direction"]["cpu-s vs muon"] == "faster"
+    assert claims["power"]["cpu-s vs muon"]["alpha"] == pytest.approx(0.0125)
+    assert any(line.split()[:5] == ["cpu-s", "vs", "muon", "stands", "(faster);"]
+               for line in result.table().splitlines())
     # The controls are kept out of the arms' fits and tables.
     assert "muon_twin" not in doc["fits"]["time_to_best"].get("arms", {})
     lines = result.table().splitlines()
@@ -211,6 +219,8 @@ def test_a_null_is_interpretable_only_with_a_detected_positive_control() -> None
     failed = _result(extra_cost=1.0, periodic_scale=1 / 0.85).targets()["rungs"]["cpu-xs"]["comparisons"]["muon"]
     assert passed["first"]["time_saving_pct"]["lo"] < 0 < passed["first"]["time_saving_pct"]["hi"]
     assert passed["first"]["reading"].startswith("null, interpretable")
+    claims = _result(extra_cost=1.3, periodic_scale=1 / 0.85).claims()
+    assert claims["stands"]["cpu-xs vs muon"] is False and claims["direction"]["cpu-xs vs muon"] is None
     assert failed["first"]["reading"].startswith("null, not interpretable: the positive control")
 
 
