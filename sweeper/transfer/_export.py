@@ -72,6 +72,12 @@ class ExportAnswers(FitAnswers, VerificationAnswers):
             "verification": self.verification_doc(),
             "seeds_note": self.seeds_note,
             "rounds": self.plan.rounds,
+            "controls": self.controls(),
+            "diagnostics": self.diagnostics(),
+            "tuning_budgets": self.tuning_budgets(),
+            "claims": self.claims(),
+            "lr_brackets": {"multiples": self.plan.lr_brackets, "choices": self.lr_choices,
+                            "runs": [r.to_dict() for r in self.tuning_runs]} if self.plan.lr_brackets else None,
         })
 
     def target_summary(self, *, n_boot: int | None = None) -> dict[str, Any]:

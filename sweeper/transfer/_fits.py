@@ -37,6 +37,8 @@ class FitAnswers(TargetAnswers):
         data: dict[str, tuple[list[float], list[float]]] = {}
         hits = self.targets()["per_run"] if metric in ("steps_to_target", "time_to_target") else {}
         for run, ttb in self._succeeded():
+            if run.arm not in self.plan.arms:
+                continue  # a control arm: judged in the controls section, never fitted beside the arms
             if hits:
                 hit = hits.get(run.run_id)
                 value = math.nan if not hit or not hit["reached"] else (
