@@ -42,7 +42,7 @@ def objective(rung: str, steps: int, seed: int, k: int, gamma: float, lr: float,
 
 
 def main() -> None:
-    from scaling import verification_design, verify_transfer
+    from scaling.verify import verification_design, verify_transfer
     from sweeper import select_point
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])

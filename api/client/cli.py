@@ -297,7 +297,7 @@ def _transfer(client: ScalesweepClient, args: argparse.Namespace) -> int:
     if timing:
         from pydantic import ValidationError
 
-        from scaling import TimingSpec
+        from scaling.rungs import TimingSpec
 
         try:
             TimingSpec.model_validate(timing)

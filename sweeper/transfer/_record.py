@@ -6,10 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from scaling import (
-    ScalingFit,
-    TransferRun,
-)
+from scaling import TransferRun
+from scaling.fits import ScalingFit
 
 from ._plan import TransferPlan, _rung_shape
 
@@ -78,7 +76,7 @@ class ResultRecord:
     @property
     def rounds_lines(self) -> list[str]:
         """One line per look of a transfer that added seeds in rounds (`rounds:` in its spec); empty without."""
-        from scaling import look_line
+        from scaling.rounds import look_line
 
         return [look_line(look, i) for i, look in enumerate((self.plan.rounds or {}).get("looks") or [], start=1)]
 

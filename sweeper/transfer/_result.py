@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import statistics
 
-from scaling import target_table
+from scaling.rungs import target_table
 
 from ._export import ExportAnswers
 from ._fits import FIT_METRICS

@@ -16,7 +16,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from scaling import HorizonSpec, LrRule, PlateauSpec, RoundsSpec, TargetSpec, TimingSpec, TransferError, WdRule
+from scaling import TransferError
+from scaling.export import LrRule, WdRule
+from scaling.rounds import RoundsSpec
+from scaling.rungs import HorizonSpec, PlateauSpec, TargetSpec, TimingSpec
 from trials.optim import ARMS
 
 from ..specs import ExecutionSpec, SweepTracking, read_spec

@@ -6,11 +6,7 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Any
 
-from scaling import (
-    PlateauSpec,
-    TargetSpec,
-    rung_report,
-)
+from scaling.rungs import PlateauSpec, TargetSpec, rung_report
 
 from ._savings import SavingsAnswers
 
