@@ -571,9 +571,10 @@ def test_one_settings_mechanism() -> None:
     from sweeper.settings import DriverSettings
     from trials import TrialSettings
     from trials.core import EnvSettings
+    from trials.progress import TrainerSettings
 
     assert all(issubclass(kind, EnvSettings)
-               for kind in (Settings, ClientSettings, DeploySettings, DriverSettings, TrialSettings))
+               for kind in (Settings, ClientSettings, DeploySettings, DriverSettings, TrialSettings, TrainerSettings))
     offenders = [f"{path.relative_to(ROOT)}" for path, _ in _product_modules().values()
                  if {"pydantic_settings"} & _imports(path)]
     assert offenders == []
