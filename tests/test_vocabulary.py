@@ -9,8 +9,8 @@ from typing import get_args
 
 import dashboards
 import trials.optim
-from scaling._lr_rules import DEFAULT_LR_RULE
-from scaling._rungs import TargetSpec
+from scaling.export import DEFAULT_LR_RULE
+from scaling.rungs import TargetSpec
 from sweeper.specs import BaselineSpec
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -377,12 +377,12 @@ def _summary(chosen: dict[str, Any] | None, fits: dict[str, Any],
             parts = [f"vs {b} {_fmt(s.get('mean_pct'), 3)} +- {_fmt(s.get('std_pct'), 2)}" for b, s in per.items()]
             lines.append(f"  {rung}: {'; '.join(parts)}")
     if fits.get("targets"):
-        from scaling import target_table
+        from scaling.rungs import target_table
 
         lines += target_table(fits["targets"], str(fits.get("searched_arm") or "periodic"))
     looks = (fits.get("rounds") or {}).get("looks") or []
     if looks:
-        from scaling import look_line
+        from scaling.rounds import look_line
 
         lines += ["\nseeds added in rounds:", *(f"  {look_line(look, i)}" for i, look in enumerate(looks, start=1))]
     lines.append("\nscaling fits (flags; hold-out error at the largest size against carrying the previous size "
@@ -413,7 +413,7 @@ def _fit_text(doc: dict[str, Any]) -> str:
 
 def _check_export(text: str) -> list[str]:
     """Build every arm's optimizer from the exported YAML through the factory, on the target rung's model."""
-    from scaling import Export
+    from scaling.export import Export
     from trials.models import build_model
     from trials.optim import build_optimizer
 
@@ -538,7 +538,7 @@ def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path, run_mar
             fits, built, report = _save_outcome(client, transfer.id, target, out)
             print("\n".join(_summary(best.get("best"), fits, best)))
             print(f"\nexport ({target}) builds: {'; '.join(built)}")
-            from scaling import Export
+            from scaling.export import Export
 
             for warning in Export.from_text((out / "export.yaml").read_text()).provenance.get("warnings") or []:
                 print(f"export WARNING: {warning}")

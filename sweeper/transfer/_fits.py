@@ -7,12 +7,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from scaling import (
-    ScalingError,
-    ScalingFit,
-    ScalingInputError,
-    fit_scaling,
-)
+from scaling import ScalingError, ScalingInputError
+from scaling.fits import ScalingFit, fit_scaling
 
 from ._targets import TargetAnswers
 

@@ -45,17 +45,9 @@ from typing import IO, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from scaling import (
-    Export,
-    TransferError,
-    TransferRun,
-    build_export,
-    carry_optimizer,
-    default_lr_rule,
-    median_step_times,
-    refuse_losing_choice,
-    rung_horizon,
-)
+from scaling import TransferError, TransferRun
+from scaling.export import Export, build_export, carry_optimizer, default_lr_rule, refuse_losing_choice
+from scaling.rungs import median_step_times, rung_horizon
 from trials import JobFailedError
 from trials.optim import ARMS as _ARMS
 from trials.optim import ARMS_WITH_GAMMA

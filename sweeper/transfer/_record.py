@@ -9,10 +9,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from scaling import (
-    ScalingFit,
-    TransferRun,
-)
+from scaling import TransferRun
+from scaling.fits import ScalingFit
 
 from ._plan import TransferPlan, _rung_shape
 
@@ -86,7 +84,7 @@ class ResultRecord:
     @property
     def rounds_lines(self) -> list[str]:
         """One line per look of a transfer that added seeds in rounds (`rounds:` in its spec); empty without."""
-        from scaling import look_line
+        from scaling.rounds import look_line
 
         return [look_line(look, i) for i, look in enumerate((self.plan.rounds or {}).get("looks") or [], start=1)]
 

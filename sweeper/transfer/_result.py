@@ -19,7 +19,7 @@ import statistics
 from collections.abc import Mapping
 from typing import Any
 
-from scaling import target_table
+from scaling.rungs import target_table
 
 from ._export import ExportAnswers
 from ._fits import FIT_METRICS

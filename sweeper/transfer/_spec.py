@@ -17,7 +17,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from scaling import HorizonSpec, LrRule, PlateauSpec, RoundsSpec, TargetSpec, TimingSpec, TransferError, WdRule
+from scaling import TransferError
+from scaling.export import LrRule, WdRule
+from scaling.rounds import RoundsSpec
+from scaling.rungs import HorizonSpec, PlateauSpec, TargetSpec, TimingSpec
 from trials.optim import ARMS
 
 from ..specs import ExecutionSpec, SweepTracking, read_spec

@@ -10,21 +10,17 @@ from collections.abc import Mapping
 from functools import cached_property
 from typing import Any
 
-from scaling import (
-    ControlOutcome,
+from scaling import ScalingInputError
+from scaling.claims import (
     CrossingComparison,
-    PlateauSpec,
-    ScalingInputError,
-    TargetSpec,
     alpha_budget,
     compare_crossings,
-    control_outcome,
     controls_section,
     judge_claims,
-    null_reading,
     power_at_alpha,
-    rung_report,
 )
+from scaling.controls import ControlOutcome, control_outcome, null_reading
+from scaling.rungs import PlateauSpec, TargetSpec, rung_report
 
 from ._savings import SavingsAnswers
 from ._timing import round_log_ratios

@@ -21,7 +21,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from scaling import TimingSpec, median_step_times
+from scaling.rungs import TimingSpec, median_step_times
 
 __all__ = ["measure_interleaved", "measure_step_time_runs", "measure_step_times", "round_log_ratios", "timing_lines"]
 

@@ -3,7 +3,7 @@ caps, counted from the transfer's plan before anything runs."""
 
 from __future__ import annotations
 
-from scaling import rung_horizon
+from scaling.rungs import rung_horizon
 
 from ..specs import SweepSpec, trial_work
 from ._job import _deep_merge, _default_rungs, _scaled_eval_steps

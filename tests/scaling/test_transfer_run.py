@@ -17,7 +17,8 @@ import yaml
 from mlflow import MlflowClient
 
 from scalesweep_cli import main
-from scaling import Export, TransferError
+from scaling import TransferError
+from scaling.export import Export
 from sweeper import (
     TransferResult,
     cancel_transfer,

@@ -29,9 +29,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from trials.optim import ArmName
 
-from ._records import TransferRun
-from ._target import DEFAULT_PLATEAU_MAX_DROP, DEFAULT_PLATEAU_WINDOW, plateau, time_to_target
+from .records import TransferRun
 from .stats import holm_rejections, mean_interval, t_interval, t_p_value, t_quantile, two_sided_t_p
+from .targets import DEFAULT_PLATEAU_MAX_DROP, DEFAULT_PLATEAU_WINDOW, plateau, time_to_target
 
 __all__ = [
     "HorizonSpec",
