@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scaling import MIN_SEEDS_P_BEST, choice_warning, p_best_text
+from scaling.claims import MIN_SEEDS_P_BEST, choice_warning, p_best_text
 
 from ..errors import SweepError
 from ..jobfiles import STATE_FILE, read_state
