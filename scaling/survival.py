@@ -36,7 +36,7 @@ from numpy.typing import ArrayLike, NDArray
 from .errors import ScalingInputError
 from .records import TransferRun
 from .stats import LEVEL, check_n_boot, t_quantile, two_sided_t_p
-from .targets import TimeToTarget, quality_curve, time_to_target
+from .targets import TimeToTarget, quality_curve, target_value, time_to_target
 
 __all__ = [
     "DEFAULT_SURVIVAL_BOOT",
@@ -73,7 +73,7 @@ def sustained_crossing(steps: ArrayLike, times_s: ArrayLike, values: ArrayLike, 
     `left_censored` when that point is strictly below. Same errors as `time_to_target`.
     """
     s, t, v = quality_curve(steps, times_s, values)
-    goal = _target_value(target)
+    goal = target_value(target)
     if horizon is not None and s[-1] < float(horizon):
         return TimeToTarget(reached=False, step=None, time_s=None)
     with np.errstate(invalid="ignore"):
@@ -85,16 +85,6 @@ def sustained_crossing(steps: ArrayLike, times_s: ArrayLike, values: ArrayLike, 
     j = int(np.flatnonzero(above)[-1])
     # From the last point above on, the tail is a curve whose only crossing is its first: `time_to_target`'s rule.
     return time_to_target(s[j:], t[j:], v[j:], goal)
-
-
-def _target_value(target: float) -> float:
-    try:
-        goal = float(target)
-    except (TypeError, ValueError) as exc:
-        raise ScalingInputError(f"target must be a number, got {target!r}") from exc
-    if not math.isfinite(goal):
-        raise ScalingInputError(f"target must be a finite number, got {target!r}")
-    return goal
 
 
 @dataclass(frozen=True)
@@ -417,7 +407,7 @@ def censored_fit_data(runs: Sequence[TransferRun], *, target: float, endpoint: E
     level). A cell (arm, rung) with `max_censored` or more of its runs right-censored is refused and left out, and
     an arm left with fewer than two rungs has no data; both are listed in `refused`, never dropped silently.
     Raises when a run lacks its parameter count or horizon."""
-    goal = _target_value(target)
+    goal = target_value(target)
     if endpoint not in ("first", "sustained"):
         raise ScalingInputError(f"unknown endpoint {endpoint!r}; allowed: first, sustained")
     cells_runs: dict[tuple[str, str], list[TransferRun]] = {}

@@ -15,6 +15,7 @@ from ._target import (
     TimeToTarget,
     plateau,
     quality_curve,
+    target_value,
     time_to_target,
 )
 from ._time_to_best import (
@@ -43,6 +44,7 @@ __all__ = [
     "plateau",
     "quality_curve",
     "savings",
+    "target_value",
     "time_to_best",
     "time_to_common_target",
     "time_to_target",

@@ -28,6 +28,7 @@ __all__ = [
     "TimeToTarget",
     "plateau",
     "quality_curve",
+    "target_value",
     "time_to_target",
 ]
 
@@ -73,6 +74,17 @@ def quality_curve(
     return s, t, v
 
 
+def target_value(target: float) -> float:
+    """`target` as a finite float, or a ScalingInputError naming it."""
+    try:
+        goal = float(target)
+    except (TypeError, ValueError) as exc:
+        raise ScalingInputError(f"target must be a number, got {target!r}") from exc
+    if not math.isfinite(goal):
+        raise ScalingInputError(f"target must be a finite number, got {target!r}")
+    return goal
+
+
 def time_to_target(steps: ArrayLike, times_s: ArrayLike, values: ArrayLike, target: float) -> TimeToTarget:
     """First crossing of `target` by the lower-is-better curve `values`, interpolated between checkpoints.
 
@@ -84,12 +96,7 @@ def time_to_target(steps: ArrayLike, times_s: ArrayLike, values: ArrayLike, targ
     argument: lengths that differ, steps not strictly increasing, times that decrease, a non-finite target.
     """
     s, t, v = quality_curve(steps, times_s, values)
-    try:
-        goal = float(target)
-    except (TypeError, ValueError) as exc:
-        raise ScalingInputError(f"target must be a number, got {target!r}") from exc
-    if not math.isfinite(goal):
-        raise ScalingInputError(f"target must be a finite number, got {target!r}")
+    goal = target_value(target)
     with np.errstate(invalid="ignore"):
         hits = np.flatnonzero(v <= goal)  # NaN compares False: a missing checkpoint never reaches
     if not len(hits):

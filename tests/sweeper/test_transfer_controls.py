@@ -91,8 +91,8 @@ def test_fingerprint_of_an_earlier_transfer_is_kept_and_new_fields_change_it() -
 def test_a_bad_timing_value_is_a_422_naming_the_field_over_rest(tmp_path: Path) -> None:
     from types import SimpleNamespace
 
-    from api.service.routers.transfers import _spec
     from api.schemas import TransferCreate
+    from api.service.routers.transfers import _spec
 
     sweep = SimpleNamespace(name="s", storage_path=str(_sweep_folder(tmp_path / "sweep", batch=16)))
     with pytest.raises(RequestValidationError) as err:
