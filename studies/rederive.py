@@ -91,6 +91,7 @@ STEP_RATIO_COLUMNS = ("rung", "local_batch", "round", "position", "arm", "clock"
 # What the benchmark ran with and did not write into the CSV: benchmarks/step_ratio.py's defaults, which the
 # committed run used (its command line in step_ratio.txt sets only --out). No figure depends on the block length.
 STEP_RATIO_TARGET = 0.02
+STEP_RATIO_MAX_ROUNDS = 60
 FULL_COLUMNS = ("rounds", "Muon ms / step (thread)", "Muon optimizer share (paper 44 % at 15B)",
                 "periodic / Muon (t, 95 %)", "median [sign-test 95 %]", "wall clock", "positive control (Muon + NS5)",
                 "its expected ratio", "negative control (Muon again)")
@@ -131,7 +132,10 @@ def read_step_times(path: Path) -> dict[tuple[str, int], StepTimes]:
             redundant=redundant, blocks=[[b[i] for i in sorted(b)] for _, b in sorted(blocks.items())],
         )
         within = all(times.ratio(a).halfwidth <= STEP_RATIO_TARGET for a in arms if a != times.reference)
-        times.stopped = "target" if within else "max_rounds"
+        # Why the benchmark stopped adding rounds: its intervals reached the target, or it ran out of rounds; records
+        # that show neither could not have come from it as printed.
+        times.stopped = ("target" if within else "max_rounds" if times.rounds >= STEP_RATIO_MAX_ROUNDS
+                         else f"stopped before its intervals were within ±{100 * STEP_RATIO_TARGET:g} %")
         out[(rung, local_batch)] = times
     return out
 
