@@ -216,7 +216,10 @@ def printed_table(path: Path, heading: str) -> tuple[list[str], list[list[str]]]
             break
     if len(table) < 3:
         raise RederiveError(f"{path}: no table after {heading!r}")
-    return table[0], [row for row in table[2:] if len(row) == len(table[0])]
+    ragged = [" | ".join(row) for row in table[2:] if len(row) != len(table[0])]
+    if ragged:  # a row that is not read would be a row that is not checked
+        raise RederiveError(f"{path}: rows of the table after {heading!r} without {len(table[0])} cells: {ragged}")
+    return table[0], table[2:]
 
 
 def same_figure(printed: str, figure: Figure) -> bool:
