@@ -108,10 +108,10 @@ test-deploy: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/optimizer_step.py
 
-# The README's study tables re-derived from the raw records committed under studies/ (docs/testing.md, "Study
+# The README's study tables re-derived from the raw records committed under benchmarks/studies/ (docs/testing.md, "Study
 # records and `make rederive`"): prints them and exits 1 naming every printed figure that differs from its records.
 rederive: $(STAMP)
-	$(BIN)/python -m studies.rederive
+	$(BIN)/python benchmarks/rederive.py
 
 # The whole study on embedded defaults (README, "The two commands"); NO_WAIT=1 exits when done, PROFILE=full for
 # the longer study.

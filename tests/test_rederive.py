@@ -1,4 +1,4 @@
-"""`make rederive` (studies/rederive.py): every study table the README prints re-derives from the records committed
+"""`make rederive` (benchmarks/rederive.py): every study table the README prints re-derives from the records committed
 in the repository, and a record changed by one value fails the check, naming the figure."""
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @cache
 def rederive() -> ModuleType:
-    """studies/rederive.py, loaded from the tree (studies/ is the repository's, not an installed package)."""
-    spec = importlib.util.spec_from_file_location("studies_rederive", ROOT / "studies" / "rederive.py")
+    """benchmarks/rederive.py, loaded from the tree (benchmarks/ is the repository's, not an installed package)."""
+    spec = importlib.util.spec_from_file_location("benchmarks_rederive", ROOT / "benchmarks" / "rederive.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
@@ -29,9 +29,10 @@ def rederive() -> ModuleType:
 
 
 def copy_studies(tmp_path: Path) -> Path:
-    """A copy of studies/ and every file its manifests name, at the same paths under `tmp_path`."""
-    shutil.copytree(ROOT / "studies", tmp_path / "studies", ignore=shutil.ignore_patterns("__pycache__"))
-    for manifest in (ROOT / "studies").glob("*/study.toml"):
+    """A copy of benchmarks/studies/ and every file its manifests name, at the same paths under `tmp_path`."""
+    shutil.copytree(ROOT / "benchmarks" / "studies", tmp_path / "benchmarks" / "studies",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for manifest in (ROOT / "benchmarks" / "studies").glob("*/study.toml"):
         spec = tomllib.loads(manifest.read_text(encoding="utf-8"))
         for name in [*spec["records"], *(t["file"] for t in spec["tables"])]:
             (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -115,7 +116,7 @@ def test_a_figure_is_compared_at_its_printed_digits() -> None:
 def test_a_bad_manifest_is_refused_naming_the_field(tmp_path: Path) -> None:
     mod = rederive()
     root = copy_studies(tmp_path)
-    manifest = root / "studies" / "step_ratio" / "study.toml"
+    manifest = root / "benchmarks" / "studies" / "step_ratio" / "study.toml"
     text = manifest.read_text(encoding="utf-8")
     manifest.write_text(text.replace('deriver = "step_ratio"', 'deriver = "steps"'), encoding="utf-8")
     with pytest.raises(mod.RederiveError, match=r"deriver 'steps' is unknown; allowed: \['step_ratio'\]"):

@@ -1,8 +1,8 @@
 """Re-derive the study tables the README and docs print from the raw records committed beside them.
 
-`make rederive` (`python -m studies.rederive [--root DIR] [--study NAME ...]`) walks `studies/*/study.toml`. Each
-manifest names a study's raw records (CSV, committed), the deriver that reads them (`DERIVERS`, by name: the
-project's own functions, the ones that printed the tables) and every printed table its records give (a file and
+`make rederive` (`python benchmarks/rederive.py [--root DIR] [--study NAME ...]`) walks
+`benchmarks/studies/*/study.toml`. Each manifest names a study's raw records (CSV, committed), the deriver that
+reads them (`DERIVERS`, by name: the project's own functions, the ones that printed the tables) and every printed table its records give (a file and
 the heading the table follows). The command prints the re-derived tables, then checks every figure of every named
 table against them at the figure's printed digits, and exits 1 naming each figure that differs, or a row or column
 the records cannot give. Columns that were printed but never recorded (the load average) are listed, not checked.
@@ -49,7 +49,7 @@ class PrintedTable(BaseModel):
 
 
 class StudyManifest(BaseModel):
-    """`studies/<name>/study.toml` (strict: unknown keys are errors)."""
+    """`benchmarks/studies/<name>/study.toml` (strict: unknown keys are errors)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -285,12 +285,13 @@ def load_manifest(path: Path) -> StudyManifest:
 def rederive(root: Path = ROOT, studies: Sequence[str] = (), out: Callable[[str], None] = print) -> list[str]:
     """Re-derive and check every study under `root`/studies (or those named); returns the problems, each naming a
     figure, row or column (empty: every printed figure equals its re-derivation)."""
-    found = sorted((root / "studies").glob(f"*/{MANIFEST}"))
+    found = sorted((root / "benchmarks" / "studies").glob(f"*/{MANIFEST}"))
     unknown = sorted(set(studies) - {p.parent.name for p in found})
     if unknown:
-        raise RederiveError(f"no study {unknown} under {root / 'studies'}; there are {[p.parent.name for p in found]}")
+        names = [p.parent.name for p in found]
+        raise RederiveError(f"no study {unknown} under {root / 'benchmarks' / 'studies'}; there are {names}")
     if not found:
-        raise RederiveError(f"no studies/*/{MANIFEST} under {root}")
+        raise RederiveError(f"no benchmarks/studies/*/{MANIFEST} under {root}")
     problems: list[str] = []
     for path in found:
         if studies and path.parent.name not in studies:
@@ -326,9 +327,11 @@ def rederive(root: Path = ROOT, studies: Sequence[str] = (), out: Callable[[str]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m studies.rederive", description=__doc__.splitlines()[0])
-    parser.add_argument("--root", type=Path, default=ROOT, help="repository root holding studies/ (default: this one)")
-    parser.add_argument("--study", action="append", default=[], help="only this study (a folder of studies/)")
+    parser = argparse.ArgumentParser(prog="python benchmarks/rederive.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, default=ROOT,
+                        help="repository root holding benchmarks/studies/ (default: this one)")
+    parser.add_argument("--study", action="append", default=[],
+                        help="only this study (a folder of benchmarks/studies/)")
     args = parser.parse_args(argv)
     try:
         problems = rederive(args.root, args.study)
