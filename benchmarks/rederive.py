@@ -2,10 +2,11 @@
 
 `make rederive` (`python benchmarks/rederive.py [--root DIR] [--study NAME ...]`) walks
 `benchmarks/studies/*/study.toml`. Each manifest names a study's raw records (CSV, committed), the deriver that
-reads them (`DERIVERS`, by name: the project's own functions, the ones that printed the tables) and every
-printed table its records give (a file and the heading the table follows). The command prints the re-derived tables, then checks every figure of every named
-table against them at the figure's printed digits, and exits 1 naming each figure that differs, or a row or column
-the records cannot give. Columns that were printed but never recorded (the load average) are listed, not checked.
+reads them (`DERIVERS`, by name: the project's own functions, the ones that printed the tables) and every printed
+table its records give (a file and the heading the table follows). The command prints the re-derived tables, then
+checks every figure of every named table against them at the figure's printed digits, and exits 1 naming each figure
+that differs, or a row or column the records cannot give. Columns that were printed but never recorded (the load
+average) are listed, not checked.
 
 The convention is written in docs/testing.md ("Study records and `make rederive`").
 """
