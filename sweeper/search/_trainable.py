@@ -13,7 +13,6 @@ import contextlib
 import math
 import re
 import shutil
-import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -77,7 +76,7 @@ def run_trial_attempt(job: dict[str, Any]) -> None:
             return  # the last eval is reported after the run is closed (see the module docstring)
         metrics = {
             "eval_index": index,
-            "objective_so_far": statistics.fmean(fds.values()),
+            "objective_so_far": _mean(list(fds.values())),
             "step": step,
             "fd": fd,
             "trial_status": "RUNNING",
@@ -131,7 +130,12 @@ def declared_objective(fd: Mapping[int, float], eval_steps: Sequence[int]) -> fl
     if missing:
         shown = ", ".join(map(str, missing[:12])) + (f", ... ({len(missing)} steps)" if len(missing) > 12 else "")
         raise TrialError(f"the trial reported no finite FD at declared eval step(s) {shown}: it cannot be scored")
-    return statistics.fmean(fd[s] for s in eval_steps)
+    return _mean([fd[s] for s in eval_steps])
+
+
+def _mean(values: Sequence[float]) -> float:
+    """The mean of finite values, finite however large they are (`statistics.fmean` sums first and overflows)."""
+    return math.fsum(v / len(values) for v in values)
 
 
 def _tag_worker(job: dict[str, Any]) -> None:

@@ -167,3 +167,35 @@ def test_a_failed_drivers_error_is_its_own_last_error_line_not_rays() -> None:
     assert driver_error("sweep x: 0/1 points scored\n(pid=9) Error: not ours\n", 1) == "the driver exited with 1"
     assert driver_error(RAY_LOG.splitlines()[0], -9) == \
         "the driver was killed by signal 9 (SIGKILL) before it recorded an error"
+
+
+def test_a_restarted_service_ends_a_gone_drivers_leftovers_before_it_queues_the_resume(tmp_path: Path) -> None:
+    # The service was down when the driver died: its record still says RUNNING. At start-up the job is queued to
+    # resume, and the new driver will carry the same job tag: what the old one left must be gone first.
+    from api.service._db import SweepRecord
+
+    settings = Settings(workdir=tmp_path / "work", api_token=TOKEN, poll_interval_s=60)  # type: ignore[arg-type]
+    app = create_app(settings)
+    sweep_id = TestClient(app).post("/v1/sweeps", json={"name": "gone", "horizon": 2,
+                                                        "search": {"space": {"K": [2]}}}, headers=AUTH).json()["id"]
+    with app.state.sessionmaker() as session:
+        record = session.get(SweepRecord, sweep_id)
+        record.state, record.pid = "RUNNING", 2**22 + 1  # beyond pid_max's default: no such process
+        session.commit()
+    ready = tmp_path / "ready"
+    leftover = subprocess.Popen([sys.executable, "-c", "import signal, sys, time; "
+                                 "signal.signal(signal.SIGTERM, signal.SIG_IGN); open(sys.argv[1], 'w').close(); "
+                                 "time.sleep(600)", str(ready)],
+                                env={**os.environ, JOB_TAG_ENV: sweep_id}, start_new_session=True)
+    try:
+        _wait_for("the leftover to ignore SIGTERM", ready.exists, timeout=60)
+        restarted = create_app(settings)
+        restarted.state.jobs.kill_grace_s = GRACE_S
+        restarted.state.jobs.command = lambda record, resume: [sys.executable, "-c", "pass"]
+        restarted.state.jobs.tick = lambda: None  # reconcile only: no pass of the queue launches the resume here
+        with TestClient(restarted):
+            assert leftover.wait(timeout=GRACE_S + 10) == -signal.SIGKILL  # SIGTERM ignored: SIGKILL after grace
+            with restarted.state.sessionmaker() as session:
+                assert session.get(SweepRecord, sweep_id).state == "PENDING"  # queued to resume
+    finally:
+        leftover.kill()

@@ -25,3 +25,10 @@ def test_a_missing_or_non_finite_declared_step_fails_the_trial_naming_it() -> No
     many = list(range(1, 101))
     with pytest.raises(TrialError, match=r"1, 2, .*, 12, \.\.\. \(100 steps\)"):
         declared_objective({}, many)
+
+
+def test_the_mean_of_huge_finite_fds_does_not_overflow() -> None:
+    # A live check: FD 1e308 at both steps failed the trial with "OverflowError: intermediate overflow in fsum"
+    # (statistics.fmean sums first); the mean of finite values is finite.
+    assert declared_objective({2: 1e308, 4: 1e308}, [2, 4]) == 1e308
+    assert declared_objective({2: 1.7e308, 4: 1.7e308, 6: 1.7e308}, [2, 4, 6]) == pytest.approx(1.7e308)
