@@ -1,7 +1,7 @@
 """A trainer run as another, unprivileged user (issue 53 M8, docs/security.md "A trainer as another user"): through
-`python -m trials.core.runas --user nobody -- ...` it trains, reports, and is cancelled like any other trainer; a
-bare `setpriv --reuid=nobody` in front of it cannot write its progress file. Needs root (the drivers' user in the
-service's container) and a `nobody` user; skipped elsewhere."""
+`python -m trials.core.runas --user nobody --progress {progress_file} --config {config_file} -- ...` it trains,
+reports, and is cancelled like any other trainer; a bare `setpriv --reuid=nobody` in front of it cannot write its
+progress file. Needs root (the drivers' user in the service's container) and a `nobody` user; skipped elsewhere."""
 
 from __future__ import annotations
 
@@ -47,8 +47,9 @@ def shared() -> Iterator[Path]:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def _runas(*trainer: str) -> list[str]:
-    return [sys.executable, "-m", "trials.core.runas", "--user", "nobody", "--", *trainer]
+def _runas(*trainer: str, progress: str = "{progress_file}", config: str = "{config_file}") -> list[str]:
+    return [sys.executable, "-m", "trials.core.runas", "--user", "nobody", "--progress", progress, "--config",
+            config, "--", *trainer]
 
 
 def test_a_trainer_run_as_nobody_trains_and_reports(shared: Path) -> None:
@@ -101,9 +102,11 @@ def test_a_job_tag_ends_a_trainer_run_as_nobody(shared: Path) -> None:
     pids_file = shared / "pids"
     progress = shared / "trial"
     progress.mkdir()
-    env = {**os.environ, TRIAL_TAG_ENV: "runas-test", "SCALESWEEP_PROGRESS_FILE": str(progress / "p.jsonl")}
+    (progress / "trial.json").write_text("{}")
+    env = {**os.environ, TRIAL_TAG_ENV: "runas-test"}
     trainer = subprocess.Popen(_runas(SYSTEM_PYTHON, str(STUBBORN), "--progress", str(progress / "p.jsonl"),
-                                      "--eval-steps", "1", "--pids", str(pids_file)), env=env, start_new_session=True)
+                                      "--eval-steps", "1", "--pids", str(pids_file), progress=str(progress / "p.jsonl"),
+                                      config=str(progress / "trial.json")), env=env, start_new_session=True)
     deadline = time.monotonic() + 30
     while not (pids_file.is_file() and pids_file.read_text().strip()):
         assert time.monotonic() < deadline, "the trainer did not start"

@@ -1,6 +1,7 @@
 """Run a trainer as another, unprivileged user (docs/security.md, "A trainer as another user").
 
-    python -m trials.core.runas --user nobody -- python3 /srv/train.py --progress {progress_file} ...
+    python -m trials.core.runas --user nobody --progress {progress_file} --config {config_file} \
+        -- python3 /srv/train.py --progress {progress_file} ...
 
 is a registered trainer's command when the drivers run as root (the service's container does) and the trainer must
 not: a trainer that is compromised, or simply careless, then cannot read the service's databases, its token or
@@ -11,7 +12,7 @@ needs, then drops to it and executes the trainer:
 
 - the trial folder (the progress file's): group-owned by the user's group, mode 0710 (enter, not list or create);
 - the progress file: created for the user (0600), so it can append and no one else but root can;
-- the trial config (`SCALESWEEP_TRIAL_CONFIG`): readable by the group (0640);
+- the trial config: readable by the group (0640);
 - the working directory, when it is the trial's own scratch folder (inside the trial folder): owned by the user.
 
 The exec keeps the environment, so the trainer and all it starts still carry the trial's and the job's tags, and a
@@ -29,17 +30,10 @@ from pathlib import Path
 
 __all__ = ["grant_trial_files", "main"]
 
-PROGRESS_ENV = "SCALESWEEP_PROGRESS_FILE"
-CONFIG_ENV = "SCALESWEEP_TRIAL_CONFIG"
 
-
-def grant_trial_files(environ: dict[str, str], uid: int, gid: int, cwd: Path) -> None:
+def grant_trial_files(progress_file: Path, config_file: Path, uid: int, gid: int, cwd: Path) -> None:
     """Give user `uid` (group `gid`) what the command backend's protocol needs of the trial folder (see the module's
-    docstring), nothing more. Without a progress file in `environ` (not a command trial) nothing is granted."""
-    progress = environ.get(PROGRESS_ENV)
-    if not progress:
-        return
-    progress_file = Path(progress)
+    docstring), nothing more."""
     folder = progress_file.parent
     os.chown(folder, -1, gid)
     os.chmod(folder, 0o710)
@@ -49,9 +43,8 @@ def grant_trial_files(environ: dict[str, str], uid: int, gid: int, cwd: Path) ->
         os.fchown(fd, uid, gid)
     finally:
         os.close(fd)
-    if config := environ.get(CONFIG_ENV):
-        os.chown(config, -1, gid)
-        os.chmod(config, 0o640)
+    os.chown(config_file, -1, gid)
+    os.chmod(config_file, 0o640)
     if cwd.resolve().is_relative_to(folder.resolve()) and cwd.resolve() != folder.resolve():
         os.chown(cwd, uid, gid)  # the trial's own scratch folder: the trainer's to write in
 
@@ -60,6 +53,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m trials.core.runas", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--user", required=True, help="the user the trainer runs as (a name or a numeric uid)")
+    parser.add_argument("--progress", required=True, type=Path, help="the trial's progress file: {progress_file}")
+    parser.add_argument("--config", required=True, type=Path, help="the trial's config file: {config_file}")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the trainer's command")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -72,7 +67,7 @@ def main(argv: list[str] | None = None) -> None:
     if entry.pw_uid == 0:
         parser.error("--user: the trainer must run as an unprivileged user, not root")
     try:
-        grant_trial_files(dict(os.environ), entry.pw_uid, entry.pw_gid, Path.cwd())
+        grant_trial_files(args.progress, args.config, entry.pw_uid, entry.pw_gid, Path.cwd())
         os.setgroups([])
         os.setresgid(entry.pw_gid, entry.pw_gid, entry.pw_gid)
         os.setresuid(entry.pw_uid, entry.pw_uid, entry.pw_uid)
