@@ -27,7 +27,7 @@ import time
 import torch
 from scipy import stats
 
-from scaling._rungs import TimingSpec, _time_saving, step_time_ratio
+from scaling.rungs import TimingSpec, _time_saving, step_time_ratio
 
 # The evidence profile's run of 2026-12-02 (README, "What a study measured here"; docs/targets.md): periodic's
 # steps-to-target ratio against each baseline, (geometric mean, 95 % low, 95 % high, n seeds).

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._lazy import lazy_attributes
 from ._timing import (
     CLOCKS,
     ORDERS,
@@ -52,6 +51,7 @@ from ._timing import (
     paired_ratio,
     refresh_period,
 )
+from .core.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from ._steptime import interleaved_step_times

@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -164,17 +165,19 @@ def end_tagged(name: str, value: str, grace_s: float = 10.0) -> int:
             time.sleep(0.1)
 
 
-def start_reaper(watch_pid: int, tag: str, grace_s: float) -> subprocess.Popen[bytes]:
+def start_reaper(watch_pid: int, tag: str, grace_s: float, remove: Path | None = None) -> subprocess.Popen[bytes]:
     """Start the trainer's reaper (in its own session, without the tags: it ignores SIGTERM, and a job's cancel
-    must not wait out its grace period for it): it ends `tag` when `watch_pid` is gone. The process returned
-    exits at once, leaving the reaper detached (`main`): not a child of the caller."""
+    must not wait out its grace period for it): it ends `tag` when `watch_pid` is gone, then removes `remove` (the
+    trial's scratch folder, which a killed worker cannot remove itself). The process returned exits at once,
+    leaving the reaper detached (`main`): not a child of the caller."""
     env = {k: v for k, v in os.environ.items() if k not in (TRIAL_TAG_ENV, JOB_TAG_ENV)}
+    extra = ["--remove", str(remove)] if remove is not None else []
     return subprocess.Popen([sys.executable, "-m", "trials.core.proctree", "--watch", str(watch_pid), "--tag", tag,
-                             "--grace", repr(grace_s)], env=env, stdin=subprocess.DEVNULL,
+                             "--grace", repr(grace_s), *extra], env=env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
 
-def _reap(watch_pid: int, tag: str, grace_s: float, poll_s: float = 0.2) -> None:
+def _reap(watch_pid: int, tag: str, grace_s: float, poll_s: float = 0.2, remove: Path | None = None) -> None:
     """Wait while the trial's process lives; end the tag once it is gone. Started after the trainer, so no tagged
     process left while the trial lives means the trainer and all it started ended: nothing to watch."""
     while process_alive(watch_pid):
@@ -182,6 +185,8 @@ def _reap(watch_pid: int, tag: str, grace_s: float, poll_s: float = 0.2) -> None
             return
         time.sleep(poll_s)
     end_tagged(TRIAL_TAG_ENV, tag, grace_s)
+    if remove is not None:
+        shutil.rmtree(remove, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -189,6 +194,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--watch", type=int, required=True)
     parser.add_argument("--tag", required=True)
     parser.add_argument("--grace", type=float, default=10.0)
+    parser.add_argument("--remove", type=Path, default=None)
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a group-wide SIGTERM must not take the reaper first
     # Detach from the process that started it (the trial's Ray worker): a Ray worker that exits (its driver was
@@ -197,7 +203,7 @@ def main(argv: list[str] | None = None) -> None:
     # starter's `wait()` returns at once.
     if hasattr(os, "fork") and os.fork() > 0:
         os._exit(0)
-    _reap(args.watch, args.tag, args.grace)
+    _reap(args.watch, args.tag, args.grace, remove=args.remove)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._errors import ScalingInputError
+from ..errors import ScalingInputError
 from ._time_to_best import _as_float_array
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "Plateau",
     "TimeToTarget",
     "plateau",
+    "quality_curve",
     "time_to_target",
 ]
 
@@ -52,7 +53,7 @@ class TimeToTarget:
     left_censored: bool = False
 
 
-def _curve(
+def quality_curve(
     steps: ArrayLike, times_s: ArrayLike, values: ArrayLike
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
     s, t, v = _as_float_array("steps", steps), _as_float_array("times_s", times_s), _as_float_array("values", values)
@@ -82,7 +83,7 @@ def time_to_target(steps: ArrayLike, times_s: ArrayLike, values: ArrayLike, targ
     is never extrapolated past its last checkpoint. Raises ScalingInputError (a ValueError) naming the bad
     argument: lengths that differ, steps not strictly increasing, times that decrease, a non-finite target.
     """
-    s, t, v = _curve(steps, times_s, values)
+    s, t, v = quality_curve(steps, times_s, values)
     try:
         goal = float(target)
     except (TypeError, ValueError) as exc:

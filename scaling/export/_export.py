@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from ._errors import ScalingInputError
+from ..errors import ScalingInputError
 from ._lr_rules import DEFAULT_LR_RULE, LR_RULES, WD_RULES, carry_optimizer, default_lr_rule, transfer_lr
 
 if TYPE_CHECKING:  # trials.optim imports torch: seconds that `scalesweep --help` should not pay
