@@ -160,7 +160,13 @@ def _fmt(value: float | None, digits: int = 4) -> str:
 
 
 def _img(name: str, figure: Figure, dpi: float) -> str:
-    encoded = base64.b64encode(png_bytes(figure, dpi=dpi)).decode("ascii")
+    try:
+        png = png_bytes(figure, dpi=dpi)
+    except (ArithmeticError, ValueError) as exc:
+        # matplotlib overflows on values near the largest float (an objective of 1.8e308 on the heatmap's ticks):
+        # the section says so, with its numbers below, and the rest of the page stands.
+        return f'<p class="error">figure not drawn ({_e(type(exc).__name__)}: {_e(str(exc)[:200])})</p>'
+    encoded = base64.b64encode(png).decode("ascii")
     return f'<figure><img alt="{_e(name)}" src="data:image/png;base64,{encoded}"></figure>'
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -43,7 +44,7 @@ from ._db import SweepRecord, TransferRecord
 from ._security import child_env, expand_trainer, scrub_env
 from ._settings import Settings
 
-__all__ = ["KINDS", "TERMINAL", "JobKind", "JobRunner", "RayJobs", "pid_alive"]
+__all__ = ["KINDS", "TERMINAL", "JobKind", "JobRunner", "RayJobs", "driver_error", "pid_alive"]
 
 log = logging.getLogger("scalesweep.api.jobs")
 
@@ -81,6 +82,32 @@ def _kill_group(pid: int, grace_s: float = 10.0) -> None:
             time.sleep(0.1)
         if not pid_alive(pid):
             return
+
+
+# The end of driver.log searched for the driver's own last error line: a traceback's last line is within it.
+LOG_TAIL_BYTES = 64 * 1024
+# A Python exception line as a traceback ends (`sweeper.errors.SweepFailedError: ...`, `KeyboardInterrupt`).
+_EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit)(?::.*)?")
+
+
+def driver_error(log_text: str, code: int | None) -> str:
+    """A failed driver's error from the end of its log: its own last exception line, never a line of Ray's (its
+    workers' echoes start with `(`, its loggers with a time stamp or `[`, its fatal-signal dump with `***`), else
+    how it ended: the signal that killed it, its exit code, or that the code is unknown (`code` None: a driver
+    adopted from an earlier service process)."""
+    for line in reversed(log_text.splitlines()):
+        if _EXCEPTION_LINE.fullmatch(line.strip()) and not line.startswith((" ", "\t")):
+            return line.strip()
+    if code is None:
+        return "the driver ended without recording an error (its exit status is unknown: started by an earlier " \
+               "service process)"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = "unknown"
+        return f"the driver was killed by signal {-code} ({name}) before it recorded an error"
+    return f"the driver exited with {code}"
 
 
 # --- what differs between sweeps and transfers ---------------------------------------------------------------
@@ -356,6 +383,7 @@ class JobRunner:
             for record in self._records(session, "RUNNING"):
                 if self.driver_alive(record):
                     continue  # a driver from a previous service process still runs: adopt it
+                self.end_job_processes(record)  # before it is queued to resume: the new driver gets the same tag
                 name = kind_of(record).name
                 if self.settings.reconcile == "resume":
                     record.state, record.pid = "PENDING", None
@@ -381,13 +409,14 @@ class JobRunner:
                 code = self._exit_code(record)
                 if code is None:
                     continue
-                self._procs.pop(record.id, None)
+                ours = self._procs.pop(record.id, None) is not None  # else its exit status is unknown
+                self.end_job_processes(record)
                 record.state = self._final_state(record, code)
                 stopped = self._stopped_outside(record, record.state)
                 if stopped:  # the service's own cancel marks the record CANCELLED before it stops the driver
                     record.state, record.error = "FAILED", stopped
                 elif record.state == "FAILED":
-                    record.error = self._failure(record) or f"driver exited with {code}"
+                    record.error = self._failure(record, code if ours else None)
             session.commit()
             slots = self.settings.max_concurrent_sweeps - sum(1 for r in running if r.state == "RUNNING")
             if slots > 0:
@@ -445,19 +474,28 @@ class JobRunner:
         return (f"stopped from outside the service: {how}; its running trials ended CANCELLED. "
                 f"POST /v1/{kind_of(record).folder}/{record.id}/resume continues it")
 
-    def _failure(self, record: Record) -> str:
-        """Why a job FAILED: the cause its driver recorded (e.g. every trial's trainer exited 3, with its stderr),
-        else the end of the driver's log (it died before it could say)."""
-        error = self.live_status(record).get("error")
-        return self.settings.redact(str(error) if error else self._log_tail(record))[:2000]
+    def end_job_processes(self, record: Record) -> None:
+        """End what the job's ended driver left on this machine (its tag: a trainer's `setsid` child that a killed
+        Ray worker left behind, a descendant that dropped the trial's tag), whatever the job's outcome. Called
+        before the record leaves RUNNING, so no resume can start a driver whose processes carry the same tag."""
+        if ended := end_tagged(JOB_TAG_ENV, record.id, self.kill_grace_s):
+            log.warning("%s %s: its driver ended; ended %d process(es) it left", kind_of(record).name, record.id,
+                        ended)
 
-    def _log_tail(self, record: Record, lines: int = 5) -> str:
+    def _failure(self, record: Record, code: int | None) -> str:
+        """Why a job FAILED: the cause its driver recorded (e.g. every trial's trainer exited 3, with its stderr),
+        else its own last error line in its log, or how it ended (it died before it could say)."""
+        error = self.live_status(record).get("error")
+        return self.settings.redact(str(error) if error else self._log_error(record, code))[:2000]
+
+    def _log_error(self, record: Record, code: int | None) -> str:
         path = self.job_dir(record) / "driver.log"
         if not path.is_file():
             return f"Ray job {record.ray_job_id} failed (its log: ray job logs {record.ray_job_id})" \
-                if record.ray_job_id else ""
-        text = path.read_text(errors="replace").strip().splitlines()
-        return " | ".join(text[-lines:])[-2000:]
+                if record.ray_job_id else driver_error("", code)
+        with path.open("rb") as handle:  # the end only: a driver's log can be large
+            handle.seek(max(0, path.stat().st_size - LOG_TAIL_BYTES))
+            return driver_error(handle.read().decode(errors="replace"), code)
 
     def cancel(self, session: Session, record: Record) -> bool:
         """Mark a PENDING or RUNNING job CANCELLED (False when it already finished or another request cancelled it

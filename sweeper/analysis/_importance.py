@@ -144,7 +144,19 @@ def sweep_importance(points: Sequence[PointSummary], *, evaluator: str = "fanova
     """The importance of each searched parameter for the sweep's objective (see the module's docstring).
 
     `points` are the sweep's search points; only those scored on every seed count. Raises `SweepError` when fewer
-    than three points were scored or no parameter took two values."""
+    than three points were scored or no parameter took two values, and when the evaluator itself fails on these
+    objectives: an analysis is a view of a finished sweep, and its failure is said, never raised as a crash (with
+    objectives near 1e308 the sums of squares inside fANOVA overflow and Optuna asserts)."""
+    try:
+        return _sweep_importance(points, evaluator=evaluator, n_boot=n_boot, seed=seed)
+    except SweepError:
+        raise
+    except Exception as exc:  # Optuna's asserts, numpy's and statistics' overflows, sklearn's value errors
+        raise SweepError(f"importance: Optuna's {evaluator} evaluator failed on this sweep's objectives "
+                         f"({type(exc).__name__}: {str(exc)[:200] or 'no message'})") from exc
+
+
+def _sweep_importance(points: Sequence[PointSummary], *, evaluator: str, n_boot: int, seed: int) -> SweepImportance:
     if evaluator not in EVALUATORS:
         raise SweepError(f"importance evaluator {evaluator!r} is not one of {', '.join(EVALUATORS)}")
     if not 0 <= n_boot <= 10_000:

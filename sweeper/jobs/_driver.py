@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from trials import JobFailedError
-from trials.record import LINEAGE, TAG
+from trials.record import LINEAGE, METRIC, TAG
 
 from ..analysis import SweepResult, build_result, confirmation_spec, controls_of, top_points
 from ..errors import SweepError, SweepFailedError
@@ -194,13 +194,18 @@ class _Driver:
         if wall:
             self.trial_wall.append(float(wall))
         steps = result.get("step")
+        metrics = {METRIC.TRIAL_WALL_S: float(wall)} if wall else {}
+        if objective is not None:
+            # The sweep's objective (the mean FD over the declared eval steps, `sweeper.search`), logged after the
+            # backend's own summary at the same step, so the run's latest `objective` is the one the planner saw.
+            metrics[METRIC.OBJECTIVE] = float(objective)
         self.ledger.close(
             live.run_id,
             state,
             diverged=diverged,
             error=self.errors.get(live.run_id),
             steps_done=int(steps) if isinstance(steps, int | float) else None,
-            metrics={"trial_wall_s": float(wall)} if wall else None,
+            metrics=metrics or None,
         )
         self.closed[live.run_id] = (state, diverged)
         retry = self.planner.complete(

@@ -13,15 +13,15 @@ import contextlib
 import math
 import re
 import shutil
-import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from trials import TrialError
 from trials.record import PRUNED, TAG, TRIAL_TAG
 
-__all__ = ["BACKENDS", "list_backends", "make_trainable", "run_trial_attempt"]
+__all__ = ["BACKENDS", "declared_objective", "list_backends", "make_trainable", "run_trial_attempt"]
 
 ProgressFn = Callable[[dict[str, Any]], None]
 
@@ -60,7 +60,7 @@ def run_trial_attempt(job: dict[str, Any]) -> None:
     torch.set_num_threads(int(job["threads"]))  # match the CPUs Ray reserved for this trial
     eval_steps: list[int] = list(job["eval_steps"])
     n_evals = len(eval_steps)
-    fds: list[float] = []
+    fds: dict[int, float] = {}  # declared eval step -> FD: a step reported twice counts once
     stopped = False
 
     def progress(record: dict[str, Any]) -> None:
@@ -70,13 +70,13 @@ def run_trial_attempt(job: dict[str, Any]) -> None:
             return
         fd = float(record["fd"])
         if math.isfinite(fd):
-            fds.append(fd)
+            fds[step] = fd
         index = eval_steps.index(step) + 1
         if index == n_evals or not fds:
             return  # the last eval is reported after the run is closed (see the module docstring)
         metrics = {
             "eval_index": index,
-            "objective_so_far": statistics.fmean(fds),
+            "objective_so_far": _mean(list(fds.values())),
             "step": step,
             "fd": fd,
             "trial_status": "RUNNING",
@@ -103,9 +103,10 @@ def run_trial_attempt(job: dict[str, Any]) -> None:
         _drop_checkpoints(checkpoint_dir)  # this attempt is never resumed: a retry is a new attempt
         raise
     _drop_checkpoints(checkpoint_dir)
+    objective = declared_objective(result.fd, eval_steps) if result.status == "SUCCEEDED" else None
     final = {
         "eval_index": n_evals,
-        "objective_so_far": result.objective if result.objective is not None else math.inf,
+        "objective_so_far": objective if objective is not None else math.inf,
         "step": result.steps_done,
         "trial_status": result.status,
         "trial_elapsed_s": time.perf_counter() - start,
@@ -113,11 +114,28 @@ def run_trial_attempt(job: dict[str, Any]) -> None:
         "effective_time_s": result.total_effective_time_s,
         "run_wall_s": result.wall_time_s,
     }
-    if result.objective is not None:
-        final["objective"] = result.objective
-    for step, value in result.fd.items():
-        final[f"fd_at_{step}"] = value
+    if objective is not None:
+        final["objective"] = objective
+    for step in eval_steps:  # the declared steps only: a trainer reporting 20,000 steps adds nothing here
+        if step in result.fd:
+            final[f"fd_at_{step}"] = result.fd[step]
     tune.report(final)
+
+
+def declared_objective(fd: Mapping[int, float], eval_steps: Sequence[int]) -> float:
+    """A finished trial's objective: the mean FD over the sweep's declared eval steps, each required and finite.
+    FD reported at any other step does not count (a backend's own mean is over whatever steps it saw); a missing
+    or non-finite one fails the trial, naming the steps, rather than scoring it on fewer steps than its peers."""
+    missing = [s for s in eval_steps if not math.isfinite(fd.get(s, math.nan))]
+    if missing:
+        shown = ", ".join(map(str, missing[:12])) + (f", ... ({len(missing)} steps)" if len(missing) > 12 else "")
+        raise TrialError(f"the trial reported no finite FD at declared eval step(s) {shown}: it cannot be scored")
+    return _mean([fd[s] for s in eval_steps])
+
+
+def _mean(values: Sequence[float]) -> float:
+    """The mean of finite values, finite however large they are (`statistics.fmean` sums first and overflows)."""
+    return math.fsum(v / len(values) for v in values)
 
 
 def _tag_worker(job: dict[str, Any]) -> None:

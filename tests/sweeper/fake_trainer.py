@@ -4,7 +4,8 @@ FD at step s of a point (K, gamma) on seed q: base * (1 + 0.5 * (H - s) / H), ba
 200 (gamma - 0.15)^2 + 0.3 q for the periodic arm (so K=3, gamma=0.15 is best), 40 + q for adamw, 18 + q for muon.
 Behaviour by environment (point keys like "K=2,gamma=0.25", separated by ";"):
 FAKE_SLEEP seconds per eval step; FAKE_FAIL fails always; FAKE_FAIL_ONCE fails on the first attempt (a marker
-file in FAKE_MARKERS remembers it); FAKE_NAN reports a NaN FD (diverges) at the first eval step.
+file in FAKE_MARKERS remembers it); FAKE_NAN reports a NaN FD (diverges) at the first eval step; FAKE_UNDECLARED
+also reports FD 0 at step 1, not an eval step (it must not count).
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ def main() -> None:
             sys.exit(f"fake first-attempt failure for {key}")
     base = base_objective(args.optimizer, args.K, args.gamma, args.seed)
     sleep = float(os.environ.get("FAKE_SLEEP", "0"))
+    if listed("FAKE_UNDECLARED"):
+        with open(args.progress, "a") as handle:
+            handle.write(json.dumps({"step": 1, "fd": 0.0, "effective_time_s": 0.01}) + "\n")
     for i, step in enumerate(int(s) for s in args.eval_steps.split(",")):
         time.sleep(sleep)
         fd = float("nan") if listed("FAKE_NAN") and i == 0 else base * (1 + 0.5 * (args.steps - step) / args.steps)

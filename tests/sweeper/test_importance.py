@@ -92,3 +92,30 @@ def test_ped_anova_misranks_a_small_grid_where_fanova_does_not() -> None:
     fanova = {p.param: p.importance for p in sweep_importance(points, n_boot=0).params}
     assert ped["gamma"] > ped["K"]
     assert fanova["K"] > 0.95 > 0.05 > fanova["gamma"]
+
+
+def test_an_evaluator_that_breaks_on_huge_objectives_is_a_sweep_error_naming_it() -> None:
+    # Issue 53 M3: objectives near 1e308 (a trainer's FD before the command backend bounded it) make the sums of
+    # squares inside fANOVA overflow and Optuna assert. That must be the analysis's refusal (a SweepError, which
+    # the routes answer 409 and the finish stage records), never an AssertionError that ends a finished sweep.
+    points = _points(lambda k, g: 10 + k)
+    points[4].objective = 1e308
+    points[4].seed_objectives = dict.fromkeys(SEEDS, 1e308)
+    with pytest.raises(SweepError, match=r"importance: Optuna's fanova evaluator failed .*AssertionError"):
+        sweep_importance(points, n_boot=5)
+
+
+def test_a_failing_view_is_recorded_in_the_selection_document_not_raised() -> None:
+    # The driver's finish stage stores the views with the selection (`selection_document(views=True)`); a view
+    # that fails must leave the document (and so the sweep's end) whole, with the view's reason in its place.
+    from sweeper.analysis import SweepResult
+
+    points = _points(lambda k, g: 10 + k)
+    points[4].objective = 1e308
+    points[4].seed_objectives = dict.fromkeys(SEEDS, 1e308)
+    result = SweepResult(sweep_id="s", name="s", state="SUCCEEDED", parent_run_id="p", tracking_uri="", experiment="e",
+                         eval_steps=[1, 2], seeds=list(SEEDS), selection=None, points=points, baselines=[], trials=[])
+    doc = result.selection_document(views=True)
+    assert "AssertionError" in doc["importance"]["error"]
+    assert doc["importance"]["error"].startswith("importance: Optuna's fanova evaluator failed")
+    assert len(doc["points"]) == 9 and doc["front"] is not None

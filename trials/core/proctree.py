@@ -168,7 +168,8 @@ def end_tagged(name: str, value: str, grace_s: float = 10.0) -> int:
 def start_reaper(watch_pid: int, tag: str, grace_s: float, remove: Path | None = None) -> subprocess.Popen[bytes]:
     """Start the trainer's reaper (in its own session, without the tags: it ignores SIGTERM, and a job's cancel
     must not wait out its grace period for it): it ends `tag` when `watch_pid` is gone, then removes `remove` (the
-    trial's scratch folder, which a killed worker cannot remove itself)."""
+    trial's scratch folder, which a killed worker cannot remove itself). The process returned exits at once,
+    leaving the reaper detached (`main`): not a child of the caller."""
     env = {k: v for k, v in os.environ.items() if k not in (TRIAL_TAG_ENV, JOB_TAG_ENV)}
     extra = ["--remove", str(remove)] if remove is not None else []
     return subprocess.Popen([sys.executable, "-m", "trials.core.proctree", "--watch", str(watch_pid), "--tag", tag,
@@ -196,6 +197,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--remove", type=Path, default=None)
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a group-wide SIGTERM must not take the reaper first
+    # Detach from the process that started it (the trial's Ray worker): a Ray worker that exits (its driver was
+    # SIGKILLed) kills its direct children, and the reaper was one of them, so the trainer's `setsid` child
+    # outlived the trial. Re-parented (to init, or to the nearest subreaper), it is nobody's child to kill; the
+    # starter's `wait()` returns at once.
+    if hasattr(os, "fork") and os.fork() > 0:
+        os._exit(0)
     _reap(args.watch, args.tag, args.grace, remove=args.remove)
 
 
