@@ -1,8 +1,9 @@
 """An example external trainer for scalesweep's command backend.
 
 A team's own trainer (FSDP2, its data, DINOv2 FD) plugs in the same way: take the hyperparameters on the command
-line, train, and append one JSON line per checkpoint to the progress file. This one trains scalesweep's built-in
-MMDiT so the example runs anywhere; replace the body of `main` with your trainer.
+line, train, and call `trials.progress.report_checkpoint` once per checkpoint (it appends the JSON line the backend
+reads, on rank 0 only, and checks it on the spot). This one trains scalesweep's built-in MMDiT so the example runs
+anywhere; replace the body of `main` with your trainer.
 
     scalesweep's sweep spec: backend: {name: command, command: "python examples/command_trainer.py --optimizer
     {optimizer} --K {K} --gamma {gamma} --lr {lr} --rung {rung} --steps {steps} --seed {seed}
@@ -12,9 +13,8 @@ MMDiT so the example runs anywhere; replace the body of `main` with your trainer
 from __future__ import annotations
 
 import argparse
-import json
 import os
-from pathlib import Path
+from typing import Any
 
 
 def main() -> None:
@@ -39,15 +39,22 @@ def main() -> None:
         parser.error("--progress (or SCALESWEEP_PROGRESS_FILE) is required")
 
     from trials import run_trial
+    from trials.progress import ProgressReporter
 
-    progress_file = Path(args.progress)
+    eval_steps = [int(s) for s in args.eval_steps.split(",")] if args.eval_steps else None
+    reporter = ProgressReporter(args.progress, eval_steps=eval_steps)
 
-    def report(record: dict) -> None:
-        keep = ("fd", "val_loss", "effective_time_s", "optimizer_time_s", "step_time_s")
-        line = {"step": record["step"], **{k: record[k] for k in keep if k in record}}
-        line["metric_name"] = record["metric_name"]  # what the FD was computed on, e.g. fd_shapes_cnn
-        with progress_file.open("a") as handle:  # one line per checkpoint, flushed on close
-            handle.write(json.dumps(line) + "\n")
+    def report(record: dict[str, Any]) -> None:
+        # Outside this example, the one line is: report_checkpoint(step, fd=..., effective_time_s=..., ...)
+        reporter.checkpoint(
+            record["step"],
+            record["fd"],
+            effective_time_s=record.get("effective_time_s"),
+            optimizer_time_s=record.get("optimizer_time_s"),
+            step_time_s=record.get("step_time_s"),
+            val_loss=record.get("val_loss"),
+            metric_name=record["metric_name"],  # what the FD was computed on, e.g. fd_shapes_cnn
+        )
 
     config = {
         "rung": args.rung,
@@ -56,15 +63,17 @@ def main() -> None:
         "optimizer": {"name": args.optimizer, "refresh_every": args.K, "gamma": args.gamma, "lr": args.lr},
         "eval": {"fd_samples": args.fd_samples, "extractor": args.extractor},
     }
-    if args.eval_steps:
-        config["eval_steps"] = [int(s) for s in args.eval_steps.split(",")]
+    if eval_steps:
+        config["eval_steps"] = eval_steps
     if args.batch_size is not None:
         config["batch_size"] = args.batch_size
     if args.track_points is not None:
         config["eval"]["track_points"] = args.track_points
     if args.text_encoder is not None:
         config["text_encoder"] = args.text_encoder
-    run_trial(config, progress=report)
+    result = run_trial(config, progress=report)
+    if result.status == "DIVERGED" and result.diverged_at is not None:
+        reporter.divergence(result.diverged_at)  # the backend marks the trial DIVERGED at that step
 
 
 if __name__ == "__main__":

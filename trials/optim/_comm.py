@@ -6,9 +6,12 @@ buffer of S bytes (the gathered output for an all-gather, the reduced buffer for
 
     all_gather   (W - 1) / W * S        each rank sends its shard to the W - 1 others
     all_reduce   2 (W - 1) / W * S      a reduce-scatter then an all-gather of the result
+    all_to_all   S                      S is what this rank sends to the other ranks (its own part stays local)
 
-Padding added to even out uneven shards is sent, so it counts. At W = 2 both equal the size of the rank's own
-input buffer (its shard for an all-gather, the whole buffer for an all-reduce).
+Padding added to even out uneven shards is sent, so it counts. At W = 2 the first two equal the size of the rank's
+own input buffer (its shard for an all-gather, the whole buffer for an all-reduce). An all-to-all has no ring
+factor: each rank sends each other rank its part directly, and the parts differ between ranks, so S is counted per
+rank from its own send sizes.
 """
 
 from __future__ import annotations
@@ -25,14 +28,15 @@ if TYPE_CHECKING:
 __all__ = ["COLLECTIVES", "CommStats", "is_dtensor", "local_tensor", "logical_bytes_sent"]
 
 # The collective kinds the sharded optimizer issues, in the order they are reported.
-COLLECTIVES: tuple[str, ...] = ("all_gather", "all_reduce")
+COLLECTIVES: tuple[str, ...] = ("all_gather", "all_to_all", "all_reduce")
 
 
 def logical_bytes_sent(kind: str, buffer_bytes: int, world_size: int) -> float:
     """Bytes one rank sends for one collective of `kind` on a buffer of `buffer_bytes` (see the module docstring).
 
-    `buffer_bytes` is the gathered output of an all-gather (all ranks' shards, padding included) or the reduced
-    buffer of an all-reduce. A single rank sends nothing.
+    `buffer_bytes` is the gathered output of an all-gather (all ranks' shards, padding included), the reduced
+    buffer of an all-reduce, or the bytes this rank sends to other ranks in an all-to-all. A single rank sends
+    nothing.
     """
     if world_size < 1:
         raise ValueError(f"world_size must be >= 1, got {world_size}")
@@ -43,6 +47,8 @@ def logical_bytes_sent(kind: str, buffer_bytes: int, world_size: int) -> float:
         return share
     if kind == "all_reduce":
         return 2.0 * share
+    if kind == "all_to_all":
+        return float(buffer_bytes) if world_size > 1 else 0.0
     raise ValueError(f"unknown collective {kind!r}; allowed: {list(COLLECTIVES)}")
 
 
