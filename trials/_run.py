@@ -183,6 +183,9 @@ def _config_fingerprint(cfg: TrialConfig) -> str:
     step is computed (its kernels give the same update up to float rounding)."""
     dumped = cfg.model_dump(exclude={"tracking": True, "checkpoint_dir": True, "threads": True,
                                      "optimizer": {"rownorm_kernel"}})
+    for key, default in (("precision", "fp32"), ("workers", 1)):  # added later: older checkpoints still resume
+        if dumped[key] == default:
+            dumped.pop(key)
     return json.dumps(dumped, sort_keys=True, default=str)
 
 
@@ -203,6 +206,33 @@ def _resolve_device(name: str) -> torch.device:
     if name == "cuda" and not torch.cuda.is_available():
         raise TrialError("device 'cuda' requested but torch.cuda.is_available() is False; allowed here: cpu, auto")
     return torch.device(name)
+
+
+def native_bf16(device: torch.device) -> bool:
+    """Whether `device` computes bf16 natively: CUDA with bf16 support, or a CPU with AMX or AVX512-BF16 (oneDNN's
+    own test). Elsewhere bf16 is emulated through fp32 and runs slower than fp32 itself."""
+    if device.type == "cuda":
+        return bool(torch.cuda.is_bf16_supported())
+    return device.type == "cpu" and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
+def check_precision(cfg: TrialConfig, device: torch.device) -> None:
+    """Refuse `precision: bf16` on a device without native bf16, before anything is built."""
+    if cfg.precision == "bf16" and not native_bf16(device):
+        raise TrialError(
+            f"precision 'bf16' needs native bf16 ({device.type}: "
+            + ("torch.cuda.is_bf16_supported() is False" if device.type == "cuda"
+               else "no AMX or AVX512-BF16, torch.ops.mkldnn._is_mkldnn_bf16_supported() is False")
+            + "); emulated bf16 is slower than fp32 there. allowed here: precision 'fp32'"
+        )
+
+
+def autocast(cfg: TrialConfig, device: torch.device) -> contextlib.AbstractContextManager[Any]:
+    """bf16 autocast for the training step's forward and backward (`precision: bf16`), else nothing. Autocast
+    computes matmuls in bf16 from the fp32 master weights; gradients land in fp32 on the fp32 parameters."""
+    if cfg.precision != "bf16":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
 
 
 def run_trial(
@@ -289,6 +319,7 @@ def _build(cfg: TrialConfig) -> _Trial:
     """Data, text conditioning, model, optimizer, EMA copy and the fixed evaluation inputs; refuses an
     FD-infinity request the sample count cannot serve before any training."""
     device = _resolve_device(cfg.device)
+    check_precision(cfg, device)
     dataset = _dataset(cfg)
     cond = _Conditioner(cfg, dataset, device)
     torch.manual_seed(cfg.seed)  # model init is a function of the seed
@@ -426,8 +457,10 @@ def _train_step(trial: _Trial, step: int) -> float | None:
     trial.sync()
     t0 = time.perf_counter()
     optimizer.zero_grad()
-    context, pooled = _encode(module, trial.cond, batch.captions, cached)
-    loss = flow_loss(module.denoiser, batch.images, context, pooled, trial.noise_gen, cond_dropout=cfg.cond_dropout)
+    with autocast(cfg, trial.cond.device):  # backward runs in the dtypes autocast chose for the forward
+        context, pooled = _encode(module, trial.cond, batch.captions, cached)
+        loss = flow_loss(module.denoiser, batch.images, context, pooled, trial.noise_gen,
+                         cond_dropout=cfg.cond_dropout)
     if not torch.isfinite(loss):
         return None
     loss.backward()
