@@ -46,6 +46,9 @@ __all__ = ["metric_floor", "run_trial", "summarise_quality"]
 
 ProgressFn = Callable[[dict[str, Any]], None]
 
+# Logged when a run resumes from a checkpoint (the value and step: the step it resumed after), once per resume.
+RESUMED_FROM_STEP = "resumed_from_step"
+
 # Images the label CNN behind the default "shapes-cnn" extractor is trained on (once, then cached by content hash).
 _FEATURE_NET_IMAGES = 8192
 
@@ -264,6 +267,7 @@ def run_trial(
             result.run_id = run.run_id
             if trial.step > 0:  # resumed: what the interrupted attempt logged after its checkpoint stays once
                 run = _OnceRecorder(run, cfg.tracking, trial.step)
+                run.log_metrics({RESUMED_FROM_STEP: float(trial.step)}, trial.step)
         with _progress_bar(cfg, trial.step, show_progress and lead) as bar:
             _train(trial, result, run, checkpoint, bar, progress if lead else None)
         _summarise(result, trial.effective, trial.optimizer)

@@ -29,6 +29,10 @@ ProgressFn = Callable[[dict[str, Any]], None]
 def _builtin(trial: dict[str, Any], backend: dict[str, Any], progress: ProgressFn) -> Any:
     from trials import run_trial
 
+    if int(trial.get("workers", 1)) > 1:  # FSDP2 on the trial's placement group; this process is rank 0
+        from ._workers import run_on_workers
+
+        return run_on_workers(trial, lambda cfg: run_trial(cfg, progress=progress))
     return run_trial(trial, progress=progress)
 
 
