@@ -5,8 +5,9 @@ communication meter, and checkpoints through `torch.distributed.checkpoint`.
 sweeper starts one process per rank in a Ray placement group, `torchrun` works too). The design, per rank:
 
 - the model is built from the seed on every rank (the same initial weights), then each MMDiT block is
-  `fully_shard`ed and the whole denoiser last, a learned text encoder as a unit of its own (`shard_model`): parameters become `Shard(0)` DTensors, all-gathered for
-  forward and backward and reduce-scattered (averaged) after backward;
+  `fully_shard`ed and the whole denoiser last, a learned text encoder as a unit of its own (`shard_model`):
+  parameters become `Shard(0)` DTensors, all-gathered for forward and backward and reduce-scattered (averaged)
+  after backward;
 - block matrices take `ShardedPeriodicRowMuon` (`trials.optim.build_optimizer` picks it for DTensors; K = 1 is the
   sharded Muon baseline), everything else AdamW on its shards;
 - the global batch (`batch_size`) is drawn whole on every rank from the trial's one data stream and each rank trains
@@ -29,7 +30,7 @@ import datetime
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,7 +84,7 @@ def shard_model(denoiser: nn.Module, text: nn.Module | None) -> None:
     text encoder as one unit whose `encode` (not `forward`) is what the trial calls."""
     from torch.distributed.fsdp import fully_shard, register_fsdp_forward_method
 
-    for block in denoiser.blocks:
+    for block in denoiser.blocks:  # type: ignore[union-attr]  # the MMDiT's ModuleList
         fully_shard(block)
     fully_shard(denoiser)
     if text is not None:
@@ -205,7 +206,7 @@ def load_weights(target: nn.Module, weights: list[Tensor]) -> None:
             p.copy_(w.to(p.device))
 
 
-def local_tensors(tensors: list[Tensor]) -> list[Tensor]:
+def local_tensors(tensors: Sequence[Tensor]) -> list[Tensor]:
     """Each DTensor's local shard (the same storage: updating it updates the DTensor)."""
     from torch.distributed.tensor import DTensor
 

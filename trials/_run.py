@@ -266,7 +266,7 @@ def run_trial(
         if run.tracked:
             result.run_id = run.run_id
             if trial.step > 0:  # resumed: what the interrupted attempt logged after its checkpoint stays once
-                run = _OnceRecorder(run, cfg.tracking, trial.step)
+                run = _OnceRecorder(run, cfg.tracking)  # type: ignore[assignment]
                 run.log_metrics({RESUMED_FROM_STEP: float(trial.step)}, trial.step)
         with _progress_bar(cfg, trial.step, show_progress and lead) as bar:
             _train(trial, result, run, checkpoint, bar, progress if lead else None)
@@ -280,7 +280,7 @@ class _OnceRecorder:
     """A resumed run's recorder: drops metric points at steps the run already holds for that key (the interrupted
     attempt logged them after its last checkpoint; the resumed one trains those steps again)."""
 
-    def __init__(self, run: RunRecorder, tracking: Any, resumed_at: int) -> None:
+    def __init__(self, run: RunRecorder, tracking: Any) -> None:
         from mlflow import MlflowClient
 
         self._run = run

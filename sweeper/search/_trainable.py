@@ -39,8 +39,10 @@ def _builtin(trial: dict[str, Any], backend: dict[str, Any], progress: ProgressF
 def _command(trial: dict[str, Any], backend: dict[str, Any], progress: ProgressFn) -> Any:
     from trials import run_command_trial
 
+    from ._workers import launch_placeholders
+
     command = {k: v for k, v in backend.items() if k not in ("name", "trainer")}
-    return run_command_trial(trial, command, progress=progress)
+    return run_command_trial(trial, launch_placeholders(command, trial), progress=progress)
 
 
 # name -> runner(trial config mapping, backend spec mapping, progress) -> trials.TrialResult

@@ -52,7 +52,8 @@ def _tune(spec: SweepSpec, driver: DriverHooks, workdir: Path, started_ray: bool
 
     searcher, scheduler, stopper, monitor = tune_parts(driver)
     # one worker: a plain request; N workers: a placement group of N bundles, packed (`_workers`)
-    trainable = tune.with_resources(make_trainable(driver.sweep_id), trial_resources(spec.execution))
+    resources = trial_resources(spec.execution, one_node=spec.backend.name == "command")
+    trainable = tune.with_resources(make_trainable(driver.sweep_id), resources)
     concurrency = _concurrency(spec)
     tuner = tune.Tuner(
         trainable,

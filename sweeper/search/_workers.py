@@ -22,7 +22,9 @@ from typing import Any
 
 from ..specs import ExecutionSpec
 
-__all__ = ["MAX_RANK_RESTARTS", "free_port", "rank_bundles", "run_on_workers", "trial_resources"]
+__all__ = [
+    "MAX_RANK_RESTARTS", "free_port", "launch_placeholders", "rank_bundles", "run_on_workers", "trial_resources",
+]
 
 # Restarts of a trial's rank group after a lost rank: each resumes from the last checkpoint, so a restart costs at
 # most one eval interval of training. Three covers a flaky node without looping forever on a broken one.
@@ -37,14 +39,38 @@ def rank_bundles(execution: ExecutionSpec) -> list[dict[str, float]]:
     return [dict(bundle) for _ in range(execution.workers_per_trial)]
 
 
-def trial_resources(execution: ExecutionSpec) -> Any:
+def trial_resources(execution: ExecutionSpec, one_node: bool = False) -> Any:
     """What `tune.with_resources` reserves per trial: a plain request for one worker, else a placement group of
-    one bundle per worker, packed (the trainable takes bundle 0)."""
+    one bundle per worker (the trainable takes bundle 0), packed: on one node where it fits (`PACK`), or only on
+    one node (`STRICT_PACK`, `one_node`: a command trainer's `torchrun --nproc-per-node` starts every rank on the
+    trainable's node, so bundles elsewhere would leave that node oversubscribed)."""
     if execution.workers_per_trial == 1:
         return {"cpu": execution.cpus_per_trial, "gpu": execution.gpus_per_trial}
     from ray import tune
 
-    return tune.PlacementGroupFactory(rank_bundles(execution), strategy="PACK")
+    return tune.PlacementGroupFactory(rank_bundles(execution), strategy="STRICT_PACK" if one_node else "PACK")
+
+
+def launch_placeholders(command: dict[str, Any], trial: dict[str, Any]) -> dict[str, Any]:
+    """A command backend with `{workers}`, `{master_addr}` and `{master_port}` filled in (the trial's workers and a
+    free port on this node, where the trial's placement group sits), the rest of its placeholders left to
+    `trials.run_command_trial`; and OMP_NUM_THREADS set to each worker's CPUs unless the command sets it (torchrun
+    would set 1)."""
+    import ray
+
+    workers = int(trial.get("workers", 1))
+    values = {
+        "{workers}": str(workers),
+        "{master_addr}": ray.util.get_node_ip_address() if ray.is_initialized() else "127.0.0.1",
+        "{master_port}": str(free_port()),
+    }
+    argv = []
+    for arg in command["command"]:
+        for token, value in values.items():
+            arg = arg.replace(token, value)
+        argv.append(arg)
+    env = {"OMP_NUM_THREADS": str(int(trial.get("threads", 1))), **dict(command.get("env") or {})}
+    return {**command, "command": argv, "env": env}
 
 
 def free_port() -> int:
@@ -150,6 +176,6 @@ def _lost_rank(runs: list[Any]) -> BaseException | None:
             ray.get(ref)
         except RayActorError as exc:
             return exc
-        except Exception:  # noqa: S112 - a rank that failed on its own (its peer died): not the lost one
+        except Exception:  # a rank that failed on its own (its peer died): not the lost one
             continue
     return None

@@ -20,7 +20,7 @@ from scalesweep_cli import main
 from sweeper import load_spec, run_sweep
 from sweeper.specs.checks import check_capacity
 
-from .conftest import make_spec, write_spec
+from .conftest import REPO, make_spec, write_spec
 
 
 def _two_workers(name: str, store_uri: str, **fields: object) -> dict:
@@ -67,7 +67,7 @@ def test_capacity_check_names_the_field_and_what_the_cluster_has(store_uri: str)
                                          r"cluster has 6 CPUs: at most 3 workers per trial at these resources$"):
         check_capacity(spec, cluster_cpus=6)
     gpu = load_spec(make_spec("gpu", store_uri, execution={"workers_per_trial": 2, "gpus_per_trial": 1}))
-    with pytest.raises(ValueError, match="needs 2 CPUs and 2 GPUs .* the cluster has 64 CPUs and 1 GPUs: at most 1"):
+    with pytest.raises(ValueError, match=r"needs 2 CPUs and 2 GPUs .* the cluster has 64 CPUs and 1 GPUs: at most 1"):
         check_capacity(gpu, cluster_cpus=64, cluster_gpus=1)
 
 
@@ -146,3 +146,23 @@ def test_a_killed_rank_is_restarted_and_the_trial_resumes_without_duplicates(ray
         steps = [m.step for m in client.get_metric_history(run_id, key)]
         assert len(steps) == len(set(steps)), (key, steps)  # nothing logged twice
     assert sorted(m.step for m in client.get_metric_history(run_id, "fd")) == [16, 32, 48]
+
+
+@pytest.mark.integration
+def test_a_command_trainer_runs_torchrun_on_the_workers_ray_reserved(ray_local: None, store_uri: str,
+                                                                     tmp_path: Path) -> None:
+    import sys
+
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "{workers}",
+               "--master-addr", "{master_addr}", "--master-port", "{master_port}",
+               str(REPO / "examples" / "torchrun_trial.py"), "{config_file}"]
+    spec = _two_workers("torchrun", store_uri, backend={"name": "command", "command": command, "poll_s": 0.1})
+    result = run_sweep(load_spec(spec), workdir=tmp_path / "wd")
+    assert result.state == "SUCCEEDED" and result.counts["SUCCEEDED"] == 1
+    runs = _trial_runs(store_uri, "torchrun")
+    assert len(runs) == 1
+    run = runs[0]
+    assert run.data.params["command"].count("--nproc-per-node 2 ") == 1  # {workers} filled in
+    assert "{master_port}" not in run.data.params["command"]
+    # both ranks trained: rank 1's communication reached rank 0's report
+    assert run.data.metrics["comm_bytes_per_step_rank1"] > 1e5
