@@ -1,8 +1,8 @@
 """One trial on N ranks: FSDP2 sharding of the MMDiT, the sharded EMA, the evaluation copy rank 0 scores, the
 communication meter, and checkpoints through `torch.distributed.checkpoint`.
 
-`run_trial` uses these when `TrialConfig.workers` > 1, inside a process group its caller started (`init_ranks`; the
-sweeper starts one process per rank in a Ray placement group, `torchrun` works too). The design, per rank:
+`run_trial` uses these when `TrialConfig.workers` > 1, inside a process group its caller started (the sweeper starts
+one process per rank in a Ray placement group; `torchrun` works too: `examples/torchrun_trial.py`). The design, per rank:
 
 - the model is built from the seed on every rank (the same initial weights), then each MMDiT block is
   `fully_shard`ed and the whole denoiser last, a learned text encoder as a unit of its own (`shard_model`):
@@ -26,7 +26,6 @@ asynchronous one): the exposed communication time, not overlapped compute.
 from __future__ import annotations
 
 import contextlib
-import datetime
 import json
 import os
 import time
@@ -47,7 +46,6 @@ __all__ = [
     "CommMeter",
     "ShardedCheckpoint",
     "current_ranks",
-    "init_ranks",
     "shard_model",
 ]
 
@@ -56,23 +54,13 @@ __all__ = [
 COMM_METRICS = ("comm_bytes_per_step", "comm_time_s_per_step", "step_time_s", "optimizer_step_time_s")
 
 
-def init_ranks(rank: int, world: int, master_addr: str, master_port: int, device: str = "cpu",
-               timeout_s: float = 1800.0) -> None:
-    """Join the trial's process group: gloo on CPU, NCCL on CUDA (each rank on its local GPU)."""
-    backend = "nccl" if device == "cuda" else "gloo"
-    if backend == "nccl":
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    dist.init_process_group(backend, init_method=f"tcp://{master_addr}:{master_port}", rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=timeout_s))
-
-
 def current_ranks(workers: int) -> tuple[int, int] | None:
     """(rank, world) of the process group a `workers`-rank trial runs in; None for a one-worker trial."""
     if workers == 1:
         return None
     if not (dist.is_available() and dist.is_initialized()):
         raise TrialError(f"workers={workers}: a multi-worker trial runs inside a process group of {workers} ranks "
-                         "(trials._distributed.init_ranks, torchrun, or the sweeper's workers_per_trial); none is "
+                         "(torch.distributed.init_process_group under torchrun, or the sweeper's workers_per_trial); none is "
                          "initialised in this process")
     if dist.get_world_size() != workers:
         raise TrialError(f"workers={workers} but the process group has {dist.get_world_size()} ranks")

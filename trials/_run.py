@@ -23,8 +23,20 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from . import _distributed as ranks_
 from ._config import TrialConfig, TrialResult
+from ._distributed import (
+    CommMeter,
+    ShardedCheckpoint,
+    broadcast_flag,
+    current_ranks,
+    full_weights,
+    gather_rank_metrics,
+    load_weights,
+    local_tensors,
+    records_blob,
+    records_from_blob,
+    shard_model,
+)
 from ._errors import TrialError
 from .data import ImageTextDataset, get_dataset, stream_generator, stream_seed
 from .flow import flow_loss, sample_euler, validation_loss
@@ -365,7 +377,7 @@ class _Shard:
     rank: int
     world: int
     eval_module: _TextToImage
-    meter: ranks_.CommMeter
+    meter: CommMeter
     ema_shards: list[Tensor]  # DTensors (checkpointed as such)
     ema_local: list[Tensor]
     param_local: list[Tensor]
@@ -373,9 +385,9 @@ class _Shard:
 
     def gather(self, trial: _Trial) -> None:
         """Every rank all-gathers the scored weights (EMA, else raw); rank 0 loads them into its copy."""
-        weights = ranks_.full_weights(self.ema_shards if trial.cfg.eval.ema_decay is not None else trial.params)
+        weights = full_weights(self.ema_shards if trial.cfg.eval.ema_decay is not None else trial.params)
         if self.rank == 0:
-            ranks_.load_weights(self.eval_module, weights)
+            load_weights(self.eval_module, weights)
 
 
 def _build(cfg: TrialConfig) -> _Trial:
@@ -389,13 +401,13 @@ def _build(cfg: TrialConfig) -> _Trial:
     denoiser = build_model(cfg.rung, image_size=cfg.data.image_size, in_channels=dataset.channels,
                            context_dim=cond.context_dim, pooled_dim=cond.pooled_dim)
     module = _TextToImage(denoiser, cond.learned).to(device)
-    place = ranks_.current_ranks(cfg.workers)
+    place = current_ranks(cfg.workers)
     shard = None
     if place is not None:
         if cfg.optimizer.name == "rownorm":
             raise TrialError("optimizer 'rownorm' has no sharded form; on workers > 1 allowed: adamw, muon, periodic")
         eval_module = copy.deepcopy(module).requires_grad_(False).eval()
-        ranks_.shard_model(denoiser, cond.learned)
+        shard_model(denoiser, cond.learned)
     optimizer = build_optimizer(module, cfg.optimizer, block_prefixes=("denoiser.blocks",))
     ema = None
     if place is None and cfg.eval.ema_decay is not None:
@@ -404,8 +416,8 @@ def _build(cfg: TrialConfig) -> _Trial:
         params = list(module.parameters())
         ema_shards = [p.detach().clone() for p in params]
         shard = _Shard(rank=place[0], world=place[1], eval_module=eval_module,
-                       meter=ranks_.CommMeter(world=place[1]), ema_shards=ema_shards,
-                       ema_local=ranks_.local_tensors(ema_shards), param_local=ranks_.local_tensors(params))
+                       meter=CommMeter(world=place[1]), ema_shards=ema_shards,
+                       ema_local=local_tensors(ema_shards), param_local=local_tensors(params))
 
     extractor = _extractor(cfg, dataset)
     reference = _reference_stats(cfg, dataset, extractor)
@@ -515,7 +527,7 @@ def _train(trial: _Trial, result: TrialResult, run: RunRecorder, checkpoint: _Ch
         if step in eval_steps:
             evaluated = _evaluate_step(trial, result, step) if _scores(trial) else None
             per_rank = _rank_metrics(trial)
-            diverged = evaluated is None if trial.shard is None else ranks_.broadcast_flag(
+            diverged = evaluated is None if trial.shard is None else broadcast_flag(
                 trial.shard.rank == 0 and evaluated is None)
             if diverged:
                 result.status, result.diverged_at = "DIVERGED", step
@@ -558,7 +570,7 @@ def _rank_metrics(trial: _Trial) -> dict[str, float]:
         "step_time_s": meter.step_time_s / steps,
         "optimizer_step_time_s": optimizer.total_step_time_s / max(1, optimizer.steps),
     }
-    every = ranks_.gather_rank_metrics(mine)
+    every = gather_rank_metrics(mine)
     out = {f"{k}_rank{r}": v for r, values in enumerate(every) for k, v in values.items()}
     out.update({k: max(values[k] for values in every) for k in mine if k != "step_time_s"})
     if optimizer.comm_stats is not None:
@@ -700,7 +712,7 @@ class _Checkpoint:
     def __init__(self, cfg: TrialConfig, shard: _Shard | None = None) -> None:
         self.path = Path(cfg.checkpoint_dir) / "last.pt" if cfg.checkpoint_dir else None
         self.fingerprint = _config_fingerprint(cfg)
-        self.sharded = (ranks_.ShardedCheckpoint(Path(cfg.checkpoint_dir), shard.rank)
+        self.sharded = (ShardedCheckpoint(Path(cfg.checkpoint_dir), shard.rank)
                         if cfg.checkpoint_dir and shard is not None else None)
 
     def restore(self, trial: _Trial, result: TrialResult) -> None:
@@ -756,7 +768,7 @@ class _Checkpoint:
                 "fingerprint": self.fingerprint, "step": step, "effective": trial.effective,
                 "counters": optimizer.state_dict()["counters"],
             }),
-            "records": ranks_.records_blob({name: getattr(result, name) for name in _RECORDS}),
+            "records": records_blob({name: getattr(result, name) for name in _RECORDS}),
         }
         return {
             "model": model_state,
@@ -791,7 +803,7 @@ class _Checkpoint:
         trial.train_gen.set_state(state["train_gen"])
         trial.noise_gen.set_state(own["noise_gen"])
         trial.step, trial.effective = int(meta["step"]), float(meta["effective"])
-        for name, values in ranks_.records_from_blob(own["records"]).items():
+        for name, values in records_from_blob(own["records"]).items():
             getattr(result, name).update(values)
 
 

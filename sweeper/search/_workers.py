@@ -91,7 +91,6 @@ def _rank_actor() -> Any:
             import torch
 
             from trials import run_trial
-            from trials._distributed import init_ranks
 
             torch.set_num_threads(int(trial.get("threads", 1)))
             init_ranks(rank, world, addr, port, device=_device(trial))
@@ -118,6 +117,22 @@ def _leave_group() -> None:
             dist.destroy_process_group()
 
 
+def init_ranks(rank: int, world: int, master_addr: str, master_port: int, device: str = "cpu",
+               timeout_s: float = 1800.0) -> None:
+    """Join the trial's process group over TCP: gloo on CPU, NCCL on CUDA (each rank on the GPU Ray gave it). The
+    timeout bounds how long ranks wait in a collective, rank 0's FD evaluation included."""
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+
+    backend = "nccl" if device == "cuda" else "gloo"
+    if backend == "nccl":
+        torch.cuda.set_device(0)  # Ray sets CUDA_VISIBLE_DEVICES to the bundle's GPU
+    dist.init_process_group(backend, init_method=f"tcp://{master_addr}:{master_port}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=timeout_s))
+
+
 def run_on_workers(trial: dict[str, Any], run_rank0: Callable[[dict[str, Any]], Any],
                    restarts: int = MAX_RANK_RESTARTS) -> Any:
     """Run a `trial["workers"]`-rank trial in the current Tune trial's placement group: ranks 1..N-1 as actors in
@@ -126,8 +141,6 @@ def run_on_workers(trial: dict[str, Any], run_rank0: Callable[[dict[str, Any]], 
     import ray
     from ray.util.placement_group import get_current_placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-    from trials._distributed import init_ranks
 
     world = int(trial["workers"])
     group = get_current_placement_group()
