@@ -1,9 +1,11 @@
 """Periodic Row-wise Muon in an FSDP2 trainer: a runnable example (CPU/gloo or GPUs/nccl).
 
-torchrun --nproc-per-node 2 examples/train_fsdp2.py
+torchrun --nproc-per-node 2 examples/train_fsdp2.py [--ns-placement distributed]
 """
 
 from __future__ import annotations
+
+import argparse
 
 import torch
 import torch.distributed as dist
@@ -29,6 +31,11 @@ class Net(nn.Module):  # stands in for your MMDiT: the 2-D weights under "blocks
         return self.out(h)
 
 
+parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+# "distributed": each matrix's Newton-Schulz runs once, on an owner rank, instead of on every rank
+parser.add_argument("--ns-placement", choices=["replicated", "distributed"], default="replicated")
+args = parser.parse_args()
+
 dist.init_process_group("gloo")  # "nccl" on GPUs, with the model and the batches on the rank's device
 torch.manual_seed(0)  # the same initial weights on every rank
 model = Net()
@@ -37,7 +44,8 @@ for block in model.blocks:
 fully_shard(model)
 routing = route_parameters(model)  # block matrices -> Muon; biases, input and output layers -> AdamW
 muon = ShardedPeriodicRowMuon(
-    [p for _, p in routing.muon], lr=0.02, refresh_every=3, gamma=0.15, ns_dtype=fast_ns_dtype()
+    [p for _, p in routing.muon], lr=0.02, refresh_every=3, gamma=0.15, ns_dtype=fast_ns_dtype(),
+    ns_placement=args.ns_placement,
 )
 adamw = torch.optim.AdamW([p for _, p in routing.aux], lr=1e-3)
 gen = torch.Generator().manual_seed(dist.get_rank())  # each rank its own data

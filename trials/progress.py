@@ -33,16 +33,39 @@ import os
 import re
 import sys
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from ._errors import InputError
+from ._settings import EnvSettings
 from .record import METRIC
 
-__all__ = ["EVAL_STEPS_ENV", "PROGRESS_FILE_ENV", "ProgressReporter", "report_checkpoint", "report_divergence"]
+__all__ = [
+    "EVAL_STEPS_ENV",
+    "PROGRESS_FILE_ENV",
+    "ProgressReporter",
+    "TrainerSettings",
+    "report_checkpoint",
+    "report_divergence",
+]
 
 PROGRESS_FILE_ENV = "SCALESWEEP_PROGRESS_FILE"  # set by the command backend: the JSON-lines file to append to
 EVAL_STEPS_ENV = "SCALESWEEP_EVAL_STEPS"  # set by the command backend: the trial's eval steps, comma-separated
+RANK_ENV = "RANK"  # set by torchrun: this process's global rank
+
+
+@dataclass(frozen=True)
+class TrainerSettings(EnvSettings):
+    """The environment of a team's trainer that the command backend starts (a process kind of its own): what this
+    module reads, read when asked (`TrainerSettings.from_env()`). None: not set."""
+
+    progress_file: str | None
+    eval_steps: str | None
+    rank: str | None
+
+    VARIABLES: ClassVar[Mapping[str, tuple[str, str | None]]] = {
+        "progress_file": (PROGRESS_FILE_ENV, None), "eval_steps": (EVAL_STEPS_ENV, None), "rank": (RANK_ENV, None)}
 
 # Names the backend gives a meaning of its own; extra metrics may not take them.
 _RESERVED = frozenset({"step", METRIC.FD, "metric_name"})
@@ -50,13 +73,13 @@ _RESERVED = frozenset({"step", METRIC.FD, "metric_name"})
 _NAME = re.compile(r"^[A-Za-z0-9_.\-/]+$")
 
 
-def _rank() -> int:
+def _rank(settings: TrainerSettings) -> int:
     """This process's rank: torch.distributed's when a process group is up (without importing torch), else torchrun's
     `RANK`, else 0."""
     distributed = sys.modules.get("torch.distributed")
     if distributed is not None and distributed.is_available() and distributed.is_initialized():
         return int(distributed.get_rank())
-    raw = os.environ.get("RANK", "").strip()
+    raw = (settings.rank or "").strip()
     if not raw:
         return 0
     try:
@@ -106,14 +129,15 @@ class ProgressReporter:
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, eval_steps: Iterable[int] | None = None,
                  rank: int | None = None) -> None:
+        settings = TrainerSettings.from_env()
         if path is None:
-            path = os.environ.get(PROGRESS_FILE_ENV) or None
+            path = settings.progress_file or None
         self.path = Path(path) if path is not None else None
         if eval_steps is None:
-            self.eval_steps = _parse_eval_steps(os.environ.get(EVAL_STEPS_ENV, "")) or None
+            self.eval_steps = _parse_eval_steps(settings.eval_steps or "") or None
         else:
             self.eval_steps = frozenset(_step(s) for s in eval_steps) or None
-        self.rank = _rank() if rank is None else rank
+        self.rank = _rank(settings) if rank is None else rank
         self.last_step = 0
 
     @property
@@ -200,7 +224,7 @@ _default: ProgressReporter | None = None
 def _reporter() -> ProgressReporter:
     """The process's reporter, made from the environment on first use (again if the progress file changed)."""
     global _default
-    path = os.environ.get(PROGRESS_FILE_ENV) or None
+    path = TrainerSettings.from_env().progress_file or None
     if _default is None or (str(_default.path) if _default.path else None) != path:
         _default = ProgressReporter()
     return _default

@@ -76,10 +76,13 @@ class _Matrices(nn.Module):
         return x
 
 
-def _sharded_model(shapes: list[tuple[int, int]], mesh: Any, seed: int = 1) -> tuple[_Matrices, list[Tensor]]:
+def _sharded_model(shapes: list[tuple[int, int]], mesh: Any, seed: int = 1,
+                   dtypes: list[torch.dtype] | None = None) -> tuple[_Matrices, list[Tensor]]:
     from torch.distributed.fsdp import fully_shard
 
     model = _Matrices(shapes, seed)
+    for i, dtype in enumerate(dtypes or []):
+        model.weights[i] = nn.Parameter(model.weights[i].detach().to(dtype))
     full = [p.detach().clone().requires_grad_() for p in model.weights]  # the unsharded reference, same start
     fully_shard(model, mesh=mesh)
     return model, full
@@ -151,7 +154,8 @@ def _seq(group: Any) -> int:
 def _equality(
     rank: int, mesh: Any, *, k: int, steps: int, ns_dtype: torch.dtype, names: tuple[str, ...] = (),
     shapes: list[tuple[int, int]] | None = None, placement: str = "replicated", reference: str = "periodic",
-    sharded_kw: dict[str, Any] | None = None, ref_kw: dict[str, Any] | None = None, **kw: Any
+    dtypes: list[torch.dtype] | None = None, sharded_kw: dict[str, Any] | None = None,
+    ref_kw: dict[str, Any] | None = None, **kw: Any
 ) -> dict[str, Any]:
     """The sharded optimizer against the unsharded one (PeriodicRowMuon, or torch.optim.Muon itself for
     reference="muon": K = 1 in bf16) on the same full gradients, step by step."""
@@ -159,7 +163,7 @@ def _equality(
         shapes = [SHAPES[n] for n in names]
     else:
         names = tuple(f"m{i}" for i in range(len(shapes)))
-    model, ref = _sharded_model(shapes, mesh)
+    model, ref = _sharded_model(shapes, mesh, dtypes=dtypes)
     params = list(model.weights)
     # A few KB per bucket: several buckets per refresh step, so the overlapped pipeline really runs.
     opt = ShardedPeriodicRowMuon(params, lr=0.02, refresh_every=k, ns_dtype=ns_dtype, bucket_bytes=16 * 1024,
@@ -174,6 +178,7 @@ def _equality(
     per_step = []
     for step_grads in _full_grads(shapes, steps):
         for p, r, g in zip(params, ref, step_grads, strict=True):
+            g = g.to(p.dtype)
             p.grad = _shard_of(g, mesh)
             r.grad = g.clone()
         before = _seq(group)
@@ -303,7 +308,7 @@ def _missing_grad(rank: int, mesh: Any, placement: str = "replicated") -> dict[s
     }
 
 
-def _checkpoint(rank: int, mesh: Any, ckpt_dir: Path) -> dict[str, Any]:
+def _checkpoint(rank: int, mesh: Any, ckpt_dir: Path, placement: str = "replicated") -> dict[str, Any]:
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
@@ -319,7 +324,8 @@ def _checkpoint(rank: int, mesh: Any, ckpt_dir: Path) -> dict[str, Any]:
 
     def fresh() -> tuple[_Matrices, ShardedPeriodicRowMuon]:
         model, _ = _sharded_model(shapes, mesh)
-        return model, ShardedPeriodicRowMuon(list(model.weights), lr=0.02, refresh_every=3, ns_dtype=FP32)
+        return model, ShardedPeriodicRowMuon(list(model.weights), lr=0.02, refresh_every=3, ns_dtype=FP32,
+                                             ns_placement=placement)
 
     straight, straight_opt = fresh()
     run(straight, straight_opt, grads)
@@ -356,7 +362,7 @@ def _checkpoint(rank: int, mesh: Any, ckpt_dir: Path) -> dict[str, Any]:
     return out
 
 
-def _end_to_end(rank: int, mesh: Any) -> dict[str, Any]:
+def _end_to_end(rank: int, mesh: Any, placement: str = "replicated") -> dict[str, Any]:
     """A real forward/backward through per-layer fully_shard, against the same model unsharded on the whole batch."""
     from torch.distributed.fsdp import fully_shard
 
@@ -370,7 +376,7 @@ def _end_to_end(rank: int, mesh: Any) -> dict[str, Any]:
     gen = torch.Generator().manual_seed(5)
     x, y = torch.randn(2 * 16, 24, generator=gen), torch.randn(2 * 16, 7, generator=gen)
     mine = slice(rank * 16, (rank + 1) * 16)  # each rank its half; FSDP2 averages the gradients
-    opt = ShardedPeriodicRowMuon(model.parameters(), lr=0.05, refresh_every=3, ns_dtype=FP32)
+    opt = ShardedPeriodicRowMuon(model.parameters(), lr=0.05, refresh_every=3, ns_dtype=FP32, ns_placement=placement)
     ref_opt = PeriodicRowMuon(ref.parameters(), lr=0.05, refresh_every=3, ns_dtype=FP32)
     losses = []
     for _ in range(6):
@@ -453,6 +459,12 @@ def _worker(rank: int, world: int, out_dir: Path) -> None:
             f"{prefix}batched_bf16": lambda p=placement: _equality(rank, mesh, k=1, steps=2, ns_dtype=bf16,
                                                                    shapes=BATCHED, placement=p),
         }
+    # bf16 and fp32 parameters in one optimizer with fp32 NS5: U goes out in each parameter's dtype, so the
+    # distributed placement runs one pair of all-to-alls per wire dtype.
+    mixed: dict[str, Any] = dict(k=3, steps=4, ns_dtype=FP32, names=("wide", "tall_uneven", "square", "tall"),
+                                 dtypes=[FP32, bf16, bf16, FP32])
+    conformance["mixed_dtypes"] = lambda: _equality(rank, mesh, **mixed)
+    conformance["dist_mixed_dtypes"] = lambda: _equality(rank, mesh, placement="distributed", **mixed)
     conformance["placement_bytes"] = lambda: _placement_bytes(rank, mesh)
     if world != WORLD:
         scenarios = conformance
@@ -506,7 +518,9 @@ def _two_rank_scenarios(rank: int, mesh: Any, out_dir: Path) -> dict[str, Callab
         "bytes": lambda: _bytes(rank, mesh),
         "refusals": lambda: _refusals(rank, mesh),
         "end_to_end": lambda: _end_to_end(rank, mesh),
+        "dist_end_to_end": lambda: _end_to_end(rank, mesh, "distributed"),
         "checkpoint": lambda: _checkpoint(rank, mesh, out_dir / "ckpt"),
+        "dist_checkpoint": lambda: _checkpoint(rank, mesh, out_dir / "dist_ckpt", "distributed"),
         # Last: if it ever desynchronised the ranks, it could not spoil the scenarios before it.
         "missing_grad": lambda: _missing_grad(rank, mesh),
         "dist_missing_grad": lambda: _missing_grad(rank, mesh, "distributed"),
@@ -604,7 +618,7 @@ def test_sharded_equals_unsharded_on_every_shape(ranks: list[dict[str, Any]], sc
 
 
 CONFORMANCE = ["periodic_fp32", "vanilla_fp32", "periodic_bf16_k3", "vanilla_bf16_torch", "batched_fp32",
-               "batched_bf16"]
+               "batched_bf16", "mixed_dtypes"]
 
 
 @pytest.mark.parametrize("placement", ["replicated", "distributed"])
@@ -619,7 +633,7 @@ def test_both_placements_equal_the_unsharded_optimizer(any_ranks: list[dict[str,
     for rank, r in enumerate(res):
         assert max(r["errors"].values()) <= 1e-5, (rank, r["errors"])
         assert r["buffers_equal"], rank
-    k = 3 if scenario.startswith(("periodic", "batched_fp32")) else 1
+    k = 3 if scenario.startswith(("periodic", "batched_fp32", "mixed")) else 1
     steps = len(res[0]["per_step"])
     refreshes = len(range(0, steps, k)) * len(res[0]["shapes"])
     if placement == "distributed":
@@ -628,6 +642,9 @@ def test_both_placements_equal_the_unsharded_optimizer(any_ranks: list[dict[str,
         assert all(r["ns5_calls"] > 0 for r in res)
     else:
         assert all(r["ns5_calls"] == refreshes for r in res)  # every rank repeats every matrix
+    if scenario == "mixed_dtypes" and placement == "distributed":
+        # One pair of all-to-alls per wire dtype (bf16 and fp32 parameters), on refresh steps only.
+        assert [s["calls"]["all_to_all"] for s in res[0]["per_step"]] == [4, 0, 0, 4]
     if scenario.startswith("batched") and placement == "distributed":
         # 5 + 5 same-shape matrices over W ranks: some owner holds several and runs them in one call.
         assert any(r["ns5_batches"] < r["ns5_calls"] for r in res)
@@ -778,16 +795,18 @@ def test_a_parameter_without_grad_on_one_rank_neither_hangs_nor_diverges(ranks: 
         assert r["seconds"] < GLOO_TIMEOUT_S
 
 
-def test_checkpoint_resumes_identically_under_sharding(ranks: list[dict[str, Any]]) -> None:
-    for rank, r in enumerate(_scenario(ranks, "checkpoint")):
+@pytest.mark.parametrize("scenario", ["checkpoint", "dist_checkpoint"])
+def test_checkpoint_resumes_identically_under_sharding(ranks: list[dict[str, Any]], scenario: str) -> None:
+    for rank, r in enumerate(_scenario(ranks, scenario)):
         assert r["buffer_types"] == ["DTensor"], rank  # saved sharded, not gathered
         for case in ("fresh", "stepped"):
             assert r[case]["steps_after_load"] == [4, 4, 4, 4], (rank, case)
             assert r[case]["identical"] and r[case]["buffers"], (rank, case)
 
 
-def test_real_fully_shard_training_matches_the_unsharded_model(ranks: list[dict[str, Any]]) -> None:
-    for r in _scenario(ranks, "end_to_end"):
+@pytest.mark.parametrize("scenario", ["end_to_end", "dist_end_to_end"])
+def test_real_fully_shard_training_matches_the_unsharded_model(ranks: list[dict[str, Any]], scenario: str) -> None:
+    for r in _scenario(ranks, scenario):
         assert r["losses"][-1] < 0.8 * r["losses"][0]
         # Two backward passes (FSDP2 averages per-rank gradients): equal up to reduction order, not bit for bit.
         assert max(r["errors"]) < 1e-4, r["errors"]

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ._functional import NS_COEFFICIENTS, adjust_lr, fast_ns_dtype, newton_schulz5, unit_rows_or_columns
     from ._periodic import PeriodicRowMuon, RowNormMuon
     from ._routing import ParameterRouting, route_parameters
-    from ._sharded import DEFAULT_BUCKET_BYTES, ShardedPeriodicRowMuon
+    from ._sharded import DEFAULT_BUCKET_BYTES, NS_PLACEMENTS, ShardedPeriodicRowMuon
     from ._update_stats import MATRIX_KINDS, STEP_KINDS, matrix_kind, spectral_norm, update_stats
 
 # The optimizers load torch (seconds) on first use; the arm names above are torch-free, so the sweeper's spec,
@@ -37,7 +37,7 @@ _LAZY = {
     "._functional": ("NS_COEFFICIENTS", "adjust_lr", "fast_ns_dtype", "newton_schulz5", "unit_rows_or_columns"),
     "._periodic": ("PeriodicRowMuon", "RowNormMuon"),
     "._routing": ("ParameterRouting", "route_parameters"),
-    "._sharded": ("DEFAULT_BUCKET_BYTES", "ShardedPeriodicRowMuon"),
+    "._sharded": ("DEFAULT_BUCKET_BYTES", "NS_PLACEMENTS", "ShardedPeriodicRowMuon"),
     "._update_stats": ("MATRIX_KINDS", "STEP_KINDS", "matrix_kind", "spectral_norm", "update_stats"),
 }
 
@@ -50,6 +50,7 @@ __all__ = [
     "MATRIX_KINDS",
     "MUON_FAMILY",
     "NS_COEFFICIENTS",
+    "NS_PLACEMENTS",
     "OPTIMIZERS",
     "STEP_KINDS",
     "ArmName",

@@ -37,8 +37,10 @@ owning the set O(r):
 
 With even shards the distributed line is S / W + (W - 2) / W * S_own(r), S_own(r) the bytes of the matrices r owns;
 balanced owners (S_own = S / W) give 2 (W - 1) / W^2 * S: at W = 2 exactly the all-gather's S / 2 (the design saves
-Newton-Schulz work there, not bytes), and 2 / W of it at larger W. The owners balance NS5 FLOPs, not bytes, so a
-rank's count sits within a few percent of the balanced figure on transformer blocks (exact at W = 2).
+Newton-Schulz work there, not bytes), and 2 / W of it at larger W. The owners balance NS5 FLOPs, not bytes, and
+whole matrices do not split, so a rank's count departs from the balanced figure as the matrices per rank fall:
+within 4 % in the tests (2 and 4 ranks), 12 % over it for the busiest rank at the paper's 15B shapes on 256 ranks
+(467 matrices; `benchmarks/ns_placement.py`). The exact line holds to the byte.
 
 Agreement between ranks: every rank must issue the same collectives in the same order, so what a step sends is
 decided only from what all ranks share (shapes, placements, dtypes, step counters, `requires_grad`), never from
@@ -97,10 +99,11 @@ __all__ = ["DEFAULT_BUCKET_BYTES", "NS_PLACEMENTS", "ShardedPeriodicRowMuon"]
 DEFAULT_BUCKET_BYTES = 64 * 2**20
 
 # The distributed placement stacks same-shape matrices into one batched NS5 call on accelerators (where one call per
-# matrix costs kernel launches), but on a CPU only up to this many elements per matrix: measured on the AMX Xeon
-# (one thread, bf16), batching three 37 x 19 matrices ran 2.7x faster than one call each, two 512 x 512 the same,
-# and two 3072 x 512 1.7x SLOWER (torch's batched bf16 product with a transposed operand takes a slower path).
-CPU_BATCH_NUMEL = 2**18
+# matrix costs kernel launches), but on a CPU only while the smaller side is at most this: measured on the AMX Xeon
+# (one thread, bf16, two matrices per call against one call each), 192 x 64 took 0.45x the time, 128 x 128 0.62x,
+# 256 x 256 0.88x, 256 x 1024 0.96x, but 512 x 512 1.17x and 3072 x 512 1.7x (torch's batched bf16 products take
+# a slower path there).
+CPU_BATCH_MAX_SIDE = 256
 
 
 @dataclass(frozen=True)
@@ -240,6 +243,7 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
         super().__init__(params, *args, **kwargs)
         self.comm_stats = CommStats(world_size=self.world_size)
         self.ns5_batches = 0  # NS5 calls on this rank, a batch of same-shape matrices counting once
+        self._scratch_buffers: dict[tuple[str, torch.dtype], Tensor] = {}
 
     @property
     def world_size(self) -> int:
@@ -330,7 +334,7 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
         distributed = self.ns_placement == "distributed"
         exchanges = self._start_exchanges(sharded_refresh) if distributed else []
         buckets = [] if distributed else self._buckets(sharded_refresh)
-        in_flight = [self._start_gather(buckets[0])] if buckets else []
+        in_flight = [self._start_gather(buckets[0], 0)] if buckets else []
 
         for item in local_rownorm:
             # Rows (m <= n) or columns (m > n) of the whole matrix; for a sharded wide one, of its local rows.
@@ -345,7 +349,7 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
         for i, bucket in enumerate(buckets):
             work, gathered = in_flight.pop(0)
             if i + 1 < len(buckets):
-                in_flight.append(self._start_gather(buckets[i + 1]))
+                in_flight.append(self._start_gather(buckets[i + 1], (i + 1) % 2))
             work.wait()
             self._finish_refresh(bucket, gathered)
         # Distributed: NS5 on the matrices this rank owns, then their rows go back (a second all-to-all in flight
@@ -375,6 +379,18 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
         for exchange in returning:
             self._apply_returned(exchange)
         return loss
+
+    def _scratch(self, slot: str, numel: int, dtype: torch.dtype, device: torch.device) -> Tensor:
+        """A 1-D buffer for a collective, kept from step to step on a CPU: glibc hands large freed blocks back to
+        the OS, so a fresh buffer each step pays a page fault per 4 KiB page on first touch (on the AMX Xeon, 2
+        ranks, width 512: about 60 ms of a 240 ms distributed Muon step, in the copies into the send buffers).
+        Accelerators' caching allocators already reuse memory. Never part of the state dict."""
+        if device.type != "cpu":
+            return torch.empty(numel, dtype=dtype, device=device)
+        buf = self._scratch_buffers.get((slot, dtype))
+        if buf is None or buf.numel() < numel:
+            buf = self._scratch_buffers[slot, dtype] = torch.empty(numel, dtype=dtype, device=device)
+        return buf[:numel]
 
     @staticmethod
     def _ns5(update: Tensor, group: dict[str, Any], *, owned: bool = False) -> Tensor:
@@ -443,11 +459,13 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
                 size, dtype = nbytes, item_dtype
         return buckets
 
-    def _start_gather(self, bucket: list[_Item]) -> tuple[Any, Tensor]:
+    def _start_gather(self, bucket: list[_Item], parity: int) -> tuple[Any, Tensor]:
+        """The gather of one bucket in flight. `parity`: which of two buffer pairs it uses (the bucket in NS5 holds
+        the other)."""
         dtype = self._gather_dtype(bucket[0])
         per_rank = sum(item.layout.chunk * item.layout.cols for item in bucket)
         device = bucket[0].local.device
-        send = torch.empty(per_rank, dtype=dtype, device=device)
+        send = self._scratch(f"gather_send{parity}", per_rank, dtype, device)
         offset = 0
         for item in bucket:
             lay = item.layout
@@ -456,7 +474,7 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
             shard[lay.stop - lay.start :].zero_()  # pad uneven shards to `chunk` rows: all_gather needs equal sizes
             offset += lay.chunk * lay.cols
         world = bucket[0].layout.world
-        gathered = torch.empty(world * per_rank, dtype=dtype, device=device)
+        gathered = self._scratch(f"gathered{parity}", world * per_rank, dtype, device)
         work = _all_gather(gathered, send, self._group)
         self.comm_stats.record("all_gather", gathered.numel() * gathered.element_size())
         return work, gathered
@@ -477,7 +495,6 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
             self.ns5_batches += 1
             offset += numel
 
-
     # --- refresh, distributed: each whole matrix on one owner rank, NS5 once, its rows sent back ------------------
 
     def _start_exchanges(self, items: list[_Item]) -> list[_Exchange]:
@@ -492,9 +509,10 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
         for item, owner in zip(items, owners, strict=True):
             key = (self._gather_dtype(item), item.group["ns_dtype"])
             by_dtype.setdefault(key, []).append((item, owner))
-        return [self._start_exchange(pairs, *key) for key, pairs in by_dtype.items()]
+        return [self._start_exchange(pairs, *key, slot=i) for i, (key, pairs) in enumerate(by_dtype.items())]
 
-    def _start_exchange(self, pairs: list[tuple[_Item, int]], wire: torch.dtype, ns_dtype: torch.dtype) -> _Exchange:
+    def _start_exchange(self, pairs: list[tuple[_Item, int]], wire: torch.dtype, ns_dtype: torch.dtype, *,
+                        slot: int) -> _Exchange:
         layout = pairs[0][0].layout
         world, rank = layout.world, layout.rank
         # Send: for each owner rank in turn, this rank's rows of U of every matrix it owns (in step order).
@@ -503,7 +521,7 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
             by_owner[owner].append(item)
         send_splits = [sum(it.local.numel() for it in owned) for owned in by_owner]
         device = pairs[0][0].local.device
-        send = torch.empty(sum(send_splits), dtype=wire, device=device)
+        send = self._scratch(f"a2a_send{slot}", sum(send_splits), wire, device)
         offset = 0
         for owned in by_owner:
             for it in owned:
@@ -513,10 +531,10 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
         # Receive: from each source rank, its rows of every matrix this rank owns.
         mine = by_owner[rank]
         recv_splits = [sum(_numel_of_rows(it.layout, source) for it in mine) for source in range(world)]
-        recv = torch.empty(sum(recv_splits), dtype=wire, device=device)
+        recv = self._scratch(f"a2a_recv{slot}", sum(recv_splits), wire, device)
         work = dist.all_to_all_single(recv, send, recv_splits, send_splits, group=self._group, async_op=True)
         self.comm_stats.record("all_to_all", (sum(send_splits) - send_splits[rank]) * wire.itemsize)
-        return _Exchange(by_owner, mine, send_splits, recv_splits, recv, work, ns_dtype, rank, world)
+        return _Exchange(by_owner, mine, send_splits, recv_splits, recv, work, ns_dtype, rank, world, slot)
 
     def _orthogonalize_owned(self, ex: _Exchange) -> _Exchange:
         """Wait for the shards, assemble each owned matrix, NS5 (same-shape matrices with the same NS settings in
@@ -530,8 +548,8 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
             g = it.group
             key: tuple[Any, ...] = (it.layout.rows, it.layout.cols, tuple(g["ns_coefficients"]), g["ns_steps"],
                                     g["eps"])
-            if it.local.device.type == "cpu" and it.layout.rows * it.layout.cols > CPU_BATCH_NUMEL:
-                key = (*key, i)  # a batch of its own (CPU_BATCH_NUMEL)
+            if it.local.device.type == "cpu" and min(it.layout.rows, it.layout.cols) > CPU_BATCH_MAX_SIDE:
+                key = (*key, i)  # a batch of its own (CPU_BATCH_MAX_SIDE)
             batches.setdefault(key, []).append(i)
         within = [0] * ex.world  # running offset inside each source's segment
         pieces: list[list[Tensor]] = []  # per owned matrix, per source: its rows in the receive buffer
@@ -562,7 +580,7 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
         # Send back: to each rank, its rows of every owned matrix, in step order; receive from each owner the rows of
         # the matrices it owns, in the order the first exchange sent them.
         back_splits = [sum(_numel_of_rows(it.layout, dest) for it in ex.mine) for dest in range(ex.world)]
-        back = torch.empty(sum(back_splits), dtype=ex.ns_dtype, device=ex.recv.device)
+        back = self._scratch(f"a2a_back{ex.slot}", sum(back_splits), ex.ns_dtype, ex.recv.device)
         offset = 0
         for dest in range(ex.world):
             for i, it in enumerate(ex.mine):
@@ -570,7 +588,7 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
                 n = (stop - start) * it.layout.cols
                 back[offset : offset + n].view(stop - start, it.layout.cols).copy_(ortho[i][start:stop])
                 offset += n
-        ex.recv = torch.empty(sum(ex.send_splits), dtype=ex.ns_dtype, device=ex.recv.device)
+        ex.recv = self._scratch(f"a2a_returned{ex.slot}", sum(ex.send_splits), ex.ns_dtype, ex.recv.device)
         ex.work = dist.all_to_all_single(ex.recv, back, ex.send_splits, back_splits, group=self._group, async_op=True)
         self.comm_stats.record("all_to_all", (sum(back_splits) - back_splits[ex.rank]) * ex.ns_dtype.itemsize)
         return ex
@@ -603,3 +621,4 @@ class _Exchange:
     ns_dtype: torch.dtype
     rank: int
     world: int
+    slot: int  # which scratch buffers it uses (one set per wire dtype)
