@@ -2,7 +2,7 @@
 communication meter, and checkpoints through `torch.distributed.checkpoint`.
 
 `run_trial` uses these when `TrialConfig.workers` > 1, inside a process group its caller started (the sweeper starts
-one process per rank in a Ray placement group; `torchrun` works too: `examples/torchrun_trial.py`). The design, per rank:
+one process per rank in a Ray placement group; `torchrun` works too: `examples/torchrun_trial.py`). Per rank:
 
 - the model is built from the seed on every rank (the same initial weights), then each MMDiT block is
   `fully_shard`ed and the whole denoiser last, a learned text encoder as a unit of its own (`shard_model`):
@@ -60,8 +60,8 @@ def current_ranks(workers: int) -> tuple[int, int] | None:
         return None
     if not (dist.is_available() and dist.is_initialized()):
         raise TrialError(f"workers={workers}: a multi-worker trial runs inside a process group of {workers} ranks "
-                         "(torch.distributed.init_process_group under torchrun, or the sweeper's workers_per_trial); none is "
-                         "initialised in this process")
+                         "(torch.distributed.init_process_group under torchrun, or the sweeper's workers_per_trial); "
+                         "none is initialised in this process")
     if dist.get_world_size() != workers:
         raise TrialError(f"workers={workers} but the process group has {dist.get_world_size()} ranks")
     return dist.get_rank(), dist.get_world_size()

@@ -23,12 +23,21 @@ from typing import Any
 from ..specs import ExecutionSpec
 
 __all__ = [
-    "MAX_RANK_RESTARTS", "free_port", "launch_placeholders", "rank_bundles", "run_on_workers", "trial_resources",
+    "MAX_RANK_RESTARTS",
+    "RANK_RESTARTS",
+    "free_port",
+    "init_ranks",
+    "launch_placeholders",
+    "rank_bundles",
+    "run_on_workers",
+    "trial_resources",
 ]
 
 # Restarts of a trial's rank group after a lost rank: each resumes from the last checkpoint, so a restart costs at
 # most one eval interval of training. Three covers a flaky node without looping forever on a broken one.
 MAX_RANK_RESTARTS = 3
+# Tag on a trial's run that finished after restarting its ranks: how many restarts it took.
+RANK_RESTARTS = "scalesweep.rank_restarts"
 
 
 def rank_bundles(execution: ExecutionSpec) -> list[dict[str, float]]:
@@ -164,6 +173,8 @@ def run_on_workers(trial: dict[str, Any], run_rank0: Callable[[dict[str, Any]], 
             init_ranks(0, world, addr, port, device=_device(trial))
             result = run_rank0(trial)
             ray.get(runs)
+            if attempt:
+                _record_restarts(trial, attempt)
             return result
         except SystemExit:
             raise  # a stop from Tune: the finally below ends every rank
@@ -176,6 +187,23 @@ def run_on_workers(trial: dict[str, Any], run_rank0: Callable[[dict[str, Any]], 
             for actor in actors:
                 ray.kill(actor, no_restart=True)
     raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def _record_restarts(trial: dict[str, Any], restarts: int) -> None:
+    """On the trial's run after it finished on a restarted group: how many restarts it took (tag RANK_RESTARTS),
+    and no longer the lost rank's error, which closing the interrupted group left in `scalesweep.error`."""
+    tracking = trial.get("tracking") or {}
+    if not tracking.get("run_id"):
+        return
+    with contextlib.suppress(Exception):  # bookkeeping must never fail a finished trial
+        from mlflow import MlflowClient
+
+        from trials.record import TAG
+
+        client = MlflowClient(tracking_uri=tracking["tracking_uri"])
+        client.set_tag(tracking["run_id"], RANK_RESTARTS, str(restarts))
+        if TAG.ERROR in client.get_run(tracking["run_id"]).data.tags:
+            client.delete_tag(tracking["run_id"], TAG.ERROR)
 
 
 def _lost_rank(runs: list[Any]) -> BaseException | None:

@@ -140,6 +140,8 @@ def test_a_killed_rank_is_restarted_and_the_trial_resumes_without_duplicates(ray
     assert len(runs) == 1 and runs[0].info.status == "FINISHED"
     client = MlflowClient(store_uri)
     run_id = runs[0].info.run_id
+    assert runs[0].data.tags["scalesweep.rank_restarts"] == "1" and "scalesweep.error" not in runs[0].data.tags
+    assert runs[0].data.tags["scalesweep.status"] == "SUCCEEDED"
     resumed = client.get_metric_history(run_id, "resumed_from_step")
     assert [m.value for m in resumed] and all(m.value in (16.0, 32.0) for m in resumed)
     for key in ("fd", "val_loss", "loss", "comm_bytes_per_step_rank1"):
