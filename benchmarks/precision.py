@@ -8,6 +8,11 @@ Newton-Schulz runs in the optimizer's own `ns_dtype` in both arms (auto: bf16 on
 difference is the forward and backward alone. bf16 is refused on a CPU without AMX or AVX512-BF16.
 
     python benchmarks/precision.py [--rungs cpu-xs,cpu-s,cpu-m,cpu-l] [--rounds 3] [--steps 20] [--threads 1]
+    python benchmarks/precision.py --fd-seeds 0,1   # the quality cost instead: the default trial in both precisions
+
+`--fd-seeds` runs the default trial (TrialConfig's defaults: cpu-xs, 1800 steps, periodic K=3) once per seed and
+precision, the same seed in both (same initial weights, batches and noise), and prints each seed's objective (mean
+FD at the three eval steps) and the paired difference bf16 - fp32.
 """
 
 from __future__ import annotations
@@ -42,6 +47,18 @@ def step_time(rung: str, precision: str, warmup: int, steps: int, threads: int) 
     return (clock[warmup + steps] - clock[warmup]) / steps
 
 
+def fd_gap(seeds: list[int], threads: int) -> None:
+    """Each seed's objective in fp32 and bf16 at the default trial, and the paired differences."""
+    print(f"{'seed':>4} {'fp32 objective':>15} {'bf16 objective':>15} {'bf16 - fp32':>12}")
+    gaps = []
+    for seed in seeds:
+        objective = {p: run_trial({"seed": seed, "precision": p, "threads": threads}).objective for p in PRECISIONS}
+        gaps.append(objective["bf16"] - objective["fp32"])
+        print(f"{seed:4d} {objective['fp32']:15.2f} {objective['bf16']:15.2f} {gaps[-1]:12.2f}", flush=True)
+    spread = f", std {statistics.stdev(gaps):.2f}" if len(gaps) > 1 else ""
+    print(f"mean paired gap bf16 - fp32: {statistics.fmean(gaps):.2f} over {len(gaps)} seeds{spread}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rungs", default="cpu-xs,cpu-s,cpu-m,cpu-l")
@@ -49,6 +66,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--fd-seeds", default="", help="comma-separated seeds: measure the FD gap instead")
     args = parser.parse_args()
     cpu = torch.device("cpu")
     flags = open("/proc/cpuinfo").read() if platform.system() == "Linux" else ""
@@ -57,6 +75,9 @@ def main() -> None:
           f"{args.threads} thread(s)")
     if not native_bf16(cpu):
         raise SystemExit("this CPU has no native bf16: precision 'bf16' is refused here")
+    if args.fd_seeds:
+        fd_gap([int(x) for x in args.fd_seeds.split(",")], args.threads)
+        return
     times: dict[str, dict[str, list[float]]] = {}
     for round_ in range(args.rounds):
         for rung in args.rungs.split(","):
