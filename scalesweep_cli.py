@@ -93,7 +93,7 @@ def _cmd_trial(args: argparse.Namespace) -> int:
 def _cmd_serve(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from trials import validation_error_message
+    from trials.core import validation_error_message
 
     try:
         from api import Settings
@@ -109,7 +109,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     forget_secret_env()
     import uvicorn
 
-    from api.main import create_app
+    from api.service import create_app
 
     try:
         app = create_app(settings)
@@ -155,11 +155,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(p)
     p.set_defaults(func=_cmd_sweep)
 
-    import api.cli
+    import api.client.cli
 
     p = sub.add_parser("remote", help="talk to a running service: submit, status, cancel, transfer, fits, export")
-    api.cli.add_arguments(p)
-    p.set_defaults(func=api.cli.run)
+    api.client.cli.add_arguments(p)
+    p.set_defaults(func=api.client.cli.run)
 
     import api.demo
 
@@ -177,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
 _EXTRA_OF = {
     "ray": "sweep", "optuna": "sweep", "mlflow": "sweep", "tqdm": "sweep", "threadpoolctl": "sweep",
     "fastapi": "service", "fastapi_offline": "service", "uvicorn": "service", "httpx": "service",
-    "sqlalchemy": "service", "alembic": "service", "pydantic_settings": "service",
+    "sqlalchemy": "service", "alembic": "service",
     "matplotlib": "figures",
 }
 
@@ -211,7 +211,7 @@ def dispatch(label: str, command: Callable[[], int], what: str | None = None) ->
     except Exception as exc:
         from pydantic import ValidationError
 
-        from trials import JobFailedError, ScalesweepError, validation_error_message, without_credentials
+        from trials.core import JobFailedError, ScalesweepError, validation_error_message, without_credentials
 
         if isinstance(exc, ValidationError):
             message, code = validation_error_message(exc, what), 2

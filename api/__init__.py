@@ -1,30 +1,30 @@
-"""The REST service (FastAPI) and its Python client: HTTP only, calling sweeper/ and scaling/.
+"""The REST service and the programs around it, one subpackage each, all HTTP-side, calling sweeper/ and scaling/:
 
-- `api.main.create_app(settings)` builds the service: sweeps, transfers, fits and exports under `/v1`, bearer-token
-  auth, RFC 9457 problem responses, a database of job records, and a job queue whose drivers run as processes of
-  their own (or as Ray Jobs). `scalesweep serve` starts it with settings from `SCALESWEEP_*` variables.
-- `api.client.ScalesweepClient` talks to a running service (`scalesweep remote ...` is its command line);
-  `api.client.ApiError` is what a refused request raises.
-
-- `api.Settings` is the service's settings (every `SCALESWEEP_*` variable it reads); `api.forget_secret_env()`
-  drops the secrets from the process environment once they are read. `api.cli` is `scalesweep remote ...`,
-  `api.demo` is `scalesweep demo`.
+- `api.service`: the service (FastAPI): sweeps, transfers, fits and exports under `/v1`, bearer-token auth,
+  RFC 9457 problem responses, a database of job records, and a job queue whose drivers run as processes of their
+  own (or as Ray Jobs). `api.create_app(settings)` builds it; `scalesweep serve` starts it with settings from
+  `SCALESWEEP_*` variables (`api.Settings`); `api.forget_secret_env()` drops the secrets from the process
+  environment once they are read.
+- `api.client`: `ScalesweepClient` talks to a running service (`ApiError` is what a refused request raises), and
+  `api.client.cli` (also `api.cli`) is `scalesweep remote ...`.
+- `api.demo`: `scalesweep demo`, the whole study through the client.
+- `api.deploy_local`: the compose topology as local processes (`python -m api.deploy_local`).
+- `api.schemas`: the wire format both sides share.
 
 Nothing is imported here until a name is asked for, so that the client does not load the service's dependencies
 (the `service` extra).
 """
 
+# ruff: noqa: F401  (the TYPE_CHECKING imports below are this package's face: `lazy_face` reads them)
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from trials import lazy_attributes
+from trials.core.lazy import lazy_face
 
 if TYPE_CHECKING:
-    from ._security import forget_secret_env
-    from ._settings import Settings
+    from . import cli, client, demo, deploy_local, schemas, service
+    from .service import Settings, create_app, forget_secret_env
 
-__all__ = ["Settings", "forget_secret_env"]
-
-__getattr__, __dir__ = lazy_attributes(
-    __name__, globals(), {"Settings": "._settings", "forget_secret_env": "._security"}, ("cli", "demo"))
+__all__, __getattr__, __dir__ = lazy_face(__name__, globals())

@@ -1,99 +1,54 @@
 """Figures and an HTML report computed from run records and fits: compute the data, then draw it.
 
-``compute_*`` functions turn run records (``RunRecord`` or dicts, e.g. from ``load_runs``) and fits into small
-typed data objects; ``plot_*`` functions turn those into a ``matplotlib.figure.Figure`` without touching pyplot or
-any global state. ``log_figures`` saves figures as MLflow artifacts; ``build_report``/``write_report`` make one
-self-contained HTML file. ``JobFigures`` draws a finished sweep's or transfer's figures and report page for the
-sweeper, through the figure hook the command line registers (it imports nothing of the sweeper).
+Records (``RunRecord``, or dicts with the same keys, e.g. from ``load_runs``) are checked once into a ``Records``
+table; ``compute_report`` turns the table into the data of every section (``ReportData``), ``report_figures`` draws
+it as ``matplotlib.figure.Figure`` objects without touching pyplot or any global state, and ``build_report`` /
+``write_report`` make one self-contained HTML page. ``sweep_report``, ``transfer_report`` and ``transfer_page``
+read a job's runs from MLflow; ``log_figures`` saves figures as its artifacts. ``JobFigures`` draws a finished
+sweep's or transfer's figures and page for the sweeper, through the figure hook the command line registers (it
+imports nothing of the sweeper).
+
+Each figure on its own is a ``compute_*``/``plot_*`` pair (the heatmap, FD and loss curves, scaling, timing, update
+scale: docs/guide.md's table), importable from here too. Every name loads its module on first use: importing the
+package costs nothing until something is drawn (matplotlib is imported then).
 """
 
 from __future__ import annotations
 
-from ._curves import (
-    FDCurves,
-    GroupSeries,
-    LossCurves,
-    Ranking,
-    RunSeries,
-    compute_fd_curves,
-    compute_loss_curves,
-    plot_fd_curves,
-    plot_loss_curves,
-)
-from ._decisions import decision_notes
-from ._errors import DashboardError, DashboardInputError
-from ._heatmap import HeatmapData, compute_heatmap, plot_heatmap
-from ._jobs import JobFigures
-from ._mlflow import load_chosen, load_run, load_runs, log_figures
-from ._records import ARMS, FDInfo, RunRecord, SeedStats, as_records, describe_fd, fd_label
-from ._report import ReportData, build_report, compute_report, report_figures, write_report, write_report_folder
-from ._scaling import (
-    SCALING_METRICS,
-    FitCurve,
-    FitSummary,
-    ScalingPlotData,
-    ScalingPoints,
-    compute_scaling_plot,
-    plot_scaling,
-    scaling_fit_data,
-)
-from ._study import comparison_report, log_report_figures, sweep_report, transfer_report
-from ._timing import TimingData, compute_timing, plot_timing
-from ._transfer_page import transfer_page, transfer_page_data
-from ._updates import UpdateScaleData, compute_update_scale, plot_update_scale
+import importlib
+from typing import Any
 
-__all__ = [
-    "ARMS",
-    "SCALING_METRICS",
-    "DashboardError",
-    "DashboardInputError",
-    "FDCurves",
-    "FDInfo",
-    "FitCurve",
-    "FitSummary",
-    "GroupSeries",
-    "HeatmapData",
-    "JobFigures",
-    "LossCurves",
-    "Ranking",
-    "ReportData",
-    "RunRecord",
-    "RunSeries",
-    "ScalingPlotData",
-    "ScalingPoints",
-    "SeedStats",
-    "TimingData",
-    "UpdateScaleData",
-    "as_records",
-    "build_report",
-    "comparison_report",
-    "compute_fd_curves",
-    "compute_heatmap",
-    "compute_loss_curves",
-    "compute_report",
-    "compute_scaling_plot",
-    "compute_timing",
-    "compute_update_scale",
-    "decision_notes",
-    "describe_fd",
-    "fd_label",
-    "load_chosen",
-    "load_run",
-    "load_runs",
-    "log_figures",
-    "log_report_figures",
-    "plot_fd_curves",
-    "plot_heatmap",
-    "plot_loss_curves",
-    "plot_scaling",
-    "plot_timing",
-    "plot_update_scale",
-    "report_figures",
-    "scaling_fit_data",
-    "sweep_report",
-    "transfer_page",
-    "transfer_page_data",
-    "transfer_report",
-    "write_report",
-    "write_report_folder",
-]
+# The face, written once: module -> the names other packages and the docs use. `__all__` is derived from it.
+_FACE = {
+    "._errors": ("DashboardError", "DashboardInputError"),
+    "._records": ("ARMS", "Records", "RunRecord", "as_records"),
+    "._mlflow": ("load_runs", "log_figures"),
+    "._report": ("ReportData", "build_report", "compute_report", "report_figures", "write_report"),
+    "._study": ("comparison_report", "log_report_figures", "sweep_report", "transfer_report"),
+    "._transfer_page": ("transfer_page",),
+    "._decisions": ("decision_notes",),
+    "._jobs": ("JobFigures",),
+}
+# Each figure's compute-then-draw pair, as docs/guide.md shows them: one level below the face.
+_FIGURES = {
+    "._heatmap": ("compute_heatmap", "plot_heatmap"),
+    "._curves": ("compute_fd_curves", "plot_fd_curves", "compute_loss_curves", "plot_loss_curves"),
+    "._scaling": ("compute_scaling_plot", "plot_scaling"),
+    "._timing": ("compute_timing", "plot_timing"),
+    "._updates": ("compute_update_scale", "plot_update_scale"),
+}
+_HOMES = {name: module for table in (_FACE, _FIGURES) for module, names in table.items() for name in names}
+
+__all__ = sorted(name for names in _FACE.values() for name in names)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_HOMES[name], __name__), name)
+    globals()[name] = value  # the next lookup is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOMES})

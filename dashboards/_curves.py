@@ -21,7 +21,7 @@ that long), each group's loss interpolated linearly in time.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +29,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ._draw import colors_for, grid_shape, new_figure
-from ._records import FDInfo, RunRecord, SeedStats, arm_key, as_records, describe_fd, rung_order, seed_stats
+from ._records import FDInfo, Records, RecordsLike, RunRecord, SeedStats, arm_key, as_records, seed_stats
 
 __all__ = [
     "FDCurves",
@@ -45,30 +45,32 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class RunSeries:
-    """One trial's series: values at steps, and the effective time at those steps (NaN where not known)."""
+class _Series:
+    """A curve's group: the arm label (arm plus its knobs) at one rung, and the effective time at each of its x."""
 
-    run_id: str
     label: str
     arm: str
     rung: str
-    seed: int
-    status: str
-    steps: tuple[int, ...]
-    values: tuple[float, ...]
     time_s: tuple[float, ...]
 
 
 @dataclass(frozen=True)
-class GroupSeries:
+class RunSeries(_Series):
+    """One trial's series: values at steps, and the effective time at those steps (NaN where not known)."""
+
+    run_id: str
+    seed: int
+    status: str
+    steps: tuple[int, ...]
+    values: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class GroupSeries(_Series):
     """One arm label at one rung over its succeeded seeds: ``stats.x`` are steps; ``time_s`` the mean effective
     time over seeds at each of those steps (NaN where no seed has one)."""
 
-    label: str
-    arm: str
-    rung: str
     stats: SeedStats
-    time_s: tuple[float, ...]
     seeds: tuple[int, ...]
     n_failed: int
 
@@ -116,11 +118,11 @@ def _time_at(record: RunRecord, steps: Sequence[int]) -> list[float]:
     return [float(np.interp(s, xs, ts)) if s <= last else math.nan for s in steps]
 
 
-def _groups(records: Sequence[RunRecord]) -> list[tuple[str, str, list[RunRecord]]]:
+def _groups(records: Records) -> list[tuple[str, str, list[RunRecord]]]:
     by_key: dict[tuple[str, str], list[RunRecord]] = {}
     for r in records:
         by_key.setdefault((r.rung, r.label), []).append(r)
-    rungs = rung_order(records)
+    rungs = records.rungs
     keys = sorted(by_key, key=lambda k: (rungs.index(k[0]), arm_key(k[1])))
     return [(rung, label, sorted(by_key[(rung, label)], key=lambda r: (r.seed, r.run_id))) for rung, label in keys]
 
@@ -151,30 +153,23 @@ def _group_series(rung: str, label: str, members: Sequence[RunRecord], series: s
     )
 
 
-def compute_fd_curves(records: Iterable[RunRecord | Mapping[str, Any]]) -> FDCurves:
+def compute_fd_curves(records: RecordsLike) -> FDCurves:
     """FD per trial and per group (rung, arm label) from trial records with an ``fd`` series."""
-    recs = [r for r in as_records(records) if r.fd]
+    recs = as_records(records).where(lambda r: bool(r.fd))
+    groups = _groups(recs)
     runs = tuple(
-        RunSeries(
-            run_id=r.run_id,
-            label=r.label,
-            arm=r.arm,
-            rung=r.rung,
-            seed=r.seed,
-            status=r.status,
-            steps=tuple(r.fd),
-            values=tuple(r.fd.values()),
-            time_s=tuple(r.effective_time_s.get(s, math.nan) for s in r.fd),
-        )
-        for _, _, members in _groups(recs)
+        RunSeries(label=r.label, arm=r.arm, rung=r.rung, run_id=r.run_id, seed=r.seed, status=r.status,
+                  steps=tuple(r.fd), values=tuple(r.fd.values()),
+                  time_s=tuple(r.effective_time_s.get(s, math.nan) for s in r.fd))
+        for _, _, members in groups
         for r in members
     )
-    groups = tuple(
+    means = tuple(
         _group_series(rung, label, members, "fd", interpolate=False)
-        for rung, label, members in _groups(recs)
+        for rung, label, members in groups
         if any(r.succeeded for r in members)
     )
-    return FDCurves(fd=describe_fd(recs), rungs=rung_order(recs), runs=runs, groups=groups)
+    return FDCurves(fd=recs.fd, rungs=recs.rungs, runs=runs, groups=means)
 
 
 def _ranking_by_step(rung: str, groups: Sequence[GroupSeries]) -> Ranking | None:
@@ -204,9 +199,9 @@ def _ranking_by_time(rung: str, groups: Sequence[GroupSeries]) -> Ranking | None
     return Ranking(rung=rung, unit="s", at=at, order=tuple(sorted(order, key=lambda p: p[1])))
 
 
-def compute_loss_curves(records: Iterable[RunRecord | Mapping[str, Any]]) -> LossCurves:
+def compute_loss_curves(records: RecordsLike) -> LossCurves:
     """Train and validation loss per group against step and effective time, and the two rankings per rung."""
-    recs = [r for r in as_records(records) if r.loss or r.val_loss]
+    recs = as_records(records).where(lambda r: bool(r.loss or r.val_loss))
     train: list[GroupSeries] = []
     val: list[GroupSeries] = []
     for rung, label, members in _groups(recs):
@@ -216,7 +211,7 @@ def compute_loss_curves(records: Iterable[RunRecord | Mapping[str, Any]]) -> Los
             train.append(_group_series(rung, label, members, "loss", interpolate=True))
         if any(r.val_loss for r in members):
             val.append(_group_series(rung, label, members, "val_loss", interpolate=False))
-    rungs = rung_order(recs)
+    rungs = recs.rungs
     by_step: list[Ranking] = []
     by_time: list[Ranking] = []
     for rung in rungs:
@@ -303,26 +298,10 @@ def plot_loss_curves(data: LossCurves) -> Figure:
             _band(ax_time, g.time_s, g, colors[g.label], f"{_group_label(g)} train", linewidth=1.5)
         for g in val:
             keep = [i for i, t in enumerate(g.time_s) if math.isfinite(t)]
-            ax_step.plot(
-                g.stats.x,
-                g.stats.mean,
-                linestyle="none",
-                marker="o",
-                color=colors[g.label],
-                markeredgecolor="black",
-                label=f"{g.label} val",
-                gid=f"val:{g.label}",
-            )
-            ax_time.plot(
-                [g.time_s[i] for i in keep],
-                [g.stats.mean[i] for i in keep],
-                linestyle="none",
-                marker="o",
-                color=colors[g.label],
-                markeredgecolor="black",
-                label=f"{g.label} val",
-                gid=f"val:{g.label}",
-            )
+            timed = ([g.time_s[i] for i in keep], [g.stats.mean[i] for i in keep])
+            for ax, (xs, ys) in ((ax_step, (g.stats.x, g.stats.mean)), (ax_time, timed)):
+                ax.plot(xs, ys, linestyle="none", marker="o", color=colors[g.label], markeredgecolor="black",
+                        label=f"{g.label} val", gid=f"val:{g.label}")
         suffix = f" — {rung}" if rung else ""
         ax_step.set_title(f"loss vs step{suffix}", fontsize=10)
         # The train-loss times are interpolated (module docstring); the title says so where the reader looks.

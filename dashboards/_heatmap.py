@@ -1,5 +1,5 @@
-"""The K x γ heatmap of a sweep: the objective (mean FD over eval steps and seeds) and one panel per eval step,
-with the chosen pair marked and cells that have no number drawn as such.
+"""The K x γ heatmap of a sweep: the objective (mean FD over eval steps and seeds) and one panel per eval step
+(at most ``MAX_STEP_PANELS``), with the chosen pair marked and cells that have no number drawn as such.
 
 Only SUCCEEDED trials enter the numbers; a cell whose trials all failed (FAILED, DIVERGED, PRUNED, ...) shows
 that status, a cell never run shows "missing". A cell where some seeds failed shows the number of the seeds
@@ -21,12 +21,16 @@ from numpy.typing import NDArray
 
 from ._draw import grid_shape, new_figure
 from ._errors import DashboardInputError
-from ._records import FDInfo, RunRecord, as_records, describe_fd
+from ._records import FDInfo, RecordsLike, RunRecord, as_records
 
 __all__ = ["HeatmapData", "compute_heatmap", "plot_heatmap"]
 
 OK = "ok"
 MISSING = "missing"
+# Step panels at the most. Each is a subplot with its colour bar: a report of 1,000 declared eval steps (the spec's
+# cap) drew 1,000 of them, minutes and gigabytes in the driver. Past this many, evenly spaced ones, the last
+# included; the objective panel still averages every eval step.
+MAX_STEP_PANELS = 6
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,7 @@ class HeatmapData:
     ``n_ok``/``n_runs``: succeeded and all trials per cell.
     ``chosen``: (K, γ) marked on every panel; ``chosen_source`` says whether it was given or is the best cell.
     ``baselines``: other arms at the same rung(s) -> mean objective over their succeeded seeds.
+    ``eval_steps``: every eval step of the grid; ``steps`` those with a panel (all, up to ``MAX_STEP_PANELS``).
     """
 
     ks: tuple[int, ...]
@@ -55,6 +60,7 @@ class HeatmapData:
     baselines: Mapping[str, float]
     fd: FDInfo
     notes: tuple[str, ...] = ()
+    eval_steps: tuple[int, ...] = ()
 
     def cell(self, k: int, gamma: float) -> tuple[int, int]:
         """Row and column of (K, γ); raises ``DashboardInputError`` when not in the grid."""
@@ -94,6 +100,14 @@ def _axes(
     return k_values, g_values, step_values
 
 
+def _panel_steps(steps: list[int]) -> list[int]:
+    """The steps that get a panel: all of them up to ``MAX_STEP_PANELS``, else that many evenly spaced ones, the
+    first and the last included."""
+    if len(steps) <= MAX_STEP_PANELS:
+        return steps
+    return [steps[i] for i in np.linspace(0, len(steps) - 1, MAX_STEP_PANELS).round().astype(int).tolist()]
+
+
 def _chosen(
     k_values: list[int], g_values: list[float], objective: NDArray[np.float64], chosen: tuple[int, float] | None
 ) -> tuple[tuple[int, float] | None, str | None]:
@@ -130,7 +144,7 @@ def _baselines(others: list[RunRecord], rungs: tuple[str, ...]) -> dict[str, flo
 
 
 def compute_heatmap(
-    records: Iterable[RunRecord | Mapping[str, Any]],
+    records: RecordsLike,
     *,
     ks: Sequence[int] | None = None,
     gammas: Sequence[float] | None = None,
@@ -143,7 +157,8 @@ def compute_heatmap(
     ``records``: trials of one sweep (``RunRecord`` or dicts with at least K, gamma, seed, fd, status; objective
     optional). Records of ``arm`` with both K and γ make the grid; records of other arms become ``baselines``.
     ``ks``/``gammas``: the sweep's grid, so that cells never run show as missing (default: the values seen).
-    ``steps``: the eval-step panels (default: every step at which a succeeded trial has an FD).
+    ``steps``: the eval steps (default: every step at which a succeeded trial has an FD; a record keeps FD at the
+    steps it declared only); at most ``MAX_STEP_PANELS`` of them get a panel.
     ``chosen``: the pair to mark (e.g. the sweeper's choice); default the cell with the lowest objective.
     """
     recs = as_records(records)
@@ -151,7 +166,8 @@ def compute_heatmap(
     others = [r for r in recs if r.arm != arm]
     if not grid and not ks:
         raise DashboardInputError(f"no {arm!r} records with K and gamma, and no grid given")
-    k_values, g_values, step_values = _axes(grid, ks, gammas, steps)
+    k_values, g_values, eval_steps = _axes(grid, ks, gammas, steps)
+    step_values = _panel_steps(eval_steps)
 
     shape = (len(k_values), len(g_values))
     cells: dict[tuple[int, int], list[RunRecord]] = {}
@@ -164,6 +180,10 @@ def compute_heatmap(
     n_runs = np.zeros(shape, np.int64)
     status = [[MISSING] * shape[1] for _ in range(shape[0])]
     notes: list[str] = []
+    if len(step_values) < len(eval_steps):
+        notes.append(f"the heatmap draws FD at {len(step_values)} of the {len(eval_steps)} eval steps "
+                     f"({', '.join(map(str, step_values))}: evenly spaced, the last included); the objective "
+                     "panel covers them all")
     for (i, j), runs in cells.items():
         ok = [r for r in runs if r.succeeded]
         n_runs[i, j] = len(runs)
@@ -204,8 +224,9 @@ def compute_heatmap(
         chosen_source=source,
         rungs=rungs,
         baselines=baselines,
-        fd=describe_fd(grid + others),
+        fd=recs.fd,
         notes=tuple(notes),
+        eval_steps=tuple(eval_steps),
     )
 
 
@@ -283,12 +304,19 @@ def _panel(ax: Any, data: HeatmapData, matrix: NDArray[np.float64], title: str, 
         fig.colorbar(image, ax=ax, label=f"{data.fd.label} (lower is better)", shrink=0.9)
 
 
+def _steps_text(steps: Sequence[int]) -> str:
+    if not steps:
+        return "the objective steps"
+    if len(steps) > MAX_STEP_PANELS:
+        return f"{len(steps)} eval steps"
+    return "steps " + ", ".join(map(str, steps))
+
+
 def plot_heatmap(data: HeatmapData) -> Figure:
     """The objective panel, then one panel per eval step; the chosen pair is outlined in red on each, and cells
     with no number are hatched grey and labelled with why. Colour scales are per panel: the question a panel
     answers is which cell is best at that step, and FD falls between steps by more than cells differ."""
-    steps_text = ", ".join(str(s) for s in data.steps) if data.steps else "the objective steps"
-    panels = [(f"objective: mean FD over steps {steps_text} and seeds", data.objective)]
+    panels = [(f"objective: mean FD over {_steps_text(data.eval_steps or data.steps)} and seeds", data.objective)]
     panels += [(f"FD at step {s} (mean over seeds)", m) for s, m in zip(data.steps, data.per_step, strict=True)]
     width = 0.75 * len(data.gammas) + 2.8
     height = 0.55 * len(data.ks) + 2.4

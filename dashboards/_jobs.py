@@ -8,7 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ._report import ReportData, write_report_folder
+from ._mlflow import log_figures
+from ._report import ReportData, build_report, report_figures, write_report_folder
 from ._study import comparison_report, log_report_figures, sweep_report
 from ._transfer_page import transfer_page_data
 
@@ -33,12 +34,12 @@ class JobFigures:
 
     def transfer_figures(self, result: Any, *, transfer_id: str | None, sweep_id: str | None,
                          store_page: Callable[[str], None]) -> list[str]:
-        """The transfer's report page (handed to `store_page`), then its figures from the same data."""
-        from ._report import build_report
-
+        """The transfer's report page (handed to `store_page`), then the same figures logged on its parent run:
+        each drawn once for both."""
         data = transfer_page_data(result, transfer_id=transfer_id, sweep_id=sweep_id)
-        store_page(build_report(data))
-        return log_report_figures(result.tracking_uri, result.parent_run_id, data)
+        figures = report_figures(data)
+        store_page(build_report(data, figures=figures))
+        return log_figures(result.tracking_uri, result.parent_run_id, figures)
 
 
 def _sweep_data(result: Any) -> ReportData:

@@ -11,6 +11,7 @@ says why).
 
 from __future__ import annotations
 
+import json
 import re
 import tempfile
 from collections.abc import Mapping
@@ -24,7 +25,7 @@ from trials.record import LINEAGE, PARENT_TAG, TAG, TRIAL_TAG, StoredRun, parse_
 
 from ._draw import png_bytes
 from ._errors import DashboardInputError
-from ._records import SERIES, RunRecord
+from ._records import SERIES, Records, RunRecord, as_records
 
 __all__ = ["load_chosen", "load_run", "load_runs", "log_figures"]
 
@@ -61,9 +62,22 @@ def _record(run: StoredRun) -> RunRecord:
         parameters=parse_int(tags.get(TRIAL_TAG.PARAMETERS)),
         metric_name=tags.get(TRIAL_TAG.FD_METRIC_NAME),
         fd_samples=parse_int(tags.get(TRIAL_TAG.FD_SAMPLES) or params.get("eval.fd_samples")),
+        eval_steps=_eval_steps(params.get("eval_steps")),
         updates={k: float(v) for k, v in run.metrics.items() if k.startswith(("update_rms.", "update_spec."))},
         **{key: run.history(key) for key in SERIES if key in run.histories},
     )
+
+
+def _eval_steps(text: str | None) -> tuple[int, ...]:
+    """The trial's declared eval steps (its `eval_steps` param, a JSON list); none when it logged none, or a list
+    MLflow cut short (a param keeps 6,000 characters): the figures then bound what they draw by themselves."""
+    try:
+        steps = json.loads(text or "null")
+    except ValueError:
+        return ()
+    if not isinstance(steps, list) or not all(type(s) is int and s >= 0 for s in steps):
+        return ()
+    return tuple(sorted(set(steps)))
 
 
 def _check_run_id(run_id: str) -> None:
@@ -77,9 +91,10 @@ def load_run(tracking_uri: str, run_id: str) -> RunRecord:
     return _record(read_run(_client(tracking_uri), run_id, histories=SERIES))
 
 
-def load_runs(tracking_uri: str, parent_run_id: str, *, all_attempts: bool = False) -> list[RunRecord]:
-    """Every (not deleted) child run of a sweep's or transfer's parent run, as records, oldest first; of a
-    retried trial only its last attempt unless ``all_attempts``; a transfer's verification bracket left out."""
+def load_runs(tracking_uri: str, parent_run_id: str, *, all_attempts: bool = False) -> Records:
+    """Every (not deleted) child run of a sweep's or transfer's parent run, as checked records (a ``Records``
+    table), oldest first; of a retried trial only its last attempt unless ``all_attempts``; a transfer's
+    verification bracket left out."""
     _check_run_id(parent_run_id)
     client = _client(tracking_uri)
     parent = client.get_run(parent_run_id)
@@ -88,7 +103,7 @@ def load_runs(tracking_uri: str, parent_run_id: str, *, all_attempts: bool = Fal
                      page_size=_PAGE)
     # A transfer's verification bracket (runs tagged with a verify point) answers one question of its own
     # (scaling.verify_transfer); drawn with the transfer's runs it would pass for more seeds of the searched arm.
-    return [_record(run) for run in runs if LINEAGE.VERIFY_POINT not in run.tags]
+    return as_records(_record(run) for run in runs if LINEAGE.VERIFY_POINT not in run.tags)
 
 
 def load_chosen(tracking_uri: str, parent_run_id: str) -> tuple[int, float] | None:

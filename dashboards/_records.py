@@ -1,17 +1,20 @@
-"""Run records as the dashboards see them, the honest name of the FD they carry, and seed statistics.
+"""Run records as the dashboards see them, the table a page computes once, the honest name of the FD they carry,
+and seed statistics.
 
-A record is one trial (one MLflow child run): its arm and knobs, seed, status, and the series it logged, each a
-mapping training step -> value; `load_runs` builds them from `trials.record`'s runs. Its status is one of
-`trials.record.STATES` or DIVERGED. ``as_records`` accepts ``RunRecord`` objects or plain dicts with the same keys
-(step keys may be strings, as JSON gives them back).
+A record is one trial (one MLflow child run): its arm and knobs, seed, status, the eval steps it declared, and the
+series it logged, each a mapping training step -> value; `load_runs` builds them from `trials.record`'s runs. Its
+status is one of `trials.record.STATES` or DIVERGED. ``as_records`` checks ``RunRecord`` objects or plain dicts with
+the same keys (step keys may be strings, as JSON gives them back) once, into a ``Records`` table that every
+``compute_*`` takes as it is: a report builds one table and hands it to each of its sections.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -26,6 +29,8 @@ __all__ = [
     "SERIES",
     "SUCCEEDED",
     "FDInfo",
+    "Records",
+    "RecordsLike",
     "RunRecord",
     "SeedStats",
     "as_records",
@@ -47,7 +52,9 @@ class RunRecord:
     """One trial. Series map training step -> value; ``optimizer_time_s`` is cumulative, ``step_time_s`` is the
     mean effective step time so far, as a trial logs them. ``K`` and ``gamma`` are None for an arm that does not
     use them (``K`` only for periodic, ``gamma`` for periodic and rownorm), so a baseline is never drawn as a cell
-    of the K x gamma grid. ``parameters`` is the model's parameter count (the x axis of scaling plots)."""
+    of the K x gamma grid. ``parameters`` is the model's parameter count (the x axis of scaling plots).
+    ``eval_steps`` are the steps the trial declared for FD (empty when not recorded): once checked, a record keeps
+    FD at those steps only, so a trainer that reports FD at other steps cannot add points or heatmap panels."""
 
     run_id: str = ""
     arm: str = "periodic"
@@ -60,6 +67,7 @@ class RunRecord:
     parameters: int | None = None
     metric_name: str | None = None
     fd_samples: int | None = None
+    eval_steps: tuple[int, ...] = ()
     fd: Mapping[int, float] = field(default_factory=dict)
     val_loss: Mapping[int, float] = field(default_factory=dict)
     loss: Mapping[int, float] = field(default_factory=dict)
@@ -100,20 +108,28 @@ _FIELDS = {f.name for f in fields(RunRecord)}
 _OPTIONAL_INT = ("K", "parameters", "fd_samples")
 
 
+def _step(name: str, run: str, step: Any) -> int:
+    try:
+        s = int(step)
+        whole = not isinstance(step, bool) and float(step) == s
+    except (TypeError, ValueError) as exc:
+        raise DashboardInputError(f"record {run}: {name} has a non-numeric entry {step!r}") from exc
+    if s < 0 or not whole:
+        raise DashboardInputError(f"record {run}: {name} steps must be whole numbers >= 0, got {step!r}")
+    return s
+
+
 def _series(name: str, run: str, value: Any) -> Series:
     if not isinstance(value, Mapping):
         raise DashboardInputError(f"record {run}: {name} must map step -> value, got {type(value).__name__}")
     out: Series = {}
     for step, v in value.items():
         try:
-            s = int(step)
-            x = float(v)
+            x = float(v)  # NaN and inf are kept: they mark a diverged checkpoint
         except (TypeError, ValueError) as exc:
             raise DashboardInputError(f"record {run}: {name} has a non-numeric entry {step!r}: {v!r}") from exc
-        if s < 0 or float(step) != s:
-            raise DashboardInputError(f"record {run}: {name} steps must be whole numbers >= 0, got {step!r}")
-        out[s] = x  # NaN and inf are kept: they mark a diverged checkpoint
-    return dict(sorted(out.items()))
+        out[_step(name, run, step)] = x
+    return out
 
 
 def _optional_number(name: str, run: str, value: Any, kind: type) -> Any:
@@ -143,6 +159,11 @@ def _from_mapping(item: Mapping[str, Any], index: int) -> RunRecord:
         values[name] = _optional_number(name, run, values.get(name), int)
     for name in ("gamma", "objective"):
         values[name] = _optional_number(name, run, values.get(name), float)
+    if "eval_steps" in values:
+        steps = values["eval_steps"]
+        if isinstance(steps, str | bytes | Mapping) or not isinstance(steps, Iterable):
+            raise DashboardInputError(f"record {run}: eval_steps must be a list of steps, got {steps!r}")
+        values["eval_steps"] = tuple(_step("eval_steps", run, s) for s in steps)
     if "updates" in values:
         if not isinstance(values["updates"], Mapping):
             raise DashboardInputError(f"record {run}: updates must map metric name -> value")
@@ -159,20 +180,64 @@ def _from_mapping(item: Mapping[str, Any], index: int) -> RunRecord:
     return RunRecord(**values)
 
 
-def as_records(items: Iterable[RunRecord | Mapping[str, Any]]) -> list[RunRecord]:
-    """``RunRecord`` objects or dicts with the same keys -> records; an unknown key or a malformed series raises
-    ``DashboardInputError`` naming the record."""
-    out: list[RunRecord] = []
-    for i, item in enumerate(items):
-        if isinstance(item, RunRecord):
-            # Series are drawn in mapping order: a record built by hand may hold its steps in any order.
-            ordered: dict[str, Any] = {name: dict(sorted(getattr(item, name).items())) for name in SERIES}
-            out.append(replace(item, **ordered))
-        elif isinstance(item, Mapping):
-            out.append(_from_mapping(item, i))
-        else:
-            raise DashboardInputError(f"record {i}: expected a RunRecord or a dict, got {type(item).__name__}")
-    return out
+def _checked(item: RunRecord | Mapping[str, Any], index: int) -> RunRecord:
+    """One record as every figure reads it: series in step order (they are drawn in mapping order, and a record
+    built by hand may hold its steps in any order), FD at its declared eval steps only."""
+    if isinstance(item, Mapping):
+        item = _from_mapping(item, index)
+    elif not isinstance(item, RunRecord):
+        raise DashboardInputError(f"record {index}: expected a RunRecord or a dict, got {type(item).__name__}")
+    series: dict[str, Any] = {name: dict(sorted(getattr(item, name).items())) for name in SERIES}
+    declared = set(item.eval_steps)
+    if declared:
+        # FD at a step the trial never declared is a trainer's extra, not an evaluation the sweep asked for: one
+        # that reported 20,000 of them once made a report of 20,000 heatmap panels.
+        series[METRIC.FD] = {s: v for s, v in series[METRIC.FD].items() if s in declared}
+    return replace(item, eval_steps=tuple(sorted(declared)), **series)
+
+
+@dataclass(frozen=True)
+class Records:
+    """Records checked once (build one with ``as_records``): the table a page computes and hands to each of its
+    sections, which take it as it is; it reads like the list ``load_runs`` used to return. Its rung order and FD
+    description are worked out on first use; ``where`` keeps some of the records without checking them again."""
+
+    records: tuple[RunRecord, ...] = ()
+
+    def __iter__(self) -> Iterator[RunRecord]:
+        return iter(self.records)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __getitem__(self, index: int) -> RunRecord:
+        return self.records[index]
+
+    @cached_property
+    def rungs(self) -> tuple[str, ...]:
+        """Rungs from the smallest model to the largest (``rung_order``)."""
+        return rung_order(self.records)
+
+    @cached_property
+    def fd(self) -> FDInfo:
+        """Which features and sample counts the records' FD numbers were computed with (``describe_fd``)."""
+        return describe_fd(self.records)
+
+    def where(self, keep: Callable[[RunRecord], bool]) -> Records:
+        return Records(tuple(r for r in self.records if keep(r)))
+
+
+# What every compute_* takes: a checked table, taken as it is, or records (objects or dicts) to check into one.
+RecordsLike = Records | Iterable[RunRecord | Mapping[str, Any]]
+
+
+def as_records(items: RecordsLike) -> Records:
+    """``RunRecord`` objects or dicts with the same keys -> a checked ``Records`` table; an unknown key or a
+    malformed series raises ``DashboardInputError`` naming the record. A ``Records`` table is returned as it is:
+    it was checked when it was built."""
+    if isinstance(items, Records):
+        return items
+    return Records(tuple(_checked(item, i) for i, item in enumerate(items)))
 
 
 # ----------------------------------------------------------------------------------------------------------

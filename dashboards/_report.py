@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,11 +21,11 @@ from matplotlib.figure import Figure
 
 from ._curves import FDCurves, LossCurves, compute_fd_curves, compute_loss_curves, plot_fd_curves, plot_loss_curves
 from ._draw import png_bytes
-from ._errors import DashboardInputError
+from ._errors import DashboardError, DashboardInputError
 from ._heatmap import HeatmapData, compute_heatmap, plot_heatmap
 from ._html import escape as _e
 from ._html import table as _table
-from ._records import FDInfo, RunRecord, as_records, describe_fd, merge_fd
+from ._records import FDInfo, Records, RecordsLike, as_records, merge_fd
 from ._scaling import SCALING_METRICS, ScalingPlotData, compute_scaling_plot, plot_scaling
 from ._sweepviews import (
     ComparisonData,
@@ -81,7 +81,7 @@ class ReportData:
 
 
 def compute_report(
-    records: Iterable[RunRecord | Mapping[str, Any]],
+    records: RecordsLike,
     *,
     title: str = "scalesweep report",
     fits: Mapping[str, ScalingFit] | None = None,
@@ -93,9 +93,11 @@ def compute_report(
     """Every section the records support: the K x γ heatmap when periodic trials cover two or more (K, γ) cells
     (or a grid is given), FD and loss curves, timing, and scaling panels for each ``fits[metric]`` (keys of
     ``SCALING_METRICS``; the fit must be on that metric) or, without fits, points only when an arm spans two
-    or more model sizes."""
+    or more model sizes. The records are checked once, into the table every section is computed from."""
+    unknown = sorted(set(fits or {}) - set(SCALING_METRICS))
+    if unknown:
+        raise DashboardInputError(f"fits: unknown metrics {unknown}; choices: {sorted(SCALING_METRICS)}")
     recs = as_records(records)
-    notes: list[str] = []
     cells = {(r.K, r.gamma) for r in recs if r.arm == "periodic" and r.K is not None and r.gamma is not None}
     heatmap = None
     if len(cells) >= 2 or ks or gammas or chosen:
@@ -104,54 +106,46 @@ def compute_report(
     loss = compute_loss_curves(recs) if any(r.loss or r.val_loss for r in recs) else None
     timed = any(r.succeeded and (r.step_time_s or r.optimizer_time_s or r.optimizer_step_time_s) for r in recs)
     timing = compute_timing(recs) if timed else None
-    scaling: list[ScalingPlotData] = []
-    for metric, fit in (fits or {}).items():
-        if metric not in SCALING_METRICS:
-            raise DashboardInputError(f"fits: unknown metric {metric!r}; choices: {sorted(SCALING_METRICS)}")
-        scaling.append(compute_scaling_plot(recs, metric, fit))
-    if not fits:
-        sizes: dict[str, set[int]] = {}
-        for r in recs:
-            if r.succeeded and r.parameters is not None:
-                sizes.setdefault(r.arm, set()).add(r.parameters)
-        if any(len(s) >= 2 for s in sizes.values()):
-            for metric in ("time_to_best_s", "best_fd"):
-                try:
-                    scaling.append(compute_scaling_plot(recs, metric))
-                except DashboardInputError as exc:
-                    notes.append(f"scaling plot of {metric} left out: {exc}")
-                    break
+    scaling, notes = _scaling_panels(recs, fits or {})
     updates = compute_update_scale(recs) if any(r.succeeded and r.updates for r in recs) else None
-    return ReportData(
-        title=title,
-        heatmap=heatmap,
-        fd_curves=fd_curves,
-        loss=loss,
-        scaling=tuple(scaling),
-        timing=timing,
-        updates=updates,
-        fd=describe_fd(recs),
-        context=dict(context or {}),
-        notes=tuple(notes),
-    )
+    return ReportData(title=title, heatmap=heatmap, fd_curves=fd_curves, loss=loss, scaling=scaling, timing=timing,
+                      updates=updates, fd=recs.fd, context=dict(context or {}), notes=tuple(notes))
+
+
+def _scaling_panels(recs: Records, fits: Mapping[str, ScalingFit]) -> tuple[tuple[ScalingPlotData, ...], list[str]]:
+    """A panel per fit; without fits, or when a fit's panel cannot be drawn (e.g. several configurations of one
+    arm), the points alone where an arm spans two or more model sizes. What is left out is said in a note."""
+    notes: list[str] = []
+    if fits:
+        try:
+            return tuple(compute_scaling_plot(recs, metric, fit) for metric, fit in fits.items()), notes
+        except DashboardError as exc:
+            notes.append(f"scaling panels left out: {exc}")
+    sizes: dict[str, set[int]] = {}
+    for r in recs:
+        if r.succeeded and r.parameters is not None:
+            sizes.setdefault(r.arm, set()).add(r.parameters)
+    if not any(len(s) >= 2 for s in sizes.values()):
+        return (), notes
+    panels: list[ScalingPlotData] = []
+    for metric in ("time_to_best_s", "best_fd"):
+        try:
+            panels.append(compute_scaling_plot(recs, metric))
+        except DashboardError as exc:
+            notes.append(f"scaling plot of {metric} left out: {exc}")
+            break
+    return tuple(panels), notes
 
 
 def report_figures(data: ReportData) -> dict[str, Figure]:
-    """name -> figure for each section present (names are safe artifact file names, see ``log_figures``)."""
-    drawn: tuple[tuple[str, Any, Any], ...] = (
-        ("heatmap", data.heatmap, plot_heatmap), ("fd_curves", data.fd_curves, plot_fd_curves),
-        ("loss", data.loss, plot_loss_curves), ("scaling", data.scaling, plot_scaling),
-        ("targets", data.target_scaling, plot_scaling), ("timing", data.timing, plot_timing),
-        ("update_scale", data.updates, plot_update_scale), ("importance", data.importance, plot_importance),
-        ("front", data.front, plot_front), ("parallel", data.trials_view, plot_parallel),
-        ("comparison", data.comparison, plot_comparison),
-    )
-    figures = {name: plot(section) for name, section, plot in drawn if section is not None and section != ()}
-    if data.targets is not None:
-        from ._targets import has_sensitivity, plot_target_sensitivity
-
-        if has_sensitivity(data.targets):
-            figures["target_sensitivity"] = plot_target_sensitivity(data.targets)
+    """name -> figure for each section present, in page order (names are safe artifact file names, see
+    ``log_figures``)."""
+    figures = {}
+    for section in _SECTIONS:
+        source = getattr(data, section.figure_field or section.field)
+        figure = section.plot(source) if _present(source) else None
+        if figure is not None:
+            figures[section.name] = figure
     return figures
 
 
@@ -330,6 +324,69 @@ def _timing_html(t: TimingData) -> str:
     return _table(header, rows, "time per training step, mean over succeeded seeds")
 
 
+def _update_scale_html(u: UpdateScaleData) -> str:
+    return _table(["arm", "width", "matrix", "RMS refresh", "RMS row norm", "ratio", "spectral refresh",
+                   "spectral row norm", "ratio", "runs"], update_scale_table(u),
+                  "mean over seeds at the last eval step; the row-norm RMS ratio is gamma by construction, the "
+                  "spectral ratio is what changes with width")
+
+
+# `_targets` imports `scaling` (and torch behind it): only a page with a target section pays for it.
+def _targets_html(targets: Mapping[str, Any]) -> str:
+    from ._targets import targets_html
+
+    return targets_html(targets)
+
+
+def _sensitivity_html(_: Mapping[str, Any]) -> str:
+    return ("<p>The paired steps-to-target ratio at target levels from the best arm's mean final value to 1.5 × "
+            "the worst's (the numbers are in the table above); the dashed line is the declared target.</p>")
+
+
+def _plot_sensitivity(targets: Mapping[str, Any]) -> Figure | None:
+    from ._targets import has_sensitivity, plot_target_sensitivity
+
+    return plot_target_sensitivity(targets) if has_sensitivity(targets) else None
+
+
+@dataclass(frozen=True)
+class _Section:
+    """One section of the page: its tables show `field` of ``ReportData`` (left out when that is empty), its
+    figure draws `figure_field` (default the same); `name` names the figure's artifact and the section's anchor."""
+
+    name: str
+    heading: str
+    field: str
+    html: Callable[[Any], str]
+    plot: Callable[[Any], Figure | None]
+    figure_field: str = ""
+    figure_only: bool = False  # no figure, no section
+
+
+def _present(value: Any) -> bool:
+    return value is not None and value != ()
+
+
+# The page in order: one row per section, read by both `report_figures` and `build_report`.
+_SECTIONS = (
+    _Section("comparison", "Two sweeps, point by point (B − A)", "comparison", comparison_html, plot_comparison),
+    _Section("heatmap", "K × γ sweep", "heatmap", _heatmap_html, plot_heatmap),
+    _Section("importance", "Which searched parameter mattered", "importance", importance_html, plot_importance),
+    _Section("front", "Quality against optimizer cost", "front", front_html, plot_front),
+    _Section("parallel", "Trials: parallel coordinates and slices", "trials_view", trials_view_html, plot_parallel),
+    _Section("fd_curves", "FD versus step", "fd_curves", _fd_curves_html, plot_fd_curves),
+    _Section("loss", "Loss versus step and effective training time", "loss", _loss_html, plot_loss_curves),
+    _Section("scaling", "Scaling with model size", "scaling", _scaling_html, plot_scaling),
+    _Section("targets", "Time to the declared target", "targets", _targets_html, plot_scaling,
+             figure_field="target_scaling"),
+    _Section("target_sensitivity", "The answer against where the target is drawn", "targets", _sensitivity_html,
+             _plot_sensitivity, figure_only=True),
+    _Section("timing", "Optimizer and step time", "timing", _timing_html, plot_timing),
+    _Section("update_scale", "Update size against width (refresh vs row norm)", "updates", _update_scale_html,
+             plot_update_scale),
+)
+
+
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1400px; color: #222; }
 header { border-bottom: 2px solid #444; margin-bottom: 1.5em; }
@@ -364,46 +421,13 @@ def build_report(data: ReportData, *, figures: Mapping[str, Figure] | None = Non
     at the end."""
     figs = dict(report_figures(data) if figures is None else figures)
     info = data.fd_info
-    sections: list[tuple[str, str, str]] = []  # (figure name, heading, tables)
-    if data.comparison is not None:
-        sections.append(("comparison", "Two sweeps, point by point (B − A)", comparison_html(data.comparison)))
-    if data.heatmap is not None:
-        sections.append(("heatmap", "K × γ sweep", _heatmap_html(data.heatmap)))
-    if data.importance is not None:
-        sections.append(("importance", "Which searched parameter mattered", importance_html(data.importance)))
-    if data.front is not None:
-        sections.append(("front", "Quality against optimizer cost", front_html(data.front)))
-    if data.trials_view is not None:
-        sections.append(("parallel", "Trials: parallel coordinates and slices", trials_view_html(data.trials_view)))
-    if data.fd_curves is not None:
-        sections.append(("fd_curves", "FD versus step", _fd_curves_html(data.fd_curves)))
-    if data.loss is not None:
-        sections.append(("loss", "Loss versus step and effective training time", _loss_html(data.loss)))
-    if data.scaling:
-        sections.append(("scaling", "Scaling with model size", _scaling_html(data.scaling)))
-    if data.targets is not None:
-        from ._targets import targets_html
-
-        sections.append(("targets", "Time to the declared target", targets_html(data.targets)))
-        sections.append(("target_sensitivity", "The answer against where the target is drawn",
-                         "<p>The paired steps-to-target ratio at target levels from the best arm's mean final "
-                         "value to 1.5 × the worst's (the numbers are in the table above); the dashed line is the "
-                         "declared target.</p>"))
-    if data.timing is not None:
-        sections.append(("timing", "Optimizer and step time", _timing_html(data.timing)))
-    if data.updates is not None:
-        sections.append(("update_scale", "Update size against width (refresh vs row norm)",
-                         _table(["arm", "width", "matrix", "RMS refresh", "RMS row norm", "ratio", "spectral refresh",
-                                 "spectral row norm", "ratio", "runs"], update_scale_table(data.updates),
-                                "mean over seeds at the last eval step; the row-norm RMS ratio is gamma by "
-                                "construction, the spectral ratio is what changes with width")))
-
     body: list[str] = []
-    for name, heading, tables in sections:
-        if name == "target_sensitivity" and name not in figs:
-            continue  # nothing to draw: no section either
-        img = _img(name, figs.pop(name), dpi) if name in figs else ""
-        body.append(f'<section id="{_e(name)}"><h2>{_e(heading)}</h2>{img}{tables}</section>')
+    for section in _SECTIONS:
+        if not _present(getattr(data, section.field)) or (section.figure_only and section.name not in figs):
+            continue
+        img = _img(section.name, figs.pop(section.name), dpi) if section.name in figs else ""
+        tables = section.html(getattr(data, section.field))
+        body.append(f'<section id="{_e(section.name)}"><h2>{_e(section.heading)}</h2>{img}{tables}</section>')
     for name, fig in figs.items():
         body.append(f'<section id="{_e(name)}"><h2>{_e(name)}</h2>{_img(name, fig, dpi)}</section>')
 

@@ -12,7 +12,7 @@ answer instead of a line that looks like a prediction.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 
 from ._draw import colors_for, new_figure
 from ._errors import DashboardInputError
-from ._records import FDInfo, RunRecord, arm_key, as_records, describe_fd
+from ._records import FDInfo, Records, RecordsLike, RunRecord, arm_key, as_records
 
 if TYPE_CHECKING:
     from scaling import ScalingFit
@@ -132,14 +132,12 @@ def _run_value(r: RunRecord, metric: str) -> tuple[float | None, str | None]:
     return value, None
 
 
-def _collect(
-    records: Iterable[RunRecord | Mapping[str, Any]], metric: str
-) -> tuple[dict[str, dict[float, list[float]]], list[str]]:
+def _collect(records: Records, metric: str) -> tuple[dict[str, dict[float, list[float]]], list[str]]:
     _check_metric(metric)
     by_arm: dict[str, dict[float, list[float]]] = {}
     labels: dict[str, set[str]] = {}
     notes: list[str] = []
-    for r in as_records(records):
+    for r in records:
         if not r.succeeded or not r.fd:
             continue
         if r.parameters is None:
@@ -160,11 +158,11 @@ def _collect(
 
 
 def scaling_fit_data(
-    records: Iterable[RunRecord | Mapping[str, Any]], metric: str = "best_fd"
+    records: RecordsLike, metric: str = "best_fd"
 ) -> dict[str, tuple[list[float], list[float]]]:
     """arm -> (sizes, values), one entry per succeeded run (sizes repeat for seeds), as ``scaling.fit_scaling``
     takes it. ``metric`` is a key of ``SCALING_METRICS``; runs need ``parameters`` and FD with effective time."""
-    by_arm, _ = _collect(records, metric)
+    by_arm, _ = _collect(as_records(records), metric)
     out: dict[str, tuple[list[float], list[float]]] = {}
     for arm in sorted(by_arm, key=arm_key):
         sizes: list[float] = []
@@ -259,7 +257,7 @@ def _points(by_arm: Mapping[str, Mapping[float, Sequence[float]]]) -> list[Scali
 
 
 def compute_scaling_plot(
-    records: Iterable[RunRecord | Mapping[str, Any]],
+    records: RecordsLike,
     metric: str = "best_fd",
     fit: ScalingFit | None = None,
     *,
@@ -270,32 +268,18 @@ def compute_scaling_plot(
     (default: twice the refusal limit, so the region where the fit refuses shows)."""
     recs = as_records(records)
     by_arm, notes = _collect(recs, metric)
-    points = _points(by_arm)
-    all_sizes = [s for p in points for s in p.sizes]
-    curves: list[FitCurve] = []
-    summary = None
+    fit_to = None
+    sizes = [] if extend_to is None else [float(extend_to)]
     if fit is not None:
         x_max = float(extend_to) if extend_to is not None else 2.0 * fit.max_extrapolation * _largest_fitted(fit)
         if not math.isfinite(x_max) or x_max <= 0:
             raise DashboardInputError(f"extend_to must be a size > 0, got {extend_to!r}")
-        summary, curves = _fitted_curves(fit, x_max)
-        all_sizes += [x_max] + [float(fit.sizes[arm][0]) for arm in fit.arms]
+        fit_to = (fit, x_max)
+        sizes = [float(fit.sizes[arm][0]) for arm in fit.arms]
         missing = sorted(set(by_arm) - set(fit.arms))
         if missing:
             notes.append(f"no fitted curve for {missing}: the fit covers {list(fit.arms)}")
-    elif extend_to is not None:
-        all_sizes.append(float(extend_to))
-    fd = describe_fd(recs)
-    return ScalingPlotData(
-        metric=metric,
-        ylabel=_ylabel(metric, fd),
-        points=tuple(points),
-        curves=tuple(curves),
-        fit=summary,
-        fd=fd,
-        x_range=_x_range(all_sizes),
-        notes=tuple(notes),
-    )
+    return _panel(metric, _ylabel(metric, recs.fd), by_arm, fit_to, sizes, fd=recs.fd, notes=notes)
 
 
 def compute_fit_plot(
@@ -318,16 +302,20 @@ def compute_fit_plot(
         by_size = by_arm.setdefault(arm, {})
         for n, v in zip(sizes, values, strict=True):
             by_size.setdefault(float(n), []).append(float(v))
+    fit_to = (fit, fit.max_extrapolation * _largest_fitted(fit)) if fit is not None else None
+    return _panel(metric, ylabel, by_arm, fit_to, [], fd=fd or FDInfo(metric_names=(), samples=()), notes=notes)
+
+
+def _panel(metric: str, ylabel: str, by_arm: Mapping[str, Mapping[float, Sequence[float]]],
+           fit_to: tuple[ScalingFit, float] | None, sizes: Sequence[float], *, fd: FDInfo,
+           notes: Sequence[str]) -> ScalingPlotData:
+    """One panel: the measured points per arm and, with `fit_to` (a fit and the size its curves reach), the fit's
+    curves; the x range spans the points, `sizes` and the curves' reach."""
     points = _points(by_arm)
-    all_sizes = [n for p in points for n in p.sizes]
-    curves: list[FitCurve] = []
-    summary = None
-    if fit is not None:
-        x_max = fit.max_extrapolation * _largest_fitted(fit)
-        summary, curves = _fitted_curves(fit, x_max)
-        all_sizes += [x_max]
+    summary, curves = _fitted_curves(*fit_to) if fit_to is not None else (None, [])
+    reach = [fit_to[1]] if fit_to is not None else []
     return ScalingPlotData(metric=metric, ylabel=ylabel, points=tuple(points), curves=tuple(curves), fit=summary,
-                           fd=fd or FDInfo(metric_names=(), samples=()), x_range=_x_range(all_sizes),
+                           fd=fd, x_range=_x_range([s for p in points for s in p.sizes] + list(sizes) + reach),
                            notes=tuple(notes))
 
 

@@ -53,25 +53,20 @@ def transfer_report(
     """FD and loss curves, timing and scaling panels (with ``fits``, keyed by ``SCALING_METRICS``) of a transfer's
     runs, plus the source sweep's heatmap, importance and quality-cost front when ``sweep_run_id`` is given. A fit
     that cannot be drawn (e.g. on too few sizes) leaves its panel out with a note instead of failing the report."""
-    records = load_runs(tracking_uri, transfer_run_id)
     ctx = {"tracking URI": tracking_uri, "transfer parent run": transfer_run_id, **(context or {})}
+    data = compute_report(load_runs(tracking_uri, transfer_run_id), title=title, fits=fits or None, context=ctx)
     notes: list[str] = []
-    try:
-        data = compute_report(records, title=title, fits=fits or None, context=ctx)
-    except DashboardError as exc:
-        notes.append(f"scaling panels left out: {exc}")
-        data = compute_report(records, title=title, context=ctx)
     if sweep_run_id:
         ctx["sweep parent run"] = sweep_run_id
         sweep_records = load_runs(tracking_uri, sweep_run_id)
         chosen = load_chosen(tracking_uri, sweep_run_id)
         try:
-            data = replace(data, heatmap=compute_heatmap(sweep_records, chosen=chosen), context=ctx)
+            data = replace(data, heatmap=compute_heatmap(sweep_records, chosen=chosen))
         except DashboardError as exc:
             notes.append(f"the sweep's heatmap left out: {exc}")
         selection = load_selection(tracking_uri, sweep_run_id) or {}  # the sweep's importance and front beside it
         data = replace(data, importance=importance_from_document(selection.get("importance")),
-                       front=front_from_document(selection.get("front")))
+                       front=front_from_document(selection.get("front")), context=ctx)
     return replace(data, notes=(*data.notes, *notes)) if notes else data
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 from ._draw import new_figure
 from ._html import escape as _e
 from ._html import table as _table
-from ._records import RunRecord, as_records
+from ._records import RecordsLike, as_records
 
 __all__ = [
     "ComparisonData",
@@ -168,7 +168,7 @@ class TrialsView:
     slices: Mapping[str, tuple[tuple[float, float, int], ...]] = field(default_factory=dict)  # value, mean, n
 
 
-def compute_trials_view(records: Iterable[RunRecord | Mapping[str, Any]]) -> TrialsView | None:
+def compute_trials_view(records: RecordsLike) -> TrialsView | None:
     """None when fewer than two finished periodic trials with an objective."""
     rows = []
     for r in as_records(records):

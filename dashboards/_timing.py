@@ -8,7 +8,7 @@ the total); step time is ``step_time_s`` (effective training time per step so fa
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 from numpy.typing import NDArray
 
 from ._draw import colors_for, new_figure
-from ._records import RunRecord, arm_key, as_records, rung_order
+from ._records import RecordsLike, RunRecord, arm_key, as_records
 
 __all__ = ["TimingData", "compute_timing", "plot_timing"]
 
@@ -58,10 +58,10 @@ def _step_s(r: RunRecord) -> float:
     return last[1] if last is not None else math.nan
 
 
-def compute_timing(records: Iterable[RunRecord | Mapping[str, Any]]) -> TimingData:
+def compute_timing(records: RecordsLike) -> TimingData:
     """Per arm label and rung, mean and min–max over succeeded seeds of optimizer and step time per step (ms)."""
-    recs = [r for r in as_records(records) if r.succeeded]
-    rungs = rung_order(recs)
+    recs = as_records(records).where(lambda r: r.succeeded)
+    rungs = recs.rungs
     labels = tuple(sorted({r.label for r in recs}, key=arm_key))
     shape = (len(labels), len(rungs))
     out = {name: np.full(shape, np.nan) for name in ("om", "ol", "oh", "sm", "sl", "sh")}

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from matplotlib.figure import Figure
 
+from ._draw import new_figure
 from ._errors import DashboardInputError
-from ._records import RunRecord, as_records
+from ._records import RecordsLike, RunRecord, as_records
 
 __all__ = ["UpdateScaleData", "UpdateScaleRow", "compute_update_scale", "plot_update_scale"]
 
@@ -68,7 +68,7 @@ def _width(record: RunRecord, widths: Mapping[str, int] | None) -> int | None:
 
 
 def compute_update_scale(
-    records: Iterable[RunRecord | Mapping[str, Any]], *, widths: Mapping[str, int] | None = None
+    records: RecordsLike, *, widths: Mapping[str, int] | None = None
 ) -> UpdateScaleData:
     """Rows of mean update RMS and spectral norm per (arm, width, kind, step kind) over succeeded runs that logged
     them. `widths` maps rung -> width (default: the built-in ladder's widths)."""
@@ -100,7 +100,7 @@ def compute_update_scale(
 def plot_update_scale(data: UpdateScaleData) -> Figure:
     """Left: update RMS; right: spectral norm; against width (log-log), one colour per matrix kind, solid for the
     refresh (Newton-Schulz) step, dashed for the row-norm step."""
-    fig = Figure(figsize=(11, 4.2), layout="constrained")
+    fig = new_figure(11, 4.2)
     axes = fig.subplots(1, 2)
     colours = dict(zip(_KINDS, ("C0", "C1", "C2", "C3", "C4"), strict=True))
     for ax, attr, label in ((axes[0], "rms", "update RMS"), (axes[1], "spec", "update spectral norm")):

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Runs once, when PostgreSQL starts on an empty data volume (the image's /docker-entrypoint-initdb.d hook): two
 # databases, each owned by its own login role, so the service and MLflow cannot read or break each other's tables.
-#   scalesweep - the REST service's sweep records (api/_db.py; Alembic migrates it at service start)
+#   scalesweep - the REST service's sweep records (api/service/_db.py; Alembic migrates it at service start)
 #   mlflow     - MLflow's backend store (the MLflow server creates its schema at first start)
 # Passwords go in as psql variables (:'name' quotes them), never spliced into SQL by the shell.
 # Changing SWEEPS_DB_PASSWORD or MLFLOW_DB_PASSWORD later needs ALTER ROLE: this script does not run again.

@@ -1,5 +1,6 @@
 """The driver's settings: every environment variable a sweep or transfer driver process reads, named and read
-here and nowhere else in the sweeper. The service sets them when it starts a driver (`api._jobs`), by these names.
+here and nowhere else in the sweeper. The service sets them when it starts a driver (`api.service._jobs`), by
+these names.
 
 | variable | what the driver does with it |
 |---|---|
@@ -14,8 +15,9 @@ Read when asked for (`DriverSettings.from_env()`), so a value set before a call 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import ClassVar
+
+from pydantic import field_validator
 
 from trials import EnvSettings
 
@@ -31,23 +33,23 @@ SOURCE_SWEEP_ID_ENV = "SCALESWEEP_SOURCE_SWEEP_ID"
 DEFAULT_GRACE_S = "8"
 
 
-@dataclass(frozen=True)
 class DriverSettings(EnvSettings):
     """The driver's environment, as read at one moment (raw values; each use parses its own)."""
 
-    ray_address: str | None
-    trainers: str  # the registry file, "" when unset
-    cancel_grace: str  # seconds, as set (parsed when a cancel arms its deadline)
-    transfer_id: str | None
-    source_sweep_id: str | None
+    ray_address: str | None = None
+    trainers: str = ""  # the registry file, "" when unset
+    cancel_grace: str = DEFAULT_GRACE_S  # seconds, as set (parsed when a cancel arms its deadline)
+    transfer_id: str | None = None
+    source_sweep_id: str | None = None
 
-    VARIABLES: ClassVar[Mapping[str, tuple[str, str | None]]] = {
-        "ray_address": (RAY_ADDRESS_ENV, None), "trainers": (TRAINERS_ENV, ""),
-        "cancel_grace": (GRACE_ENV, DEFAULT_GRACE_S), "transfer_id": (TRANSFER_ID_ENV, None),
-        "source_sweep_id": (SOURCE_SWEEP_ID_ENV, None)}
+    ENV_NAMES: ClassVar[Mapping[str, str]] = {
+        "ray_address": RAY_ADDRESS_ENV, "trainers": TRAINERS_ENV, "cancel_grace": GRACE_ENV,
+        "transfer_id": TRANSFER_ID_ENV, "source_sweep_id": SOURCE_SWEEP_ID_ENV}
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "trainers", self.trainers.strip())
+    @field_validator("trainers")
+    @classmethod
+    def _stripped(cls, trainers: str) -> str:
+        return trainers.strip()
 
     @property
     def cancel_grace_s(self) -> float:

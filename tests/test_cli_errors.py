@@ -85,14 +85,14 @@ def test_a_trial_that_fails_is_one_line(capsys: pytest.CaptureFixture[str], monk
 
 def test_serve_when_the_app_cannot_start(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    import api.main
+    import api.service
 
     def refuse(settings: object) -> None:
         raise OSError("database is locked\nand more")
 
     monkeypatch.setenv("SCALESWEEP_API_TOKEN", "a-real-token-123")
     monkeypatch.setenv("SCALESWEEP_WORKDIR", str(tmp_path / "work"))
-    monkeypatch.setattr(api.main, "create_app", refuse)
+    monkeypatch.setattr(api.service, "create_app", refuse)
     code, err = _run(capsys, "serve", "--port", "1")
     assert code == 2 and len(err.splitlines()) == 1, err
     assert err.startswith("scalesweep serve: error: could not start the service (OSError: database is locked)"), err

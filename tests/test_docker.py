@@ -79,7 +79,7 @@ def _interpolate(text: str, values: dict[str, str]) -> str:
 
 
 def _settings_env_names() -> set[str]:
-    from api._settings import Settings
+    from api.service import Settings
 
     prefix = Settings.model_config.get("env_prefix", "")
     return {f"{prefix}{name}".upper() for name in Settings.model_fields}
@@ -111,7 +111,7 @@ def test_api_environment_validates_as_settings(monkeypatch: pytest.MonkeyPatch, 
     """The api's environment, filled from .env.example, is accepted by Settings (read from the environment, as
     the service reads it), and its values mean what the deployment needs: PostgreSQL through psycopg (installed
     by the Dockerfile), MLflow and Ray by service name."""
-    from api._settings import Settings
+    from api.service import Settings
 
     for key in [k for k in os.environ if k.startswith("SCALESWEEP_")]:
         monkeypatch.delenv(key)

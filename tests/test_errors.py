@@ -14,7 +14,7 @@ from dashboards import DashboardError, DashboardInputError
 from scaling import ScalingError, ScalingInputError, TransferError
 from sweeper import SweepError, SweepFailedError
 from trials import InputError, JobError, JobFailedError, ScalesweepError, TrialError
-from trials._errors import validation_error_message, validation_messages
+from trials.core.errors import validation_error_message, validation_messages
 from trials.data import DataError
 from trials.metrics import FeatureError, MetricsError
 from trials.models import ModelError
@@ -93,9 +93,9 @@ def test_the_cli_dispatch_words_each_kind_in_one_line(error: Exception, code: in
 
 
 def test_a_corrupt_transfer_file_does_not_escape_live_status(tmp_path: Path) -> None:
-    from api._db import TransferRecord, make_engine, make_sessionmaker
-    from api._jobs import JobRunner
-    from api._settings import Settings
+    from api.service import Settings
+    from api.service._db import TransferRecord, make_engine, make_sessionmaker
+    from api.service._jobs import JobRunner
 
     folder = tmp_path / "transfer"
     folder.mkdir()

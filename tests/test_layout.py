@@ -306,7 +306,8 @@ def test_the_layout_helpers_see_private_modules_and_cycles() -> None:
 
 # The modules that read the environment, one per process kind: the service, the remote client and the local
 # deployment, the driver, the trial. Everyone else asks them.
-SETTINGS_MODULES = {"api._settings", "api._client_settings", "sweeper.settings", "trials._settings"}
+SETTINGS_MODULES = {"api.service._settings", "api.client._settings", "api.deploy_local._settings", "sweeper.settings",
+                    "trials._settings"}
 
 
 def _string_constants() -> dict[str, str]:
@@ -358,7 +359,7 @@ def _environment_reads(tree: ast.Module, constants: dict[str, str]) -> list[tupl
 
 def test_only_the_settings_modules_read_a_scalesweep_variable() -> None:
     """Each process kind has one settings object (`api.Settings`, the client's and the deployment's in
-    `api._client_settings`, `sweeper.DriverSettings`, `trials.TrialSettings`): no other module reads a
+    `api.client` and `api.deploy_local`, `sweeper.DriverSettings`, `trials.TrialSettings`): no other module reads a
     `SCALESWEEP_*` variable. Passing the whole environment on to a child is not a read."""
     constants = _string_constants()
     offenders = []
@@ -379,13 +380,14 @@ def test_the_environment_check_sees_each_way_of_reading() -> None:
 
 
 def _settings_variables() -> set[str]:
-    from api._client_settings import ClientSettings, DeploySettings
-    from api._settings import Settings
+    from api.client import ClientSettings
+    from api.deploy_local import DeploySettings
+    from api.service import Settings
     from sweeper import DriverSettings
     from trials import TrialSettings
 
     names = {v for kind in (ClientSettings, DeploySettings, DriverSettings, TrialSettings)
-             for v, _ in kind.VARIABLES.values()}
+             for v in kind.variables().values()}
     return names | {"SCALESWEEP_" + field.upper() for field in Settings.model_fields}
 
 
@@ -466,3 +468,113 @@ def test_the_near_copy_check_sees_a_renamed_copy() -> None:
     one, other = body.format(f="first"), body.format(f="second").replace("items", "rows").replace("kept", "left")
     assert list(near_copy_pairs({"a.py": one, "b.py": other})) == [("a.py", "b.py")]
     assert near_copy_pairs({"a.py": one, "b.py": "def second():\n    return 1\n"}) == {}
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Issue 50 ("rooms by concept"): a room is a subpackage, or a module that stands directly in its package
+# (`sweeper.jobs`, `sweeper.ledger`, `api.service`, `trials.core`). Imports inside functions count.
+
+FACE_MAX_NAMES = 20
+# Faces still wider than FACE_MAX_NAMES, with their width today: each only narrows (to be emptied).
+WIDE_FACES: dict[str, int] = {"scaling": 95, "sweeper": 27, "trials.metrics": 25, "trials.optim": 35}
+# Packages whose rooms are subpackages: no room reaches another's private module.
+ROOMED_PACKAGES = ("sweeper", "api")
+
+
+def _room(module: str) -> str:
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) > 1 else parts[0]
+
+
+def _package_names() -> list[str]:
+    return sorted(name for name, (_, is_package) in _product_modules().items() if is_package)
+
+
+def _inside(top: str) -> dict[str, set[str]]:
+    graph = _import_graph(deferred=True)
+    return {m: {t for t in ts if t.split(".")[0] == top} for m, ts in graph.items() if m.split(".")[0] == top}
+
+
+def _room_graph(inside: dict[str, set[str]]) -> dict[str, set[str]]:
+    rooms: dict[str, set[str]] = {}
+    for module, targets in inside.items():
+        rooms.setdefault(_room(module), set()).update(_room(t) for t in targets if _room(t) != _room(module))
+        for target in targets:
+            rooms.setdefault(_room(target), set())
+    return rooms
+
+
+def _private_across_rooms(inside: dict[str, set[str]]) -> list[tuple[str, str]]:
+    return sorted((m, t) for m, ts in inside.items() for t in ts if _room(m) != _room(t) and _is_private(t))
+
+
+def test_every_face_names_at_most_twenty() -> None:
+    """A package's `__all__` is what its neighbours use (Optuna's subpackages: 6-15 names): at most 20."""
+    import importlib
+
+    wide = {}
+    for package in _package_names():
+        names = getattr(importlib.import_module(package), "__all__", None)
+        if names is not None and len(names) > WIDE_FACES.get(package, FACE_MAX_NAMES):
+            wide[package] = len(names)
+    assert wide == {}, f"faces over {FACE_MAX_NAMES} names (or wider than WIDE_FACES allows): {wide}"
+
+
+@pytest.mark.parametrize("package", ROOMED_PACKAGES)
+def test_no_room_imports_another_rooms_private_module(package: str) -> None:
+    found = _private_across_rooms(_inside(package))
+    assert found == [], "\n".join(f"{a} imports {b}" for a, b in found)
+
+
+@pytest.mark.parametrize("package", PRODUCT_PACKAGES)
+def test_rooms_stack_one_way(package: str) -> None:
+    """No arrow back up inside a package: its rooms import each other in one direction only."""
+    cycles = _cycles(_room_graph(_inside(package)))
+    assert cycles == [], "rooms importing each other: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+def test_the_room_checks_see_a_private_import_and_a_loop_between_rooms() -> None:
+    inside = {"p.a._x": {"p.b._y"}, "p.b._y": {"p.a"}, "p.a": set()}
+    assert _private_across_rooms(inside) == [("p.a._x", "p.b._y")]
+    assert _cycles(_room_graph(inside)) == [["p.a", "p.b", "p.a"]]
+    assert _room("sweeper.jobs._driver") == "sweeper.jobs" and _room("sweeper.ledger") == "sweeper.ledger"
+
+
+def _secret_names() -> set[str]:
+    from trials.core import SERVICE_SECRET_ENV
+
+    return set(SERVICE_SECRET_ENV)
+
+
+def test_one_list_of_secret_variables() -> None:
+    """The service's secrets are listed once (`trials.core.SERVICE_SECRET_ENV`): no other module writes a
+    collection of them (a tuple, list or set literal naming a secret variable)."""
+    secrets = _secret_names()
+    home = ROOT / "trials" / "core" / "redact.py"
+    offenders = []
+    for path, _ in _product_modules().values():
+        if path == home:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Tuple | ast.List | ast.Set) and any(
+                    isinstance(e, ast.Constant) and e.value in secrets for e in node.elts):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert offenders == []
+
+
+def test_one_settings_mechanism() -> None:
+    """Every process kind reads its environment through `trials.core.EnvSettings`; nobody imports
+    pydantic-settings or defines its own reader."""
+    from api.client._settings import ClientSettings
+    from api.deploy_local._settings import DeploySettings
+    from api.service._settings import Settings
+    from sweeper.settings import DriverSettings
+    from trials import TrialSettings
+    from trials.core import EnvSettings
+    from trials.progress import TrainerSettings
+
+    assert all(issubclass(kind, EnvSettings)
+               for kind in (Settings, ClientSettings, DeploySettings, DriverSettings, TrialSettings, TrainerSettings))
+    offenders = [f"{path.relative_to(ROOT)}" for path, _ in _product_modules().values()
+                 if {"pydantic_settings"} & _imports(path)]
+    assert offenders == []

@@ -17,10 +17,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_arms_are_the_optimizer_registry() -> None:
-    assert set(trials.optim.ARMS) == set(trials.optim.OPTIMIZERS) == set(trials.optim.DEFAULT_LR)
+    arms_and_controls = trials.optim.ARMS + trials.optim.CONTROL_ARMS
+    assert not set(trials.optim.ARMS) & set(trials.optim.CONTROL_ARMS)
+    assert set(arms_and_controls) == set(trials.optim.OPTIMIZERS) == set(trials.optim.DEFAULT_LR)
     assert set(trials.optim.MUON_FAMILY) == set(trials.optim.ARMS) - {"adamw"}
     assert set(trials.optim.ARMS_WITH_GAMMA) <= set(trials.optim.MUON_FAMILY)
-    assert get_args(trials.optim.OptimizerConfig.model_fields["name"].annotation) == trials.optim.ARMS
+    assert get_args(trials.optim.OptimizerConfig.model_fields["name"].annotation) == arms_and_controls
 
 
 def test_every_package_names_the_same_arms() -> None:

@@ -38,7 +38,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
-from ._errors import TrialError
+from .core.errors import TrialError
 from .optim import logical_bytes_sent
 
 __all__ = [

@@ -37,7 +37,7 @@ from ._distributed import (
     records_from_blob,
     shard_model,
 )
-from ._errors import TrialError
+from .core.errors import TrialError
 from .data import ImageTextDataset, get_dataset, stream_generator, stream_seed
 from .flow import flow_loss, sample_euler, validation_loss
 from .metrics import (

@@ -1,6 +1,6 @@
 """The trial's settings: every environment variable a trial process (and the code it shares with the drivers)
-reads, named and read here and nowhere else in `trials`; and `EnvSettings`, the one way a process kind's settings
-object reads its variables (the drivers' `sweeper.DriverSettings` is one too).
+reads, named and read here and nowhere else in `trials`, through the one settings mechanism
+(`trials.core.EnvSettings`).
 
 | variable | what it does |
 |---|---|
@@ -14,12 +14,12 @@ Read when asked for (`TrialSettings.from_env()`), so a value set before a call i
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import ClassVar, Self
+from typing import ClassVar
 
-__all__ = ["CACHE_DIR_ENV", "CC_ENV", "DINOV2_PATH_ENV", "GIT_SHA_ENV", "EnvSettings", "TrialSettings"]
+from .core.settings import EnvSettings
+
+__all__ = ["CACHE_DIR_ENV", "CC_ENV", "DINOV2_PATH_ENV", "GIT_SHA_ENV", "TrialSettings"]
 
 DINOV2_PATH_ENV = "SCALESWEEP_DINOV2_PATH"
 CACHE_DIR_ENV = "SCALESWEEP_CACHE_DIR"
@@ -27,28 +27,13 @@ GIT_SHA_ENV = "SCALESWEEP_GIT_SHA"
 CC_ENV = "CC"
 
 
-@dataclass(frozen=True)
-class EnvSettings:
-    """A process kind's environment, as read at one moment. A subclass declares its fields and, in `VARIABLES`,
-    each field's variable and default (None: unset); `from_env` reads those variables and nothing else."""
-
-    VARIABLES: ClassVar[Mapping[str, tuple[str, str | None]]] = {}
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> Self:
-        env = os.environ if environ is None else environ
-        return cls(**{name: env.get(variable, default) for name, (variable, default) in cls.VARIABLES.items()})
-
-
-@dataclass(frozen=True)
 class TrialSettings(EnvSettings):
     """The trial's environment (None: not set)."""
 
-    dinov2_path: str | None
-    cache_dir: str | None
-    git_sha: str | None
-    compiler: str | None
+    dinov2_path: str | None = None
+    cache_dir: str | None = None
+    git_sha: str | None = None
+    compiler: str | None = None
 
-    VARIABLES: ClassVar[Mapping[str, tuple[str, str | None]]] = {
-        "dinov2_path": (DINOV2_PATH_ENV, None), "cache_dir": (CACHE_DIR_ENV, None), "git_sha": (GIT_SHA_ENV, None),
-        "compiler": (CC_ENV, None)}
+    ENV_NAMES: ClassVar[Mapping[str, str]] = {
+        "dinov2_path": DINOV2_PATH_ENV, "cache_dir": CACHE_DIR_ENV, "git_sha": GIT_SHA_ENV, "compiler": CC_ENV}

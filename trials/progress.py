@@ -33,12 +33,11 @@ import os
 import re
 import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ._errors import InputError
-from ._settings import EnvSettings
+from .core.errors import InputError
+from .core.settings import EnvSettings
 from .record import METRIC
 
 __all__ = [
@@ -55,17 +54,17 @@ EVAL_STEPS_ENV = "SCALESWEEP_EVAL_STEPS"  # set by the command backend: the tria
 RANK_ENV = "RANK"  # set by torchrun: this process's global rank
 
 
-@dataclass(frozen=True)
 class TrainerSettings(EnvSettings):
     """The environment of a team's trainer that the command backend starts (a process kind of its own): what this
     module reads, read when asked (`TrainerSettings.from_env()`). None: not set."""
 
-    progress_file: str | None
-    eval_steps: str | None
-    rank: str | None
+    progress_file: str | None = None
+    eval_steps: str | None = None
+    rank: str | None = None
 
-    VARIABLES: ClassVar[Mapping[str, tuple[str, str | None]]] = {
-        "progress_file": (PROGRESS_FILE_ENV, None), "eval_steps": (EVAL_STEPS_ENV, None), "rank": (RANK_ENV, None)}
+    ENV_NAMES: ClassVar[Mapping[str, str]] = {
+        "progress_file": PROGRESS_FILE_ENV, "eval_steps": EVAL_STEPS_ENV, "rank": RANK_ENV}
+
 
 # Names the backend gives a meaning of its own; extra metrics may not take them.
 _RESERVED = frozenset({"step", METRIC.FD, "metric_name"})

@@ -136,8 +136,10 @@ class _Driver:
         backend = spec.backend.model_dump(mode="json")
         if backend["name"] == "builtin" and backend.get("checkpoints"):
             trial["checkpoint_dir"] = str(checkpoint_path(self.workdir, req.trial_key, req.attempt))
-        if backend["name"] == "command" and backend.get("cwd") is None:
-            backend["cwd"] = str(Path.cwd())  # Tune runs workers in per-trial folders; paths in commands are ours
+        # A free-form command from the CLI keeps the caller's folder (Tune runs workers in per-trial folders; paths
+        # in commands are the caller's); a registered trainer runs in its own scratch folder, never the job's.
+        if backend["name"] == "command" and backend.get("cwd") is None and backend.get("trainer") is None:
+            backend["cwd"] = str(Path.cwd())
         return {
             "sweep_id": self.sweep_id,
             "trial_key": req.trial_key,

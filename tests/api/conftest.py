@@ -20,10 +20,9 @@ import uvicorn
 import yaml
 from fastapi.testclient import TestClient
 
-from api._settings import Settings
 from api.client import ScalesweepClient
 from api.deploy_local import free_port
-from api.main import create_app
+from api.service import Settings, create_app
 
 from ..conftest import TINY_TRIAL
 
@@ -59,7 +58,7 @@ class LiveServer:
 def empty_mlflow_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An empty MLflow SQLite store made once per session, by the service's own code (`create_app`'s): creating
     one runs MLflow's migrations (about 1 s warm, 3 s cold), an up-to-date copy opens in about 0.07 s."""
-    from api.main import _create_tracking_store
+    from api.service.app import _create_tracking_store
 
     path = tmp_path_factory.mktemp("mlflow-empty") / "mlflow.db"
     _create_tracking_store(f"sqlite:///{path}")

@@ -16,8 +16,7 @@ import pytest
 import yaml
 from fastapi.testclient import TestClient
 
-from api._settings import Settings
-from api.main import create_app
+from api.service import Settings, create_app
 from trials import JOB_TAG_ENV, process_alive
 
 from .conftest import AUTH, TOKEN

@@ -14,9 +14,8 @@ import uvicorn
 import yaml
 
 import scalesweep_cli
-from api._settings import Settings
 from api.client import ApiError, ScalesweepClient
-from api.main import create_app
+from api.service import Settings, create_app
 
 from .conftest import TOKEN, free_port
 

@@ -10,9 +10,8 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine
 
-from api._db import make_sessionmaker
-from api._settings import Settings
-from api.main import create_app
+from api.service import Settings, create_app
+from api.service._db import make_sessionmaker
 
 from .conftest import AUTH
 
@@ -41,7 +40,7 @@ def test_the_mlflow_probe_answers_within_seconds_while_an_mlflow_server_hangs(
     # /v1/ready's probe of a server gives up after MLFLOW_PROBE_S and says so.
     import time
 
-    from api.routers import health
+    from api.service.routers import health
 
     monkeypatch.setattr(health, "_search_experiments", lambda uri: time.sleep(5) or "ok")
     monkeypatch.setattr(health, "MLFLOW_PROBE_S", 0.5)

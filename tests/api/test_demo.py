@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from api.demo import PROFILES, _summary, demo_sweep_spec
+from api.demo._demo import PROFILES, _summary, demo_sweep_spec
 from scaling import Export
 from sweeper import SweepSpec
 
@@ -37,7 +37,7 @@ def test_demo_sweep_is_the_papers_grid_with_both_baselines() -> None:
 
 
 def test_the_demo_prints_each_stages_time() -> None:
-    from api.demo import _stage_times
+    from api.demo._demo import _stage_times
 
     text = _stage_times([("1/4 service", 0.0), ("2/4 sweep", 30.0), ("3/4 transfer", 210.0)], 570.0)
     assert text.splitlines() == ["time per stage:", "    0.5 min  1/4 service", "    3.0 min  2/4 sweep",
@@ -257,8 +257,8 @@ def test_a_demo_stopped_by_sigterm_ends_everything_it_started(tmp_path: Path) ->
 # starts two grandchildren with an empty environment, so without the demo's variable, and exits; both are adopted.
 _ADOPTION = r"""
 import json, os, subprocess, time
-from api import demo
-from trials import adopt_orphans, process_table, reap_children
+from api.demo import _demo as demo
+from trials.core.proctree import adopt_orphans, process_table, reap_children
 assert adopt_orphans()
 subprocess.run(["sh", "-c", "env -i sleep 30 & env -i sleep 0.2 & exit 0"], check=True)
 time.sleep(1.5)  # the short one has ended: a zombie of this process until it is reaped

@@ -9,9 +9,8 @@ from fastapi.testclient import TestClient
 from pydantic import ValidationError
 from sqlalchemy import inspect
 
-from api._db import make_engine, migrate
-from api._settings import Settings
-from api.main import create_app
+from api.service import Settings, create_app
+from api.service._db import make_engine, migrate
 
 from .conftest import TOKEN
 

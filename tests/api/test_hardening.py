@@ -19,9 +19,8 @@ import pytest
 from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
-from api._db import SweepRecord, TransferRecord
-from api._settings import Settings
-from api.main import create_app
+from api.service import Settings, create_app
+from api.service._db import SweepRecord, TransferRecord
 from scaling._records import TransferRun
 from sweeper import TransferResult
 
@@ -80,7 +79,7 @@ def test_fits_follow_the_transfer_as_it_changes(api: TestClient, tmp_path: Path,
     cache in front of it and the routes are the real ones."""
     transfer_id, folder = _transfer_folder(api, tmp_path)
     now = {"state": "RUNNING"}
-    monkeypatch.setattr("api.routers.transfers.load_transfer_result",
+    monkeypatch.setattr("api.service.routers.transfers.load_transfer_result",
                         lambda f: _result(now["state"], folder, [_run("cpu-xs", now["state"])]))
     assert api.get(f"/v1/transfers/{transfer_id}/fits").json()["state"] == "RUNNING"
 
@@ -100,7 +99,8 @@ def test_runs_without_a_rung_are_left_out_of_the_analysis(api: TestClient, tmp_p
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     transfer_id, folder = _transfer_folder(api, tmp_path)
     runs = [_run("cpu-xs", "SUCCEEDED"), _run("", "PENDING")]  # a run whose rung tag is not written yet
-    monkeypatch.setattr("api.routers.transfers.load_transfer_result", lambda f: _result("RUNNING", folder, runs))
+    monkeypatch.setattr("api.service.routers.transfers.load_transfer_result",
+                        lambda f: _result("RUNNING", folder, runs))
     fits = api.get(f"/v1/transfers/{transfer_id}/fits")
     assert fits.status_code == 200, fits.text
     assert [r["rung"] for r in fits.json()["runs"]] == ["cpu-xs"]

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 import scalesweep_cli
-from api._settings import Settings
+from api.service import Settings
 
 from .conftest import TOKEN, ServiceStudy
 

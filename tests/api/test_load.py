@@ -30,10 +30,9 @@ from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 
 import api
-from api._db import Base, SweepRecord, TransferRecord, make_engine, make_sessionmaker, migrate
-from api._settings import Settings
-from api.deps import _session
-from api.main import create_app
+from api.service import Settings, create_app
+from api.service._db import Base, SweepRecord, TransferRecord, make_engine, make_sessionmaker, migrate
+from api.service.deps import _session
 from sweeper.jobfiles import ANALYSIS_FILE, read_labelled, stored_transfer_report, transfer_version, write_labelled
 
 from .conftest import REAL_SWEEP, TOKEN, LiveServer, ServiceStudy, postgres_database

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from api._db import SweepRecord, TransferRecord, make_engine, make_sessionmaker, migrate
-from api._jobs import JobRunner, RayJobs
-from api._settings import Settings
+from api.service import Settings
+from api.service._db import SweepRecord, TransferRecord, make_engine, make_sessionmaker, migrate
+from api.service._jobs import JobRunner, RayJobs
 
 from .conftest import TOKEN
 

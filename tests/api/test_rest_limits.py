@@ -12,9 +12,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from api._db import SweepRecord
-from api._settings import Settings
-from api.main import create_app
+from api.service import Settings, create_app
+from api.service._db import SweepRecord
 from sweeper import load_spec
 
 from .conftest import AUTH, TOKEN, seeded_workdir

@@ -22,10 +22,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from schemathesis.checks import positive_data_acceptance
 
-from api._db import SweepRecord
-from api._settings import Settings
-from api.main import create_app
-from api.routers.sweeps import SPEC_EXAMPLE
+from api.service import Settings, create_app
+from api.service._db import SweepRecord
+from api.service.routers.sweeps import SPEC_EXAMPLE
 from sweeper import load_spec
 from sweeper.specs import sweep_work
 from trials import TrialConfig

@@ -14,9 +14,8 @@ import pytest
 import yaml
 from fastapi.testclient import TestClient
 
-from api._db import SweepRecord
-from api._settings import Settings
-from api.main import create_app
+from api.service import Settings, create_app
+from api.service._db import SweepRecord
 
 from .conftest import AUTH, TOKEN, seeded_workdir
 

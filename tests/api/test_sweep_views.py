@@ -23,8 +23,8 @@ import pytest
 import yaml
 
 import scalesweep_cli
-from api._db import SweepRecord
-from api._settings import Settings
+from api.service import Settings
+from api.service._db import SweepRecord
 from sweeper import non_dominated
 
 from .conftest import AUTH, TOKEN, LiveServer, wait_job

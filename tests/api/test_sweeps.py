@@ -8,8 +8,7 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from api._settings import Settings
-from api.main import create_app
+from api.service import Settings, create_app
 
 from .conftest import AUTH
 

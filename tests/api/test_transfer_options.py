@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import pytest
 from fastapi.exceptions import RequestValidationError
 
-from api.routers.transfers import _spec
 from api.schemas import TransferCreate
+from api.service.routers.transfers import _spec
 
 
 def test_weight_decay_rule_and_verify_reach_the_transfer_spec() -> None:

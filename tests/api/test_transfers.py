@@ -16,10 +16,9 @@ import yaml
 from fastapi.testclient import TestClient
 
 import scalesweep_cli
-from api._db import SweepRecord
-from api._settings import Settings
 from api.client import ApiError, ScalesweepClient
-from api.main import create_app
+from api.service import Settings, create_app
+from api.service._db import SweepRecord
 
 from .conftest import AUTH, TOKEN, ServiceStudy
 

@@ -17,13 +17,12 @@ from dashboards import (
     DashboardInputError,
     compute_heatmap,
     compute_timing,
-    load_chosen,
-    load_run,
     load_runs,
     log_figures,
     plot_heatmap,
     plot_timing,
 )
+from dashboards._mlflow import load_chosen, load_run
 
 EVAL = (800, 1000, 1200)
 

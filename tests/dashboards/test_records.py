@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from dashboards import DashboardInputError, FDInfo, RunRecord, as_records, describe_fd, fd_label
+from dashboards import DashboardInputError, RunRecord, as_records
+from dashboards._records import FDInfo, describe_fd, fd_label
 
 
 def test_dicts_become_records_with_integer_steps() -> None:
@@ -65,3 +66,14 @@ def test_fd_is_named_after_its_features() -> None:
 def test_records_built_by_hand_are_put_in_step_order() -> None:
     (r,) = as_records([RunRecord(fd={1200: 30.0, 800: 40.0})])
     assert list(r.fd) == [800, 1200]
+
+
+def test_fd_is_kept_at_the_declared_eval_steps_only() -> None:
+    (r,) = as_records([{"eval_steps": [1000, 800], "fd": {800: 40.0, 900: 1.0, 1000: 30.0, 5000: 0.1}}])
+    assert r.fd == {800: 40.0, 1000: 30.0} and r.eval_steps == (800, 1000)
+    assert r.objective_value() == 35.0  # the stray steps do not pull the mean down
+    table = as_records([RunRecord(fd={900: 1.0, 800: 2.0})])
+    assert list(table[0].fd) == [800, 900] and len(table) == 1  # nothing declared: every step kept
+    assert as_records(table) is table  # a table is taken as it is
+    with pytest.raises(DashboardInputError, match="eval_steps must be a list"):
+        as_records([{"eval_steps": "800,1000"}])

@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dashboards import ReportData, build_report, compute_report, report_figures, scaling_fit_data, write_report
+from dashboards import ReportData, build_report, compute_report, report_figures, write_report
+from dashboards._scaling import scaling_fit_data
 from scaling import fit_scaling
 
 IMG = re.compile(r'<img alt="([^"]+)" src="data:image/png;base64,([^"]+)">')

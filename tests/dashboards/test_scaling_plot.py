@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from dashboards import DashboardInputError, compute_scaling_plot, plot_scaling, scaling_fit_data
+from dashboards import DashboardInputError, compute_scaling_plot, plot_scaling
+from dashboards._scaling import compute_fit_plot, scaling_fit_data
 from scaling import ScalingFit, fit_scaling
 
 ARMS = ("adamw", "muon", "periodic")
@@ -123,7 +124,6 @@ def test_runs_without_a_size_are_left_out_with_a_note(records: list[dict[str, An
 
 def test_the_legend_gives_the_range_of_seeds_when_sizes_have_different_counts() -> None:
     # Steps to a target count only the seeds that reached it: 2 of 3 at the first size, 3 at the others.
-    from dashboards._scaling import compute_fit_plot
 
     data = {"adamw": ([1e6, 1e6, 2e6, 2e6, 2e6], [400.0, 420.0, 380.0, 390.0, 385.0]),
             "muon": ([1e6, 1e6, 1e6, 2e6, 2e6, 2e6], [210.0, 215.0, 205.0, 200.0, 190.0, 195.0])}

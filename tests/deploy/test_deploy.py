@@ -18,8 +18,8 @@ from alembic.config import Config
 from mlflow import MlflowClient
 from sqlalchemy import inspect
 
-from api._db import MIGRATIONS, make_engine, migrate
 from api.deploy_local import Deployment
+from api.service._db import MIGRATIONS, make_engine, migrate
 
 from .conftest import SPEC, check_finished, sql, submit, wait_for
 
@@ -122,7 +122,7 @@ def test_the_migrations_run_on_postgresql_from_an_empty_database_down_and_up_aga
 # Run in an interpreter of its own with the deployment's environment (Ray's token auth, as the service has it).
 _JOB_CLIENT = """
 import json, sys, time
-from api._jobs import RayJobs
+from api.service._jobs import RayJobs
 jobs = RayJobs(sys.argv[1])
 job = jobs.submit(["python", "-c", "import time; time.sleep(300)"], sys.argv[2], {})
 seen = [jobs.status(job)]
@@ -139,7 +139,7 @@ print(json.dumps({"job": job, "seen": sorted(set(seen)), "stopped": stopped, "fi
 
 
 def test_the_services_ray_jobs_client_submits_reads_and_stops_a_job_on_the_real_head(deployment: Deployment) -> None:
-    """`api._jobs.RayJobs` (what the service submits drivers with) against the deployment's Ray head: the job it
+    """`api.service._jobs.RayJobs` (what the service submits drivers with) against the deployment's Ray head: the job it
     submits runs under the given id, its status is read, and `stop` ends it STOPPED. tests/api/test_ray_jobs.py
     checks the service's use of it with a stand-in client."""
     if not deployment.ray_jobs:  # under CI (the deploy extra installed) this skip is a failure

@@ -20,7 +20,7 @@ import httpx
 import pytest
 from mlflow import MlflowClient
 
-from api.deploy_local import Deployment, _family, stop_pids
+from api.deploy_local._deploy import Deployment, _family, stop_pids
 
 from .conftest import KEYS, check_finished, children, sql, submit, wait_for
 

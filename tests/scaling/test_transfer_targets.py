@@ -264,7 +264,7 @@ def test_timing_repeats_are_bounded() -> None:
 
 
 def test_three_rungs_give_a_flagged_per_arm_fit_and_a_shared_alpha_alternative_in_every_view() -> None:
-    from api.demo import _fit_text
+    from api.demo._demo import _fit_text
     from dashboards._targets import targets_html
 
     rungs = ["cpu-xs", "cpu-s", "cpu-m"]

@@ -113,7 +113,7 @@ def test_default_extractor_and_frozen_text_encoder(tmp_path: Path) -> None:
         ({"rung": "huge"}, "unknown rung 'huge'; allowed: ['cpu-xs'"),
         ({"eval_steps": [10, 99]}, "eval_steps must be a non-empty list of steps in [1, steps=24]"),
         ({"eval": {"extractor": "inception"}}, "unknown eval.extractor 'inception'; allowed: ['dinov2'"),
-        ({"optimizer": {"name": "sgd"}}, "'adamw', 'muon', 'periodic' or 'rownorm'"),
+        ({"optimizer": {"name": "sgd"}}, "'adamw', 'muon', 'periodic', 'rownorm' or 'muon_extra_ns'"),
         ({"text_encoder": "t5"}, "'minilm' or 'learned'"),
         ({"bogus": 1}, "Extra inputs are not permitted"),
     ],

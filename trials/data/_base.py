@@ -10,8 +10,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .._errors import InputError
 from .._registry import Registry
+from ..core.errors import InputError
 
 __all__ = [
     "DataError",

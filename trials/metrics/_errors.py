@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .._errors import InputError, ScalesweepError
+from ..core.errors import InputError, ScalesweepError
 
 __all__ = [
     "ExtractorUnavailableError",

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import Tensor, nn
 
-from .._errors import InputError
+from ..core.errors import InputError
 
 __all__ = ["MMDiT", "MMDiTConfig", "ModelError"]
 

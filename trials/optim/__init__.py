@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING
 
 from trials._lazy import homes_of, lazy_attributes
 
-from ._arms import ARMS, ARMS_WITH_GAMMA, MUON_FAMILY, ArmName
+from ._arms import ARMS, ARMS_WITH_GAMMA, CONTROL_ARMS, MUON_FAMILY, ArmName, ControlArmName
 
 if TYPE_CHECKING:
     from ._comm import COLLECTIVES, CommStats, logical_bytes_sent
+    from ._control import MuonExtraNS, PeriodicMuonExtraNS, RedundantNewtonSchulz
     from ._factory import (
         DEFAULT_LR,
         OPTIMIZERS,
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 # scaling and dashboards can name arms without it.
 _LAZY = {
     "._comm": ("COLLECTIVES", "CommStats", "logical_bytes_sent"),
+    "._control": ("MuonExtraNS", "PeriodicMuonExtraNS", "RedundantNewtonSchulz"),
     "._factory": ("DEFAULT_LR", "OPTIMIZERS", "HybridOptimizer", "OptimizerConfig", "build_optimizer",
                   "list_optimizers"),
     "._functional": ("NS_COEFFICIENTS", "adjust_lr", "fast_ns_dtype", "newton_schulz5", "unit_rows_or_columns"),
@@ -45,6 +47,7 @@ __all__ = [
     "ARMS",
     "ARMS_WITH_GAMMA",
     "COLLECTIVES",
+    "CONTROL_ARMS",
     "DEFAULT_BUCKET_BYTES",
     "DEFAULT_LR",
     "MATRIX_KINDS",
@@ -55,10 +58,14 @@ __all__ = [
     "STEP_KINDS",
     "ArmName",
     "CommStats",
+    "ControlArmName",
     "HybridOptimizer",
+    "MuonExtraNS",
     "OptimizerConfig",
     "ParameterRouting",
+    "PeriodicMuonExtraNS",
     "PeriodicRowMuon",
+    "RedundantNewtonSchulz",
     "RowNormMuon",
     "ShardedPeriodicRowMuon",
     "adjust_lr",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-__all__ = ["ARMS", "ARMS_WITH_GAMMA", "MUON_FAMILY", "ArmName"]
+__all__ = ["ARMS", "ARMS_WITH_GAMMA", "CONTROL_ARMS", "MUON_FAMILY", "ArmName", "ControlArmName"]
 
 ArmName = Literal["adamw", "muon", "periodic", "rownorm"]
 
@@ -19,3 +19,9 @@ MUON_FAMILY: tuple[ArmName, ...] = ("muon", "periodic", "rownorm")
 
 # Arms with a row-norm step ratio `gamma` (periodic every K steps between refreshes, rownorm every step).
 ARMS_WITH_GAMMA: tuple[ArmName, ...] = ("periodic", "rownorm")
+
+# Control arms: optimizers with a known answer, for checking a study's instrument, never a candidate or a baseline
+# (so not in ARMS). `muon_extra_ns` is vanilla Muon plus one discarded Newton-Schulz per matrix per step: updates
+# identical to Muon's, each step dearer by a known amount (the positive control; `trials.optim._control`).
+ControlArmName = Literal["muon_extra_ns"]
+CONTROL_ARMS: tuple[ControlArmName, ...] = get_args(ControlArmName)

@@ -5,6 +5,8 @@ Arms (the registry `OPTIMIZERS`):
 - `muon`: vanilla `torch.optim.Muon` on the block matrices, AdamW on the rest.
 - `periodic`: `PeriodicRowMuon` (K, gamma) on the block matrices, AdamW on the rest.
 - `rownorm`: `RowNormMuon` (row norm every step, the paper's ablation) on the block matrices, AdamW on the rest.
+- `muon_extra_ns` (a control arm, `CONTROL_ARMS`): `muon` plus one discarded Newton-Schulz per matrix per step, the
+  positive control of a timing (identical updates, a known extra cost; `_control.py`).
 
 Every arm gives the non-matrix parameters the same AdamW ("aux") group, so arms differ only in the matrix rule.
 
@@ -29,7 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor, nn
 from torch.optim import Optimizer
 
-from ._arms import ArmName
+from ._arms import ArmName, ControlArmName
+from ._control import MuonExtraNS, PeriodicMuonExtraNS
 from ._functional import fast_ns_dtype
 from ._periodic import PeriodicRowMuon, RowNormMuon
 from ._routing import ParameterRouting, route_parameters
@@ -44,12 +47,13 @@ __all__ = [
     "list_optimizers",
 ]
 
-OptimizerName = ArmName  # the arms this factory builds: the registry below has one builder per name
+# The arms this factory builds, the control arms after them: the registry below has one builder per name.
+OptimizerName = Literal[ArmName, ControlArmName]
 
 # Main (matrix) learning rates when the config gives none. Muon's lr sits an order of magnitude above AdamW's under
 # the "original" lr convention; 0.02 is Muon's customary value and 3e-3 was AdamW's best in a pilot lr scan on the
 # small CPU ladder (docs/design.md). Under "match_rms_adamw" Muon reuses AdamW-scale lrs: set lr explicitly then.
-DEFAULT_LR: dict[str, float] = {"adamw": 3e-3, "muon": 0.02, "periodic": 0.02, "rownorm": 0.02}
+DEFAULT_LR: dict[str, float] = {"adamw": 3e-3, "muon": 0.02, "periodic": 0.02, "rownorm": 0.02, "muon_extra_ns": 0.02}
 
 
 class OptimizerConfig(BaseModel):
@@ -57,7 +61,9 @@ class OptimizerConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: OptimizerName = Field("periodic", description="Matrix optimizer arm: adamw, muon, periodic or rownorm.")
+    name: OptimizerName = Field(
+        "periodic", description="Matrix optimizer arm: adamw, muon, periodic or rownorm; or the control muon_extra_ns."
+    )
     lr: float | None = Field(
         None, gt=0, description="Main lr for the block matrices; None = the arm's default (DEFAULT_LR)."
     )
@@ -145,12 +151,22 @@ def _build_rownorm(params: list[Tensor], cfg: OptimizerConfig, ns_dtype: torch.d
     return RowNormMuon(params, gamma=cfg.gamma, rownorm_kernel=cfg.rownorm_kernel, **_muon_kwargs(cfg))
 
 
+def _build_muon_extra_ns(params: list[Tensor], cfg: OptimizerConfig, ns_dtype: torch.dtype) -> Optimizer:
+    if _sharded(params):
+        raise ValueError("optimizer.name 'muon_extra_ns' (the positive control) runs in one process only; FSDP2-"
+                         "sharded parameters are not supported: allowed there: adamw, muon, periodic, rownorm")
+    if ns_dtype == torch.bfloat16:  # the muon arm's own class at each dtype, plus the redundant work
+        return MuonExtraNS(params, ns_steps=cfg.ns_steps, **_muon_kwargs(cfg))
+    return PeriodicMuonExtraNS(params, ns_steps=cfg.ns_steps, ns_dtype=ns_dtype, **_muon_kwargs(cfg))
+
+
 # name -> builder of the matrix-group optimizer, given the resolved Newton-Schulz dtype.
 OPTIMIZERS: dict[str, Callable[[list[Tensor], OptimizerConfig, torch.dtype], Optimizer]] = {
     "adamw": _build_adamw,
     "muon": _build_muon,
     "periodic": _build_periodic,
     "rownorm": _build_rownorm,
+    "muon_extra_ns": _build_muon_extra_ns,
 }
 
 

@@ -1,0 +1,562 @@
+"""The job queue: sweeps and transfers run as driver processes, never inside the web process.
+
+Ray takes over SIGTERM once `ray.init()` runs in a process, and two Tuner.fit() calls in one process can run each
+other's trainables (docs/design.md): so each job is a driver of its own, `scalesweep sweep run` or `scalesweep
+transfer run`, with a work folder it shares with the service. A background thread starts PENDING jobs (sweeps and
+transfers together, oldest first) while fewer than `max_concurrent_sweeps` run, notices drivers that end, and at
+start-up reconciles RUNNING records whose driver is gone.
+
+Where a driver runs (`Settings.drivers`):
+
+- `local` (default): a subprocess in its own session on this machine (cancel = the sweeper's cancel, then kill
+  the process group);
+- `ray-job`: a Ray Job on the cluster (`JobSubmissionClient` at the dashboard address); the job id is recorded,
+  cancel = the cancel file, then `stop_job`, and liveness is the job's status. The work folder must be on storage
+  that the cluster's head and the service share (the compose file's `work` volume).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, cast
+
+import yaml
+from sqlalchemy import CursorResult, select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from sweeper import SOURCE_SWEEP_ID_ENV, SweepSpec
+from sweeper.jobfiles import is_sweep_folder, is_transfer_folder, request_cancel
+from trials.core import ScalesweepError, without_credentials
+from trials.core.proctree import JOB_TAG_ENV, end_tagged, tag_values
+
+from ._db import SweepRecord, TransferRecord
+from ._security import child_env, expand_trainer, scrub_env
+from ._settings import Settings
+
+__all__ = ["KINDS", "TERMINAL", "JobKind", "JobRunner", "RayJobs", "pid_alive"]
+
+log = logging.getLogger("scalesweep.api.jobs")
+
+TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
+
+Record = SweepRecord | TransferRecord
+
+
+def pid_alive(pid: int | None) -> bool:
+    """Whether a process with this pid exists and is not a zombie."""
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+        return state != "Z"
+    except OSError:
+        return True
+
+
+def _kill_group(pid: int, grace_s: float = 10.0) -> None:
+    """SIGTERM the driver's process group (Ray workers included), then SIGKILL what is left."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline and pid_alive(pid):
+            time.sleep(0.1)
+        if not pid_alive(pid):
+            return
+
+
+# --- what differs between sweeps and transfers ---------------------------------------------------------------
+
+
+def _status_reader(is_folder: Callable[[Path], bool], reader: str) -> Callable[[Path], dict[str, Any] | None]:
+    """A kind's status reader: None while its driver has not written the folder, else `sweeper.<reader>(folder)`
+    (the sweeper is imported on first use, so the service starts without the drivers' imports)."""
+
+    def read(folder: Path) -> dict[str, Any] | None:
+        if not is_folder(folder):
+            return None
+        import sweeper
+
+        return getattr(sweeper, reader)(folder)
+
+    return read
+
+
+def _canceller(name: str) -> Callable[[Path, float], None]:
+    """A kind's local cancel: `sweeper.<name>(folder, grace_s=...)`, imported on first use."""
+
+    def cancel(folder: Path, grace_s: float) -> None:
+        import sweeper
+
+        getattr(sweeper, name)(folder, grace_s=grace_s)
+
+    return cancel
+
+
+@dataclass(frozen=True)
+class JobKind:
+    """One kind of job: its table, its folder under the workdir, its driver command and its status file reader."""
+
+    name: str
+    record: type[SweepRecord] | type[TransferRecord]
+    folder: str
+    cli: tuple[str, ...]  # after `python -m scalesweep_cli`
+    read_status: Callable[[Path], dict[str, Any] | None]
+    local_cancel: Callable[[Path, float], None]
+
+
+KINDS: dict[str, JobKind] = {
+    "sweep": JobKind("sweep", SweepRecord, "sweeps", ("sweep", "run"), _status_reader(is_sweep_folder, "sweep_status"),
+                     _canceller("cancel_sweep")),
+    "transfer": JobKind("transfer", TransferRecord, "transfers", ("transfer", "run"),
+                        _status_reader(is_transfer_folder, "transfer_status"), _canceller("cancel_transfer")),
+}
+
+
+def kind_of(record: Record) -> JobKind:
+    return KINDS["transfer"] if isinstance(record, TransferRecord) else KINDS["sweep"]
+
+
+# --- Ray Jobs --------------------------------------------------------------------------------------------------
+
+
+class JobClient(Protocol):
+    """The part of `ray.job_submission.JobSubmissionClient` used here."""
+
+    def submit_job(self, *, entrypoint: str, submission_id: str | None = ...,
+                   runtime_env: dict[str, Any] | None = ...) -> str: ...
+    def get_job_status(self, job_id: str) -> Any: ...
+    def stop_job(self, job_id: str) -> bool: ...
+
+
+class RayJobs:
+    """Drivers as Ray Jobs: submit, status (PENDING, RUNNING, STOPPED, SUCCEEDED, FAILED) and stop.
+
+    The client connects lazily (importing Ray costs seconds) and again after an error, so a cluster that restarts
+    does not need a service restart."""
+
+    ALIVE = ("PENDING", "RUNNING")
+
+    def __init__(self, address: str, client_factory: Callable[[str], JobClient] | None = None) -> None:
+        self.address = address
+        self._factory = client_factory or _job_submission_client
+        self._client: JobClient | None = None
+
+    def _get(self) -> JobClient:
+        if self._client is None:
+            self._client = self._factory(self.address)
+        return self._client
+
+    def _call(self, what: str, fn: Callable[[JobClient], Any]) -> Any:
+        try:
+            return fn(self._get())
+        except Exception as exc:  # connection refused, 401 without RAY_AUTH_TOKEN, ...: said once, with the address
+            self._client = None
+            raise RuntimeError(without_credentials(
+                f"Ray Jobs at {self.address}: {what} failed: {type(exc).__name__}: {exc}")) from exc
+
+    def submit(self, argv: list[str], submission_id: str, env: dict[str, str]) -> str:
+        entrypoint = shlex.join(argv)
+        return str(self._call("submit", lambda c: c.submit_job(
+            entrypoint=entrypoint, submission_id=submission_id, runtime_env={"env_vars": env})))
+
+    def status(self, job_id: str) -> str:
+        value = self._call("status", lambda c: c.get_job_status(job_id))
+        return str(getattr(value, "value", value))
+
+    def stop(self, job_id: str) -> bool:
+        return bool(self._call("stop", lambda c: c.stop_job(job_id)))
+
+
+def _job_submission_client(address: str) -> JobClient:
+    try:
+        from ray.job_submission import JobSubmissionClient
+    except ImportError as exc:  # pragma: no cover - ray is a core dependency
+        raise RuntimeError("SCALESWEEP_DRIVERS=ray-job needs ray[default]: pip install 'ray[default]'") from exc
+    return JobSubmissionClient(address)
+
+
+# --- the runner -------------------------------------------------------------------------------------------------
+
+
+class JobRunner:
+    """Starts, watches, cancels and resumes sweep and transfer drivers; the database is the source of truth."""
+
+    def __init__(self, settings: Settings, sessions: sessionmaker[Session],
+                 command: Callable[[Record, bool], list[str]] | None = None,
+                 ray_jobs: RayJobs | None = None) -> None:
+        self.settings = settings
+        self.sessions = sessions
+        self.command = command or self.driver_command
+        self.ray_jobs = ray_jobs
+        from sweeper import load_trainers
+
+        self.trainers = load_trainers(settings.trainers) if settings.trainers else {}
+        if self.ray_jobs is None and settings.drivers == "ray-job":
+            self.ray_jobs = RayJobs(settings.ray_jobs_address)
+        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._resume: set[str] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.cancel_grace_s = 30.0
+        self.kill_grace_s = 10.0  # SIGTERM to SIGKILL for what a cancelled job left running
+
+    # --- the driver --------------------------------------------------------------------------------------------
+
+    def job_dir(self, record: Record) -> Path:
+        return self.settings.workdir.resolve() / kind_of(record).folder / record.id
+
+    def sweep_dir(self, sweep_id: str) -> Path:
+        return self.settings.workdir.resolve() / KINDS["sweep"].folder / sweep_id
+
+    def driver_command(self, record: Record, resume: bool) -> list[str]:
+        folder = self.job_dir(record)
+        python = "python" if self.ray_jobs is not None else sys.executable  # a cluster node has its own
+        cmd = [python, "-m", "scalesweep_cli", *kind_of(record).cli, str(folder / "spec.yaml"),
+               "--workdir", str(folder)]
+        return [*cmd, "--resume"] if resume else cmd
+
+    def live_status(self, record: Record) -> dict[str, Any]:
+        """The driver's own status document ({} before it wrote one, or when it cannot be read)."""
+        folder = Path(record.storage_path) if record.storage_path else self.job_dir(record)
+        try:
+            return kind_of(record).read_status(folder) or {}
+        except (OSError, ValueError, KeyError, ScalesweepError) as exc:  # a corrupt or half-written job file
+            log.debug("%s %s: status unreadable: %s", kind_of(record).name, record.id, exc)
+            return {}
+
+    def driver_alive(self, record: Record) -> bool:
+        """Whether the job's driver runs. A Ray Job: its status on the cluster. Locally: the sweeper's own lock on
+        the work folder once the driver holds it (a pid alone can be reused by an unrelated process after a
+        container restart), else the recorded pid."""
+        if record.ray_job_id and self.ray_jobs is not None:
+            try:
+                return self.ray_jobs.status(record.ray_job_id) in RayJobs.ALIVE
+            except RuntimeError as exc:  # the cluster does not answer: assume the job lives rather than re-run it
+                log.warning("%s", exc)
+                return True
+        if is_sweep_folder(self.job_dir(record)):  # the driver has taken its lock
+            status = self.live_status(record)
+            if "driver_alive" in status:
+                return bool(status["driver_alive"])
+        return pid_alive(record.pid)
+
+    def _driver_sweep_spec(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """A sweep's spec as its driver gets it: the service's tracking store, the registry's trainer command."""
+        spec = dict(body)
+        spec["tracking"] = {**(spec.get("tracking") or {}), "tracking_uri": self.settings.tracking_uri}
+        return expand_trainer(spec, self.trainers)  # the registry's command, never one from the request
+
+    def _driver_spec(self, spec: SweepSpec) -> SweepSpec:
+        """`_driver_sweep_spec` of a typed spec, typed: what is filled in comes from the service's own settings and
+        registry (already valid), so the spec is copied with it rather than validated again."""
+        tracking = spec.tracking.model_copy(update={"tracking_uri": self.settings.tracking_uri})
+        backend = spec.backend
+        if backend.name == "command":  # the registry's command, never one from the request
+            resolved = expand_trainer({"backend": backend.model_dump(mode="json")}, self.trainers)["backend"]
+            backend = backend.model_copy(update=resolved)
+        return spec.model_copy(update={"tracking": tracking, "backend": backend})
+
+    def _write_spec(self, record: Record, folder: Path) -> None:
+        # A transfer logs where its sweep did, unless it says otherwise.
+        spec = self._driver_sweep_spec(record.spec) if isinstance(record, SweepRecord) else dict(record.spec)
+        (folder / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+
+    def _launch(self, session: Session, record: Record) -> None:
+        kind = kind_of(record)
+        folder = self.job_dir(record)
+        folder.mkdir(parents=True, exist_ok=True)
+        self._write_spec(record, folder)
+        resume = record.id in self._resume
+        # The job's tag: the driver, its local Ray, Ray's workers and every trainer inherit it, so a cancel (or a
+        # restarted service) finds all of them, whatever session or parent they ended up with (trials.core.proctree).
+        env = {f"SCALESWEEP_{kind.name.upper()}_ID": record.id, JOB_TAG_ENV: record.id}
+        if isinstance(record, TransferRecord):  # the stored report names the transfer's sweep by the service's id
+            env[SOURCE_SWEEP_ID_ENV] = record.sweep_id
+        argv = self.command(record, resume)
+        if self.ray_jobs is not None:
+            # Ray's job supervisor SIGKILLs a stopped job's driver 3 s after its SIGTERM by default: before the
+            # driver's own cancel (SCALESWEEP_CANCEL_GRACE_S, 8 s) has closed its runs, so a `stop_job` (a cancel
+            # here, or `ray job stop`) left runs RUNNING or SCHEDULED and no final status. The supervisor reads this
+            # from the job's environment.
+            env["RAY_JOB_STOP_WAIT_TIME_S"] = str(int(self.cancel_grace_s))
+            # One submission id per attempt: Ray refuses to reuse one, and a resume is a new attempt.
+            job_id = self.ray_jobs.submit(argv, f"{record.id}-{int(time.time())}", scrub_env(env, self.settings))
+            record.pid, record.ray_job_id = None, job_id
+            where = f"Ray job {job_id}"
+        else:
+            if self.settings.ray_address:
+                env["RAY_ADDRESS"] = self.settings.ray_address
+            log_file = (folder / "driver.log").open("ab")
+            # The driver, its Ray and every trial inherit this environment: none of the service's secrets.
+            proc = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT,
+                                    env=child_env(self.settings, env), cwd=folder, start_new_session=True)
+            log_file.close()
+            if self.settings.driver_nice:  # before the driver starts Ray (seconds away): its workers inherit it
+                try:
+                    os.setpriority(os.PRIO_PROCESS, proc.pid, self.settings.driver_nice)
+                except OSError as exc:
+                    log.warning("%s %s: could not renice the driver: %s", kind.name, record.id, exc)
+            self._procs[record.id] = proc
+            record.pid, record.ray_job_id = proc.pid, None
+            where = f"pid {proc.pid}"
+        self._resume.discard(record.id)
+        record.state, record.storage_path, record.error = "RUNNING", str(folder), None
+        session.commit()
+        log.info("%s %s: driver started (%s%s)", kind.name, record.id, where, ", resuming" if resume else "")
+
+    # --- the loop ----------------------------------------------------------------------------------------------
+
+    def _records(self, session: Session, state: str) -> list[Record]:
+        rows: list[Record] = []
+        for kind in KINDS.values():
+            rows += session.scalars(select(kind.record).where(kind.record.state == state))
+        return sorted(rows, key=lambda r: r.created_at)
+
+    def end_leftovers(self) -> list[str]:
+        """End this machine's processes tagged with a job that is no longer running (cancelled or failed while
+        the service was down, or a cancel the service did not live to finish). Returns those jobs' ids."""
+        ended = []
+        with self.sessions() as session:
+            for tag in sorted(tag_values(JOB_TAG_ENV)):
+                for kind in KINDS.values():
+                    # A job of another service (another database) is not found here, and is left alone.
+                    record = cast(Record | None, session.get(kind.record, tag))
+                    if record is not None and record.state in TERMINAL:
+                        end_tagged(JOB_TAG_ENV, tag, self.kill_grace_s)
+                        ended.append(tag)
+                        log.warning("%s %s: ended the processes it left (%s)", kind.name, tag, record.state)
+        return ended
+
+    def reconcile(self) -> None:
+        """At start-up: a RUNNING job whose driver is gone is resumed (or marked FAILED, by setting); processes of
+        jobs that ended meanwhile are ended (`end_leftovers`)."""
+        self.end_leftovers()
+        with self.sessions() as session:
+            for record in self._records(session, "RUNNING"):
+                if self.driver_alive(record):
+                    continue  # a driver from a previous service process still runs: adopt it
+                name = kind_of(record).name
+                if self.settings.reconcile == "resume":
+                    record.state, record.pid = "PENDING", None
+                    self._resume.add(record.id)
+                    log.warning("%s %s: driver gone after a restart; queued to resume", name, record.id)
+                else:
+                    record.state, record.error = "FAILED", "driver gone after a service restart"
+            session.commit()
+
+    def _exit_code(self, record: Record) -> int | None:
+        """None while the driver runs; else its exit code (-1 when unknown: adopted, or a Ray Job)."""
+        proc = self._procs.get(record.id)
+        if proc is not None:
+            return proc.poll()
+        return None if self.driver_alive(record) else -1
+
+    def tick(self) -> None:
+        """One pass: notice finished drivers, then start queued jobs while there is room."""
+        with self._lock, self.sessions() as session:
+            running = self._records(session, "RUNNING")
+            for record in running:
+                self._note_mlflow_ids(record)
+                code = self._exit_code(record)
+                if code is None:
+                    continue
+                self._procs.pop(record.id, None)
+                record.state = self._final_state(record, code)
+                stopped = self._stopped_outside(record, record.state)
+                if stopped:  # the service's own cancel marks the record CANCELLED before it stops the driver
+                    record.state, record.error = "FAILED", stopped
+                elif record.state == "FAILED":
+                    record.error = self._failure(record) or f"driver exited with {code}"
+            session.commit()
+            slots = self.settings.max_concurrent_sweeps - sum(1 for r in running if r.state == "RUNNING")
+            if slots > 0:
+                for record in self._records(session, "PENDING")[:slots]:
+                    try:
+                        self._launch(session, record)
+                    except (OSError, RuntimeError) as exc:  # e.g. the Ray cluster refused the job
+                        session.rollback()
+                        why = self.settings.redact(f"could not start the driver: {exc}")
+                        record.state, record.error = "FAILED", why[:2000]
+                        session.commit()
+                        log.error("%s %s: %s", kind_of(record).name, record.id, why)
+
+    def _note_mlflow_ids(self, record: Record) -> None:
+        """Record the job's MLflow experiment and parent run ids once its driver wrote them to its status file, so
+        they stay on the record after it ends. Read from the file only: this runs under the queue's lock on every
+        pass, where a call to a slow tracking server would hold up cancels and resumes."""
+        if record.mlflow_experiment_id and record.mlflow_parent_run_id:
+            return
+        status = self.live_status(record)
+        parent, experiment_id = status.get("parent_run_id"), status.get("experiment_id")
+        if parent and experiment_id:
+            record.mlflow_parent_run_id, record.mlflow_experiment_id = str(parent), str(experiment_id)
+
+    def _final_state(self, record: Record, code: int) -> str:
+        """How a finished driver left its job: its status file says (it also covers a driver adopted from an
+        earlier service process, or a Ray Job, whose exit code is unknown); a driver that died mid-job is FAILED."""
+        status = self.live_status(record)
+        if status:
+            state = str(status.get("state"))
+            return state if state in TERMINAL else "FAILED"
+        if record.ray_job_id and self.ray_jobs is not None:
+            try:
+                job = self.ray_jobs.status(record.ray_job_id)
+            except RuntimeError:
+                return "FAILED"
+            return {"SUCCEEDED": "SUCCEEDED", "STOPPED": "CANCELLED"}.get(job, "FAILED")
+        return "SUCCEEDED" if code == 0 else "FAILED"
+
+    def _stopped_outside(self, record: Record, state: str) -> str:
+        """Why a RUNNING job whose driver ended as CANCELLED, or whose Ray Job is STOPPED, ended: its driver was
+        stopped from outside the service (`ray job stop`, a SIGTERM), which the service did not ask for; "" when
+        it was not. Said with what continues it (resume)."""
+        how = ""
+        if record.ray_job_id and self.ray_jobs is not None:
+            try:
+                if self.ray_jobs.status(record.ray_job_id) == "STOPPED":
+                    how = f"its Ray job {record.ray_job_id} was stopped (STOPPED: `ray job stop` or the dashboard)"
+            except RuntimeError:
+                pass
+        if not how and state == "CANCELLED":
+            how = "its driver was cancelled by a signal or its cancel file (e.g. SIGTERM)"
+        if not how:
+            return ""
+        return (f"stopped from outside the service: {how}; its running trials ended CANCELLED. "
+                f"POST /v1/{kind_of(record).folder}/{record.id}/resume continues it")
+
+    def _failure(self, record: Record) -> str:
+        """Why a job FAILED: the cause its driver recorded (e.g. every trial's trainer exited 3, with its stderr),
+        else the end of the driver's log (it died before it could say)."""
+        error = self.live_status(record).get("error")
+        return self.settings.redact(str(error) if error else self._log_tail(record))[:2000]
+
+    def _log_tail(self, record: Record, lines: int = 5) -> str:
+        path = self.job_dir(record) / "driver.log"
+        if not path.is_file():
+            return f"Ray job {record.ray_job_id} failed (its log: ray job logs {record.ray_job_id})" \
+                if record.ray_job_id else ""
+        text = path.read_text(errors="replace").strip().splitlines()
+        return " | ".join(text[-lines:])[-2000:]
+
+    def cancel(self, session: Session, record: Record) -> bool:
+        """Mark a PENDING or RUNNING job CANCELLED (False when it already finished or another request cancelled it
+        first: the state check and the write are one statement), then stop its driver. Locally: the sweeper's own
+        cancel first (cancel file, SIGTERM, closes every MLflow run), then the process group if anything is left.
+        A Ray Job: the cancel file, then `stop_job` (Ray sends the driver SIGTERM, which the sweeper handles the
+        same way)."""
+        kind = kind_of(record)
+        with self._lock:  # the queue's pass cannot start or reap this job meanwhile
+            session.refresh(record)
+            previous = record.state
+            if previous in TERMINAL or not self._claim(session, record, previous, state="CANCELLED"):
+                return False  # already finished, or another request cancelled it first
+            if previous == "RUNNING":
+                folder = self.job_dir(record)
+                if record.ray_job_id and self.ray_jobs is not None:
+                    request_cancel(folder)
+                    try:
+                        self.ray_jobs.stop(record.ray_job_id)
+                    except RuntimeError as exc:
+                        log.warning("%s", exc)
+                else:
+                    if is_sweep_folder(folder):
+                        try:
+                            kind.local_cancel(folder, self.cancel_grace_s)
+                        except (OSError, ValueError, RuntimeError) as exc:
+                            log.warning("%s %s: %s", kind.name, record.id, exc)
+                    if record.pid and pid_alive(record.pid):
+                        _kill_group(record.pid)
+                    proc = self._procs.pop(record.id, None)
+                    if proc is not None:
+                        proc.wait(timeout=30)
+                    # Whatever the driver's cancel left (a trainer in a session of its own, its children): SIGTERM,
+                    # the grace period, SIGKILL.
+                    end_tagged(JOB_TAG_ENV, record.id, self.kill_grace_s)
+            return True
+
+    def resume(self, session: Session, record: Record) -> bool:
+        """Queue a FAILED or CANCELLED job again; False when it is in neither state (any more)."""
+        with self._lock:
+            if not self._claim(session, record, "FAILED", "CANCELLED", state="PENDING", pid=None, error=None):
+                return False
+            self._resume.add(record.id)
+            return True
+
+    def extend(self, session: Session, record: SweepRecord, spec: SweepSpec) -> list[str] | None:
+        """Extend a finished sweep to `spec` (validated once, by the route) and queue it to run what is missing:
+        the additions, or None when the sweep is not SUCCEEDED, FAILED or CANCELLED (any more). `SweepError` when
+        the spec changes more than an extension may (nothing changed then). Under the queue's lock, so no driver
+        starts in between."""
+        from sweeper import apply_extension
+
+        with self._lock:
+            session.refresh(record)
+            if record.state not in ("SUCCEEDED", "FAILED", "CANCELLED") or not record.storage_path:
+                return None
+            added = apply_extension(self._driver_spec(spec), record.storage_path)
+            if not added:
+                return added
+            if not self._claim(session, record, "SUCCEEDED", "FAILED", "CANCELLED", state="PENDING", pid=None,
+                               error=None, spec=spec.model_dump(mode="json")):
+                return None
+            self._resume.add(record.id)
+            return added
+
+    def _claim(self, session: Session, record: Record, *states: str, **values: Any) -> bool:
+        """Apply `values` to the record only while its state is one of `states`: the check and the write are one
+        UPDATE ... WHERE statement, so of many concurrent requests (threads or service processes) for the same
+        transition exactly one changes the row; True for that one."""
+        table = type(record)
+        changed = cast(CursorResult[Any], session.execute(  # an UPDATE's result carries its row count
+            update(table).where(table.id == record.id, table.state.in_(states)).values(**values)
+            .execution_options(synchronize_session=False)
+        )).rowcount
+        session.commit()
+        session.refresh(record)
+        return bool(changed)
+
+    def start(self) -> None:
+        self.reconcile()
+        self._thread = threading.Thread(target=self._loop, name="scalesweep-jobs", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.tick()
+            except Exception:  # the queue must outlive one bad pass; the error is in the log
+                log.exception("job queue pass failed")
+            self._wake.wait(self.settings.poll_interval_s)
+            self._wake.clear()
+
+    def wake(self) -> None:
+        """Run the next pass now (a job was submitted or resumed)."""
+        self._wake.set()
+
+    def stop(self) -> None:
+        """Stop watching; running drivers keep going and are adopted by the next service process."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)

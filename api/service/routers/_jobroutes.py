@@ -1,0 +1,234 @@
+"""What the sweep and transfer routers share: both are jobs the service queues, so both are created with an
+optional Idempotency-Key, listed newest first by an opaque cursor, fetched by id, cancelled and resumed the same
+way. Each router keeps only what is its own (the spec it accepts, its public shape, its sub-resources)."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, TypeVar
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Response, status
+from fastapi import Path as PathParam
+from sqlalchemy import Select, and_, or_, select
+from sqlalchemy.exc import IntegrityError
+
+from .._db import SweepRecord, TransferRecord, new_id
+from .._security import check_rest_spec, check_work
+from .._settings import Settings
+from ..deps import JobsDep, Owner, SessionDep, SettingsDep
+
+__all__ = [
+    "HTML_PAGE",
+    "STATE_PATTERN",
+    "PageDep",
+    "PageQuery",
+    "add_state_routes",
+    "admit",
+    "cancel_job",
+    "create_job",
+    "create_responses",
+    "get_job",
+    "list_page",
+    "live_meta",
+    "mlflow_links",
+    "progress",
+    "resume_job",
+    "shown",
+]
+
+STATE_PATTERN = "^(PENDING|RUNNING|SUCCEEDED|FAILED|CANCELLED)$"
+
+# The OpenAPI answer of a route that returns one self-contained HTML page (a report).
+HTML_PAGE: dict[int | str, dict[str, Any]] = {200: {"content": {"text/html": {"schema": {"type": "string"}}}}}
+
+Job = TypeVar("Job", SweepRecord, TransferRecord)
+Public = TypeVar("Public")
+
+
+def shown(settings: Settings, text: str | None) -> str | None:
+    """An error text fit for any reader: URIs without their credentials, the service's secrets replaced."""
+    return None if text is None else str(settings.redact(text))
+
+
+def mlflow_links(settings: Any, experiment_id: str | None, run_id: str | None) -> tuple[str | None, str | None]:
+    """Links to the job's experiment and parent run in the MLflow UI, when the service knows where the UI is."""
+    base = settings.mlflow_ui_url
+    if not base or not experiment_id:
+        return None, None
+    base = settings.redact(base)  # a UI URL may carry a user and password: a link never does
+    # `#/experiments/<id>` alone opens MLflow 3's GenAI overview (traces, judges); `/runs` opens the training runs,
+    # nested under each sweep's parent run.
+    runs = f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs"
+    return runs, (f"{runs}/{run_id}" if run_id else None)
+
+
+def live_meta(settings: Settings, record: SweepRecord | TransferRecord, live: dict[str, Any]) -> dict[str, Any]:
+    """What both jobs' public shapes take from the record or, before it is stored there, from the driver's status
+    document: the MLflow ids, the run counts and the links to the MLflow UI."""
+    parent = record.mlflow_parent_run_id or live.get("parent_run_id")
+    experiment_id = record.mlflow_experiment_id or live.get("experiment_id")
+    exp_link, run_link = mlflow_links(settings, experiment_id, parent)
+    return {"experiment_id": experiment_id, "parent_run_id": parent, "progress": progress(live),
+            "mlflow_experiment": exp_link, "mlflow_parent_run": run_link}
+
+
+def create_responses(noun: str, model: type[Any], conflict: str) -> dict[int | str, dict[str, Any]]:
+    """The documented answers of a create route: 201 with its Location, 200 for a repeated Idempotency-Key,
+    and the 409 `conflict` describes."""
+    return {
+        201: {"headers": {"Location": {"description": f"the new {noun}", "schema": {"type": "string"}}}},
+        200: {"model": model, "description": f"the {noun} already created with this Idempotency-Key"},
+        409: {"description": conflict},
+    }
+
+
+def progress(live: dict[str, Any]) -> dict[str, int]:
+    """The run counts per state from a driver's status document."""
+    return {k: int(v) for k, v in (live.get("counts") or {}).items() if isinstance(v, int | float)}
+
+
+def get_job(session: Any, model: type[Job], job_id: str, noun: str) -> Job:
+    record = session.get(model, job_id)
+    if record is None:
+        raise HTTPException(404, f"no {noun} {job_id!r}")
+    return record
+
+
+def _encode_cursor(record: SweepRecord | TransferRecord) -> str:
+    raw = f"{record.created_at.isoformat()}|{record.id}"
+    return base64.urlsafe_b64encode(raw.encode()).decode()
+
+
+def _decode_cursor(cursor: str) -> tuple[dt.datetime, str]:
+    try:
+        created, _, job_id = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
+        return dt.datetime.fromisoformat(created), job_id
+    except (ValueError, UnicodeDecodeError):
+        raise HTTPException(422, "cursor: not a cursor this service issued (pass next_cursor as given)") from None
+
+
+@dataclass(frozen=True)
+class PageQuery:
+    """A list route's `?state=&limit=&cursor=`."""
+
+    state: str | None
+    limit: int
+    cursor: str | None
+
+
+async def _page_query(state: Annotated[str | None, Query(pattern=STATE_PATTERN)] = None,
+                      limit: Annotated[int, Query(ge=1, le=200)] = 50, cursor: str | None = None) -> PageQuery:
+    return PageQuery(state, limit, cursor)
+
+
+PageDep = Annotated[PageQuery, Depends(_page_query)]
+
+
+def list_page(session: Any, model: type[Job], query: PageQuery,
+              filters: Callable[[Select[Any]], Select[Any]] | None = None) -> tuple[list[Job], str | None]:
+    """One page of jobs, newest first (ties broken by id), and the cursor of the next page (None on the last).
+    The cursor is the last row's (created_at, id), so rows created meanwhile neither repeat nor go missing."""
+    rows_query = select(model).order_by(model.created_at.desc(), model.id.desc())
+    if query.state:
+        rows_query = rows_query.where(model.state == query.state)
+    if filters is not None:
+        rows_query = filters(rows_query)
+    if query.cursor:
+        created, last_id = _decode_cursor(query.cursor)
+        rows_query = rows_query.where(
+            or_(model.created_at < created, and_(model.created_at == created, model.id < last_id)))
+    rows = list(session.scalars(rows_query.limit(query.limit + 1)))
+    page = rows[:query.limit]
+    return page, (_encode_cursor(page[-1]) if len(rows) > query.limit else None)
+
+
+# Each job kind: what its URLs and messages call it, and its ids' prefix.
+_KINDS: dict[type[Any], tuple[str, str]] = {SweepRecord: ("sweep", "sw"), TransferRecord: ("transfer", "tr")}
+
+
+def admit(spec: dict[str, Any], work: int, queue: JobsDep, settings: Settings, noun: str) -> None:
+    """Refuse (422, naming the field) what a token holder may not ask for (a free-form command, an unregistered
+    trainer, a Ray cluster of its own, a server path outside the registered ones) and work over the limit."""
+    check_rest_spec(spec, queue.trainers, settings.data_path_list)
+    check_work(work, settings.max_work, noun)
+
+
+def create_job(
+    response: Response,
+    session: Any,
+    queue: JobsDep,
+    settings: Settings,
+    model: type[Job],
+    *,
+    spec: dict[str, Any],
+    work: int,
+    owner: str,
+    fields: dict[str, Any],
+    idempotency_key: str | None,
+    public: Callable[[Settings, Job], Public],
+    what: str | None = None,
+) -> Public:
+    """Admit a job (`admit`) and create it, or answer 200 with the one already created under the same
+    Idempotency-Key (409 when that key came with another body: another spec or other `fields`). The record is
+    `model(spec=spec, owner=owner, **fields)`, PENDING; the job queue is woken to start it."""
+    noun, prefix = _KINDS[model]
+    admit(spec, work, queue, settings, noun)
+    idempotency_key = (idempotency_key or "").strip() or None  # an empty header is no key at all
+    if idempotency_key:
+        existing = session.scalars(select(model).where(model.idempotency_key == idempotency_key)).first()
+        if existing is not None:
+            if existing.spec != spec or any(getattr(existing, k) != v for k, v in fields.items()):
+                raise HTTPException(409, f"Idempotency-Key was already used with a different {what or noun}")
+            response.status_code = status.HTTP_200_OK
+            response.headers["Location"] = f"/v1/{noun}s/{existing.id}"
+            return public(settings, existing)
+    record = model(id=new_id(prefix), state="PENDING", spec=spec, owner=owner, idempotency_key=idempotency_key,
+                   **fields)
+    session.add(record)
+    try:
+        session.commit()
+    except IntegrityError:  # the same key committed by a concurrent request between our look-up and insert
+        session.rollback()
+        raise HTTPException(409, f"Idempotency-Key is being used by another request; retry to get its {noun}") \
+            from None
+    queue.wake()
+    response.headers["Location"] = f"/v1/{noun}s/{record.id}"
+    return public(settings, record)
+
+
+def cancel_job(queue: JobsDep, session: Any, record: SweepRecord | TransferRecord, noun: str) -> None:
+    if not queue.cancel(session, record):  # finished, or another request changed it first
+        raise HTTPException(409, f"{noun} {record.id} is {record.state}: only PENDING or RUNNING {noun}s can be "
+                            "cancelled")
+
+
+def resume_job(queue: JobsDep, session: Any, record: SweepRecord | TransferRecord, noun: str) -> None:
+    if not queue.resume(session, record):  # the check and the write are one statement
+        raise HTTPException(409, f"{noun} {record.id} is {record.state}: only FAILED or CANCELLED {noun}s resume")
+    queue.wake()
+
+
+def add_state_routes(router: APIRouter, *, noun: str, response_model: type[Any],
+                     get: Callable[[Any, str], Any], public: Callable[[Settings, Any], Any]) -> None:
+    """Register `POST /{<noun>_id}/cancel` and `POST /{<noun>_id}/resume` on a job router: 202 with the job's
+    public shape, 409 when the job's state does not allow it; `get(session, job_id)` finds the job or answers 404."""
+    param = f"{noun}_id"
+
+    def cancel(job_id: str, session: SessionDep, queue: JobsDep, settings: SettingsDep, _owner: Owner) -> Any:
+        record = get(session, job_id)
+        cancel_job(queue, session, record, noun)
+        return public(settings, record)
+
+    def resume(job_id: str, session: SessionDep, queue: JobsDep, settings: SettingsDep, _owner: Owner) -> Any:
+        record = get(session, job_id)
+        resume_job(queue, session, record, noun)
+        return public(settings, record)
+
+    for action, route, refusal in (("Cancel", cancel, "already finished"), ("Resume", resume, "not resumable")):
+        # The path names the id after the job (`sweep_id`, `transfer_id`), as the job's other routes do.
+        route.__annotations__["job_id"] = Annotated[str, PathParam(alias=param)]
+        router.post(f"/{{{param}}}/{route.__name__}", status_code=202, response_model=response_model,
+                    summary=f"{action} a {noun}", responses={409: {"description": refusal}})(route)

@@ -1,0 +1,158 @@
+"""`/v1/transfers`: carry a SUCCEEDED sweep's choice to larger rungs beside the baselines; follow and cancel it,
+read its runs. Fits, predictions, the report (`fits`) and exports (`exports`) have routers of their own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Header, HTTPException, Query, Response
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
+
+from api.schemas import RunsPublic, TransferCreate, TransferLinks, TransferPublic, TransfersPublic
+from scaling import ScalingError
+from sweeper import SweepSpec, TransferSpec, load_transfer_result, transfer_status, transfer_work
+from sweeper.jobfiles import is_transfer_folder, transfer_version
+
+from .._db import SweepRecord, TransferRecord
+from .._settings import Settings
+from ..deps import JobsDep, Owner, ReadAccess, ResultsDep, SessionDep, SessionRoute, SettingsDep, release
+from . import _jobroutes as jobs
+
+router = APIRouter(prefix="/transfers", tags=["transfers"], route_class=SessionRoute)
+
+CREATE_EXAMPLE = {"sweep_id": "sw-0123456789ab", "rungs": ["cpu-xs", "cpu-s"], "arms": ["periodic", "adamw"],
+                  "horizon_factor": 2.0, "seeds": [0]}
+
+
+def get_transfer_record(session: Any, transfer_id: str) -> TransferRecord:
+    return jobs.get_job(session, TransferRecord, transfer_id, "transfer")
+
+
+def _folder(record: TransferRecord) -> Path | None:
+    folder = Path(record.storage_path) if record.storage_path else None
+    return folder if folder is not None and is_transfer_folder(folder) else None
+
+
+def _live(record: TransferRecord) -> dict[str, Any]:
+    folder = _folder(record)
+    if folder is None:
+        return {}
+    try:
+        return transfer_status(folder)
+    except (ScalingError, OSError, ValueError, KeyError):
+        return {}
+
+
+def started_folder(record: TransferRecord) -> Path:
+    """The transfer's work folder once its driver planned it; else a 409."""
+    folder = _folder(record)
+    if folder is None:
+        raise HTTPException(409, f"transfer {record.id} ({record.state}) has not started its runs yet")
+    return folder
+
+
+def transfer_result(results: ResultsDep, record: TransferRecord, *, started: bool = True, fresh: bool = False) -> Any:
+    """The transfer's runs and analysis source (`sweeper.TransferResult`), read from MLflow again only when the
+    driver's files changed; None before the driver planned it. With `started`, a 409 instead of None. With
+    `fresh`, never a value older than the driver's files (`api.service._cache`)."""
+    folder = started_folder(record) if started else _folder(record)
+    if folder is None:
+        return None
+    try:
+        return results.get(f"transfer:{folder}", transfer_version(folder), lambda: load_transfer_result(folder),
+                           fresh=fresh)
+    except ScalingError as exc:
+        raise HTTPException(409, f"transfer {record.id}: {exc}") from None
+
+
+def public(settings: Settings, record: TransferRecord) -> TransferPublic:
+    meta = jobs.live_meta(settings, record, _live(record))
+    base = f"/v1/transfers/{record.id}"
+    return TransferPublic(
+        id=record.id, sweep_id=record.sweep_id, name=str(record.spec.get("name", "")), state=record.state,
+        owner=record.owner, created_at=record.created_at, updated_at=record.updated_at,
+        error=jobs.shown(settings, record.error),
+        progress=meta["progress"], mlflow_experiment_id=meta["experiment_id"],
+        mlflow_parent_run_id=meta["parent_run_id"],
+        links=TransferLinks(self=base, sweep=f"/v1/sweeps/{record.sweep_id}", runs=f"{base}/runs",
+                            fits=f"{base}/fits", export=f"{base}/export", report=f"{base}/report",
+                            mlflow_experiment=meta["mlflow_experiment"], mlflow_parent_run=meta["mlflow_parent_run"]),
+        spec=record.spec,
+    )
+
+
+def _spec(body: TransferCreate, sweep: SweepRecord) -> TransferSpec:
+    """The transfer spec the driver runs: the request's fields over the sweep's work folder; its own checks
+    (known rungs, distinct arms and seeds, lr rules for listed arms) are 422s naming the field."""
+    fields = body.model_dump(exclude={"sweep_id"}, exclude_none=True)
+    fields.setdefault("name", f"{sweep.name}-transfer")
+    try:
+        return TransferSpec.model_validate({**fields, "sweep": str(sweep.storage_path)})
+    except ValidationError as exc:
+        raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from None
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=TransferPublic,
+    summary="Transfer a SUCCEEDED sweep's choice to larger rungs",
+    responses=jobs.create_responses(
+        "transfer", TransferPublic, "the sweep has not SUCCEEDED, or the Idempotency-Key was used with another body"),
+)
+def create_transfer(
+    response: Response,
+    session: SessionDep,
+    owner: Owner,
+    settings: SettingsDep,
+    queue: JobsDep,
+    body: Annotated[TransferCreate, Body(openapi_examples={"two rungs": {"summary": "periodic vs AdamW on two "
+                                                                       "rungs", "value": CREATE_EXAMPLE}})],
+    idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+) -> TransferPublic:
+    sweep = session.get(SweepRecord, body.sweep_id)
+    if sweep is None:
+        raise RequestValidationError([{"loc": ("body", "sweep_id"), "msg": f"no sweep {body.sweep_id!r}",
+                                       "type": "not_found"}])
+    if sweep.state != "SUCCEEDED" or not sweep.storage_path:
+        raise HTTPException(409, f"sweep {sweep.id} is {sweep.state}: only a SUCCEEDED sweep can be transferred")
+    spec = _spec(body, sweep)  # validated once, here; passed on typed
+    # e.g. no Ray cluster of the caller's choosing, no server path outside the registered locations
+    return jobs.create_job(response, session, queue, settings, TransferRecord, spec=spec.model_dump(mode="json"),
+                           work=transfer_work(spec, SweepSpec.model_validate(sweep.spec)), owner=owner,
+                           fields={"sweep_id": sweep.id}, idempotency_key=idempotency_key, public=public)
+
+
+@router.get("", response_model=TransfersPublic, summary="List transfers, newest first")
+def list_transfers(
+    settings: SettingsDep,
+    session: SessionDep,
+    _reader: ReadAccess,
+    query: jobs.PageDep,
+    sweep_id: Annotated[str | None, Query(max_length=40)] = None,
+) -> TransfersPublic:
+    page, next_cursor = jobs.list_page(
+        session, TransferRecord, query,
+        filters=(lambda rows: rows.where(TransferRecord.sweep_id == sweep_id)) if sweep_id else None)
+    data = [public(settings, r) for r in page]
+    return TransfersPublic(data=data, count=len(data), next_cursor=next_cursor)
+
+
+@router.get("/{transfer_id}", response_model=TransferPublic, summary="A transfer: state, run counts, MLflow ids")
+def get_transfer(transfer_id: str, settings: SettingsDep, session: SessionDep, _reader: ReadAccess) -> TransferPublic:
+    return public(settings, get_transfer_record(session, transfer_id))
+
+
+@router.get("/{transfer_id}/runs", response_model=RunsPublic,
+            summary="Each run: rung, arm, seed, lr and its rule, state, checkpoints (step, time s, FD)")
+def get_runs(transfer_id: str, results: ResultsDep, session: SessionDep, _reader: ReadAccess) -> RunsPublic:
+    record = get_transfer_record(session, transfer_id)
+    release(session)  # the first read of a result waits for MLflow: without holding a connection
+    result = transfer_result(results, record, started=False)
+    data = [run.to_dict() for run in result.runs] if result is not None else []
+    return RunsPublic(data=data, count=len(data))
+
+
+jobs.add_state_routes(router, noun="transfer", response_model=TransferPublic, get=get_transfer_record, public=public)

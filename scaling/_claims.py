@@ -1,0 +1,217 @@
+"""Statistics a reader can check: one alpha budget for the whole family of comparisons and looks, the power stated
+at the level a claim must pass, P(best) printed as a probability only where the bootstrap can say one, and the
+warning a chosen point gets when its mean is worse than every baseline's, significant or not.
+
+Why one budget: a study judges m comparisons (rungs x baselines x measures) and may look L times as seeds are added
+(`RoundsSpec`). Holm over the m comparisons at each look, at alpha / L per look (Bonferroni over the looks), keeps
+the chance of any false claim, over every comparison and every look, at most alpha. The most significant comparison
+must then pass alpha / (L m) (Holm's first step), the least alpha / L; a power stated at 0.05 for a claim that must
+pass 0.05 / 12 overstates what the study could show, so the power here is stated at the first step's level.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ._errors import ScalingInputError
+from .stats import holm_rejections, t_quantile
+
+__all__ = [
+    "MIN_SEEDS_P_BEST",
+    "AlphaBudget",
+    "ChoiceWarning",
+    "PowerStatement",
+    "alpha_budget",
+    "choice_warning",
+    "holm_in_budget",
+    "p_best_text",
+    "power_at_alpha",
+]
+
+# A paired bootstrap over n seeds has C(2n - 1, n) distinct resamples: 10 at 3 seeds, 35 at 4, 126 at 5. Below 5 a
+# "probability of being best" is a count over a handful of resamples, a number with two decimals it does not hold.
+MIN_SEEDS_P_BEST = 5
+POWER = 0.8  # the power the detectable effect is stated at (the convention of power analyses)
+
+
+@dataclass(frozen=True)
+class AlphaBudget:
+    """One family-wise error `alpha` for `comparisons` comparisons judged at each of `looks` looks."""
+
+    alpha: float
+    comparisons: int
+    looks: int
+
+    @property
+    def per_look(self) -> float:
+        """The family-wise level Holm uses over the comparisons at one look."""
+        return self.alpha / self.looks
+
+    @property
+    def first_step(self) -> float:
+        """The level the most significant comparison must pass (Holm's first step at one look): the level a
+        single claim is held to, at which power is stated."""
+        return self.alpha / (self.looks * self.comparisons)
+
+    def text(self) -> str:
+        return (f"alpha {self.alpha:g} over {self.comparisons} comparison(s) and {self.looks} look(s): Holm at "
+                f"{self.per_look:.3g} per look, the strongest claim must pass {self.first_step:.3g}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "per_look": self.per_look, "first_step": self.first_step, "text": self.text()}
+
+
+def _count(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ScalingInputError(f"{name} must be an integer >= 1, got {value!r}")
+    return value
+
+
+def alpha_budget(alpha: float, *, comparisons: int, looks: int = 1) -> AlphaBudget:
+    """The study's alpha budget: `alpha` (0 < alpha < 0.5) over `comparisons` x `looks`."""
+    if not (isinstance(alpha, (int, float)) and 0 < alpha < 0.5):
+        raise ScalingInputError(f"alpha must be in (0, 0.5), got {alpha!r}")
+    return AlphaBudget(float(alpha), _count("comparisons", comparisons), _count("looks", looks))
+
+
+def holm_in_budget(p_values: Mapping[Any, float | None], budget: AlphaBudget) -> tuple[set[Any], dict[Any, float]]:
+    """Holm over one look's comparisons at the budget's per-look level: (rejected keys, Holm-adjusted p's). A key's
+    claim stands when its adjusted p is at most `budget.per_look`."""
+    if len(p_values) > budget.comparisons:
+        raise ScalingInputError(f"{len(p_values)} p-values for a budget of {budget.comparisons} comparisons: the "
+                                "budget must count every comparison judged")
+    return holm_rejections(p_values, budget.per_look)
+
+
+@dataclass(frozen=True)
+class PowerStatement:
+    """What a paired study of `n` seeds could detect at the two-sided level `alpha`, from the observed spreads: the
+    smallest saving detected with probability `power` (`detectable_pct`), the power to detect `effect_pct`, and the
+    seeds that would give that power for it (None when the timing's spread alone forbids it at 1000 seeds)."""
+
+    alpha: float
+    power: float
+    n: int
+    se_log: float
+    df: float
+    detectable_pct: float
+    effect_pct: float
+    power_for_effect: float
+    seeds_for_effect: int | None
+
+    def text(self) -> str:
+        seeds = self.seeds_for_effect if self.seeds_for_effect is not None else "> 1000 (the timing's spread)"
+        return (f"at alpha {self.alpha:.3g} with {self.n} seeds: a saving of {self.detectable_pct:.0f} % is "
+                f"detected with {100 * self.power:.0f} % power; power for {self.effect_pct:g} %: "
+                f"{100 * self.power_for_effect:.0f} %; seeds for {100 * self.power:.0f} % power at "
+                f"{self.effect_pct:g} %: {seeds}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "text": self.text()}
+
+
+def _se_df(var_seed: float, n: int, var_t: float | None, df_t: float | None) -> tuple[float, float]:
+    var = var_seed / n + (var_t or 0.0)
+    denom = (var_seed / n) ** 2 / max(n - 1, 1) + (var_t**2 / df_t if var_t and df_t else 0.0)
+    df = var**2 / denom if denom > 0 else float(max(n - 1, 1))
+    return math.sqrt(var), df
+
+
+def _power(effect_log: float, se: float, df: float, alpha: float) -> float:
+    """P(the two-sided t test at `alpha` rejects) for a true log effect `effect_log` with standard error `se`: the
+    shifted-t approximation (the far tail's share is negligible at the effects that matter)."""
+    from scipy import stats
+
+    if se <= 0:
+        return 1.0 if effect_log != 0 else alpha
+    crit = t_quantile(1 - alpha, df)
+    shift = abs(effect_log) / se
+    return float(stats.t.sf(crit - shift, df) + stats.t.cdf(-crit - shift, df))
+
+
+def power_at_alpha(*, sd_seed_log: float, n: int, alpha: float, var_timing_log: float | None = None,
+                   df_timing: float | None = None, power: float = POWER, effect_pct: float = 10.0,
+                   max_seeds: int = 1000) -> PowerStatement:
+    """The power statement of a time saving at `alpha` (give `AlphaBudget.first_step`): `sd_seed_log` is the sd
+    over seeds of the per-seed log steps ratio (or the bootstrap standard error x sqrt(n)), `var_timing_log` the
+    squared standard error of the per-step log ratio over `df_timing` + 1 timing rounds (None: no timing spread)."""
+    if not (math.isfinite(sd_seed_log) and sd_seed_log >= 0):
+        raise ScalingInputError(f"sd_seed_log must be finite and >= 0, got {sd_seed_log!r}")
+    _count("n", n)
+    if not 0 < alpha < 1 or not 0 < power < 1:
+        raise ScalingInputError(f"alpha and power must be in (0, 1), got {alpha!r} and {power!r}")
+    if not 0 < effect_pct < 100:
+        raise ScalingInputError(f"effect_pct must be a saving in (0, 100) %, got {effect_pct!r}")
+    var_seed = sd_seed_log**2
+    se, df = _se_df(var_seed, n, var_timing_log, df_timing)
+    detectable_log = (t_quantile(1 - alpha, df) + t_quantile(2 * power - 1, df)) * se
+    effect_log = -math.log(1 - effect_pct / 100)
+    needed = next((m for m in range(2, max_seeds + 1)
+                   if _power(effect_log, *_se_df(var_seed, m, var_timing_log, df_timing), alpha) >= power), None)
+    return PowerStatement(alpha=alpha, power=power, n=n, se_log=se, df=df,
+                          detectable_pct=100 * (1 - math.exp(-detectable_log)), effect_pct=effect_pct,
+                          power_for_effect=_power(effect_log, se, df, alpha), seeds_for_effect=needed)
+
+
+def p_best_text(p: float | None, n_seeds: int) -> str:
+    """P(best) as a reader should see it: a probability with `MIN_SEEDS_P_BEST` seeds or more, else "too few seeds
+    (n=3)" (the bootstrap over 3 seeds has 10 distinct resamples); "-" when there is none."""
+    if p is None:
+        return "-"
+    if n_seeds < MIN_SEEDS_P_BEST:
+        return f"too few seeds (n={n_seeds})"
+    return f"{p:.2f}"
+
+
+@dataclass(frozen=True)
+class ChoiceWarning:
+    """A chosen point whose mean objective (lower is better) is worse than every baseline's, with per-seed counts:
+    `worse_on[b]` = (seeds on which the choice is worse than baseline b, common seeds); `worse_than_all` = seeds on
+    which it is worse than every baseline, of `n` seeds common to all."""
+
+    chosen: str
+    chosen_mean: float
+    baseline_means: dict[str, float]
+    worse_on: dict[str, tuple[int, int]]
+    worse_than_all: int
+    n: int
+
+    def text(self) -> str:
+        names = list(self.baseline_means)
+        joined = names[0] if len(names) == 1 else ", ".join(names[:-1]) + f" and {names[-1]}"
+        counts = {self.worse_on[b] for b in names}
+        if len(counts) == 1 and counts == {(self.worse_than_all, self.n)}:
+            seeds = f"on {self.worse_than_all} of {self.n} seeds"
+        else:
+            per_base = ", ".join(f"{b} on {k} of {m}" for b, (k, m) in self.worse_on.items())
+            seeds = (f"on average; per seed, than {per_base} and than all of them on {self.worse_than_all} of "
+                     f"{self.n} seeds")
+        means = ", ".join(f"{b} {v:.4g}" for b, v in self.baseline_means.items())
+        return (f"the chosen {self.chosen} is worse than {joined} {seeds} (mean {self.chosen_mean:.4g} against "
+                f"{means}), whether or not the difference is significant; the grid may lie outside the useful range")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "worse_on": {b: list(v) for b, v in self.worse_on.items()}, "text": self.text()}
+
+
+def choice_warning(chosen: str, chosen_per_seed: Mapping[Any, float],
+                   baselines: Mapping[str, Mapping[Any, float]]) -> ChoiceWarning | None:
+    """The warning for the chosen line when its mean over the seeds it shares with every baseline is worse (higher)
+    than each baseline's mean over the same seeds; None when it beats or ties at least one, or there is no
+    baseline or no common seed."""
+    if not baselines:
+        return None
+    common: Sequence[Any] = sorted(set(chosen_per_seed).intersection(*map(set, baselines.values())), key=str)
+    if not common:
+        return None
+    mean = sum(chosen_per_seed[s] for s in common) / len(common)
+    means = {b: sum(v[s] for s in common) / len(common) for b, v in baselines.items()}
+    if not all(mean > m for m in means.values()):
+        return None
+    worse_on = {b: (sum(chosen_per_seed[s] > v[s] for s in common), len(common)) for b, v in baselines.items()}
+    all_count = sum(all(chosen_per_seed[s] > v[s] for v in baselines.values()) for s in common)
+    return ChoiceWarning(chosen=chosen, chosen_mean=mean, baseline_means=means, worse_on=worse_on,
+                         worse_than_all=all_count, n=len(common))

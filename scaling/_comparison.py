@@ -1,0 +1,179 @@
+"""One steps-to-target comparison from run records, at both endpoints: what the transfer's analysis puts under each
+comparison as `first` and `sustained`, and the `controls` section built from the controls' comparisons.
+
+A run that did not succeed keeps its seed: a diverged run never reaches (it is right-censored at the horizon: it
+would not have reached later), a run that failed or was cancelled is right-censored at its last recorded point (the
+Kaplan-Meier curve counts it at risk until then), and a run with no point at all is censored at step 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ._claims import AlphaBudget, holm_in_budget
+from ._controls import ControlKind, control_outcome
+from ._errors import ScalingInputError
+from ._records import TransferRun
+from ._survival import (
+    DEFAULT_SURVIVAL_BOOT,
+    Crossing,
+    Endpoint,
+    RestrictedRatio,
+    SurvivalSaving,
+    crossings,
+    restricted_ratio,
+    restricted_saving,
+)
+from .stats import LEVEL
+
+__all__ = ["ClaimFamily", "CrossingComparison", "compare_crossings", "controls_section", "judge_claims"]
+
+ENDPOINTS: tuple[Endpoint, ...] = ("first", "sustained")
+
+
+@dataclass(frozen=True)
+class CrossingComparison:
+    """`searched` against `baseline` at one rung and one target, at the first and the sustained crossing: the
+    restricted-mean steps ratio per endpoint and, with timing rounds, the time saving on it."""
+
+    rung: str
+    searched: str
+    baseline: str
+    target: float
+    horizon: float
+    steps: dict[str, RestrictedRatio]  # endpoint -> ratio
+    savings: dict[str, SurvivalSaving]  # endpoint -> saving; empty without timing
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"rung": self.rung, "searched": self.searched, "baseline": self.baseline,
+                               "target": self.target, "horizon": self.horizon}
+        for endpoint, ratio in self.steps.items():
+            saving = self.savings.get(endpoint)
+            out[endpoint] = {"steps_to_target_ratio": ratio.to_dict(), "censoring": ratio.censoring,
+                             "time_saving_pct": saving.to_dict() if saving is not None else None}
+        return out
+
+
+def _crossings_of(run: TransferRun, target: float, horizon: float) -> dict[Endpoint, Crossing]:
+    points = run.track or run.checkpoints
+    if not points:
+        empty = Crossing(0.0, "right_censored")
+        return {"first": empty, "sustained": empty}
+    s, t, v = zip(*points, strict=True)
+    if run.state == "DIVERGED":
+        # Training blew up: a crossing before that stands, but it neither reaches later nor holds to the horizon.
+        first, never = crossings(s, t, v, target)["first"], Crossing(horizon, "right_censored")
+        return {"first": first if first.status != "right_censored" else never, "sustained": never}
+    # A succeeded run is observed through its horizon; one that failed only up to its last point.
+    return crossings(s, t, v, target, horizon=horizon if run.state == "SUCCEEDED" else None)
+
+
+def compare_crossings(
+    runs: Sequence[TransferRun], *, rung: str, searched: str, baseline: str, target: float,
+    horizon: float | None = None, step_time_log_ratios: Sequence[float] | None = None,
+    n_boot: int = DEFAULT_SURVIVAL_BOOT, seed: int = 0, level: float = LEVEL,
+) -> CrossingComparison:
+    """`searched` / `baseline` restricted-mean steps to `target` at `rung` over every seed both arms ran, at the
+    first and the sustained crossing, with the saving when `step_time_log_ratios` (log of searched / baseline
+    seconds per step, one per timing round) are given. `horizon` defaults to the runs' own (`TransferRun.horizon`,
+    the largest at the rung). Refuses a seed that only one arm ran, naming it."""
+    at = [r for r in runs if r.rung == rung and r.arm in (searched, baseline)]
+    if not at:
+        raise ScalingInputError(f"no run of {searched} or {baseline} at {rung}")
+    tau = horizon if horizon is not None else max((r.horizon or 0) for r in at)
+    if not tau:
+        raise ScalingInputError(f"no horizon for {rung}: give horizon= or runs that record theirs")
+    per_arm: dict[str, dict[int, dict[Endpoint, Crossing]]] = {searched: {}, baseline: {}}
+    for r in at:
+        per_arm[r.arm][r.seed] = _crossings_of(r, target, float(tau))
+    steps: dict[str, RestrictedRatio] = {}
+    savings: dict[str, SurvivalSaving] = {}
+    for endpoint in ENDPOINTS:
+        a = {s: c[endpoint] for s, c in per_arm[searched].items()}
+        b = {s: c[endpoint] for s, c in per_arm[baseline].items()}
+        ratio = restricted_ratio(a, b, horizon=float(tau), names=(searched, baseline), endpoint=endpoint,
+                                 n_boot=n_boot, seed=seed, level=level)
+        steps[endpoint] = ratio
+        if step_time_log_ratios:
+            savings[endpoint] = restricted_saving(ratio, step_time_log_ratios)
+    return CrossingComparison(rung=rung, searched=searched, baseline=baseline, target=float(target),
+                              horizon=float(tau), steps=steps, savings=savings)
+
+
+def controls_section(comparisons: Mapping[ControlKind, Sequence[CrossingComparison]], *,
+                     endpoint: Endpoint = "first", alpha: float = 0.05,
+                     expected_step_time_ratio: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """The analysis' `controls` section from each control's comparisons, one per rung (negative: Muon against an
+    identical Muon; positive: Muon as the searched arm against Muon with redundant work): each control's outcome per
+    rung at `endpoint`, `passed` when it came out as it must at every rung, and `lines`, the verdicts in the order
+    the report prints them first. `expected_step_time_ratio` maps a rung to the positive control's per-step ratio
+    measured apart. A comparison without timing cannot be judged (the saving needs the per-step ratio) and says so."""
+    out: dict[str, Any] = {"endpoint": endpoint, "alpha": alpha, "lines": []}
+    kinds: tuple[ControlKind, ...] = ("negative", "positive")
+    for kind in kinds:
+        comps = comparisons.get(kind) or []
+        if not comps:
+            continue
+        rungs: dict[str, Any] = {}
+        for comp in comps:
+            saving = comp.savings.get(endpoint)
+            if saving is None:
+                rungs[comp.rung] = {"control": kind, "passed": False, "checks": [],
+                                    "verdict": f"{kind} control not judged: its comparison has no per-step timing"}
+            else:
+                expected = (expected_step_time_ratio or {}).get(comp.rung) if kind == "positive" else None
+                rungs[comp.rung] = control_outcome(kind, saving, alpha=alpha,
+                                                   expected_step_time_ratio=expected).to_dict()
+            out["lines"].append(f"{comp.rung}: {rungs[comp.rung]['verdict']}")
+        out[kind] = {"passed": all(r["passed"] for r in rungs.values()), "rungs": rungs}
+    return out
+
+
+@dataclass(frozen=True)
+class ClaimFamily:
+    """The study's claims judged in one alpha budget: per comparison key and endpoint the Holm-adjusted p (over the
+    comparisons, at the budget's per-look level), and `stands`: the claim holds at both endpoints in the same
+    direction (co-primary: an intersection-union test, so the endpoints add no correction)."""
+
+    measure: str
+    budget: AlphaBudget
+    p_holm: dict[str, dict[str, float]]  # endpoint -> key -> adjusted p
+    stands: dict[str, bool]
+    direction: dict[str, str | None]  # key -> "faster" | "slower" when it stands
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"measure": self.measure, "budget": self.budget.to_dict(), "p_holm": self.p_holm,
+                "stands": self.stands, "direction": self.direction}
+
+
+def judge_claims(comparisons: Mapping[str, CrossingComparison], budget: AlphaBudget, *,
+                 measure: Literal["time_saving_pct", "steps_to_target_ratio"] = "time_saving_pct") -> ClaimFamily:
+    """Holm over `comparisons` (key, e.g. "cpu-m vs muon" -> its comparison) at `budget.per_look`, once per
+    endpoint, on the time savings (or the steps ratios); a claim stands where both endpoints reject in the same
+    direction. A comparison without the measure (no timing) counts with p = 1: it is in the family, never left out."""
+    if len(comparisons) > budget.comparisons:
+        raise ScalingInputError(f"{len(comparisons)} comparisons for a budget of {budget.comparisons}: the budget "
+                                "must count every comparison judged")
+    p_holm: dict[str, dict[str, float]] = {}
+    signs: dict[str, dict[str, int]] = {}
+    for endpoint in ENDPOINTS:
+        ps: dict[str, float | None] = {}
+        signs[endpoint] = {}
+        for key, comp in comparisons.items():
+            doc: RestrictedRatio | SurvivalSaving | None = (comp.savings.get(endpoint) if measure == "time_saving_pct"
+                                                            else comp.steps.get(endpoint))
+            ps[key] = doc.p_value if doc is not None else None
+            if isinstance(doc, SurvivalSaving):
+                signs[endpoint][key] = 1 if doc.pct > 0 else -1
+            elif doc is not None:
+                signs[endpoint][key] = 1 if doc.ratio < 1 else -1
+        _, p_holm[endpoint] = holm_in_budget(ps, budget)
+    stands, direction = {}, {}
+    for key in comparisons:
+        ok = all(p_holm[e][key] <= budget.per_look for e in ENDPOINTS)
+        same = len({signs[e].get(key) for e in ENDPOINTS}) == 1
+        stands[key] = ok and same
+        direction[key] = ("faster" if signs["first"][key] > 0 else "slower") if stands[key] else None
+    return ClaimFamily(measure=measure, budget=budget, p_holm=p_holm, stands=stands, direction=direction)

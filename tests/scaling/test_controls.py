@@ -1,0 +1,85 @@
+"""The controls' expected outcomes: a negative control must come out null, a positive control (identical updates,
+known per-step cost) must show steps ratio 1 and the known saving; a null is interpretable only after the latter."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from scaling import (
+    Crossing,
+    ScalingInputError,
+    control_outcome,
+    null_reading,
+    restricted_ratio,
+    restricted_saving,
+)
+
+HORIZON = 480.0
+
+
+def _arms(rng: np.random.Generator, ratio: float, n: int = 6) -> tuple[dict[int, Crossing], dict[int, Crossing]]:
+    base = 250 * np.exp(0.1 * rng.standard_normal(n))
+    a = {s: Crossing(float(min(base[s] * ratio * math.exp(0.05 * rng.standard_normal()), HORIZON)),
+                     "reached" if base[s] * ratio < HORIZON else "right_censored") for s in range(n)}
+    b = {s: Crossing(float(base[s] * math.exp(0.05 * rng.standard_normal())), "reached") for s in range(n)}
+    return a, b
+
+
+def test_identical_arms_come_out_null() -> None:
+    a, b = _arms(np.random.default_rng(1), 1.0)
+    saving = restricted_saving(restricted_ratio(a, b, horizon=HORIZON), [0.01, -0.02, 0.005, 0.0, -0.01])
+    out = control_outcome("negative", saving)
+    assert out.passed, out.to_dict()
+    assert [c.quantity for c in out.checks] == ["steps_ratio", "step_time_ratio", "time_saving_pct"]
+    assert out.verdict == "negative control: null, as it must be"
+
+
+def test_a_negative_control_that_shows_a_difference_fails_and_names_it() -> None:
+    a, b = _arms(np.random.default_rng(1), 1.3)
+    out = control_outcome("negative", restricted_saving(restricted_ratio(a, b, horizon=HORIZON), [0.0, 0.01, -0.01]))
+    assert not out.passed
+    assert out.verdict.startswith("negative control FAILED (steps_ratio, time_saving_pct not null)")
+    assert out.to_dict()["checks"][0]["passed"] is False
+
+
+def test_positive_control_identical_updates_shows_steps_ratio_one_and_the_known_saving() -> None:
+    # Identical updates: the same crossings in both arms (bit-identical training); arm b does 1.15x the work per
+    # step, so a / b per step is 1 / 1.15 and the saving is 1 - 1 / 1.15 = 13.0 %.
+    rng = np.random.default_rng(2)
+    a, _ = _arms(rng, 1.0)
+    logs = math.log(1 / 1.15) + 0.025 * rng.standard_normal(9)
+    saving = restricted_saving(restricted_ratio(a, dict(a), horizon=HORIZON), logs)
+    out = control_outcome("positive", saving, expected_step_time_ratio=1 / 1.15)
+    assert out.passed, out.to_dict()
+    assert saving.steps.ratio == 1.0 and (saving.steps.lo, saving.steps.hi) == (1.0, 1.0)
+    assert saving.pct == pytest.approx(100 * (1 - 1 / 1.15), abs=2.0)
+    assert out.verdict.startswith(f"positive control: saving {saving.pct:+.1f} % detected")
+    assert null_reading(restricted_saving(restricted_ratio(*_arms(rng, 1.0), horizon=HORIZON), [0.0, 0.01]),
+                        out).startswith("null, interpretable")
+
+
+def test_a_positive_control_whose_saving_is_not_seen_makes_a_null_uninterpretable() -> None:
+    rng = np.random.default_rng(3)
+    a, _ = _arms(rng, 1.0)
+    # The timing cannot tell 1 / 1.02 from 1 with two noisy rounds: the saving is not detected.
+    saving = restricted_saving(restricted_ratio(a, dict(a), horizon=HORIZON), [math.log(1 / 1.02) + 0.05, -0.06])
+    out = control_outcome("positive", saving)
+    assert not out.passed and "time_saving_pct" in out.verdict
+    null = restricted_saving(restricted_ratio(*_arms(rng, 1.0), horizon=HORIZON), [0.0, 0.01])
+    assert null_reading(null, out) == "null, not interpretable: the positive control's known saving was not detected"
+    assert null_reading(null, None) == "null, not interpretable: no positive control ran"
+    shown = restricted_saving(restricted_ratio(*_arms(rng, 0.7), horizon=HORIZON), [0.0, 0.01, -0.01])
+    assert null_reading(shown, None) == "shown: the interval excludes 0"
+
+
+def test_a_control_without_an_interval_shows_nothing_and_a_wrong_kind_is_refused() -> None:
+    one = {0: Crossing(100.0, "reached")}
+    saving = restricted_saving(restricted_ratio(one, one, horizon=HORIZON), [math.log(0.8)])
+    assert not control_outcome("positive", saving).passed
+    with pytest.raises(ScalingInputError, match="unknown control 'sham'"):
+        control_outcome("sham", saving)  # type: ignore[arg-type]
+    with pytest.raises(ScalingInputError, match="positive control's outcome"):
+        null_reading(saving, control_outcome("negative", saving))

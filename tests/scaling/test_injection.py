@@ -1,0 +1,107 @@
+"""The injection simulation (issue 51, item 1): known steps ratios (0.8, 1.0, 1.2) and a known per-step ratio
+injected into real recorded curves (tests/scaling/data/curves.csv, written by record_curves.py beside it), censoring
+included, run through the analysis; its 95 % intervals must cover the truth within 2 points. And the controls: a
+negative control comes out null, a positive control (identical updates, known per-step cost) shows its saving.
+
+1,200 replications per case: the Monte-Carlo standard error of a coverage near 95 % is 0.63 points, so a 2-point
+band is 3.2 standard errors wide on each side (a sound method fails it about once in 700 cases)."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import pytest
+
+from scaling import RecordedCurve, control_simulation, injection_coverage
+
+DATA = Path(__file__).with_name("data") / "curves.csv"
+REPLICATIONS = 1200
+# Read the simulated runs up to step 300 of the recorded 480: an arm 0.8x as fast with a slow seed reads the
+# recorded curve up to about 480, so the simulation stays on measured points.
+HORIZON = 300.0
+
+
+def _curves() -> list[RecordedCurve]:
+    runs: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    with DATA.open() as f:
+        for row in csv.DictReader(f):
+            runs.setdefault((row["arm"], row["seed"]), []).append((float(row["step"]), float(row["fd_track"])))
+    return [RecordedCurve(tuple(s for s, _ in v), tuple(fd for _, fd in v)) for v in runs.values()]
+
+
+CURVES = _curves()
+# The target by the final_mean rule: 1.1 x the recorded runs' mean final tracking FD (a level reached on the way to
+# each run's plateau, so some runs come back above it and the sustained crossing differs from the first).
+TARGET = 1.1 * sum(c.values[-1] for c in CURVES) / len(CURVES)
+
+
+def test_the_recorded_curves_are_real_runs_of_both_arms() -> None:
+    assert len(CURVES) == 8 and all(len(c.steps) == 22 and c.steps[-1] == 480 for c in CURVES)
+    assert TARGET == pytest.approx(414.4, abs=0.1)
+    # The pattern the sustained crossing exists for: runs below the target on the way and above it at the end.
+    back_above = [c for c in CURVES if min(c.values) <= TARGET < c.values[-1]]
+    assert len(back_above) >= 1
+
+
+# The sustained crossing at 0.8 is measured below the band: test_sustained_coverage_falls_short_... below.
+@pytest.mark.parametrize(("endpoint", "steps_ratio"),
+                         [("first", 0.8), ("first", 1.0), ("first", 1.2), ("sustained", 1.0), ("sustained", 1.2)])
+def test_the_intervals_cover_the_injected_truth_within_two_points(endpoint: str, steps_ratio: float) -> None:
+    c = injection_coverage(CURVES, steps_ratio=steps_ratio, step_time_ratio=0.85, target=TARGET, horizon=HORIZON,
+                           endpoint=endpoint, replications=REPLICATIONS)  # type: ignore[arg-type]
+    assert abs(c.coverage_steps - 0.95) <= 0.02, c
+    assert abs(c.coverage_saving - 0.95) <= 0.02, c
+    # Censoring is in the simulation: the slower arm misses the target by the horizon on some seeds.
+    slower = "a" if steps_ratio >= 1 else "b"
+    assert c.censored_fraction[slower] > 0.05, c
+    # Restricted at the horizon the ratio is pulled toward 1 where runs are censored; r = 1 stays exactly 1.
+    if steps_ratio == 1.0:
+        assert c.true_restricted_ratio == pytest.approx(1.0, abs=0.01)
+    else:
+        assert min(1.0, steps_ratio) <= c.true_restricted_ratio <= max(1.0, steps_ratio)
+    assert c.true_saving_pct == pytest.approx(100 * (1 - c.true_restricted_ratio * 0.85))
+    # The estimates centre on the truth (geometric mean over replications, within 2 %).
+    assert c.mean_ratio == pytest.approx(c.true_restricted_ratio, rel=0.02)
+
+
+def test_sustained_coverage_falls_short_when_the_faster_arm_comes_back_up() -> None:
+    """The limitation docs/targets.md states: with the searched arm 0.8x the steps, it reads the recorded curves
+    further along, where some come back above the target, so about a tenth of its runs hold the target only at
+    the horizon or not at all. Those rare late seeds give the per-seed values a long tail that 6 seeds rarely show,
+    and the 95 % interval covers about 90 %. Kept as a test so the documented number cannot drift unnoticed."""
+    c = injection_coverage(CURVES, steps_ratio=0.8, step_time_ratio=0.85, target=TARGET, horizon=HORIZON,
+                           endpoint="sustained", replications=REPLICATIONS)
+    assert 0.86 <= c.coverage_steps <= 0.93, c
+    assert c.censored_fraction["a"] > 0.05
+
+
+@pytest.mark.parametrize("endpoint", ["first", "sustained"])
+def test_a_negative_control_comes_out_null_at_its_stated_rate(endpoint: str) -> None:
+    sim = control_simulation(CURVES, "negative", target=TARGET, horizon=HORIZON, endpoint=endpoint,  # type: ignore[arg-type]
+                             replications=REPLICATIONS)
+    # Three checks at alpha / 3 each: a sound pipeline fails the control at most 5 % of the time.
+    assert sim.pass_rate >= 0.95 - 0.02, sim
+    assert sim.mean_steps_ratio == pytest.approx(1.0, abs=0.01) and abs(sim.mean_saving_pct) < 1.0
+
+
+def test_a_positive_control_shows_steps_ratio_one_and_its_known_saving() -> None:
+    sim = control_simulation(CURVES, "positive", target=TARGET, horizon=HORIZON, step_cost=1.15,
+                             replications=REPLICATIONS)
+    assert sim.expected_saving_pct == pytest.approx(100 * (1 - 1 / 1.15))
+    assert sim.mean_steps_ratio == 1.0  # identical updates: the same crossings, so exactly 1
+    assert sim.pass_rate >= 0.99, sim
+    assert sim.mean_saving_pct == pytest.approx(sim.expected_saving_pct, abs=0.5)
+    assert math.isclose(sim.check_failures["steps_ratio"], 0)
+
+
+def test_a_recorded_curve_must_be_a_curve() -> None:
+    from scaling import ScalingInputError
+
+    with pytest.raises(ScalingInputError, match="at least 2 points"):
+        RecordedCurve((1.0,), (2.0,))
+    with pytest.raises(ScalingInputError, match="increase strictly"):
+        RecordedCurve((2.0, 1.0), (2.0, 1.0))
+    with pytest.raises(ScalingInputError, match="finite"):
+        RecordedCurve((1.0, 2.0), (2.0, math.nan))
