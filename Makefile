@@ -30,7 +30,7 @@ INSTALL_LINE := torch: $(TORCH_LINE) | extras: $(EXTRAS)
 
 # A recipe that fails deletes its target, so a half-made stamp is never trusted.
 .DELETE_ON_ERROR:
-.PHONY: venv test test-fast test-deploy deploy-local lint typecheck bench clean demo FORCE
+.PHONY: venv test test-fast test-deploy deploy-local lint typecheck bench rederive clean demo FORCE
 
 # Prerequisites, checked only when .venv must be (re)built, each failure one line naming what to install.
 ifneq ($(shell cat $(STAMP) 2>/dev/null),$(INSTALL_LINE))
@@ -107,6 +107,11 @@ test-deploy: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/optimizer_step.py
+
+# The README's study tables re-derived from the raw records committed under benchmarks/studies/ (docs/testing.md, "Study
+# records and `make rederive`"): prints them and exits 1 naming every printed figure that differs from its records.
+rederive: $(STAMP)
+	$(BIN)/python benchmarks/rederive.py
 
 # The whole study on embedded defaults (README, "The two commands"); NO_WAIT=1 exits when done, PROFILE=full for
 # the longer study.

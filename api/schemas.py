@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -117,7 +117,9 @@ class TransferCreate(BaseModel):
     horizon: dict[str, Any] | None = Field(
         None, description="Steps per rung: {mode: fixed} (default) or {mode: per_param, images_per_param, cap}.")
     timing: dict[str, Any] | None = Field(
-        None, description="Per-step timing runs in isolation: {steps: 20, warmup: 5}; steps 0 = none.")
+        None, description="Per-step timing: {method: interleaved (default: the arms in short blocks of whole "
+        "refresh periods in one process) | isolated, clock: thread | wall, local_batch, rounds, block_steps, "
+        "target_halfwidth, max_rounds}; {steps: 0} = none (sweeper.TransferSpec.timing).")
     plateau: dict[str, Any] | None = Field(
         None, description="Plateau check: {window: 1/3, max_drop: 0.1} (undertrained above max_drop).")
     weight_decay_rule: str | None = Field(
@@ -129,8 +131,19 @@ class TransferCreate(BaseModel):
     rounds: dict[str, Any] | None = Field(
         None, description="Seeds added in rounds until the saving is shown or the budget is spent: {against: muon, "
         "measure: time_saving_pct, add: 3, max_seeds: 9, alpha: 0.05} (docs/guide.md).")
+    controls: list[Literal["negative", "positive"]] | None = Field(
+        None, max_length=2, description="Controls run through the whole pipeline beside the arms: negative (a "
+        "second, identical Muon arm: everything must come out null), positive (Muon plus one discarded "
+        "Newton-Schulz per step: identical updates, a known per-step cost) (docs/targets.md).")
+    diagnostics: list[Literal["effective_step"]] | None = Field(
+        None, max_length=1, description="effective_step: Muon at lr x the periodic arm's mean update-RMS ratio, to "
+        "tell a steps penalty of the step size from one of the direction.")
+    lr_brackets: dict[str, Any] | None = Field(
+        None, description="Per-arm lr multiples run at every rung, e.g. {periodic: [1, 1.5, 2.3]}; each (rung, arm) "
+        "is judged at its best multiple.")
 
-    @field_validator("lr_rules", "execution", "trial", "target", "horizon", "timing", "plateau", "verify", "rounds")
+    @field_validator("lr_rules", "execution", "trial", "target", "horizon", "timing", "plateau", "verify", "rounds",
+                     "lr_brackets")
     @classmethod
     def _bounded_shape(cls, value: dict[str, Any] | None, info: Any) -> dict[str, Any] | None:
         from sweeper import check_shape  # depth, keys and size of free-form data (docs/security.md)

@@ -42,8 +42,8 @@ def objective(rung: str, steps: int, seed: int, k: int, gamma: float, lr: float,
 
 
 def main() -> None:
-    from scaling import verification_design, verify_transfer
-    from sweeper import select_point
+    from scaling.verify import verification_design, verify_transfer
+    from sweeper.selection import select_point
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rung", default="cpu-xs")

@@ -27,10 +27,11 @@ import time
 import torch
 from scipy import stats
 
-from scaling._rungs import TimingSpec, _time_saving, step_time_ratio
+from scaling.rungs import TimingSpec, _time_saving, step_time_ratio
 
-# The evidence profile's run of 2026-12-02 (README, "What a study measured here"; docs/targets.md): periodic's
-# steps-to-target ratio against each baseline, (geometric mean, 95 % low, 95 % high, n seeds).
+# The evidence profile's run of 2026-12-02 (docs/targets.md, "Superseded: the README's study tables of
+# 2026-12-02/03"): periodic's steps-to-target ratio against each baseline, (geometric mean, 95 % low, 95 % high,
+# n seeds).
 STEPS_TO_TARGET: dict[tuple[str, str], tuple[float, float, float, int]] = {
     ("cpu-xs", "muon"): (1.22, 1.06, 1.40, 3),
     ("cpu-xs", "adamw"): (0.605, 0.473, 0.774, 2),

@@ -170,8 +170,8 @@ def _spec(table: dict[str, Any], method: str, seed: int, asha: bool) -> Any:
 
 def replay(table: dict[str, Any], method: str, seed: int, *, asha: bool, tolerance: float = 0.02) -> dict[str, Any]:
     """One simulated search: steps until the first completed point within `tolerance` of the grid's best."""
-    from sweeper import Planner, format_params
-    from sweeper.search import FINISHED
+    from sweeper.search import FINISHED, Planner
+    from sweeper.specs import format_params
 
     points = table["points"]
     steps = table["eval_steps"]

@@ -45,7 +45,7 @@ from ._timing import TimingData, compute_timing, plot_timing
 from ._updates import UpdateScaleData, compute_update_scale, plot_update_scale, update_scale_table
 
 if TYPE_CHECKING:
-    from scaling import ScalingFit
+    from scaling.fits import ScalingFit
 
 __all__ = ["ReportData", "build_report", "compute_report", "report_figures", "write_report"]
 

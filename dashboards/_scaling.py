@@ -24,7 +24,7 @@ from ._errors import DashboardInputError
 from ._records import FDInfo, Records, RecordsLike, RunRecord, arm_key, as_records
 
 if TYPE_CHECKING:
-    from scaling import ScalingFit
+    from scaling.fits import ScalingFit
 
 __all__ = [
     "SCALING_METRICS",
@@ -117,7 +117,8 @@ def _check_metric(metric: str) -> None:
 def _run_value(r: RunRecord, metric: str) -> tuple[float | None, str | None]:
     """The run's value of ``metric`` from its checkpoints, or None with the reason."""
     # scaling is imported where it is used: its package pulls in torch (seconds), which drawing never needs.
-    from scaling import ScalingInputError, time_to_best
+    from scaling import ScalingInputError
+    from scaling.targets import time_to_best
 
     steps = [s for s in r.fd if s in r.effective_time_s]
     if not steps:
@@ -234,7 +235,7 @@ def _curve(fit: ScalingFit, arm: str, x_max: float) -> FitCurve:
 
 
 def _ylabel(metric: str, fd: FDInfo) -> str:
-    from scaling import DEFAULT_TOL  # the tolerance time_to_best uses for its robust variant
+    from scaling.targets import DEFAULT_TOL  # the tolerance time_to_best uses for its robust variant
 
     return {
         "best_fd": f"best-seen {fd.label}",

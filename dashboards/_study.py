@@ -20,7 +20,7 @@ from ._report import ReportData, compute_report, report_figures
 from ._sweepviews import comparison_from_document, compute_trials_view, front_from_document, importance_from_document
 
 if TYPE_CHECKING:
-    from scaling import ScalingFit
+    from scaling.fits import ScalingFit
 
 __all__ = ["comparison_report", "log_report_figures", "sweep_report", "transfer_report"]
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from scaling import step_ratio_text
+from scaling.rungs import step_ratio_text
 
 from ._html import escape as _e
 from ._html import table as _report_table

@@ -52,8 +52,11 @@ Rooms, one concept each (every subpackage's face names what the others may use):
     ledger.py    the sweep's record in MLflow (its layout); jobfiles.py the work folder's files
     errors.py, settings.py, cli.py: the error root, the driver's environment, `scalesweep sweep ...`
 
-This face lists what the other packages use (the service, the command line, the examples here); every other
-public name of the rooms above is still `sweeper.<name>`, loaded from its room on first use.
+This face lists what the other packages use from `sweeper` itself: the sweep's spec, run, status and result, the
+error, the figure hook, the registered trainers and the driver's variables. The service and the command line take a
+comparison, an importance, a front or an Optuna export from `sweeper.analysis` and the transfer's names from
+`sweeper.transfer`; every other public name of the rooms above is still `sweeper.<name>` (as the docs show it),
+loaded from its room on first use.
 """
 
 from __future__ import annotations
@@ -61,14 +64,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .analysis import (
-    QualityCostFront,
-    SweepComparison,
-    SweepImportance,
-    compare_sweeps,
-    load_sweep_result,
-    write_optuna_study,
-)
+from .analysis import load_sweep_result
 from .errors import SweepError
 from .jobs import FigureHook, apply_extension, run_sweep, set_figure_hook, sweep_status
 from .search import RegisteredTrainer, load_trainers, resolve_trainer
@@ -80,30 +76,20 @@ __all__ = [
     "SOURCE_SWEEP_ID_ENV",
     "TRAINERS_ENV",
     "FigureHook",
-    "QualityCostFront",
     "RegisteredTrainer",
-    "SweepComparison",
     "SweepError",
-    "SweepImportance",
     "SweepSpec",
-    "TransferSpec",
     "apply_extension",
     "check_shape",
-    "compare_sweeps",
-    "export_from_sweep",
     "load_spec",
     "load_sweep_result",
     "load_trainers",
-    "load_transfer_result",
     "redact_spec",
     "resolve_trainer",
     "run_sweep",
     "set_figure_hook",
     "sweep_status",
     "sweep_work",
-    "transfer_status",
-    "transfer_work",
-    "write_optuna_study",
 ]
 
 # Where a name not imported above is found, in this order: each room's own face. The transfer comes last and

@@ -81,8 +81,7 @@ def _interpolate(text: str, values: dict[str, str]) -> str:
 def _settings_env_names() -> set[str]:
     from api.service import Settings
 
-    prefix = Settings.model_config.get("env_prefix", "")
-    return {f"{prefix}{name}".upper() for name in Settings.model_fields}
+    return set(Settings.variables().values())
 
 
 # --- (1) the settings the services receive are the settings the code reads ------------------------------------

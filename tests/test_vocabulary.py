@@ -9,8 +9,8 @@ from typing import get_args
 
 import dashboards
 import trials.optim
-from scaling._lr_rules import DEFAULT_LR_RULE
-from scaling._rungs import TargetSpec
+from scaling.export import DEFAULT_LR_RULE
+from scaling.rungs import TargetSpec
 from sweeper.specs import BaselineSpec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,7 +28,8 @@ def test_the_arms_are_the_optimizer_registry() -> None:
 def test_every_package_names_the_same_arms() -> None:
     assert dashboards.ARMS is trials.optim.ARMS
     assert set(DEFAULT_LR_RULE) == set(trials.optim.ARMS)
-    assert get_args(BaselineSpec.model_fields["arm"].annotation) == trials.optim.ARMS
+    # A baseline may also be a control arm (a transfer runs its positive control as one).
+    assert get_args(BaselineSpec.model_fields["arm"].annotation) == trials.optim.ARMS + trials.optim.CONTROL_ARMS
     assert get_args(TargetSpec.model_fields["arm"].annotation) == trials.optim.ARMS
 
 

@@ -34,10 +34,12 @@ finiteness check, backward, clipping, the lr warm-up scale, the optimizer step, 
 Drawing batches and looking up cached frozen text embeddings happen outside the clocks, as in the trial.
 """
 
+# ruff: noqa: F401  (the face re-exports trials._timing's names; __all__ is derived from its __all__)
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from . import _timing
 from ._timing import (
     CLOCKS,
     ORDERS,
@@ -56,20 +58,7 @@ from .core.lazy import lazy_attributes
 if TYPE_CHECKING:
     from ._steptime import interleaved_step_times
 
-__all__ = [
-    "CLOCKS",
-    "ORDERS",
-    "PHASES",
-    "PairedRatio",
-    "StepTimes",
-    "StepTimingConfig",
-    "balanced_rounds",
-    "block_order",
-    "check_block_steps",
-    "interleaved_step_times",
-    "paired_ratio",
-    "refresh_period",
-]
+__all__ = sorted([*_timing.__all__, "interleaved_step_times"])
 
 # The measurement loads torch, the model and the data on first use; the options, the ratio and the result type
 # above do not (a spec validates timing options, an analysis reads results, without torch).

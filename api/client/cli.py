@@ -297,7 +297,7 @@ def _transfer(client: ScalesweepClient, args: argparse.Namespace) -> int:
     if timing:
         from pydantic import ValidationError
 
-        from scaling import TimingSpec
+        from scaling.rungs import TimingSpec
 
         try:
             TimingSpec.model_validate(timing)
@@ -407,19 +407,19 @@ def _view(args: argparse.Namespace, doc: dict[str, Any], kind: Any) -> int:
 
 
 def _importance(client: ScalesweepClient, args: argparse.Namespace) -> int:
-    from sweeper import SweepImportance
+    from sweeper.analysis import SweepImportance
 
     return _view(args, client.sweep_importance(args.sweep_id, args.evaluator, args.n_boot), SweepImportance)
 
 
 def _front(client: ScalesweepClient, args: argparse.Namespace) -> int:
-    from sweeper import QualityCostFront
+    from sweeper.analysis import QualityCostFront
 
     return _view(args, client.sweep_front(args.sweep_id), QualityCostFront)
 
 
 def _compare(client: ScalesweepClient, args: argparse.Namespace) -> int:
-    from sweeper import SweepComparison
+    from sweeper.analysis import SweepComparison
 
     return _view(args, client.compare_sweeps(args.sweep_id, args.other_id), SweepComparison)
 

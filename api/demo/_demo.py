@@ -160,13 +160,23 @@ PROFILES: dict[str, DemoProfile] = {
                   # While the saving against Muon at cpu-m is not shown, 3 more seeds, up to 6 (2 looks, each at
                   # 0.025).
                   "rounds": {"against": "muon", "measure": "time_saving_pct", "add": 3, "max_seeds": 6},
-                  "timing": {"steps": 20, "warmup": 5, "repeats": 3},
+                  # Per-step cost with the arms interleaved in one process on thread-CPU time, rounds added until
+                  # every ratio is within +-2 % (9-20 rounds at the CPU rungs, benchmarks/step_ratio.py).
+                  "timing": {"rounds": 12, "target_halfwidth": 0.02, "max_rounds": 40},
+                  # The instrument calibrated: a second, identical Muon arm (everything must come out null) and
+                  # Muon plus one discarded Newton-Schulz per step (identical updates, a known per-step cost).
+                  "controls": ["negative", "positive"],
+                  # Muon at the periodic arm's mean update RMS: is a steps penalty the step size or the direction?
+                  "diagnostics": ["effective_step"],
+                  # The periodic arm tuned like the baselines: its lr at x1, x1.5 and x2.3 at every rung.
+                  "lr_brackets": {"periodic": [1.0, 1.5, 2.3]},
                   "trial": {"eval": {"fd_samples": 512, "reference_samples": 1024, "track_points": 6,
                                      "track_samples": 256, "track_sample_steps": 8}}},
         about="6 points (K 2-4 x gamma 0.15, 0.35) at the sweep, 240 steps, seeds 0-2, top 2 confirmed on seeds "
         "3-5 (baselines as controls), baselines at lr x0.5/x1/x2; transfer to cpu-xs, cpu-s and cpu-m at 480 "
         "steps on fresh seeds 6-8 (3 more while the saving against Muon at cpu-m is not shown), a target fixed "
-        "from a pilot run, 6 tracking evaluations, 512 FD samples, per-step timing in isolation (3 rounds)",
+        "from a pilot run, 6 tracking evaluations, 512 FD samples, per-step timing interleaved to +-2 %, negative "
+        "and positive controls, the effective-step diagnostic, periodic's lr at x1/x1.5/x2.3",
     ),
 }
 
@@ -367,12 +377,12 @@ def _summary(chosen: dict[str, Any] | None, fits: dict[str, Any],
             parts = [f"vs {b} {_fmt(s.get('mean_pct'), 3)} +- {_fmt(s.get('std_pct'), 2)}" for b, s in per.items()]
             lines.append(f"  {rung}: {'; '.join(parts)}")
     if fits.get("targets"):
-        from scaling import target_table
+        from scaling.rungs import target_table
 
         lines += target_table(fits["targets"], str(fits.get("searched_arm") or "periodic"))
     looks = (fits.get("rounds") or {}).get("looks") or []
     if looks:
-        from scaling import look_line
+        from scaling.rounds import look_line
 
         lines += ["\nseeds added in rounds:", *(f"  {look_line(look, i)}" for i, look in enumerate(looks, start=1))]
     lines.append("\nscaling fits (flags; hold-out error at the largest size against carrying the previous size "
@@ -403,7 +413,7 @@ def _fit_text(doc: dict[str, Any]) -> str:
 
 def _check_export(text: str) -> list[str]:
     """Build every arm's optimizer from the exported YAML through the factory, on the target rung's model."""
-    from scaling import Export
+    from scaling.export import Export
     from trials.models import build_model
     from trials.optim import build_optimizer
 
@@ -528,7 +538,7 @@ def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path, run_mar
             fits, built, report = _save_outcome(client, transfer.id, target, out)
             print("\n".join(_summary(best.get("best"), fits, best)))
             print(f"\nexport ({target}) builds: {'; '.join(built)}")
-            from scaling import Export
+            from scaling.export import Export
 
             for warning in Export.from_text((out / "export.yaml").read_text()).provenance.get("warnings") or []:
                 print(f"export WARNING: {warning}")

@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scaling.claims import MIN_SEEDS_P_BEST, choice_warning, p_best_text
+
 from ..errors import SweepError
 from ..jobfiles import STATE_FILE, read_state
 from ..ledger import TAG, SweepLedger
@@ -73,6 +75,20 @@ class SweepResult:
                 doc["importance"] = {"error": str(exc)}
         return doc
 
+    def choice_warning(self) -> str | None:
+        """Said when the chosen point's mean objective is worse than every baseline arm's (each arm at its best
+        setting), significant or not, with the per-seed counts (`scaling.choice_warning`); None otherwise."""
+        if self.selection is None:
+            return None
+        best: dict[str, PointSummary] = {}
+        for b in self.baselines:
+            if b.objective is not None and (b.arm not in best or b.objective < (best[b.arm].objective or math.inf)):
+                best[b.arm] = b
+        point = self.selection.point
+        warning = choice_warning(point.point_key, point.seed_objectives,
+                                 {arm: b.seed_objectives for arm, b in best.items()})
+        return warning.text() if warning is not None else None
+
     def _selection_document(self) -> dict[str, Any]:
         return {
             "sweep_id": self.sweep_id,
@@ -82,6 +98,7 @@ class SweepResult:
             "seeds": self.seeds,
             "selection": self.selection.to_dict() if self.selection is not None else None,
             "warnings": self.selection.warnings if self.selection is not None else [],
+            "choice_warning": self.choice_warning(),
             "points": [p.to_dict() for p in self.points],
             "baselines": [b.to_dict() for b in self.baselines],
             "counts": self.counts,
@@ -116,12 +133,14 @@ class SweepResult:
         header = (f"{'rank':>4}  {'point':<28} {'objective':>10} {'seed std':>9} {'seeds':>5} {'P(best)':>7} "
                   f"{'vs best [95% CI]':>24}  status")
         lines += ["", header, "-" * len(header)]
+        few = min((len(p.seed_objectives) for p in self.points if p.p_best is not None), default=MIN_SEEDS_P_BEST)
         ranked = sorted(self.points, key=lambda p: (p.rank is None, p.rank or 0, p.point_key))
         chosen = self.selection.point.point_key if self.selection else None
         for p in ranked:
             lines.append(
                 f"{p.rank if p.rank else '-':>4}  {p.point_key:<28} {_num(p.objective):>10} {_num(p.seed_std):>9} "
-                f"{len(p.seed_objectives):>5} {_prob(p.p_best):>7} {_diff(p.diff_to_best):>24}  "
+                f"{len(p.seed_objectives):>5} {_prob(p.p_best, len(p.seed_objectives)):>7} "
+                f"{_diff(p.diff_to_best):>24}  "
                 f"{p.status}{'  <- chosen' if p.point_key == chosen else ''}"
             )
         if self.baselines:
@@ -129,12 +148,19 @@ class SweepResult:
             for b in self.baselines:
                 lines.append(f"{'':>4}  {b.point_key:<28} {_num(b.objective):>10} {_num(b.seed_std):>9} "
                              f"{len(b.seed_objectives):>5}  {b.status}")
+        if few < MIN_SEEDS_P_BEST:
+            lines.append(f"P(best) withheld (n<5): a paired bootstrap over {few} seeds has too few distinct resamples "
+                         f"to state it as a probability (from {MIN_SEEDS_P_BEST} seeds)")
         if self.selection is not None:
             s = self.selection
             on_fresh = " on the confirmation's fresh seeds" if s.choice_confirmed else ""
-            p_best = f", P(best) {s.chosen_p_best:.2f}{on_fresh}" if s.chosen_p_best is not None else ""
+            seeds = len(s.confirmation["seeds"]) if s.choice_confirmed and s.confirmation else len(
+                s.point.seed_objectives)
+            p_best = (f", P(best) {p_best_text(s.chosen_p_best, seeds)}{on_fresh}" if s.chosen_p_best is not None
+                      else "")
             lines += ["", f"chosen: {s.point.point_key} (objective {_num(s.point.objective)}{p_best}); rule: {s.rule}"]
-            lines += [f"WARNING: {w}" for w in s.warnings]
+            warning = self.choice_warning()
+            lines += [f"WARNING: {w}" for w in [*([warning] if warning else []), *s.warnings]]
             if s.runner_up is not None:
                 lines.append(f"runner-up: {s.runner_up.point_key}, gap {_num(s.gap_abs)} ({s.gap_rel:+.2%})"
                              + (f"; pooled seed std {_num(s.pooled_seed_std)}" if s.pooled_seed_std else ""))
@@ -179,8 +205,12 @@ def _num(value: float | None) -> str:
     return f"{value:.4g}"
 
 
-def _prob(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
+def _prob(value: float | None, n_seeds: int) -> str:
+    """P(best) in the rank table's column: a probability from `MIN_SEEDS_P_BEST` seeds, else "n<5" (a footnote
+    says why: `scaling.p_best_text`)."""
+    if value is None:
+        return "-"
+    return f"{value:.2f}" if n_seeds >= MIN_SEEDS_P_BEST else f"n<{MIN_SEEDS_P_BEST}"
 
 
 def _diff(doc: Mapping[str, Any] | None) -> str:

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from trials import CommandLine
-from trials.optim import ArmName
+from trials.optim import ArmName, ControlArmName
 from trials.record import TAG
 
 from ..errors import SweepError
@@ -290,7 +290,9 @@ class BaselineSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    arm: ArmName = Field(..., description="Optimizer arm: adamw, muon, periodic or rownorm.")
+    arm: Literal[ArmName, ControlArmName] = Field(
+        ..., description="Optimizer arm: adamw, muon, periodic or rownorm; or the control arm muon_extra_ns."
+    )
     label: str | None = Field(
         None, pattern=_NAME_PATTERN, description="Name in run names and tables; default: the arm's name."
     )

@@ -7,12 +7,8 @@ import statistics
 from collections.abc import Mapping
 from typing import Any
 
-from scaling import (
-    Export,
-    ScalingError,
-    ScalingInputError,
-    build_export,
-)
+from scaling import ScalingError, ScalingInputError
+from scaling.export import Export, build_export
 
 from ._fits import FIT_METRICS, FitAnswers
 from ._plan import _clean, _rung_shape
@@ -72,6 +68,12 @@ class ExportAnswers(FitAnswers, VerificationAnswers):
             "verification": self.verification_doc(),
             "seeds_note": self.seeds_note,
             "rounds": self.plan.rounds,
+            "controls": self.controls(),
+            "diagnostics": self.diagnostics(),
+            "tuning_budgets": self.tuning_budgets(),
+            "claims": self.claims(),
+            "lr_brackets": {"multiples": self.plan.lr_brackets, "choices": self.lr_choices,
+                            "runs": [r.to_dict() for r in self.tuning_runs]} if self.plan.lr_brackets else None,
         })
 
     def target_summary(self, *, n_boot: int | None = None) -> dict[str, Any]:
@@ -88,7 +90,7 @@ class ExportAnswers(FitAnswers, VerificationAnswers):
         """The transferred hyperparameters for `target_rung` (any rung: verified only where this transfer ran
         that arm there and it succeeded), with the rule behind each value and provenance. Refused when the
         source sweep's choice is worse than a baseline with confidence, unless `allow_losing`."""
-        from scaling import refuse_losing_choice
+        from scaling.export import refuse_losing_choice
         from trials.models import check_rung
 
         check_rung(target_rung)

@@ -7,12 +7,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from scaling import (
-    ScalingError,
-    ScalingFit,
-    ScalingInputError,
-    fit_scaling,
-)
+from scaling import ScalingError, ScalingInputError
+from scaling.fits import ScalingFit, fit_scaling
 
 from ._targets import TargetAnswers
 
@@ -37,6 +33,8 @@ class FitAnswers(TargetAnswers):
         data: dict[str, tuple[list[float], list[float]]] = {}
         hits = self.targets()["per_run"] if metric in ("steps_to_target", "time_to_target") else {}
         for run, ttb in self._succeeded():
+            if run.arm not in self.plan.arms:
+                continue  # a control arm: judged in the controls section, never fitted beside the arms
             if hits:
                 hit = hits.get(run.run_id)
                 value = math.nan if not hit or not hit["reached"] else (

@@ -45,17 +45,9 @@ from typing import IO, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from scaling import (
-    Export,
-    TransferError,
-    TransferRun,
-    build_export,
-    carry_optimizer,
-    default_lr_rule,
-    median_step_times,
-    refuse_losing_choice,
-    rung_horizon,
-)
+from scaling import TransferError, TransferRun
+from scaling.export import Export, build_export, carry_optimizer, default_lr_rule, refuse_losing_choice
+from scaling.rungs import median_step_times, rung_horizon
 from trials import JobFailedError
 from trials.optim import ARMS as _ARMS
 from trials.optim import ARMS_WITH_GAMMA
@@ -82,8 +74,8 @@ from ..jobs import JobRun, SweepJob, cancel_sweep, log_transfer_figures, run_loc
 from ..specs import SEARCH_PARAMS, SweepSpec, format_params
 from ._result import TransferPlan, TransferResult, _clean, _rung_shape, size_basis
 from ._rounds import catch_up, planned_rounds, run_rounds
-from ._spec import TransferSpec, default_transfer_workdir, load_transfer_spec
-from ._timing import measure_step_time_runs
+from ._spec import CONTROL_ARMS, DIAGNOSTIC_ARMS, TransferSpec, default_transfer_workdir, load_transfer_spec
+from ._timing import measure_interleaved, measure_step_time_runs, timing_lines
 from ._verification import is_verification_run, plan_verification
 
 __all__ = [
@@ -94,6 +86,10 @@ __all__ = [
     "run_transfer",
     "transfer_status",
 ]
+
+# The arm a run is analysed as where its optimizer's name does not say it: a control or diagnostic arm (the negative
+# control's optimizer is `muon`), or an lr bracket's setting (`periodic@lr_x1.5`).
+ARM_TAG = "scalesweep.transfer.arm"
 
 # The step series a transfer's analysis reads from each run.
 _HISTORIES = (METRIC.FD, METRIC.EFFECTIVE_TIME_S, METRIC.FD_TRACK, METRIC.TRACK_EFFECTIVE_TIME_S, METRIC.FD_BIAS)
@@ -177,7 +173,12 @@ class _Source:
                 "sweep_workdir": self.workdir, "sweep_rung": self.spec.rung, "sweep_horizon": self.spec.horizon,
                 "chosen": dict(self.best), "tracking_uri": _without_credentials(self.tracking_uri),
                 "experiment": self.experiment, "warnings": list(self.warnings),
-                "selection_seeds": list(self.spec.seeds)}
+                "selection_seeds": list(self.spec.seeds), "selection_points": self._points()}
+
+    def _points(self) -> int | None:
+        """Settings the sweep tried for its searched arm: its grid, else its budget of sampled points."""
+        grid = self.spec.search.grid_size
+        return int(grid) if math.isfinite(grid) else self.spec.search.budget
 
 
 def _load_source(workdir: str | Path, tracking_uri: str | None = None) -> _Source:
@@ -232,6 +233,73 @@ def _carried_rows(spec: TransferSpec, rungs: list[str], study_trial: Mapping[str
                          "lr_rule": how["lr_rule"], "lr_base": cfg["lr"], "weight_decay": carried["weight_decay"],
                          "weight_decay_rule": how["weight_decay_rule"], "optimizer": carried})
     return rows
+
+
+def _control_rows(spec: TransferSpec, rows: Sequence[Mapping[str, Any]], searched_arm: str) -> list[dict[str, Any]]:
+    """One row per (rung, control or diagnostic): Muon's row at that rung again, under the extra arm's name. The
+    controls keep Muon's carried lr and weight decay (the positive control's optimizer is `muon_extra_ns`, the same
+    settings); the effective-step diagnostic takes lr x (1 + (K - 1) gamma) / K of the searched arm at that rung
+    (its mean update RMS relative to Muon's at the same lr) and weight decay / that factor, so its per-step decay
+    lr x wd is the searched arm's."""
+    out = []
+    muon_rows = [r for r in rows if r["arm"] == "muon"]
+    for kind in spec.controls:
+        arm = CONTROL_ARMS[kind]
+        for row in muon_rows:
+            name = "muon" if kind == "negative" else arm
+            out.append({**row, "arm": arm, "optimizer": {**row["optimizer"], "name": name}})
+    for diagnostic in spec.diagnostics:
+        if searched_arm != "periodic":
+            raise TransferError(f"diagnostics {list(spec.diagnostics)} need a periodic searched arm (its K and gamma "
+                                f"set the step size), not {searched_arm!r}; allowed: []")
+        for row in muon_rows:
+            searched = next(r for r in rows if r["rung"] == row["rung"] and r["arm"] == searched_arm)["optimizer"]
+            factor = effective_step_factor(searched)
+            opt = {**row["optimizer"], "lr": row["optimizer"]["lr"] * factor}
+            if opt.get("weight_decay"):
+                opt["weight_decay"] = opt["weight_decay"] / factor
+            out.append({**row, "arm": DIAGNOSTIC_ARMS[diagnostic], "lr": opt["lr"],
+                        "weight_decay": opt.get("weight_decay"), "lr_factor": factor, "optimizer": opt})
+    return out
+
+
+def _bracket_rows(spec: TransferSpec, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (rung, bracketed arm, multiple other than 1): the arm's row at lr x the multiple, its other
+    settings (weight decay included) unchanged, as a sweep's `lr_factors` does, under the arm name
+    `<arm>@lr_x<multiple>` (the analysis judges each rung's arm at its best multiple)."""
+    out = []
+    for arm, factors in spec.lr_brackets.items():
+        for row in (r for r in rows if r["arm"] == arm):
+            for factor in (f for f in factors if f != 1):
+                opt = {**row["optimizer"], "lr": row["optimizer"]["lr"] * factor}
+                out.append({**row, "arm": f"{arm}@lr_x{factor:g}", "lr": opt["lr"], "lr_factor": factor,
+                            "optimizer": opt})
+    return out
+
+
+def effective_step_factor(periodic: Mapping[str, Any]) -> float:
+    """The periodic arm's mean update RMS per step relative to Muon's at the same lr: one full orthogonalised step
+    (RMS as Muon's) and K - 1 cheap steps at gamma of it in every K, so (1 + (K - 1) gamma) / K (0.43 at K=3,
+    gamma=0.15)."""
+    k, gamma = int(periodic.get("refresh_every") or 3), float(periodic.get("gamma") or 0.0)
+    return (1 + (k - 1) * gamma) / k
+
+
+def _check_timing(spec: TransferSpec, batch: int, rows: Sequence[Mapping[str, Any]]) -> None:
+    """The timing options against the study as planned (the spec checked them where the sweep's folder was
+    readable): local_batch within the training batch, blocks of whole refresh periods of the chosen K."""
+    timing = spec.timing
+    if not timing.measured or timing.method != "interleaved":
+        return
+    if timing.local_batch is not None and timing.local_batch > batch:
+        raise TransferError(f"timing.local_batch must be between 1 and the training batch ({batch}), got "
+                            f"{timing.local_batch}")
+    from trials.steptime import refresh_period
+
+    period = math.lcm(*(refresh_period(r["optimizer"]) for r in rows))
+    if timing.block_steps is not None and timing.block_steps % period:
+        raise TransferError(f"timing.block_steps must be a whole number of every arm's refresh period (K={period} "
+                            f"for periodic, 1 for the other arms): a multiple of {period}, got {timing.block_steps}")
 
 
 def _search_point(best: Mapping[str, Any], first: Mapping[str, Any]) -> tuple[dict[str, list[Any]], dict[str, Any]]:
@@ -320,6 +388,23 @@ def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[Transf
         for r in sorted(rows, key=lambda r: -order.index(r["rung"]))
         if r is not first
     ]
+    control_rows = _control_rows(spec, rows, source.searched_arm)
+    baselines += [{"arm": r["optimizer"]["name"], "label": f"{r['arm']}.{r['rung']}", "rung": r["rung"],
+                   "optimizer": r["optimizer"], "tags": {**arm_tags(r), ARM_TAG: r["arm"]},
+                   **({"horizon": horizons[r["rung"]], "eval_steps": evals_by_rung[r["rung"]]}
+                      if horizons[r["rung"]] != horizon else {})}
+                  for r in sorted(control_rows, key=lambda r: -order.index(r["rung"]))]
+    bracket_rows = _bracket_rows(spec, rows)
+    baselines += [{"arm": r["optimizer"]["name"], "label": f"{r['arm'].replace('@', '.')}.{r['rung']}",
+                   "rung": r["rung"], "optimizer": r["optimizer"], "tags": {**arm_tags(r), ARM_TAG: r["arm"]},
+                   **({"horizon": horizons[r["rung"]], "eval_steps": evals_by_rung[r["rung"]]}
+                      if horizons[r["rung"]] != horizon else {})}
+                  for r in sorted(bracket_rows, key=lambda r: -order.index(r["rung"]))]
+    for section, names in (("controls", spec.controls), ("diagnostics", spec.diagnostics)):
+        if names and base.backend.name != "builtin":
+            raise TransferError(f"{section} {list(names)} cannot be built for the sweep's {base.backend.name!r} "
+                                "trainer: their arms are optimizers of the builtin trial; allowed: []")
+    _check_timing(spec, batch, rows)
     verification = None
     if spec.verify is not None:  # the bracket's runs join the one sweep as settings of their own
         try:
@@ -368,6 +453,18 @@ def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[Transf
                  "optimizers": {a: optimizers[a] for a in spec.arms}},
         "runs": [{k: v for k, v in r.items() if k != "optimizer"} for r in rows],
     }
+    if spec.controls:
+        plan["controls"] = {kind: {"arm": CONTROL_ARMS[kind], "against": "muon"} for kind in spec.controls}
+    if spec.diagnostics:
+        first_searched = next(r for r in rows if r["arm"] == source.searched_arm)["optimizer"]
+        plan["diagnostics"] = {kind: {"arm": DIAGNOSTIC_ARMS[kind], "against": source.searched_arm,
+                                      "reference": "muon", "lr_factor": effective_step_factor(first_searched)}
+                               for kind in spec.diagnostics}
+    if control_rows:
+        plan["control_runs"] = [{k: v for k, v in r.items() if k != "optimizer"} for r in control_rows]
+    if spec.lr_brackets:
+        plan["lr_brackets"] = {arm: list(factors) for arm, factors in spec.lr_brackets.items()}
+        plan["bracket_runs"] = [{k: v for k, v in r.items() if k != "optimizer"} for r in bracket_rows]
     if verification is not None:
         plan["verification"] = verification
     if rounds is not None:
@@ -529,29 +626,53 @@ def _print_plan(state: TransferState, out: IO[str]) -> None:
     print(f"transfer {state.transfer_id}: {state.source['chosen']} from sweep {state.source['sweep_id']} to "
           f"{', '.join(plan.rungs)}; arms {', '.join(plan.arms)}; {steps} (sweep: "
           f"{plan.source_horizon}), {evals}, seeds {plan.seeds}; "
-          f"{len(plan.runs) * len(plan.seeds)} runs", file=out, flush=True)
-    for row in plan.runs:
+          f"{plan.planned_runs()} runs", file=out, flush=True)
+    for row in [*plan.runs, *plan.bracket_runs, *plan.control_runs]:
         print(f"  {row.rung:<10} {row.arm:<8} lr {row.lr or 0.0:.4g} ({row.lr_rule} from {row.lr_base or 0.0:.4g})",
               file=out, flush=True)
+    if plan.controls:
+        print("  controls: " + "; ".join(f"{kind}: {c['arm']} against {c['against']}"
+                                         for kind, c in plan.controls.items()), file=out, flush=True)
     if plan.horizons is not None:
         print(f"  horizons per rung: {plan.horizons}; target: {plan.target_text}", file=out, flush=True)
 
 
 def _step_timing(spec: TransferSpec, state: TransferState, out: IO[str] | None) -> dict[str, Any]:
-    """Per-step time of every arm at every rung, each from a short run of its own before the transfer's runs start
-    (so no other trial of the transfer shares the cores): the systems half of the time saving."""
+    """Per-step cost of every arm (the control arms included) at every rung, measured before the transfer's runs
+    start (so no other trial of the transfer shares the cores): the systems half of the time saving."""
     sweep_spec = state.sweep_spec
     if spec.timing.steps == 0:
         return {"measured": False, "reason": "timing.steps is 0"}
     if sweep_spec["backend"]["name"] != "builtin":
         return {"measured": False, "reason": "the command backend's trainer cannot be timed in isolation here"}
-    rows = [(r.rung, r.arm, opt) for r in state.plan.runs
+    timed_controls = {c["arm"] for c in (state.plan.controls or {}).values()}  # a diagnostic costs as Muon does
+    control_rows = [r for r in state.plan.control_runs if r.arm in timed_controls]
+    rows = [(r.rung, r.arm, opt) for r in [*state.plan.runs, *control_rows]
             for opt in [_row_optimizer(sweep_spec, r.rung, r.arm)] if opt is not None]
+    threads = int(sweep_spec["execution"].get("threads", 1))
+    if spec.timing.method == "interleaved":
+        by_rung: dict[str, dict[str, Mapping[str, Any]]] = {}
+        for rung, arm, opt in rows:
+            by_rung.setdefault(rung, {})[arm] = opt
+        if out is not None:
+            print(f"timing {', '.join(next(iter(by_rung.values()), {}))} interleaved in one process per rung "
+                  f"({spec.timing.rounds} rounds, {spec.timing.clock} clock"
+                  + (f", local batch {spec.timing.local_batch}" if spec.timing.local_batch else "") + ")",
+                  file=out, flush=True)
+
+        def show(rung: str, digest: dict[str, Any]) -> None:
+            if out is not None:
+                print("\n".join(timing_lines({"rungs": {rung: digest}})), file=out, flush=True)
+
+        trial = dict(sweep_spec["trial"])
+        if float(sweep_spec["execution"].get("gpus_per_trial", 0)) > 0:
+            trial.setdefault("device", "auto")  # as the sweeper runs a trial given a GPU
+        doc = measure_interleaved(trial, by_rung, spec.timing, threads=threads, progress=show)
+        return {**doc, "measured_at": _now()}
     if out is not None:
         rounds = f" in {spec.timing.repeats} rounds" if spec.timing.repeats > 1 else ""
         print(f"timing {spec.timing.steps} steps per arm and rung, one at a time "
               f"({len(rows) * spec.timing.repeats} short runs{rounds})", file=out, flush=True)
-    threads = int(sweep_spec["execution"].get("threads", 1))
     runs = measure_step_time_runs(sweep_spec["trial"], rows, spec.timing, threads=threads)
     times = median_step_times(runs)
     if out is not None:
@@ -559,16 +680,18 @@ def _step_timing(spec: TransferSpec, state: TransferState, out: IO[str] | None) 
             print(f"  {rung:<10} " + ", ".join(
                 f"{a} {1e3 * t:.1f} ms/step" + (f" (median of {len(runs[rung][a])})" if len(runs[rung][a]) > 1 else "")
                 for a, t in per.items()), file=out, flush=True)
-    return {"measured": True, "steps": spec.timing.steps, "warmup": spec.timing.warmup, "threads": threads,
-            "repeats": spec.timing.repeats, "seconds_per_step": times, "seconds_per_step_runs": runs,
-            "measured_at": _now()}
+    return {"measured": True, "method": "isolated", "steps": spec.timing.steps, "warmup": spec.timing.warmup,
+            "threads": threads, "repeats": spec.timing.repeats, "seconds_per_step": times,
+            "seconds_per_step_runs": runs, "measured_at": _now()}
 
 
 def _row_optimizer(sweep_spec: Mapping[str, Any], rung: str, arm: str) -> dict[str, Any] | None:
-    """The optimizer a (rung, arm) of the plan runs with, as its sweep spec holds it."""
+    """The optimizer a (rung, arm) of the plan runs with, as its sweep spec holds it (a control arm by its label:
+    the negative control's optimizer is Muon's)."""
     for b in sweep_spec["baselines"]:
-        if b["arm"] == arm and (b.get("rung") or sweep_spec["rung"]) == rung:
-            return {**b["optimizer"], "name": arm}
+        if b.get("label") == f"{arm}.{rung}" or (b["arm"] == arm and b.get("label") is None
+                                                and (b.get("rung") or sweep_spec["rung"]) == rung):
+            return {**b["optimizer"], "name": b["arm"]}
     if rung == sweep_spec["rung"]:
         search = sweep_spec["search"]
         point = {k: v[0] for k, v in search["space"].items()}
@@ -585,7 +708,7 @@ def transfer_status(workdir: str | Path) -> dict[str, Any]:
     plan = state.plan
     base = {"transfer_id": state.transfer_id, "name": state.name, "workdir": str(path),
             "source_sweep_id": state.source["sweep_id"], "rungs": plan.rungs, "arms": plan.arms,
-            "horizon": plan.horizon, "runs_planned": len(plan.runs) * len(plan.seeds),
+            "horizon": plan.horizon, "runs_planned": plan.planned_runs(),
             "tracking_uri": state.tracking["tracking_uri"], "experiment": state.tracking["experiment"]}
     if not is_sweep_folder(path):  # the driver has not reached its sweep yet
         return {**base, "state": "PENDING", "driver_alive": False, "counts": {}, "parent_run_id": None}
@@ -684,7 +807,7 @@ def _num(text: str | None) -> float | None:
 def _transfer_run(run: StoredRun) -> TransferRun:
     """The analysis's record of one stored run (its histories read for `_HISTORIES`)."""
     params, tags = run.params, run.tags
-    arm = run.arm
+    arm = tags.get(ARM_TAG) or run.arm
     fd, times = run.history(METRIC.FD), run.history(METRIC.EFFECTIVE_TIME_S)
     checkpoints = tuple((int(s), float(times[s]), float(fd[s])) for s in sorted(fd) if s in times)
     track_fd, track_times = run.history(METRIC.FD_TRACK), run.history(METRIC.TRACK_EFFECTIVE_TIME_S)
@@ -699,8 +822,8 @@ def _transfer_run(run: StoredRun) -> TransferRun:
         lr_rule=tags.get(LINEAGE.LR_RULE),
         lr_base=_num(tags.get(LINEAGE.LR_BASE)),
         # Every trial logs its whole config, so a baseline carries K and gamma params it never used.
-        K=parse_int(params.get("optimizer.refresh_every")) if arm == "periodic" else None,
-        gamma=_num(params.get("optimizer.gamma")) if arm in ARMS_WITH_GAMMA else None,
+        K=parse_int(params.get("optimizer.refresh_every")) if run.arm == "periodic" else None,
+        gamma=_num(params.get("optimizer.gamma")) if run.arm in ARMS_WITH_GAMMA else None,
         run_id=run.run_id,
         state=run.status,
         trial_key=run.trial_key if run.trial_key is not None else (run.run_name or run.run_id),

@@ -56,6 +56,7 @@ class PlanRow(_Keyed):
     lr_base: float | None = None  # the arm's lr at the sweep's rung
     weight_decay: float | None = None
     weight_decay_rule: str | None = None
+    lr_factor: float | None = None  # a diagnostic arm's lr / Muon's carried lr, or an lr bracket's multiple
 
 
 class PlanBase(_Keyed):
@@ -94,6 +95,21 @@ class TransferPlan(_Keyed):
     # Seeds added in rounds: the rule (`scaling.RoundsSpec`), the deciding rung, the first round's seeds and each
     # look so far (`scaling.rounds_look`); `seeds` above grows with the rounds.
     rounds: dict[str, Any] | None = None
+    # The controls (`TransferSpec.controls`): kind -> {arm, against}; their (rung, arm) rows, Muon's carried again.
+    # Kept apart from `arms` and `runs`: the searched arm is never compared with a control.
+    controls: dict[str, dict[str, str]] | None = None
+    # The diagnostics (`TransferSpec.diagnostics`): kind -> {arm, against, reference, lr_factor}; their rows are
+    # in `control_runs` beside the controls'.
+    diagnostics: dict[str, dict[str, Any]] | None = None
+    control_runs: list[PlanRow] = []
+    # Equal tuning (`TransferSpec.lr_brackets`): arm -> multiples of its carried lr; the rows of the multiples other
+    # than 1, arms named `<arm>@lr_x<multiple>`.
+    lr_brackets: dict[str, list[float]] | None = None
+    bracket_runs: list[PlanRow] = []
+
+    def planned_runs(self) -> int:
+        """Runs of the transfer's sweep: every row (the arms', an lr bracket's, the controls') on every seed."""
+        return (len(self.runs) + len(self.bracket_runs) + len(self.control_runs)) * len(self.seeds)
 
     def horizon_of(self) -> dict[str, int]:
         """Steps per rung (every rung at `horizon` in plans from before per-rung horizons)."""

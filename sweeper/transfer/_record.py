@@ -3,13 +3,14 @@ asks of it: the searched arm, the chosen pair, each rung's parameter count and w
 
 from __future__ import annotations
 
+import dataclasses
+import math
+import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from scaling import (
-    ScalingFit,
-    TransferRun,
-)
+from scaling import TransferRun
+from scaling.fits import ScalingFit
 
 from ._plan import TransferPlan, _rung_shape
 
@@ -35,10 +36,15 @@ class ResultRecord:
     verification_runs: list[TransferRun] = field(default_factory=list)  # the bracket's, kept out of the analysis
     step_timing: dict[str, Any] = field(default_factory=dict)  # per-step time per rung and arm, in isolation
     _fits: dict[tuple[Any, ...], ScalingFit] = field(default_factory=dict, repr=False)
+    # An lr bracket's runs at the multiples not chosen (`lr_choices`), kept out of the analysis.
+    tuning_runs: list[TransferRun] = field(default_factory=list)
+    lr_choices: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.plan, TransferPlan):
             self.plan = TransferPlan.model_validate(dict(self.plan))
+        if self.plan.lr_brackets:
+            self.runs, self.tuning_runs, self.lr_choices = choose_lr_multiples(self.runs, self.plan.lr_brackets)
 
     @property
     def searched_arm(self) -> str:
@@ -78,7 +84,7 @@ class ResultRecord:
     @property
     def rounds_lines(self) -> list[str]:
         """One line per look of a transfer that added seeds in rounds (`rounds:` in its spec); empty without."""
-        from scaling import look_line
+        from scaling.rounds import look_line
 
         return [look_line(look, i) for i, look in enumerate((self.plan.rounds or {}).get("looks") or [], start=1)]
 
@@ -88,3 +94,38 @@ class ResultRecord:
         basis = self.plan.size_basis or {}
         return str(basis.get("text") or "parameters of each rung's default model (a transfer planned before the "
                    "size basis was recorded)")
+
+
+def _final_quality(run: TransferRun) -> float | None:
+    points = run.track or run.checkpoints
+    return points[-1][2] if points and math.isfinite(points[-1][2]) else None
+
+
+def choose_lr_multiples(runs: list[TransferRun], brackets: dict[str, list[float]]
+                        ) -> tuple[list[TransferRun], list[TransferRun], dict[str, dict[str, Any]]]:
+    """(the runs the analysis judges, the bracket's other runs, rung -> arm -> the choice): per rung and bracketed
+    arm, the multiple of its carried lr whose runs finished on the most seeds, then with the lowest mean final
+    quality (the last point of its quality curve); its runs are judged as the arm. Chosen on the transfer's own
+    seeds, alike for every bracketed arm: equal tuning, and a winner's curse shared by those arms."""
+    named = {(arm if f == 1 else f"{arm}@lr_x{f:g}"): (arm, float(f)) for arm, fs in brackets.items() for f in fs}
+    groups: dict[tuple[str, str], dict[float, list[TransferRun]]] = {}
+    for run in runs:
+        if run.arm in named:
+            arm, factor = named[run.arm]
+            groups.setdefault((run.rung, arm), {}).setdefault(factor, []).append(run)
+    choices: dict[str, dict[str, Any]] = {}
+    chosen_ids: set[str] = set()
+    for (rung, arm), by_factor in groups.items():
+        scores: dict[float, dict[str, Any]] = {}
+        for factor, group in by_factor.items():
+            finals = [q for r in group if r.state == "SUCCEEDED" and (q := _final_quality(r)) is not None]
+            scores[factor] = {"runs": len(group), "finished": len(finals),
+                              "mean_final": statistics.fmean(finals) if finals else None}
+        best = min(scores, key=lambda f: (-scores[f]["finished"], scores[f]["mean_final"] or math.inf, f))
+        chosen_ids |= {r.run_id for r in by_factor[best]}
+        choices.setdefault(rung, {})[arm] = {"chosen": best, "multiples": {f"{f:g}": d for f, d in
+                                                                           sorted(scores.items())}}
+    judged = [dataclasses.replace(r, arm=named[r.arm][0]) if r.arm in named and r.run_id in chosen_ids else r
+              for r in runs if r.arm not in named or r.run_id in chosen_ids]
+    others = [r for r in runs if r.arm in named and r.run_id not in chosen_ids]
+    return judged, others, choices

@@ -16,8 +16,10 @@ Running a transfer, its status, its cancel and reading its runs from MLflow are 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping
+from typing import Any
 
-from scaling import target_table
+from scaling.rungs import target_table
 
 from ._export import ExportAnswers
 from ._fits import FIT_METRICS
@@ -37,8 +39,13 @@ class TransferResult(ExportAnswers):
 
     def table(self) -> str:
         """Time to best per rung and arm (mean over seeds), and the savings, as text."""
-        lines = [f"transfer {self.name} ({self.transfer_id}): {self.state}; chosen {self.chosen}, "
-                 f"{self.plan.horizon} steps"]
+        controls = self.controls()
+        # The controls first: whether the instrument would have seen a saving decides how the rest reads.
+        lines = [*controls["summary"], ""] if controls else []
+        for doc in (self.diagnostics() or {}).values():
+            lines += [*doc["lines"], ""]
+        lines.append(f"transfer {self.name} ({self.transfer_id}): {self.state}; chosen {self.chosen}, "
+                     f"{self.plan.horizon} steps")
         ttb = self.time_to_best()
         header = f"{'rung':<10} {'params':>10} {'arm':<9} {'seeds':>5} {'best FD':>9} {'time to best s':>15}"
         lines += [header, "-" * len(header)]
@@ -56,7 +63,17 @@ class TransferResult(ExportAnswers):
                 for b, s in per.items():
                     spread = f" ± {s.std_pct:.1f}" if s.std_pct is not None else ""
                     lines.append(f"  {rung:<10} vs {b:<8} {s.mean_pct:+.1f}%{spread} (n={s.n})")
-        lines += target_table(self.targets(), self.searched_arm)
+        lines.append(budget_line(self.tuning_budgets()))
+        for rung, choices in self.lr_choices.items():
+            for arm, choice in choices.items():
+                tried = ", ".join(f"x{f} {d['mean_final']:.4g}" if d["mean_final"] is not None else f"x{f} -"
+                                  for f, d in choice["multiples"].items())
+                lines.append(f"  {rung:<10} {arm:<8} judged at lr x{choice['chosen']:g} (mean final quality: "
+                             f"{tried})")
+        report = self.targets()
+        lines += target_table(report, self.searched_arm)
+        lines += crossing_lines(report, self.searched_arm)
+        lines += claim_lines(self.claims())
         doc = self.verification_doc()
         if doc is not None:
             lines.append("\n" + verification_line(doc) + (f": {doc['reason']}" if doc.get("reason") else ""))
@@ -65,3 +82,53 @@ class TransferResult(ExportAnswers):
         if self.seeds_note:
             lines.append(f"\nNOTE: {self.seeds_note}")
         return "\n".join(lines)
+
+
+def crossing_lines(report: Mapping[str, Any], searched_arm: str) -> list[str]:
+    """Each comparison at the first and the sustained crossing: the restricted-mean steps ratio over every seed
+    (censored seeds counted, not dropped), the time saving on it and how a null reads."""
+    lines = [f"\n{searched_arm} against each baseline, every seed kept (restricted mean steps to target; a seed that "
+             "does not reach, or does not stay below, is censored at its horizon):"]
+    for rung, e in report["rungs"].items():
+        for base, c in e["comparisons"].items():
+            for endpoint in ("first", "sustained"):
+                doc = c.get(endpoint) or {}
+                if "error" in doc or not doc:
+                    lines.append(f"  {rung:<10} vs {base:<8} {endpoint:<9} -: {doc.get('error', 'not computed')}")
+                    continue
+                r = doc["steps_to_target_ratio"]
+                ci = f" [{r['lo']:.3g}, {r['hi']:.3g}]" if r.get("lo") is not None else ""
+                censored = ", ".join(f"{arm} {n['right_censored']}" for arm, n in doc["censoring"].items())
+                text = (f"  {rung:<10} vs {base:<8} {endpoint:<9} steps ratio {r['mean']:.3g}{ci} (n={r['n']}; "
+                        f"censored {censored})")
+                saving = doc.get("time_saving_pct")
+                if saving:
+                    sci = f" [{saving['lo']:+.1f}, {saving['hi']:+.1f}]" if saving.get("lo") is not None else ""
+                    text += f", time saving {saving['mean']:+.1f}{sci} %: {doc.get('reading', '')}"
+                lines.append(text)
+    return lines
+
+
+def budget_line(budgets: Mapping[str, Any]) -> str:
+    """The tuning budget per arm in one line: settings tried in the sweep and runs per rung in the transfer."""
+    arms = "; ".join(f"{arm} {b['sweep_settings'] if b['sweep_settings'] is not None else '?'} in the sweep, "
+                     f"{b['transfer_settings_per_rung']} x {b['runs_per_rung'] // b['transfer_settings_per_rung']} "
+                     "runs per rung" for arm, b in budgets["arms"].items())
+    words = {True: "equal", False: "NOT equal", None: "not known"}
+    return (f"tuning budget per arm (settings tried in the sweep; settings x seeds per rung here): {arms} (sweep "
+            f"{words[budgets['equal_in_sweep']]}, transfer {words[budgets['equal_in_transfer']]})")
+
+
+def claim_lines(claims: Mapping[str, Any]) -> list[str]:
+    """Each comparison's claim in the study's alpha budget, and its power at the level the strongest claim must
+    pass."""
+    lines = [f"\nclaims of a time saving, in one budget ({claims['budget_text']}); a claim stands only where the first "
+             "and the sustained crossing both show it:"]
+    for key, stands in (claims.get("stands") or {}).items():
+        p = {e: claims["p_holm"][e].get(key) for e in ("first", "sustained")}
+        state = f"stands ({claims['direction'][key]})" if stands else "does not stand"
+        power = (claims.get("power") or {}).get(key)
+        lines.append(f"  {key:<22} {state}; Holm p first {p['first']:.3g}, sustained {p['sustained']:.3g}"
+                     + (f"; {power['text']}" if power else ""))
+    lines += [f"  {key:<22} not judged (no comparison)" for key in claims.get("not_judged") or []]
+    return lines

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
-from scaling import RoundsSpec, TransferError, next_seeds, planned_looks, rounds_look
+from scaling import TransferError
+from scaling.rounds import RoundsSpec, next_seeds, planned_looks, rounds_look
 
 from ..jobs import extend_held
 from ..specs import SweepSpec

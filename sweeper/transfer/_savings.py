@@ -7,17 +7,8 @@ import contextlib
 import math
 from typing import Any
 
-from scaling import (
-    Checkpoints,
-    CommonTarget,
-    Savings,
-    ScalingInputError,
-    TimeToBest,
-    TransferRun,
-    savings,
-    time_to_best,
-    time_to_common_target,
-)
+from scaling import ScalingInputError, TransferRun
+from scaling.targets import Checkpoints, CommonTarget, Savings, TimeToBest, savings, time_to_best, time_to_common_target
 
 from ._record import ResultRecord
 

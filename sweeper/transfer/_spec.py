@@ -10,26 +10,41 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from scaling import HorizonSpec, LrRule, PlateauSpec, RoundsSpec, TargetSpec, TimingSpec, TransferError, WdRule
+from scaling import TransferError
+from scaling.export import LrRule, WdRule
+from scaling.rounds import RoundsSpec
+from scaling.rungs import HorizonSpec, PlateauSpec, TargetSpec, TimingSpec
 from trials.optim import ARMS
 
 from ..specs import ExecutionSpec, SweepTracking, read_spec
 from ..specs.checks import MAX_HORIZON, MAX_SEEDS, Seeds, TrialSection
 from ._verification import VerifySpec
 
-__all__ = ["ARMS", "TransferSpec", "default_transfer_workdir", "load_transfer_spec"]
+__all__ = ["ARMS", "CONTROL_ARMS", "DIAGNOSTIC_ARMS", "ControlName", "DiagnosticName", "TransferSpec",
+           "default_transfer_workdir", "load_transfer_spec"]
 
 _ARMS = ARMS
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 
 ArmName = Literal["periodic", "muon", "adamw", "rownorm"]
 LrRuleName = LrRule
+ControlName = Literal["negative", "positive"]
+DiagnosticName = Literal["effective_step"]
+# Each control's arm, run beside Muon at every rung: the negative control a second, identical Muon under another
+# name; the positive control Muon plus one discarded Newton-Schulz per matrix per step (trials.optim, control arm).
+CONTROL_ARMS: dict[str, str] = {"negative": "muon_twin", "positive": "muon_extra_ns"}
+# The diagnostic arms: Muon at the searched arm's mean update size (lr x (1 + (K - 1) gamma) / K for periodic).
+DIAGNOSTIC_ARMS: dict[str, str] = {"effective_step": "muon_effective_step"}
+# The timing fields a transfer had before the interleaved method: the others are left out of the fingerprint at
+# their defaults.
+_FIRST_TIMING_FIELDS = ("steps", "warmup", "repeats")
 
 
 class TransferSpec(BaseModel):
@@ -110,6 +125,30 @@ class TransferSpec(BaseModel):
         "rounds.against at rounds.rung is shown (its test at alpha over the looks the budget allows) or the "
         "budget (rounds.max_seeds) is spent. None = one round on the transfer's seeds.",
     )
+    controls: list[ControlName] = Field(
+        default_factory=list,
+        max_length=2,
+        description="Control arms trained, timed and analysed beside the arms at every rung, each against Muon: "
+        "negative (a second, identical Muon arm, muon_twin: the steps ratio, per-step ratio and saving must come "
+        "out null) and positive (muon_extra_ns: Muon plus one discarded Newton-Schulz per step, identical updates, "
+        "so a known per-step saving that must be detected). Needs the muon arm and the builtin trainer. "
+        "Default: none.",
+    )
+    lr_brackets: dict[ArmName, list[Annotated[float, Field(gt=0, le=100)]]] = Field(
+        default_factory=dict,
+        description="Equal tuning on what is judged: each listed arm runs at each multiple of its carried lr at "
+        "every rung (1 included: the carried lr), e.g. {periodic: [1, 1.5, 2.3], muon: [1, 1.5, 2.3]}; each (rung, "
+        "arm) is judged at the multiple with the lowest mean final quality over the transfer's seeds, and the "
+        "report prints each arm's settings and runs. Default: none (one setting per arm and rung: equal).",
+    )
+    diagnostics: list[DiagnosticName] = Field(
+        default_factory=list,
+        max_length=1,
+        description="Diagnostic arms trained beside the arms at every rung: effective_step (muon_effective_step: "
+        "Muon at lr x the periodic arm's mean update-RMS ratio (1 + (K - 1) gamma) / K), whose verdict says whether "
+        "a steps penalty of periodic against Muon is its smaller step or its direction. Needs the muon arm, a "
+        "periodic searched arm and the builtin trainer. Default: none.",
+    )
 
     @field_validator("rungs")
     @classmethod
@@ -129,11 +168,61 @@ class TransferSpec(BaseModel):
             raise ValueError(f"arms must be a non-empty list of distinct arms from {list(_ARMS)}, got {arms}")
         return arms
 
+    @field_validator("timing")
+    @classmethod
+    def _timing_fits_the_study(cls, timing: TimingSpec, info: ValidationInfo) -> TimingSpec:
+        """local_batch within the training batch and blocks of whole refresh periods, where the spec or its source
+        sweep's folder tells them (a submission over REST names the sweep's folder on the server): the allowed
+        values depend on the sweep, and submission is where a wrong value should be refused."""
+        if not timing.measured or timing.method != "interleaved":
+            return timing
+        facts = _source_facts(info.data.get("sweep"), info.data.get("trial") or {})
+        if timing.local_batch is not None and facts.batch is not None and timing.local_batch > facts.batch:
+            raise ValueError(f"timing.local_batch must be between 1 and the training batch ({facts.batch}), got "
+                             f"{timing.local_batch}")
+        if timing.block_steps is not None and facts.period is not None and timing.block_steps % facts.period:
+            p = facts.period
+            raise ValueError(f"timing.block_steps must be a whole number of every arm's refresh period (the chosen "
+                             f"K={p}; 1 for the other arms): a multiple of {p} ({p}, {2 * p}, {3 * p}, ...), got "
+                             f"{timing.block_steps}")
+        return timing
+
+    @field_validator("controls", "diagnostics")
+    @classmethod
+    def _extra_arms_buildable(cls, names: list[str], info: ValidationInfo) -> list[str]:
+        field = info.field_name
+        if len(set(names)) != len(names):
+            raise ValueError(f"{field} must be distinct; got {names}")
+        arms = info.data.get("arms")
+        if names and arms is not None and "muon" not in arms:
+            raise ValueError(f"{field} {names} compare against Muon: arms must include 'muon', got {arms}")
+        facts = _source_facts(info.data.get("sweep"), info.data.get("trial") or {})
+        if names and facts.backend not in (None, "builtin"):
+            raise ValueError(f"{field} {names} cannot be built for the sweep's {facts.backend!r} trainer: their "
+                             "arms are optimizers of the builtin trial (backend 'builtin'); allowed: [] with this "
+                             "sweep")
+        if field == "diagnostics" and names and facts.period == 1:
+            raise ValueError(f"diagnostics {names} need a periodic searched arm (its K and gamma set the step size); "
+                             "allowed: [] with this sweep")
+        return names
+
+    @field_validator("lr_brackets")
+    @classmethod
+    def _brackets(cls, brackets: dict[str, list[float]]) -> dict[str, list[float]]:
+        for arm, factors in brackets.items():
+            if 1 not in factors or len(set(factors)) != len(factors) or len(factors) > 9:
+                raise ValueError(f"lr_brackets.{arm} must be 1 to 9 distinct multiples of the carried lr including 1, "
+                                 f"e.g. [1, 1.5, 2.3]; got {factors}")
+        return brackets
+
     @model_validator(mode="after")
     def _rules_for_arms(self) -> TransferSpec:
         extra = sorted(set(self.lr_rules) - set(self.arms))
         if extra:
             raise ValueError(f"lr_rules names arms {extra} that are not in arms {self.arms}")
+        extra = sorted(set(self.lr_brackets) - set(self.arms))
+        if extra:
+            raise ValueError(f"lr_brackets names arms {extra} that are not in arms {self.arms}")
         if self.target.rule == "final_mean" and self.target.arm not in self.arms:
             raise ValueError(f"target.arm {self.target.arm!r} must be one of arms {self.arms}")
         if self.rounds is not None:
@@ -158,12 +247,54 @@ class TransferSpec(BaseModel):
         for later in ("verify", "rounds"):  # added later: older transfers resume
             if payload.get(later, 0) is None:
                 payload.pop(later)
+        for later in ("controls", "diagnostics", "lr_brackets"):  # added later, empty by default: older ones resume
+            if not payload.get(later):
+                payload.pop(later, None)
+        timing_default = TimingSpec().model_dump(mode="json")
+        payload["timing"] = {k: v for k, v in payload["timing"].items()
+                             if k in _FIRST_TIMING_FIELDS or v != timing_default[k]}
         # Sections added later are left out while at their defaults, so transfers started before them resume.
-        for key, default in (("target", TargetSpec()), ("horizon", HorizonSpec()), ("timing", TimingSpec()),
-                             ("plateau", PlateauSpec())):
-            if payload.get(key) == default.model_dump(mode="json"):
+        first_timing = {k: timing_default[k] for k in _FIRST_TIMING_FIELDS}
+        for key, default in (("target", TargetSpec().model_dump(mode="json")),
+                             ("horizon", HorizonSpec().model_dump(mode="json")), ("timing", first_timing),
+                             ("plateau", PlateauSpec().model_dump(mode="json"))):
+            if payload.get(key) == default:
                 payload.pop(key)
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+class _SourceFacts(BaseModel):
+    """What the source sweep's folder says about the allowed timing values and controls (None: not known here)."""
+
+    batch: int | None = None
+    backend: str | None = None
+    period: int | None = None  # the searched arm's refresh period at the chosen point (K for periodic)
+
+
+def _source_facts(sweep: str | None, trial: Mapping[str, Any]) -> _SourceFacts:
+    """The training batch (the transfer's `trial` over the sweep's), the sweep's trainer and the chosen point's
+    refresh period, from the sweep's stored spec and status when its folder is readable here; each None when not
+    (e.g. a spec checked away from the sweep's machine: the plan checks them again)."""
+    from ..jobfiles import SPEC_FILE, STATUS_FILE, read_json
+
+    folder = Path(sweep) if sweep else None
+    spec = read_json(folder / SPEC_FILE) if folder is not None else None
+    batch = trial.get("batch_size")
+    if batch is None and spec is not None:
+        batch = (spec.get("trial") or {}).get("batch_size", 32)  # TrialConfig's default batch
+    backend = ((spec or {}).get("backend") or {}).get("name", "builtin") if spec is not None else None
+    period = None
+    if spec is not None:
+        search = spec.get("search") or {}
+        if (search.get("optimizer") or {}).get("name", "periodic") != "periodic":
+            period = 1
+        else:
+            best = (read_json(folder / STATUS_FILE) or {}).get("best") or {} if folder is not None else {}
+            chosen = re.search(r"(?:^|,)K=(\d+)", str(best.get("point_key", "")))
+            space = [int(k) for k in (search.get("space") or {}).get("K") or [] if isinstance(k, int)]
+            period = int(chosen.group(1)) if chosen else (space[0] if len(set(space)) == 1 else None)
+    return _SourceFacts(batch=int(batch) if isinstance(batch, int) else None, backend=backend,
+                        period=period if period and period > 0 else None)
 
 
 def load_transfer_spec(source: str | Path | Mapping[str, Any]) -> TransferSpec:

@@ -1,18 +1,34 @@
-"""How a transfer did against the target its spec declared: the per-rung report (`scaling.rung_report`) and the
-rungs still improving fast at their end."""
+"""How a transfer did against the target its spec declared: the per-rung report (`scaling.rung_report`), each
+steps-to-target comparison at the first and the sustained crossing (`scaling.compare_crossings`: restricted-mean
+ratio over every seed, censoring counted), the controls' outcomes (`scaling.controls_section`), and the rungs still
+improving fast at their end."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from functools import cached_property
 from typing import Any
 
-from scaling import (
-    PlateauSpec,
-    TargetSpec,
-    rung_report,
+from scaling import ScalingInputError
+from scaling.claims import (
+    CrossingComparison,
+    alpha_budget,
+    compare_crossings,
+    controls_section,
+    judge_claims,
+    power_at_alpha,
 )
+from scaling.controls import ControlOutcome, control_outcome, null_reading
+from scaling.rungs import PlateauSpec, TargetSpec, rung_report
 
 from ._savings import SavingsAnswers
+from ._timing import round_log_ratios
+
+# The controls are judged, and a null read, at the first crossing: the endpoint the earlier studies reported, and
+# the one whose interval coverage the injection simulation holds to 95 % at every steps ratio (docs/targets.md).
+CONTROL_ENDPOINT = "first"
+CONTROL_ALPHA = 0.05
 
 __all__ = ["TargetAnswers"]
 
@@ -24,12 +40,15 @@ class TargetAnswers(SavingsAnswers):
         """The per-rung report against the target declared in the spec (`scaling.rung_report`): target
         value and its source, fraction of seeds reaching it per arm, steps and time to target, the paired
         steps-to-target ratio, the per-step time ratio measured in isolation and the time saving, time to best
-        (the paper's definition) beside them, and the plateau flag per rung. Computed once per result (the
-        analysis, the export and the fits each ask for it); callers get their own top-level copy."""
+        (the paper's definition) beside them, and the plateau flag per rung; each comparison also at the `first` and
+        the `sustained` crossing (restricted-mean steps ratio over every seed with its censoring counts, the time
+        saving on it, and how to read a null: interpretable only when the positive control's saving was
+        detected). Computed once per result (the analysis, the export and the fits each ask for it); callers get
+        their own top-level copy."""
         return dict(self._target_report)
 
     @cached_property
-    def _target_report(self) -> dict[str, Any]:
+    def _rung_report(self) -> dict[str, Any]:
         ttb = {rid: t.best_time_s for rid, t in self.time_to_best().items()}
         plan = self.plan
         # Transfers planned before targets existed get the default rule, applied now (and said so in the text).
@@ -41,6 +60,211 @@ class TargetAnswers(SavingsAnswers):
             plateau_spec=PlateauSpec.model_validate(plan.plateau or {}),
             horizons=plan.horizon_of())
 
+    @cached_property
+    def _target_report(self) -> dict[str, Any]:
+        report = self._rung_report
+        # Both crossings beside the complete-case numbers, every seed kept; a null read against the positive control.
+        positive = self._control_outcomes.get("positive", {})
+        for rung, entry in report["rungs"].items():
+            for base, comp in entry["comparisons"].items():
+                crossing = self._comparisons[rung, base]
+                if not isinstance(crossing, CrossingComparison):
+                    comp.update(first={"error": crossing}, sustained={"error": crossing})
+                    continue
+                doc = crossing.to_dict()
+                for endpoint in ("first", "sustained"):
+                    saving = crossing.savings.get(endpoint)
+                    comp[endpoint] = doc[endpoint]
+                    if saving is not None:
+                        comp[endpoint]["reading"] = null_reading(saving, positive.get(rung))
+        return report
+
+    @cached_property
+    def _comparisons(self) -> dict[tuple[str, str], CrossingComparison | str]:
+        """(rung, baseline) -> the searched arm against it at both crossings, or why there is none."""
+        rungs = self._rung_report["rungs"]
+        return {(rung, base): self._crossing(rung, self.searched_arm, base, rungs[rung]["target"])
+                for rung in self.plan.rungs for base in self.plan.arms if base != self.searched_arm}
+
+    def claims(self) -> dict[str, Any]:
+        """The study's claims in one alpha budget (`scaling.judge_claims`): every rung x baseline comparison of the
+        time saving, Holm at alpha / looks (the rounds' alpha and planned looks, else 0.05 and one look), a claim
+        standing only where the first and the sustained crossing both show it in one direction; with each
+        comparison's power at the level the strongest claim must pass (`scaling.power_at_alpha`)."""
+        rule = (self.plan.rounds or {}).get("rule") or {}
+        looks = int((self.plan.rounds or {}).get("looks_planned") or 1)
+        budget = alpha_budget(float(rule.get("alpha", CONTROL_ALPHA)), comparisons=max(1, len(self._comparisons)),
+                              looks=looks)
+        judged = {f"{rung} vs {base}": c for (rung, base), c in self._comparisons.items()
+                  if isinstance(c, CrossingComparison)}
+        doc: dict[str, Any] = {"budget": budget.to_dict(), "budget_text": budget.text(),
+                               "not_judged": [f"{r} vs {b}" for (r, b), c in self._comparisons.items()
+                                              if not isinstance(c, CrossingComparison)]}
+        if judged:
+            doc.update(judge_claims(judged, budget).to_dict())
+        power: dict[str, Any] = {}
+        for key, comp in judged.items():
+            saving = comp.savings.get("first")
+            steps = comp.steps["first"]
+            if saving is None or steps.log_se is None:
+                continue
+            power[key] = power_at_alpha(
+                sd_seed_log=steps.log_se * math.sqrt(steps.n), n=steps.n, alpha=budget.first_step,
+                var_timing_log=saving.se_timing_log**2 if saving.se_timing_log is not None else None,
+                df_timing=saving.timing_rounds - 1 if saving.timing_rounds > 1 else None).to_dict()
+        doc["power"] = power
+        return doc
+
+    def _crossing(self, rung: str, searched: str, base: str, target: float | None) -> CrossingComparison | str:
+        """`searched` against `base` at `rung` at both crossings (with the saving when both were timed), or why
+        there is none."""
+        if target is None:
+            return f"no target at {rung}"
+        logs = round_log_ratios((self.step_timing.get("seconds_per_step_runs") or {}).get(rung) or {}, searched,
+                                base)
+        try:
+            return compare_crossings(self.runs, rung=rung, searched=searched, baseline=base, target=target,
+                                     horizon=self.plan.horizon_of().get(rung), step_time_log_ratios=logs)
+        except ScalingInputError as exc:  # e.g. a seed one arm has not run yet
+            return str(exc)
+
+    @cached_property
+    def _control_comparisons(self) -> dict[str, dict[str, CrossingComparison | str]]:
+        """Control kind -> rung -> Muon against the control arm (negative: muon_twin; positive: muon_extra_ns),
+        on the rung's declared target, or why there is none."""
+        if not self.plan.controls:
+            return {}
+        rungs = self._rung_report["rungs"]  # the same target and curve the arms are judged on
+        return {kind: {rung: self._crossing(rung, c["against"], c["arm"], rungs[rung]["target"])
+                       for rung in self.plan.rungs}
+                for kind, c in self.plan.controls.items()}
+
+    def _expected_step_time_ratio(self) -> dict[str, float]:
+        """Rung -> Muon / muon_extra_ns per-step ratio as the redundant work's own clock predicts it."""
+        rungs: Mapping[str, Any] = self.step_timing.get("rungs") or {}
+        return {rung: float(d["expected_step_time_ratio"]["muon_extra_ns"]) for rung, d in rungs.items()
+                if "muon_extra_ns" in (d.get("expected_step_time_ratio") or {})}
+
+    @cached_property
+    def _control_outcomes(self) -> dict[str, dict[str, ControlOutcome]]:
+        """Control kind -> rung -> its outcome (`scaling.control_outcome`), where it could be judged."""
+        expected = self._expected_step_time_ratio()
+        out: dict[str, dict[str, ControlOutcome]] = {}
+        for kind, per in self._control_comparisons.items():
+            for rung, comp in per.items():
+                saving = comp.savings.get(CONTROL_ENDPOINT) if isinstance(comp, CrossingComparison) else None
+                if saving is not None:
+                    out.setdefault(kind, {})[rung] = control_outcome(
+                        kind, saving, alpha=CONTROL_ALPHA,  # type: ignore[arg-type]
+                        expected_step_time_ratio=expected.get(rung) if kind == "positive" else None)
+        return out
+
+    def controls(self) -> dict[str, Any] | None:
+        """The analysis' `controls` section (`scaling.controls_section`, judged at the first crossing): per control
+        its outcome per rung and `passed`, the comparisons behind them at both crossings, the verdict lines the
+        report prints first, and rungs that could not be judged; None for a transfer without controls."""
+        if not self.plan.controls:
+            return None
+        comps = self._control_comparisons
+        judged = {kind: [c for c in per.values() if isinstance(c, CrossingComparison)] for kind, per in comps.items()}
+        doc = controls_section(judged, endpoint=CONTROL_ENDPOINT, alpha=CONTROL_ALPHA,  # type: ignore[arg-type]
+                               expected_step_time_ratio=self._expected_step_time_ratio())
+        for kind, c in self.plan.controls.items():
+            section = doc.setdefault(kind, {"passed": False, "rungs": {}})
+            section.update(arm=c["arm"], against=c["against"])
+            section["comparisons"] = {rung: comp.to_dict() if isinstance(comp, CrossingComparison) else
+                                      {"error": comp} for rung, comp in comps[kind].items()}
+            missing = {rung: comp for rung, comp in comps[kind].items() if not isinstance(comp, CrossingComparison)}
+            for rung, why in missing.items():
+                section["rungs"][rung] = {"control": kind, "passed": False, "checks": [],
+                                          "verdict": f"{kind} control not judged: {why}"}
+                doc["lines"].append(f"{rung}: {kind} control not judged: {why}")
+            section["passed"] = bool(section["rungs"]) and all(r["passed"] for r in section["rungs"].values())
+        doc["summary"] = controls_summary(doc)
+        return doc
+
     def undertrained_rungs(self) -> list[str]:
         """Rungs whose runs are mostly still improving fast at their end (the plateau check)."""
         return [r for r, e in self.targets()["rungs"].items() if e["plateau"]["undertrained"]]
+
+    def diagnostics(self) -> dict[str, Any] | None:
+        """The diagnostics' section (None without): effective_step per rung: the searched arm against Muon and
+        against Muon at the searched arm's mean update size (`muon_effective_step`), at the first crossing, and the
+        verdict: is a steps penalty against Muon the step size or the direction?"""
+        plan = self.plan.diagnostics
+        if not plan:
+            return None
+        rungs = self._rung_report["rungs"]
+        out: dict[str, Any] = {}
+        for kind, d in plan.items():
+            per: dict[str, Any] = {}
+            for rung in self.plan.rungs:
+                vs_muon = self._crossing(rung, d["against"], d["reference"], rungs[rung]["target"])
+                vs_eff = self._crossing(rung, d["against"], d["arm"], rungs[rung]["target"])
+                doc: dict[str, Any] = {}
+                for key, comp in ((f"vs_{d['reference']}", vs_muon), (f"vs_{d['arm']}", vs_eff)):
+                    doc[key] = comp.to_dict() if isinstance(comp, CrossingComparison) else {"error": comp}
+                if isinstance(vs_muon, CrossingComparison) and isinstance(vs_eff, CrossingComparison):
+                    doc["verdict"] = effective_step_verdict(vs_muon.steps[CONTROL_ENDPOINT],
+                                                            vs_eff.steps[CONTROL_ENDPOINT])
+                else:
+                    doc["verdict"] = "not judged: " + str(vs_muon if isinstance(vs_muon, str) else vs_eff)
+                per[rung] = doc
+            out[kind] = {**d, "endpoint": CONTROL_ENDPOINT, "rungs": per,
+                         "lines": [f"{rung}: effective step: {doc['verdict']}" for rung, doc in per.items()]}
+        return out
+
+    def tuning_budgets(self) -> dict[str, Any]:
+        """Per arm, the settings tried before the transfer carried one (the sweep's points for the searched arm, its
+        lr bracket for a baseline) and the settings and runs per rung in the transfer, with whether they are equal
+        across the arms (a searched arm tuned on more settings than the baselines has an advantage no test sees)."""
+        sweep_settings: dict[str, int] = {}
+        for arm, doc in self.source_objectives.items():
+            tried = (doc or {}).get("lr_tuning") or {}
+            sweep_settings[arm] = max(1, len(tried))
+        chosen = self.source.get("selection_points")
+        if chosen:
+            sweep_settings[self.searched_arm] = int(chosen)
+        brackets = self.plan.lr_brackets or {}
+        per_arm = {arm: {"sweep_settings": sweep_settings.get(arm),
+                         "transfer_settings_per_rung": len(brackets.get(arm, [1])),
+                         "runs_per_rung": len(brackets.get(arm, [1])) * len(self.plan.seeds)}
+                   for arm in self.plan.arms}
+        transfer_equal = len({a["runs_per_rung"] for a in per_arm.values()}) == 1
+        known = [a["sweep_settings"] for a in per_arm.values() if a["sweep_settings"] is not None]
+        return {"arms": per_arm, "equal_in_transfer": transfer_equal,
+                "equal_in_sweep": (len(set(known)) <= 1) if len(known) == len(per_arm) else None}
+
+
+def effective_step_verdict(vs_muon: Any, vs_effective: Any) -> str:
+    """The effective-step diagnostic's verdict from two restricted-mean steps ratios (searched arm / Muon and
+    searched arm / Muon at the searched arm's mean update size), each with its interval."""
+    if vs_muon.lo is None or vs_effective.lo is None:
+        return "not judged: one seed, no interval"
+    if vs_muon.lo <= 1.0:
+        return (f"no steps penalty against Muon shown (ratio {vs_muon.ratio:.3g} [{vs_muon.lo:.3g}, "
+                f"{vs_muon.hi:.3g}]): nothing to attribute")
+    head = (f"steps ratio {vs_muon.ratio:.3g} [{vs_muon.lo:.3g}, {vs_muon.hi:.3g}] against Muon, "
+            f"{vs_effective.ratio:.3g} [{vs_effective.lo:.3g}, {vs_effective.hi:.3g}] against Muon at its update size")
+    if vs_effective.lo > 1.0:
+        return f"{head}: the direction (at equal update size Muon still needs fewer steps)"
+    if vs_effective.hi < 1.0:
+        return f"{head}: the step size, and more (at equal update size Muon needs more steps)"
+    return f"{head}: the step size (at equal update size the penalty is gone; tune its lr)"
+
+
+def controls_summary(doc: Mapping[str, Any]) -> list[str]:
+    """The report's first lines: whether each control came out as it must, over every rung, then each rung's
+    verdict; a failed positive control first of all (a null elsewhere in the study is then not evidence)."""
+    lines = []
+    positive = doc.get("positive")
+    if positive is not None and not positive["passed"]:
+        lines.append("POSITIVE CONTROL FAILED: a known per-step saving was not detected at every rung, so no null "
+                     "in this study is evidence of no saving (the study finished; its numbers follow)")
+    for kind in ("negative", "positive"):
+        section = doc.get(kind)
+        if section is None:
+            continue
+        state = "came out as it must at every rung" if section["passed"] else "did NOT come out as it must"
+        lines.append(f"{kind} control ({section.get('arm')} against {section.get('against')}): {state}")
+    return lines + [f"  {line}" for line in doc.get("lines", [])]

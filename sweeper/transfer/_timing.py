@@ -1,16 +1,113 @@
-"""The transfer's timing stage: each arm's seconds per training step at each rung, measured in short runs of the
-real trial, one after another (the analysis of those times, `scaling.median_step_times` and the paired ratios, is
-pure and lives in `scaling`)."""
+"""The transfer's timing stage: each arm's cost per training step at each rung, before the transfer's runs start.
+
+Two methods (`scaling.TimingSpec.method`):
+
+- `interleaved` (the default): `trials.steptime.interleaved_step_times` per rung, every arm of the rung (the control
+  arms included) built side by side in one process at the rung's training shapes, run in short blocks of whole
+  refresh periods in turn on the same batches, thread-CPU time by default with wall time beside it. Each round gives
+  every arm one cost per step, so round i of two arms is a pair;
+- `isolated` (the earlier stage): a short run of the real trial per arm, one after another, wall clock.
+
+Either way the stored document holds `seconds_per_step` (rung -> arm -> the median over rounds) and
+`seconds_per_step_runs` (rung -> arm -> one cost per round, paired by round) on the clock the ratios use, which is
+what the analysis reads (`scaling.median_step_times`, the paired ratios and the time saving are pure and live in
+`scaling`).
+"""
 
 from __future__ import annotations
 
+import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from scaling import TimingSpec, median_step_times
+from scaling.rungs import TimingSpec, median_step_times
 
-__all__ = ["measure_step_time_runs", "measure_step_times"]
+__all__ = ["measure_interleaved", "measure_step_time_runs", "measure_step_times", "round_log_ratios", "timing_lines"]
+
+
+def measure_interleaved(
+    trial: Mapping[str, Any], arms_by_rung: Mapping[str, Mapping[str, Mapping[str, Any]]], timing: TimingSpec, *,
+    threads: int = 1, reference: str | None = None, progress: Callable[[str, dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Per rung, `arms_by_rung[rung]` (arm label -> optimizer config; two labels may name one optimizer, the
+    negative control) timed by `trials.steptime.interleaved_step_times` at `trial`'s shapes (rung, batch, data,
+    text encoder) with `timing`'s options, against `reference` (default: muon when timed, else the first arm).
+    `threads` is the trials' thread count; the thread clock needs 1 and gets it (the study's setting).
+
+    Returns the stage's document: `seconds_per_step` and `seconds_per_step_runs` on `timing.clock`, the same on wall
+    time (`wall_seconds_per_step_runs`), and per rung (`rungs`) the measurement's digest (`StepTimes.summary`: per
+    arm and clock the cost per step and per phase, Muon's optimizer share, the ratio to the reference with its
+    interval) and, for an arm with redundant work (the positive control), `expected_step_time_ratio`: reference /
+    that arm as the redundant work's own clock predicts it, the known answer the analysis checks against.
+    `progress(rung, digest)` is called after each rung."""
+    from trials.steptime import StepTimingConfig, interleaved_step_times
+
+    config = StepTimingConfig(local_batch=timing.local_batch, clock=timing.clock, block_steps=timing.block_steps,
+                              warmup_rounds=timing.warmup_rounds, rounds=timing.rounds,
+                              target_halfwidth=timing.target_halfwidth, max_rounds=timing.max_rounds)
+    clock_note = None
+    if timing.clock == "thread" and "clock" not in timing.model_fields_set and _on_accelerator(trial):
+        # The default clock cannot see an accelerator's work: wall time there, said so (asked for, it is refused).
+        config = config.model_copy(update={"clock": "wall"})
+        clock_note = "the trials run on an accelerator: wall clock (thread-CPU time does not see its work)"
+    threads = 1 if config.clock == "thread" else threads
+    base = {k: v for k, v in trial.items() if k not in ("tracking", "checkpoint_dir")}
+    runs: dict[str, dict[str, list[float]]] = {}
+    wall: dict[str, dict[str, list[float]]] = {}
+    rungs: dict[str, Any] = {}
+    for rung, arms in arms_by_rung.items():
+        ref = reference if reference in arms else ("muon" if "muon" in arms else next(iter(arms)))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            st = interleaved_step_times({**base, "rung": rung, "seed": 0, "threads": threads}, arms, config,
+                                        reference=ref)
+        runs[rung] = {arm: st.step(arm) for arm in st.arms}
+        wall[rung] = {arm: st.step(arm, "wall") for arm in st.arms}
+        digest = st.summary()
+        expected = {arm: 1.0 / e for arm in st.redundant if (e := st.expected_ratio(arm)) is not None}
+        if expected:
+            digest["expected_step_time_ratio"] = expected
+        digest["optimizer_share"] = {arm: st.optimizer_share(arm) for arm in st.arms}
+        rungs[rung] = digest
+        if progress is not None:
+            progress(rung, digest)
+    return {"measured": True, "method": "interleaved", "clock": config.clock, "clock_note": clock_note,
+            "threads": threads,
+            "local_batch": timing.local_batch, "seconds_per_step": median_step_times(runs),
+            "seconds_per_step_runs": runs, "wall_seconds_per_step_runs": wall, "rungs": rungs}
+
+
+def _on_accelerator(trial: Mapping[str, Any]) -> bool:
+    """Whether the trials' device resolves to an accelerator (`trial.device`: cpu, cuda, or auto: CUDA when
+    available)."""
+    device = str(trial.get("device", "cpu"))
+    if device == "auto":
+        import torch
+
+        return bool(torch.cuda.is_available())
+    return device != "cpu"
+
+
+def timing_lines(doc: Mapping[str, Any]) -> list[str]:
+    """The interleaved timing per rung as text: each arm's ms per step, Muon's optimizer share (the paper's: 44 %
+    at 15B per rank), and each ratio to the reference with its interval and rounds."""
+    lines = []
+    for rung, d in (doc.get("rungs") or {}).items():
+        clock = d["clock"]
+        batch = f"local batch {d['local_batch']} of {d['batch_size']}" if d["local_batch"] != d["batch_size"] else (
+            f"batch {d['batch_size']}")
+        lines.append(f"  {rung:<10} {d['rounds']} rounds of {d['block_steps']}-step blocks, {clock} clock, {batch}")
+        for arm, per in d["arms"].items():
+            c = per[clock]
+            ratio = c.get("ratio")
+            text = (f"; / {d['reference']} {ratio['mean']:.3f} [{ratio['lo']:.3f}, {ratio['hi']:.3f}]"
+                    if ratio else "")
+            lines.append(f"    {arm:<14} {1e3 * c['step_s']:.2f} ms/step, optimizer {100 * c['optimizer_share']:.0f} "
+                         f"% of the step{text}")
+        for arm, e in (d.get("expected_step_time_ratio") or {}).items():
+            lines.append(f"    expected {d['reference']} / {arm} from its redundant work's own clock: {e:.3f}")
+    return lines
 
 
 def measure_step_times(
@@ -23,9 +120,10 @@ def measure_step_times(
 def measure_step_time_runs(
     trial: Mapping[str, Any], rows: Sequence[tuple[str, str, Mapping[str, Any]]], timing: TimingSpec, threads: int = 1
 ) -> dict[str, dict[str, list[float]]]:
-    """Rung -> arm -> seconds per training step of each timing round, each from a short run of its own, one after
-    another: `timing.repeats` rounds over every (rung, arm), the order within a rung rotated by one arm each round
-    so no arm is always first (a drifting machine then moves every arm alike, and round i of two arms is a pair).
+    """The isolated method: rung -> arm -> seconds per training step of each timing round, each from a short run of
+    its own, one after another: `timing.repeats` rounds over every (rung, arm), the order within a rung rotated by
+    one arm each round so no arm is always first (a drifting machine then moves every arm alike, and round i of two
+    arms is a pair).
 
     Each is the built-in trial (`trial` as the transfer's runs get it) for `warmup + steps` steps; its effective
     time between the two tiny evaluations at `warmup` and `warmup + steps` divided by `steps`. Evaluation is
@@ -54,3 +152,12 @@ def measure_step_time_runs(
                     per_step = (clock[timing.warmup + timing.steps] - clock[timing.warmup]) / timing.steps
                     out.setdefault(rung, {}).setdefault(arm, []).append(per_step)
     return out
+
+
+def round_log_ratios(runs: Mapping[str, Sequence[float]], ours: str, base: str) -> list[float] | None:
+    """log(ours / base) per timing round, paired by round; None when either arm has no timing or the rounds do not
+    pair up."""
+    a, b = runs.get(ours) or [], runs.get(base) or []
+    if not a or len(a) != len(b) or min(*a, *b) <= 0:
+        return None
+    return [math.log(x / y) for x, y in zip(a, b, strict=True)]

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from scaling import TransferVerdict, verification_design, verify_transfer
+from scaling.verify import TransferVerdict, verification_design, verify_transfer
 from trials.record import LINEAGE
 
 __all__ = ["VerifySpec", "is_verification_run", "plan_verification", "verification_line", "verification_verdict"]

@@ -3,7 +3,7 @@ caps, counted from the transfer's plan before anything runs."""
 
 from __future__ import annotations
 
-from scaling import rung_horizon
+from scaling.rungs import rung_horizon
 
 from ..specs import SweepSpec, trial_work
 from ._job import _deep_merge, _default_rungs, _scaled_eval_steps
@@ -15,7 +15,8 @@ __all__ = ["transfer_work"]
 
 def transfer_work(spec: TransferSpec, base: SweepSpec) -> int:
     """A transfer of sweep `base` (`sweeper.TransferSpec`): every rung x arm x seed at that rung's horizon and eval
-    steps (as the transfer's plan sets them), and the verification bracket (two settings per knob) at its rung."""
+    steps (as the transfer's plan sets them), the control arms' runs likewise, and the verification bracket (two
+    settings per knob) at its rung."""
     rungs = list(spec.rungs or _default_rungs(base.rung))
     trial = _deep_merge(base.trial, spec.trial)
     fixed = spec.steps or max(1, round(spec.horizon_factor * base.horizon))
@@ -25,7 +26,9 @@ def transfer_work(spec: TransferSpec, base: SweepSpec) -> int:
         steps = rung_horizon(spec.horizon, _rung_shape(rung, trial)[1], int(trial.get("batch_size", 32)), fixed)
         eval_steps = _scaled_eval_steps(base.resolved_eval_steps, base.horizon, steps)
         per_rung[rung] = trial_work({**trial, "rung": rung, "steps": steps, "eval_steps": eval_steps})
-    total = sum(len(spec.arms) * seeds * work for work in per_rung.values())
+    arms = (len(spec.arms) + len(spec.controls) + len(spec.diagnostics)
+            + sum(len(factors) - 1 for factors in spec.lr_brackets.values()))
+    total = sum(arms * seeds * work for work in per_rung.values())
     if spec.verify is not None:
         rung = spec.verify.rung or rungs[-1]
         total += 2 * len(spec.verify.knobs) * seeds * per_rung.get(rung, max(per_rung.values()))

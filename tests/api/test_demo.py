@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from api.demo._demo import PROFILES, _summary, demo_sweep_spec
-from scaling import Export
+from scaling.export import Export
 from sweeper import SweepSpec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,7 +45,7 @@ def test_the_demo_prints_each_stages_time() -> None:
 
 
 def test_evidence_profile_decides_with_uncertainty_and_declares_its_target() -> None:
-    from scaling._rungs import rung_horizon
+    from scaling.rungs import rung_horizon
     from sweeper import TransferSpec
     from sweeper.transfer._plan import _rung_shape
 

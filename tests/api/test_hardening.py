@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from api.service import Settings, create_app
 from api.service._db import SweepRecord, TransferRecord
-from scaling._records import TransferRun
+from scaling.records import TransferRun
 from sweeper import TransferResult
 
 from .conftest import AUTH, TOKEN, LiveServer, free_port

@@ -17,7 +17,7 @@ import pytest
 
 from dashboards import ReportData, build_report, compute_report, report_figures, write_report
 from dashboards._scaling import scaling_fit_data
-from scaling import fit_scaling
+from scaling.fits import fit_scaling
 
 IMG = re.compile(r'<img alt="([^"]+)" src="data:image/png;base64,([^"]+)">')
 

@@ -10,7 +10,7 @@ import pytest
 import dashboards._records as records_module
 from dashboards import DashboardInputError, RunRecord, build_report, compute_report
 from dashboards._scaling import scaling_fit_data
-from scaling import fit_scaling
+from scaling.fits import fit_scaling
 
 
 @pytest.mark.parametrize("fixture", ["sweep_records", "transfer_records"])

@@ -9,7 +9,7 @@ import pytest
 
 from dashboards import DashboardInputError, compute_scaling_plot, plot_scaling
 from dashboards._scaling import compute_fit_plot, scaling_fit_data
-from scaling import ScalingFit, fit_scaling
+from scaling.fits import ScalingFit, fit_scaling
 
 ARMS = ("adamw", "muon", "periodic")
 

@@ -8,15 +8,8 @@ import math
 import pytest
 from scipy import stats
 
-from scaling import (
-    MIN_SEEDS_P_BEST,
-    ScalingInputError,
-    alpha_budget,
-    choice_warning,
-    holm_in_budget,
-    p_best_text,
-    power_at_alpha,
-)
+from scaling import ScalingInputError
+from scaling.claims import MIN_SEEDS_P_BEST, alpha_budget, choice_warning, holm_in_budget, p_best_text, power_at_alpha
 
 
 def test_alpha_budget_spreads_alpha_over_looks_then_comparisons() -> None:

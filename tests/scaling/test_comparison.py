@@ -7,15 +7,8 @@ import math
 
 import pytest
 
-from scaling import (
-    CrossingComparison,
-    ScalingInputError,
-    TransferRun,
-    alpha_budget,
-    compare_crossings,
-    controls_section,
-    judge_claims,
-)
+from scaling import ScalingInputError, TransferRun
+from scaling.claims import CrossingComparison, alpha_budget, compare_crossings, controls_section, judge_claims
 
 STEPS = (100, 200, 300, 400)
 

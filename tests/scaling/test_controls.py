@@ -8,14 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from scaling import (
-    Crossing,
-    ScalingInputError,
-    control_outcome,
-    null_reading,
-    restricted_ratio,
-    restricted_saving,
-)
+from scaling import ScalingInputError
+from scaling.controls import control_outcome, null_reading
+from scaling.survival import Crossing, restricted_ratio, restricted_saving
 
 HORIZON = 480.0
 

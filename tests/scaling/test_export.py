@@ -6,7 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from scaling import Export, ScalingInputError, build_export, export_snippet, transfer_lr
+from scaling import ScalingInputError
+from scaling.export import Export, build_export, export_snippet, transfer_lr
 from trials.optim import OptimizerConfig, build_optimizer
 
 

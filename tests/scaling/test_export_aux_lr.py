@@ -3,7 +3,7 @@ ladder's 3e-3 labelled as that wherever it is carried."""
 
 from __future__ import annotations
 
-from scaling import build_export
+from scaling.export import build_export
 from trials import CPU_AUX_LR
 
 ARMS = {"periodic": {"name": "periodic", "refresh_every": 3, "gamma": 0.15, "aux_lr": CPU_AUX_LR},

@@ -7,13 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from scaling import (
-    ExtrapolationRefused,
-    ScalingError,
-    ScalingFit,
-    ScalingInputError,
-    fit_scaling,
-)
+from scaling import ExtrapolationRefused, ScalingError, ScalingInputError
+from scaling.fits import ScalingFit, fit_scaling
 
 LADDER = np.array([0.3e9, 1.3e9, 4e9, 9e9, 15e9])  # parameter counts, a 5-rung ladder
 ALPHA = 0.3

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scaling import ScalingInputError, fit_scaling
+from scaling import ScalingInputError
+from scaling.fits import fit_scaling
 
 SIZES = np.array([3e5, 1e6, 2.3e6, 4.5e6, 9e6])
 

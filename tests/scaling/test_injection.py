@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from scaling import RecordedCurve, control_simulation, injection_coverage
+from scaling.controls import RecordedCurve, control_simulation, injection_coverage
 
 DATA = Path(__file__).with_name("data") / "curves.csv"
 REPLICATIONS = 1200

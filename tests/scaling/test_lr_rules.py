@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from scaling import WD_RULES, Export, ScalingInputError, build_export, default_lr_rule
-from scaling._lr_rules import carry_optimizer, transfer_weight_decay
+from scaling import ScalingInputError
+from scaling.export import WD_RULES, Export, build_export, carry_optimizer, default_lr_rule
+from scaling.export._lr_rules import transfer_weight_decay
 from sweeper import SweepSpec, TransferSpec
 from sweeper.transfer._job import _plan, _Source
 

@@ -1,4 +1,4 @@
-"""Seeds added in rounds (`scaling._rounds`): the looks the budget allows, the next seeds, each look's decision,
+"""Seeds added in rounds (`scaling.rounds`): the looks the budget allows, the next seeds, each look's decision,
 and a simulation showing that looking after every round at alpha / looks keeps the false "shown" rate at most
 alpha where looking at alpha each time does not."""
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from scaling import RoundsSpec, next_seeds, planned_looks, rounds_look
+from scaling.rounds import RoundsSpec, next_seeds, planned_looks, rounds_look
 from scaling.stats import t_interval, t_p_value
 
 

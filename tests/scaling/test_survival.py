@@ -8,23 +8,21 @@ import math
 import numpy as np
 import pytest
 
-from scaling import (
+from scaling import ScalingInputError, TransferRun
+from scaling.controls import grid_crossings
+from scaling.fits import fit_scaling
+from scaling.survival import (
     Crossing,
     RestrictedRatio,
-    ScalingInputError,
-    TimeToTarget,
-    TransferRun,
     censored_fit_data,
     crossings,
-    fit_scaling,
-    grid_crossings,
     one_target,
     restricted_mean,
     restricted_ratio,
     restricted_saving,
     sustained_crossing,
-    time_to_target,
 )
+from scaling.targets import TimeToTarget, time_to_target
 
 STEPS = [1, 2, 3, 4, 5]
 

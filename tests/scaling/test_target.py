@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from scaling import Plateau, ScalingInputError, TimeToTarget, plateau, time_to_target
+from scaling import ScalingInputError
+from scaling.targets import Plateau, TimeToTarget, plateau, time_to_target
 
 STEPS = [600, 800, 1000, 1200]
 TIMES = [30.0, 40.0, 52.0, 60.0]

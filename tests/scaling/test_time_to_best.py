@@ -6,14 +6,8 @@ import math
 
 import pytest
 
-from scaling import (
-    Checkpoints,
-    ScalingError,
-    ScalingInputError,
-    savings,
-    time_to_best,
-    time_to_common_target,
-)
+from scaling import ScalingError, ScalingInputError
+from scaling.targets import Checkpoints, savings, time_to_best, time_to_common_target
 
 # A run shaped like the paper's 4B one: FD settles near 42 and jumps to 62.89 at 45k before coming back.
 STEPS = [5000 * (i + 1) for i in range(12)]  # 5k .. 60k

@@ -17,7 +17,8 @@ import yaml
 from mlflow import MlflowClient
 
 from scalesweep_cli import main
-from scaling import Export, TransferError
+from scaling import TransferError
+from scaling.export import Export
 from sweeper import (
     TransferResult,
     cancel_transfer,
@@ -64,11 +65,12 @@ def case(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         # the default; the tiny trial's is 4): merged into its `trial`
         spec = {"name": "tiny-transfer", "sweep": str(sweep_dir), "rungs": RUNGS,
                 "trial": {"eval": {"fd_samples": 64, "track_points": 12}},
-                # Two timing rounds (what the paired ratio needs) of 4 timed steps after 1 warm-up, not the default
-                # 20 after 5: the stage runs its 18 short trials one after another before the runs start, and took
-                # about a minute at the default on a shared 2-core machine. What is checked (the rounds, their
-                # pairing, the medians) does not depend on how long each round is.
-                "timing": {"steps": 4, "warmup": 1, "repeats": 2}}
+                # The isolated timing method (the interleaved one is test_controls_... below): two timing rounds
+                # (what the paired ratio needs) of 4 timed steps after 1 warm-up, not the default 20 after 5: the
+                # stage runs its 18 short trials one after another before the runs start, and took about a minute
+                # at the default on a shared 2-core machine. What is checked (the rounds, their pairing, the
+                # medians) does not depend on how long each round is.
+                "timing": {"method": "isolated", "steps": 4, "warmup": 1, "repeats": 2}}
         spec_path = root / "transfer.yaml"
         spec_path.write_text(yaml.safe_dump(spec))
         transfer_dir = root / "transfer"
@@ -202,6 +204,48 @@ def test_target_is_declared_before_the_runs_and_every_run_is_tracked_and_timed(c
     export = result.export("cpu-m")
     assert export.provenance["target_rule"] == declared and export.provenance["horizons"] == dict.fromkeys(RUNGS, 12)
     assert "against the target declared before the runs" in result.table()
+
+
+def test_controls_are_trained_timed_interleaved_and_judged_first(case: dict[str, Any], tmp_path: Path) -> None:
+    # One rung, two seeds (a control needs a spread to be judged), both controls, the interleaved timing at a
+    # per-rank local batch: 10 runs of 12 steps and 5 timed rounds of 3-step blocks per arm.
+    spec = {"name": "tiny-controls", "sweep": str(case["sweep_dir"]), "rungs": ["cpu-xs"], "seeds": [0, 1],
+            "controls": ["negative", "positive"], "trial": {"eval": {"fd_samples": 64, "track_points": 4}},
+            "timing": {"rounds": 2, "warmup_rounds": 1, "local_batch": 4}}
+    progress = io.StringIO()
+    result = run_transfer(spec, workdir=tmp_path / "controls", show_progress=True, stream=progress)
+    assert result.state == "SUCCEEDED" and result.counts == {"SUCCEEDED": 10}
+    by = {(r.arm, r.seed): r for r in result.runs}
+    assert set(by) == {(a, s) for a in ("periodic", "muon", "adamw", "muon_twin", "muon_extra_ns") for s in (0, 1)}
+    for seed in (0, 1):  # identical updates: each control's curve is Muon's, seed by seed
+        muon = [f for _, _, f in by["muon", seed].track]
+        assert [f for _, _, f in by["muon_twin", seed].track] == muon
+        assert [f for _, _, f in by["muon_extra_ns", seed].track] == muon
+    timing = result.step_timing
+    assert timing["method"] == "interleaved" and timing["clock"] == "thread" and timing["local_batch"] == 4
+    digest = timing["rungs"]["cpu-xs"]
+    assert (digest["block_steps"], digest["rounds"], digest["local_batch"], digest["reference"]) == (3, 5, 4, "muon")
+    assert set(timing["seconds_per_step_runs"]["cpu-xs"]) == set(digest["arms"]) == {a for a, _ in by}
+    assert all(len(v) == 5 and min(v) > 0 for v in timing["seconds_per_step_runs"]["cpu-xs"].values())
+    assert 0 < digest["expected_step_time_ratio"]["muon_extra_ns"] < 1  # the redundant work costs something
+    assert "interleaved in one process per rung" in progress.getvalue()
+
+    doc = result.analysis(n_boot=0)
+    json.dumps(doc, allow_nan=False)
+    controls = doc["controls"]
+    for kind, arm in (("negative", "muon_twin"), ("positive", "muon_extra_ns")):
+        first = controls[kind]["comparisons"]["cpu-xs"]["first"]
+        assert first["steps_to_target_ratio"]["mean"] == 1.0  # the same curves: exactly the same steps
+        assert first["censoring"][arm] == first["censoring"]["muon"]
+        assert controls[kind]["rungs"]["cpu-xs"]["checks"]  # judged, not skipped
+    positive = controls["positive"]["comparisons"]["cpu-xs"]["first"]["time_saving_pct"]
+    assert positive["step_time_ratio"]["mean"] < 1 and positive["step_time_ratio"]["rounds"] == 5
+    comp = doc["targets"]["rungs"]["cpu-xs"]["comparisons"]["muon"]
+    assert {"first", "sustained"} <= set(comp) and set(comp["sustained"]["censoring"]) == {"periodic", "muon"}
+    lines = result.table().splitlines()
+    first_line = "POSITIVE CONTROL FAILED" if not controls["positive"]["passed"] else "negative control (muon_twin"
+    assert lines[0].startswith(first_line)
+    assert "muon_twin" not in doc["fits"]["time_to_best"].get("arms", {})
 
 
 def test_per_param_horizons_give_each_rung_its_own_steps(case: dict[str, Any]) -> None:

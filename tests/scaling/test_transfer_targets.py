@@ -13,7 +13,7 @@ import pytest
 from pydantic import ValidationError
 
 from scaling import TransferRun
-from scaling._rungs import HorizonSpec, rung_horizon
+from scaling.rungs import HorizonSpec, rung_horizon
 from sweeper import TransferResult, TransferSpec
 
 SIZES = {"cpu-xs": 300_000, "cpu-s": 1_000_000, "cpu-m": 2_300_000, "cpu-l": 4_500_000}
@@ -255,7 +255,7 @@ def test_the_per_step_time_ratio_is_paired_over_timing_rounds_with_its_interval(
 
 
 def test_timing_repeats_are_bounded() -> None:
-    from scaling._rungs import TimingSpec
+    from scaling.rungs import TimingSpec
 
     assert TimingSpec().repeats == 1 and TimingSpec(repeats=3).repeats == 3
     for bad in (0, 21):
@@ -408,7 +408,7 @@ def test_the_saving_states_what_the_study_could_detect() -> None:
     -log(0.9). A study with 1.5x the spread needs more seeds."""
     from scipy import stats as st
 
-    from scaling._rungs import _time_saving
+    from scaling.rungs import _time_saving
 
     logs = [math.log(x) for x in (1.22, 1.06, 1.40)]
     out = _time_saving(logs, None, 0.79)
@@ -498,7 +498,7 @@ def test_under_the_null_holm_keeps_a_false_claim_anywhere_in_the_tables_at_most_
     comparison claim one? Uncorrected about 1 - 0.95^6 = 26 %; Holm at most 5 %."""
     import random
 
-    from scaling._rungs import correct_across_rungs
+    from scaling.rungs import correct_across_rungs
     from scaling.stats import t_interval, t_p_value
 
     rng = random.Random(3)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from scaling import TransferError
-from scaling._records import TransferRun
+from scaling.records import TransferRun
 from sweeper import SweepSpec, TransferSpec
 from sweeper.transfer import TransferResult
 from sweeper.transfer._job import _plan, _Source

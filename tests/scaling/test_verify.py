@@ -6,8 +6,9 @@ import math
 
 import pytest
 
-from scaling import ScalingInputError, TransferVerdict, verification_design, verify_transfer
+from scaling import ScalingInputError
 from scaling.stats import t_quantile
+from scaling.verify import TransferVerdict, verification_design, verify_transfer
 
 CENTER = {"K": 3, "gamma": 0.15, "lr": 0.02}
 SEEDS = [100.0, 120.0, 90.0, 110.0]  # the center's per-seed objectives: a seed spread of 13

@@ -143,7 +143,8 @@ def test_a_choice_worse_than_a_baseline_with_confidence_says_so() -> None:
 
 
 def test_an_export_of_a_losing_choice_needs_the_flag_and_then_carries_the_warning() -> None:
-    from scaling import ScalingInputError, refuse_losing_choice
+    from scaling import ScalingInputError
+    from scaling.export import refuse_losing_choice
 
     warning = "the chosen point is worse than adamw with confidence: chosen - adamw = +3 FD"
     with pytest.raises(ScalingInputError, match="allow_losing") as info:

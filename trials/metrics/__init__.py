@@ -3,62 +3,41 @@
 ``frechet_distance(features_a, features_b)`` is the contract the train loop relies on. Which feature space
 the number lives in is the extractor's ``metric_name``: only ``dinov2`` gives FD-DINO; ``shapes-cnn`` (the
 embedded default, trained on the generated set's labels) and ``pixels`` are named as what they are.
+
+The face below is what the train loop and the docs use: the distance, the extractors' registry and base class, the
+errors. The extractors themselves and the label CNN's cache (``ShapesCNNExtractor``, ``Dinov2Extractor``,
+``PixelExtractor``, ``train_label_cnn``, ...) stay ``trials.metrics.<name>``; every name loads its module (torch) on
+first use.
 """
+
+# ruff: noqa: F401  (the TYPE_CHECKING imports below are this package's face: `lazy_face` reads them)
 
 from __future__ import annotations
 
-from ._dinov2 import DINOV2_PATH_ENV, Dinov2Extractor
-from ._errors import (
-    ExtractorUnavailableError,
-    FeatureError,
-    FrechetNumericalError,
-    MetricsError,
-    UnknownExtractorError,
-)
-from ._extractors import FeatureExtractor, PixelExtractor
-from ._frechet import (
-    FDInfinityResult,
-    FeatureStats,
-    feature_statistics,
-    frechet_distance,
-    frechet_distance_from_stats,
-    frechet_distance_infinity,
-)
-from ._label_cnn import (
-    CACHE_DIR_ENV,
-    LabelCNN,
-    ShapesCNNExtractor,
-    default_cache_dir,
-    label_cnn_cache_key,
-    load_or_train_label_cnn,
-    train_label_cnn,
-)
-from ._registry import get_extractor, list_extractors, register_extractor
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "CACHE_DIR_ENV",
-    "DINOV2_PATH_ENV",
-    "Dinov2Extractor",
-    "ExtractorUnavailableError",
-    "FDInfinityResult",
-    "FeatureError",
-    "FeatureExtractor",
-    "FeatureStats",
-    "FrechetNumericalError",
-    "LabelCNN",
-    "MetricsError",
-    "PixelExtractor",
-    "ShapesCNNExtractor",
-    "UnknownExtractorError",
-    "default_cache_dir",
-    "feature_statistics",
-    "frechet_distance",
-    "frechet_distance_from_stats",
-    "frechet_distance_infinity",
-    "get_extractor",
-    "label_cnn_cache_key",
-    "list_extractors",
-    "load_or_train_label_cnn",
-    "register_extractor",
-    "train_label_cnn",
-]
+from trials.core import lazy_face
+
+if TYPE_CHECKING:
+    from ._errors import (
+        ExtractorUnavailableError,
+        FeatureError,
+        FrechetNumericalError,
+        MetricsError,
+        UnknownExtractorError,
+    )
+    from ._extractors import FeatureExtractor
+    from ._frechet import (
+        FDInfinityResult,
+        FeatureStats,
+        feature_statistics,
+        frechet_distance,
+        frechet_distance_from_stats,
+        frechet_distance_infinity,
+    )
+    from ._registry import get_extractor, list_extractors, register_extractor
+
+# Where the names below the face are found: the extractors and the label CNN's cache.
+_PARTS = ("._extractors", "._label_cnn", "._dinov2")
+
+__all__, __getattr__, __dir__ = lazy_face(__name__, globals(), fallbacks=_PARTS)

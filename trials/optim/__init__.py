@@ -2,84 +2,32 @@
 factory.
 
 Vanilla Muon is `torch.optim.Muon` and AdamW is `torch.optim.AdamW`; they are reused, not rewritten.
+
+The face below is what the other packages, the docs and the examples use. The optimizers load torch (seconds) on
+first use; the arm names are torch-free, so the sweeper's spec, scaling and dashboards can name arms without it.
+The parts one level down (the Newton-Schulz functions, communication accounting, the control arm's classes, the
+update statistics' kinds) stay `trials.optim.<name>`, loaded from their module on first use.
 """
+
+# ruff: noqa: F401  (the TYPE_CHECKING imports below are this package's face: `lazy_face` reads them)
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from trials._lazy import homes_of, lazy_attributes
-
-from ._arms import ARMS, ARMS_WITH_GAMMA, CONTROL_ARMS, MUON_FAMILY, ArmName, ControlArmName
+from trials.core import lazy_face
 
 if TYPE_CHECKING:
-    from ._comm import COLLECTIVES, CommStats, logical_bytes_sent
-    from ._control import MuonExtraNS, PeriodicMuonExtraNS, RedundantNewtonSchulz
-    from ._factory import (
-        DEFAULT_LR,
-        OPTIMIZERS,
-        HybridOptimizer,
-        OptimizerConfig,
-        build_optimizer,
-        list_optimizers,
-    )
-    from ._functional import NS_COEFFICIENTS, adjust_lr, fast_ns_dtype, newton_schulz5, unit_rows_or_columns
+    from ._arms import ARMS, ARMS_WITH_GAMMA, CONTROL_ARMS, MUON_FAMILY, ArmName, ControlArmName
+    from ._control import RedundantNewtonSchulz
+    from ._factory import DEFAULT_LR, HybridOptimizer, OptimizerConfig, build_optimizer, list_optimizers
+    from ._functional import fast_ns_dtype
     from ._periodic import PeriodicRowMuon, RowNormMuon
-    from ._routing import ParameterRouting, route_parameters
-    from ._sharded import DEFAULT_BUCKET_BYTES, NS_PLACEMENTS, ShardedPeriodicRowMuon
-    from ._update_stats import MATRIX_KINDS, STEP_KINDS, matrix_kind, spectral_norm, update_stats
+    from ._routing import route_parameters
+    from ._sharded import ShardedPeriodicRowMuon
+    from ._update_stats import matrix_kind, update_stats
 
-# The optimizers load torch (seconds) on first use; the arm names above are torch-free, so the sweeper's spec,
-# scaling and dashboards can name arms without it.
-_LAZY = {
-    "._comm": ("COLLECTIVES", "CommStats", "logical_bytes_sent"),
-    "._control": ("MuonExtraNS", "PeriodicMuonExtraNS", "RedundantNewtonSchulz"),
-    "._factory": ("DEFAULT_LR", "OPTIMIZERS", "HybridOptimizer", "OptimizerConfig", "build_optimizer",
-                  "list_optimizers"),
-    "._functional": ("NS_COEFFICIENTS", "adjust_lr", "fast_ns_dtype", "newton_schulz5", "unit_rows_or_columns"),
-    "._periodic": ("PeriodicRowMuon", "RowNormMuon"),
-    "._routing": ("ParameterRouting", "route_parameters"),
-    "._sharded": ("DEFAULT_BUCKET_BYTES", "NS_PLACEMENTS", "ShardedPeriodicRowMuon"),
-    "._update_stats": ("MATRIX_KINDS", "STEP_KINDS", "matrix_kind", "spectral_norm", "update_stats"),
-}
+# Where the names below the face are found (torch-free first, so a missing name costs torch last).
+_PARTS = ("._arms", "._factory", "._routing", "._update_stats", "._functional", "._control", "._comm", "._sharded")
 
-__all__ = [
-    "ARMS",
-    "ARMS_WITH_GAMMA",
-    "COLLECTIVES",
-    "CONTROL_ARMS",
-    "DEFAULT_BUCKET_BYTES",
-    "DEFAULT_LR",
-    "MATRIX_KINDS",
-    "MUON_FAMILY",
-    "NS_COEFFICIENTS",
-    "NS_PLACEMENTS",
-    "OPTIMIZERS",
-    "STEP_KINDS",
-    "ArmName",
-    "CommStats",
-    "ControlArmName",
-    "HybridOptimizer",
-    "MuonExtraNS",
-    "OptimizerConfig",
-    "ParameterRouting",
-    "PeriodicMuonExtraNS",
-    "PeriodicRowMuon",
-    "RedundantNewtonSchulz",
-    "RowNormMuon",
-    "ShardedPeriodicRowMuon",
-    "adjust_lr",
-    "build_optimizer",
-    "fast_ns_dtype",
-    "list_optimizers",
-    "logical_bytes_sent",
-    "matrix_kind",
-    "newton_schulz5",
-    "route_parameters",
-    "spectral_norm",
-    "unit_rows_or_columns",
-    "update_stats",
-]
-
-
-__getattr__, __dir__ = lazy_attributes(__name__, globals(), homes_of(_LAZY))
+__all__, __getattr__, __dir__ = lazy_face(__name__, globals(), fallbacks=_PARTS)

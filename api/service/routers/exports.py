@@ -9,8 +9,8 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, HTTPException, Query, Response
 
 from scaling import ScalingError
-from sweeper import export_from_sweep
 from sweeper.jobfiles import STATUS_FILE, transfer_version
+from sweeper.transfer import export_from_sweep
 
 from .._cache import file_version
 from .._db import SweepRecord

@@ -10,16 +10,8 @@ from fastapi import APIRouter, Body, Header, HTTPException, Query, Response
 from fastapi.responses import HTMLResponse
 
 from api.schemas import Links, SweepPublic, SweepsPublic, TrialPublic, TrialsPublic
-from sweeper import (
-    SweepError,
-    SweepSpec,
-    compare_sweeps,
-    load_sweep_result,
-    redact_spec,
-    sweep_status,
-    sweep_work,
-    write_optuna_study,
-)
+from sweeper import SweepError, SweepSpec, load_sweep_result, redact_spec, sweep_status, sweep_work
+from sweeper.analysis import compare_sweeps, write_optuna_study
 from sweeper.jobfiles import STATUS_FILE, is_sweep_folder
 
 from .._cache import file_version

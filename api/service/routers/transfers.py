@@ -12,8 +12,9 @@ from pydantic import ValidationError
 
 from api.schemas import RunsPublic, TransferCreate, TransferLinks, TransferPublic, TransfersPublic
 from scaling import ScalingError
-from sweeper import SweepSpec, TransferSpec, load_transfer_result, transfer_status, transfer_work
+from sweeper import SweepSpec
 from sweeper.jobfiles import is_transfer_folder, transfer_version
+from sweeper.transfer import TransferSpec, load_transfer_result, transfer_status, transfer_work
 
 from .._db import SweepRecord, TransferRecord
 from .._settings import Settings

@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from ._errors import ScalingInputError
-from ._survival import SurvivalSaving
+from ..errors import ScalingInputError
+from ..survival import SurvivalSaving
 
 __all__ = ["ControlCheck", "ControlOutcome", "control_outcome", "null_reading"]
 

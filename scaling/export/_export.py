@@ -18,23 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from ._errors import ScalingInputError
-from ._lr_rules import DEFAULT_LR_RULE, LR_RULES, WD_RULES, carry_optimizer, default_lr_rule, transfer_lr
+from ..errors import ScalingInputError
+from ._lr_rules import WD_RULES, carry_optimizer
 
 if TYPE_CHECKING:  # trials.optim imports torch: seconds that `scalesweep --help` should not pay
     from trials.optim import OptimizerConfig
 
-__all__ = [
-    "DEFAULT_LR_RULE",
-    "LR_RULES",
-    "WD_RULES",
-    "ArmExport",
-    "Export",
-    "build_export",
-    "default_lr_rule",
-    "export_snippet",
-    "transfer_lr",
-]
+__all__ = ["ArmExport", "Export", "build_export", "export_snippet", "refuse_losing_choice"]
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ._errors import ScalingInputError
+from .errors import ScalingInputError
 from .stats import (
     bootstrap_p_best,
     check_n_boot,

@@ -65,7 +65,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._errors import ExtrapolationRefused, FitFailed, ScalingInputError
+from ..errors import ExtrapolationRefused, FitFailed, ScalingInputError
 from ._forms import FORMS, INTERNAL, Form
 
 __all__ = [

@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from trials.optim import MUON_FAMILY
 
-from ._errors import ScalingInputError
+from ..errors import ScalingInputError
 
 __all__ = [
     "DEFAULT_LR_RULE",

@@ -33,10 +33,10 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._errors import ScalingInputError
-from ._records import TransferRun
-from ._target import TimeToTarget, _curve, time_to_target
+from .errors import ScalingInputError
+from .records import TransferRun
 from .stats import LEVEL, check_n_boot, t_quantile, two_sided_t_p
+from .targets import TimeToTarget, quality_curve, target_value, time_to_target
 
 __all__ = [
     "DEFAULT_SURVIVAL_BOOT",
@@ -47,6 +47,7 @@ __all__ = [
     "SurvivalSaving",
     "censored_fit_data",
     "crossings",
+    "km_restricted_means",
     "one_target",
     "restricted_mean",
     "restricted_ratio",
@@ -71,8 +72,8 @@ def sustained_crossing(steps: ArrayLike, times_s: ArrayLike, values: ArrayLike, 
     (the run was not observed through it). Every point at or below: the crossing is at the first point,
     `left_censored` when that point is strictly below. Same errors as `time_to_target`.
     """
-    s, t, v = _curve(steps, times_s, values)
-    goal = _target_value(target)
+    s, t, v = quality_curve(steps, times_s, values)
+    goal = target_value(target)
     if horizon is not None and s[-1] < float(horizon):
         return TimeToTarget(reached=False, step=None, time_s=None)
     with np.errstate(invalid="ignore"):
@@ -84,16 +85,6 @@ def sustained_crossing(steps: ArrayLike, times_s: ArrayLike, values: ArrayLike, 
     j = int(np.flatnonzero(above)[-1])
     # From the last point above on, the tail is a curve whose only crossing is its first: `time_to_target`'s rule.
     return time_to_target(s[j:], t[j:], v[j:], goal)
-
-
-def _target_value(target: float) -> float:
-    try:
-        goal = float(target)
-    except (TypeError, ValueError) as exc:
-        raise ScalingInputError(f"target must be a number, got {target!r}") from exc
-    if not math.isfinite(goal):
-        raise ScalingInputError(f"target must be a finite number, got {target!r}")
-    return goal
 
 
 @dataclass(frozen=True)
@@ -155,7 +146,7 @@ class RestrictedMean:
         return {**asdict(self), "curve": [list(p) for p in self.curve]}
 
 
-def _km_rmst(times: NDArray[np.float64], events: NDArray[np.bool_], horizon: float) -> NDArray[np.float64]:
+def km_restricted_means(times: NDArray[np.float64], events: NDArray[np.bool_], horizon: float) -> NDArray[np.float64]:
     """Restricted mean of each row of `times` (rows x seeds; `events` True where the target was reached) under its
     Kaplan-Meier curve, up to `horizon`. Ties: events before censorings at the same step (a run censored at t was
     at risk at t), and d tied events at risk k multiply by (1 - 1/k)...(1 - 1/(k - d + 1)) = 1 - d/k, the usual
@@ -198,7 +189,7 @@ def restricted_mean(cs: Sequence[Crossing], horizon: float) -> RestrictedMean:
     if not cs:
         raise ScalingInputError("restricted_mean needs at least one run's crossing")
     times, events = _as_arrays(cs)
-    mean = float(_km_rmst(times[None, :], events[None, :], tau)[0])
+    mean = float(km_restricted_means(times[None, :], events[None, :], tau)[0])
     order = np.lexsort((~events, np.minimum(times, tau)))
     survival, points = 1.0, []
     for i, k in enumerate(order):
@@ -279,7 +270,7 @@ def restricted_ratio(a: Mapping[Any, Crossing], b: Mapping[Any, Crossing], *, ho
     log_se, lo, hi, p = None, None, None, None
     if n > 1:
         idx = np.random.default_rng(seed).integers(0, n, size=(n_boot, n))  # (B, n): the same seeds for both arms
-        logs = np.log(_km_rmst(ta[idx], ea[idx], tau)) - np.log(_km_rmst(tb[idx], eb[idx], tau))
+        logs = np.log(km_restricted_means(ta[idx], ea[idx], tau)) - np.log(km_restricted_means(tb[idx], eb[idx], tau))
         log_se = float(logs.std(ddof=1) * math.sqrt(n / (n - 1))) if n_boot > 1 else 0.0
         half = t_quantile(level, n - 1) * log_se
         lo, hi = math.exp(center - half), math.exp(center + half)
@@ -416,7 +407,7 @@ def censored_fit_data(runs: Sequence[TransferRun], *, target: float, endpoint: E
     level). A cell (arm, rung) with `max_censored` or more of its runs right-censored is refused and left out, and
     an arm left with fewer than two rungs has no data; both are listed in `refused`, never dropped silently.
     Raises when a run lacks its parameter count or horizon."""
-    goal = _target_value(target)
+    goal = target_value(target)
     if endpoint not in ("first", "sustained"):
         raise ScalingInputError(f"unknown endpoint {endpoint!r}; allowed: first, sustained")
     cells_runs: dict[tuple[str, str], list[TransferRun]] = {}

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._errors import ScalingInputError
+from ..errors import ScalingInputError
 from ._time_to_best import _as_float_array
 
 __all__ = [
@@ -27,6 +27,8 @@ __all__ = [
     "Plateau",
     "TimeToTarget",
     "plateau",
+    "quality_curve",
+    "target_value",
     "time_to_target",
 ]
 
@@ -52,7 +54,7 @@ class TimeToTarget:
     left_censored: bool = False
 
 
-def _curve(
+def quality_curve(
     steps: ArrayLike, times_s: ArrayLike, values: ArrayLike
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
     s, t, v = _as_float_array("steps", steps), _as_float_array("times_s", times_s), _as_float_array("values", values)
@@ -72,6 +74,17 @@ def _curve(
     return s, t, v
 
 
+def target_value(target: float) -> float:
+    """`target` as a finite float, or a ScalingInputError naming it."""
+    try:
+        goal = float(target)
+    except (TypeError, ValueError) as exc:
+        raise ScalingInputError(f"target must be a number, got {target!r}") from exc
+    if not math.isfinite(goal):
+        raise ScalingInputError(f"target must be a finite number, got {target!r}")
+    return goal
+
+
 def time_to_target(steps: ArrayLike, times_s: ArrayLike, values: ArrayLike, target: float) -> TimeToTarget:
     """First crossing of `target` by the lower-is-better curve `values`, interpolated between checkpoints.
 
@@ -82,13 +95,8 @@ def time_to_target(steps: ArrayLike, times_s: ArrayLike, values: ArrayLike, targ
     is never extrapolated past its last checkpoint. Raises ScalingInputError (a ValueError) naming the bad
     argument: lengths that differ, steps not strictly increasing, times that decrease, a non-finite target.
     """
-    s, t, v = _curve(steps, times_s, values)
-    try:
-        goal = float(target)
-    except (TypeError, ValueError) as exc:
-        raise ScalingInputError(f"target must be a number, got {target!r}") from exc
-    if not math.isfinite(goal):
-        raise ScalingInputError(f"target must be a finite number, got {target!r}")
+    s, t, v = quality_curve(steps, times_s, values)
+    goal = target_value(target)
     with np.errstate(invalid="ignore"):
         hits = np.flatnonzero(v <= goal)  # NaN compares False: a missing checkpoint never reaches
     if not len(hits):

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ._errors import ScalingInputError
-from .stats import holm_rejections, t_quantile
+from ..errors import ScalingInputError
+from ..stats import holm_rejections, t_quantile
 
 __all__ = [
     "MIN_SEEDS_P_BEST",

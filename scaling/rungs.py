@@ -29,9 +29,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from trials.optim import ArmName
 
-from ._records import TransferRun
-from ._target import DEFAULT_PLATEAU_MAX_DROP, DEFAULT_PLATEAU_WINDOW, plateau, time_to_target
+from .records import TransferRun
 from .stats import holm_rejections, mean_interval, t_interval, t_p_value, t_quantile, two_sided_t_p
+from .targets import DEFAULT_PLATEAU_MAX_DROP, DEFAULT_PLATEAU_WINDOW, plateau, time_to_target
 
 __all__ = [
     "HorizonSpec",
@@ -122,20 +122,83 @@ class HorizonSpec(BaseModel):
 
 
 class TimingSpec(BaseModel):
-    """The short timing run per arm and rung that measures per-step time in isolation."""
+    """How the transfer measures each arm's cost per training step at each rung, before its runs start.
+
+    `interleaved` (the default, `trials.steptime`): every arm built side by side in one process at the rung's
+    training shapes, run in short blocks in turn on the same batches, each block a whole number of every arm's
+    refresh period, the order rotated each round; thread-CPU time by default with wall time beside it, so the
+    ratio pairs round by round. `isolated` (the earlier stage, kept so an earlier transfer's timing can be
+    repeated): one short run of the real trial per arm, one after another, wall clock."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    method: Literal["interleaved", "isolated"] = Field(
+        "interleaved",
+        description="interleaved: arms in turn inside one process, whole refresh periods (the per-round log SD of "
+        "a ratio was 0.025 on thread-CPU time against 0.35 for isolated wall-clock runs on a loaded 2-core machine); "
+        "isolated: one short run per arm, wall clock.",
+    )
     # Bounded: the timing runs go one at a time before the transfer's runs start, so a huge count would hold the
     # whole transfer at its start.
     steps: int = Field(20, ge=0, le=10_000,
-                       description="Timed steps per arm and rung (0: no timing, no time saving).")
+                       description="0: no timing (and no time saving), for either method; isolated: timed steps "
+                       "per arm and rung.")
     warmup: int = Field(5, ge=1, le=1_000,
-                        description="Untimed steps first (allocator, caches, the first Newton-Schulz).")
+                        description="isolated: untimed steps first (allocator, caches, the first Newton-Schulz).")
     repeats: int = Field(1, ge=1, le=20,
-                         description="Timing runs per arm and rung, round by round with the arms' order rotated "
-                         "each round; with 2 or more the per-step time ratio gets a paired interval over rounds "
-                         "(one 20-step timing moved the ratio by up to 0.1 on a 2-core machine).")
+                         description="isolated: timing runs per arm and rung, round by round with the arms' order "
+                         "rotated each round; with 2 or more the per-step time ratio gets a paired interval over "
+                         "rounds (one 20-step timing moved the ratio by up to 0.1 on a 2-core machine).")
+    rounds: int = Field(12, ge=2, le=1_000,
+                        description="interleaved: timed rounds per rung (at least 2 for an interval; rounded up to "
+                        "whole rotations of the arms). 9-20 rounds held the ratio's interval within +-2 % at the CPU "
+                        "rungs on thread-CPU time.")
+    warmup_rounds: int = Field(2, ge=0, le=100,
+                               description="interleaved: untimed rounds first (allocator, caches, the first "
+                               "Newton-Schulz).")
+    block_steps: int | None = Field(
+        None, ge=1, le=1_000,
+        description="interleaved: steps per block, a whole number of every arm's refresh period (K of the chosen "
+        "pair; 1 for the other arms); None = their least common multiple. Checked against the source sweep's "
+        "chosen K at submission.",
+    )
+    local_batch: int | None = Field(
+        None, ge=1, le=65_536,
+        description="interleaved: the per-rank view: forward/backward at this batch (1 to the training batch), "
+        "the optimizer on whole matrices, as each rank of an FSDP2 run with that local batch; None = the training "
+        "batch.",
+    )
+    clock: Literal["thread", "wall"] = Field(
+        "thread",
+        description="interleaved: the clock the ratios use: thread (thread-CPU time: needs 1 thread per trial on a "
+        "CPU; waiting on other processes' work is not in it) or wall; both are recorded.",
+    )
+    target_halfwidth: float | None = Field(
+        None, gt=0, lt=1,
+        description="interleaved: add rounds until every ratio's interval is within ratio x (1 +- this), e.g. "
+        "0.02, or max_rounds; None = exactly `rounds`.",
+    )
+    max_rounds: int = Field(60, ge=2, le=10_000,
+                            description="interleaved: most rounds per rung with target_halfwidth.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TimingSpec:
+        if self.max_rounds < self.rounds:
+            raise ValueError(f"timing.max_rounds ({self.max_rounds}) must be >= timing.rounds ({self.rounds})")
+        if self.method == "isolated":
+            given = sorted(k for k in _INTERLEAVED_ONLY if k in self.model_fields_set)
+            if given:
+                raise ValueError(f"timing fields {given} are only for timing.method 'interleaved'")
+        return self
+
+    @property
+    def measured(self) -> bool:
+        return self.steps > 0
+
+
+# The interleaved method's own fields (an isolated timing that sets one is refused: it would be ignored).
+_INTERLEAVED_ONLY = ("rounds", "warmup_rounds", "block_steps", "local_batch", "clock", "target_halfwidth",
+                     "max_rounds")
 
 
 class PlateauSpec(BaseModel):

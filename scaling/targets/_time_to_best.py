@@ -27,7 +27,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._errors import ScalingInputError
+from ..errors import ScalingInputError
 
 __all__ = [
     "DEFAULT_TOL",

@@ -12,11 +12,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ._claims import AlphaBudget, holm_in_budget
-from ._controls import ControlKind, control_outcome
-from ._errors import ScalingInputError
-from ._records import TransferRun
-from ._survival import (
+from ..controls import ControlKind, control_outcome
+from ..errors import ScalingInputError
+from ..records import TransferRun
+from ..stats import LEVEL
+from ..survival import (
     DEFAULT_SURVIVAL_BOOT,
     Crossing,
     Endpoint,
@@ -26,7 +26,7 @@ from ._survival import (
     restricted_ratio,
     restricted_saving,
 )
-from .stats import LEVEL
+from ._claims import AlphaBudget, holm_in_budget
 
 __all__ = ["ClaimFamily", "CrossingComparison", "compare_crossings", "controls_section", "judge_claims"]
 

@@ -29,10 +29,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ..errors import ScalingInputError
+from ..stats import LEVEL
+from ..survival import Crossing, Endpoint, km_restricted_means, restricted_ratio, restricted_saving
 from ._controls import ControlKind, control_outcome
-from ._errors import ScalingInputError
-from ._survival import Crossing, Endpoint, _km_rmst, restricted_ratio, restricted_saving
-from .stats import LEVEL
 
 __all__ = [
     "ControlSimulation",
@@ -168,8 +168,8 @@ def injection_coverage(
     ta, tb = _arms(curves, grid, truth_seeds, steps_ratio, rng, seed_sd, arm_sd, eval_sd)
     sa, ka = grid_crossings(grid, ta, target, endpoint)
     sb, kb = grid_crossings(grid, tb, target, endpoint)
-    true_a_over_b = float(_km_rmst(sa[None, :], (ka != 1)[None, :], horizon)[0]
-                          / _km_rmst(sb[None, :], (kb != 1)[None, :], horizon)[0])
+    true_a_over_b = float(km_restricted_means(sa[None, :], (ka != 1)[None, :], horizon)[0]
+                          / km_restricted_means(sb[None, :], (kb != 1)[None, :], horizon)[0])
     true_saving = 100 * (1 - true_a_over_b * step_time_ratio)
     va, vb = _arms(curves, grid, replications * n_seeds, steps_ratio, rng, seed_sd, arm_sd, eval_sd)
     sa, ka = grid_crossings(grid, va, target, endpoint)

@@ -1,0 +1,36 @@
+"""What a study may claim, and at which level: one alpha budget over every comparison and look (`alpha_budget`,
+`holm_in_budget`), the power stated at the level a claim must pass (`power_at_alpha`), P(best) printed only where the
+bootstrap can say it (`p_best_text`), the warning a losing choice gets (`choice_warning`), and the steps-to-target
+comparisons judged under that budget (`compare_crossings`, `judge_claims`, the controls' section)."""
+
+from __future__ import annotations
+
+from ._claims import (
+    MIN_SEEDS_P_BEST,
+    AlphaBudget,
+    ChoiceWarning,
+    PowerStatement,
+    alpha_budget,
+    choice_warning,
+    holm_in_budget,
+    p_best_text,
+    power_at_alpha,
+)
+from ._comparison import ClaimFamily, CrossingComparison, compare_crossings, controls_section, judge_claims
+
+__all__ = [
+    "MIN_SEEDS_P_BEST",
+    "AlphaBudget",
+    "ChoiceWarning",
+    "ClaimFamily",
+    "CrossingComparison",
+    "PowerStatement",
+    "alpha_budget",
+    "choice_warning",
+    "compare_crossings",
+    "controls_section",
+    "holm_in_budget",
+    "judge_claims",
+    "p_best_text",
+    "power_at_alpha",
+]

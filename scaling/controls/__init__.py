@@ -1,0 +1,29 @@
+"""The controls' expected outcomes (`control_outcome`: did the negative control show nothing and the positive one
+its known saving) and the injection simulation that measures how often the analysis's intervals cover a known
+truth injected into recorded curves (`injection_coverage`, `control_simulation`)."""
+
+from __future__ import annotations
+
+from ._controls import ControlCheck, ControlKind, ControlOutcome, control_outcome, null_reading
+from ._injection import (
+    ControlSimulation,
+    InjectionCoverage,
+    RecordedCurve,
+    control_simulation,
+    grid_crossings,
+    injection_coverage,
+)
+
+__all__ = [
+    "ControlCheck",
+    "ControlKind",
+    "ControlOutcome",
+    "ControlSimulation",
+    "InjectionCoverage",
+    "RecordedCurve",
+    "control_outcome",
+    "control_simulation",
+    "grid_crossings",
+    "injection_coverage",
+    "null_reading",
+]

@@ -1,0 +1,375 @@
+"""The transfer's controls and timing options without training: the spec refuses what cannot be built or measured
+(naming the field and the allowed values, also as a 422 over REST), keeps its fingerprint for earlier transfers, and
+the analysis of synthetic runs with known answers carries the controls' outcomes first and both crossings."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
+
+from scaling import TransferRun
+from sweeper import TransferResult, TransferSpec
+
+RUNGS = ("cpu-xs", "cpu-s")
+SEEDS = (0, 1, 2, 3, 4)
+HORIZON = 60
+
+
+def _sweep_folder(root: Path, *, batch: int = 16, backend: str = "builtin", chosen: str = "K=3,gamma=0.15") -> Path:
+    """A finished sweep's folder as far as the spec reads it: its stored spec and status."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "spec.json").write_text(json.dumps({
+        "trial": {"batch_size": batch}, "search": {"space": {"K": [2, 3], "gamma": [0.15]}},
+        "backend": {"name": backend}}))
+    (root / "status.json").write_text(json.dumps({"state": "SUCCEEDED", "best": {"point_key": chosen}}))
+    return root
+
+
+def _refused(spec: dict[str, Any]) -> list[tuple[tuple[Any, ...], str]]:
+    with pytest.raises(ValidationError) as err:
+        TransferSpec.model_validate({"name": "t", **spec})
+    return [(e["loc"], e["msg"]) for e in err.value.errors()]
+
+
+def test_timing_options_out_of_range_are_refused_naming_the_field_and_the_allowed_values(tmp_path: Path) -> None:
+    sweep = str(_sweep_folder(tmp_path / "sweep", batch=16))
+    assert _refused({"sweep": sweep, "timing": {"local_batch": 0}})[0][0] == ("timing", "local_batch")
+    [(loc, msg)] = _refused({"sweep": sweep, "timing": {"local_batch": 17}})
+    assert loc == ("timing",) and "between 1 and the training batch (16), got 17" in msg
+    # The transfer's own trial section wins over the sweep's batch.
+    assert TransferSpec.model_validate({"name": "t", "sweep": sweep, "trial": {"batch_size": 32},
+                                        "timing": {"local_batch": 32}}).timing.local_batch == 32
+    [(loc, msg)] = _refused({"sweep": sweep, "timing": {"block_steps": 4}})
+    assert loc == ("timing",) and "the chosen K=3" in msg and "a multiple of 3 (3, 6, 9, ...), got 4" in msg
+    ok = TransferSpec.model_validate({"name": "t", "sweep": sweep, "timing": {"block_steps": 6, "local_batch": 8,
+                                                                              "clock": "wall"}})
+    assert (ok.timing.block_steps, ok.timing.local_batch, ok.timing.clock) == (6, 8, "wall")
+    assert _refused({"sweep": sweep, "timing": {"clock": "cpu"}})[0][0] == ("timing", "clock")
+    [(loc, msg)] = _refused({"sweep": sweep, "timing": {"method": "isolated", "local_batch": 4}})
+    assert "['local_batch'] are only for timing.method 'interleaved'" in msg
+    [(loc, msg)] = _refused({"sweep": sweep, "timing": {"rounds": 30, "max_rounds": 20}})
+    assert "timing.max_rounds (20) must be >= timing.rounds (30)" in msg
+    # No timing at all: its options are not checked against the sweep.
+    assert TransferSpec.model_validate({"name": "t", "sweep": sweep, "timing": {"steps": 0, "local_batch": 64}})
+
+
+def test_controls_that_cannot_be_built_are_refused_naming_the_field(tmp_path: Path) -> None:
+    sweep = str(_sweep_folder(tmp_path / "sweep"))
+    spec = TransferSpec.model_validate({"name": "t", "sweep": sweep, "controls": ["positive", "negative"]})
+    assert spec.controls == ["positive", "negative"]
+    assert _refused({"sweep": sweep, "controls": ["neutral"]})[0][0] == ("controls", 0)
+    [(loc, msg)] = _refused({"sweep": sweep, "controls": ["negative", "negative"]})
+    assert loc == ("controls",) and "distinct" in msg
+    [(loc, msg)] = _refused({"sweep": sweep, "arms": ["periodic", "adamw"], "controls": ["negative"]})
+    assert loc == ("controls",) and "arms must include 'muon'" in msg
+    command = str(_sweep_folder(tmp_path / "command", backend="command"))
+    [(loc, msg)] = _refused({"sweep": command, "controls": ["positive"]})
+    assert loc == ("controls",) and "'command' trainer" in msg and "allowed: []" in msg
+    assert TransferSpec.model_validate({"name": "t", "sweep": command}).controls == []
+
+
+def test_fingerprint_of_an_earlier_transfer_is_kept_and_new_fields_change_it() -> None:
+    def fp(**extra: Any) -> str:
+        return TransferSpec.model_validate({"name": "a", "sweep": "/nowhere", **extra}).fingerprint()
+
+    # Computed by the code before controls and the interleaved timing: transfers started then still resume.
+    assert fp() == "051019297e5b0150"
+    assert fp(timing={"steps": 4, "warmup": 1, "repeats": 2}) == "38c8cbfd7567a899"
+    assert fp(timing={"steps": 0}) == "db5eed2dfc96cd08"
+    assert fp(controls=[]) == fp(timing={"method": "interleaved", "clock": "thread"}) == fp()
+    assert len({fp(), fp(controls=["negative"]), fp(timing={"local_batch": 8}), fp(timing={"rounds": 20})}) == 4
+
+
+def test_a_bad_timing_value_is_a_422_naming_the_field_over_rest(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from api.schemas import TransferCreate
+    from api.service.routers.transfers import _spec
+
+    sweep = SimpleNamespace(name="s", storage_path=str(_sweep_folder(tmp_path / "sweep", batch=16)))
+    with pytest.raises(RequestValidationError) as err:
+        _spec(TransferCreate(sweep_id="sw-1", rungs=["cpu-s"], timing={"local_batch": 0}), sweep)  # type: ignore[arg-type]
+    assert err.value.errors()[0]["loc"] == ("body", "timing", "local_batch")
+    with pytest.raises(RequestValidationError) as err:
+        _spec(TransferCreate(sweep_id="sw-1", rungs=["cpu-s"], timing={"block_steps": 5}), sweep)  # type: ignore[arg-type]
+    [e] = err.value.errors()
+    assert e["loc"] == ("body", "timing") and "a multiple of 3 (3, 6, 9, ...), got 5" in e["msg"]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The analysis of synthetic runs with known answers
+
+
+def _curve(scale: float, floor: float, seconds: float) -> tuple[tuple[int, float, float], ...]:
+    """FD falling as floor + 100 exp(-step / scale), one point per 4 steps up to the horizon."""
+    return tuple((s, s * seconds, floor + 100 * math.exp(-s / scale)) for s in range(4, HORIZON + 1, 4))
+
+
+def _runs(scales: dict[str, list[float]]) -> list[TransferRun]:
+    runs = []
+    for rung in RUNGS:
+        for arm, per_seed in scales.items():
+            for seed, scale in zip(SEEDS, per_seed, strict=True):
+                # muon_twin and muon_extra_ns train exactly as muon (identical updates): the same curve per seed
+                points = _curve(scale, 10.0 if arm != "adamw" else 12.0, 0.01)
+                runs.append(TransferRun(rung=rung, parameters=1000, arm=arm, seed=seed, lr=0.02, lr_rule="unchanged",
+                                        lr_base=0.02, K=None, gamma=None, run_id=f"{rung}-{arm}-{seed}",
+                                        state="SUCCEEDED", trial_key=f"{arm}.{rung},seed={seed}", attempt=0,
+                                        checkpoints=points[-3:], track=points, horizon=HORIZON))
+    return runs
+
+
+def _timing(extra_cost: float, rounds: int = 12) -> dict[str, Any]:
+    """Per-round seconds per step: muon 10 ms, its twin the same, periodic 0.85 x, muon_extra_ns `extra_cost` x,
+    each with a 1 % log-normal round-to-round spread."""
+    rng = np.random.default_rng(1)
+    factor = {"periodic": 0.85, "muon": 1.0, "adamw": 0.7, "muon_twin": 1.0, "muon_extra_ns": extra_cost}
+    runs = {rung: {arm: [0.01 * f * math.exp(rng.normal(0, 0.01)) for _ in range(rounds)]
+                   for arm, f in factor.items()} for rung in RUNGS}
+    return {"measured": True, "method": "interleaved", "clock": "thread", "seconds_per_step_runs": runs,
+            "seconds_per_step": {g: {a: float(np.median(v)) for a, v in per.items()} for g, per in runs.items()},
+            "rungs": {g: {"expected_step_time_ratio": {"muon_extra_ns": 1 / extra_cost}} for g in RUNGS}}
+
+
+def _result(extra_cost: float, periodic_scale: float = 1.0, effective_scale: float | None = None) -> TransferResult:
+    rng = np.random.default_rng(0)
+    base = [float(s) for s in 10 * np.exp(rng.normal(0, 0.05, len(SEEDS)))]
+    scales = {"periodic": [periodic_scale * s for s in base], "muon": base, "adamw": [1.1 * s for s in base],
+              "muon_twin": base, "muon_extra_ns": base}
+    if effective_scale is not None:  # Muon at the periodic arm's update size, its own seed-to-seed spread
+        noise = np.exp(rng.normal(0, 0.02, len(SEEDS)))
+        scales["muon_effective_step"] = [effective_scale * s * float(n) for s, n in zip(base, noise, strict=True)]
+    arms = ["periodic", "muon", "adamw"]
+    plan = {"rungs": list(RUNGS), "horizon": HORIZON, "seeds": list(SEEDS), "arms": arms, "searched_arm": "periodic",
+            "chosen": {"K": 3, "gamma": 0.15}, "eval_steps": [52, 56, 60],
+            "runs": [{"rung": g, "arm": a, "parameters": 1000} for g in RUNGS for a in arms],
+            "controls": {"negative": {"arm": "muon_twin", "against": "muon"},
+                         "positive": {"arm": "muon_extra_ns", "against": "muon"}},
+            "control_runs": [{"rung": g, "arm": a, "parameters": 1000} for g in RUNGS
+                             for a in ("muon_twin", "muon_extra_ns")]}
+    if effective_scale is not None:
+        plan["diagnostics"] = {"effective_step": {"arm": "muon_effective_step", "against": "periodic",
+                                                  "reference": "muon", "lr_factor": 0.43}}
+    return TransferResult(transfer_id="t-1", name="t", state="SUCCEEDED", workdir="/nowhere", tracking_uri="x",
+                          experiment="e", parent_run_id="p", source={"sweep_id": "s-1"}, plan=plan,
+                          runs=_runs(scales), step_timing=_timing(extra_cost))
+
+
+def test_controls_come_out_as_they_must_and_a_null_on_periodic_is_interpretable() -> None:
+    result = _result(extra_cost=1.3)
+    doc = result.analysis(n_boot=0)
+    controls = doc["controls"]
+    assert controls["negative"]["passed"] and controls["positive"]["passed"]
+    assert (controls["negative"]["arm"], controls["positive"]["arm"]) == ("muon_twin", "muon_extra_ns")
+    for rung in RUNGS:
+        neg = controls["negative"]["comparisons"][rung]["first"]
+        assert neg["steps_to_target_ratio"]["mean"] == pytest.approx(1.0)
+        pos = controls["positive"]["comparisons"][rung]["first"]["time_saving_pct"]
+        # identical updates: steps ratio 1; per-step muon / muon_extra_ns = 1 / 1.3: saving 1 - 1 / 1.3 = 23 %
+        assert pos["steps_ratio"] == pytest.approx(1.0) and pos["mean"] == pytest.approx(100 * (1 - 1 / 1.3), abs=1.0)
+        assert pos["detected"] and pos["lo"] > 15
+        checks = {c["quantity"]: c for c in controls["positive"]["rungs"][rung]["checks"]}
+        assert set(checks) == {"steps_ratio", "time_saving_pct", "step_time_ratio"} and all(
+            c["passed"] for c in checks.values())
+    # Both crossings on every comparison, censoring counted, a null read against the positive control.
+    comp = doc["targets"]["rungs"]["cpu-s"]["comparisons"]["muon"]
+    for endpoint in ("first", "sustained"):
+        assert comp[endpoint]["steps_to_target_ratio"]["mean"] == pytest.approx(1.0)
+        assert comp[endpoint]["censoring"]["periodic"] == {"reached": 5, "right_censored": 0, "left_censored": 0}
+        assert comp[endpoint]["time_saving_pct"]["mean"] == pytest.approx(15.0, abs=1.0)
+        assert comp[endpoint]["reading"].startswith("shown")
+    # One alpha budget over the 2 rungs x 2 baselines: periodic's 15 % per-step saving stands at both crossings.
+    claims = doc["claims"]
+    assert (claims["budget"]["comparisons"], claims["budget"]["looks"]) == (4, 1)
+    assert claims["budget"]["first_step"] == pytest.approx(0.05 / 4)
+    assert claims["stands"]["cpu-s vs muon"] and claims["direction"]["cpu-s vs muon"] == "faster"
+    assert claims["power"]["cpu-s vs muon"]["alpha"] == pytest.approx(0.0125)
+    assert any(line.split()[:5] == ["cpu-s", "vs", "muon", "stands", "(faster);"]
+               for line in result.table().splitlines())
+    # The controls are kept out of the arms' fits and tables.
+    assert "muon_twin" not in doc["fits"]["time_to_best"].get("arms", {})
+    lines = result.table().splitlines()
+    assert lines[0] == "negative control (muon_twin against muon): came out as it must at every rung"
+    assert lines[1] == "positive control (muon_extra_ns against muon): came out as it must at every rung"
+
+
+def test_a_failed_positive_control_still_reports_and_says_so_first() -> None:
+    # The redundant work costs nothing measurable: the known saving is not there to detect.
+    result = _result(extra_cost=1.0, periodic_scale=1.0)
+    doc = result.analysis(n_boot=0)
+    assert doc["controls"]["negative"]["passed"] and not doc["controls"]["positive"]["passed"]
+    lines = result.table().splitlines()
+    assert lines[0].startswith("POSITIVE CONTROL FAILED")
+    assert "positive control (muon_extra_ns against muon): did NOT come out as it must" in lines
+    comp = doc["targets"]["rungs"]["cpu-xs"]["comparisons"]["muon"]
+    assert comp["first"]["reading"] == "shown: the interval excludes 0"  # periodic's 15 % per-step saving is shown
+
+
+def test_a_null_is_interpretable_only_with_a_detected_positive_control() -> None:
+    # periodic needs 1 / 0.85 x the steps: its saving is null (1 - 0.85 / 0.85 = 0)
+    passed = _result(extra_cost=1.3, periodic_scale=1 / 0.85).targets()["rungs"]["cpu-xs"]["comparisons"]["muon"]
+    failed = _result(extra_cost=1.0, periodic_scale=1 / 0.85).targets()["rungs"]["cpu-xs"]["comparisons"]["muon"]
+    assert passed["first"]["time_saving_pct"]["lo"] < 0 < passed["first"]["time_saving_pct"]["hi"]
+    assert passed["first"]["reading"].startswith("null, interpretable")
+    claims = _result(extra_cost=1.3, periodic_scale=1 / 0.85).claims()
+    assert claims["stands"]["cpu-xs vs muon"] is False and claims["direction"]["cpu-xs vs muon"] is None
+    assert failed["first"]["reading"].startswith("null, not interpretable: the positive control")
+
+
+def test_the_plan_runs_each_control_beside_muon_at_every_rung_with_muons_carried_lr() -> None:
+    from scaling import TransferError
+    from sweeper import SweepSpec
+    from sweeper.transfer._job import _plan, _Source
+
+    from .conftest import TINY_TRIAL
+
+    def source(**fields: Any) -> _Source:
+        spec = SweepSpec.model_validate({"name": "s", "rung": "cpu-xs", "horizon": 30, "seeds": [0, 1],
+                                         "baselines": ["adamw", "muon"], "trial": dict(TINY_TRIAL), **fields})
+        return _Source(workdir="/w", sweep_id="s-1", name="s", parent_run_id="p-1", tracking_uri="sqlite:///x.db",
+                       experiment="e", spec=spec, best={"K": 4, "gamma": 0.25}, objectives={}, searched_arm="periodic")
+
+    spec = TransferSpec(name="t", sweep="/w", rungs=["cpu-xs", "cpu-s"], controls=["negative", "positive"],
+                        lr_rules={"muon": "sqrt_width"})
+    plan, sweep = _plan(spec, source(), "t-1")
+    assert plan.controls == {"negative": {"arm": "muon_twin", "against": "muon"},
+                             "positive": {"arm": "muon_extra_ns", "against": "muon"}}
+    assert plan.arms == ["periodic", "muon", "adamw"]  # the controls are never compared with the searched arm
+    by_label = {b["label"]: b for b in sweep["baselines"]}
+    for rung in ("cpu-xs", "cpu-s"):
+        muon, twin, extra = by_label[f"muon.{rung}"], by_label[f"muon_twin.{rung}"], by_label[f"muon_extra_ns.{rung}"]
+        assert twin["arm"] == "muon" and twin["optimizer"] == muon["optimizer"]
+        assert extra["arm"] == "muon_extra_ns" and {**extra["optimizer"], "name": "muon"} == muon["optimizer"]
+        assert twin["tags"]["scalesweep.transfer.arm"] == "muon_twin"
+        assert extra["tags"]["scalesweep.transfer.arm"] == "muon_extra_ns"
+    assert by_label["muon_twin.cpu-s"]["optimizer"]["lr"] == pytest.approx(0.02 * math.sqrt(64 / 96))
+    # The effective-step diagnostic: Muon at (1 + (K - 1) gamma) / K = (1 + 3 x 0.25) / 4 of its lr, lr x wd kept.
+    diag, _ = _plan(spec.model_copy(update={"diagnostics": ["effective_step"]}), source(), "t-5")
+    assert diag.diagnostics == {"effective_step": {"arm": "muon_effective_step", "against": "periodic",
+                                                   "reference": "muon", "lr_factor": 0.4375}}
+    rows = {(r.rung, r.arm): r for r in diag.control_runs}
+    muon_row = {(r.rung, r.arm): r for r in diag.runs}[("cpu-s", "muon")]
+    eff = rows[("cpu-s", "muon_effective_step")]
+    assert eff.lr == pytest.approx(0.4375 * muon_row.lr) and eff.lr_factor == 0.4375
+    if muon_row.weight_decay:
+        assert eff.weight_decay * eff.lr == pytest.approx(muon_row.weight_decay * muon_row.lr)
+    assert {(r.rung, r.arm) for r in plan.control_runs} == {(g, a) for g in ("cpu-xs", "cpu-s")
+                                                           for a in ("muon_twin", "muon_extra_ns")}
+    with pytest.raises(TransferError, match=r"timing.block_steps .* a multiple of 4, got 6"):
+        _plan(TransferSpec(name="t", sweep="/w", rungs=["cpu-xs"], timing={"block_steps": 6}), source(), "t-2")
+    with pytest.raises(TransferError, match=r"timing.local_batch .* training batch \(16\), got 17"):
+        _plan(TransferSpec(name="t", sweep="/w", rungs=["cpu-xs"], timing={"local_batch": 17}), source(), "t-3")
+    command = {"backend": {"name": "command", "command": ["python", "train.py"]}}
+    with pytest.raises(TransferError, match=r"controls .* 'command' trainer"):
+        _plan(TransferSpec(name="t", sweep="/w", rungs=["cpu-xs"], controls=["negative"]), source(**command), "t-4")
+
+
+@pytest.mark.parametrize(("effective_scale", "verdict"), [
+    (1.2, "the step size (at equal update size the penalty is gone; tune its lr)"),
+    (1.0, "the direction (at equal update size Muon still needs fewer steps)"),
+])
+def test_the_effective_step_diagnostic_tells_step_size_from_direction(effective_scale: float, verdict: str) -> None:
+    # periodic needs 1.2 x Muon's steps; Muon at periodic's update size needs either as many (1.2: the step size)
+    # or Muon's own (1.0: the direction)
+    result = _result(extra_cost=1.3, periodic_scale=1.2, effective_scale=effective_scale)
+    doc = result.analysis(n_boot=0)["diagnostics"]["effective_step"]
+    for rung in RUNGS:
+        d = doc["rungs"][rung]
+        assert d["vs_muon"]["first"]["steps_to_target_ratio"]["mean"] == pytest.approx(1.2, rel=0.02)
+        assert d["verdict"].endswith(verdict)
+    assert f"cpu-xs: effective step: {doc['rungs']['cpu-xs']['verdict']}" in result.table().splitlines()
+
+
+def test_diagnostics_that_cannot_be_built_are_refused(tmp_path: Path) -> None:
+    sweep = tmp_path / "muon-sweep"
+    _sweep_folder(sweep)
+    spec = json.loads((sweep / "spec.json").read_text())
+    (sweep / "spec.json").write_text(json.dumps({**spec, "search": {"optimizer": {"name": "rownorm"},
+                                                                    "space": {"gamma": [0.1]}}}))
+    [(loc, msg)] = _refused({"sweep": str(sweep), "diagnostics": ["effective_step"]})
+    assert loc == ("diagnostics",) and "need a periodic searched arm" in msg
+    [(loc, msg)] = _refused({"sweep": str(_sweep_folder(tmp_path / "command", backend="command")),
+                             "diagnostics": ["effective_step"]})
+    assert loc == ("diagnostics",) and "'command' trainer" in msg
+    ok = TransferSpec.model_validate({"name": "t", "sweep": str(_sweep_folder(tmp_path / "periodic")),
+                                      "diagnostics": ["effective_step"]})
+    assert ok.diagnostics == ["effective_step"] and ok.fingerprint() != ok.model_copy(
+        update={"diagnostics": []}).fingerprint()
+
+
+def test_tuning_budgets_per_arm_are_printed_and_compared() -> None:
+    result = _result(extra_cost=1.3)
+    result.source.update(selection_points=12)
+    result.source_objectives.update({"muon": {"lr_tuning": {"muon.lr_x0.5": 1.0, "muon.lr_x1": 0.9,
+                                                            "muon.lr_x2": 1.1}}, "adamw": {}})
+    budgets = result.tuning_budgets()
+    assert {a: b["sweep_settings"] for a, b in budgets["arms"].items()} == {"periodic": 12, "muon": 3, "adamw": 1}
+    assert budgets["equal_in_sweep"] is False and budgets["equal_in_transfer"] is True
+    assert all(b["runs_per_rung"] == len(SEEDS) for b in budgets["arms"].values())
+    line = next(x for x in result.table().splitlines() if x.startswith("tuning budget per arm"))
+    assert "periodic 12 in the sweep, 1 x 5 runs per rung" in line and "(sweep NOT equal, transfer equal)" in line
+
+
+def test_lr_brackets_run_each_multiple_and_judge_each_rungs_arm_at_its_best() -> None:
+    from sweeper import SweepSpec, transfer_work
+    from sweeper.transfer._job import _plan, _Source
+
+    from .conftest import TINY_TRIAL
+
+    sweep = SweepSpec.model_validate({"name": "s", "rung": "cpu-xs", "horizon": 30, "seeds": [0, 1],
+                                      "baselines": ["adamw", "muon"], "trial": dict(TINY_TRIAL)})
+    source = _Source(workdir="/w", sweep_id="s-1", name="s", parent_run_id="p-1", tracking_uri="sqlite:///x.db",
+                     experiment="e", spec=sweep, best={"K": 3, "gamma": 0.15}, objectives={}, searched_arm="periodic")
+    spec = TransferSpec(name="t", sweep="/w", rungs=["cpu-xs", "cpu-s"],
+                        lr_brackets={"periodic": [1, 1.5, 2.3], "muon": [1, 1.5, 2.3]})
+    plan, sweep_spec = _plan(spec, source, "t-1")
+    by_label = {b["label"]: b for b in sweep_spec["baselines"]}
+    for rung in ("cpu-xs", "cpu-s"):
+        for arm in ("periodic", "muon"):
+            carried = next(r.lr for r in plan.runs if r.rung == rung and r.arm == arm)
+            b = by_label[f"{arm}.lr_x2.3.{rung}"]
+            assert b["arm"] == arm and b["optimizer"]["lr"] == pytest.approx(2.3 * carried)
+            assert b["tags"]["scalesweep.transfer.arm"] == f"{arm}@lr_x2.3"
+    assert by_label["periodic.lr_x1.5.cpu-xs"]["optimizer"]["refresh_every"] == 3  # the pair, unchanged
+    assert len(plan.bracket_runs) == 2 * 2 * 2 and plan.planned_runs() == (6 + 8) * 2
+    # The work counts every multiple: 3 arms + 4 bracket settings per rung, against 3 without.
+    assert transfer_work(spec, sweep) * 3 == transfer_work(spec.model_copy(update={"lr_brackets": {}}), sweep) * 7
+
+    # The analysis: periodic reaches lower at x1.5 on every seed, Muon is best at its carried lr.
+    result = _result(extra_cost=1.3, periodic_scale=1.2)
+    runs = list(result.runs)
+    muon = {(r.rung, r.seed): r.track for r in runs if r.arm == "muon"}
+    for r in [r for r in runs if r.arm in ("periodic", "muon")]:
+        for factor in (1.5, 2.3):
+            if r.arm == "periodic" and factor == 1.5:  # Muon's pace at 1.5 x the lr
+                points = muon[r.rung, r.seed]
+            else:  # higher on the whole curve
+                points = tuple((s, t, 10.0 + (f - 10.0) * (1.1 if factor == 1.5 else 1.3)) for s, t, f in r.track)
+            runs.append(dataclasses.replace(r, arm=f"{r.arm}@lr_x{factor:g}", run_id=f"{r.run_id}-x{factor:g}",
+                                            track=points, checkpoints=points[-3:]))
+    plan_doc = {**result.plan.to_dict(), "lr_brackets": {"periodic": [1, 1.5, 2.3], "muon": [1, 1.5, 2.3]}}
+    bracketed = TransferResult(**{**{f.name: getattr(result, f.name) for f in dataclasses.fields(result)
+                                     if f.name not in ("_fits", "tuning_runs", "lr_choices")},
+                                  "plan": plan_doc, "runs": runs})
+    choice = bracketed.lr_choices["cpu-s"]
+    assert (choice["periodic"]["chosen"], choice["muon"]["chosen"]) == (1.5, 1.0)
+    assert set(choice["periodic"]["multiples"]) == {"1", "1.5", "2.3"}
+    judged = [r for r in bracketed.runs if r.rung == "cpu-s" and r.arm == "periodic"]
+    assert len(judged) == len(SEEDS) and all(r.run_id.endswith("-x1.5") for r in judged)
+    assert len(bracketed.tuning_runs) == 2 * 2 * len(SEEDS) * len(RUNGS)
+    doc = bracketed.analysis(n_boot=0)
+    # periodic judged at x1.5 now needs Muon's steps: the 1.2 x penalty was its step size
+    ratio = doc["targets"]["rungs"]["cpu-s"]["comparisons"]["muon"]["first"]["steps_to_target_ratio"]["mean"]
+    assert ratio == pytest.approx(1.0, abs=0.03)
+    budgets = doc["tuning_budgets"]
+    assert budgets["arms"]["periodic"]["runs_per_rung"] == 3 * len(SEEDS) and budgets["equal_in_transfer"] is False
+    assert doc["lr_brackets"]["choices"]["cpu-xs"]["periodic"]["chosen"] == 1.5
+    assert any("cpu-s      periodic judged at lr x1.5" in line for line in bracketed.table().splitlines())

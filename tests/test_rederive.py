@@ -1,0 +1,126 @@
+"""`make rederive` (benchmarks/rederive.py): every study table the README prints re-derives from the records committed
+in the repository, and a record changed by one value fails the check, naming the figure."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import shutil
+import sys
+import tomllib
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@cache
+def rederive() -> ModuleType:
+    """benchmarks/rederive.py, loaded from the tree (benchmarks/ is the repository's, not an installed package)."""
+    spec = importlib.util.spec_from_file_location("benchmarks_rederive", ROOT / "benchmarks" / "rederive.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
+def copy_studies(tmp_path: Path) -> Path:
+    """A copy of benchmarks/studies/ and every file its manifests name, at the same paths under `tmp_path`."""
+    shutil.copytree(ROOT / "benchmarks" / "studies", tmp_path / "benchmarks" / "studies",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for manifest in (ROOT / "benchmarks" / "studies").glob("*/study.toml"):
+        spec = tomllib.loads(manifest.read_text(encoding="utf-8"))
+        for name in [*spec["records"], *(t["file"] for t in spec["tables"])]:
+            (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(ROOT / name, tmp_path / name)
+    return tmp_path
+
+
+def test_every_printed_study_figure_equals_its_rederivation() -> None:
+    lines: list[str] = []
+    assert rederive().rederive(ROOT, out=lines.append) == []
+    checked = [line for line in lines if "printed numbers equal their re-derivation (none differs)" in line]
+    # the benchmark's two tables and the README's: 4 + 12 + 4 rows
+    assert [line.split(":")[0] for line in checked] == [
+        "benchmarks/results/step_ratio.txt 'periodic (K=3, γ=0.15) / Muon per step, full batch 16, and the controls "
+        "through the same timing'",
+        "benchmarks/results/step_ratio.txt 'The per-rank view",
+        "README.md 'Per-step cost",
+    ]
+    assert [int(line.split("rows, ")[1].split()[0]) for line in checked] == [80, 132, 104]
+    assert all("not recorded, not checked: load 1-min" in line for line in checked[:2])
+
+
+def test_the_step_ratio_records_give_the_printed_ratios() -> None:
+    tables = rederive().derive_step_ratio([ROOT / "benchmarks" / "results" / "step_ratio.csv"])
+    cpu_m = tables["full_batch"].rows[("cpu-m",)]
+    assert cpu_m["periodic / Muon (t, 95 %)"].text == "0.851 [0.841, 0.860] ±1.1 %"
+    assert cpu_m["positive control (Muon + NS5)"].text == "1.214 [1.193, 1.236] ±1.8 %"
+    assert cpu_m["its expected ratio"].text == "1.214"
+    assert cpu_m["negative control (Muon again)"].text == "1.011 [0.995, 1.027] ±1.6 %"
+    assert cpu_m["rounds"].text == "16 (target)"
+    rank = tables["per_rank"].rows[("cpu-m", "8")]
+    assert rank["Muon optimizer share"].text == "39.8 %" and rank["periodic / Muon (t, 95 %)"].values[0] == \
+        pytest.approx(0.772, abs=5e-4)
+    assert len(tables["per_rank"].rows) == 12 and len(tables["full_batch"].rows) == 4
+
+
+def test_a_record_changed_by_one_value_fails_naming_the_figure(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                                               ) -> None:
+    root = copy_studies(tmp_path)
+    record = root / "benchmarks" / "results" / "step_ratio.csv"
+    with record.open(newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    # periodic's thread-clock forward/backward at cpu-m, full batch, round 0: 50 % slower
+    (hit,) = [i for i, r in enumerate(rows) if r[:6] == ["cpu-m", "16", "0", r[3], "periodic", "thread"]]
+    rows[hit][6] = f"{1.5 * float(rows[hit][6]):.7f}"
+    with record.open("w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows(rows)
+
+    assert rederive().main(["--root", str(root)]) == 1
+    err = capsys.readouterr().err
+    assert ("DIFFERS: cpu-m, periodic / Muon (t, 95 %): benchmarks/results/step_ratio.txt prints 0.851 [0.841, 0.860] "
+            "±1.1 %, the records give 0.8") in err
+    assert "DIFFERS: cpu-m, periodic / Muon (t, 95 %): README.md prints 0.851" in err
+    # its interval is now wider than the benchmark's ±2 % target, so "16 (target)" is no longer what the records say
+    assert ("DIFFERS: cpu-m, rounds: README.md prints 16 (target), the records give 16 (stopped before its intervals "
+            "were within ±2 %)") in err
+    assert "cpu-xs" not in err and "cpu-s," not in err and "cpu-l" not in err  # one rung's round changed, one rung
+    assert "printed figures differ from the records" in err
+
+
+def test_a_printed_figure_changed_fails_naming_it(tmp_path: Path) -> None:
+    root = copy_studies(tmp_path)
+    readme = root / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    assert text.count("| 1.214 |") == 1
+    readme.write_text(text.replace("| 1.214 |", "| 1.215 |"), encoding="utf-8")
+    assert rederive().rederive(root, out=lambda _: None) == [
+        "cpu-m, its expected ratio: README.md prints 1.215, the records give 1.214"]
+
+
+def test_a_figure_is_compared_at_its_printed_digits() -> None:
+    mod = rederive()
+    figure = mod.Figure((0.83449, 0.8231, 0.8491, 1.56), "0.834 [0.823, 0.849] ±1.6 %")
+    assert mod.same_figure("0.834 [0.823, 0.849] ±1.6 %", figure)
+    assert mod.same_figure("0.83 [0.82, 0.85] ±2 %", figure)  # fewer digits, each rounded from the full value
+    assert not mod.same_figure("0.835 [0.823, 0.849] ±1.6 %", figure)
+    assert not mod.same_figure("0.834 [0.823, 0.849]", figure)  # a number missing is a different figure
+    assert not mod.same_figure("16 (max_rounds)", mod.Figure((16,), "16 (target)"))
+
+
+def test_a_bad_manifest_is_refused_naming_the_field(tmp_path: Path) -> None:
+    mod = rederive()
+    root = copy_studies(tmp_path)
+    manifest = root / "benchmarks" / "studies" / "step_ratio" / "study.toml"
+    text = manifest.read_text(encoding="utf-8")
+    manifest.write_text(text.replace('deriver = "step_ratio"', 'deriver = "steps"'), encoding="utf-8")
+    with pytest.raises(mod.RederiveError, match=r"deriver 'steps' is unknown; allowed: \['step_ratio'\]"):
+        mod.rederive(root, out=lambda _: None)
+    manifest.write_text('colour = "red"\n' + text, encoding="utf-8")
+    with pytest.raises(mod.RederiveError, match="colour"):
+        mod.rederive(root, out=lambda _: None)
