@@ -28,6 +28,11 @@ PLACEHOLDERS = (
     "config_file",
     "run_id",
     "tracking_uri",
+    # the trial's workers (execution.workers_per_trial) and a rendezvous on the node Ray reserved them on, for
+    # `torchrun --nproc-per-node {workers} --master-addr {master_addr} --master-port {master_port} ...`
+    "workers",
+    "master_addr",
+    "master_port",
 )
 
 

@@ -185,6 +185,20 @@ class TrialConfig(BaseModel):
     eval: EvalConfig = Field(default_factory=lambda: EvalConfig())
     threads: int = Field(1, ge=1, le=1024, description="torch threads (1 to 1024); match the CPUs given to the trial.")
     device: Literal["cpu", "cuda", "auto"] = Field("cpu", description="auto = cuda when available.")
+    precision: Literal["fp32", "bf16"] = Field(
+        "fp32",
+        description="fp32, or bf16: forward and backward of the training step under bf16 autocast (master weights, "
+        "gradients' accumulation into them, optimizer state and evaluation stay fp32; Newton-Schulz keeps "
+        "optimizer.ns_dtype). bf16 runs only where the device computes bf16 natively (CUDA with bf16, CPUs with "
+        "AMX or AVX512-BF16) and is refused elsewhere, where emulated bf16 is slower than fp32.",
+    )
+    workers: int = Field(
+        1,
+        ge=1,
+        le=1024,
+        description="Ranks the trial trains on (FSDP2, one process each; sweeper's execution.workers_per_trial). "
+        "batch_size is the global batch, split evenly across them, so it must divide by workers.",
+    )
     log_every: int = Field(25, ge=1, le=MAX_STEPS, description="Steps between train-loss points (batched to MLflow).")
     checkpoint_dir: str | None = Field(
         None, description="Save a checkpoint here at every eval step and resume from it when present."
@@ -221,6 +235,13 @@ class TrialConfig(BaseModel):
                 raise ValueError(f"eval_steps must be a non-empty list of steps in [1, steps={self.steps}], got {bad}")
         if self.eval.extractor not in list_extractors():
             raise ValueError(f"unknown eval.extractor {self.eval.extractor!r}; allowed: {list_extractors()}")
+        return self
+
+    @model_validator(mode="after")
+    def _batch_splits(self) -> TrialConfig:
+        if self.batch_size % self.workers:
+            raise ValueError(f"batch_size {self.batch_size} (the global batch) does not split evenly across "
+                             f"workers={self.workers}; use a multiple of {self.workers}")
         return self
 
     @property

@@ -24,6 +24,19 @@ import torch
 from torch import Tensor, nn
 
 from ._config import TrialConfig, TrialResult
+from ._distributed import (
+    CommMeter,
+    ShardedCheckpoint,
+    broadcast_flag,
+    current_ranks,
+    full_weights,
+    gather_rank_metrics,
+    load_weights,
+    local_tensors,
+    records_blob,
+    records_from_blob,
+    shard_model,
+)
 from .core.errors import TrialError
 from .data import ImageTextDataset, get_dataset, stream_generator, stream_seed
 from .flow import flow_loss, sample_euler, validation_loss
@@ -44,6 +57,9 @@ from .text import LearnedTextEncoder, get_text_encoder
 __all__ = ["metric_floor", "run_trial", "summarise_quality"]
 
 ProgressFn = Callable[[dict[str, Any]], None]
+
+# Logged when a run resumes from a checkpoint (the value and step: the step it resumed after), once per resume.
+RESUMED_FROM_STEP = "resumed_from_step"
 
 # Images the label CNN behind the default "shapes-cnn" extractor is trained on (once, then cached by content hash).
 _FEATURE_NET_IMAGES = 8192
@@ -183,6 +199,9 @@ def _config_fingerprint(cfg: TrialConfig) -> str:
     step is computed (its kernels give the same update up to float rounding)."""
     dumped = cfg.model_dump(exclude={"tracking": True, "checkpoint_dir": True, "threads": True,
                                      "optimizer": {"rownorm_kernel"}})
+    for key, default in (("precision", "fp32"), ("workers", 1)):  # added later: older checkpoints still resume
+        if dumped[key] == default:
+            dumped.pop(key)
     return json.dumps(dumped, sort_keys=True, default=str)
 
 
@@ -205,6 +224,33 @@ def _resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def native_bf16(device: torch.device) -> bool:
+    """Whether `device` computes bf16 natively: CUDA with bf16 support, or a CPU with AMX or AVX512-BF16 (oneDNN's
+    own test). Elsewhere bf16 is emulated through fp32 and runs slower than fp32 itself."""
+    if device.type == "cuda":
+        return bool(torch.cuda.is_bf16_supported())
+    return device.type == "cpu" and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
+def check_precision(cfg: TrialConfig, device: torch.device) -> None:
+    """Refuse `precision: bf16` on a device without native bf16, before anything is built."""
+    if cfg.precision == "bf16" and not native_bf16(device):
+        raise TrialError(
+            f"precision 'bf16' needs native bf16 ({device.type}: "
+            + ("torch.cuda.is_bf16_supported() is False" if device.type == "cuda"
+               else "no AMX or AVX512-BF16, torch.ops.mkldnn._is_mkldnn_bf16_supported() is False")
+            + "); emulated bf16 is slower than fp32 there. allowed here: precision 'fp32'"
+        )
+
+
+def autocast(cfg: TrialConfig, device: torch.device) -> contextlib.AbstractContextManager[Any]:
+    """bf16 autocast for the training step's forward and backward (`precision: bf16`), else nothing. Autocast
+    computes matmuls in bf16 from the fp32 master weights; gradients land in fp32 on the fp32 parameters."""
+    if cfg.precision != "bf16":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+
+
 def run_trial(
     config: TrialConfig | Mapping[str, Any],
     *,
@@ -223,18 +269,52 @@ def run_trial(
     torch.set_num_threads(cfg.threads)
     trial = _build(cfg)
     result = _new_result(trial)
-    checkpoint = _Checkpoint(cfg)
+    checkpoint = _Checkpoint(cfg, trial.shard)
     checkpoint.restore(trial, result)
     params = cfg.model_dump(exclude={"tracking", "checkpoint_dir"})
-    with trial_run(cfg.tracking, params=params, tags=_run_tags(trial, result)) as run:
+    lead = trial.shard is None or trial.shard.rank == 0  # the rank that logs the run and reports progress
+    meter = trial.shard.meter.installed() if trial.shard is not None else contextlib.nullcontext()
+    with meter, trial_run(cfg.tracking if lead else None, params=params, tags=_run_tags(trial, result)) as run:
         if run.tracked:
             result.run_id = run.run_id
-        with _progress_bar(cfg, trial.step, show_progress) as bar:
-            _train(trial, result, run, checkpoint, bar, progress)
+            if trial.step > 0:  # resumed: what the interrupted attempt logged after its checkpoint stays once
+                run = _OnceRecorder(run, cfg.tracking)  # type: ignore[assignment]
+                run.log_metrics({RESUMED_FROM_STEP: float(trial.step)}, trial.step)
+        with _progress_bar(cfg, trial.step, show_progress and lead) as bar:
+            _train(trial, result, run, checkpoint, bar, progress if lead else None)
         _summarise(result, trial.effective, trial.optimizer)
         result.wall_time_s = time.perf_counter() - wall_start
         run.finish(result)
     return result
+
+
+class _OnceRecorder:
+    """A resumed run's recorder: drops metric points at steps the run already holds for that key (the interrupted
+    attempt logged them after its last checkpoint; the resumed one trains those steps again)."""
+
+    def __init__(self, run: RunRecorder, tracking: Any) -> None:
+        from mlflow import MlflowClient
+
+        self._run = run
+        client = MlflowClient(tracking_uri=tracking.tracking_uri)
+        keys = client.get_run(run.run_id).data.metrics
+        self._logged = {k: {m.step for m in client.get_metric_history(run.run_id, k)} for k in keys}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._run, name)
+
+    def _fresh(self, step: int, metrics: Mapping[str, float]) -> dict[str, float]:
+        return {k: v for k, v in metrics.items() if step not in self._logged.get(k, ())}
+
+    def defer(self, step: int, metrics: Mapping[str, float]) -> None:
+        fresh = self._fresh(step, metrics)
+        if fresh:
+            self._run.defer(step, fresh)
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
+        fresh = self._fresh(step, metrics)
+        if fresh:
+            self._run.log_metrics(fresh, step)
 
 
 @dataclass
@@ -262,10 +342,14 @@ class _Trial:
     effective: float = 0.0
     params: list[Tensor] = field(default_factory=list)
     ema_params: list[Tensor] = field(default_factory=list)
+    shard: _Shard | None = None  # a multi-worker trial's rank (trials._distributed)
 
     @property
     def scored(self) -> _TextToImage:
-        """The weights evaluations score: the EMA average, or the raw weights without one."""
+        """The weights evaluations score: the EMA average, or the raw weights without one (on a multi-worker
+        trial, the unsharded copy rank 0 evaluates, filled by `_Shard.gather` first)."""
+        if self.shard is not None:
+            return self.shard.eval_module
         return self.ema if self.ema is not None else self.module
 
     @property
@@ -285,18 +369,55 @@ class _Trial:
             self.cfg.eval.track_sample_steps == self.cfg.eval.sample_steps)
 
 
+@dataclass
+class _Shard:
+    """This rank of a multi-worker trial: its place, the unsharded copy rank 0 evaluates, its shards of the EMA
+    and the parameters as local tensors (the EMA update needs no communication), and its communication meter."""
+
+    rank: int
+    world: int
+    eval_module: _TextToImage
+    meter: CommMeter
+    ema_shards: list[Tensor]  # DTensors (checkpointed as such)
+    ema_local: list[Tensor]
+    param_local: list[Tensor]
+    optimizer_comm_bytes: float = 0.0
+
+    def gather(self, trial: _Trial) -> None:
+        """Every rank all-gathers the scored weights (EMA, else raw); rank 0 loads them into its copy."""
+        weights = full_weights(self.ema_shards if trial.cfg.eval.ema_decay is not None else trial.params)
+        if self.rank == 0:
+            load_weights(self.eval_module, weights)
+
+
 def _build(cfg: TrialConfig) -> _Trial:
     """Data, text conditioning, model, optimizer, EMA copy and the fixed evaluation inputs; refuses an
     FD-infinity request the sample count cannot serve before any training."""
     device = _resolve_device(cfg.device)
+    check_precision(cfg, device)
     dataset = _dataset(cfg)
     cond = _Conditioner(cfg, dataset, device)
     torch.manual_seed(cfg.seed)  # model init is a function of the seed
     denoiser = build_model(cfg.rung, image_size=cfg.data.image_size, in_channels=dataset.channels,
                            context_dim=cond.context_dim, pooled_dim=cond.pooled_dim)
     module = _TextToImage(denoiser, cond.learned).to(device)
+    place = current_ranks(cfg.workers)
+    shard = None
+    if place is not None:
+        if cfg.optimizer.name == "rownorm":
+            raise TrialError("optimizer 'rownorm' has no sharded form; on workers > 1 allowed: adamw, muon, periodic")
+        eval_module = copy.deepcopy(module).requires_grad_(False).eval()
+        shard_model(denoiser, cond.learned)
     optimizer = build_optimizer(module, cfg.optimizer, block_prefixes=("denoiser.blocks",))
-    ema = copy.deepcopy(module).requires_grad_(False).eval() if cfg.eval.ema_decay is not None else None
+    ema = None
+    if place is None and cfg.eval.ema_decay is not None:
+        ema = copy.deepcopy(module).requires_grad_(False).eval()
+    if place is not None:  # the EMA kept shard by shard instead (`_Shard`)
+        params = list(module.parameters())
+        ema_shards = [p.detach().clone() for p in params]
+        shard = _Shard(rank=place[0], world=place[1], eval_module=eval_module,
+                       meter=CommMeter(world=place[1]), ema_shards=ema_shards,
+                       ema_local=local_tensors(ema_shards), param_local=local_tensors(params))
 
     extractor = _extractor(cfg, dataset)
     reference = _reference_stats(cfg, dataset, extractor)
@@ -318,9 +439,12 @@ def _build(cfg: TrialConfig) -> _Trial:
         parameters=count_parameters(denoiser).total,
         extractor=extractor, reference=reference,
         validation=dataset.validation_set(cfg.eval.val_samples).to(device), fd_batch=fd_batch, fd_noise=fd_noise,
-        train_gen=stream_generator(cfg.seed, "train"), noise_gen=stream_generator(cfg.seed, "noise"),
+        train_gen=stream_generator(cfg.seed, "train"),
+        # one noise stream per rank (rank 0's is the one-process trial's): each rank noises its own slice
+        noise_gen=stream_generator(cfg.seed, "noise" if shard is None or shard.rank == 0 else f"noise-{shard.rank}"),
         track_samples=min(cfg.eval.track_samples, cfg.eval.fd_samples) if cfg.resolved_track_steps else 0,
         params=list(module.parameters()), ema_params=list(ema.parameters()) if ema is not None else [],
+        shard=shard,
     )
 
 
@@ -345,7 +469,7 @@ def _run_tags(trial: _Trial, result: TrialResult) -> dict[str, str]:
         TRIAL_TAG.FD_METRIC_NAME: trial.extractor.metric_name,
         TRIAL_TAG.FD_SAMPLES: str(cfg.eval.fd_samples),
         TRIAL_TAG.FD_REFERENCE_SAMPLES: str(cfg.eval.reference_samples),
-        TRIAL_TAG.FD_WEIGHTS: "ema" if trial.ema is not None else "raw",
+        TRIAL_TAG.FD_WEIGHTS: "ema" if cfg.eval.ema_decay is not None else "raw",
         TRIAL_TAG.FD_TRACK_SAMPLES: str(result.track_samples),
         TRIAL_TAG.FD_TRACK_SAMPLE_STEPS: str(result.track_sample_steps),
         TRIAL_TAG.NS_DTYPE: str(trial.optimizer.ns_dtype).removeprefix("torch."),
@@ -396,56 +520,127 @@ def _train(trial: _Trial, result: TrialResult, run: RunRecorder, checkpoint: _Ch
             run.defer(step, {METRIC.LOSS: loss_sum / loss_n})
             bar.set_postfix(loss=f"{loss_sum / loss_n:.4f}")
             loss_sum, loss_n = 0.0, 0
-        if step in track_steps and not (trial.track_from_full and step in eval_steps):
+        if step in track_steps and not (trial.track_from_full and step in eval_steps) and _scores(trial):
             _track_point(trial, result, run, step)
             if step not in eval_steps:
                 run.flush()  # the full evaluation flushes its own
         if step in eval_steps:
-            evaluated = _evaluate_step(trial, result, step)
-            if evaluated is None:
+            evaluated = _evaluate_step(trial, result, step) if _scores(trial) else None
+            per_rank = _rank_metrics(trial)
+            diverged = evaluated is None if trial.shard is None else broadcast_flag(
+                trial.shard.rank == 0 and evaluated is None)
+            if diverged:
                 result.status, result.diverged_at = "DIVERGED", step
                 break
-            metrics, samples = evaluated
-            run.defer(step, metrics)
-            run.flush()
-            _log_samples(run, samples, step)
-            bar.set_postfix(loss=f"{metrics[METRIC.VAL_LOSS]:.4f}", fd=f"{metrics[METRIC.FD]:.2f}")
+            if evaluated is not None:  # the rank that evaluates (rank 0 of a multi-worker trial)
+                metrics, samples = evaluated
+                metrics.update(per_rank)
+                run.defer(step, metrics)
+                run.flush()
+                _log_samples(run, samples, step)
+                bar.set_postfix(loss=f"{metrics[METRIC.VAL_LOSS]:.4f}", fd=f"{metrics[METRIC.FD]:.2f}")
             checkpoint.save(trial, result, step)
-            if progress is not None:
-                progress({"step": step, "metric_name": trial.extractor.metric_name, **metrics})
+            if progress is not None and evaluated is not None:
+                progress({"step": step, "metric_name": trial.extractor.metric_name, **evaluated[0]})
         result.steps_done = step
     result.steps_done = max(result.steps_done, start)
 
 
+def _scores(trial: _Trial) -> bool:
+    """Whether this process evaluates: always on one worker; on several, every rank all-gathers the scored weights
+    and rank 0 alone evaluates them."""
+    if trial.shard is None:
+        return True
+    trial.shard.gather(trial)
+    return trial.shard.rank == 0
+
+
+def _rank_metrics(trial: _Trial) -> dict[str, float]:
+    """A multi-worker trial's per-rank timings and communication, per training step of this attempt (every rank
+    takes part; rank 0 logs them): `<name>_rank<r>` for each rank and the slowest rank's under `<name>`, plus the
+    matrix optimizer's own bytes by collective (`comm/...`)."""
+    shard = trial.shard
+    if shard is None:
+        return {}
+    meter, optimizer = shard.meter, trial.optimizer
+    steps = max(1, meter.steps)
+    mine = {
+        "comm_bytes_per_step": meter.bytes_sent / steps,
+        "comm_time_s_per_step": meter.time_s / steps,
+        "step_time_s": meter.step_time_s / steps,
+        "optimizer_step_time_s": optimizer.total_step_time_s / max(1, optimizer.steps),
+    }
+    every = gather_rank_metrics(mine)
+    out = {f"{k}_rank{r}": v for r, values in enumerate(every) for k, v in values.items()}
+    out.update({k: max(values[k] for values in every) for k in mine if k != "step_time_s"})
+    if optimizer.comm_stats is not None:
+        out.update(optimizer.comm_stats.as_metrics())
+    return out
+
+
 def _train_step(trial: _Trial, step: int) -> float | None:
-    """One optimizer step (timed as effective training time, see the module docstring); the loss, or None when it
-    is not finite (nothing is updated then)."""
-    cfg, module, optimizer = trial.cfg, trial.module, trial.optimizer
-    batch = trial.dataset.sample(cfg.batch_size, trial.train_gen).to(trial.cond.device)
+    """One optimizer step (timed as effective training time, see the module docstring); the loss (on a
+    multi-worker trial the mean over the global batch, which every rank sees), or None when it is not finite
+    (nothing is updated then)."""
+    cfg, shard = trial.cfg, trial.shard
+    batch = trial.dataset.sample(cfg.batch_size, trial.train_gen)
+    if shard is not None:  # the global batch, drawn whole on every rank from the one stream: this rank's slice
+        per_rank = cfg.batch_size // shard.world
+        batch = _slice(batch, shard.rank * per_rank, (shard.rank + 1) * per_rank)
+    batch = batch.to(trial.cond.device)
     cached = trial.cond.frozen_embeddings(batch.captions)
     trial.sync()
     t0 = time.perf_counter()
+    counting = shard.meter.counting() if shard is not None else contextlib.nullcontext()
+    with counting:
+        seen = _forward_backward_step(trial, step, batch, cached)
+    trial.sync()
+    elapsed = time.perf_counter() - t0
+    trial.effective += elapsed
+    trial.step = step
+    if shard is not None:
+        shard.meter.step_time_s += elapsed
+    return seen
+
+
+def _forward_backward_step(trial: _Trial, step: int, batch: Any, cached: tuple[Tensor, Tensor] | None) -> float | None:
+    """Forward, backward, clip, optimizer step and EMA: the timed part of `_train_step`."""
+    cfg, module, optimizer, shard = trial.cfg, trial.module, trial.optimizer, trial.shard
     optimizer.zero_grad()
-    context, pooled = _encode(module, trial.cond, batch.captions, cached)
-    loss = flow_loss(module.denoiser, batch.images, context, pooled, trial.noise_gen, cond_dropout=cfg.cond_dropout)
-    if not torch.isfinite(loss):
+    with autocast(cfg, trial.cond.device):  # backward runs in the dtypes autocast chose for the forward
+        context, pooled = _encode(module, trial.cond, batch.captions, cached)
+        loss = flow_loss(module.denoiser, batch.images, context, pooled, trial.noise_gen,
+                         cond_dropout=cfg.cond_dropout)
+    seen = loss.detach()
+    if shard is not None:  # every rank must take the same branch (backward is collective): the global mean decides
+        seen = seen.clone()
+        torch.distributed.all_reduce(seen)
+        seen /= shard.world
+    if not torch.isfinite(seen):
         return None
     loss.backward()
     if cfg.grad_clip is not None:
         nn.utils.clip_grad_norm_(trial.params, cfg.grad_clip)
     optimizer.set_lr_scale(min(1.0, step / cfg.warmup_steps) if cfg.warmup_steps else 1.0)
     optimizer.step()
-    if trial.ema is not None:
+    if cfg.eval.ema_decay is not None:
         # Warm-up (TF's num_updates rule): the effective decay (1+t)/(10+t) stays below `decay` until
         # t ~ 2000 (0.989 at step 800, 0.9926 at 1200), so the average tracks the recent weights early on.
         # Measured at cpu-xs, 1200 steps, 3 seeds: this rule gave objective seed std 5.6-21; the plain
         # running mean up to the full 0.995 window lagged more and had std 28-64 (benchmarks/trial_quality.py).
-        d = min(cfg.eval.ema_decay or 0.0, (1 + step) / (10 + step))
-        torch._foreach_lerp_(trial.ema_params, [p.detach() for p in trial.params], 1.0 - d)
-    trial.sync()
-    trial.effective += time.perf_counter() - t0
-    trial.step = step
-    return loss.item()
+        d = min(cfg.eval.ema_decay, (1 + step) / (10 + step))
+        if shard is not None:  # shard by shard: the EMA is elementwise, so no communication
+            with torch.no_grad():
+                torch._foreach_lerp_(shard.ema_local, shard.param_local, 1.0 - d)
+        else:
+            torch._foreach_lerp_(trial.ema_params, [p.detach() for p in trial.params], 1.0 - d)
+    return seen.item()
+
+
+def _slice(batch: Any, start: int, stop: int) -> Any:
+    """Samples [start, stop) of a batch (images, captions and labels)."""
+    return type(batch)(images=batch.images[start:stop], captions=batch.captions[start:stop],
+                       labels={k: v[start:stop] for k, v in batch.labels.items()})
 
 
 def _track_point(trial: _Trial, result: TrialResult, run: RunRecorder, step: int) -> None:
@@ -510,13 +705,20 @@ _RECORDS = ("fd", "val_loss", "effective_time_s", "fd_infinity", "fd_track", "tr
 
 class _Checkpoint:
     """`checkpoint_dir/last.pt`: the weights, optimizer state, random streams and the result so far, written
-    atomically at each eval step; restored only by a trial with the same config (nothing to do without a dir)."""
+    atomically at each eval step; restored only by a trial with the same config (nothing to do without a dir).
+    A multi-worker trial writes the same through `torch.distributed.checkpoint` instead, each rank its shards
+    (`trials._distributed.ShardedCheckpoint`)."""
 
-    def __init__(self, cfg: TrialConfig) -> None:
+    def __init__(self, cfg: TrialConfig, shard: _Shard | None = None) -> None:
         self.path = Path(cfg.checkpoint_dir) / "last.pt" if cfg.checkpoint_dir else None
         self.fingerprint = _config_fingerprint(cfg)
+        self.sharded = (ShardedCheckpoint(Path(cfg.checkpoint_dir), shard.rank)
+                        if cfg.checkpoint_dir and shard is not None else None)
 
     def restore(self, trial: _Trial, result: TrialResult) -> None:
+        if self.sharded is not None:
+            self._restore_sharded(trial, result)
+            return
         if self.path is None or not self.path.is_file():
             return
         saved = torch.load(self.path, map_location=trial.cond.device, weights_only=False)
@@ -533,6 +735,9 @@ class _Checkpoint:
             getattr(result, name).update(saved["records"].get(name, {}))
 
     def save(self, trial: _Trial, result: TrialResult, step: int) -> None:
+        if self.sharded is not None:
+            self.sharded.save(step, self._sharded_state(trial, result, step))
+            return
         if self.path is None:
             return
         _save_checkpoint(self.path, {
@@ -546,6 +751,60 @@ class _Checkpoint:
             "noise_gen": trial.noise_gen.get_state(),
             "records": {name: getattr(result, name) for name in _RECORDS},
         })
+
+    def _sharded_state(self, trial: _Trial, result: TrialResult, step: int) -> dict[str, Any]:
+        """What every rank writes: the model and optimizer state as DTensors (torch's `get_state_dict`, which
+        first fills an empty optimizer's state with a zero step, so a fresh trial can load in place), the EMA
+        shards, and under this rank's own key what differs per rank (its noise stream, the counters, and on
+        rank 0 the records)."""
+        from torch.distributed.checkpoint.state_dict import get_state_dict
+
+        assert trial.shard is not None  # only built for a multi-worker trial
+        optimizer = trial.optimizer
+        model_state, optim_state = get_state_dict(trial.module, optimizer.optimizers)
+        own = {
+            "noise_gen": trial.noise_gen.get_state(),
+            "meta": json.dumps({
+                "fingerprint": self.fingerprint, "step": step, "effective": trial.effective,
+                "counters": optimizer.state_dict()["counters"],
+            }),
+            "records": records_blob({name: getattr(result, name) for name in _RECORDS}),
+        }
+        return {
+            "model": model_state,
+            "optim": optim_state,
+            "ema": {str(i): t for i, t in enumerate(trial.shard.ema_shards)},
+            "train_gen": trial.train_gen.get_state(),
+            f"rank{trial.shard.rank}": own,
+        }
+
+    def _restore_sharded(self, trial: _Trial, result: TrialResult) -> None:
+        from torch.distributed.checkpoint.state_dict import set_state_dict
+
+        assert self.sharded is not None and trial.shard is not None
+        if not self.sharded.available():  # before `_sharded_state`, whose zero step a fresh run must not take
+            return
+        state = self._sharded_state(trial, result, 0)
+        own = state[f"rank{trial.shard.rank}"]
+        own["meta"], own["records"] = "", ""
+        self.sharded.load(state)
+        own = state[f"rank{trial.shard.rank}"]
+        meta = json.loads(own["meta"])
+        if meta["fingerprint"] != self.fingerprint:
+            raise TrialError(f"checkpoint in {self.sharded.root} was written by a different trial config; refusing "
+                             "to resume")
+        optimizer = trial.optimizer
+        set_state_dict(trial.module, optimizer.optimizers, model_state_dict=state["model"],
+                       optim_state_dict=state["optim"])
+        counters = meta["counters"]
+        optimizer.steps, optimizer.total_step_time_s = int(counters["steps"]), float(counters["total_step_time_s"])
+        optimizer.matrix.ns5_calls = int(counters["ns5_calls"])
+        optimizer.matrix.rownorm_calls = int(counters["rownorm_calls"])
+        trial.train_gen.set_state(state["train_gen"])
+        trial.noise_gen.set_state(own["noise_gen"])
+        trial.step, trial.effective = int(meta["step"]), float(meta["effective"])
+        for name, values in records_from_blob(own["records"]).items():
+            getattr(result, name).update(values)
 
 
 @torch.no_grad()

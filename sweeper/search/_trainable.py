@@ -29,14 +29,20 @@ ProgressFn = Callable[[dict[str, Any]], None]
 def _builtin(trial: dict[str, Any], backend: dict[str, Any], progress: ProgressFn) -> Any:
     from trials import run_trial
 
+    if int(trial.get("workers", 1)) > 1:  # FSDP2 on the trial's placement group; this process is rank 0
+        from ._workers import run_on_workers
+
+        return run_on_workers(trial, lambda cfg: run_trial(cfg, progress=progress))
     return run_trial(trial, progress=progress)
 
 
 def _command(trial: dict[str, Any], backend: dict[str, Any], progress: ProgressFn) -> Any:
     from trials import run_command_trial
 
+    from ._workers import launch_placeholders
+
     command = {k: v for k, v in backend.items() if k not in ("name", "trainer")}
-    return run_command_trial(trial, command, progress=progress)
+    return run_command_trial(trial, launch_placeholders(command, trial), progress=progress)
 
 
 # name -> runner(trial config mapping, backend spec mapping, progress) -> trials.TrialResult

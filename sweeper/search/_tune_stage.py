@@ -22,6 +22,7 @@ from ..settings import DriverSettings
 from ..specs import SweepSpec
 from ._hooks import DriverHooks
 from ._trainable import make_trainable
+from ._workers import trial_resources
 
 __all__ = ["run_tune"]
 
@@ -50,7 +51,8 @@ def _tune(spec: SweepSpec, driver: DriverHooks, workdir: Path, started_ray: bool
     from ._tune import tune_parts
 
     searcher, scheduler, stopper, monitor = tune_parts(driver)
-    resources = {"cpu": spec.execution.cpus_per_trial, "gpu": spec.execution.gpus_per_trial}
+    # one worker: a plain request; N workers: a placement group of N bundles, packed (`_workers`)
+    resources = trial_resources(spec.execution, one_node=spec.backend.name == "command")
     trainable = tune.with_resources(make_trainable(driver.sweep_id), resources)
     concurrency = _concurrency(spec)
     tuner = tune.Tuner(
@@ -165,7 +167,7 @@ def _concurrency(spec: SweepSpec) -> int:
     if spec.execution.concurrency is not None:
         return spec.execution.concurrency
     resources = ray.cluster_resources()
-    fits = math.floor(resources.get("CPU", 1) / spec.execution.cpus_per_trial)
+    fits = math.floor(resources.get("CPU", 1) / spec.execution.trial_cpus)  # every worker's CPUs
     if spec.execution.gpus_per_trial > 0:
-        fits = min(fits, math.floor(resources.get("GPU", 0) / spec.execution.gpus_per_trial))
+        fits = min(fits, math.floor(resources.get("GPU", 0) / spec.execution.trial_gpus))
     return max(1, fits)

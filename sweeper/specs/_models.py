@@ -34,6 +34,7 @@ from .checks import (
     Step,
     TrialSection,
     _nested_errors,
+    check_batch_split,
     check_numbers,
 )
 
@@ -409,10 +410,19 @@ class ExecutionSpec(BaseModel):
         description="Trials at once; None = as many as the Ray cluster's CPUs/GPUs fit per trial.",
     )
     cpus_per_trial: float = Field(
-        1.0, gt=0, le=1024, description="CPUs reserved per trial; torch uses as many threads (at least 1)."
+        1.0, gt=0, le=1024, description="CPUs reserved per trial worker; torch uses as many threads (at least 1)."
     )
     gpus_per_trial: float = Field(
-        0.0, ge=0, le=64, description="GPUs per trial; above 0 the trial's device defaults to 'auto' (CUDA)."
+        0.0, ge=0, le=64, description="GPUs per trial worker; above 0 the trial's device defaults to 'auto' (CUDA)."
+    )
+    workers_per_trial: int = Field(
+        1,
+        ge=1,
+        le=1024,
+        description="Processes (ranks) per trial, each with cpus_per_trial CPUs and gpus_per_trial GPUs, reserved "
+        "as one Ray placement group packed on one node where it fits. Above 1 the built-in trial trains with FSDP2 "
+        "(gloo on CPU, NCCL on CUDA) and splits the trial's global batch_size across the ranks; a command trainer "
+        "gets {workers}, {master_addr} and {master_port} for torchrun.",
     )
     num_cpus: int | None = Field(
         None,
@@ -429,6 +439,16 @@ class ExecutionSpec(BaseModel):
     @property
     def threads(self) -> int:
         return max(1, int(self.cpus_per_trial))
+
+    @property
+    def trial_cpus(self) -> float:
+        """CPUs one trial reserves: every worker's."""
+        return self.cpus_per_trial * self.workers_per_trial
+
+    @property
+    def trial_gpus(self) -> float:
+        """GPUs one trial reserves: every worker's."""
+        return self.gpus_per_trial * self.workers_per_trial
 
 
 class RetrySpec(BaseModel):
@@ -700,6 +720,7 @@ class SweepSpec(BaseModel):
                 raise ValueError(
                     f"eval_steps must be distinct steps in [1, horizon={self.horizon}], got {self.eval_steps}"
                 )
+        check_batch_split(self.execution.workers_per_trial, self.trial)
         from trials import TrialConfig
 
         try:  # one probe trial per rung validates the `trial` section with trials' own rules
@@ -769,6 +790,8 @@ class SweepSpec(BaseModel):
             seed=seed,
             threads=self.execution.threads,
         )
+        if self.execution.workers_per_trial > 1:  # left out at 1: trial configs of earlier sweeps unchanged
+            cfg["workers"] = self.execution.workers_per_trial
         return cfg
 
     def fingerprint(self) -> str:
