@@ -566,3 +566,15 @@ def test_auto_ns_dtype_follows_the_hardware_probe(monkeypatch: pytest.MonkeyPatc
     else:
         assert isinstance(muon.matrix, PeriodicRowMuon) and muon.matrix.defaults["ns_dtype"] == torch.float32
     assert build_optimizer(_TinyMMDiT(), {"name": "periodic", "ns_dtype": "float32"}).ns_dtype == torch.float32
+
+
+def test_ns_placement_is_an_optimizer_setting_with_two_values() -> None:
+    from pydantic import ValidationError
+
+    from trials.optim import OptimizerConfig
+
+    assert OptimizerConfig().ns_placement == "replicated"
+    assert OptimizerConfig(name="muon", ns_placement="distributed").ns_placement == "distributed"
+    with pytest.raises(ValidationError) as err:
+        OptimizerConfig(ns_placement="everywhere")  # type: ignore[arg-type]
+    assert err.value.errors()[0]["loc"] == ("ns_placement",) and "distributed" in str(err.value)

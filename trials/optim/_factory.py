@@ -85,6 +85,12 @@ class OptimizerConfig(BaseModel):
     ns_dtype: Literal["auto", "bfloat16", "float32"] = Field(
         "auto", description="Newton-Schulz dtype; auto = bf16 where bf16 matmul is fast (GPU, AVX512-BF16), else fp32."
     )
+    ns_placement: Literal["replicated", "distributed"] = Field(
+        "replicated",
+        description="Under FSDP2 (sharded matrices): replicated (every rank gathers each whole matrix and runs "
+        "Newton-Schulz on it, as the paper and Moonlight do) or distributed (each matrix's shards go to one owner "
+        "rank over an all-to-all, Newton-Schulz runs once there, the rows come back). Unsharded: no effect.",
+    )
     rownorm_kernel: Literal["auto", "native", "streamed", "unfused"] = Field(
         "auto",
         description="How the periodic and rownorm arms run their row-norm step: native (a compiled CPU kernel that "
@@ -127,7 +133,8 @@ def _sharded(params: list[Tensor]) -> bool:
 def _build_muon(params: list[Tensor], cfg: OptimizerConfig, ns_dtype: torch.dtype) -> Optimizer:
     if _sharded(params):  # the sharded vanilla-Muon baseline: all-gather and NS5 on every step
         return ShardedPeriodicRowMuon(
-            params, refresh_every=1, ns_steps=cfg.ns_steps, ns_dtype=ns_dtype, **_muon_kwargs(cfg)
+            params, refresh_every=1, ns_steps=cfg.ns_steps, ns_dtype=ns_dtype, ns_placement=cfg.ns_placement,
+            **_muon_kwargs(cfg),
         )
     if ns_dtype == torch.bfloat16:
         return torch.optim.Muon(params, ns_steps=cfg.ns_steps, **_muon_kwargs(cfg))
@@ -135,8 +142,12 @@ def _build_muon(params: list[Tensor], cfg: OptimizerConfig, ns_dtype: torch.dtyp
 
 
 def _build_periodic(params: list[Tensor], cfg: OptimizerConfig, ns_dtype: torch.dtype) -> Optimizer:
-    cls = ShardedPeriodicRowMuon if _sharded(params) else PeriodicRowMuon
-    return cls(
+    if _sharded(params):
+        return ShardedPeriodicRowMuon(
+            params, refresh_every=cfg.refresh_every, gamma=cfg.gamma, ns_steps=cfg.ns_steps, ns_dtype=ns_dtype,
+            rownorm_kernel=cfg.rownorm_kernel, ns_placement=cfg.ns_placement, **_muon_kwargs(cfg),
+        )
+    return PeriodicRowMuon(
         params,
         refresh_every=cfg.refresh_every,
         gamma=cfg.gamma,
