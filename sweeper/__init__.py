@@ -73,7 +73,7 @@ from .errors import SweepError
 from .jobs import FigureHook, apply_extension, run_sweep, set_figure_hook, sweep_status
 from .search import RegisteredTrainer, load_trainers, resolve_trainer
 from .settings import SOURCE_SWEEP_ID_ENV, TRAINERS_ENV
-from .specs import SweepSpec, load_spec, redact_spec, sweep_work
+from .specs import SweepSpec, load_spec, redact_spec, sweep_memory, sweep_work, trial_memory, trial_memory_bytes
 from .specs.checks import check_shape
 
 __all__ = [
@@ -99,10 +99,13 @@ __all__ = [
     "resolve_trainer",
     "run_sweep",
     "set_figure_hook",
+    "sweep_memory",
     "sweep_status",
     "sweep_work",
     "transfer_status",
     "transfer_work",
+    "trial_memory",
+    "trial_memory_bytes",
     "write_optuna_study",
 ]
 

@@ -15,14 +15,17 @@ from fastapi import Path as PathParam
 from sqlalchemy import Select, and_, or_, select
 from sqlalchemy.exc import IntegrityError
 
+from sweeper.specs import TrialMemory
+
 from .._db import SweepRecord, TransferRecord, new_id
-from .._security import check_rest_spec, check_work
+from .._security import check_memory, check_rest_spec, check_rungs, check_work
 from .._settings import Settings
 from ..deps import JobsDep, Owner, SessionDep, SettingsDep
 
 __all__ = [
     "HTML_PAGE",
     "STATE_PATTERN",
+    "Demand",
     "PageDep",
     "PageQuery",
     "add_state_routes",
@@ -149,11 +152,24 @@ def list_page(session: Any, model: type[Job], query: PageQuery,
 _KINDS: dict[type[Any], tuple[str, str]] = {SweepRecord: ("sweep", "sw"), TransferRecord: ("transfer", "tr")}
 
 
-def admit(spec: dict[str, Any], work: int, queue: JobsDep, settings: Settings, noun: str) -> None:
+@dataclass(frozen=True)
+class Demand:
+    """What a job asks of the workers, as the routes compute it from its typed spec: its total work in
+    training-step units, its rungs by the field that names each, and each rung's trial memory estimate."""
+
+    work: int
+    rungs: dict[tuple[str | int, ...], str]
+    memory: dict[tuple[str | int, ...], TrialMemory]
+
+
+def admit(spec: dict[str, Any], demand: Demand, queue: JobsDep, settings: Settings, noun: str) -> None:
     """Refuse (422, naming the field) what a token holder may not ask for (a free-form command, an unregistered
-    trainer, a Ray cluster of its own, a server path outside the registered ones) and work over the limit."""
+    trainer, a Ray cluster of its own, a server path outside the registered ones, a rung the operator did not
+    offer), work over the limit and a trial whose estimated memory is over the workers' (issue 53, H2)."""
     check_rest_spec(spec, queue.trainers, settings.data_path_list)
-    check_work(work, settings.max_work, noun)
+    check_rungs(demand.rungs, settings.rest_rung_list)
+    check_work(demand.work, settings.max_work, noun)
+    check_memory(demand.memory, settings.max_trial_memory_bytes, noun)
 
 
 def create_job(
@@ -164,7 +180,7 @@ def create_job(
     model: type[Job],
     *,
     spec: dict[str, Any],
-    work: int,
+    demand: Demand,
     owner: str,
     fields: dict[str, Any],
     idempotency_key: str | None,
@@ -175,7 +191,7 @@ def create_job(
     Idempotency-Key (409 when that key came with another body: another spec or other `fields`). The record is
     `model(spec=spec, owner=owner, **fields)`, PENDING; the job queue is woken to start it."""
     noun, prefix = _KINDS[model]
-    admit(spec, work, queue, settings, noun)
+    admit(spec, demand, queue, settings, noun)
     idempotency_key = (idempotency_key or "").strip() or None  # an empty header is no key at all
     if idempotency_key:
         existing = session.scalars(select(model).where(model.idempotency_key == idempotency_key)).first()

@@ -16,6 +16,7 @@ from sweeper import (
     compare_sweeps,
     load_sweep_result,
     redact_spec,
+    sweep_memory,
     sweep_status,
     sweep_work,
     write_optuna_study,
@@ -73,6 +74,12 @@ def _public(settings: Settings, record: SweepRecord) -> SweepPublic:
     )
 
 
+def _demand(spec: SweepSpec) -> jobs.Demand:
+    rungs: dict[tuple[str | int, ...], str] = {("rung",): spec.rung}
+    rungs.update({("baselines", i, "rung"): b.rung for i, b in enumerate(spec.baselines) if b.rung})
+    return jobs.Demand(sweep_work(spec), rungs, sweep_memory(spec))
+
+
 def _get(session: Any, sweep_id: str) -> SweepRecord:
     return jobs.get_job(session, SweepRecord, sweep_id, "sweep")
 
@@ -95,7 +102,7 @@ def create_sweep(
 ) -> SweepPublic:
     # a token is not a shell: registered trainers only, no server path outside the registered locations
     return jobs.create_job(response, session, queue, settings, SweepRecord, spec=spec.model_dump(mode="json"),
-                           work=sweep_work(spec), owner=owner, fields={"name": spec.name},
+                           demand=_demand(spec), owner=owner, fields={"name": spec.name},
                            idempotency_key=idempotency_key, public=_public, what="sweep spec")
 
 
@@ -254,7 +261,7 @@ def get_report(sweep_id: str, results: ResultsDep, session: SessionDep, _reader:
 def extend_sweep(sweep_id: str, settings: SettingsDep, queue: JobsDep, session: SessionDep, _owner: Owner,
                  spec: Annotated[SweepSpec, Body()]) -> dict[str, Any]:
     record = _get(session, sweep_id)
-    jobs.admit(spec.model_dump(mode="json"), sweep_work(spec), queue, settings, "sweep")
+    jobs.admit(spec.model_dump(mode="json"), _demand(spec), queue, settings, "sweep")
     try:
         added = queue.extend(session, record, spec)
     except SweepError as exc:

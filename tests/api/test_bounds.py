@@ -1,0 +1,107 @@
+"""Issue 53's service rows, each reproduced through the service as a hostile token holder would try it: specs that
+validate but fit in no worker's memory (H2), queued work and names without bounds (L2), HTML without its headers
+(L3), two services on one work folder (M6), a queued resume lost in a restart (H3), analyses that hold up cheap
+reads (M5) and a report rendered on an open read (H1)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api.service import Settings
+from sweeper import trial_memory_bytes
+
+from .conftest import AUTH, TOKEN
+from .test_rest_limits import _api, api  # noqa: F401  (the fixture: an app without lifespan, nothing launched)
+
+SPEC: dict[str, Any] = {"name": "bounds", "rung": "cpu-xs", "horizon": 20, "search": {"space": {"K": [2, 3]}}}
+
+
+def _fields(r: Any) -> list[str]:
+    assert r.status_code == 422, r.text
+    assert r.headers["content-type"] == "application/problem+json"
+    return [e["field"] for e in r.json()["errors"]]
+
+
+# --- H2: a trial no worker can hold is refused at submission ------------------------------------------------------
+
+
+def test_the_memory_estimate_counts_parameters_batch_and_pixels() -> None:
+    small = trial_memory_bytes({"rung": "cpu-xs"})
+    # the default CPU trial: the 0.5 GiB trainer overhead, 6.5 MB of weights and state, 42 MB of activations
+    assert 0.5e9 < small < 1e9
+    # paper-15b: 15.24e9 parameters x 20 bytes (weights, gradients, AdamW's moments, EMA) alone is 305 GB
+    assert trial_memory_bytes({"rung": "paper-15b", "steps": 1}) > 15.24e9 * 20
+    # cpu-xs at 4096 px, batch 65,536: 4.2e6 tokens a picture; petabytes of activations
+    assert trial_memory_bytes({"rung": "cpu-xs", "batch_size": 65536, "data": {"image_size": 4096}}) > 1e15
+    # linear in the batch once the activations dominate
+    a, b = (trial_memory_bytes({"rung": "cpu-s", "batch_size": n, "data": {"image_size": 64}}) for n in (256, 512))
+    assert 1.8 < (b - 0.6e9) / (a - 0.6e9) < 2.2
+
+
+def test_a_paper_rung_is_not_offered_over_rest_by_default(api: TestClient) -> None:
+    r = api.post("/v1/sweeps", json={**SPEC, "rung": "paper-15b", "horizon": 1}, headers=AUTH)
+    assert _fields(r) == ["rung"]
+    assert "SCALESWEEP_REST_RUNGS" in r.json()["detail"] and "cpu-xs" in r.json()["detail"]
+    r = api.post("/v1/sweeps", json={**SPEC, "baselines": [{"arm": "adamw", "rung": "paper-4b"}]}, headers=AUTH)
+    assert _fields(r) == ["baselines[0].rung"]
+    assert api.get("/v1/sweeps").json()["count"] == 0
+
+
+def test_a_trial_over_the_workers_memory_is_refused_naming_fields_and_estimate(
+        tmp_path: Path, empty_mlflow_db: Path) -> None:
+    # the operator offers every rung: the memory check alone refuses paper-15b at horizon 1
+    rungs = "cpu-xs,cpu-s,cpu-m,cpu-l,paper-1.3b,paper-4b,paper-9b,paper-15b"
+    api = _api(tmp_path, empty_mlflow_db, rest_rungs=rungs, max_trial_memory_gb=64)
+    r = api.post("/v1/sweeps", json={**SPEC, "rung": "paper-15b", "horizon": 1}, headers=AUTH)
+    assert _fields(r) == ["rung", "trial.batch_size", "trial.data.image_size"]
+    detail = r.json()["detail"]
+    assert "15,242,724,160 parameters" in detail and "SCALESWEEP_MAX_TRIAL_MEMORY_GB" in detail
+    assert "64.0 GB" in detail
+    r = api.post("/v1/sweeps", json={**SPEC, "trial": {"batch_size": 65536, "data": {"image_size": 4096}}},
+                 headers=AUTH)
+    assert _fields(r)[0] == "rung" and "GB of activations" in r.json()["detail"]
+    r = api.post("/v1/sweeps", json={**SPEC, "rung": "paper-15b", "trial": {"batch_size": 65536}}, headers=AUTH)
+    assert r.status_code == 422
+    assert api.get("/v1/sweeps").json()["count"] == 0
+    # the default CPU trial fits
+    assert api.post("/v1/sweeps", json=SPEC, headers=AUTH).status_code == 201
+
+
+def test_the_default_limit_is_half_this_hosts_memory(settings: Settings) -> None:
+    import os
+
+    assert settings.max_trial_memory_bytes == os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+    with pytest.raises(ValueError, match="unknown rungs"):
+        Settings(workdir=settings.workdir, api_token=TOKEN, rest_rungs="cpu-xs,gpt-5")  # type: ignore[arg-type]
+
+
+def test_an_extend_is_checked_like_a_submission(api: TestClient) -> None:
+    from api.service._db import SweepRecord
+
+    sweep = api.post("/v1/sweeps", json=SPEC, headers=AUTH).json()["id"]
+    with api.app.state.sessionmaker() as session:  # type: ignore[attr-defined]
+        session.get(SweepRecord, sweep).state = "SUCCEEDED"
+        session.commit()
+    r = api.post(f"/v1/sweeps/{sweep}/extend", json={**SPEC, "trial": {"batch_size": 65536,
+                                                                       "data": {"image_size": 4096}}}, headers=AUTH)
+    assert _fields(r)[0] == "rung"
+
+
+def test_a_transfer_to_a_rung_not_offered_is_refused(api: TestClient, tmp_path: Path) -> None:
+    from api.service._db import SweepRecord
+
+    sweep = api.post("/v1/sweeps", json=SPEC, headers=AUTH).json()["id"]
+    with api.app.state.sessionmaker() as session:  # type: ignore[attr-defined]
+        record = session.get(SweepRecord, sweep)
+        record.state, record.storage_path = "SUCCEEDED", str(tmp_path / "sweep")
+        session.commit()
+    r = api.post("/v1/transfers", json={"sweep_id": sweep, "rungs": ["cpu-xs", "paper-15b"]}, headers=AUTH)
+    assert _fields(r) == ["rungs[1]"]
+    r = api.post("/v1/transfers", json={"sweep_id": sweep, "rungs": ["cpu-xs"],
+                                        "trial": {"batch_size": 65536, "data": {"image_size": 4096}}}, headers=AUTH)
+    assert _fields(r)[0] == "rungs[0]"
+    assert api.get("/v1/transfers").json()["count"] == 0
