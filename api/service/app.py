@@ -16,7 +16,7 @@ from api.schemas import Problem
 from ._cache import ResultCache
 from ._db import make_engine, make_sessionmaker, migrate
 from ._docs import install_docs
-from ._http import RequestGuard, redact_access_log
+from ._http import HtmlHeaders, RequestGuard, redact_access_log
 from ._jobs import JobRunner
 from ._problems import PROBLEM_JSON, install_problem_handlers
 from ._security import install_log_redaction
@@ -94,7 +94,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         (401, "missing or invalid bearer token"), (404, "no such resource"),
         (413, "the body is larger than SCALESWEEP_MAX_BODY_BYTES"),
         (415, "a body that is not JSON (Content-Type: application/json)"),
-        (422, "invalid input: each field and what is allowed"), (500, "internal error"),
+        (422, "invalid input: each field and what is allowed"),
+        (429, "too many jobs queued (in all, or of this owner); retry after Retry-After seconds"),
+        (500, "internal error"),
         (503, "busy: no database connection free within the pool timeout; retry after Retry-After seconds"))}
     app = FastAPI(
         responses=errors,  # type: ignore[arg-type]
@@ -114,6 +116,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_docs(app)
     # HEAD as GET; for writes: the token before the body is read, JSON only (415), bounded size (413).
     app.add_middleware(RequestGuard, settings=settings, fastapi_app=app)
+    app.add_middleware(HtmlHeaders)  # outermost but for the Host check: every answer, refusals included
     if settings.host_list != ["*"]:  # a browser on the same machine must not reach us under a rebound DNS name
         from ._security import TrustedHosts
 

@@ -15,7 +15,12 @@ from api.service import Settings
 from sweeper import trial_memory_bytes
 
 from .conftest import AUTH, TOKEN
-from .test_rest_limits import _api, api  # noqa: F401  (the fixture: an app without lifespan, nothing launched)
+from .test_rest_limits import _api
+
+
+@pytest.fixture
+def api(tmp_path: Path, empty_mlflow_db: Path) -> TestClient:
+    return _api(tmp_path, empty_mlflow_db)  # no lifespan: nothing is launched, submissions stay PENDING
 
 SPEC: dict[str, Any] = {"name": "bounds", "rung": "cpu-xs", "horizon": 20, "search": {"space": {"K": [2, 3]}}}
 
@@ -105,3 +110,75 @@ def test_a_transfer_to_a_rung_not_offered_is_refused(api: TestClient, tmp_path: 
                                         "trial": {"batch_size": 65536, "data": {"image_size": 4096}}}, headers=AUTH)
     assert _fields(r)[0] == "rungs[0]"
     assert api.get("/v1/transfers").json()["count"] == 0
+
+
+# --- L2: queued work and names are bounded at submission -----------------------------------------------------------
+
+
+def test_queued_jobs_are_capped_per_owner_and_in_all_with_retry_after(tmp_path: Path, empty_mlflow_db: Path) -> None:
+    api = _api(tmp_path, empty_mlflow_db, max_queued_per_owner=3, max_queued_jobs=5)
+    codes = [api.post("/v1/sweeps", json={**SPEC, "name": f"q{i}"}, headers=AUTH).status_code for i in range(4)]
+    assert codes == [201, 201, 201, 429]
+    r = api.post("/v1/sweeps", json={**SPEC, "name": "q9"}, headers=AUTH)
+    assert r.status_code == 429 and r.headers["content-type"] == "application/problem+json"
+    assert int(r.headers["Retry-After"]) > 0 and "SCALESWEEP_MAX_QUEUED_PER_OWNER" in r.json()["detail"]
+    other = {**AUTH, "X-Scalesweep-User": "bob"}
+    codes = [api.post("/v1/sweeps", json={**SPEC, "name": f"b{i}"}, headers=other).status_code for i in range(3)]
+    assert codes == [201, 201, 429]  # 5 queued in all
+    assert "SCALESWEEP_MAX_QUEUED_JOBS" in api.post("/v1/sweeps", json=SPEC, headers=other).json()["detail"]
+    # a repeated Idempotency-Key still answers with its job; a cancel frees a place
+    first = api.get("/v1/sweeps").json()["data"][-1]["id"]
+    assert api.post(f"/v1/sweeps/{first}/cancel", headers=AUTH).status_code == 202
+    assert api.post("/v1/sweeps", json={**SPEC, "name": "again"}, headers=AUTH).status_code == 201
+    # a resume queues again: counted the same way
+    assert api.post(f"/v1/sweeps/{first}/resume", headers=AUTH).status_code == 429
+    assert api.get("/v1/sweeps", params={"state": "PENDING"}).json()["count"] == 5
+
+
+NAMES = [
+    ({"tracking": {"experiment": "e" * 501}}, "tracking.experiment", "at most 250"),
+    ({"tracking": {"experiment": "a\x00b"}}, "tracking.experiment", "control characters"),
+    ({"tracking": {"experiment": "a\nb"}}, "tracking.experiment", "control characters"),
+    ({"tags": {"k" * 300: "v"}}, "tags", "at most 250"),
+    ({"tags": {"lineage": "v" * 100_000}}, "tags", "at most 1000"),
+    ({"tags": {f"t{i}": "v" for i in range(40)}}, "tags", "at most 32"),
+    ({"tags": {"bad\nkey": "v"}}, "tags", "control characters"),
+]
+
+
+@pytest.mark.parametrize(("extra", "field", "why"), NAMES)
+def test_oversized_or_unprintable_names_and_tags_are_refused(api: TestClient, extra: dict[str, Any], field: str,
+                                                            why: str) -> None:
+    r = api.post("/v1/sweeps", json={**SPEC, **extra}, headers=AUTH)  # NUL and newline sent as JSON escapes
+    assert _fields(r) == [field] and why in r.json()["detail"]
+    assert api.get("/v1/sweeps").json()["count"] == 0
+
+
+# --- L3: every HTML answer carries its security headers -----------------------------------------------------------
+
+HTML_HEADERS = ("content-security-policy", "x-content-type-options", "x-frame-options")
+
+
+def _html_headers(r: Any) -> None:
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html"), r.status_code
+    assert r.headers["x-content-type-options"] == "nosniff" and r.headers["x-frame-options"] == "DENY"
+    policy = r.headers["content-security-policy"]
+    assert "default-src 'none'" in policy and "frame-ancestors 'none'" in policy and "base-uri 'none'" in policy
+
+
+def test_the_docs_pages_carry_the_html_headers_and_json_is_never_sniffed(api: TestClient) -> None:
+    for page in ("/docs", "/redoc", "/docs/oauth2-redirect"):
+        _html_headers(api.get(page))
+    r = api.get("/v1/sweeps")
+    assert r.headers["x-content-type-options"] == "nosniff" and "content-security-policy" not in r.headers
+
+
+@pytest.mark.integration
+def test_the_served_reports_carry_the_html_headers(service_study: Any) -> None:
+    import httpx
+
+    with httpx.Client(base_url=service_study.url, timeout=120) as http:
+        report = http.get(f"/v1/sweeps/{service_study.sweep}/report")
+        _html_headers(report)
+        assert "script-src 'none'" in report.headers["content-security-policy"]  # a report runs nothing
+        _html_headers(http.get(f"/v1/transfers/{service_study.one_rung}/report"))

@@ -12,7 +12,7 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Response, status
 from fastapi import Path as PathParam
-from sqlalchemy import Select, and_, or_, select
+from sqlalchemy import Select, and_, func, or_, select
 from sqlalchemy.exc import IntegrityError
 
 from sweeper.specs import TrialMemory
@@ -31,6 +31,7 @@ __all__ = [
     "add_state_routes",
     "admit",
     "cancel_job",
+    "check_queue",
     "create_job",
     "create_responses",
     "get_job",
@@ -172,6 +173,27 @@ def admit(spec: dict[str, Any], demand: Demand, queue: JobsDep, settings: Settin
     check_memory(demand.memory, settings.max_trial_memory_bytes, noun)
 
 
+QUEUE_RETRY_AFTER_S = 60  # a queued job leaves the queue when a driver slot frees: minutes, not seconds
+
+
+def check_queue(session: Any, settings: Settings, owner: str) -> None:
+    """Refuse (429 with Retry-After) one more queued job beyond `max_queued_jobs` PENDING jobs in all, or beyond
+    `max_queued_per_owner` of this owner (issue 53, L2: 200 submissions in 12 s were all accepted). Counted before
+    the insert, not with it: concurrent submissions can pass the cap by at most the route threads in flight."""
+    total = mine = 0
+    for model in _KINDS:
+        pending = select(func.count()).select_from(model).where(model.state == "PENDING")
+        total += session.scalar(pending) or 0
+        mine += session.scalar(pending.where(model.owner == owner)) or 0
+    for count, cap, whose, variable in ((mine, settings.max_queued_per_owner, f"of {owner!r}",
+                                         "SCALESWEEP_MAX_QUEUED_PER_OWNER"),
+                                        (total, settings.max_queued_jobs, "in all", "SCALESWEEP_MAX_QUEUED_JOBS")):
+        if count >= cap:
+            raise HTTPException(429, f"{count} jobs {whose} are queued (PENDING), the most this service queues "
+                                f"({variable}); retry once some have started, or cancel some",
+                                headers={"Retry-After": str(QUEUE_RETRY_AFTER_S)})
+
+
 def create_job(
     response: Response,
     session: Any,
@@ -201,6 +223,7 @@ def create_job(
             response.status_code = status.HTTP_200_OK
             response.headers["Location"] = f"/v1/{noun}s/{existing.id}"
             return public(settings, existing)
+    check_queue(session, settings, owner)
     record = model(id=new_id(prefix), state="PENDING", spec=spec, owner=owner, idempotency_key=idempotency_key,
                    **fields)
     session.add(record)
@@ -221,7 +244,9 @@ def cancel_job(queue: JobsDep, session: Any, record: SweepRecord | TransferRecor
                             "cancelled")
 
 
-def resume_job(queue: JobsDep, session: Any, record: SweepRecord | TransferRecord, noun: str) -> None:
+def resume_job(queue: JobsDep, session: Any, record: SweepRecord | TransferRecord, noun: str, settings: Settings,
+               owner: str) -> None:
+    check_queue(session, settings, owner)
     if not queue.resume(session, record):  # the check and the write are one statement
         raise HTTPException(409, f"{noun} {record.id} is {record.state}: only FAILED or CANCELLED {noun}s resume")
     queue.wake()
@@ -238,9 +263,9 @@ def add_state_routes(router: APIRouter, *, noun: str, response_model: type[Any],
         cancel_job(queue, session, record, noun)
         return public(settings, record)
 
-    def resume(job_id: str, session: SessionDep, queue: JobsDep, settings: SettingsDep, _owner: Owner) -> Any:
+    def resume(job_id: str, session: SessionDep, queue: JobsDep, settings: SettingsDep, owner: Owner) -> Any:
         record = get(session, job_id)
-        resume_job(queue, session, record, noun)
+        resume_job(queue, session, record, noun, settings, owner)
         return public(settings, record)
 
     for action, route, refusal in (("Cancel", cancel, "already finished"), ("Resume", resume, "not resumable")):

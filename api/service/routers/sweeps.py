@@ -258,10 +258,11 @@ def get_report(sweep_id: str, results: ResultsDep, session: SessionDep, _reader:
              responses={409: {"description": "the sweep is not finished"},
                         422: {"description": "the spec changes more than an extension may, or adds nothing"}},
              summary="Add seeds, grid values, budget or baselines to a finished sweep; only what is missing runs")
-def extend_sweep(sweep_id: str, settings: SettingsDep, queue: JobsDep, session: SessionDep, _owner: Owner,
+def extend_sweep(sweep_id: str, settings: SettingsDep, queue: JobsDep, session: SessionDep, owner: Owner,
                  spec: Annotated[SweepSpec, Body()]) -> dict[str, Any]:
     record = _get(session, sweep_id)
     jobs.admit(spec.model_dump(mode="json"), _demand(spec), queue, settings, "sweep")
+    jobs.check_queue(session, settings, owner)
     try:
         added = queue.extend(session, record, spec)
     except SweepError as exc:
