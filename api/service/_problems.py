@@ -27,7 +27,8 @@ DB_DOWN_RETRY_AFTER_S = 5  # ... and one for a database that cannot be reached (
 log = logging.getLogger("scalesweep.api")
 
 _TITLES = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
-           409: "Conflict", 413: "Content Too Large", 415: "Unsupported Media Type", 422: "Unprocessable Content", 429: "Too Many Requests",
+           409: "Conflict", 413: "Content Too Large", 415: "Unsupported Media Type", 422: "Unprocessable Content",
+           429: "Too Many Requests",
            500: "Internal Server Error", 503: "Service Unavailable"}
 
 
