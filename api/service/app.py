@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -18,6 +19,7 @@ from ._db import make_engine, make_sessionmaker, migrate
 from ._docs import install_docs
 from ._http import HtmlHeaders, RequestGuard, redact_access_log
 from ._jobs import JobRunner
+from ._leader import LeaderError, WorkdirLock
 from ._problems import PROBLEM_JSON, install_problem_handlers
 from ._security import install_log_redaction
 from ._settings import Settings, get_settings
@@ -26,6 +28,8 @@ from .routers import exports, fits, health, sweeps, transfers
 __all__ = ["create_app"]
 
 API_PREFIX = "/v1"
+
+log = logging.getLogger("scalesweep.api")
 
 
 def _create_tracking_store(uri: str) -> None:
@@ -61,6 +65,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
     settings.workdir.mkdir(parents=True, exist_ok=True)
     install_log_redaction(settings.shown_secrets)
+    # The work folder's leader lock, held while the stores are migrated and, from start-up to shutdown, while the
+    # job queue runs (`_leader`): a second service on this folder refuses here or at its start-up.
+    leader = WorkdirLock(settings.workdir)
+    leader.acquire()
     try:
         engine = make_engine(settings.db_url, pool_size=settings.pool_size,
                              pool_timeout_s=settings.db_pool_timeout_s)
@@ -68,6 +76,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         _create_tracking_store(settings.tracking_uri)
     except Exception as exc:  # the store's error may quote its URI, password included: said without it
         raise RuntimeError(settings.redact(f"{type(exc).__name__}: {exc}")) from None
+    finally:
+        leader.release()  # an app that never starts (a test's TestClient without lifespan) holds nothing
 
     sessions = make_sessionmaker(engine)
     jobs = JobRunner(settings, sessions)
@@ -77,6 +87,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         jobs.stop()  # drivers keep running; the next service process adopts them
         results.close()
         engine.dispose()
+        leader.release()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -84,6 +95,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # together from settings.api_threads: see api.service.deps and docs/load.md. Database work stays off the loop.
         anyio.to_thread.current_default_thread_limiter().total_tokens = settings.api_threads
         redact_access_log()  # here: uvicorn has configured its loggers by now
+        try:
+            leader.acquire()
+        except LeaderError as exc:
+            log.error("%s", exc)  # one line in the log; uvicorn then reports the failed start-up
+            raise
         await anyio.to_thread.run_sync(jobs.start)  # reconciles what a previous service process left RUNNING
         await anyio.to_thread.run_sync(_import_read_paths)
         yield

@@ -182,3 +182,26 @@ def test_the_served_reports_carry_the_html_headers(service_study: Any) -> None:
         _html_headers(report)
         assert "script-src 'none'" in report.headers["content-security-policy"]  # a report runs nothing
         _html_headers(http.get(f"/v1/transfers/{service_study.one_rung}/report"))
+
+
+# --- M6: one service per work folder ---------------------------------------------------------------------------------
+
+
+def test_a_second_service_on_one_work_folder_refuses_naming_the_holder(settings: Settings) -> None:
+    import os
+    import socket
+
+    from api.service import LeaderError, create_app
+
+    holder = f"pid {os.getpid()} on host {socket.gethostname()}"
+    with TestClient(create_app(settings)) as first:  # started: its job queue runs, the folder is its own
+        assert first.get("/v1/health").status_code == 200
+        with pytest.raises(LeaderError, match=holder) as refused:
+            create_app(settings)  # before it would migrate the stores
+        assert "\n" not in str(refused.value) and "SCALESWEEP_WORKDIR" in str(refused.value)
+    a, b = create_app(settings), create_app(settings)  # created while none runs: both may be ...
+    with TestClient(a):
+        with pytest.raises(LeaderError, match=holder), TestClient(b):
+            pass  # ... but only one starts
+    with TestClient(b) as again:  # the first stopped: the lock went with it
+        assert again.get("/v1/health").status_code == 200
