@@ -131,6 +131,10 @@ class Settings(EnvSettings):
         20, ge=1, le=1_000_000, description="PENDING sweeps and transfers of one owner (X-Scalesweep-User) beyond "
         "which that owner's submission is refused with 429 and Retry-After.",
     )
+    analysis_workers: int = Field(
+        2, ge=1, le=64, description="Expensive reads (a sweep's importance, the HTML reports) computed at once; one "
+        "more is answered 503 with Retry-After at once, so cheap reads never wait behind them (docs/load.md).",
+    )
     data_paths: str = Field(
         "",
         description="Comma-separated absolute folders a REST spec may name (dataset roots, captions, caches, "

@@ -17,6 +17,7 @@ from api.schemas import Problem
 from ._cache import ResultCache
 from ._db import make_engine, make_sessionmaker, migrate
 from ._docs import install_docs
+from ._gate import AnalysisGate
 from ._http import HtmlHeaders, RequestGuard, redact_access_log
 from ._jobs import JobRunner
 from ._leader import LeaderError, WorkdirLock
@@ -113,7 +114,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         (422, "invalid input: each field and what is allowed"),
         (429, "too many jobs queued (in all, or of this owner); retry after Retry-After seconds"),
         (500, "internal error"),
-        (503, "busy: no database connection free within the pool timeout; retry after Retry-After seconds"))}
+        (503, "busy: no database connection free within the pool timeout, or every analysis slot taken "
+              "(importance, reports); retry after Retry-After seconds"))}
     app = FastAPI(
         responses=errors,  # type: ignore[arg-type]
         title="scalesweep",
@@ -128,6 +130,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.sessionmaker = sessions
     app.state.jobs = jobs
     app.state.results = results
+    app.state.analysis = AnalysisGate(settings.analysis_workers)
     install_problem_handlers(app)
     install_docs(app)
     # HEAD as GET; for writes: the token before the body is read, JSON only (415), bounded size (413).

@@ -205,3 +205,100 @@ def test_a_second_service_on_one_work_folder_refuses_naming_the_holder(settings:
             pass  # ... but only one starts
     with TestClient(b) as again:  # the first stopped: the lock went with it
         assert again.get("/v1/health").status_code == 200
+
+
+# --- H3: a queued resume outlives a restart, and an old status file is no launch's outcome ---------------------------
+
+# What the queue launches in the H3 test: the argument list it was given, written down, then the refusal of a real
+# driver started without --resume on a folder that holds its sweep (exit 1, the status file left as it was).
+STAND_IN = ("import json, sys; open(sys.argv[1], 'a').write(json.dumps(sys.argv[2:]) + '\\n'); "
+            "sys.exit(0 if '--resume' in sys.argv else 1)")
+
+
+def test_a_resume_queued_before_a_restart_is_launched_with_resume_after_it(settings: Settings,
+                                                                           tmp_path: Path) -> None:
+    import json
+    import os
+    import sys
+    import time
+
+    from api.service import create_app
+    from api.service._db import SweepRecord
+
+    before = create_app(settings)  # a service without its queue started: what it queues stays PENDING
+    api = TestClient(before, raise_server_exceptions=False)
+    ids = [api.post("/v1/sweeps", json={**SPEC, "name": f"r{i}"}, headers=AUTH).json()["id"] for i in range(2)]
+    with before.state.sessionmaker() as session:
+        for sweep_id in ids:  # two finished sweeps, their drivers' last status SUCCEEDED an hour ago
+            record = session.get(SweepRecord, sweep_id)
+            folder = settings.workdir.resolve() / "sweeps" / sweep_id
+            folder.mkdir(parents=True)
+            (folder / "sweep.json").write_text(json.dumps({"sweep_id": sweep_id, "tracking_uri": "sqlite://",
+                                                           "experiment": "e", "parent_run_id": "p"}))
+            (folder / "status.json").write_text(json.dumps({"state": "SUCCEEDED", "sweep_id": sweep_id}))
+            os.utime(folder / "status.json", (time.time() - 3600,) * 2)
+            record.state, record.storage_path = "CANCELLED", str(folder)
+        session.commit()
+    assert api.post(f"/v1/sweeps/{ids[0]}/resume", headers=AUTH).json()["state"] == "PENDING"
+    with before.state.sessionmaker() as session:  # the other one queued without resume (a plain new launch)
+        session.get(SweepRecord, ids[1]).state = "PENDING"
+        session.commit()
+    del api, before  # the service stops; a new one starts on the same folder
+
+    calls = tmp_path / "calls.jsonl"
+    after = create_app(settings)
+    after.state.jobs.command = lambda record, resume: [sys.executable, "-c", STAND_IN, str(calls), record.id,
+                                                       *(["--resume"] if resume else [])]
+    with TestClient(after) as api:
+        deadline = time.monotonic() + 60
+        states: dict[str, str] = {}
+        while time.monotonic() < deadline:
+            states = {i: api.get(f"/v1/sweeps/{i}").json()["state"] for i in ids}
+            if all(s not in ("PENDING", "RUNNING") for s in states.values()):
+                break
+            time.sleep(0.2)
+        launched = [json.loads(line) for line in calls.read_text().splitlines()]
+        assert sorted(launched) == sorted([[ids[0], "--resume"], [ids[1]]])
+        # the resumed one's driver exited 0 without a new status: unknown, not the old SUCCEEDED ...
+        assert states == {ids[0]: "SUCCEEDED", ids[1]: "FAILED"}, states
+        # ... the one that refused (exit 1) is FAILED, its error the driver's, not the old status file's state
+        assert api.get(f"/v1/sweeps/{ids[1]}").json()["error"] == "driver exited with 1"
+
+
+# --- M5 and H1: expensive reads in a few slots, cheap reads never behind them ----------------------------------------
+
+
+def test_n_boot_is_one_of_three_levels_and_a_full_gate_refuses_at_once() -> None:
+    from api.service._gate import AnalysisBusy, AnalysisGate
+    from api.service.routers.sweeps import _n_boot_level
+
+    assert [_n_boot_level(n) for n in (0, 49, 50, 100, 133, 549, 551, 1000)] == [0, 0, 0, 100, 100, 100, 1000, 1000]
+    gate = AnalysisGate(2)
+    with gate.slot(), gate.slot():
+        with pytest.raises(AnalysisBusy), gate.slot():
+            pass
+    with gate.slot():  # given back
+        assert gate.refused == 1
+
+
+@pytest.mark.integration
+def test_a_full_analysis_pool_answers_503_and_cheap_reads_do_not_wait(service_study: Any) -> None:
+    from contextlib import ExitStack
+
+    import httpx
+
+    gate = service_study.server.app.state.analysis
+    sweep = f"/v1/sweeps/{service_study.sweep}"
+    with httpx.Client(base_url=service_study.url, timeout=60) as http, ExitStack() as held:
+        for _ in range(gate.slots):  # every slot computing (held here, as a burst of analyses would)
+            held.enter_context(gate.slot())
+        for heavy in (f"{sweep}/importance?n_boot=990&evaluator=ped-anova",  # never asked before: not kept
+                      f"{sweep}/compare/{service_study.sweep}/report"):  # drawn per request
+            r = http.get(heavy)
+            assert r.status_code == 503 and r.headers["content-type"] == "application/problem+json", heavy
+            assert int(r.headers["Retry-After"]) > 0
+        # the cheap reads answer while the pool is still full: they never waited for a slot
+        assert [http.get(p).status_code for p in (sweep, f"{sweep}/trials", "/v1/sweeps")] == [200, 200, 200]
+        assert gate.refused >= 2
+    with httpx.Client(base_url=service_study.url, timeout=300) as http:  # slots free: the report is drawn
+        assert http.get(f"{sweep}/compare/{service_study.sweep}/report").status_code == 200

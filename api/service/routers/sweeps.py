@@ -26,7 +26,7 @@ from sweeper.jobfiles import STATUS_FILE, is_sweep_folder
 from .._cache import file_version
 from .._db import SweepRecord
 from .._settings import Settings
-from ..deps import JobsDep, Owner, ReadAccess, ResultsDep, SessionDep, SessionRoute, SettingsDep, release
+from ..deps import AnalysisDep, JobsDep, Owner, ReadAccess, ResultsDep, SessionDep, SessionRoute, SettingsDep, release
 from . import _jobroutes as jobs
 
 router = APIRouter(prefix="/sweeps", tags=["sweeps"], route_class=SessionRoute)
@@ -185,22 +185,40 @@ def _scored(sweep_id: str, results: ResultsDep, session: Any) -> tuple[SweepReco
     return record, result
 
 
-def _derived(results: ResultsDep, record: SweepRecord, what: str, compute: Any) -> Any:
-    """A figure's numbers computed from the sweep's result, cached under the same version as the result."""
+def _derived(results: ResultsDep, gate: AnalysisDep, record: SweepRecord, what: str, compute: Any) -> Any:
+    """A figure's numbers computed from the sweep's result, cached under the same version as the result: a stored
+    value at once, else computed in one of the analysis slots (503 when every one is taken: `api.service._gate`)."""
     folder = Path(str(record.storage_path))
-    return results.get(f"{what}:{folder}", file_version(folder / STATUS_FILE), compute, fresh=True)
+    key, version = f"{what}:{folder}", file_version(folder / STATUS_FILE)
+    found, value = results.current(key, version)
+    if found:
+        return value
+    with gate.slot():
+        return results.get(key, version, compute, fresh=True)
+
+
+# The bootstrap resamples an importance is computed with: a request's n_boot is rounded to the nearest of these,
+# so a job version holds at most 2 evaluators x 3 values, each computed once (issue 53, M5: every n_boot from 0
+# to 1000 was its own 25-second computation). 100: the default; 1000: the finest the route ever offered.
+N_BOOT_LEVELS = (0, 100, 1000)
+
+
+def _n_boot_level(n_boot: int) -> int:
+    return min(N_BOOT_LEVELS, key=lambda level: (abs(level - n_boot), level))
 
 
 @router.get("/{sweep_id}/importance", responses={409: {"description": "fewer than three points scored"}},
             summary="Which searched hyperparameter mattered: Optuna's evaluator, the seeds bootstrapped")
 def get_importance(
-    sweep_id: str, results: ResultsDep, session: SessionDep, _reader: ReadAccess,
+    sweep_id: str, results: ResultsDep, gate: AnalysisDep, session: SessionDep, _reader: ReadAccess,
     evaluator: Annotated[Literal["fanova", "ped-anova"], Query(description="Optuna's importance evaluator")] = "fanova",
-    n_boot: Annotated[int, Query(ge=0, le=1000, description="paired bootstrap resamples of the seeds")] = 100,
+    n_boot: Annotated[int, Query(ge=0, le=1000, description="paired bootstrap resamples of the seeds, rounded to "
+                                 "the nearest of 0, 100 and 1000 (the answer's n_boot says which)")] = 100,
 ) -> dict[str, Any]:
     record, result = _scored(sweep_id, results, session)
+    n_boot = _n_boot_level(n_boot)
     try:
-        found = _derived(results, record, f"importance:{evaluator}:{n_boot}",
+        found = _derived(results, gate, record, f"importance:{evaluator}:{n_boot}",
                          lambda: result.importance(evaluator=evaluator, n_boot=n_boot))
     except SweepError as exc:
         raise HTTPException(409, str(exc)) from exc
@@ -233,23 +251,25 @@ def get_comparison(sweep_id: str, other_id: str, results: ResultsDep, session: S
 @router.get("/{sweep_id}/compare/{other_id}/report", response_class=HTMLResponse,
             responses={**jobs.HTML_PAGE, 409: {"description": "either sweep has no result yet"}},
             summary="The comparison as one self-contained HTML page: its table and figure")
-def get_comparison_report(sweep_id: str, other_id: str, results: ResultsDep, session: SessionDep,
+def get_comparison_report(sweep_id: str, other_id: str, results: ResultsDep, gate: AnalysisDep, session: SessionDep,
                           reader: ReadAccess) -> HTMLResponse:
     from dashboards import build_report, comparison_report
 
-    return HTMLResponse(build_report(comparison_report(get_comparison(sweep_id, other_id, results, session,
-                                                                      reader))))
+    doc = get_comparison(sweep_id, other_id, results, session, reader)
+    with gate.slot():  # a figure drawn per request: in an analysis slot like every report
+        return HTMLResponse(build_report(comparison_report(doc)))
 
 
 @router.get("/{sweep_id}/report", response_class=HTMLResponse,
             responses={**jobs.HTML_PAGE, 409: {"description": "no point scored yet"}},
             summary="The sweep's report as one self-contained HTML page: heatmap, importance, front, parallel "
             "coordinates and slices, curves, timing, the decisions recorded")
-def get_report(sweep_id: str, results: ResultsDep, session: SessionDep, _reader: ReadAccess) -> HTMLResponse:
+def get_report(sweep_id: str, results: ResultsDep, gate: AnalysisDep, session: SessionDep,
+               _reader: ReadAccess) -> HTMLResponse:
     from dashboards import build_report, sweep_report
 
     record, result = _scored(sweep_id, results, session)
-    return HTMLResponse(_derived(results, record, "report", lambda: build_report(
+    return HTMLResponse(_derived(results, gate, record, "report", lambda: build_report(
         sweep_report(result.tracking_uri, result.parent_run_id, title=f"scalesweep sweep {result.name}",
                      context={"sweep": record.id}))))
 
