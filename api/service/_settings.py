@@ -135,6 +135,15 @@ class Settings(EnvSettings):
         2, ge=1, le=64, description="Expensive reads (a sweep's importance, the HTML reports) computed at once; one "
         "more is answered 503 with Retry-After at once, so cheap reads never wait behind them (docs/load.md).",
     )
+    report_timeout_s: float = Field(
+        300, gt=0, le=86_400, description="Longest a sweep's HTML report may take to draw, in its own worker "
+        "process; past it the worker is killed and the request answered 503 (a report with its figures bounded "
+        "draws in seconds: docs/security.md).",
+    )
+    report_memory_mb: int = Field(
+        2048, ge=256, le=1_048_576, description="Data memory (heap) a report's worker process may take, in MiB; "
+        "past it the drawing fails and the request is answered 503.",
+    )
     data_paths: str = Field(
         "",
         description="Comma-separated absolute folders a REST spec may name (dataset roots, captions, caches, "

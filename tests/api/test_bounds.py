@@ -302,3 +302,28 @@ def test_a_full_analysis_pool_answers_503_and_cheap_reads_do_not_wait(service_st
         assert gate.refused >= 2
     with httpx.Client(base_url=service_study.url, timeout=300) as http:  # slots free: the report is drawn
         assert http.get(f"{sweep}/compare/{service_study.sweep}/report").status_code == 200
+
+
+def _sleeps(seconds: float) -> str:
+    import time
+
+    time.sleep(seconds)
+    return "late"
+
+
+def _grows(megabytes: int) -> str:
+    return str(len(bytearray(megabytes * 2**20)))
+
+
+def test_a_page_is_drawn_in_a_worker_with_a_time_and_a_memory_limit() -> None:
+    import time
+
+    from api.service._render import RenderFailed, render_bounded
+
+    assert render_bounded(_grows, 8, timeout_s=60, memory_bytes=512 * 2**20) == str(8 * 2**20)
+    with pytest.raises(RenderFailed, match="more than its 537 MB"):
+        render_bounded(_grows, 1024, timeout_s=60, memory_bytes=512 * 2**20)  # 1 GiB asked, 512 MiB allowed
+    started = time.monotonic()
+    with pytest.raises(RenderFailed, match="longer than its 2 s"):
+        render_bounded(_sleeps, 600, timeout_s=2, memory_bytes=512 * 2**20)
+    assert time.monotonic() - started < 60  # killed at its limit, not drawn on for 600 s

@@ -25,6 +25,7 @@ from sweeper.jobfiles import STATUS_FILE, is_sweep_folder
 
 from .._cache import file_version
 from .._db import SweepRecord
+from .._render import RenderFailed, render_bounded, sweep_page
 from .._settings import Settings
 from ..deps import AnalysisDep, JobsDep, Owner, ReadAccess, ResultsDep, SessionDep, SessionRoute, SettingsDep, release
 from . import _jobroutes as jobs
@@ -264,14 +265,21 @@ def get_comparison_report(sweep_id: str, other_id: str, results: ResultsDep, gat
             responses={**jobs.HTML_PAGE, 409: {"description": "no point scored yet"}},
             summary="The sweep's report as one self-contained HTML page: heatmap, importance, front, parallel "
             "coordinates and slices, curves, timing, the decisions recorded")
-def get_report(sweep_id: str, results: ResultsDep, gate: AnalysisDep, session: SessionDep,
+def get_report(sweep_id: str, settings: SettingsDep, results: ResultsDep, gate: AnalysisDep, session: SessionDep,
                _reader: ReadAccess) -> HTMLResponse:
-    from dashboards import build_report, sweep_report
-
     record, result = _scored(sweep_id, results, session)
-    return HTMLResponse(_derived(results, gate, record, "report", lambda: build_report(
-        sweep_report(result.tracking_uri, result.parent_run_id, title=f"scalesweep sweep {result.name}",
-                     context={"sweep": record.id}))))
+
+    def draw() -> str:  # in a worker process with a time and a memory limit (api.service._render)
+        try:
+            return render_bounded(sweep_page, result.tracking_uri, result.parent_run_id,
+                                  f"scalesweep sweep {result.name}", {"sweep": record.id},
+                                  timeout_s=settings.report_timeout_s, memory_bytes=settings.report_memory_mb * 2**20)
+        except RenderFailed as exc:
+            raise HTTPException(503, f"the report of sweep {sweep_id} was not drawn: {exc} "
+                                "(SCALESWEEP_REPORT_TIMEOUT_S, SCALESWEEP_REPORT_MEMORY_MB); its JSON views "
+                                "(/trials, /best, /importance) answer") from None
+
+    return HTMLResponse(_derived(results, gate, record, "report", draw))
 
 
 @router.post("/{sweep_id}/extend", status_code=202,
