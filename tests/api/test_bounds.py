@@ -272,7 +272,7 @@ def test_n_boot_is_one_of_three_levels_and_a_full_gate_refuses_at_once() -> None
     from api.service._gate import AnalysisBusy, AnalysisGate
     from api.service.routers.sweeps import _n_boot_level
 
-    assert [_n_boot_level(n) for n in (0, 49, 50, 100, 133, 549, 551, 1000)] == [0, 0, 0, 100, 100, 100, 1000, 1000]
+    assert [_n_boot_level(n) for n in (0, 1, 30, 100, 101, 133, 1000)] == [0, 100, 100, 100, 1000, 1000, 1000]
     gate = AnalysisGate(2)
     with gate.slot(), gate.slot():
         with pytest.raises(AnalysisBusy), gate.slot():

@@ -54,23 +54,24 @@ def _stored_or_computed(results: ResultsDep, record: Any, what: str, stored: Cal
                         compute: Callable[[Any], T], gate: AnalysisGate | None = None) -> T:
     """What a finished transfer's driver stored for the current version of its job files (`stored(folder,
     version)`: a file read), else `compute(result)` from its runs; once per version, shared by concurrent readers.
-    Unlike `_cached`, a stored value needs no MLflow read at all. With `gate`, what is not kept yet is read or
-    built in one of its slots (503 when every one is taken)."""
+    Unlike `_cached`, a stored value needs no MLflow read at all. With `gate`, what is computed is computed in
+    one of its slots (503 when every one is taken)."""
     folder = started_folder(record)
     version = transfer_version(folder)
 
+    def computed() -> T:
+        return compute(_planned_runs(transfer_result(results, record, fresh=True)))
+
     def load() -> T:
         value = stored(folder, version)
-        return value if value is not None else compute(_planned_runs(transfer_result(results, record, fresh=True)))
+        if value is not None:  # a file read: readers of one version share it, no slot needed
+            return value
+        if gate is None:
+            return computed()
+        with gate.slot():  # drawn here: in an analysis slot (503 when every one is taken)
+            return computed()
 
-    key = f"{what}:{folder}"
-    if gate is None:
-        return results.get(key, version, load, fresh=True)
-    found, value = results.current(key, version)
-    if found:
-        return value
-    with gate.slot():
-        return results.get(key, version, load, fresh=True)
+    return results.get(f"{what}:{folder}", version, load, fresh=True)
 
 
 @router.get("/{transfer_id}/fits", summary="Time to best and FD per run, savings per rung, scaling fits per metric",

@@ -198,14 +198,15 @@ def _derived(results: ResultsDep, gate: AnalysisDep, record: SweepRecord, what: 
         return results.get(key, version, compute, fresh=True)
 
 
-# The bootstrap resamples an importance is computed with: a request's n_boot is rounded to the nearest of these,
-# so a job version holds at most 2 evaluators x 3 values, each computed once (issue 53, M5: every n_boot from 0
-# to 1000 was its own 25-second computation). 100: the default; 1000: the finest the route ever offered.
+# The bootstrap resamples an importance is computed with: a request's n_boot is raised to the first of these at or
+# above it (never fewer resamples than asked), so a job version holds at most 2 evaluators x 3 values, each
+# computed once (issue 53, M5: every n_boot from 0 to 1000 was its own 25-second computation). 100: the default;
+# 1000: the most the route ever offered.
 N_BOOT_LEVELS = (0, 100, 1000)
 
 
 def _n_boot_level(n_boot: int) -> int:
-    return min(N_BOOT_LEVELS, key=lambda level: (abs(level - n_boot), level))
+    return next(level for level in N_BOOT_LEVELS if level >= n_boot)
 
 
 @router.get("/{sweep_id}/importance", responses={409: {"description": "fewer than three points scored"}},
@@ -213,8 +214,8 @@ def _n_boot_level(n_boot: int) -> int:
 def get_importance(
     sweep_id: str, results: ResultsDep, gate: AnalysisDep, session: SessionDep, _reader: ReadAccess,
     evaluator: Annotated[Literal["fanova", "ped-anova"], Query(description="Optuna's importance evaluator")] = "fanova",
-    n_boot: Annotated[int, Query(ge=0, le=1000, description="paired bootstrap resamples of the seeds, rounded to "
-                                 "the nearest of 0, 100 and 1000 (the answer's n_boot says which)")] = 100,
+    n_boot: Annotated[int, Query(ge=0, le=1000, description="paired bootstrap resamples of the seeds, raised to "
+                                 "the first of 0, 100 and 1000 at or above it (the answer's n_boot says which)")] = 100,
 ) -> dict[str, Any]:
     record, result = _scored(sweep_id, results, session)
     n_boot = _n_boot_level(n_boot)
