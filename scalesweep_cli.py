@@ -109,10 +109,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     forget_secret_env()
     import uvicorn
 
-    from api.service import create_app
+    from api.service import LeaderError, create_app
 
     try:
         app = create_app(settings)
+    except LeaderError as exc:  # another service runs on this work folder: its pid and host, in one line
+        raise ValueError(str(exc)) from None
     except Exception as exc:  # the database or MLflow store refused us: say which, in one line
         first = settings.redact((str(exc).strip().splitlines() or [""])[0])[:300]
         raise ValueError(f"could not start the service ({type(exc).__name__}: {first}); check "

@@ -69,7 +69,7 @@ from .errors import SweepError
 from .jobs import FigureHook, apply_extension, run_sweep, set_figure_hook, sweep_status
 from .search import RegisteredTrainer, load_trainers, resolve_trainer
 from .settings import SOURCE_SWEEP_ID_ENV, TRAINERS_ENV
-from .specs import SweepSpec, load_spec, redact_spec, sweep_work
+from .specs import SweepSpec, load_spec, redact_spec, sweep_memory, sweep_work, trial_memory
 from .specs.checks import check_shape
 
 __all__ = [
@@ -88,8 +88,10 @@ __all__ = [
     "resolve_trainer",
     "run_sweep",
     "set_figure_hook",
+    "sweep_memory",
     "sweep_status",
     "sweep_work",
+    "trial_memory",
 ]
 
 # Where a name not imported above is found, in this order: each room's own face. The transfer comes last and

@@ -2,8 +2,8 @@
 (`app`), its routers (one per resource under `routers/`, each taking what it needs through the `Annotated`
 dependencies of `deps`), the database of job records (`_db`, Alembic migrations in `migrations/`), the job queue
 whose drivers run as processes of their own or as Ray Jobs (`_jobs`), the result cache (`_cache`), the token and
-what it allows (`_security`), the problem+json answers (`_problems`) and the settings (`Settings`, every
-`SCALESWEEP_*` variable it reads). `scalesweep serve` starts it.
+what it allows (`_security`), the work folder's leader lock (`_leader`), the problem+json answers (`_problems`)
+and the settings (`Settings`, every `SCALESWEEP_*` variable it reads). `scalesweep serve` starts it.
 """
 
 # ruff: noqa: F401  (the TYPE_CHECKING imports below are this package's face: `lazy_face` reads them)
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from trials.core.lazy import lazy_face
 
 if TYPE_CHECKING:
+    from ._leader import LeaderError
     from ._security import forget_secret_env
     from ._settings import Settings, get_settings
     from .app import create_app

@@ -57,6 +57,15 @@ class ResultCache(Generic[T]):
                 return False, None
         return True, self.get(key, version, load)
 
+    def current(self, key: str, version: Hashable) -> tuple[bool, T | None]:
+        """(True, value) when the value of exactly `version` is stored; (False, None) otherwise. Never loads."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None or entry[0] != version:
+                return False, None
+            self._entries.move_to_end(key)
+            return True, entry[1]
+
     def get(self, key: str, version: Hashable, load: Callable[[], T], *, fresh: bool = False) -> T:
         """The value for `version`. A stale entry is served while a background thread loads the new one, unless
         `fresh`: then the caller waits for a load of this version (shared with concurrent callers)."""

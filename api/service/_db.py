@@ -11,7 +11,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Integer, String, Text, TypeDecorator, create_engine
+from sqlalchemy import JSON, Boolean, DateTime, Integer, String, Text, TypeDecorator, create_engine, false
 from sqlalchemy.engine import Dialect, Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 from sqlalchemy.pool import QueuePool
@@ -61,6 +61,13 @@ class _Job:
     mlflow_experiment_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
     mlflow_parent_run_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # Whether the next launch continues the job's work folder (`--resume`): set by a resume, an extension and a
+    # restart's reconcile, cleared by the launch. In the database, not in the service's memory: a queued resume or
+    # extension outlives a service restart (issue 53, H3).
+    resume: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # When the job's driver was last started: a status file older than this is a previous launch's, never this
+    # one's final state.
+    launched_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
 
 class SweepRecord(_Job, Base):

@@ -20,7 +20,7 @@ from ._problems import problem
 from ._routes import WRITES, route_methods
 from ._settings import Settings
 
-__all__ = ["RedactQuery", "RequestGuard", "redact_access_log"]
+__all__ = ["HTML_POLICY", "HtmlHeaders", "RedactQuery", "RequestGuard", "redact_access_log"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -102,6 +102,46 @@ def _limited(receive: Receive, limit: int) -> Receive:
         return message
 
     return wrapped
+
+
+# Every HTML answer (issue 53, L3). A report is one self-contained page: inline CSS, figures as data: URIs, nothing
+# fetched, no script run (its one inline script, a load counter for a headless browser reading a report file, has no
+# use served), never framed. The docs pages run Swagger UI and ReDoc from the service's own assets, started by an
+# inline script, and fetch the OpenAPI schema from the service: 'self' and that inline script, nothing else.
+HTML_POLICY = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'none'; base-uri 'none'; "
+               "form-action 'none'; frame-ancestors 'none'")
+DOCS_POLICY = ("default-src 'none'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
+               "script-src 'self' 'unsafe-inline'; connect-src 'self'; font-src 'self'; worker-src 'self' blob:; "
+               "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+_DOCS_PAGES = ("/docs", "/redoc", "/docs/oauth2-redirect")
+
+
+class HtmlHeaders:
+    """ASGI middleware: `Content-Security-Policy`, `X-Content-Type-Options: nosniff` and `X-Frame-Options: DENY`
+    on every answer whose media type is text/html (nosniff on every answer: a JSON body is never sniffed as HTML)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        policy = DOCS_POLICY if scope.get("path", "").rstrip("/") in _DOCS_PAGES else HTML_POLICY
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = [(k, v) for k, v in message.get("headers", [])
+                           if k.lower() not in (b"x-content-type-options", b"x-frame-options",
+                                                b"content-security-policy")]
+                headers.append((b"x-content-type-options", b"nosniff"))
+                media = next((v for k, v in headers if k.lower() == b"content-type"), b"")
+                if media.split(b";", 1)[0].strip().lower() == b"text/html":
+                    headers += [(b"content-security-policy", policy.encode()), (b"x-frame-options", b"DENY")]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
 
 
 class RedactQuery:

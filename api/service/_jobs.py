@@ -17,6 +17,7 @@ Where a driver runs (`Settings.drivers`):
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import re
@@ -36,7 +37,14 @@ from sqlalchemy import CursorResult, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from sweeper import SOURCE_SWEEP_ID_ENV, SweepSpec
-from sweeper.jobfiles import is_sweep_folder, is_transfer_folder, request_cancel
+from sweeper.jobfiles import (
+    OUTCOME_FILE,
+    STATUS_FILE,
+    TRANSFER_FILE,
+    is_sweep_folder,
+    is_transfer_folder,
+    request_cancel,
+)
 from trials.core import ScalesweepError, without_credentials
 from trials.core.proctree import JOB_TAG_ENV, end_tagged, tag_values
 
@@ -47,6 +55,12 @@ from ._settings import Settings
 __all__ = ["KINDS", "TERMINAL", "JobKind", "JobRunner", "RayJobs", "driver_error", "pid_alive"]
 
 log = logging.getLogger("scalesweep.api.jobs")
+
+# The files a driver (re)writes while it runs and when it ends: a sweep's status, a transfer's plan and outcome.
+_STATUS_FILES = (STATUS_FILE, TRANSFER_FILE, OUTCOME_FILE)
+# A status file written this long before the recorded launch still counts as the launch's: a Ray Job's driver
+# writes on another host, whose clock may run behind the service's. A previous run's files are minutes older.
+STATUS_CLOCK_SLACK_S = 5.0
 
 TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
 
@@ -240,7 +254,6 @@ class JobRunner:
         if self.ray_jobs is None and settings.drivers == "ray-job":
             self.ray_jobs = RayJobs(settings.ray_jobs_address)
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
-        self._resume: set[str] = set()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -314,7 +327,8 @@ class JobRunner:
         folder = self.job_dir(record)
         folder.mkdir(parents=True, exist_ok=True)
         self._write_spec(record, folder)
-        resume = record.id in self._resume
+        resume = bool(record.resume)  # stored: a resume or extension queued before a restart keeps its intent
+        launched = dt.datetime.now(dt.UTC)
         # The job's tag: the driver, its local Ray, Ray's workers and every trainer inherit it, so a cancel (or a
         # restarted service) finds all of them, whatever session or parent they ended up with (trials.core.proctree).
         env = {f"SCALESWEEP_{kind.name.upper()}_ID": record.id, JOB_TAG_ENV: record.id}
@@ -347,7 +361,7 @@ class JobRunner:
             self._procs[record.id] = proc
             record.pid, record.ray_job_id = proc.pid, None
             where = f"pid {proc.pid}"
-        self._resume.discard(record.id)
+        record.resume, record.launched_at = False, launched
         record.state, record.storage_path, record.error = "RUNNING", str(folder), None
         session.commit()
         log.info("%s %s: driver started (%s%s)", kind.name, record.id, where, ", resuming" if resume else "")
@@ -386,8 +400,7 @@ class JobRunner:
                 self.end_job_processes(record)  # before it is queued to resume: the new driver gets the same tag
                 name = kind_of(record).name
                 if self.settings.reconcile == "resume":
-                    record.state, record.pid = "PENDING", None
-                    self._resume.add(record.id)
+                    record.state, record.pid, record.resume = "PENDING", None, True
                     log.warning("%s %s: driver gone after a restart; queued to resume", name, record.id)
                 else:
                     record.state, record.error = "FAILED", "driver gone after a service restart"
@@ -441,10 +454,23 @@ class JobRunner:
         if parent and experiment_id:
             record.mlflow_parent_run_id, record.mlflow_experiment_id = str(parent), str(experiment_id)
 
+    def launch_status(self, record: Record) -> dict[str, Any]:
+        """`live_status` when the driver wrote its status files since the job's latest launch, else {}: a driver
+        that refused to start (e.g. without `--resume` on a folder that holds its sweep) leaves the previous run's
+        files, whose SUCCEEDED is not this launch's outcome (issue 53, H3)."""
+        folder = Path(record.storage_path) if record.storage_path else self.job_dir(record)
+        if record.launched_at is not None:
+            written = [p.stat().st_mtime for p in (folder / name for name in _STATUS_FILES) if p.is_file()]
+            launched = record.launched_at.replace(tzinfo=record.launched_at.tzinfo or dt.UTC).timestamp()
+            if not written or max(written) < launched - STATUS_CLOCK_SLACK_S:
+                return {}
+        return self.live_status(record)
+
     def _final_state(self, record: Record, code: int) -> str:
-        """How a finished driver left its job: its status file says (it also covers a driver adopted from an
-        earlier service process, or a Ray Job, whose exit code is unknown); a driver that died mid-job is FAILED."""
-        status = self.live_status(record)
+        """How a finished driver left its job: its status file says when this launch wrote it (it also covers a
+        driver adopted from an earlier service process, or a Ray Job, whose exit code is unknown); a driver that
+        died mid-job is FAILED."""
+        status = self.launch_status(record)
         if status:
             state = str(status.get("state"))
             return state if state in TERMINAL else "FAILED"
@@ -485,7 +511,7 @@ class JobRunner:
     def _failure(self, record: Record, code: int | None) -> str:
         """Why a job FAILED: the cause its driver recorded (e.g. every trial's trainer exited 3, with its stderr),
         else its own last error line in its log, or how it ended (it died before it could say)."""
-        error = self.live_status(record).get("error")
+        error = self.launch_status(record).get("error")
         return self.settings.redact(str(error) if error else self._log_error(record, code))[:2000]
 
     def _log_error(self, record: Record, code: int | None) -> str:
@@ -536,10 +562,8 @@ class JobRunner:
     def resume(self, session: Session, record: Record) -> bool:
         """Queue a FAILED or CANCELLED job again; False when it is in neither state (any more)."""
         with self._lock:
-            if not self._claim(session, record, "FAILED", "CANCELLED", state="PENDING", pid=None, error=None):
-                return False
-            self._resume.add(record.id)
-            return True
+            return self._claim(session, record, "FAILED", "CANCELLED", state="PENDING", pid=None, error=None,
+                               resume=True)
 
     def extend(self, session: Session, record: SweepRecord, spec: SweepSpec) -> list[str] | None:
         """Extend a finished sweep to `spec` (validated once, by the route) and queue it to run what is missing:
@@ -556,9 +580,8 @@ class JobRunner:
             if not added:
                 return added
             if not self._claim(session, record, "SUCCEEDED", "FAILED", "CANCELLED", state="PENDING", pid=None,
-                               error=None, spec=spec.model_dump(mode="json")):
+                               error=None, spec=spec.model_dump(mode="json"), resume=True):
                 return None
-            self._resume.add(record.id)
             return added
 
     def _claim(self, session: Session, record: Record, *states: str, **values: Any) -> bool:

@@ -16,6 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from trials.core import validation_messages, validation_text
 
+from ._gate import ANALYSIS_RETRY_AFTER_S, AnalysisBusy
 from ._routes import route_methods
 
 __all__ = ["PROBLEM_JSON", "install_problem_handlers", "problem"]
@@ -28,6 +29,7 @@ log = logging.getLogger("scalesweep.api")
 
 _TITLES = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
            409: "Conflict", 413: "Content Too Large", 415: "Unsupported Media Type", 422: "Unprocessable Content",
+           429: "Too Many Requests",
            500: "Internal Server Error", 503: "Service Unavailable"}
 
 
@@ -88,6 +90,12 @@ def install_problem_handlers(app: FastAPI) -> None:
         log.warning("no database connection for %s %s within the pool timeout", request.method, request.url.path)
         return problem(503, "the service is busy (no database connection free); retry shortly",
                        instance=request.url.path, headers={"Retry-After": str(RETRY_AFTER_S)})
+
+    @app.exception_handler(AnalysisBusy)
+    async def _analysis_busy(request: Request, exc: AnalysisBusy) -> JSONResponse:
+        # Every analysis slot computes something: refused at once rather than queued on a route thread (_gate).
+        return problem(503, "every analysis slot is computing (importance, reports); retry shortly",
+                       instance=request.url.path, headers={"Retry-After": str(ANALYSIS_RETRY_AFTER_S)})
 
     @app.exception_handler(DBAPIError)
     async def _database(request: Request, exc: DBAPIError) -> JSONResponse:

@@ -13,11 +13,13 @@ from typing import Any
 from fastapi.exceptions import RequestValidationError
 
 from sweeper import TRAINERS_ENV, RegisteredTrainer, SweepError, resolve_trainer
+from sweeper.specs import TrialMemory
 from trials.core import SERVICE_SECRET_ENV
 
 from ._settings import Settings
 
-__all__ = ["TrustedHosts", "check_rest_paths", "check_rest_spec", "check_work", "expand_trainer",
+__all__ = ["TrustedHosts", "check_memory", "check_rest_paths", "check_rest_spec", "check_rungs", "check_work",
+           "expand_trainer",
            "forget_secret_env",
            "install_log_redaction", "scrub_env"]
 
@@ -25,7 +27,7 @@ __all__ = ["TrustedHosts", "check_rest_paths", "check_rest_spec", "check_work", 
 _OPERATOR_ONLY = ("command", "env", "cwd")
 
 
-def _refuse(loc: tuple[str, ...], message: str) -> RequestValidationError:
+def _refuse(loc: tuple[str | int, ...], message: str) -> RequestValidationError:
     return RequestValidationError([{"loc": ("body", *loc), "msg": message, "type": "value_error"}])
 
 
@@ -94,6 +96,33 @@ def check_work(total: int, limit: int, what: str) -> None:
             f"this {what}'s total work is {total:,} training-step units (every trial's steps plus its evaluations' "
             f"sampling), above this service's limit of {limit:,} (SCALESWEEP_MAX_WORK); run fewer points, seeds, "
             "baselines or steps, or ask the operator to raise the limit"))
+
+
+def check_rungs(rungs: Mapping[tuple[str | int, ...], str], allowed: Sequence[str]) -> None:
+    """Refuse (422, naming the field) a rung the operator did not allow over REST (`SCALESWEEP_REST_RUNGS`)."""
+    for loc, rung in rungs.items():
+        if rung not in allowed:
+            raise _refuse(loc, (
+                f"rung {rung!r} is not offered over REST by this service; allowed: {list(allowed)} "
+                "(SCALESWEEP_REST_RUNGS, set by the operator)"))
+
+
+def check_memory(estimates: Mapping[tuple[str | int, ...], TrialMemory], limit: int, what: str) -> None:
+    """Refuse (422) a job whose largest trial's estimated memory is over `limit` bytes; the errors name the
+    rung's field and the trial fields the estimate grows with, and the detail gives the estimate by part."""
+    over = {loc: m for loc, m in estimates.items() if m.total > limit}
+    if not over:
+        return
+    loc, m = max(over.items(), key=lambda item: item[1].total)
+    gb = 1e9
+    message = (
+        f"one trial of this {what} needs an estimated {m.total / gb:,.1f} GB ({m.parameters:,} parameters: "
+        f"{m.state / gb:,.1f} GB of weights, gradients, optimizer state and EMA; {m.activations / gb:,.1f} GB of "
+        f"activations at its batch and image size; {m.images / gb:,.1f} GB of evaluation images), above this "
+        f"service's limit of {limit / gb:,.1f} GB a trial (SCALESWEEP_MAX_TRIAL_MEMORY_GB); choose a smaller rung, "
+        "batch_size, data.image_size or eval sample counts, or ask the operator to raise the limit")
+    fields = [loc, ("trial", "batch_size"), ("trial", "data", "image_size")]
+    raise RequestValidationError([{"loc": ("body", *f), "msg": message, "type": "value_error"} for f in fields])
 
 
 def check_rest_spec(spec: Mapping[str, Any], trainers: Mapping[str, RegisteredTrainer],

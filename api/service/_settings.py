@@ -3,6 +3,7 @@ settings mechanism (`trials.core.EnvSettings`: a frozen pydantic model, argument
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import ClassVar, Literal
@@ -110,6 +111,39 @@ class Settings(EnvSettings):
         "seeds x 60k steps is about 2.5e6) fits 40 times; a CPU at 40 ms a step would take 46 days. Raise it on a "
         "cluster.",
     )
+    max_trial_memory_gb: float | None = Field(
+        None, gt=0, le=1_000_000,
+        description="Largest estimated memory of one trial, in GB (weights, gradients, optimizer state, EMA, "
+        "activations at its batch and image size: sweeper.trial_memory_bytes); a sweep or transfer with a trial "
+        "over it is refused with 422. Default: half this host's RAM (the workers' memory where drivers run here); "
+        "set it to a worker's memory on a cluster.",
+    )
+    rest_rungs: str = Field(
+        "cpu-xs,cpu-s,cpu-m,cpu-l",
+        description="Comma-separated rungs a REST sweep or transfer may name (trials.models.list_rungs()); "
+        "default: the CPU rungs. Add the paper rungs on a cluster that can hold them.",
+    )
+    max_queued_jobs: int = Field(
+        100, ge=1, le=1_000_000, description="PENDING sweeps and transfers, all owners together, beyond which a "
+        "submission is refused with 429 and Retry-After.",
+    )
+    max_queued_per_owner: int = Field(
+        20, ge=1, le=1_000_000, description="PENDING sweeps and transfers of one owner (X-Scalesweep-User) beyond "
+        "which that owner's submission is refused with 429 and Retry-After.",
+    )
+    analysis_workers: int = Field(
+        2, ge=1, le=64, description="Expensive reads (a sweep's importance, the HTML reports) computed at once; one "
+        "more is answered 503 with Retry-After at once, so cheap reads never wait behind them (docs/load.md).",
+    )
+    report_timeout_s: float = Field(
+        300, gt=0, le=86_400, description="Longest a sweep's HTML report may take to draw, in its own worker "
+        "process; past it the worker is killed and the request answered 503 (a report with its figures bounded "
+        "draws in seconds: docs/security.md).",
+    )
+    report_memory_mb: int = Field(
+        2048, ge=256, le=1_048_576, description="Data memory (heap) a report's worker process may take, in MiB; "
+        "past it the drawing fails and the request is answered 503.",
+    )
     data_paths: str = Field(
         "",
         description="Comma-separated absolute folders a REST spec may name (dataset roots, captions, caches, "
@@ -197,6 +231,27 @@ class Settings(EnvSettings):
 
         return without_credentials(text, self.shown_secrets)
 
+    @field_validator("rest_rungs")
+    @classmethod
+    def _known_rungs(cls, value: str) -> str:
+        from trials.models import list_rungs
+
+        unknown = [r for r in _names(value) if r not in list_rungs()]
+        if unknown:
+            raise ValueError(f"unknown rungs {unknown}; allowed: {list_rungs()}")
+        return value
+
+    @property
+    def rest_rung_list(self) -> list[str]:
+        return _names(self.rest_rungs)
+
+    @property
+    def max_trial_memory_bytes(self) -> int:
+        """max_trial_memory_gb in bytes, else half this host's physical memory."""
+        if self.max_trial_memory_gb is not None:
+            return int(self.max_trial_memory_gb * 1e9)
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+
     @property
     def host_list(self) -> list[str]:
         return [h.strip() for h in self.allowed_hosts.split(",") if h.strip()] or ["*"]
@@ -237,6 +292,10 @@ class Settings(EnvSettings):
     @property
     def tracking_uri(self) -> str:
         return str(self.mlflow_tracking_uri)
+
+
+def _names(value: str) -> list[str]:
+    return [n.strip() for n in value.split(",") if n.strip()]
 
 
 @lru_cache(maxsize=1)

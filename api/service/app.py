@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -16,8 +17,10 @@ from api.schemas import Problem
 from ._cache import ResultCache
 from ._db import make_engine, make_sessionmaker, migrate
 from ._docs import install_docs
-from ._http import RequestGuard, redact_access_log
+from ._gate import AnalysisGate
+from ._http import HtmlHeaders, RequestGuard, redact_access_log
 from ._jobs import JobRunner
+from ._leader import LeaderError, WorkdirLock
 from ._problems import PROBLEM_JSON, install_problem_handlers
 from ._security import install_log_redaction
 from ._settings import Settings, get_settings
@@ -26,6 +29,8 @@ from .routers import exports, fits, health, sweeps, transfers
 __all__ = ["create_app"]
 
 API_PREFIX = "/v1"
+
+log = logging.getLogger("scalesweep.api")
 
 
 def _create_tracking_store(uri: str) -> None:
@@ -61,6 +66,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
     settings.workdir.mkdir(parents=True, exist_ok=True)
     install_log_redaction(settings.shown_secrets)
+    # The work folder's leader lock, held while the stores are migrated and, from start-up to shutdown, while the
+    # job queue runs (`_leader`): a second service on this folder refuses here or at its start-up.
+    leader = WorkdirLock(settings.workdir)
+    leader.acquire()
     try:
         engine = make_engine(settings.db_url, pool_size=settings.pool_size,
                              pool_timeout_s=settings.db_pool_timeout_s)
@@ -68,6 +77,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         _create_tracking_store(settings.tracking_uri)
     except Exception as exc:  # the store's error may quote its URI, password included: said without it
         raise RuntimeError(settings.redact(f"{type(exc).__name__}: {exc}")) from None
+    finally:
+        leader.release()  # an app that never starts (a test's TestClient without lifespan) holds nothing
 
     sessions = make_sessionmaker(engine)
     jobs = JobRunner(settings, sessions)
@@ -77,6 +88,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         jobs.stop()  # drivers keep running; the next service process adopts them
         results.close()
         engine.dispose()
+        leader.release()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -84,6 +96,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # together from settings.api_threads: see api.service.deps and docs/load.md. Database work stays off the loop.
         anyio.to_thread.current_default_thread_limiter().total_tokens = settings.api_threads
         redact_access_log()  # here: uvicorn has configured its loggers by now
+        try:
+            leader.acquire()
+        except LeaderError as exc:
+            log.error("%s", exc)  # one line in the log; uvicorn then reports the failed start-up
+            raise
         await anyio.to_thread.run_sync(jobs.start)  # reconciles what a previous service process left RUNNING
         await anyio.to_thread.run_sync(_import_read_paths)
         yield
@@ -94,8 +111,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         (401, "missing or invalid bearer token"), (404, "no such resource"),
         (413, "the body is larger than SCALESWEEP_MAX_BODY_BYTES"),
         (415, "a body that is not JSON (Content-Type: application/json)"),
-        (422, "invalid input: each field and what is allowed"), (500, "internal error"),
-        (503, "busy: no database connection free within the pool timeout; retry after Retry-After seconds"))}
+        (422, "invalid input: each field and what is allowed"),
+        (429, "too many jobs queued (in all, or of this owner); retry after Retry-After seconds"),
+        (500, "internal error"),
+        (503, "busy: no database connection free within the pool timeout, or every analysis slot taken "
+              "(importance, reports); retry after Retry-After seconds"))}
     app = FastAPI(
         responses=errors,  # type: ignore[arg-type]
         title="scalesweep",
@@ -110,10 +130,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.sessionmaker = sessions
     app.state.jobs = jobs
     app.state.results = results
+    app.state.analysis = AnalysisGate(settings.analysis_workers)
     install_problem_handlers(app)
     install_docs(app)
     # HEAD as GET; for writes: the token before the body is read, JSON only (415), bounded size (413).
     app.add_middleware(RequestGuard, settings=settings, fastapi_app=app)
+    app.add_middleware(HtmlHeaders)  # outermost but for the Host check: every answer, refusals included
     if settings.host_list != ["*"]:  # a browser on the same machine must not reach us under a rebound DNS name
         from ._security import TrustedHosts
 

@@ -13,10 +13,12 @@ from fastapi.routing import APIRoute
 from sqlalchemy.orm import Session
 
 from ._cache import ResultCache
+from ._gate import AnalysisGate
 from ._jobs import JobRunner
 from ._settings import Settings
 
-__all__ = ["JobsDep", "Owner", "ReadAccess", "ResultsDep", "SessionDep", "SessionRoute", "SettingsDep", "release"]
+__all__ = ["AnalysisDep", "JobsDep", "Owner", "ReadAccess", "ResultsDep", "SessionDep", "SessionRoute", "SettingsDep",
+           "release"]
 
 
 # One concurrency model for the whole API (docs/load.md): everything that touches the database, a file or MLflow
@@ -43,6 +45,10 @@ async def _results(request: Request) -> ResultCache[Any]:
     return request.app.state.results
 
 
+async def _analysis(request: Request) -> AnalysisGate:
+    return request.app.state.analysis
+
+
 def _session(request: Request) -> Iterator[Session]:
     with request.app.state.sessionmaker() as session:
         yield session
@@ -52,6 +58,7 @@ SettingsDep = Annotated[Settings, Depends(_settings)]
 SessionDep = Annotated[Session, Depends(_session)]
 JobsDep = Annotated[JobRunner, Depends(_jobs)]  # the job queue: wake, cancel, resume, extend, its trainers
 ResultsDep = Annotated[ResultCache[Any], Depends(_results)]  # computed reads, once per version of a job's files
+AnalysisDep = Annotated[AnalysisGate, Depends(_analysis)]  # the few slots expensive reads compute in (503 when full)
 
 
 class SessionRoute(APIRoute):

@@ -98,13 +98,38 @@ def _check_optimizer(overrides: Mapping[str, Any], where: str, *, with_field: bo
 
 
 
+# Tags and names are checked here, where the spec enters, rather than by MLflow in the driver: there a 600-
+# character experiment name or a NUL failed the sweep after it was accepted and queued (issue 53, L2). MLflow takes
+# keys of 250 characters and experiment names of 500 (its PostgreSQL column holds 256); values are lineage, short.
+MAX_TAGS = 32
+MAX_TAG_KEY = 250
+MAX_TAG_VALUE = 1000
+MAX_EXPERIMENT_NAME = 250
+
+
+def _printable(text: str, what: str, limit: int) -> str:
+    """`text` if it has at most `limit` characters and no control character (NUL, newline, ...)."""
+    if len(text) > limit:
+        raise ValueError(f"{what} has {len(text):,} characters; at most {limit} are accepted")
+    bad = sorted({repr(c) for c in text if ord(c) < 32 or ord(c) == 127})
+    if bad:
+        raise ValueError(f"{what} holds control characters {bad}; use printable text")
+    return text
+
+
 def _check_tags(tags: dict[str, str]) -> dict[str, str]:
-    """Extra tags may not set the ledger's own (TAG) or MLflow's: the ledger reads them back as its record."""
+    """Extra tags may not set the ledger's own (TAG) or MLflow's: the ledger reads them back as its record. At most
+    `MAX_TAGS`, each key and value of bounded size and printable."""
     reserved = {v for k, v in vars(TAG).items() if k.isupper()}
     prefixes = ("mlflow.", TAG.BEST)
     bad = sorted(k for k in tags if k in reserved or k.startswith(prefixes) or not k.strip())
     if bad:
         raise ValueError(f"tags {bad} are set by the sweeper itself (or empty); choose other names")
+    if len(tags) > MAX_TAGS:
+        raise ValueError(f"{len(tags)} tags; at most {MAX_TAGS} are accepted")
+    for key, value in tags.items():
+        _printable(key, f"tag key {key[:40]!r}", MAX_TAG_KEY)
+        _printable(value, f"the value of tag {key[:40]!r}", MAX_TAG_VALUE)
     return tags
 
 
@@ -634,8 +659,14 @@ class SweepTracking(BaseModel):
         "the sweep starts from) or http(s)://server.",
     )
     experiment: str = Field(
-        default_factory=_default_experiment, min_length=1, description="MLflow experiment: one per study."
+        default_factory=_default_experiment, min_length=1, description="MLflow experiment: one per study "
+        f"(printable, at most {MAX_EXPERIMENT_NAME} characters)."
     )
+
+    @field_validator("experiment")
+    @classmethod
+    def _printable_experiment(cls, name: str) -> str:
+        return _printable(name, "the experiment name", MAX_EXPERIMENT_NAME)
 
 
 class SweepSpec(BaseModel):

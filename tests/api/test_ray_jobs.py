@@ -143,4 +143,5 @@ def test_reconcile_adopts_running_jobs_and_resumes_ended_ones(tmp_path: Path) ->
     with sessions() as session:
         assert session.get(SweepRecord, "sw-a").state == "RUNNING"  # still running on the cluster: adopted
         assert session.get(SweepRecord, "sw-b").state == "PENDING"  # gone: queued to resume
-    assert runner._resume == {"sw-b"}
+        # the intent is stored with the record (issue 53, H3), not in the runner's memory
+        assert [session.get(SweepRecord, r).resume for r in ("sw-a", "sw-b")] == [False, True]

@@ -12,22 +12,26 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Response, status
 from fastapi import Path as PathParam
-from sqlalchemy import Select, and_, or_, select
+from sqlalchemy import Select, and_, func, or_, select
 from sqlalchemy.exc import IntegrityError
 
+from sweeper.specs import TrialMemory
+
 from .._db import SweepRecord, TransferRecord, new_id
-from .._security import check_rest_spec, check_work
+from .._security import check_memory, check_rest_spec, check_rungs, check_work
 from .._settings import Settings
 from ..deps import JobsDep, Owner, SessionDep, SettingsDep
 
 __all__ = [
     "HTML_PAGE",
     "STATE_PATTERN",
+    "Demand",
     "PageDep",
     "PageQuery",
     "add_state_routes",
     "admit",
     "cancel_job",
+    "check_queue",
     "create_job",
     "create_responses",
     "get_job",
@@ -149,11 +153,45 @@ def list_page(session: Any, model: type[Job], query: PageQuery,
 _KINDS: dict[type[Any], tuple[str, str]] = {SweepRecord: ("sweep", "sw"), TransferRecord: ("transfer", "tr")}
 
 
-def admit(spec: dict[str, Any], work: int, queue: JobsDep, settings: Settings, noun: str) -> None:
+@dataclass(frozen=True)
+class Demand:
+    """What a job asks of the workers, as the routes compute it from its typed spec: its total work in
+    training-step units, its rungs by the field that names each, and each rung's trial memory estimate."""
+
+    work: int
+    rungs: dict[tuple[str | int, ...], str]
+    memory: dict[tuple[str | int, ...], TrialMemory]
+
+
+def admit(spec: dict[str, Any], demand: Demand, queue: JobsDep, settings: Settings, noun: str) -> None:
     """Refuse (422, naming the field) what a token holder may not ask for (a free-form command, an unregistered
-    trainer, a Ray cluster of its own, a server path outside the registered ones) and work over the limit."""
+    trainer, a Ray cluster of its own, a server path outside the registered ones, a rung the operator did not
+    offer), work over the limit and a trial whose estimated memory is over the workers' (issue 53, H2)."""
     check_rest_spec(spec, queue.trainers, settings.data_path_list)
-    check_work(work, settings.max_work, noun)
+    check_rungs(demand.rungs, settings.rest_rung_list)
+    check_work(demand.work, settings.max_work, noun)
+    check_memory(demand.memory, settings.max_trial_memory_bytes, noun)
+
+
+QUEUE_RETRY_AFTER_S = 60  # a queued job leaves the queue when a driver slot frees: minutes, not seconds
+
+
+def check_queue(session: Any, settings: Settings, owner: str) -> None:
+    """Refuse (429 with Retry-After) one more queued job beyond `max_queued_jobs` PENDING jobs in all, or beyond
+    `max_queued_per_owner` of this owner (issue 53, L2: 200 submissions in 12 s were all accepted). Counted before
+    the insert, not with it: concurrent submissions can pass the cap by at most the route threads in flight."""
+    total = mine = 0
+    for model in _KINDS:
+        pending = select(func.count()).select_from(model).where(model.state == "PENDING")
+        total += session.scalar(pending) or 0
+        mine += session.scalar(pending.where(model.owner == owner)) or 0
+    for count, cap, whose, variable in ((mine, settings.max_queued_per_owner, f"of {owner!r}",
+                                         "SCALESWEEP_MAX_QUEUED_PER_OWNER"),
+                                        (total, settings.max_queued_jobs, "in all", "SCALESWEEP_MAX_QUEUED_JOBS")):
+        if count >= cap:
+            raise HTTPException(429, f"{count} jobs {whose} are queued (PENDING), the most this service queues "
+                                f"({variable}); retry once some have started, or cancel some",
+                                headers={"Retry-After": str(QUEUE_RETRY_AFTER_S)})
 
 
 def create_job(
@@ -164,7 +202,7 @@ def create_job(
     model: type[Job],
     *,
     spec: dict[str, Any],
-    work: int,
+    demand: Demand,
     owner: str,
     fields: dict[str, Any],
     idempotency_key: str | None,
@@ -175,7 +213,7 @@ def create_job(
     Idempotency-Key (409 when that key came with another body: another spec or other `fields`). The record is
     `model(spec=spec, owner=owner, **fields)`, PENDING; the job queue is woken to start it."""
     noun, prefix = _KINDS[model]
-    admit(spec, work, queue, settings, noun)
+    admit(spec, demand, queue, settings, noun)
     idempotency_key = (idempotency_key or "").strip() or None  # an empty header is no key at all
     if idempotency_key:
         existing = session.scalars(select(model).where(model.idempotency_key == idempotency_key)).first()
@@ -185,6 +223,7 @@ def create_job(
             response.status_code = status.HTTP_200_OK
             response.headers["Location"] = f"/v1/{noun}s/{existing.id}"
             return public(settings, existing)
+    check_queue(session, settings, owner)
     record = model(id=new_id(prefix), state="PENDING", spec=spec, owner=owner, idempotency_key=idempotency_key,
                    **fields)
     session.add(record)
@@ -205,7 +244,9 @@ def cancel_job(queue: JobsDep, session: Any, record: SweepRecord | TransferRecor
                             "cancelled")
 
 
-def resume_job(queue: JobsDep, session: Any, record: SweepRecord | TransferRecord, noun: str) -> None:
+def resume_job(queue: JobsDep, session: Any, record: SweepRecord | TransferRecord, noun: str, settings: Settings,
+               owner: str) -> None:
+    check_queue(session, settings, owner)
     if not queue.resume(session, record):  # the check and the write are one statement
         raise HTTPException(409, f"{noun} {record.id} is {record.state}: only FAILED or CANCELLED {noun}s resume")
     queue.wake()
@@ -222,9 +263,9 @@ def add_state_routes(router: APIRouter, *, noun: str, response_model: type[Any],
         cancel_job(queue, session, record, noun)
         return public(settings, record)
 
-    def resume(job_id: str, session: SessionDep, queue: JobsDep, settings: SettingsDep, _owner: Owner) -> Any:
+    def resume(job_id: str, session: SessionDep, queue: JobsDep, settings: SettingsDep, owner: Owner) -> Any:
         record = get(session, job_id)
-        resume_job(queue, session, record, noun)
+        resume_job(queue, session, record, noun, settings, owner)
         return public(settings, record)
 
     for action, route, refusal in (("Cancel", cancel, "already finished"), ("Resume", resume, "not resumable")):

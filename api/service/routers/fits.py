@@ -16,7 +16,8 @@ from api.schemas import Prediction
 from scaling import ExtrapolationRefused, ScalingError
 from sweeper.jobfiles import ANALYSIS_FILE, read_labelled, stored_transfer_report, transfer_version
 
-from ..deps import ReadAccess, ResultsDep, SessionDep, SessionRoute, release
+from .._gate import AnalysisGate
+from ..deps import AnalysisDep, ReadAccess, ResultsDep, SessionDep, SessionRoute, release
 from ._jobroutes import HTML_PAGE
 from .transfers import get_transfer_record, started_folder, transfer_result
 
@@ -50,16 +51,25 @@ def _cached(results: ResultsDep, record: Any, what: str, compute: Any) -> tuple[
 
 
 def _stored_or_computed(results: ResultsDep, record: Any, what: str, stored: Callable[[Path, Any], T | None],
-                        compute: Callable[[Any], T]) -> T:
+                        compute: Callable[[Any], T], gate: AnalysisGate | None = None) -> T:
     """What a finished transfer's driver stored for the current version of its job files (`stored(folder,
     version)`: a file read), else `compute(result)` from its runs; once per version, shared by concurrent readers.
-    Unlike `_cached`, a stored value needs no MLflow read at all."""
+    Unlike `_cached`, a stored value needs no MLflow read at all. With `gate`, what is computed is computed in
+    one of its slots (503 when every one is taken)."""
     folder = started_folder(record)
     version = transfer_version(folder)
 
+    def computed() -> T:
+        return compute(_planned_runs(transfer_result(results, record, fresh=True)))
+
     def load() -> T:
         value = stored(folder, version)
-        return value if value is not None else compute(_planned_runs(transfer_result(results, record, fresh=True)))
+        if value is not None:  # a file read: readers of one version share it, no slot needed
+            return value
+        if gate is None:
+            return computed()
+        with gate.slot():  # drawn here: in an analysis slot (503 when every one is taken)
+            return computed()
 
     return results.get(f"{what}:{folder}", version, load, fresh=True)
 
@@ -137,7 +147,8 @@ def predict(
 @router.get("/{transfer_id}/report", response_class=HTMLResponse,
             summary="One self-contained HTML report: curves, timing, scaling fits, the numbers behind them",
             responses={**HTML_PAGE, 409: {"description": "the transfer has not started its runs"}})
-def report(transfer_id: str, results: ResultsDep, session: SessionDep, _reader: ReadAccess) -> HTMLResponse:
+def report(transfer_id: str, results: ResultsDep, gate: AnalysisDep, session: SessionDep,
+           _reader: ReadAccess) -> HTMLResponse:
     """A finished transfer's page is the one its job stored when it ended (read once per version, no MLflow
     read, no fit); a running or changed transfer's page is built here, once per version of its runs."""
     from dashboards import DashboardError, transfer_page
@@ -151,4 +162,4 @@ def report(transfer_id: str, results: ResultsDep, session: SessionDep, _reader: 
         except DashboardError as exc:  # no MLflow parent run yet
             raise HTTPException(409, str(exc)) from None
 
-    return HTMLResponse(_stored_or_computed(results, record, "report", stored_transfer_report, page))
+    return HTMLResponse(_stored_or_computed(results, record, "report", stored_transfer_report, page, gate))

@@ -10,14 +10,15 @@ from fastapi import APIRouter, Body, Header, HTTPException, Query, Response
 from fastapi.responses import HTMLResponse
 
 from api.schemas import Links, SweepPublic, SweepsPublic, TrialPublic, TrialsPublic
-from sweeper import SweepError, SweepSpec, load_sweep_result, redact_spec, sweep_status, sweep_work
+from sweeper import SweepError, SweepSpec, load_sweep_result, redact_spec, sweep_memory, sweep_status, sweep_work
 from sweeper.analysis import compare_sweeps, write_optuna_study
 from sweeper.jobfiles import STATUS_FILE, is_sweep_folder
 
 from .._cache import file_version
 from .._db import SweepRecord
+from .._render import RenderFailed, render_bounded, sweep_page
 from .._settings import Settings
-from ..deps import JobsDep, Owner, ReadAccess, ResultsDep, SessionDep, SessionRoute, SettingsDep, release
+from ..deps import AnalysisDep, JobsDep, Owner, ReadAccess, ResultsDep, SessionDep, SessionRoute, SettingsDep, release
 from . import _jobroutes as jobs
 
 router = APIRouter(prefix="/sweeps", tags=["sweeps"], route_class=SessionRoute)
@@ -65,6 +66,12 @@ def _public(settings: Settings, record: SweepRecord) -> SweepPublic:
     )
 
 
+def _demand(spec: SweepSpec) -> jobs.Demand:
+    rungs: dict[tuple[str | int, ...], str] = {("rung",): spec.rung}
+    rungs.update({("baselines", i, "rung"): b.rung for i, b in enumerate(spec.baselines) if b.rung})
+    return jobs.Demand(sweep_work(spec), rungs, sweep_memory(spec))
+
+
 def _get(session: Any, sweep_id: str) -> SweepRecord:
     return jobs.get_job(session, SweepRecord, sweep_id, "sweep")
 
@@ -87,7 +94,7 @@ def create_sweep(
 ) -> SweepPublic:
     # a token is not a shell: registered trainers only, no server path outside the registered locations
     return jobs.create_job(response, session, queue, settings, SweepRecord, spec=spec.model_dump(mode="json"),
-                           work=sweep_work(spec), owner=owner, fields={"name": spec.name},
+                           demand=_demand(spec), owner=owner, fields={"name": spec.name},
                            idempotency_key=idempotency_key, public=_public, what="sweep spec")
 
 
@@ -170,22 +177,41 @@ def _scored(sweep_id: str, results: ResultsDep, session: Any) -> tuple[SweepReco
     return record, result
 
 
-def _derived(results: ResultsDep, record: SweepRecord, what: str, compute: Any) -> Any:
-    """A figure's numbers computed from the sweep's result, cached under the same version as the result."""
+def _derived(results: ResultsDep, gate: AnalysisDep, record: SweepRecord, what: str, compute: Any) -> Any:
+    """A figure's numbers computed from the sweep's result, cached under the same version as the result: a stored
+    value at once, else computed in one of the analysis slots (503 when every one is taken: `api.service._gate`)."""
     folder = Path(str(record.storage_path))
-    return results.get(f"{what}:{folder}", file_version(folder / STATUS_FILE), compute, fresh=True)
+    key, version = f"{what}:{folder}", file_version(folder / STATUS_FILE)
+    found, value = results.current(key, version)
+    if found:
+        return value
+    with gate.slot():
+        return results.get(key, version, compute, fresh=True)
+
+
+# The bootstrap resamples an importance is computed with: a request's n_boot is raised to the first of these at or
+# above it (never fewer resamples than asked), so a job version holds at most 2 evaluators x 3 values, each
+# computed once (issue 53, M5: every n_boot from 0 to 1000 was its own 25-second computation). 100: the default;
+# 1000: the most the route ever offered.
+N_BOOT_LEVELS = (0, 100, 1000)
+
+
+def _n_boot_level(n_boot: int) -> int:
+    return next(level for level in N_BOOT_LEVELS if level >= n_boot)
 
 
 @router.get("/{sweep_id}/importance", responses={409: {"description": "fewer than three points scored"}},
             summary="Which searched hyperparameter mattered: Optuna's evaluator, the seeds bootstrapped")
 def get_importance(
-    sweep_id: str, results: ResultsDep, session: SessionDep, _reader: ReadAccess,
+    sweep_id: str, results: ResultsDep, gate: AnalysisDep, session: SessionDep, _reader: ReadAccess,
     evaluator: Annotated[Literal["fanova", "ped-anova"], Query(description="Optuna's importance evaluator")] = "fanova",
-    n_boot: Annotated[int, Query(ge=0, le=1000, description="paired bootstrap resamples of the seeds")] = 100,
+    n_boot: Annotated[int, Query(ge=0, le=1000, description="paired bootstrap resamples of the seeds, raised to "
+                                 "the first of 0, 100 and 1000 at or above it (the answer's n_boot says which)")] = 100,
 ) -> dict[str, Any]:
     record, result = _scored(sweep_id, results, session)
+    n_boot = _n_boot_level(n_boot)
     try:
-        found = _derived(results, record, f"importance:{evaluator}:{n_boot}",
+        found = _derived(results, gate, record, f"importance:{evaluator}:{n_boot}",
                          lambda: result.importance(evaluator=evaluator, n_boot=n_boot))
     except SweepError as exc:
         raise HTTPException(409, str(exc)) from exc
@@ -218,35 +244,45 @@ def get_comparison(sweep_id: str, other_id: str, results: ResultsDep, session: S
 @router.get("/{sweep_id}/compare/{other_id}/report", response_class=HTMLResponse,
             responses={**jobs.HTML_PAGE, 409: {"description": "either sweep has no result yet"}},
             summary="The comparison as one self-contained HTML page: its table and figure")
-def get_comparison_report(sweep_id: str, other_id: str, results: ResultsDep, session: SessionDep,
+def get_comparison_report(sweep_id: str, other_id: str, results: ResultsDep, gate: AnalysisDep, session: SessionDep,
                           reader: ReadAccess) -> HTMLResponse:
     from dashboards import build_report, comparison_report
 
-    return HTMLResponse(build_report(comparison_report(get_comparison(sweep_id, other_id, results, session,
-                                                                      reader))))
+    doc = get_comparison(sweep_id, other_id, results, session, reader)
+    with gate.slot():  # a figure drawn per request: in an analysis slot like every report
+        return HTMLResponse(build_report(comparison_report(doc)))
 
 
 @router.get("/{sweep_id}/report", response_class=HTMLResponse,
             responses={**jobs.HTML_PAGE, 409: {"description": "no point scored yet"}},
             summary="The sweep's report as one self-contained HTML page: heatmap, importance, front, parallel "
             "coordinates and slices, curves, timing, the decisions recorded")
-def get_report(sweep_id: str, results: ResultsDep, session: SessionDep, _reader: ReadAccess) -> HTMLResponse:
-    from dashboards import build_report, sweep_report
-
+def get_report(sweep_id: str, settings: SettingsDep, results: ResultsDep, gate: AnalysisDep, session: SessionDep,
+               _reader: ReadAccess) -> HTMLResponse:
     record, result = _scored(sweep_id, results, session)
-    return HTMLResponse(_derived(results, record, "report", lambda: build_report(
-        sweep_report(result.tracking_uri, result.parent_run_id, title=f"scalesweep sweep {result.name}",
-                     context={"sweep": record.id}))))
+
+    def draw() -> str:  # in a worker process with a time and a memory limit (api.service._render)
+        try:
+            return render_bounded(sweep_page, result.tracking_uri, result.parent_run_id,
+                                  f"scalesweep sweep {result.name}", {"sweep": record.id},
+                                  timeout_s=settings.report_timeout_s, memory_bytes=settings.report_memory_mb * 2**20)
+        except RenderFailed as exc:
+            raise HTTPException(503, f"the report of sweep {sweep_id} was not drawn: {exc} "
+                                "(SCALESWEEP_REPORT_TIMEOUT_S, SCALESWEEP_REPORT_MEMORY_MB); its JSON views "
+                                "(/trials, /best, /importance) answer") from None
+
+    return HTMLResponse(_derived(results, gate, record, "report", draw))
 
 
 @router.post("/{sweep_id}/extend", status_code=202,
              responses={409: {"description": "the sweep is not finished"},
                         422: {"description": "the spec changes more than an extension may, or adds nothing"}},
              summary="Add seeds, grid values, budget or baselines to a finished sweep; only what is missing runs")
-def extend_sweep(sweep_id: str, settings: SettingsDep, queue: JobsDep, session: SessionDep, _owner: Owner,
+def extend_sweep(sweep_id: str, settings: SettingsDep, queue: JobsDep, session: SessionDep, owner: Owner,
                  spec: Annotated[SweepSpec, Body()]) -> dict[str, Any]:
     record = _get(session, sweep_id)
-    jobs.admit(spec.model_dump(mode="json"), sweep_work(spec), queue, settings, "sweep")
+    jobs.admit(spec.model_dump(mode="json"), _demand(spec), queue, settings, "sweep")
+    jobs.check_queue(session, settings, owner)
     try:
         added = queue.extend(session, record, spec)
     except SweepError as exc:

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from api.schemas import RunsPublic, TransferCreate, TransferLinks, TransferPublic, TransfersPublic
 from scaling import ScalingError
-from sweeper import SweepSpec
+from sweeper import SweepSpec, trial_memory
 from sweeper.jobfiles import is_transfer_folder, transfer_version
 from sweeper.transfer import TransferSpec, load_transfer_result, transfer_status, transfer_work
 
@@ -95,6 +95,29 @@ def _spec(body: TransferCreate, sweep: SweepRecord) -> TransferSpec:
         raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from None
 
 
+def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """The sweep's trial section with the transfer's overrides, nested keys merged (as the transfer's plan does)."""
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def _demand(spec: TransferSpec, base: SweepSpec) -> jobs.Demand:
+    """The transfer's work, its rungs (those it names, else the sweep's and every larger one of its family) and
+    each rung's trial memory."""
+    from trials.models import list_rungs
+
+    family = list_rungs(base.rung.split("-")[0])
+    named = spec.rungs or family[family.index(base.rung):]
+    rungs: dict[tuple[str | int, ...], str] = {("rungs", i): r for i, r in enumerate(named)}
+    if spec.verify is not None and spec.verify.rung:
+        rungs[("verify", "rung")] = spec.verify.rung
+    trial = _merged(base.trial, spec.trial)
+    memory = {loc: trial_memory({**trial, "rung": rung, "steps": 1}) for loc, rung in rungs.items()}
+    return jobs.Demand(transfer_work(spec, base), rungs, memory)
+
+
 @router.post(
     "",
     status_code=201,
@@ -122,7 +145,7 @@ def create_transfer(
     spec = _spec(body, sweep)  # validated once, here; passed on typed
     # e.g. no Ray cluster of the caller's choosing, no server path outside the registered locations
     return jobs.create_job(response, session, queue, settings, TransferRecord, spec=spec.model_dump(mode="json"),
-                           work=transfer_work(spec, SweepSpec.model_validate(sweep.spec)), owner=owner,
+                           demand=_demand(spec, SweepSpec.model_validate(sweep.spec)), owner=owner,
                            fields={"sweep_id": sweep.id}, idempotency_key=idempotency_key, public=public)
 
 
