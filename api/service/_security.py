@@ -125,6 +125,17 @@ def check_memory(estimates: Mapping[tuple[str | int, ...], TrialMemory], limit: 
     raise RequestValidationError([{"loc": ("body", *f), "msg": message, "type": "value_error"} for f in fields])
 
 
+def check_capacity_at_submission(spec: Any, cpus: float, gpus: float) -> None:
+    """Refuse (422 naming `execution.workers_per_trial`) a job whose one trial needs more CPUs or GPUs than the
+    workers have (`SCALESWEEP_MAX_TRIAL_CPUS` / `_GPUS`): its placement group would never be scheduled."""
+    from sweeper.specs.checks import check_capacity
+
+    try:
+        check_capacity(spec, cpus, gpus)
+    except ValueError as exc:
+        raise _refuse(("execution", "workers_per_trial"), str(exc)) from None
+
+
 def check_rest_spec(spec: Mapping[str, Any], trainers: Mapping[str, RegisteredTrainer],
                     data_paths: Sequence[Path] = ()) -> None:
     """Refuse, as a 422 naming the field, what a token holder may not ask for: a free-form command (or its env or

@@ -111,6 +111,14 @@ class Settings(EnvSettings):
         "seeds x 60k steps is about 2.5e6) fits 40 times; a CPU at 40 ms a step would take 46 days. Raise it on a "
         "cluster.",
     )
+    max_trial_cpus: float | None = Field(
+        None, gt=0, le=1_000_000,
+        description="Most CPUs one trial may reserve (execution.workers_per_trial x cpus_per_trial, one placement "
+        "group); a sweep or transfer asking more is refused with 422. Default: this host's CPU count (the workers "
+        "where drivers run here); set it to the cluster's size.",
+    )
+    max_trial_gpus: float = Field(
+        0.0, ge=0, le=100_000, description="Most GPUs one trial may reserve (workers_per_trial x gpus_per_trial).")
     max_trial_memory_gb: float | None = Field(
         None, gt=0, le=1_000_000,
         description="Largest estimated memory of one trial, in GB (weights, gradients, optimizer state, EMA, "
@@ -244,6 +252,11 @@ class Settings(EnvSettings):
     @property
     def rest_rung_list(self) -> list[str]:
         return _names(self.rest_rungs)
+
+    @property
+    def trial_cpus(self) -> float:
+        """max_trial_cpus, else this host's CPU count."""
+        return self.max_trial_cpus if self.max_trial_cpus is not None else float(os.cpu_count() or 1)
 
     @property
     def max_trial_memory_bytes(self) -> int:

@@ -76,6 +76,18 @@ def test_a_trial_over_the_workers_memory_is_refused_naming_fields_and_estimate(
     assert api.post("/v1/sweeps", json=SPEC, headers=AUTH).status_code == 201
 
 
+def test_a_trial_wider_than_the_workers_is_refused_naming_workers_per_trial(api: TestClient) -> None:
+    """Issue 52: a trial on more workers than the cluster has would wait for its placement group forever."""
+    import os
+
+    cpus = os.cpu_count() or 1
+    r = api.post("/v1/sweeps", json={**SPEC, "execution": {"workers_per_trial": 2 * cpus, "cpus_per_trial": 1},
+                                     "trial": {"batch_size": 4 * cpus}}, headers=AUTH)
+    assert _fields(r) == ["execution.workers_per_trial"]
+    assert f"needs {2 * cpus} CPUs" in r.json()["detail"] and f"the cluster has {cpus} CPUs" in r.json()["detail"]
+    assert api.get("/v1/sweeps").json()["count"] == 0
+
+
 def test_the_default_limit_is_half_this_hosts_memory(settings: Settings) -> None:
     import os
 
@@ -262,7 +274,7 @@ def test_a_resume_queued_before_a_restart_is_launched_with_resume_after_it(setti
         # the resumed one's driver exited 0 without a new status: unknown, not the old SUCCEEDED ...
         assert states == {ids[0]: "SUCCEEDED", ids[1]: "FAILED"}, states
         # ... the one that refused (exit 1) is FAILED, its error the driver's, not the old status file's state
-        assert api.get(f"/v1/sweeps/{ids[1]}").json()["error"] == "driver exited with 1"
+        assert api.get(f"/v1/sweeps/{ids[1]}").json()["error"] == "the driver exited with 1"
 
 
 # --- M5 and H1: expensive reads in a few slots, cheap reads never behind them ----------------------------------------

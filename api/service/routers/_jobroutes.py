@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from sweeper.specs import TrialMemory
 
 from .._db import SweepRecord, TransferRecord, new_id
-from .._security import check_memory, check_rest_spec, check_rungs, check_work
+from .._security import check_capacity_at_submission, check_memory, check_rest_spec, check_rungs, check_work
 from .._settings import Settings
 from ..deps import JobsDep, Owner, SessionDep, SettingsDep
 
@@ -161,16 +161,19 @@ class Demand:
     work: int
     rungs: dict[tuple[str | int, ...], str]
     memory: dict[tuple[str | int, ...], TrialMemory]
+    execution: Any = None  # the job's resources per trial (sweeper.ExecutionSpec); None: its sweep's, checked there
 
 
 def admit(spec: dict[str, Any], demand: Demand, queue: JobsDep, settings: Settings, noun: str) -> None:
     """Refuse (422, naming the field) what a token holder may not ask for (a free-form command, an unregistered
     trainer, a Ray cluster of its own, a server path outside the registered ones, a rung the operator did not
-    offer), work over the limit and a trial whose estimated memory is over the workers' (issue 53, H2)."""
+    offer), work over the limit, a trial whose estimated memory is over the workers' (issue 53, H2) and one that
+    needs more workers than the cluster has (issue 52)."""
     check_rest_spec(spec, queue.trainers, settings.data_path_list)
     check_rungs(demand.rungs, settings.rest_rung_list)
     check_work(demand.work, settings.max_work, noun)
     check_memory(demand.memory, settings.max_trial_memory_bytes, noun)
+    check_capacity_at_submission(demand, settings.trial_cpus, settings.max_trial_gpus)
 
 
 QUEUE_RETRY_AFTER_S = 60  # a queued job leaves the queue when a driver slot frees: minutes, not seconds

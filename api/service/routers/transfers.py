@@ -115,7 +115,7 @@ def _demand(spec: TransferSpec, base: SweepSpec) -> jobs.Demand:
         rungs[("verify", "rung")] = spec.verify.rung
     trial = _merged(base.trial, spec.trial)
     memory = {loc: trial_memory({**trial, "rung": rung, "steps": 1}) for loc, rung in rungs.items()}
-    return jobs.Demand(transfer_work(spec, base), rungs, memory)
+    return jobs.Demand(transfer_work(spec, base), rungs, memory, spec.execution)
 
 
 @router.post(
