@@ -72,7 +72,11 @@ def test_evidence_profile_decides_with_uncertainty_and_declares_its_target() -> 
     assert spec.seeds == [6, 7, 8] and not set(spec.seeds) & {*sweep.seeds, *sweep.confirm_seeds}
     assert spec.target.rule == "fixed" and sorted(spec.target.values) == sorted(p.rungs)
     assert spec.rounds is not None and spec.rounds.against == "muon" and spec.rounds.max_seeds == 6
-    assert spec.timing.steps == 20 and spec.timing.repeats == 3
+    # the instrument calibrated, the arms tuned alike, the per-step cost interleaved to +-2 %
+    assert spec.timing.method == "interleaved" and spec.timing.clock == "thread"
+    assert spec.timing.target_halfwidth == 0.02 and spec.timing.max_rounds >= spec.timing.rounds >= 9
+    assert list(spec.controls) == ["negative", "positive"] and list(spec.diagnostics) == ["effective_step"]
+    assert spec.lr_brackets == {"periodic": [1.0, 1.5, 2.3]}
     assert spec.verify is None  # the bracket would add ~35 min on 2 cores; a transfer spec can ask for it
     # 480 steps at every rung: 0.02 images per parameter gave cpu-xs 406 steps, measured undertrained
     assert spec.horizon.mode == "fixed" and p.horizon * p.horizon_factor == 480
