@@ -65,11 +65,12 @@ import importlib
 from typing import Any
 
 from .analysis import load_sweep_result
+from .demand import sweep_memory, sweep_work, trial_memory
 from .errors import SweepError
 from .jobs import FigureHook, apply_extension, run_sweep, set_figure_hook, sweep_status
 from .search import RegisteredTrainer, load_trainers, resolve_trainer
 from .settings import SOURCE_SWEEP_ID_ENV, TRAINERS_ENV
-from .specs import SweepSpec, load_spec, redact_spec, sweep_memory, sweep_work, trial_memory
+from .specs import SweepSpec, load_spec, redact_spec
 from .specs.checks import check_shape
 
 __all__ = [
@@ -96,7 +97,7 @@ __all__ = [
 
 # Where a name not imported above is found, in this order: each room's own face. The transfer comes last and
 # loads on first use, so that a sweep alone does not import the transfer's modules (and `scaling`'s analysis).
-_ROOMS = ("specs", "specs.checks", "selection", "search", "analysis", "jobs", "ledger", "settings", "errors",
+_ROOMS = ("specs", "specs.checks", "demand", "selection", "search", "analysis", "jobs", "ledger", "settings", "errors",
           "transfer")
 
 

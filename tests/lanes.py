@@ -42,6 +42,8 @@ STUDIES = (
     "tests/api/test_live_service.py",  # 71 s, 1.69: the shared service's study (tests/api/conftest.py) ...
     "tests/api/test_transfers.py",  # 63 s, 1.42: ... read by these three modules
     "tests/api/test_load.py",  # 20 s, 1.03
+    "tests/api/test_bounds.py",  # reads the shared service's study too (its served reports' headers)
+    "tests/api/test_driver_end.py",  # about 115 s under load (2026-12-05): drivers killed under a live queue
     "tests/api/test_demo.py",  # 122 s, 1.21: the whole demo, and one stopped by SIGTERM
     "tests/api/test_end_to_end.py",  # 30 s, 1.47
     "tests/sweeper/test_deployment.py",  # 37 s, 1.23: a two-node Ray cluster

@@ -145,7 +145,8 @@ def test_the_suites_split_keeps_each_shared_session_fixture_in_one_lane(tmp_path
     # the studies lane, or each lane would run the study once.
     users = {p.relative_to(ROOT).as_posix() for p in (ROOT / "tests").rglob("test_*.py")
              if TAKES_THE_STUDY.search(p.read_text(encoding="utf-8")) and "deploy" not in p.parts}
-    assert users == {"tests/api/test_live_service.py", "tests/api/test_transfers.py", "tests/api/test_load.py"}
+    assert users == {"tests/api/test_live_service.py", "tests/api/test_transfers.py", "tests/api/test_load.py",
+                     "tests/api/test_bounds.py"}
     assert users <= studies
 
 

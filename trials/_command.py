@@ -471,7 +471,7 @@ class _Trainer:
         """Hand the trainer's progress to `consume` while it runs and once after, and raise `TrialError` on a
         timeout or a non-zero exit (with the end of its stderr).
 
-        Everything the trainer starts carries its tag (`trials._proctree`): when the trial ends, however it ends,
+        Everything the trainer starts carries its tag (`trials.core.proctree`): when the trial ends, however it ends,
         what is still running gets SIGTERM, then SIGKILL after `kill_grace_s`; and a reaper beside it does the same
         if this process is killed outright (a cancelled Ray worker) before its `finally` runs."""
         cmd = self.cmd

@@ -13,7 +13,7 @@ from typing import Any
 from fastapi.exceptions import RequestValidationError
 
 from sweeper import TRAINERS_ENV, RegisteredTrainer, SweepError, resolve_trainer
-from sweeper.specs import TrialMemory
+from sweeper.demand import TrialMemory
 from trials.core import SERVICE_SECRET_ENV
 
 from ._settings import Settings

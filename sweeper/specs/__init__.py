@@ -3,15 +3,13 @@
 - `_models`: `SweepSpec` and its sections (validated; `load_spec`, `read_spec`), `format_params`, `redact_spec`;
 - `checks`: the checks every job spec shares (a transfer's too): the caps, free-form data's shape and numbers,
   seeds and the `trial` section, as functions and as field types;
-- `_work`: what a sweep asks of the cluster, in training-step units (`sweep_work`, `trial_work`);
-- `_memory`: what one trial holds in memory, estimated from its spec (`trial_memory_bytes`, `sweep_memory`).
+What a job asks of the workers (work, memory) is estimated from the typed spec in `sweeper.demand`.
 
 A spec is validated once, where it enters (a file, a mapping, a request); everything after takes the typed spec.
 """
 
 from __future__ import annotations
 
-from ._memory import TrialMemory, sweep_memory, trial_memory, trial_memory_bytes
 from ._models import (
     SEARCH_PARAMS,
     BaselineSpec,
@@ -32,7 +30,6 @@ from ._models import (
     read_spec,
     redact_spec,
 )
-from ._work import sweep_work, trial_work
 
 __all__ = [
     "SEARCH_PARAMS",
@@ -48,15 +45,9 @@ __all__ = [
     "SelectionSpec",
     "SweepSpec",
     "SweepTracking",
-    "TrialMemory",
     "canonical_value",
     "format_params",
     "load_spec",
     "read_spec",
     "redact_spec",
-    "sweep_memory",
-    "sweep_work",
-    "trial_memory",
-    "trial_memory_bytes",
-    "trial_work",
 ]

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from scaling.rungs import rung_horizon
 
-from ..specs import SweepSpec, trial_work
+from ..demand import trial_work
+from ..specs import SweepSpec
 from ._job import _deep_merge, _default_rungs, _scaled_eval_steps
 from ._plan import _rung_shape
 from ._spec import TransferSpec

@@ -77,7 +77,7 @@ def test_jobs_are_submitted_watched_and_stopped_through_the_job_client(tmp_path:
     job = client.submitted[0]
     assert job["entrypoint"].startswith("python -m scalesweep_cli sweep run ")
     assert job["entrypoint"].endswith(f"--workdir {tmp_path.resolve() / 'sweeps' / 'sw-1'}")
-    # The job's id, the tag by which a cancel finds every process the job started (trials._proctree), and how
+    # The job's id, the tag by which a cancel finds every process the job started (trials.core.proctree), and how
     # long Ray waits after its SIGTERM before a SIGKILL (the service's cancel grace, not Ray's 3 s).
     assert job["runtime_env"] == {"env_vars": {"SCALESWEEP_SWEEP_ID": "sw-1", "SCALESWEEP_JOB_TAG": "sw-1",
                                                "RAY_JOB_STOP_WAIT_TIME_S": "30"}}

@@ -26,7 +26,7 @@ from api.service import Settings, create_app
 from api.service._db import SweepRecord
 from api.service.routers.sweeps import SPEC_EXAMPLE
 from sweeper import load_spec
-from sweeper.specs import sweep_work
+from sweeper.demand import sweep_work
 from trials import TrialConfig
 
 from .conftest import AUTH, TOKEN

@@ -15,7 +15,7 @@ from fastapi import Path as PathParam
 from sqlalchemy import Select, and_, func, or_, select
 from sqlalchemy.exc import IntegrityError
 
-from sweeper.specs import TrialMemory
+from sweeper.demand import TrialMemory
 
 from .._db import SweepRecord, TransferRecord, new_id
 from .._security import check_capacity_at_submission, check_memory, check_rest_spec, check_rungs, check_work

@@ -28,7 +28,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
-    from ._models import SweepSpec
+    from ..specs import SweepSpec
 
 __all__ = ["TRAINER_OVERHEAD_BYTES", "TrialMemory", "sweep_memory", "trial_memory", "trial_memory_bytes"]
 

@@ -15,7 +15,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from ._models import SweepSpec
+from ..specs import SweepSpec
 
 __all__ = ["sweep_work", "trial_work"]
 
