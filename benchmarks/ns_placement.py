@@ -38,9 +38,9 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from optimizer_step import block_shapes, cpu_features
-from torch import nn
+from sharded_comm import Stack, gloo_rank
 
-from trials.optim import ShardedPeriodicRowMuon, fast_ns_dtype, logical_bytes_sent
+from trials.optim import ShardedPeriodicRowMuon, logical_bytes_sent
 from trials.optim._placement import assign_owners, ns_flops
 
 # (optimizer, placement) -> refresh_every
@@ -97,30 +97,14 @@ def ns_flops_per_rank(shapes: list[tuple[int, int]], world: int, placement: str)
 # === measured: the ranks ============================================================================================
 
 
-class _Stack(nn.Module):
-    def __init__(self, shapes: list[tuple[int, int]], gen: torch.Generator) -> None:
-        super().__init__()
-        self.weights = nn.ParameterList([nn.Parameter(torch.randn(*s, generator=gen) * 0.02) for s in shapes])
-
-
 def _rank(rank: int, args: argparse.Namespace, rendezvous: str, out: str) -> None:
-    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
-    from torch.distributed.tensor import Shard, distribute_tensor
 
-    torch.set_num_threads(args.threads)
-    dist.init_process_group(
-        "gloo", init_method=rendezvous, rank=rank, world_size=args.world, timeout=datetime.timedelta(minutes=10)
-    )
-    mesh = init_device_mesh("cpu", (args.world,))
-    ns_dtype = fast_ns_dtype("cpu") if args.ns_dtype == "auto" else getattr(torch, args.ns_dtype)
     shapes = block_shapes(args.width, args.depth)
-    gen = torch.Generator().manual_seed(0)
-    # The same full gradients on every rank, each keeping its rows (no collective); shared by every arm.
-    grads = [distribute_tensor(torch.randn(*s, generator=gen), mesh, [Shard(0)], src_data_rank=None) for s in shapes]
+    mesh, ns_dtype, grads, _ = gloo_rank(rank, args, rendezvous, shapes)  # the gradients shared by every arm
     opts: dict[tuple[str, str], ShardedPeriodicRowMuon] = {}
     for arm, k in ARMS.items():
-        model = _Stack(shapes, torch.Generator().manual_seed(1))
+        model = Stack(shapes, torch.Generator().manual_seed(1))
         fully_shard(model, mesh=mesh)
         for p, g in zip(model.weights, grads, strict=True):
             p.grad = g

@@ -46,15 +46,20 @@ def block_shapes(width: int, depth: int) -> list[tuple[int, int]]:
     return per_stream * 2 * depth  # two streams (image, text) per double-stream block
 
 
-class _Stack(nn.Module):
+class Stack(nn.Module):
     def __init__(self, shapes: list[tuple[int, int]], gen: torch.Generator) -> None:
         super().__init__()
         self.weights = nn.ParameterList([nn.Parameter(torch.randn(*s, generator=gen) * 0.02) for s in shapes])
 
 
-def _rank(rank: int, args: argparse.Namespace, rendezvous: str, out: str) -> None:
+def gloo_rank(
+    rank: int, args: argparse.Namespace, rendezvous: str, shapes: list[tuple[int, int]]
+) -> tuple[Any, torch.dtype, list[Any], torch.Generator]:
+    """One gloo rank of a benchmark (`args.world`, `args.threads`, `args.ns_dtype`): its process group, the 1-D
+    mesh, the Newton-Schulz dtype, the same full gradients of `shapes` on every rank, each keeping its rows (no
+    collective), for every arm to reuse, and the seeded generator they were drawn from (models draw on from it).
+    benchmarks/ns_placement.py's ranks start here too."""
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
     from torch.distributed.tensor import Shard, distribute_tensor
 
     torch.set_num_threads(args.threads)
@@ -63,13 +68,19 @@ def _rank(rank: int, args: argparse.Namespace, rendezvous: str, out: str) -> Non
     )
     mesh = init_device_mesh("cpu", (args.world,))
     ns_dtype = fast_ns_dtype("cpu") if args.ns_dtype == "auto" else getattr(torch, args.ns_dtype)
-    shapes = block_shapes(args.width, args.depth)
     gen = torch.Generator().manual_seed(0)
-    # The same full gradients on every rank, each keeping its rows (no collective); reused by every arm.
     grads = [distribute_tensor(torch.randn(*s, generator=gen), mesh, [Shard(0)], src_data_rank=None) for s in shapes]
+    return mesh, ns_dtype, grads, gen
+
+
+def _rank(rank: int, args: argparse.Namespace, rendezvous: str, out: str) -> None:
+    from torch.distributed.fsdp import fully_shard
+
+    shapes = block_shapes(args.width, args.depth)
+    mesh, ns_dtype, grads, gen = gloo_rank(rank, args, rendezvous, shapes)
     opts: dict[str, ShardedPeriodicRowMuon] = {}
     for arm, k in ARMS.items():
-        model = _Stack(shapes, gen)
+        model = Stack(shapes, gen)
         fully_shard(model, mesh=mesh)
         for p, g in zip(model.weights, grads, strict=True):
             p.grad = g
