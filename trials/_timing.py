@@ -223,6 +223,14 @@ class StepTimes:
     load_after: tuple[float, float, float] | None = None
     stopped: str = "rounds"
     seconds: float = 0.0
+    # On N ranks (`workers` > 1): every rank's seconds per step, round by round (`rank_steps[arm][clock]`: one list
+    # of N per round; `costs` holds the slowest rank's phases, which set a synchronous step's pace), the bytes each
+    # rank sent per step (the most of any rank, round by round), and what the CPU clock read: "process" (the
+    # rank's process, its compute thread and gloo's communication threads) rather than "thread".
+    workers: int = 1
+    cpu_clock: str = "thread"
+    rank_steps: dict[str, dict[str, list[list[float]]]] = field(default_factory=dict)
+    comm_bytes: dict[str, list[float]] = field(default_factory=dict)
 
     @property
     def rounds(self) -> int:
@@ -279,5 +287,15 @@ class StepTimes:
             "block_steps": self.block_steps, "periods": self.periods, "rounds": self.rounds, "clock": self.clock,
             "reference": self.reference, "threads": self.threads, "thread_coverage": self.thread_coverage,
             "load_before": self.load_before, "load_after": self.load_after, "stopped": self.stopped,
-            "seconds": self.seconds, "arms": arms,
+            "seconds": self.seconds, "arms": arms, **self._ranks_summary(),
         }
+
+    def _ranks_summary(self) -> dict[str, Any]:
+        """On N ranks: the worker count, the CPU clock's reading, and per arm each rank's median step cost (both
+        clocks) and the bytes per rank per step; nothing on one worker (documents of earlier timings unchanged)."""
+        if self.workers == 1:
+            return {}
+        ranks = {arm: {clock: [statistics.median(r[i] for r in per) for i in range(self.workers)]
+                       for clock, per in self.rank_steps[arm].items()} for arm in self.arms}
+        return {"workers": self.workers, "cpu_clock": self.cpu_clock, "rank_step_s": ranks,
+                "comm_bytes_per_step": {arm: statistics.median(b) for arm, b in self.comm_bytes.items()}}
