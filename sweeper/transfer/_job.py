@@ -650,12 +650,14 @@ def _step_timing(spec: TransferSpec, state: TransferState, out: IO[str] | None) 
     rows = [(r.rung, r.arm, opt) for r in [*state.plan.runs, *control_rows]
             for opt in [_row_optimizer(sweep_spec, r.rung, r.arm)] if opt is not None]
     threads = int(sweep_spec["execution"].get("threads", 1))
+    workers = int(sweep_spec["execution"].get("workers_per_trial", 1))  # the N-rank step, as the runs train
     if spec.timing.method == "interleaved":
         by_rung: dict[str, dict[str, Mapping[str, Any]]] = {}
         for rung, arm, opt in rows:
             by_rung.setdefault(rung, {})[arm] = opt
         if out is not None:
-            print(f"timing {', '.join(next(iter(by_rung.values()), {}))} interleaved in one process per rung "
+            print(f"timing {', '.join(next(iter(by_rung.values()), {}))} interleaved "
+                  f"{'in one process' if workers == 1 else f'on {workers} gloo ranks'} per rung "
                   f"({spec.timing.rounds} rounds, {spec.timing.clock} clock"
                   + (f", local batch {spec.timing.local_batch}" if spec.timing.local_batch else "") + ")",
                   file=out, flush=True)
@@ -667,7 +669,7 @@ def _step_timing(spec: TransferSpec, state: TransferState, out: IO[str] | None) 
         trial = dict(sweep_spec["trial"])
         if float(sweep_spec["execution"].get("gpus_per_trial", 0)) > 0:
             trial.setdefault("device", "auto")  # as the sweeper runs a trial given a GPU
-        doc = measure_interleaved(trial, by_rung, spec.timing, threads=threads, progress=show)
+        doc = measure_interleaved(trial, by_rung, spec.timing, threads=threads, progress=show, workers=workers)
         return {**doc, "measured_at": _now()}
     if out is not None:
         rounds = f" in {spec.timing.repeats} rounds" if spec.timing.repeats > 1 else ""

@@ -239,6 +239,36 @@ class TransferSpec(BaseModel):
                 raise ValueError(f"target.values has no value for rungs {missing}")
         return self
 
+    @model_validator(mode="after")
+    def _workers_fit(self) -> TransferSpec:
+        """A transfer on N workers (its execution section's `workers_per_trial`, else its sweep's where the sweep's
+        folder is readable here): N divides the training batch, and every arm, control and the timing can run on N
+        ranks. Each refusal names the field and the values allowed."""
+        facts = _source_facts(self.sweep, self.trial or {})
+        workers = self.execution.workers_per_trial if self.execution is not None else facts.workers
+        if workers is None or workers == 1:
+            return self
+        field = "execution.workers_per_trial" if self.execution is not None else "the sweep's workers_per_trial"
+        if facts.batch is not None and facts.batch % workers:
+            divisors = [d for d in range(1, facts.batch + 1) if facts.batch % d == 0]
+            raise ValueError(f"{field} {workers} does not divide the training batch (trial.batch_size {facts.batch}): "
+                             f"each rank trains batch_size / workers samples; allowed worker counts: {divisors}"
+                             + ("" if self.execution is not None else "; or set trial.batch_size to a multiple of "
+                                f"{workers}"))
+        if "rownorm" in self.arms:
+            raise ValueError(f"arms {self.arms}: 'rownorm' has no sharded form, so it cannot run on {field} "
+                             f"{workers}; allowed arms on several workers: adamw, muon, periodic")
+        if "positive" in self.controls:
+            raise ValueError(f"controls {self.controls}: the positive control (muon_extra_ns) runs in one process "
+                             f"only; with {field} {workers} allowed: [], ['negative']")
+        if self.timing.measured and self.timing.method == "isolated":
+            raise ValueError(f"timing.method 'isolated' times one process; with {field} {workers} the timing stage "
+                             "times the N-rank step: allowed: 'interleaved'")
+        if self.timing.local_batch is not None:
+            raise ValueError(f"timing.local_batch is the one-process stand-in for a rank's batch; with {field} "
+                             f"{workers} each timing rank trains batch_size / {workers} itself: allowed: unset (null)")
+        return self
+
     def fingerprint(self) -> str:
         """What a resumed transfer must match: everything but `execution`, which may change on resume."""
         payload = self.model_dump(mode="json", exclude={"execution"})
@@ -269,6 +299,7 @@ class _SourceFacts(BaseModel):
     batch: int | None = None
     backend: str | None = None
     period: int | None = None  # the searched arm's refresh period at the chosen point (K for periodic)
+    workers: int | None = None  # the sweep's execution.workers_per_trial
 
 
 def _source_facts(sweep: str | None, trial: Mapping[str, Any]) -> _SourceFacts:
@@ -293,8 +324,10 @@ def _source_facts(sweep: str | None, trial: Mapping[str, Any]) -> _SourceFacts:
             chosen = re.search(r"(?:^|,)K=(\d+)", str(best.get("point_key", "")))
             space = [int(k) for k in (search.get("space") or {}).get("K") or [] if isinstance(k, int)]
             period = int(chosen.group(1)) if chosen else (space[0] if len(set(space)) == 1 else None)
+    workers = ((spec.get("execution") or {}).get("workers_per_trial", 1)) if spec is not None else None
     return _SourceFacts(batch=int(batch) if isinstance(batch, int) else None, backend=backend,
-                        period=period if period and period > 0 else None)
+                        period=period if period and period > 0 else None,
+                        workers=workers if isinstance(workers, int) and not isinstance(workers, bool) else None)
 
 
 def load_transfer_spec(source: str | Path | Mapping[str, Any]) -> TransferSpec:

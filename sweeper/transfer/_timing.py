@@ -8,6 +8,13 @@ Two methods (`scaling.TimingSpec.method`):
   every arm one cost per step, so round i of two arms is a pair;
 - `isolated` (the earlier stage): a short run of the real trial per arm, one after another, wall clock.
 
+On N workers (`execution.workers_per_trial` N > 1, the transfer's or its sweep's) the interleaved method times the
+N-rank trial's step on N local gloo ranks, one process and one thread each, with the trial's FSDP2 wrapping and
+sharded optimizer (the arms' `ns_placement` included): each round's cost is the slowest rank's, so the ratios
+include the communication and the replicated or distributed Newton-Schulz, and the CPU clock is each rank's process
+CPU time (gloo's threads do the communication's work). The document records `workers` per rung, and each rung's
+digest the worker count, every rank's cost and the bytes per rank per step. The isolated method stays one process.
+
 Either way the stored document holds `seconds_per_step` (rung -> arm -> the median over rounds) and
 `seconds_per_step_runs` (rung -> arm -> one cost per round, paired by round) on the clock the ratios use, which is
 what the analysis reads (`scaling.median_step_times`, the paired ratios and the time saving are pure and live in
@@ -29,6 +36,7 @@ __all__ = ["measure_interleaved", "measure_step_time_runs", "measure_step_times"
 def measure_interleaved(
     trial: Mapping[str, Any], arms_by_rung: Mapping[str, Mapping[str, Mapping[str, Any]]], timing: TimingSpec, *,
     threads: int = 1, reference: str | None = None, progress: Callable[[str, dict[str, Any]], None] | None = None,
+    workers: int | Mapping[str, int] = 1,
 ) -> dict[str, Any]:
     """Per rung, `arms_by_rung[rung]` (arm label -> optimizer config; two labels may name one optimizer, the
     negative control) timed by `trials.steptime.interleaved_step_times` at `trial`'s shapes (rung, batch, data,
@@ -40,7 +48,9 @@ def measure_interleaved(
     arm and clock the cost per step and per phase, Muon's optimizer share, the ratio to the reference with its
     interval) and, for an arm with redundant work (the positive control), `expected_step_time_ratio`: reference /
     that arm as the redundant work's own clock predicts it, the known answer the analysis checks against.
-    `progress(rung, digest)` is called after each rung."""
+    `progress(rung, digest)` is called after each rung. `workers` (one count, or rung -> count, 1 where a rung is
+    not named) is the ranks each rung's trials run on: above 1 the step timed is the N-rank trial's (the module
+    docstring), and the document's `workers` says so per rung."""
     from trials.steptime import StepTimingConfig, interleaved_step_times
 
     config = StepTimingConfig(local_batch=timing.local_batch, clock=timing.clock, block_steps=timing.block_steps,
@@ -56,12 +66,16 @@ def measure_interleaved(
     runs: dict[str, dict[str, list[float]]] = {}
     wall: dict[str, dict[str, list[float]]] = {}
     rungs: dict[str, Any] = {}
+    ranks = {rung: int(workers.get(rung, 1)) if isinstance(workers, Mapping) else int(workers)
+             for rung in arms_by_rung}
     for rung, arms in arms_by_rung.items():
         ref = reference if reference in arms else ("muon" if "muon" in arms else next(iter(arms)))
+        # On N ranks each rank trains batch / N itself: the one-process stand-in for it (local_batch) does not apply
+        rung_config = config.model_copy(update={"local_batch": None}) if ranks[rung] > 1 else config
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            st = interleaved_step_times({**base, "rung": rung, "seed": 0, "threads": threads}, arms, config,
-                                        reference=ref)
+            st = interleaved_step_times({**base, "rung": rung, "seed": 0, "threads": threads, "workers": ranks[rung]},
+                                        arms, rung_config, reference=ref)
         runs[rung] = {arm: st.step(arm) for arm in st.arms}
         wall[rung] = {arm: st.step(arm, "wall") for arm in st.arms}
         digest = st.summary()
@@ -73,7 +87,7 @@ def measure_interleaved(
         if progress is not None:
             progress(rung, digest)
     return {"measured": True, "method": "interleaved", "clock": config.clock, "clock_note": clock_note,
-            "threads": threads,
+            "threads": threads, "workers": ranks,
             "local_batch": timing.local_batch, "seconds_per_step": median_step_times(runs),
             "seconds_per_step_runs": runs, "wall_seconds_per_step_runs": wall, "rungs": rungs}
 
@@ -97,14 +111,20 @@ def timing_lines(doc: Mapping[str, Any]) -> list[str]:
         clock = d["clock"]
         batch = f"local batch {d['local_batch']} of {d['batch_size']}" if d["local_batch"] != d["batch_size"] else (
             f"batch {d['batch_size']}")
-        lines.append(f"  {rung:<10} {d['rounds']} rounds of {d['block_steps']}-step blocks, {clock} clock, {batch}")
+        workers = d.get("workers", 1)
+        where = (f", {workers} gloo ranks (the slowest rank's step, communication included; CPU clock: each rank's "
+                 f"{d.get('cpu_clock', 'thread')} time)") if workers > 1 else ""
+        lines.append(f"  {rung:<10} {d['rounds']} rounds of {d['block_steps']}-step blocks, {clock} clock, {batch}"
+                     f"{where}")
         for arm, per in d["arms"].items():
             c = per[clock]
             ratio = c.get("ratio")
             text = (f"; / {d['reference']} {ratio['mean']:.3f} [{ratio['lo']:.3f}, {ratio['hi']:.3f}]"
                     if ratio else "")
+            sent = (d.get("comm_bytes_per_step") or {}).get(arm)
+            comm = f", {sent / 1e6:.2f} MB sent per rank per step" if sent is not None else ""
             lines.append(f"    {arm:<14} {1e3 * c['step_s']:.2f} ms/step, optimizer {100 * c['optimizer_share']:.0f} "
-                         f"% of the step{text}")
+                         f"% of the step{comm}{text}")
         for arm, e in (d.get("expected_step_time_ratio") or {}).items():
             lines.append(f"    expected {d['reference']} / {arm} from its redundant work's own clock: {e:.3f}")
     return lines
