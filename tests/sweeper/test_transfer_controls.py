@@ -16,6 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from scaling import TransferRun
+from scaling.rungs import TimingSpec
 from sweeper import TransferResult, TransferSpec
 
 RUNGS = ("cpu-xs", "cpu-s")
@@ -102,6 +103,71 @@ def test_a_bad_timing_value_is_a_422_naming_the_field_over_rest(tmp_path: Path) 
         _spec(TransferCreate(sweep_id="sw-1", rungs=["cpu-s"], timing={"block_steps": 5}), sweep)  # type: ignore[arg-type]
     [e] = err.value.errors()
     assert e["loc"] == ("body", "timing") and "a multiple of 3 (3, 6, 9, ...), got 5" in e["msg"]
+
+
+def test_a_transfer_on_n_workers_is_refused_where_it_cannot_run_naming_the_field(tmp_path: Path) -> None:
+    sweep = str(_sweep_folder(tmp_path / "sweep", batch=12))
+    two = {"sweep": sweep, "execution": {"workers_per_trial": 2}}
+    assert TransferSpec.model_validate({"name": "t", **two}).execution.workers_per_trial == 2  # type: ignore[union-attr]
+    [(loc, msg)] = _refused({"sweep": sweep, "execution": {"workers_per_trial": 5}})
+    assert loc == () and "execution.workers_per_trial 5 does not divide the training batch (trial.batch_size 12)" in msg
+    assert "allowed worker counts: [1, 2, 3, 4, 6, 12]" in msg
+    # the transfer's own trial section sets the batch the ranks split
+    assert TransferSpec.model_validate({"name": "t", **two, "execution": {"workers_per_trial": 5},
+                                        "trial": {"batch_size": 20}})
+    [(_, msg)] = _refused({**two, "arms": ["periodic", "adamw", "rownorm"]})
+    assert "'rownorm' has no sharded form" in msg and "allowed arms on several workers: adamw, muon, periodic" in msg
+    [(_, msg)] = _refused({**two, "controls": ["positive"]})
+    assert "positive control (muon_extra_ns) runs in one process" in msg and "allowed: [], ['negative']" in msg
+    assert TransferSpec.model_validate({"name": "t", **two, "controls": ["negative"]}).controls == ["negative"]
+    [(_, msg)] = _refused({**two, "timing": {"method": "isolated"}})
+    assert "allowed: 'interleaved'" in msg
+    [(_, msg)] = _refused({**two, "timing": {"local_batch": 6}})
+    assert "timing.local_batch is the one-process stand-in" in msg and "allowed: unset (null)" in msg
+    # No execution section: the sweep's workers_per_trial applies, read from its folder.
+    on_three = tmp_path / "three"
+    _sweep_folder(on_three, batch=12)
+    stored = json.loads((on_three / "spec.json").read_text())
+    (on_three / "spec.json").write_text(json.dumps({**stored, "execution": {"workers_per_trial": 3}}))
+    [(_, msg)] = _refused({"sweep": str(on_three), "trial": {"batch_size": 16}})
+    assert "the sweep's workers_per_trial 3 does not divide the training batch (trial.batch_size 16)" in msg
+
+
+def test_a_worker_count_that_does_not_divide_the_batch_is_a_422_over_rest(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from api.schemas import TransferCreate
+    from api.service.routers.transfers import _spec
+
+    sweep = SimpleNamespace(name="s", storage_path=str(_sweep_folder(tmp_path / "sweep", batch=16)))
+    with pytest.raises(RequestValidationError) as err:
+        _spec(TransferCreate(sweep_id="sw-1", rungs=["cpu-s"], execution={"workers_per_trial": 3}), sweep)  # type: ignore[arg-type]
+    [e] = err.value.errors()
+    assert "execution.workers_per_trial 3" in e["msg"] and "allowed worker counts: [1, 2, 4, 8, 16]" in e["msg"]
+
+
+def test_the_timing_stage_on_two_workers_times_the_two_rank_step_and_says_so() -> None:
+    """measure_interleaved with workers=2 at a tiny rung: the document records 2 workers for the rung, its digest
+    every rank's cost and the bytes per rank per step, and its lines say the ratio is a 2-rank one."""
+    from sweeper.transfer._timing import measure_interleaved, timing_lines
+
+    from ..conftest import tiny_trial
+
+    trial = tiny_trial(data={"image_size": 8}, batch_size=8)
+    arms = {"muon": {"name": "muon", "ns_dtype": "float32"},
+            "periodic": {"name": "periodic", "refresh_every": 3, "ns_dtype": "float32",
+                         "ns_placement": "distributed"}}
+    doc = measure_interleaved(trial, {"cpu-xs": arms}, TimingSpec(rounds=2, warmup_rounds=1, local_batch=4),
+                              workers={"cpu-xs": 2})
+    digest = doc["rungs"]["cpu-xs"]
+    assert doc["workers"] == {"cpu-xs": 2} and digest["workers"] == 2 and digest["cpu_clock"] == "process"
+    assert digest["local_batch"] == 4 and digest["batch_size"] == 8  # local_batch ignored: each rank trains 8 / 2
+    assert len(doc["seconds_per_step_runs"]["cpu-xs"]["periodic"]) == 2
+    assert digest["comm_bytes_per_step"]["periodic"] < digest["comm_bytes_per_step"]["muon"]
+    assert all(len(v) == 2 for per in digest["rank_step_s"].values() for v in per.values())
+    text = "\n".join(timing_lines(doc))
+    assert "2 gloo ranks (the slowest rank's step, communication included" in text
+    assert "MB sent per rank per step" in text
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ roughly doubles the optimizer's work) far larger than any timing noise.
 from __future__ import annotations
 
 import math
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ import torch
 from pydantic import ValidationError
 
 from trials.models import build_model
-from trials.optim import CONTROL_ARMS, MuonExtraNS, PeriodicMuonExtraNS, build_optimizer
+from trials.optim import CONTROL_ARMS, MuonExtraNS, PeriodicMuonExtraNS, build_optimizer, route_parameters
 from trials.steptime import (
     PHASES,
     StepTimingConfig,
@@ -202,3 +203,38 @@ def test_rounds_are_added_until_the_interval_is_tight_or_the_cap() -> None:
                                     "copy": {"name": "muon"}}, timing)
     assert result.rounds == 4 and result.stopped == "target"
     assert result.blocks == [["copy", "muon"], ["muon", "copy"], ["copy", "muon"], ["muon", "copy"]]
+
+
+# --- on N workers ----------------------------------------------------------------------------------------------
+
+
+def test_on_two_gloo_ranks_the_step_is_the_sharded_trials_with_its_communication() -> None:
+    """2 spawned gloo ranks at cpu-xs (batch 8: 4 per rank): each round's cost is the slower rank's, every rank's
+    cost is kept, and the bytes per rank per step are counted exactly: Muon (replicated) sends AdamW's bytes (FSDP2's
+    gathers and reduce-scatters, the loss all-reduce: the same model) plus the all-gather of every block matrix in
+    fp32 each step, (W - 1) / W x 4 bytes x 237,568 elements = 475,136 bytes at W = 2; periodic K=3 distributed sends
+    less than Muon (a refresh one step in three)."""
+    fp32 = {"ns_dtype": "float32"}
+    arms = {"muon": {"name": "muon", **fp32}, "adamw": {"name": "adamw"},
+            "periodic": {**PERIODIC, **fp32, "ns_placement": "distributed"}}
+    model = build_model("cpu-xs", image_size=8, in_channels=3, context_dim=32, pooled_dim=32)
+    elements = sum(p.numel() for _, p in route_parameters(model).muon)
+    assert elements == 237_568
+    result = interleaved_step_times(tiny_trial(data={"image_size": 8}, batch_size=8, workers=2), arms,
+                                    {"rounds": 3, "warmup_rounds": 1})
+    assert (result.workers, result.cpu_clock, result.local_batch, result.block_steps, result.rounds) == (
+        2, "process", 4, 3, 3)
+    for arm in arms:
+        for clock in ("thread", "wall"):
+            per_rank = result.rank_steps[arm][clock]
+            assert len(per_rank) == 3 and all(len(r) == 2 and min(r) > 0 for r in per_rank)
+            # the round's cost is the slower rank's step (its phases, summed)
+            assert result.step(arm, clock) == pytest.approx([max(r) for r in per_rank], rel=1e-12)
+    sent = {arm: statistics.median(b) for arm, b in result.comm_bytes.items()}
+    assert sent["adamw"] > 0
+    assert sent["muon"] - sent["adamw"] == pytest.approx(0.5 * 4 * elements, rel=1e-9)
+    assert sent["periodic"] < sent["muon"]
+    summary = result.summary()
+    assert summary["workers"] == 2 and set(summary["rank_step_s"]) == set(arms)
+    with pytest.raises(ValueError, match=r"timing.local_batch is the one-process stand-in .* Allowed: unset"):
+        interleaved_step_times(tiny_trial(batch_size=8, workers=2), arms, {"local_batch": 4})
