@@ -57,6 +57,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ._commandline import PLACEHOLDERS, CommandLine
 from ._config import TrialConfig, TrialResult
+from ._distributed import free_port
 from ._run import summarise_quality
 from ._settings import CACHE_DIR_ENV, DINOV2_PATH_ENV, GIT_SHA_ENV
 from .core.errors import TrialError
@@ -139,6 +140,11 @@ def _values(cfg: TrialConfig, progress_file: Path, config_file: Path, run_id: st
         "config_file": str(config_file),
         "run_id": run_id,
         "tracking_uri": uri,
+        # Outside a sweep nothing reserved workers elsewhere: the trial's worker count on this host, with a port
+        # free here. In a sweep the sweeper has already put its own in (its placement group's node and port).
+        "workers": str(cfg.workers),
+        "master_addr": "127.0.0.1",
+        "master_port": str(free_port()),
     }
 
 

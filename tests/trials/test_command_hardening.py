@@ -421,3 +421,29 @@ def test_a_command_with_its_own_cwd_keeps_it(tmp_path: Path) -> None:
     run_command_trial(HORIZON2, _trainer(tmp_path, "dump()\nreport(step=1, fd=3.0)\nreport(step=2, fd=2.0)\n",
                                          cwd=str(home)))
     assert _dumped(tmp_path)["cwd"] == str(home)
+
+
+# --- {workers} {master_addr} {master_port} outside a sweep --------------------------------------------------------
+
+TORCHRUN_RANK = """
+import torch, torch.distributed as dist
+dist.init_process_group("gloo")
+total = torch.tensor([float(dist.get_rank() + 1)])
+dist.all_reduce(total)
+if dist.get_rank() == 0:
+    report(step=1, fd=float(total), world=float(dist.get_world_size()))
+    report(step=2, fd=float(total))
+dist.destroy_process_group()
+"""
+
+
+def test_a_torchrun_command_runs_outside_a_sweep_on_this_hosts_defaults(tmp_path: Path) -> None:
+    """Run directly (no Ray, no placement group), {workers} is the trial's worker count, {master_addr} 127.0.0.1
+    and {master_port} a free port here: torchrun starts 2 gloo ranks whose all-reduce of 1 + 2 is the FD reported."""
+    script = tmp_path / "rank.py"
+    script.write_text(PREAMBLE + TORCHRUN_RANK)
+    cmd = {"command": [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "{workers}",
+                       "--master-addr", "{master_addr}", "--master-port", "{master_port}", str(script), "unused"],
+           "poll_s": 0.1, "kill_grace_s": 1.0, "timeout_s": 300}
+    result = run_command_trial({**HORIZON2, "workers": 2}, cmd)
+    assert result.status == "SUCCEEDED" and result.fd == {1: 3.0, 2: 3.0}
