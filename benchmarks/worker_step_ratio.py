@@ -1,0 +1,82 @@
+"""The transfer's per-step ratio on 2 workers against 1: what its timing stage measures when a rung runs on N ranks.
+
+At each rung, at the study's training settings (`step_ratio.py`'s: the evidence profile's global batch 16, 16x16
+images, MiniLM text, EMA, clipping), `trials.steptime.interleaved_step_times` twice:
+
+- **1 worker**: one process, Muon and periodic (K=3, gamma=0.15) side by side, thread-CPU clock (the transfer's timing
+  before N-worker rungs);
+- **2 workers**: 2 gloo ranks (1 thread each), each arm FSDP2-wrapped per MMDiT block with `ShardedPeriodicRowMuon`
+  as the 2-worker trial trains it, every rank on its 8 of the 16 samples; Muon and periodic with Newton-Schulz
+  replicated (every rank on every matrix) and distributed (once per matrix on an owner rank). Each round's cost is
+  the slower rank's, on each rank's process CPU clock (gloo's threads do the communication's copies), wall beside it.
+
+Printed per rung and worker count: each arm's ms per step, its optimizer share, the ratio to Muon (replicated) with
+its 95 % Student-t interval on the per-round paired log ratios, the wall-clock ratio, and on 2 ranks the bytes each
+rank sent per step (FSDP2's gathers and reduce-scatters, the optimizer's collectives, the loss all-reduce).
+
+    python benchmarks/worker_step_ratio.py [--rungs cpu-s,cpu-m] [--rounds 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from trials.optim import fast_ns_dtype
+from trials.steptime import StepTimes, interleaved_step_times
+
+TRIAL = {"batch_size": 16, "warmup_steps": 20, "threads": 1}  # step_ratio.py's: the evidence profile's settings
+MUON = {"name": "muon"}
+PERIODIC = {"name": "periodic", "refresh_every": 3, "gamma": 0.15}  # the paper's pair
+ONE = {"muon": MUON, "periodic": PERIODIC}
+TWO = {"muon": MUON, "periodic": PERIODIC, "muon distributed": {**MUON, "ns_placement": "distributed"},
+       "periodic distributed": {**PERIODIC, "ns_placement": "distributed"}}
+
+
+def lines(res: StepTimes) -> list[str]:
+    out = []
+    sent = res.summary().get("comm_bytes_per_step", {})
+    for arm in res.arms:
+        step = statistics.median(res.step(arm))
+        ratio = "" if arm == res.reference else (
+            f"{(r := res.ratio(arm)).mean:.3f} [{r.lo:.3f}, {r.hi:.3f}] | {res.ratio(arm, clock='wall').mean:.3f}")
+        comm = f" | {sent[arm] / 1e6:.2f}" if arm in sent else ""
+        out.append(f"| {res.workers} | {arm} | {1e3 * step:.1f} | {100 * res.optimizer_share(arm):.1f} % | "
+                   f"{ratio or '1 | 1'}{comm} |")
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rungs", default="cpu-s,cpu-m")
+    parser.add_argument("--rounds", type=int, default=8, help="timed rounds (whole rotations of the arms)")
+    args = parser.parse_args()
+    sys.path.insert(0, str(Path(__file__).parent))
+    from optimizer_step import cpu_features
+
+    print(f"machine: {cpu_features()}; {os.cpu_count()} cores; torch {torch.__version__}; NS dtype "
+          f"{fast_ns_dtype('cpu')}; {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; load "
+          f"{os.getloadavg()[0]:.1f}")
+    timing = {"rounds": args.rounds, "warmup_rounds": 2}
+    for rung in args.rungs.split(","):
+        print(f"\n{rung}, global batch {TRIAL['batch_size']}\n")
+        print("| workers | arm | ms / step (CPU clock) | optimizer share | / Muon (replicated), 95 % t | wall ratio | "
+              "MB sent / rank / step |\n|---|---|---|---|---|---|---|")
+        for workers, arms in ((1, ONE), (2, TWO)):
+            start = time.perf_counter()
+            res = interleaved_step_times({**TRIAL, "rung": rung, "workers": workers}, arms, timing, reference="muon")
+            print("\n".join(lines(res)), flush=True)
+            print(f"  [{workers} worker(s): {res.rounds} rounds, CPU clock {res.cpu_clock}, "
+                  f"{time.perf_counter() - start:.0f} s, load {res.load_before[0]:.1f}->{res.load_after[0]:.1f}]"  # type: ignore[index]
+                  , flush=True)
+
+
+if __name__ == "__main__":
+    main()
