@@ -25,6 +25,10 @@ step 0 holds 7 refreshes of a K=3 arm, not 20/3. This module measures instead:
   so Muon's optimizer share of the step is reported;
 - **the per-rank view** (`local_batch`): forward/backward at that batch while the optimizer updates whole matrices,
   as every rank of an FSDP2 run does with its local batch (communication not included);
+- **on N workers** (the trial's `workers` N > 1): the N-rank trial's step (FSDP2 per block, the sharded optimizer,
+  the EMA shard by shard) on N gloo ranks, the slowest rank's cost per round on each rank's process CPU clock
+  (gloo's communication threads included), every rank's cost and the bytes each sent per step beside it
+  (`trials._steptime`'s docstring);
 - **ratios paired by round**: per arm, the geometric mean of the per-round log ratios to the reference arm with a
   Student-t interval, and beside it the median with its distribution-free (sign-test) interval; with
   `target_halfwidth` rounds are added until every interval is within that (e.g. +-2 %) or `max_rounds` is reached.
