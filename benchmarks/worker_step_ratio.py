@@ -26,6 +26,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -35,9 +36,11 @@ from trials.steptime import StepTimes, interleaved_step_times
 TRIAL = {"batch_size": 16, "warmup_steps": 20, "threads": 1}  # step_ratio.py's: the evidence profile's settings
 MUON = {"name": "muon"}
 PERIODIC = {"name": "periodic", "refresh_every": 3, "gamma": 0.15}  # the paper's pair
-ONE = {"muon": MUON, "periodic": PERIODIC}
-TWO = {"muon": MUON, "periodic": PERIODIC, "muon distributed": {**MUON, "ns_placement": "distributed"},
-       "periodic distributed": {**PERIODIC, "ns_placement": "distributed"}}
+ONE: dict[str, dict[str, Any]] = {"muon": MUON, "periodic": PERIODIC}
+TWO: dict[str, dict[str, Any]] = {
+    "muon": MUON, "periodic": PERIODIC, "muon distributed": {**MUON, "ns_placement": "distributed"},
+    "periodic distributed": {**PERIODIC, "ns_placement": "distributed"},
+}
 
 
 def lines(res: StepTimes) -> list[str]:

@@ -77,7 +77,7 @@ def _build_arm(cfg: TrialConfig, cond: _Conditioner, channels: int, device: torc
     if ranks is not None:
         shard_model(denoiser, text)
     optimizer = build_optimizer(module, cfg.optimizer, block_prefixes=("denoiser.blocks",))
-    params = list(module.parameters())
+    params: list[Tensor] = list(module.parameters())
     # One process streams its noise as the trial does; on N ranks each rank its own (rank 0's is the one-process one)
     noise = "noise" if ranks is None or ranks[0] == 0 else f"noise-{ranks[0]}"
     if ranks is not None:
@@ -370,7 +370,7 @@ def _on_local_ranks(world: int, trial: TrialConfig | Mapping[str, Any],
             if kind == "progress" and progress is not None:
                 progress(payload[0])
             elif kind == "done":
-                return payload[0]  # type: ignore[no-any-return]
+                return payload[0]
             elif kind == "error":
                 raise TrialError(f"timing on {world} ranks: rank {payload[0]} failed:\n{payload[1]}")
     finally:
