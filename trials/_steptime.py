@@ -195,6 +195,10 @@ def interleaved_step_times(
                          f"accelerator's work are not on the calling thread's clock); got threads={cfg.threads}, "
                          f"device={device.type}. Allowed: clock 'wall', or threads=1 on the CPU")
     if cfg.workers > 1 and not _in_group(cfg.workers):
+        if device.type == "cuda" and torch.cuda.device_count() < cfg.workers:
+            raise ValueError(f"workers={cfg.workers} on CUDA times one rank per GPU; this host has "
+                             f"{torch.cuda.device_count()}. Allowed: workers up to {torch.cuda.device_count()}, or "
+                             "device 'cpu' (gloo ranks)")
         return _on_local_ranks(cfg.workers, trial, arms, spec, reference, progress, device.type)
     ranks = (torch.distributed.get_rank(), cfg.workers) if cfg.workers > 1 else None
 
