@@ -248,6 +248,29 @@ def test_controls_are_trained_timed_interleaved_and_judged_first(case: dict[str,
     assert "muon_twin" not in doc["fits"]["time_to_best"].get("arms", {})
 
 
+def test_a_transfer_on_two_workers_times_the_two_rank_step_it_trains(case: dict[str, Any], tmp_path: Path) -> None:
+    """execution.workers_per_trial 2: the runs train on 2 ranks (FSDP2), and the timing stage times that step on 2
+    gloo ranks before them. What the stage counted each rank sending per step equals, to the byte, what each run's
+    training logged (comm_bytes_per_step): the timed step communicates exactly as the trained one does."""
+    spec = {"name": "tiny-workers", "sweep": str(case["sweep_dir"]), "rungs": ["cpu-xs"], "seeds": [0],
+            "execution": {"workers_per_trial": 2, "num_cpus": 2},
+            "trial": {"eval": {"fd_samples": 64, "track_points": 4}}, "timing": {"rounds": 2, "warmup_rounds": 1}}
+    progress = io.StringIO()
+    result = run_transfer(spec, workdir=tmp_path / "workers", show_progress=True, stream=progress)
+    assert result.state == "SUCCEEDED" and result.counts == {"SUCCEEDED": 3}
+    timing = result.step_timing
+    digest = timing["rungs"]["cpu-xs"]
+    assert timing["workers"] == {"cpu-xs": 2} and (digest["workers"], digest["cpu_clock"]) == (2, "process")
+    assert digest["local_batch"] == 4 and digest["batch_size"] == 8
+    assert "interleaved on 2 gloo ranks per rung" in progress.getvalue()
+    client = MlflowClient(case["uri"])
+    for run in result.runs:
+        logged = client.get_run(run.run_id).data
+        assert logged.params["workers"] == "2"
+        assert logged.metrics["comm_bytes_per_step"] == pytest.approx(digest["comm_bytes_per_step"][run.arm],
+                                                                      rel=1e-9), run.arm
+
+
 def test_per_param_horizons_give_each_rung_its_own_steps(case: dict[str, Any]) -> None:
     spec = {"name": "tiny-horizons", "sweep": str(case["sweep_dir"]), "rungs": ["cpu-xs", "cpu-s"],
             # cap 18, not the 30 this test first had: cpu-s still runs into it (its per-parameter horizon is about
