@@ -247,6 +247,19 @@ def test_controls_are_trained_timed_interleaved_and_judged_first(case: dict[str,
     assert lines[0].startswith(first_line)
     assert "muon_twin" not in doc["fits"]["time_to_best"].get("arms", {})
 
+    # The raw records a study keeps in the repository: the analysis read back from them is the same, number for
+    # number, with no MLflow store named (nothing to open).
+    from sweeper.transfer._records import read_transfer_records
+
+    records = tmp_path / "records"
+    assert main(["transfer", "records", str(tmp_path / "controls"), "--out", str(records)]) == 0
+    assert sorted(p.name for p in records.iterdir()) == ["curves.csv", "runs.csv", "transfer.json"]
+    again = read_transfer_records(records)
+    assert again.tracking_uri == "" and again.runs == result.runs and again.step_timing == result.step_timing
+    assert json.dumps(again.analysis(n_boot=0), sort_keys=True) == json.dumps(doc, sort_keys=True)
+    assert again.table() == result.table()
+    assert main(["fit", str(records), "--json", "--n-boot", "0"]) == 0
+
 
 def test_per_param_horizons_give_each_rung_its_own_steps(case: dict[str, Any]) -> None:
     spec = {"name": "tiny-horizons", "sweep": str(case["sweep_dir"]), "rungs": ["cpu-xs", "cpu-s"],
