@@ -454,6 +454,11 @@ def _save_outcome(client: Any, transfer_id: str, target: str, out: Path) -> tupl
     built = _check_export(export_yaml)
     report = out / "report.html"
     report.write_text(client.report(transfer_id))
+    # The raw records every number of the study re-derives from without the store (`scalesweep fit <out>/records`;
+    # a study kept in the repository commits them beside its manifest: docs/testing.md).
+    from sweeper.transfer import load_transfer_result, write_transfer_records
+
+    write_transfer_records(load_transfer_result(out / "work" / "transfers" / transfer_id), out / "records")
     return fits, built, report
 
 
@@ -546,6 +551,7 @@ def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path, run_mar
             print("\nOpen:\n"
                   f"  report      {report}\n"
                   f"  export      {out / 'export.yaml'} (and .json)\n"
+                  f"  records     {out / 'records'}   (scalesweep fit {out / 'records'})\n"
                   f"  MLflow UI   {ui_url}\n"
                   f"  service     {api_url}/docs   (token: SCALESWEEP_API_TOKEN={token})\n"
                   f"  sweep       {api_url}/v1/sweeps/{sweep.id}\n"

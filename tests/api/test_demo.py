@@ -169,6 +169,13 @@ def test_demo_pipeline_end_to_end(tmp_path: Path) -> None:
         names = {f.path for f in client.list_artifacts(run.info.run_id, "figures")}
         assert {"figures/fd_curves.png", "figures/heatmap.png"} <= names, names
     assert yaml.safe_load((out / "export.yaml").read_text())
+    # the raw records: the analysis read back from them without the store gives the fits' runs and targets again
+    from sweeper.transfer import read_transfer_records
+
+    again = read_transfer_records(out / "records")
+    assert {(r.rung, r.arm, r.seed) for r in again.runs} == {(r["rung"], r["arm"], r["seed"]) for r in fits["runs"]}
+    assert {r: e["target"] for r, e in again.targets()["rungs"].items()} == {
+        r: e["target"] for r, e in fits["targets"]["rungs"].items()}
 
 
 def _marked(mark: str) -> dict[int, str]:
