@@ -193,6 +193,7 @@ def _submit(client: ScalesweepClient, args: argparse.Namespace) -> int:
         best = client.sweep_best(sweep.id)
         pair = ", ".join(f"{k}={v}" for k, v in (best.get("best") or {}).items())
         print(f"chosen: {pair}" if pair else "chosen: (none)")
+        _print_warnings(best)
     elif final.error:
         print(f"{final.id} {final.state}: {' '.join(final.error.split())[:300]}", file=sys.stderr)
     return _EXIT.get(final.state, 1)
@@ -272,9 +273,7 @@ def _best(client: ScalesweepClient, args: argparse.Namespace) -> int:
         return 0
     pair = ", ".join(f"{k}={v}" for k, v in (doc.get("best") or {}).items())
     print(f"{args.sweep_id} {doc.get('state', '')}: chosen {pair or '(none)'}")
-    for warning in [doc.get("choice_warning"), *(doc.get("warnings") or [])]:  # worse than the baselines
-        if warning:
-            print(f"WARNING: {warning}")
+    _print_warnings(doc)
     rule = (doc.get("selection") or {}).get("rule")
     if rule:
         print(f"rule: {' '.join(str(rule).split())}")
@@ -289,6 +288,14 @@ def _best(client: ScalesweepClient, args: argparse.Namespace) -> int:
         print(_table(["arm", "objective", "seed_std", "status"],
                      [[b.get("point_key"), b.get("objective"), b.get("seed_std"), b.get("status")] for b in baselines]))
     return 0
+
+
+def _print_warnings(best: dict[str, Any]) -> None:
+    """Right under the chosen line: a choice worse than every baseline on the mean (with the per-seed count,
+    significant or not), or worse than a baseline with confidence (`GET /v1/sweeps/{id}/best`)."""
+    for warning in [best.get("choice_warning"), *(best.get("warnings") or [])]:
+        if warning:
+            print(f"WARNING: {warning}")
 
 
 def _cell(point: dict[str, Any], key: str) -> Any:

@@ -12,14 +12,15 @@ from typing import Any
 
 import pytest
 
-from dashboards import ReportData, build_report
-from dashboards._transfer_page import analysis_sections
+from dashboards import ReportData, _study, build_report
+from dashboards._transfer_page import analysis_sections, transfer_page_data
+from scaling.claims import choice_warning
 
 from ..sweeper.test_transfer_controls import SEEDS, _result
 
 
 def _page(analysis: dict[str, Any], targets: dict[str, Any] | None = None) -> str:
-    return build_report(ReportData(title="transfer t", analysis=analysis, targets=targets))
+    return build_report(ReportData(title="transfer t", analysis=analysis, targets=targets), figures={})
 
 
 def _section(page: str, name: str) -> str:
@@ -38,8 +39,7 @@ def test_the_controls_open_the_page_before_any_saving_with_their_figures() -> No
     page = _page(analysis, result.target_summary(n_boot=0))
     lead = page.index('<div class="controls">')
     assert lead < page.index('class="fd"') < page.index("<section")
-    assert re.findall(r'<section id="(\w+)"', page) == ["controls", "targets", "target_sensitivity", "crossings",
-                                                             "claims", "budgets"]
+    assert re.findall(r'<section id="(\w+)"', page) == ["controls", "targets", "crossings", "claims", "budgets"]
     # No saving of the searched arm before the controls have been stated, in the header and in their section.
     saving = _iv(analysis["targets"]["rungs"]["cpu-xs"]["comparisons"]["muon"]["first"]["time_saving_pct"], " %")
     end_of_controls = page.index("</section>", page.index('<section id="controls">'))
@@ -161,3 +161,30 @@ def test_the_page_takes_the_analysis_own_sections() -> None:
     assert sections["targets"]["rungs"]["cpu-s"]["comparisons"]["muon"]["sustained"]["censoring"] == \
         analysis["targets"]["rungs"]["cpu-s"]["comparisons"]["muon"]["sustained"]["censoring"]
     assert _section(_page(sections), "claims") == _section(_page(analysis), "claims")
+
+
+def test_the_transfer_page_assembles_the_analysis_and_the_sweeps_chosen_line(
+        monkeypatch: pytest.MonkeyPatch, sweep_records: list[dict[str, Any]],
+        transfer_records: list[dict[str, Any]]) -> None:
+    """`transfer_page_data` over a real analysis; only MLflow's reads (the runs, the sweep's choice and its
+    selection.json) are replaced by the records and the document they would return."""
+    warning = choice_warning("K=3,gamma=0.15", {0: 810.0, 1: 790.0},
+                             {"adamw": {0: 100.0, 1: 98.0}, "muon": {0: 96.0, 1: 97.0}})
+    assert warning is not None
+    selection = {"seeds": [0, 1], "choice_warning": warning.text(), "selection": {
+        "point": {"point_key": "K=3,gamma=0.15"}, "rule": "r",
+        "uncertainty": {"chosen": "K=3,gamma=0.15", "p_best": {"K=3,gamma=0.15": 0.23}, "n": 2}}}
+    monkeypatch.setattr(_study, "load_runs", lambda uri, run: sweep_records if run == "sweep-run" else transfer_records)
+    monkeypatch.setattr(_study, "load_chosen", lambda uri, run: (3, 0.15))
+    monkeypatch.setattr(_study, "load_selection", lambda uri, run: selection)
+    result = _result(extra_cost=1.0, periodic_scale=1.2, effective_scale=1.2)  # the positive control fails
+    result.source.update(sweep_parent_run_id="sweep-run")
+    data = transfer_page_data(result, transfer_id="tr-1", sweep_id="sw-1")
+    assert data.analysis is not None and set(data.analysis) == {
+        "searched_arm", "controls", "targets", "claims", "diagnostics", "tuning_budgets", "lr_brackets"}
+    assert data.notes[:2] == ("choice: K=3,gamma=0.15 (P(best) too few seeds (n=2) on the sweep's seeds); rule: r",
+                              f"WARNING: {warning.text()}")
+    page = build_report(ReportData(title="t", analysis=data.analysis, notes=data.notes))
+    header = page[:page.index("</header>")]
+    assert (header.index("POSITIVE CONTROL FAILED") < header.index("choice: K=3,gamma=0.15")
+            < header.index("worse than adamw and muon on 2 of 2 seeds"))
