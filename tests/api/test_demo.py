@@ -174,6 +174,9 @@ def test_demo_pipeline_end_to_end(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "chosen pair: K=" in proc.stdout
+    # no controls in the smoke profile: said before the chosen pair; one seed: no P(best) as a probability
+    assert proc.stdout.index("no controls ran: a null below") < proc.stdout.index("chosen pair: K=")
+    assert "P(best) too few seeds (n=1) on the sweep's seeds" in proc.stdout
     assert "against the target declared before the runs" in proc.stdout  # the per-rung target table
     # the export builds every arm's optimizer and names the target rung
     export = Export.from_text((out / "export.yaml").read_text())
@@ -190,6 +193,9 @@ def test_demo_pipeline_end_to_end(tmp_path: Path) -> None:
     report = (out / "report.html").read_text()
     assert report.count("<img") >= 4 and "fd_pixels" in report
     assert "Time to the declared target" in report
+    # the page opens with the controls (here: that none ran), then the analysis' claims and budgets
+    assert report.index("No controls ran in this transfer") < report.index('<section id="controls">') < report.index(
+        '<section id="targets">') < report.index('<section id="claims">') < report.index('<section id="budgets">')
     assert 'alt="heatmap"' in report and 'alt="scaling"' in report  # the sweep's grid beside the transfer's fits
     # each driver logged its figures to its MLflow parent run
     from mlflow.tracking import MlflowClient

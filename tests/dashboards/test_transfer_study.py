@@ -144,8 +144,15 @@ def test_hostile_names_are_escaped() -> None:
     hostile = json.loads(json.dumps(analysis, default=str)
                          .replace("muon_twin", "<img src=x onerror=alert(1)>")
                          .replace("cpu-xs", "<script>alert('rung')</script>"))
+    # a comparison that could not be made, and a claim not judged, say why, escaped too
+    why = "<b>seed 4 only in periodic</b>"
+    comp = hostile["targets"]["rungs"]["cpu-s"]["comparisons"]["muon"]
+    comp.update(first={"error": why}, sustained={"error": why})
+    hostile["claims"]["not_judged"] = ["<i>cpu-m</i> vs muon"]
     page = _page(hostile)
-    assert "<img src=x" not in page and "<script>alert" not in page
+    assert "<img src=x" not in page and "<script>alert" not in page and "<b>seed" not in page and "<i>" not in page
+    assert _section(page, "crossings").count("not computed: &lt;b&gt;seed 4 only in periodic&lt;/b&gt;") == 2
+    assert "<td>&lt;i&gt;cpu-m&lt;/i&gt; vs muon</td><td>not judged (no comparison)</td>" in _section(page, "claims")
     assert "&lt;img src=x onerror=alert(1)&gt; against muon" in page
     for name in ("controls", "crossings", "claims", "diagnostics"):
         assert "&lt;script&gt;alert(&#x27;rung&#x27;)&lt;/script&gt;" in _section(page, name)
