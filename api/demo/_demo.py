@@ -339,8 +339,9 @@ def _fmt(value: Any, digits: int = 4) -> str:
 
 
 def _decision_lines(selection_doc: dict[str, Any] | None, fits: dict[str, Any]) -> list[str]:
-    """The study's two decisions with their uncertainty: the sweep's choice (P(best), the winner's curse on fresh
-    seeds, paired claims, each arm's tuning budget) and the verification verdict at the bracketed rung."""
+    """The study's two decisions with their uncertainty: the sweep's choice (P(best) as `dashboards.decision_notes`
+    states it, its warnings, the winner's curse on fresh seeds, paired claims, each arm's tuning budget) and the
+    verification verdict at the bracketed rung."""
     from dashboards import decision_notes
 
     notes = decision_notes(selection_doc)
@@ -357,10 +358,18 @@ def _decision_lines(selection_doc: dict[str, Any] | None, fits: dict[str, Any]) 
 
 def _summary(chosen: dict[str, Any] | None, fits: dict[str, Any],
              selection_doc: dict[str, Any] | None = None) -> list[str]:
-    """The short printed summary from the fits document (`sweeper.TransferResult.analysis()`): chosen pair,
-    per-run FD table, time-to-best savings, fit flags, and the decisions with their uncertainty."""
-    lines = [f"chosen pair: {', '.join(f'{k}={v}' for k, v in (chosen or {}).items()) or '(none)'}"]
+    """The short printed summary from the fits document (`sweeper.TransferResult.analysis()`): the controls'
+    outcomes first (before any saving), the chosen pair, the decisions with their uncertainty (P(best) only from 5
+    seeds; a choice worse than every baseline warned of), the effective-step verdicts, per-run FD table,
+    time-to-best savings and fit flags."""
+    controls = fits.get("controls")
+    # Whether the pipeline would have seen a saving decides how every number below reads.
+    lines = [*controls["summary"], ""] if controls and controls.get("summary") else [
+        "no controls ran: a null below cannot be told from an instrument that would have missed a saving", ""]
+    lines.append(f"chosen pair: {', '.join(f'{k}={v}' for k, v in (chosen or {}).items()) or '(none)'}")
     lines += _decision_lines(selection_doc, fits)
+    for doc in (fits.get("diagnostics") or {}).values():
+        lines += ["", *doc.get("lines", [])]
     metric, samples = fits.get("metric_name") or "fd", fits.get("fd_samples")
     lines += [f"\nafter the transfer: FD on {metric} features ({samples} samples), best-seen and endpoint, and time "
               "to best (effective training seconds)",
@@ -527,6 +536,9 @@ def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path, run_mar
                 raise DemoError(f"sweep {sweep.id} ended {final.state}: {final.error or ''}")
             best = client.sweep_best(sweep.id)
             print(f"chosen: {best.get('best')}", flush=True)
+            for warning in [best.get("choice_warning"), *(best.get("warnings") or [])]:  # worse than the baselines
+                if warning:
+                    print(f"WARNING: {warning}", flush=True)
 
             _stage(f"3/4 transfer to {', '.join(profile.rungs)} with periodic, Muon and AdamW "
                    f"({profile.horizon_factor:g}x the horizon)", times)

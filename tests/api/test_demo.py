@@ -92,7 +92,8 @@ def test_summary_states_the_decisions_with_their_uncertainty() -> None:
     selection = {
         "selection": {
             "point": {"point_key": "K=3,gamma=0.15"},
-            "uncertainty": {"chosen": "K=2,gamma=0.15", "p_best": {"K=3,gamma=0.15": 0.3, "K=2,gamma=0.15": 0.7}},
+            "uncertainty": {"chosen": "K=2,gamma=0.15", "p_best": {"K=3,gamma=0.15": 0.3, "K=2,gamma=0.15": 0.7},
+                            "n": 5},
             "confirmation": {"seeds": [3, 4, 5], "final": True, "chosen": "K=3,gamma=0.15",
                              "points": {"K=3,gamma=0.15": {"selected_objective": 100.0, "confirmed_objective": 112.5,
                                                            "winners_curse": 12.5}},
@@ -103,10 +104,42 @@ def test_summary_states_the_decisions_with_their_uncertainty() -> None:
     fits = {"verification": {"rung": "cpu-s", "verdict": "inconclusive", "n": 3, "margin": 2.0, "seeds_needed": 8,
                              "reason": "2 bracket point(s) could still be better"}}
     text = "\n".join(_summary({"K": 3, "gamma": 0.15}, fits, selection))
-    assert "P(best), paired bootstrap over seeds: K=2,gamma=0.15 0.70, K=3,gamma=0.15 0.30" in text
-    assert "P(best) on the fresh seeds (what made the choice final): K=3,gamma=0.15 0.90, K=2,gamma=0.15 0.10" in text
+    assert "P(best), paired bootstrap over 5 seeds: K=2,gamma=0.15 0.70, K=3,gamma=0.15 0.30" in text
+    # 3 fresh seeds: 10 distinct bootstrap resamples, no probability printed
+    assert "P(best) on the fresh seeds (what made the choice final): too few seeds (n=3)" in text
+    assert "0.90" not in text
     assert "winner's curse +12.5" in text and "adamw 3 setting(s), 9 trials" in text
     assert "verification at cpu-s: INCONCLUSIVE (n=3, margin 2)" in text and "settle it: 8" in text
+
+
+def test_summary_opens_with_the_controls_and_warns_of_a_losing_choice_with_p_best_withheld() -> None:
+    from scaling.claims import choice_warning
+
+    warning = choice_warning("K=3,gamma=0.15", {0: 810.0, 1: 790.0},
+                             {"adamw": {0: 100.0, 1: 98.0}, "muon": {0: 96.0, 1: 97.0}})
+    assert warning is not None
+    # what GET /v1/sweeps/{id}/best answers for issue 51's grid at lr 8: 2 seeds, every point worse than both
+    best = {"seeds": [0, 1], "choice_warning": warning.text(), "selection": {
+        "point": {"point_key": "K=3,gamma=0.15"}, "rule": "r",
+        "uncertainty": {"chosen": "K=3,gamma=0.15", "p_best": {"K=3,gamma=0.15": 0.23, "K=2,gamma=0.15": 0.77},
+                        "n": 2}}}
+    controls = {"summary": ["POSITIVE CONTROL FAILED: a known per-step saving was not detected at every rung, so "
+                            "no null in this study is evidence of no saving (the study finished; its numbers follow)",
+                            "negative control (muon_twin against muon): came out as it must at every rung"]}
+    diagnostics = {"effective_step": {"lines": ["cpu-xs: effective step: steps ratio 1.2 [1.19, 1.2] against Muon: "
+                                                "the step size"]}}
+    lines = _summary({"K": 3, "gamma": 0.15}, {"controls": controls, "diagnostics": diagnostics,
+                                               "savings": {"cpu-s": {"muon": {"mean_pct": -21.0, "std_pct": 2.0}}}},
+                     best)
+    assert lines[:3] == [*controls["summary"], ""]
+    text = "\n".join(lines)
+    assert text.index("POSITIVE CONTROL FAILED") < text.index("chosen pair") < text.index("vs muon -21")
+    assert "choice: K=3,gamma=0.15 (P(best) too few seeds (n=2) on the sweep's seeds)" in text
+    assert "0.23" not in text and "0.77" not in text
+    assert "WARNING: the chosen K=3,gamma=0.15 is worse than adamw and muon on 2 of 2 seeds (mean 800" in text
+    assert "cpu-xs: effective step: steps ratio 1.2 [1.19, 1.2] against Muon: the step size" in text
+    no_controls = _summary(None, {})
+    assert no_controls[0].startswith("no controls ran: a null below cannot be told from an instrument")
 
 
 def test_summary_reports_table_savings_and_flags() -> None:
@@ -141,6 +174,9 @@ def test_demo_pipeline_end_to_end(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "chosen pair: K=" in proc.stdout
+    # no controls in the smoke profile: said before the chosen pair; one seed: no P(best) as a probability
+    assert proc.stdout.index("no controls ran: a null below") < proc.stdout.index("chosen pair: K=")
+    assert "P(best) too few seeds (n=1) on the sweep's seeds" in proc.stdout
     assert "against the target declared before the runs" in proc.stdout  # the per-rung target table
     # the export builds every arm's optimizer and names the target rung
     export = Export.from_text((out / "export.yaml").read_text())
@@ -157,6 +193,9 @@ def test_demo_pipeline_end_to_end(tmp_path: Path) -> None:
     report = (out / "report.html").read_text()
     assert report.count("<img") >= 4 and "fd_pixels" in report
     assert "Time to the declared target" in report
+    # the page opens with the controls (here: that none ran), then the analysis' claims and budgets
+    assert report.index("No controls ran in this transfer") < report.index('<section id="controls">') < report.index(
+        '<section id="targets">') < report.index('<section id="claims">') < report.index('<section id="budgets">')
     assert 'alt="heatmap"' in report and 'alt="scaling"' in report  # the sweep's grid beside the transfer's fits
     # each driver logged its figures to its MLflow parent run
     from mlflow.tracking import MlflowClient
