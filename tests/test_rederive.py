@@ -132,7 +132,7 @@ def _transfer_study(root: Path) -> Path:
     Markdown, under `root`."""
     records = root / "benchmarks" / "studies" / "tiny" / "records"
     shutil.copytree(ROOT / "tests" / "data" / "transfer_records", records)
-    paths = [records / n for n in ("transfer.json", "runs.csv", "curves.csv")]
+    paths = [records / n for n in ("transfer_record.json", "runs.csv", "curves.csv")]
     tables = rederive().derive_transfer(paths)
     lines = []
     for name, table in tables.items():
@@ -148,7 +148,7 @@ def _transfer_study(root: Path) -> Path:
 
 def test_a_transfer_study_rederives_from_its_records_and_a_changed_curve_fails(tmp_path: Path) -> None:
     records = _transfer_study(tmp_path)
-    tables = rederive().derive_transfer([records / "transfer.json"])
+    tables = rederive().derive_transfer([records / "transfer_record.json"])
     controls = tables["controls"].rows
     # the controls read as the transfer read them: identical curves give a steps ratio of exactly 1; the positive
     # control's per-step ratio within reach of its separately measured cost

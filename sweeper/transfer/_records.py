@@ -1,10 +1,10 @@
 """A transfer's raw records as plain files, and the transfer read back from them: what a study keeps in a
 repository so every headline number re-derives without the MLflow store that produced it.
 
-    <folder>/transfer.json   identity, plan (as stored), source, the sweep's objectives, the timing stage's record
-    <folder>/runs.csv        one row per run (its last attempt): rung, arm, seed, lr, K, gamma, state, ...
-    <folder>/curves.csv      one row per recorded point: run_id, series (checkpoint | track | fd_bias), step,
-                             effective_time_s, value (FD, tracking FD or FD bias)
+    <folder>/transfer_record.json  identity, plan (as stored), source, the sweep's objectives, the timing record
+    <folder>/runs.csv              one row per run (its last attempt): rung, arm, seed, lr, K, gamma, state, ...
+    <folder>/curves.csv            one row per recorded point: run_id, series (checkpoint | track | fd_bias),
+                                   step, effective_time_s, value (FD, tracking FD or FD bias)
 
 Floats are written at full precision (Python's shortest round-trip repr), so the analysis of the transfer read back
 equals the analysis of the transfer read from MLflow, number for number (a test checks it). `scalesweep transfer
@@ -27,7 +27,7 @@ from ._record import ResultRecord
 
 __all__ = ["RECORD_FILES", "is_records_folder", "read_transfer_records", "write_transfer_records"]
 
-RECORD_FILES = ("transfer.json", "runs.csv", "curves.csv")
+RECORD_FILES = ("transfer_record.json", "runs.csv", "curves.csv")
 RECORDS_FORMAT = 1
 
 # TransferRun's point series, each a tuple of tuples: (step, effective_time_s, value), fd_bias (step, value).

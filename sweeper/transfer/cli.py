@@ -43,7 +43,7 @@ def add_commands(sub: Any) -> None:
     add_cancel(tsub, "transfer")
     r = tsub.add_parser("records", help="write a transfer's raw records (runs, curves, plan, timing) as plain files")
     r.add_argument("workdir", help="the transfer's work folder")
-    r.add_argument("--out", required=True, help="folder for transfer.json, runs.csv and curves.csv")
+    r.add_argument("--out", required=True, help="folder for transfer_record.json, runs.csv and curves.csv")
     r.add_argument("--tracking-uri", help="MLflow tracking URI, when the store moved")
     p.set_defaults(func=run)
 

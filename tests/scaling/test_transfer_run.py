@@ -253,7 +253,7 @@ def test_controls_are_trained_timed_interleaved_and_judged_first(case: dict[str,
 
     records = tmp_path / "records"
     assert main(["transfer", "records", str(tmp_path / "controls"), "--out", str(records)]) == 0
-    assert sorted(p.name for p in records.iterdir()) == ["curves.csv", "runs.csv", "transfer.json"]
+    assert sorted(p.name for p in records.iterdir()) == ["curves.csv", "runs.csv", "transfer_record.json"]
     again = read_transfer_records(records)
     assert again.tracking_uri == "" and again.runs == result.runs and again.step_timing == result.step_timing
     assert json.dumps(again.analysis(n_boot=0), sort_keys=True) == json.dumps(doc, sort_keys=True)
