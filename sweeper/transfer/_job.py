@@ -238,9 +238,9 @@ def _carried_rows(spec: TransferSpec, rungs: list[str], study_trial: Mapping[str
 def _control_rows(spec: TransferSpec, rows: Sequence[Mapping[str, Any]], searched_arm: str) -> list[dict[str, Any]]:
     """One row per (rung, control or diagnostic): Muon's row at that rung again, under the extra arm's name. The
     controls keep Muon's carried lr and weight decay (the positive control's optimizer is `muon_extra_ns`, the same
-    settings); the effective-step diagnostic takes lr x (1 + (K - 1) gamma) / K of the searched arm at that rung
-    (its mean update RMS relative to Muon's at the same lr) and weight decay / that factor, so its per-step decay
-    lr x wd is the searched arm's."""
+    settings); the effective-step diagnostic is Muon at the searched arm's lr at that rung x (1 + (K - 1) gamma) / K
+    (the searched arm's mean update RMS relative to Muon's at the same lr), with the searched arm's weight decay /
+    that factor, so its mean update size and its per-step decay lr x wd are the searched arm's."""
     out = []
     muon_rows = [r for r in rows if r["arm"] == "muon"]
     for kind in spec.controls:
@@ -255,9 +255,11 @@ def _control_rows(spec: TransferSpec, rows: Sequence[Mapping[str, Any]], searche
         for row in muon_rows:
             searched = next(r for r in rows if r["rung"] == row["rung"] and r["arm"] == searched_arm)["optimizer"]
             factor = effective_step_factor(searched)
-            opt = {**row["optimizer"], "lr": row["optimizer"]["lr"] * factor}
-            if opt.get("weight_decay"):
-                opt["weight_decay"] = opt["weight_decay"] / factor
+            # Muon at the searched arm's own lr x factor: the searched arm's mean update RMS, whatever lr each arm
+            # carried (their lrs differ once each was tuned on its own), and its per-step decay lr x wd.
+            opt = {**row["optimizer"], "lr": searched["lr"] * factor}
+            if searched.get("weight_decay") is not None:
+                opt["weight_decay"] = searched["weight_decay"] / factor
             out.append({**row, "arm": DIAGNOSTIC_ARMS[diagnostic], "lr": opt["lr"],
                         "weight_decay": opt.get("weight_decay"), "lr_factor": factor, "optimizer": opt})
     return out

@@ -251,16 +251,19 @@ def test_the_plan_runs_each_control_beside_muon_at_every_rung_with_muons_carried
         assert twin["tags"]["scalesweep.transfer.arm"] == "muon_twin"
         assert extra["tags"]["scalesweep.transfer.arm"] == "muon_extra_ns"
     assert by_label["muon_twin.cpu-s"]["optimizer"]["lr"] == pytest.approx(0.02 * math.sqrt(64 / 96))
-    # The effective-step diagnostic: Muon at (1 + (K - 1) gamma) / K = (1 + 3 x 0.25) / 4 of its lr, lr x wd kept.
+    # The effective-step diagnostic: Muon at (1 + (K - 1) gamma) / K = (1 + 3 x 0.25) / 4 of the periodic arm's lr
+    # (Muon's own lr differs here: its sqrt_width rule), the periodic arm's lr x wd kept.
     diag, _ = _plan(spec.model_copy(update={"diagnostics": ["effective_step"]}), source(), "t-5")
     assert diag.diagnostics == {"effective_step": {"arm": "muon_effective_step", "against": "periodic",
                                                    "reference": "muon", "lr_factor": 0.4375}}
     rows = {(r.rung, r.arm): r for r in diag.control_runs}
-    muon_row = {(r.rung, r.arm): r for r in diag.runs}[("cpu-s", "muon")]
+    arm_rows = {(r.rung, r.arm): r for r in diag.runs}
+    periodic_row, muon_row = arm_rows[("cpu-s", "periodic")], arm_rows[("cpu-s", "muon")]
     eff = rows[("cpu-s", "muon_effective_step")]
-    assert eff.lr == pytest.approx(0.4375 * muon_row.lr) and eff.lr_factor == 0.4375
-    if muon_row.weight_decay:
-        assert eff.weight_decay * eff.lr == pytest.approx(muon_row.weight_decay * muon_row.lr)
+    assert periodic_row.lr != pytest.approx(muon_row.lr)
+    assert eff.lr == pytest.approx(0.4375 * periodic_row.lr) and eff.lr_factor == 0.4375
+    if periodic_row.weight_decay:
+        assert eff.weight_decay * eff.lr == pytest.approx(periodic_row.weight_decay * periodic_row.lr)
     assert {(r.rung, r.arm) for r in plan.control_runs} == {(g, a) for g in ("cpu-xs", "cpu-s")
                                                            for a in ("muon_twin", "muon_extra_ns")}
     with pytest.raises(TransferError, match=r"timing.block_steps .* a multiple of 4, got 6"):
