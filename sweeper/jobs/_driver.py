@@ -148,6 +148,7 @@ class _Driver:
             "trial": trial,
             "backend": backend,
             "eval_steps": req.eval_steps or spec.resolved_eval_steps,
+            "objective": spec.selection.trial_objective(),
             "threads": spec.execution.threads,
         }
 
