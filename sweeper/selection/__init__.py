@@ -14,7 +14,7 @@ Every difference it reports is a paired difference over common seeds (`PairedDif
 
 - `_rule`: the choice rule, stated once (`select_point`, `select_points_by_key`, `Selection`);
 - `_objective`: what one trial scores, the mean FD or the steps to a declared target with censored trials scored
-  explicitly (`steps_to_target_score`, `TargetScore`, `OBJECTIVES`, `CURVES`);
+  explicitly (`steps_to_target_score`, `describe_objective`);
 - `_points`: trial records -> points over seeds -> the sweep's selection (`TrialRecord`, `PointSummary`,
   `summarise_points`, `select_best`, `SweepSelection`).
 """
@@ -23,14 +23,7 @@ from __future__ import annotations
 
 from scaling.stats import PairedDifference, paired_difference
 
-from ._objective import (
-    CURVES,
-    OBJECTIVES,
-    TargetScore,
-    describe_objective,
-    is_censored,
-    steps_to_target_score,
-)
+from ._objective import describe_objective, steps_to_target_score
 from ._points import (
     COSTS,
     TRIAL_STATES,
@@ -50,18 +43,14 @@ from ._rule import Selection, select_point, select_points_by_key
 
 __all__ = [
     "COSTS",
-    "CURVES",
-    "OBJECTIVES",
     "TRIAL_STATES",
     "PairedDifference",
     "PointSummary",
     "Selection",
     "SweepSelection",
-    "TargetScore",
     "TrialRecord",
     "compare_with_baselines",
     "describe_objective",
-    "is_censored",
     "front_rule",
     "latest_attempts",
     "paired_difference",

@@ -22,34 +22,20 @@ counts the censored seeds of every point (`PointSummary.censored_seeds`) and say
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from scaling.targets import time_to_target
 
 __all__ = [
-    "CURVES",
-    "OBJECTIVES",
     "TargetScore",
     "describe_objective",
     "is_censored",
     "steps_to_target_score",
 ]
-
-ObjectiveName = Literal["mean_fd", "steps_to_target"]
-CurveName = Literal["fd_track", "fd"]
-
-OBJECTIVES: dict[str, str] = {
-    "mean_fd": "the mean FD at the declared eval steps (the paper's)",
-    "steps_to_target": "the steps to reach a declared FD target (first crossing; a censored trial scores "
-                       "horizon x final FD / target)",
-}
-CURVES: dict[str, str] = {
-    "fd_track": "the dense tracking FD (trial.eval.track_points checkpoints; its own scale, biased above the full FD)",
-    "fd": "the full FD at the eval steps",
-}
 
 
 @dataclass(frozen=True)
@@ -82,7 +68,7 @@ def steps_to_target_score(curve: Mapping[int, float], target: float, horizon: in
     if not math.isfinite(values[-1]):
         raise ValueError(f"the curve has no finite FD at its last step {steps[-1]}: it cannot be scored")
     times = [float((times_s or {}).get(s, 0.0)) for s in steps]
-    if any(b < a for a, b in zip(times, times[1:], strict=False)):
+    if any(b < a for a, b in itertools.pairwise(times)):
         times = [0.0] * len(steps)  # only the step is read here; a clock that went back must not refuse the trial
     hit = time_to_target(steps, times, values, target)
     if hit.reached and hit.step is not None:

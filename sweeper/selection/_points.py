@@ -2,10 +2,11 @@
 
 A *trial* is one point (or baseline arm) on one seed; a *point* is one setting of the searched parameters over
 all seeds. A point's objective is the mean over seeds of each seed's objective (mean FD at the eval steps, or the
-steps to a declared FD target: `_objective`); it is scored only when every seed succeeded. The winner follows `select_point`'s rule (`_rule`): among the points
-whose paired mean difference to the lowest-mean point is within one pooled standard error (with one seed: within a
-relative tie tolerance), the larger K (fewer Newton-Schulz refreshes, so cheaper), then the lower objective. Every
-point carries its probability of being best (paired bootstrap over seeds) and its paired difference to the best.
+steps to a declared FD target: `_objective`); it is scored only when every seed succeeded. The winner follows
+`select_point`'s rule (`_rule`): among the points whose paired mean difference to the lowest-mean point is within
+one pooled standard error (with one seed: within a relative tie tolerance), the larger K (fewer Newton-Schulz
+refreshes, so cheaper), then the lower objective. Every point carries its probability of being best (paired
+bootstrap over seeds) and its paired difference to the best.
 """
 
 from __future__ import annotations
