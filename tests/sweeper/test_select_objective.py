@@ -223,3 +223,14 @@ def test_optuna_is_told_finite_means_of_steps_with_censored_seeds() -> None:
     assert told[2] == pytest.approx(5 + 25 * 40 / 60) and told[3] == pytest.approx(5 + 25 * 40 / 45)
     assert told[4] == pytest.approx(30 * 70 / 50) and all(math.isfinite(v) for v in told.values())
     assert planner.study.best_trial.params["K"] == 2
+
+
+def test_the_cli_refuses_a_steps_to_target_spec_in_one_line(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from scalesweep_cli import main
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nselection: {objective: steps_to_target, target: 40, curve: fd}\n")
+    assert main(["sweep", "validate", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert err.startswith("scalesweep sweep validate: error: ") and "selection.curve 'fd' needs at least 6" in err
