@@ -38,7 +38,8 @@ __all__ = ["SweepResult", "load_sweep_result"]
 @dataclass
 class SweepResult:
     """Everything a sweep measured and chose. FD values are on the trials' feature extractor (see the runs'
-    `fd.metric_name` tag); the objective is the mean over seeds of the mean FD at `eval_steps`."""
+    `fd.metric_name` tag); the objective is the mean over seeds of the mean FD at `eval_steps`, or of the steps to a
+    declared target (`objective` says which)."""
 
     sweep_id: str
     name: str

@@ -575,7 +575,8 @@ Backend = Annotated[BuiltinBackend | CommandBackend, Field(discriminator="name")
 
 class SelectionSpec(BaseModel):
     """How the sweep's winner is chosen from the ranked points (`sweeper.select_point`'s rule): among the points
-    whose paired mean difference to the lowest-mean point is within one pooled standard error, the larger K."""
+    whose paired mean difference to the lowest-mean point is within one pooled standard error, the larger K; and
+    what each trial scores (`objective`: the mean FD, or the steps to a declared target)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
@@ -721,7 +722,8 @@ class SweepSpec(BaseModel):
     eval_steps: list[Step] | None = Field(
         None,
         max_length=1000,
-        description="Steps scored by FD; the objective is their mean. Default 2/3, 5/6 and 6/6 of the horizon.",
+        description="Steps scored by FD; the objective is their mean (selection.objective mean_fd). Default 2/3, 5/6 "
+        "and 6/6 of the horizon.",
     )
     search: SearchSpec = Field(default_factory=SearchSpec, description="The search space and method.")
     seeds: Seeds = Field(
@@ -741,7 +743,8 @@ class SweepSpec(BaseModel):
     retries: RetrySpec = Field(default_factory=RetrySpec, description="Retries of failed trials.")
     backend: Backend = Field(default_factory=BuiltinBackend, description="builtin (run_trial) or command.")
     selection: SelectionSpec = Field(
-        default_factory=SelectionSpec, description="The choice rule's options (tie, bootstrap resamples)."
+        default_factory=SelectionSpec,
+        description="The choice rule's options (tie, bootstrap resamples) and what each trial scores (objective).",
     )
     confirm: ConfirmSpec = Field(
         default_factory=ConfirmSpec, description="Re-run the top points on fresh seeds before the choice is final."
