@@ -148,6 +148,7 @@ class _Driver:
             "trial": trial,
             "backend": backend,
             "eval_steps": req.eval_steps or spec.resolved_eval_steps,
+            "objective": spec.selection.trial_objective(),
             "threads": spec.execution.threads,
         }
 
@@ -196,8 +197,9 @@ class _Driver:
         steps = result.get("step")
         metrics = {METRIC.TRIAL_WALL_S: float(wall)} if wall else {}
         if objective is not None:
-            # The sweep's objective (the mean FD over the declared eval steps, `sweeper.search`), logged after the
-            # backend's own summary at the same step, so the run's latest `objective` is the one the planner saw.
+            # The sweep's objective (the mean FD over the declared eval steps, or the steps to the selection's
+            # target: `sweeper.search`), logged after the backend's own summary at the same step, so the run's
+            # latest `objective` is the one the planner saw.
             metrics[METRIC.OBJECTIVE] = float(objective)
         self.ledger.close(
             live.run_id,
