@@ -252,6 +252,16 @@ def _paired(a: Mapping[Any, Crossing], b: Mapping[Any, Crossing]) -> list[Any]:
     return sorted(a, key=str)
 
 
+def boot_log_se(boot_logs: NDArray[np.float64], n: int) -> NDArray[np.float64]:
+    """The standard error of a log ratio over `n` paired seeds from its bootstrap replicates (last axis: the
+    replicates, one row per study): their sd scaled by sqrt(n / (n - 1)), since resampling n seeds from n shrinks
+    the spread by (n - 1) / n. One replicate has no spread: 0. `restricted_ratio` and the injection simulation's
+    thousands of studies at once both take it from here."""
+    if boot_logs.shape[-1] < 2:
+        return np.zeros(boot_logs.shape[:-1])
+    return np.asarray(boot_logs.std(axis=-1, ddof=1) * math.sqrt(n / (n - 1)))
+
+
 def restricted_ratio(a: Mapping[Any, Crossing], b: Mapping[Any, Crossing], *, horizon: float,
                      names: tuple[str, str] = ("a", "b"), endpoint: str = "first", n_boot: int = DEFAULT_SURVIVAL_BOOT,
                      seed: int = 0, level: float = LEVEL) -> RestrictedRatio:
@@ -271,7 +281,7 @@ def restricted_ratio(a: Mapping[Any, Crossing], b: Mapping[Any, Crossing], *, ho
     if n > 1:
         idx = np.random.default_rng(seed).integers(0, n, size=(n_boot, n))  # (B, n): the same seeds for both arms
         logs = np.log(km_restricted_means(ta[idx], ea[idx], tau)) - np.log(km_restricted_means(tb[idx], eb[idx], tau))
-        log_se = float(logs.std(ddof=1) * math.sqrt(n / (n - 1))) if n_boot > 1 else 0.0
+        log_se = float(boot_log_se(logs, n))
         half = t_quantile(level, n - 1) * log_se
         lo, hi = math.exp(center - half), math.exp(center + half)
         p = two_sided_t_p(center, log_se, n - 1)
@@ -320,6 +330,21 @@ class SurvivalSaving:
                 "definition": "1 - restricted-mean steps ratio x per-step time ratio, in % (positive: a is faster)"}
 
 
+def saving_variance(log_se_steps: NDArray[np.float64] | np.float64, n: int, step_time_log_ratios: NDArray[np.float64]
+                    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """The saving's log variance and its Welch-Satterthwaite degrees of freedom, from the steps ratio's log
+    standard error over `n` seeds and the timing rounds' log ratios (last axis: the rounds; leading axes: one row
+    per study, broadcast against `log_se_steps`). No spread at all: n - 1 degrees of freedom."""
+    logs = np.asarray(step_time_log_ratios, dtype=float)
+    m = logs.shape[-1]
+    var_s = np.asarray(log_se_steps, dtype=float) ** 2
+    var_t = logs.var(axis=-1, ddof=1) / m if m > 1 else np.zeros(logs.shape[:-1])
+    var = var_s + var_t
+    with np.errstate(invalid="ignore", divide="ignore"):
+        df = var**2 / (var_s**2 / (n - 1) + (var_t**2 / (m - 1) if m > 1 else 0.0))
+    return var, np.where(var > 0, df, float(n - 1))
+
+
 def restricted_saving(steps: RestrictedRatio, step_time_log_ratios: Sequence[float], *,
                       level: float | None = None) -> SurvivalSaving:
     """The time saving on `steps` and the per-step time ratio a / b from timing rounds (`step_time_log_ratios`:
@@ -336,14 +361,11 @@ def restricted_saving(steps: RestrictedRatio, step_time_log_ratios: Sequence[flo
     center = math.log(steps.ratio) + log_q
     out: dict[str, Any] = {"lo": None, "hi": None, "p_value": None, "df": None}
     if steps.log_se is not None:
-        var_s = steps.log_se**2
-        var = var_s + (var_t or 0.0)
-        df = (var**2 / (var_s**2 / (steps.n - 1) + (var_t**2 / (m - 1) if var_t else 0.0)) if var > 0
-              else float(steps.n - 1))
-        half = t_quantile(lvl, df) * math.sqrt(var)
+        var, df = saving_variance(np.float64(steps.log_se), steps.n, logs)
+        half = t_quantile(lvl, float(df)) * math.sqrt(float(var))
         # A larger product is a smaller saving: the ends swap.
         out = {"lo": 100 * (1 - math.exp(center + half)), "hi": 100 * (1 - math.exp(center - half)),
-               "p_value": two_sided_t_p(center, math.sqrt(var), df), "df": df}
+               "p_value": two_sided_t_p(center, math.sqrt(float(var)), float(df)), "df": float(df)}
     return SurvivalSaving(pct=100 * (1 - math.exp(center)), steps=steps, step_time_ratio=math.exp(log_q),
                           step_time_lo=math.exp(log_q - q_half) if q_half is not None else None,
                           step_time_hi=math.exp(log_q + q_half) if q_half is not None else None,
