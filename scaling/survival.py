@@ -317,6 +317,14 @@ class SurvivalSaving:
         return self.lo is not None and self.lo > 0
 
     @property
+    def verdict(self) -> Literal["saving", "cost", "null"]:
+        """'saving' when the interval lies above zero, 'cost' when it lies below (arm a takes longer: a cost shown,
+        not a saving), else 'null' (the interval includes zero, or there is none)."""
+        if self.detected:
+            return "saving"
+        return "cost" if self.hi is not None and self.hi < 0 else "null"
+
+    @property
     def includes_zero(self) -> bool:
         return self.lo is None or self.hi is None or self.lo <= 0.0 <= self.hi
 
@@ -326,7 +334,7 @@ class SurvivalSaving:
                 "step_time_ratio": {"mean": self.step_time_ratio, "lo": self.step_time_lo, "hi": self.step_time_hi,
                                     "rounds": self.timing_rounds, "p_value": self.step_time_p_value},
                 "se_seeds_log": self.se_seeds_log, "se_timing_log": self.se_timing_log, "df": self.df,
-                "detected": self.detected,
+                "detected": self.detected, "verdict": self.verdict,
                 "definition": "1 - restricted-mean steps ratio x per-step time ratio, in % (positive: a is faster)"}
 
 
