@@ -52,6 +52,7 @@ __all__ = [
     "restricted_mean",
     "restricted_ratio",
     "restricted_saving",
+    "run_crossings",
     "sustained_crossing",
 ]
 
@@ -123,6 +124,28 @@ def crossings(steps: ArrayLike, times_s: ArrayLike, values: ArrayLike, target: f
     held = sustained_crossing(steps, times_s, values, target, horizon=horizon)
     last = float(s[-1]) if s.size else 0.0
     return {"first": Crossing.of(first, last), "sustained": Crossing.of(held, last)}
+
+
+def _curve_points(run: TransferRun) -> tuple[tuple[int, float, float], ...]:
+    return run.track or run.checkpoints
+
+
+def run_crossings(run: TransferRun, target: float, horizon: float) -> dict[Endpoint, Crossing]:
+    """Both crossings of one transfer run (its tracking curve when it has one), censoring by how it ended: a
+    succeeded run is observed through `horizon`; a diverged one keeps a first crossing made before it blew up but
+    neither reaches later nor holds (right-censored at `horizon`); one that failed is observed up to its last point;
+    a run without points is right-censored at 0."""
+    points = _curve_points(run)
+    if not points:
+        empty = Crossing(0.0, "right_censored")
+        return {"first": empty, "sustained": empty}
+    s, t, v = zip(*points, strict=True)
+    if run.state == "DIVERGED":
+        # Training blew up: a crossing before that stands, but it neither reaches later nor holds to the horizon.
+        first, never = crossings(s, t, v, target)["first"], Crossing(horizon, "right_censored")
+        return {"first": first if first.status != "right_censored" else never, "sustained": never}
+    # A succeeded run is observed through its horizon; one that failed only up to its last point.
+    return crossings(s, t, v, target, horizon=horizon if run.state == "SUCCEEDED" else None)
 
 
 def _counts(cs: Sequence[Crossing]) -> dict[str, int]:
@@ -426,23 +449,25 @@ class CensoredFitData:
                 "refused": list(self.refused)}
 
 
-def _curve_points(run: TransferRun) -> tuple[tuple[int, float, float], ...]:
-    return run.track or run.checkpoints
+# Runs that ended: a fit or comparison counts each (a diverged or failed one censored), never drops one.
+_FINISHED = ("SUCCEEDED", "DIVERGED", "FAILED")
 
 
 def censored_fit_data(runs: Sequence[TransferRun], *, target: float, endpoint: Endpoint = "first",
                       max_censored: float = 0.5) -> CensoredFitData:
-    """Per arm, (sizes, restricted mean steps to `target`) over the rungs, from every succeeded run's quality
-    curve (its tracking curve when it has one): one target for every rung (pass each level separately to fit per
-    level). A cell (arm, rung) with `max_censored` or more of its runs right-censored is refused and left out, and
-    an arm left with fewer than two rungs has no data; both are listed in `refused`, never dropped silently.
+    """Per arm, (sizes, restricted mean steps to `target`) over the rungs, from every finished run's quality
+    curve (its tracking curve when it has one; a diverged or failed run censored as `run_crossings` says): one
+    target for every rung (`scaling.fits.fit_target_levels` fits each declared level in turn). A cell (arm, rung)
+    with `max_censored` or more of its runs right-censored is refused and left out, and an arm left with fewer
+    than two rungs has no data; both are listed in `refused`, never dropped silently.
     Raises when a run lacks its parameter count or horizon."""
     goal = target_value(target)
     if endpoint not in ("first", "sustained"):
         raise ScalingInputError(f"unknown endpoint {endpoint!r}; allowed: first, sustained")
     cells_runs: dict[tuple[str, str], list[TransferRun]] = {}
     for r in runs:
-        if r.state == "SUCCEEDED" and _curve_points(r):
+        # Every finished run counts: a diverged or failed one is censored (`run_crossings`), never dropped.
+        if r.state in _FINISHED:
             cells_runs.setdefault((r.arm, r.rung), []).append(r)
     cells: dict[str, dict[str, dict[str, Any]]] = {}
     refused: list[str] = []
@@ -453,11 +478,7 @@ def censored_fit_data(runs: Sequence[TransferRun], *, target: float, endpoint: E
             raise ScalingInputError(f"runs of {arm} at {rung} lack a parameter count or a horizon: a size fit "
                                     "needs both")
         tau = float(max(r.horizon or 0 for r in at))
-        hits = []
-        for r in at:
-            s, t, v = zip(*_curve_points(r), strict=True)
-            hits.append(crossings(s, t, v, goal, horizon=r.horizon)[endpoint])
-        rm = restricted_mean(hits, tau)
+        rm = restricted_mean([run_crossings(r, goal, tau)[endpoint] for r in at], tau)
         cell = {"parameters": at[0].parameters, "restricted_mean": rm.mean, "horizon": tau, "n": rm.n,
                 "reached": rm.reached, "right_censored": rm.right_censored, "left_censored": rm.left_censored}
         cells.setdefault(arm, {})[rung] = cell
