@@ -25,6 +25,7 @@ from ._fit import ScalingFit, fit_scaling
 __all__ = ["HEADLINE_RULE", "LevelFit", "TargetLevelFits", "fit_target_levels", "target_levels"]
 
 ENDPOINTS: tuple[Endpoint, ...] = ("first", "sustained")
+STEPS_ALPHA_BOUNDS = (-3.0, 3.0)
 HEADLINE_RULE = ("among the declared levels with a fit, the one with the fewest censored runs (right and left) of the "
                  "fitted arms at the first crossing; ties: the loosest (highest) level")
 
@@ -103,9 +104,12 @@ def fit_target_levels(runs: Sequence[TransferRun], targets: Mapping[str, float |
                       **fit_kwargs: Any) -> TargetLevelFits:
     """`fit_scaling` of steps to each declared level against size (module docstring), for the runs of `arms`
     (default: every arm) at the rungs in `targets`, at the first and the sustained crossing; `fit_kwargs` go to
-    `fit_scaling` (n_boot, alpha_bounds, share, ...). A level with no arm left to fit (every cell censored at
-    `max_censored` or more, or fewer than two rungs) carries the reason instead of a fit."""
+    `fit_scaling` (n_boot, share, alpha_bounds: default (-3, 3), an exponent of either sign, ...). A level with no
+    arm left to fit (every cell censored at `max_censored` or more, or fewer than two rungs) carries the reason
+    instead of a fit."""
     levels = target_levels(targets)
+    # Steps to a fixed level grow with size at a fixed horizon, as time to best does: the exponent may be negative.
+    fit_kwargs.setdefault("alpha_bounds", STEPS_ALPHA_BOUNDS)
     chosen = [r for r in runs if r.rung in targets and (arms is None or r.arm in arms)]
     fits: dict[float, dict[str, LevelFit]] = {}
     for level in levels:

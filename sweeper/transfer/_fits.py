@@ -138,12 +138,14 @@ class FitAnswers(TargetAnswers):
     def _fit_docs(self, metrics: Sequence[str], n_boot: int | None, undertrained: Sequence[str]) -> dict[str, Any]:
         """metric -> its fit as a document, marked with the undertrained rungs it was fitted over (or the error
         that stopped it): what `analysis()` and `target_summary()` report."""
-        docs = {metric: {"error": str(fit)} if isinstance(fit, ScalingError)
-                else _mark_undertrained(_fit_doc(fit), self.undertrained_fitted(fit, undertrained))
-                for metric, fit in self.fits_or_errors(metrics, n_boot).items()}
+        docs: dict[str, dict[str, Any]] = {
+            metric: {"error": str(fit)} if isinstance(fit, ScalingError)
+            else _mark_undertrained(_fit_doc(fit), self.undertrained_fitted(fit, undertrained))
+            for metric, fit in self.fits_or_errors(metrics, n_boot).items()}
         if "steps_to_target" in docs and self.targets_differ():
+            extra: dict[str, Any] = {} if n_boot is None else {"n_boot": n_boot}
             try:
-                levels = self.level_fits(**({} if n_boot is None else {"n_boot": n_boot}))
+                levels = self.level_fits(**extra)
             except ScalingError as exc:
                 docs["steps_to_target"]["levels"] = {"error": str(exc)}
             else:
