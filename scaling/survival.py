@@ -53,6 +53,7 @@ __all__ = [
     "restricted_ratio",
     "restricted_saving",
     "run_crossings",
+    "steps_above",
     "sustained_crossing",
 ]
 
@@ -86,6 +87,38 @@ def sustained_crossing(steps: ArrayLike, times_s: ArrayLike, values: ArrayLike, 
     j = int(np.flatnonzero(above)[-1])
     # From the last point above on, the tail is a curve whose only crossing is its first: `time_to_target`'s rule.
     return time_to_target(s[j:], t[j:], v[j:], goal)
+
+
+def steps_above_rows(steps: NDArray[np.float64], values: NDArray[np.float64], target: float, horizon: float
+                     ) -> NDArray[np.float64]:
+    """`steps_above` of each row of `values` (runs x points on the increasing `steps`), vectorised: the injection
+    simulation measures thousands of runs with it."""
+    with np.errstate(invalid="ignore"):
+        above = ~(values <= target)  # NaN: no value, so not holding the target
+    v0, v1 = values[:, :-1], values[:, 1:]
+    a0, a1 = above[:, :-1], above[:, 1:]
+    width = np.diff(steps)[None, :]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        # One end above, the other at or below: the line between them is above for this share of the stretch.
+        share = np.where(a0, (v0 - target) / (v0 - v1), (v1 - target) / (v1 - v0))
+    inside = np.where(a0 & a1, 1.0, np.where(~a0 & ~a1, 0.0, np.where(np.isfinite(share), share, 1.0)))
+    tail = np.where(above[:, -1], max(float(horizon) - float(steps[-1]), 0.0), 0.0)
+    return np.asarray(float(steps[0]) + (inside * width).sum(axis=1) + tail)
+
+
+def steps_above(steps: ArrayLike, values: ArrayLike, target: float, *, horizon: float) -> float:
+    """The steps in [0, `horizon`] the lower-is-better curve spends above `target`: the stretch before its first
+    point (training starts above any target), between points the share of each stretch the straight line between
+    them is above (a point without a value counts as above), and from the last point to the horizon as the last
+    point is. For a run that crosses once and holds it equals the first crossing; a run that comes back above adds
+    the steps it spends there, where the sustained crossing jumps to the horizon (docs/targets.md: the injection
+    simulation's coverage of both)."""
+    s = np.asarray(steps, dtype=float)
+    v = np.asarray(values, dtype=float)
+    if s.ndim != 1 or s.size == 0 or s.shape != v.shape or np.any(np.diff(s) <= 0) or not np.all(np.isfinite(s)):
+        raise ScalingInputError(f"steps must increase strictly, with one value each, got {s.tolist()} and "
+                                f"{v.tolist()}")
+    return float(steps_above_rows(s, v[None, :], target_value(target), _check_horizon(horizon))[0])
 
 
 @dataclass(frozen=True)
