@@ -82,7 +82,7 @@ def test_sustained_coverage_falls_short_when_the_faster_arm_comes_back_up() -> N
     such seed centre on 0.82 against a truth of 0.85 and cover 80 %, those that draw one cover 98 %. The delta
     method, Fieller's interval, bootstrap-t and Johnson's skew-corrected t did no better (90.2-90.3 %, BCa 80 %);
     12 seeds give 90.6 %, 24 seeds 93.7 %; without that curve 93.4 %. Kept as a test so the number cannot drift;
-    `steps_above` (the test above) is the endpoint that covers."""
+    `steps_above` is the endpoint that covers (test_the_steps_spent_above_the_target_are_covered_...)."""
     c = injection_coverage(CURVES, steps_ratio=0.8, step_time_ratio=0.85, target=TARGET, horizon=HORIZON,
                            endpoint="sustained", replications=REPLICATIONS)
     assert 0.86 <= c.coverage_steps <= 0.92, c
