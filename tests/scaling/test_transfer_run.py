@@ -162,6 +162,12 @@ def test_time_to_best_savings_fits_and_analysis(case: dict[str, Any]) -> None:
     assert doc["chosen"] == {"K": 3, "gamma": 0.25} and doc["metric_name"] == "fd_pixels"
     assert doc["fd_samples"] == 64 and len(doc["runs"]) == 9
     assert set(doc["fits"]) == {"time_to_best", "best_fd", "endpoint_fd", "steps_to_target", "time_to_target"}
+    # Each rung's target from its own AdamW (final_mean): steps to target fitted per level, the headline level's
+    # fit in place; time to target not fitted across the rungs' different targets.
+    assert result.targets_differ()
+    levels = doc["fits"]["steps_to_target"]["levels"]
+    assert len(levels["levels"]) == 3 and doc["fits"]["steps_to_target"]["target_level"] == levels["headline"]
+    assert doc["fits"].pop("time_to_target")["error"].startswith("the rungs' targets differ")
     for metric, f in doc["fits"].items():
         assert set(f["arms"]) == {"periodic", "muon", "adamw"}, metric
         assert {"params", "intervals", "loo_error"} <= set(f["arms"]["muon"])
