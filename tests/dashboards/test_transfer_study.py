@@ -71,7 +71,8 @@ def test_the_controls_open_the_page_before_any_saving_with_their_figures() -> No
         assert row in crossings and _iv(saving, " %") in crossings
     # against Muon at both rungs and crossings; against AdamW (0.7 x the step time) the penalty is shown
     assert crossings.count("null, interpretable: the positive control&#x27;s saving was detected") == 4
-    assert crossings.count("shown: the interval excludes 0") == 4
+    # a penalty is a cost, never a saving "shown"
+    assert crossings.count("cost shown: the interval lies below 0") == 4 and "saving shown" not in crossings
 
 
 def test_censoring_claims_and_the_effective_step_verdict_carry_the_analysis_numbers() -> None:
