@@ -18,6 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from sweeper.demand import TrialMemory
 
 from .._db import SweepRecord, TransferRecord, new_id
+from .._render import ClientLeft, RenderFailed, client_left, render_bounded
 from .._security import check_capacity_at_submission, check_memory, check_rest_spec, check_rungs, check_work
 from .._settings import Settings
 from ..deps import JobsDep, Owner, SessionDep, SettingsDep
@@ -34,6 +35,7 @@ __all__ = [
     "check_queue",
     "create_job",
     "create_responses",
+    "draw_page",
     "get_job",
     "list_page",
     "live_meta",
@@ -50,6 +52,23 @@ HTML_PAGE: dict[int | str, dict[str, Any]] = {200: {"content": {"text/html": {"s
 
 Job = TypeVar("Job", SweepRecord, TransferRecord)
 Public = TypeVar("Public")
+
+
+def draw_page(settings: Settings, request: Any, what: str, fn: Callable[..., str], *args: Any,
+              conflict: str | None = None) -> str:
+    """An HTML report drawn by `fn(*args)` in a bounded worker (`api.service._render`), killed when `request`'s
+    client leaves; 503 naming the limit it passed, 409 when the page raised the exception class named `conflict`
+    (its reason: nothing to draw yet)."""
+    try:
+        return render_bounded(fn, *args, timeout_s=settings.report_timeout_s,
+                              memory_bytes=settings.report_memory_mb * 2**20, left=client_left(request))
+    except ClientLeft as exc:  # nobody reads this answer; the access log shows it
+        raise HTTPException(499, f"{what} was not drawn: {exc}") from None
+    except RenderFailed as exc:
+        if conflict is not None and exc.error == conflict:
+            raise HTTPException(409, str(exc).removeprefix(f"{conflict}: ")) from None
+        raise HTTPException(503, f"{what} was not drawn: {exc} (SCALESWEEP_REPORT_TIMEOUT_S, "
+                            "SCALESWEEP_REPORT_MEMORY_MB); its JSON views answer") from None
 
 
 def shown(settings: Settings, text: str | None) -> str | None:
