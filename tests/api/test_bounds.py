@@ -147,6 +147,19 @@ def test_queued_jobs_are_capped_per_owner_and_in_all_with_retry_after(tmp_path: 
     assert api.get("/v1/sweeps", params={"state": "PENDING"}).json()["count"] == 5
 
 
+def test_concurrent_submissions_never_pass_the_queue_cap(tmp_path: Path, empty_mlflow_db: Path) -> None:
+    """24 submissions of one owner at once, 3 queued at most: the count and the insert are one step (each counted
+    before its insert, concurrent ones could all pass a cap of 3)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    api = _api(tmp_path, empty_mlflow_db, max_queued_per_owner=3)
+    with ThreadPoolExecutor(24) as pool:  # no lifespan: nothing is launched, every job stays PENDING
+        codes = list(pool.map(lambda i: api.post("/v1/sweeps", json={**SPEC, "name": f"c{i}"},
+                                                 headers=AUTH).status_code, range(24)))
+        assert sorted(codes) == [201] * 3 + [429] * 21, codes
+        assert api.get("/v1/sweeps", params={"state": "PENDING"}).json()["count"] == 3
+
+
 NAMES = [
     ({"tracking": {"experiment": "e" * 501}}, "tracking.experiment", "at most 250"),
     ({"tracking": {"experiment": "a\x00b"}}, "tracking.experiment", "control characters"),
@@ -385,6 +398,7 @@ def _gone_within(pid: int, timeout_s: float) -> float:
     return time.monotonic() - started
 
 
+@pytest.mark.integration
 def test_a_report_whose_client_left_stops_drawing(settings: Settings, tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """A real uvicorn serving the app; the sweep report's page never ends. The client closes its connection while
@@ -421,6 +435,7 @@ def test_a_report_whose_client_left_stops_drawing(settings: Settings, tmp_path: 
         server.stop()
 
 
+@pytest.mark.integration
 def test_a_page_worker_ends_with_its_killed_parent(tmp_path: Path) -> None:
     """A process drawing a page through `render_bounded` is SIGKILLed (as a service can be): its worker, which
     nobody would kill or wait for, ends with it (the kernel's parent-death signal)."""

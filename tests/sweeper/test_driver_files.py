@@ -9,6 +9,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 from sweeper.jobfiles import LOCK_FILE, driver_lock, driver_running
 
 from .conftest import REPO, fake_backend, make_spec, write_spec
@@ -22,6 +24,7 @@ def _driver(spec: Path, workdir: Path, env: dict[str, str] | None = None,
                           text=True, timeout=timeout)
 
 
+@pytest.mark.integration
 def test_a_second_driver_is_refused_after_the_lock_file_was_removed(store_uri: str, tmp_path: Path) -> None:
     """A trainer in the job's folder removed `driver.lock` while its driver ran; a second driver on the sweep then
     created a new file, locked it and ran beside the first. The folder's own lock still refuses it."""
@@ -38,6 +41,7 @@ def test_a_second_driver_is_refused_after_the_lock_file_was_removed(store_uri: s
     assert not driver_running(workdir)  # released with the block
 
 
+@pytest.mark.integration
 def test_a_driver_removes_the_session_folder_of_its_own_ray(store_uri: str, tmp_path: Path) -> None:
     """A driver that started a local Ray removes that Ray's `session_*` folder when it ends, keeping its workers'
     logs in the job's folder; another session folder beside it stays."""

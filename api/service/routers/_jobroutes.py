@@ -5,8 +5,10 @@ way. Each router keeps only what is its own (the spec it accepts, its public sha
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
@@ -41,6 +43,7 @@ __all__ = [
     "live_meta",
     "mlflow_links",
     "progress",
+    "queue_room",
     "resume_job",
     "shown",
 ]
@@ -198,10 +201,25 @@ def admit(spec: dict[str, Any], demand: Demand, queue: JobsDep, settings: Settin
 QUEUE_RETRY_AFTER_S = 60  # a queued job leaves the queue when a driver slot frees: minutes, not seconds
 
 
+# One count-then-queue at a time in this service: counted and queued apart, 24 concurrent submissions of one owner
+# were all queued under a cap of 3. One service runs per work folder (its leader lock), so a lock of the process
+# is enough for the services this project starts; services of other work folders sharing one database each count
+# on their own.
+_QUEUEING = threading.Lock()
+
+
+@contextlib.contextmanager
+def queue_room(session: Any, settings: Settings, owner: str) -> Iterator[None]:
+    """`check_queue`, then the block (which queues the job and commits) before any other request counts."""
+    with _QUEUEING:
+        check_queue(session, settings, owner)
+        yield
+
+
 def check_queue(session: Any, settings: Settings, owner: str) -> None:
     """Refuse (429 with Retry-After) one more queued job beyond `max_queued_jobs` PENDING jobs in all, or beyond
-    `max_queued_per_owner` of this owner (issue 53, L2: 200 submissions in 12 s were all accepted). Counted before
-    the insert, not with it: concurrent submissions can pass the cap by at most the route threads in flight."""
+    `max_queued_per_owner` of this owner (issue 53, L2: 200 submissions in 12 s were all accepted). Call it through
+    `queue_room`, so that the count and the write that queues are one step."""
     total = mine = 0
     for model in _KINDS:
         pending = select(func.count()).select_from(model).where(model.state == "PENDING")
@@ -245,16 +263,16 @@ def create_job(
             response.status_code = status.HTTP_200_OK
             response.headers["Location"] = f"/v1/{noun}s/{existing.id}"
             return public(settings, existing)
-    check_queue(session, settings, owner)
-    record = model(id=new_id(prefix), state="PENDING", spec=spec, owner=owner, idempotency_key=idempotency_key,
-                   **fields)
-    session.add(record)
-    try:
-        session.commit()
-    except IntegrityError:  # the same key committed by a concurrent request between our look-up and insert
-        session.rollback()
-        raise HTTPException(409, f"Idempotency-Key is being used by another request; retry to get its {noun}") \
-            from None
+    with queue_room(session, settings, owner):
+        record = model(id=new_id(prefix), state="PENDING", spec=spec, owner=owner, idempotency_key=idempotency_key,
+                       **fields)
+        session.add(record)
+        try:
+            session.commit()
+        except IntegrityError:  # the same key committed by a concurrent request between our look-up and insert
+            session.rollback()
+            raise HTTPException(409, f"Idempotency-Key is being used by another request; retry to get its {noun}") \
+                from None
     queue.wake()
     response.headers["Location"] = f"/v1/{noun}s/{record.id}"
     return public(settings, record)
@@ -268,8 +286,9 @@ def cancel_job(queue: JobsDep, session: Any, record: SweepRecord | TransferRecor
 
 def resume_job(queue: JobsDep, session: Any, record: SweepRecord | TransferRecord, noun: str, settings: Settings,
                owner: str) -> None:
-    check_queue(session, settings, owner)
-    if not queue.resume(session, record):  # the check and the write are one statement
+    with queue_room(session, settings, owner):
+        resumed = queue.resume(session, record)  # the state's check and the write are one statement
+    if not resumed:
         raise HTTPException(409, f"{noun} {record.id} is {record.state}: only FAILED or CANCELLED {noun}s resume")
     queue.wake()
 

@@ -276,9 +276,9 @@ def extend_sweep(sweep_id: str, settings: SettingsDep, queue: JobsDep, session: 
                  spec: Annotated[SweepSpec, Body()]) -> dict[str, Any]:
     record = _get(session, sweep_id)
     jobs.admit(spec.model_dump(mode="json"), _demand(spec), queue, settings, "sweep")
-    jobs.check_queue(session, settings, owner)
     try:
-        added = queue.extend(session, record, spec)
+        with jobs.queue_room(session, settings, owner):
+            added = queue.extend(session, record, spec)
     except SweepError as exc:
         raise HTTPException(422, str(exc)) from exc
     if added is None:
