@@ -168,7 +168,7 @@ def _init_ray(spec: SweepSpec) -> tuple[bool, float, Path | None]:
     # ray.init() hang, and a sweep must not run inside someone else's Ray by accident.
     context = ray.init(address="local", include_dashboard=False,
                        num_cpus=spec.execution.num_cpus or os.cpu_count(), **common)
-    session = context.address_info.get("session_dir")
+    session = getattr(context, "address_info", {}).get("session_dir")  # a RayContext's, typed as its base class
     return True, time.perf_counter() - start, Path(session) if session else None
 
 
