@@ -188,7 +188,7 @@ def driver_lock(workdir: Path, refused: type[Exception]) -> Iterator[None]:
     The lock is an flock on the folder itself (its directory, opened read-only) and one on `driver.lock` in it.
     The folder's is what holds: a file's lock goes with its name, and a trainer running in the job's folder once
     removed `driver.lock` while the driver held it, after which a second driver created a new file, locked it and
-    ran the same sweep beside the first (issue 53, M7); a folder cannot be unlinked while it holds the job's files.
+    ran the same sweep beside the first (issue 53, M7); removing a file in the folder leaves the folder's lock held.
     The file's is kept so that this driver and one of an earlier release (which locks only the file) exclude each
     other across an upgrade."""
     workdir.mkdir(parents=True, exist_ok=True)

@@ -65,8 +65,9 @@ def draw_page(settings: Settings, request: Any, what: str, fn: Callable[..., str
     try:
         return render_bounded(fn, *args, timeout_s=settings.report_timeout_s,
                               memory_bytes=settings.report_memory_mb * 2**20, left=client_left(request))
-    except ClientLeft as exc:  # nobody reads this answer; the access log shows it
-        raise HTTPException(499, f"{what} was not drawn: {exc}") from None
+    except ClientLeft:  # its own client reads no answer; a reader that waited for the same drawing reads this one
+        raise HTTPException(503, f"{what} was not drawn: the request that was drawing it was closed; ask again",
+                            headers={"Retry-After": "1"}) from None
     except RenderFailed as exc:
         if conflict is not None and exc.error == conflict:
             raise HTTPException(409, str(exc).removeprefix(f"{conflict}: ")) from None
