@@ -6,7 +6,7 @@ its own process group (session), and talks to it through the work folder:
 
     DIR/sweep.json    the sweep's identity: sweep id, parent run id, tracking URI, experiment, spec fingerprint
     DIR/status.json   live state, rewritten as trials start and end (read by `sweep_status`)
-    DIR/driver.lock   held (flock) by the running driver: a second driver for the same sweep is refused
+    DIR/driver.lock   held (flock), as is DIR itself, by the running driver: a second driver for the sweep is refused
     DIR/cancel        ask the driver to stop (also: SIGTERM or SIGINT to the driver); trials end as CANCELLED
     DIR/checkpoints/  per-attempt trial checkpoints (builtin backend), so interrupted trials resume mid-way
     DIR/ray/          Ray Tune's own experiment folder (diagnostics only: the ledger is MLflow)
