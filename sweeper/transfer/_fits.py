@@ -4,7 +4,7 @@ result and form, predictions from them, and the fits as documents (marked where 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from scaling import ScalingError, ScalingInputError
@@ -18,6 +18,8 @@ __all__ = ["FIT_METRICS", "FitAnswers"]
 FIT_METRICS = ("time_to_best", "best_fd", "endpoint_fd", "steps_to_target", "time_to_target")
 # Fitted against size like time to best (A*N^-alpha, exponent of either sign): they grow with size at a fixed horizon.
 _COST_METRICS = ("time_to_best", "steps_to_target", "time_to_target")
+# Read against the declared target: their fits say whether the rungs' targets differ.
+_TARGET_METRICS = ("steps_to_target", "time_to_target")
 # Time to best grows with model size at a fixed horizon: the fit must allow a negative exponent.
 _TIME_ALPHA_BOUNDS = (-3.0, 3.0)
 
@@ -89,15 +91,32 @@ class FitAnswers(TargetAnswers):
     def _fit_docs(self, metrics: Sequence[str], n_boot: int | None, undertrained: Sequence[str]) -> dict[str, Any]:
         """metric -> its fit as a document, marked with the undertrained rungs it was fitted over (or the error
         that stopped it): what `analysis()` and `target_summary()` report."""
-        return {metric: {"error": str(fit)} if isinstance(fit, ScalingError)
+        docs = {metric: {"error": str(fit)} if isinstance(fit, ScalingError)
                 else _mark_undertrained(_fit_doc(fit), self.undertrained_fitted(fit, undertrained))
                 for metric, fit in self.fits_or_errors(metrics, n_boot).items()}
+        report = self.targets()
+        for metric in set(docs) & set(_TARGET_METRICS):
+            _mark_targets(docs[metric], report["target_values"], report["targets_differ"])
+        return docs
 
     def undertrained_fitted(self, fit: ScalingFit, undertrained: Sequence[str] | None = None) -> list[str]:
         """The undertrained rungs (default: `undertrained_rungs()`) among the sizes `fit` was fitted on."""
         rungs = self.undertrained_rungs() if undertrained is None else undertrained
         fitted = {s for a in fit.arms for s in fit.sizes[a]}
         return [r for r in rungs if float(self.parameters(r)) in fitted]
+
+
+def _mark_targets(doc: dict[str, Any], values: Mapping[str, float | None], differ: bool) -> None:
+    """A steps- or time-to-target fit's document with the target at each rung (`target_values`) and whether they
+    differ (`targets_differ`, then also a flag): an exponent fitted across rungs whose targets differ mixes model
+    size with how hard each rung's target was (one target per study: target rule `pilot`)."""
+    doc["target_values"] = dict(values)
+    doc["targets_differ"] = differ
+    if differ and "flags" in doc:
+        doc["flags"] = sorted({*doc["flags"], "targets_differ"})
+        doc["flag_details"] = {**doc["flag_details"], "targets_differ": (
+            f"fitted across rungs whose targets differ ({dict(values)}): the exponent mixes model size with target "
+            "difficulty; read it per target level, or declare one target for the study (target rule 'pilot')")}
 
 
 def _mark_undertrained(doc: dict[str, Any], over: Sequence[str]) -> dict[str, Any]:
