@@ -27,7 +27,15 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from trials.optim import ArmName
 
@@ -131,6 +139,15 @@ class TargetSpec(BaseModel):
         None, description="pilot: where, how long and on which seeds the reference arm's pilot trains (defaults: "
         "the transfer's smallest rung, 3 x its horizon, seeds [100, 101], 24 tracking points)."
     )
+
+    @model_serializer(mode="wrap")
+    def _without_unused_pilot(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # The other rules dump as they did before `pilot` existed: the same tag, plan and fingerprint (transfers
+        # started before it still resume).
+        data: dict[str, Any] = handler(self)
+        if data.get("pilot") is None:
+            data.pop("pilot", None)
+        return data
 
     @model_validator(mode="before")
     @classmethod

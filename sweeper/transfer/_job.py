@@ -28,7 +28,9 @@ one child run per (rung, arm, seed) attempt, named `K=3,gamma=0.15,seed=0` (the 
 `scalesweep.transfer_name`, `scalesweep.source_sweep_id`, `scalesweep.source_sweep_name`,
 `scalesweep.source_parent_run_id`, `scalesweep.transfer.chosen` (JSON of the pair); per child:
 `scalesweep.lr_rule`, `scalesweep.lr_base` (the lr at the sweep's rung), `scalesweep.base_rung`,
-`scalesweep.base_width`; the lr a run used is its param `optimizer.lr`.
+`scalesweep.base_width`; the lr a run used is its param `optimizer.lr`. With target rule `pilot`, the pilot's runs
+come first, a sweep of their own in `pilot/` tagged `scalesweep.transfer.pilot_of` (not `scalesweep.transfer_id`:
+they are never judged), and the target they give is on the parent run as `scalesweep.transfer.pilot` (`_pilot`).
 """
 
 from __future__ import annotations
@@ -671,6 +673,10 @@ def _print_plan(state: TransferState, out: IO[str]) -> None:
                                          for kind, c in plan.controls.items()), file=out, flush=True)
     if plan.horizons is not None:
         print(f"  horizons per rung: {plan.horizons}; target: {plan.target_text}", file=out, flush=True)
+    if plan.pilot is not None:
+        p = plan.pilot
+        print(f"  pilot: {p['arm']} at {p['rung']}, {p['horizon']} steps, seeds {p['seeds']}, {p['points']} tracking "
+              "points: one target for every rung, derived before the judged runs", file=out, flush=True)
 
 
 def _step_timing(spec: TransferSpec, state: TransferState, out: IO[str] | None) -> dict[str, Any]:
