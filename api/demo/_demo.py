@@ -177,8 +177,9 @@ PROFILES: dict[str, DemoProfile] = {
         about="6 points (K 2-4 x gamma 0.15, 0.35) at the sweep, 240 steps, seeds 0-2, top 2 confirmed on seeds "
         "3-5 (baselines as controls), baselines at lr x0.5/x1/x2; transfer to cpu-xs, cpu-s and cpu-m at 480 "
         "steps on fresh seeds 6-8 (3 more while the saving against Muon at cpu-m is not shown), one target for "
-        "every rung from an AdamW pilot at cpu-xs (3 x 480 steps, seeds 100-101) run first, 6 tracking evaluations, 512 FD samples, per-step timing interleaved to +-2 %, negative "
-        "and positive controls, the effective-step diagnostic, periodic's lr at x1/x1.5/x2.3",
+        "every rung from an AdamW pilot at cpu-xs (3 x 480 steps, seeds 100-101) run first, 6 tracking "
+        "evaluations, 512 FD samples, per-step timing interleaved to +-2 %, negative and positive controls, the "
+        "effective-step diagnostic, periodic's lr at x1/x1.5/x2.3",
     ),
 }
 
