@@ -44,7 +44,6 @@ from .stats import holm_rejections, mean_interval, t_interval, t_p_value, t_quan
 from .targets import (
     DEFAULT_PLATEAU_MAX_DROP,
     DEFAULT_PLATEAU_WINDOW,
-    PILOT_TAIL_TEXT,
     plateau,
     time_to_target,
 )
@@ -177,7 +176,7 @@ class TargetSpec(BaseModel):
             p = self.pilot
             return (f"one target for every rung: (1 + {self.slack:g}) x {self.arm}'s plateau quality in a pilot at "
                     f"{p.rung or 'the smallest rung'}, {p.horizon_factor:g} x the horizon, seeds {p.seeds} (the mean "
-                    f"over seeds of the mean quality over the last {PILOT_TAIL_TEXT} of the pilot's curve)")
+                    f"over seeds of the mean quality over the last third of the pilot's curve)")
         return f"(1 + {self.slack:g}) x mean over seeds of {self.arm}'s final quality at the rung"
 
 

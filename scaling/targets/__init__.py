@@ -9,7 +9,7 @@ reach; `time_to_target` the first crossing of a declared target, `plateau` wheth
 
 from __future__ import annotations
 
-from ._pilot import PILOT_TAIL, PILOT_TAIL_TEXT, PilotTarget, pilot_target
+from ._pilot import PilotTarget, pilot_target
 from ._target import (
     DEFAULT_PLATEAU_MAX_DROP,
     DEFAULT_PLATEAU_WINDOW,
@@ -37,8 +37,6 @@ __all__ = [
     "DEFAULT_PLATEAU_WINDOW",
     "DEFAULT_TOL",
     "DEFAULT_VOLATILITY_TOL",
-    "PILOT_TAIL",
-    "PILOT_TAIL_TEXT",
     "Checkpoints",
     "CommonTarget",
     "PilotTarget",

@@ -18,10 +18,9 @@ from typing import Any
 from ..errors import ScalingInputError
 from ._target import DEFAULT_PLATEAU_MAX_DROP, DEFAULT_PLATEAU_WINDOW, plateau
 
-__all__ = ["PILOT_TAIL", "PILOT_TAIL_TEXT", "PilotTarget", "pilot_target"]
+__all__ = ["PILOT_TAIL", "PilotTarget", "pilot_target"]
 
 PILOT_TAIL = 1 / 3  # the last third of the pilot's horizon: the plateau, at 3 x the judged horizon
-PILOT_TAIL_TEXT = "third"
 
 
 @dataclass(frozen=True)
@@ -68,7 +67,7 @@ def pilot_target(
         tail = [v for s, v in zip(steps, values, strict=True) if s >= start - 1e-9 and math.isfinite(v) and v > 0]
         if not tail:
             raise ScalingInputError(f"the pilot's seed {seed} has no finite quality over the last "
-                                    f"{PILOT_TAIL_TEXT} of its {horizon:g} steps (from step {start:g})")
+                                    f"third of its {horizon:g} steps (from step {start:g})")
         per_seed[str(seed)] = statistics.fmean(tail)
         points[str(seed)] = len(tail)
         check = plateau(steps, values, horizon=horizon, window=window, max_drop=max_drop)
@@ -80,7 +79,7 @@ def pilot_target(
         value=(1 + slack) * quality, quality=quality, slack=slack, per_seed=per_seed, tail_points=points,
         tail_from=start, drops=drops, plateaued=all(checked_ok), window=window, max_drop=max_drop,
         definition=(f"(1 + {slack:g}) x {quality:.6g}: the mean over the pilot's {len(per_seed)} seeds of each "
-                    f"seed's mean quality over the last {PILOT_TAIL_TEXT} of its {horizon:g} steps (from step "
+                    f"seed's mean quality over the last third of its {horizon:g} steps (from step "
                     f"{start:g}); plateaued when every seed's fitted drop over the last {window:.2g} of the horizon "
                     f"is within {100 * max_drop:.0f} %"),
     )
