@@ -20,6 +20,7 @@ from ._target import DEFAULT_PLATEAU_MAX_DROP, DEFAULT_PLATEAU_WINDOW, plateau
 
 __all__ = ["PILOT_TAIL", "PilotTarget", "pilot_target"]
 
+Curve = tuple[Sequence[float], Sequence[float]]  # (steps, values) of one seed
 PILOT_TAIL = 1 / 3  # the last third of the pilot's horizon: the plateau, at 3 x the judged horizon
 
 
@@ -44,7 +45,7 @@ class PilotTarget:
 
 
 def pilot_target(
-    curves: Mapping[int | str, tuple[Sequence[float], Sequence[float]]],
+    curves: Mapping[int, Curve] | Mapping[str, Curve],
     *,
     horizon: float,
     slack: float,

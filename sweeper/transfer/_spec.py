@@ -197,8 +197,8 @@ class TransferSpec(BaseModel):
         if target.rule != "pilot" or pilot is None:
             return target
         facts = _source_facts(info.data.get("sweep"), info.data.get("trial") or {})
-        judged = info.data.get("seeds") or facts.seeds
-        shared = sorted(set(pilot.seeds) & set(judged or ()))
+        judged: list[int] = info.data.get("seeds") or facts.seeds or []
+        shared = sorted(set(pilot.seeds) & set(judged))
         if shared:
             raise ValueError(f"target.pilot.seeds must be disjoint from the transfer's judged seeds {sorted(judged)} "
                              f"(the runs that are judged must not set their own line); {shared} are among them")
