@@ -63,10 +63,12 @@ from ..jobfiles import (
     SPEC_FILE,
     STATE_FILE,
     TRANSFER_FILE,
+    driver_running,
     is_sweep_folder,
     is_transfer_folder,
     read_json,
     read_outcome,
+    read_status,
     read_transfer,
     request_cancel,
     transfer_version,
@@ -752,8 +754,10 @@ def transfer_status(workdir: str | Path) -> dict[str, Any]:
             "source_sweep_id": state.source["sweep_id"], "rungs": plan.rungs, "arms": plan.arms,
             "horizon": plan.horizon, "runs_planned": plan.planned_runs(),
             "tracking_uri": state.tracking["tracking_uri"], "experiment": state.tracking["experiment"]}
-    if not is_sweep_folder(path):  # the driver has not reached its sweep yet
-        return {**base, "state": "PENDING", "driver_alive": False, "counts": {}, "parent_run_id": None}
+    if not is_sweep_folder(path):  # the driver has not reached its sweep yet (timing, or the pilot)
+        outcome = read_outcome(path)  # a transfer stopped in its pilot ended there
+        return {**base, "state": outcome["state"] if outcome else "PENDING", "driver_alive": driver_running(path),
+                "counts": {}, "parent_run_id": None, **_pilot_status(path, state.plan)}
     status = sweep_status(path)
     outcome = read_outcome(path)
     sweep_state = status.get("state")
@@ -768,7 +772,20 @@ def transfer_status(workdir: str | Path) -> dict[str, Any]:
             "tracking_uri": status.get("tracking_uri", base["tracking_uri"]),
             "experiment": status.get("experiment", base["experiment"]), "summary": status.get("summary"),
             "running": status.get("running") or [], "events": status.get("events") or [],
-            "error": (outcome or {}).get("error") or status.get("error"), "updated_at": status.get("updated_at")}
+            "error": (outcome or {}).get("error") or status.get("error"), "updated_at": status.get("updated_at"),
+            **_pilot_status(path, plan)}
+
+
+def _pilot_status(path: Path, plan: TransferPlan) -> dict[str, Any]:
+    """{"pilot": its state, run counts and target once derived} for a transfer with a pilot; {} without."""
+    if plan.pilot is None:
+        return {}
+    status = read_status(path / PILOT_FOLDER) or {}
+    state = status.get("state", "PENDING")
+    if state == "RUNNING" and not driver_running(path):  # its driver is the transfer's
+        state = "INTERRUPTED"
+    return {"pilot": {"state": state, "counts": status.get("counts") or {},
+                      "target": (plan.pilot.get("result") or {}).get("value")}}
 
 
 def cancel_transfer(workdir: str | Path, *, grace_s: float = 60.0) -> dict[str, Any]:

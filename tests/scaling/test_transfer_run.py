@@ -293,6 +293,9 @@ def test_a_pilot_trained_before_the_judged_runs_sets_one_target_for_every_rung(c
     assert doc["targets"]["pilot"]["result"]["value"] == derived["value"]
     assert doc["fits"]["steps_to_target"]["target_values"] == report["target_values"]
 
+    pilot_status = transfer_status(case["root"] / "pilot")["pilot"]
+    assert pilot_status["state"] == "SUCCEEDED" and pilot_status["target"] == derived["value"]
+
     # Resumed: the finished pilot is reused as it was recorded, nothing runs again.
     again = run_transfer(spec, workdir=case["root"] / "pilot", resume=True)
     assert again.plan.pilot["result"] == derived and again.runs == result.runs
