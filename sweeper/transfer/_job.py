@@ -600,6 +600,7 @@ class TransferJob:
 
     def _pilot(self, state: TransferState, run: JobRun) -> str:
         """The pilot (target rule `pilot`) run, or reused, and its target recorded: how it ended."""
+
         def run_sweep(pilot_spec: dict[str, Any], folder: Path) -> str:
             if self.spec.execution is not None:  # as the transfer's own sweep: execution may change on resume
                 pilot_spec = {**pilot_spec, "execution": self.spec.execution.model_dump(mode="json")}
@@ -607,12 +608,12 @@ class TransferJob:
             return run_stages(SweepJob(SweepSpec.model_validate(pilot_spec)), replace(run.inner(), workdir=folder),
                               resume=True).state
 
-        tracking = state.tracking
-        return run_pilot(state, run.workdir, run_sweep=run_sweep, plateau_spec=PlateauSpec.model_validate(
-                             state.plan.plateau or {}),
-                         read=lambda: read_runs(_stored_uri(run.workdir / PILOT_FOLDER) or tracking["tracking_uri"],
-                                                tracking["experiment"], PILOT_OF_TAG, state.transfer_id),
-                         out=run.stream)
+        def read() -> list[TransferRun]:
+            uri = _stored_uri(run.workdir / PILOT_FOLDER) or state.tracking["tracking_uri"]
+            return read_runs(uri, state.tracking["experiment"], PILOT_OF_TAG, state.transfer_id)
+
+        plateau = PlateauSpec.model_validate(state.plan.plateau or {})
+        return run_pilot(state, run.workdir, run_sweep=run_sweep, read=read, plateau_spec=plateau, out=run.stream)
 
     def failed(self, run: JobRun, exc: JobFailedError) -> None:
         write_json(run.workdir / OUTCOME_FILE, {"state": "FAILED", "error": str(exc), "finished_at": _now()})
