@@ -7,6 +7,7 @@ arms, and read what happened.
   split by what it answers (`_record`, `_savings`, `_targets`, `_fits`, `_verdict`, `_export`);
 - `_job`: the job: `run_transfer` (plan, timing, one multi-rung sweep as an inner job of the sweeper's runner),
   `transfer_status`, `cancel_transfer`, and the reader of its runs (`load_transfer_result`, `export_from_sweep`);
+- `_pilot`: the pilot of target rule `pilot` (the reference arm trained to a plateau before the judged runs);
 - `_timing`: the timing stage (short runs of the real trial per rung and arm);
 - `_verification`: the verification stage (the bracket it plans, the verdict over its runs);
 - `_records`: a transfer's raw records as plain files, and the transfer read back from them

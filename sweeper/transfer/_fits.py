@@ -7,7 +7,7 @@ every run's crossing of each level, censored runs kept) and the headline level's
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import Any
 
@@ -22,6 +22,8 @@ __all__ = ["FIT_METRICS", "FitAnswers"]
 FIT_METRICS = ("time_to_best", "best_fd", "endpoint_fd", "steps_to_target", "time_to_target")
 # Fitted against size like time to best (A*N^-alpha, exponent of either sign): they grow with size at a fixed horizon.
 _COST_METRICS = ("time_to_best", "steps_to_target", "time_to_target")
+# Read against the declared target: their fits say whether the rungs' targets differ.
+_TARGET_METRICS = ("steps_to_target", "time_to_target")
 # Time to best grows with model size at a fixed horizon: the fit must allow a negative exponent.
 _TIME_ALPHA_BOUNDS = (-3.0, 3.0)
 
@@ -154,6 +156,9 @@ class FitAnswers(TargetAnswers):
 
                 docs["steps_to_target"].update(target_level=levels.headline, endpoint="first",
                                                levels=levels.to_dict(fit_doc=doc_of))
+        report = self.targets()
+        for metric in set(docs) & set(_TARGET_METRICS):
+            _mark_targets(docs[metric], report["target_values"], report["targets_differ"])
         return docs
 
     def undertrained_fitted(self, fit: ScalingFit, undertrained: Sequence[str] | None = None) -> list[str]:
@@ -161,6 +166,20 @@ class FitAnswers(TargetAnswers):
         rungs = self.undertrained_rungs() if undertrained is None else undertrained
         fitted = {s for a in fit.arms for s in fit.sizes[a]}
         return [r for r in rungs if float(self.parameters(r)) in fitted]
+
+
+def _mark_targets(doc: dict[str, Any], values: Mapping[str, float | None], differ: bool) -> None:
+    """A steps- or time-to-target fit's document with the target at each rung (`target_values`) and whether they
+    differ (`targets_differ`, then also a flag): an exponent fitted across rungs whose targets differ mixes model
+    size with how hard each rung's target was (one target per study: target rule `pilot`)."""
+    doc["target_values"] = dict(values)
+    doc["targets_differ"] = differ
+    # A fit at one declared level (`target_level`: the per-level fits) does not mix targets: no flag.
+    if differ and "flags" in doc and "target_level" not in doc:
+        doc["flags"] = sorted({*doc["flags"], "targets_differ"})
+        doc["flag_details"] = {**doc["flag_details"], "targets_differ": (
+            f"fitted across rungs whose targets differ ({dict(values)}): the exponent mixes model size with target "
+            "difficulty; read it per target level, or declare one target for the study (target rule 'pilot')")}
 
 
 def _mark_undertrained(doc: dict[str, Any], over: Sequence[str]) -> dict[str, Any]:

@@ -174,6 +174,11 @@ def _fit(args: argparse.Namespace) -> int:
                   f"{_num(carry, '.1%')})")
         for flag in sorted(fit.flags):
             print(f"  flag {flag}: {fit.flag_details.get(flag, '')}")
+        if metric in ("steps_to_target", "time_to_target"):
+            report = result.targets()
+            if report["targets_differ"]:
+                print(f"  flag targets_differ: fitted across rungs whose targets differ ({report['target_values']}): "
+                      "the exponent mixes model size with target difficulty")
         fitted = {s for a in fit.arms for s in fit.sizes[a]}
         over = [r for r in undertrained if float(result.parameters(r)) in fitted]
         if over:

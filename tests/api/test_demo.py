@@ -67,10 +67,14 @@ def test_evidence_profile_decides_with_uncertainty_and_declares_its_target() -> 
     assert made == SweepSpec.model_validate(twin)
     spec = TransferSpec.model_validate({"name": "e", "sweep": "x", "rungs": list(p.rungs),
                                         "seeds": list(p.transfer_seeds or ()), **p.transfer})
-    # judged on seeds that neither chose nor confirmed, against a target fixed before the runs (from a pilot on
-    # other seeds), with seeds added while the saving against Muon at the largest rung is not shown
+    # judged on seeds that neither chose nor confirmed, against one target for every rung fixed before the runs
+    # (an AdamW pilot at cpu-xs, 3 x the horizon, on seeds apart from all of those), with seeds added while the
+    # saving against Muon at the largest rung is not shown
     assert spec.seeds == [6, 7, 8] and not set(spec.seeds) & {*sweep.seeds, *sweep.confirm_seeds}
-    assert spec.target.rule == "fixed" and sorted(spec.target.values) == sorted(p.rungs)
+    pilot = spec.target.pilot
+    assert spec.target.rule == "pilot" and pilot is not None and spec.target.arm == "adamw"
+    assert (pilot.rung, pilot.horizon_factor) == ("cpu-xs", 3) and spec.horizon_factor * p.horizon == 480
+    assert len(pilot.seeds) == 2 and not set(pilot.seeds) & set(range(12))  # apart from 0-8 and the rounds' 9-11
     assert spec.rounds is not None and spec.rounds.against == "muon" and spec.rounds.max_seeds == 6
     # the instrument calibrated, the arms tuned alike, the per-step cost interleaved to +-2 %
     assert spec.timing.method == "interleaved" and spec.timing.clock == "thread"
