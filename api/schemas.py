@@ -113,7 +113,8 @@ class TransferCreate(BaseModel):
     trial: dict[str, Any] | None = Field(None, description="TrialConfig overrides shared by every run.")
     target: dict[str, Any] | None = Field(
         None, description="Quality target declared before the runs (sweeper.TransferSpec.target): "
-        "{rule: final_mean, arm: adamw, slack: 0.1} (default) or {rule: fixed, values: {rung: value}}.")
+        "{rule: final_mean, arm: adamw, slack: 0.1} (default), {rule: fixed, values: {rung: value}} or {rule: pilot, "
+        "pilot: {rung, horizon_factor, seeds, points}} (one target from a longer pilot run first).")
     horizon: dict[str, Any] | None = Field(
         None, description="Steps per rung: {mode: fixed} (default) or {mode: per_param, images_per_param, cap}.")
     timing: dict[str, Any] | None = Field(

@@ -19,6 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 from matplotlib.figure import Figure
 
+from ._analysis import (
+    budgets_html,
+    claims_html,
+    controls_html,
+    controls_lead_html,
+    crossings_html,
+    diagnostics_html,
+)
 from ._curves import FDCurves, LossCurves, compute_fd_curves, compute_loss_curves, plot_fd_curves, plot_loss_curves
 from ._draw import png_bytes
 from ._errors import DashboardError, DashboardInputError
@@ -71,6 +79,9 @@ class ReportData:
     front: FrontData | None = None  # a sweep's quality-cost front
     trials_view: TrialsView | None = None  # a sweep's trials: parallel coordinates and slices
     comparison: ComparisonData | None = None  # two sweeps side by side
+    # A transfer's analysis (`sweeper.TransferResult.analysis()`, or its controls, targets, claims, diagnostics,
+    # tuning_budgets and lr_brackets): the controls open the page, the claims and budgets follow the targets.
+    analysis: Mapping[str, Any] | None = None
 
     @property
     def fd_info(self) -> FDInfo:
@@ -373,8 +384,15 @@ def _present(value: Any) -> bool:
     return value is not None and value != ()
 
 
+def _no_figure(_: Any) -> None:
+    return None
+
+
 # The page in order: one row per section, read by both `report_figures` and `build_report`.
 _SECTIONS = (
+    # First on a transfer's page, before any saving: whether the pipeline sees a known saving decides how the rest
+    # reads.
+    _Section("controls", "Controls: does this pipeline see a known saving?", "analysis", controls_html, _no_figure),
     _Section("comparison", "Two sweeps, point by point (B − A)", "comparison", comparison_html, plot_comparison),
     _Section("heatmap", "K × γ sweep", "heatmap", _heatmap_html, plot_heatmap),
     _Section("importance", "Which searched parameter mattered", "importance", importance_html, plot_importance),
@@ -387,6 +405,12 @@ _SECTIONS = (
              figure_field="target_scaling"),
     _Section("target_sensitivity", "The answer against where the target is drawn", "targets", _sensitivity_html,
              _plot_sensitivity, figure_only=True),
+    _Section("crossings", "Every seed kept: the first and the sustained crossing", "analysis", crossings_html,
+             _no_figure),
+    _Section("claims", "Claims in one alpha budget", "analysis", claims_html, _no_figure),
+    _Section("diagnostics", "A steps penalty: the step size or the direction?", "analysis", diagnostics_html,
+             _no_figure),
+    _Section("budgets", "Tuning budget per arm", "analysis", budgets_html, _no_figure),
     _Section("timing", "Optimizer and step time", "timing", _timing_html, plot_timing),
     _Section("update_scale", "Update size against width (refresh vs row norm)", "updates", _update_scale_html,
              plot_update_scale),
@@ -405,6 +429,7 @@ td:first-child, th:first-child { text-align: left; }
 figure { margin: 0.5em 0; }
 img { max-width: 100%; height: auto; }
 .chosen { color: #b00; }
+.controls { background: #eef4ff; border-left: 4px solid #3060c0; padding: 0.3em 1em; }
 """
 
 # Counts decoded images after load so a headless browser (tests) can tell the figures rendered.
@@ -433,6 +458,8 @@ def build_report(data: ReportData, *, figures: Mapping[str, Figure] | None = Non
             continue
         img = _img(section.name, figs.pop(section.name), dpi) if section.name in figs else ""
         tables = section.html(getattr(data, section.field))
+        if not img and not tables:  # nothing of this section in the data (e.g. a transfer without diagnostics)
+            continue
         body.append(f'<section id="{_e(section.name)}"><h2>{_e(section.heading)}</h2>{img}{tables}</section>')
     for name, fig in figs.items():
         body.append(f'<section id="{_e(name)}"><h2>{_e(name)}</h2>{_img(name, fig, dpi)}</section>')
@@ -440,13 +467,14 @@ def build_report(data: ReportData, *, figures: Mapping[str, Figure] | None = Non
     context = "".join(f"<li>{_e(k)}: <code>{_e(v)}</code></li>" for k, v in data.context.items())
     notes = [*data.notes, *(data.heatmap.notes if data.heatmap is not None else ())]
     notes_html = "<ul>" + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul>" if notes else ""
+    lead = controls_lead_html(data.analysis) if data.analysis is not None else ""  # before any number of the page
     generated = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
         f"<title>{_e(data.title)}</title><style>{_STYLE}</style></head>\n"
         f'<body data-fd-metric="{_e(",".join(info.metric_names))}">\n'
-        f"<header><h1>{_e(data.title)}</h1>"
+        f"<header><h1>{_e(data.title)}</h1>{lead}"
         f'<p class="fd"><strong>Quality metric:</strong> {_e(info.description)}</p>'
         f"<ul>{context}<li>generated: {_e(generated)}</li></ul>{notes_html}</header>\n"
         + "\n".join(body)

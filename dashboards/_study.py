@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ._decisions import decision_notes, load_selection
+from ._decisions import choice_notes, decision_notes, load_selection
 from ._errors import DashboardError
 from ._heatmap import compute_heatmap
 from ._mlflow import load_chosen, load_runs, log_figures
@@ -51,11 +51,13 @@ def transfer_report(
     context: Mapping[str, str] | None = None,
 ) -> ReportData:
     """FD and loss curves, timing and scaling panels (with ``fits``, keyed by ``SCALING_METRICS``) of a transfer's
-    runs, plus the source sweep's heatmap, importance and quality-cost front when ``sweep_run_id`` is given. A fit
-    that cannot be drawn (e.g. on too few sizes) leaves its panel out with a note instead of failing the report."""
+    runs, plus the source sweep's heatmap, importance and quality-cost front, and its chosen line with the choice's
+    warnings in the header, when ``sweep_run_id`` is given. A fit that cannot be drawn (e.g. on too few sizes) leaves
+    its panel out with a note instead of failing the report."""
     ctx = {"tracking URI": tracking_uri, "transfer parent run": transfer_run_id, **(context or {})}
     data = compute_report(load_runs(tracking_uri, transfer_run_id), title=title, fits=fits or None, context=ctx)
     notes: list[str] = []
+    choice: list[str] = []
     if sweep_run_id:
         ctx["sweep parent run"] = sweep_run_id
         sweep_records = load_runs(tracking_uri, sweep_run_id)
@@ -67,7 +69,8 @@ def transfer_report(
         selection = load_selection(tracking_uri, sweep_run_id) or {}  # the sweep's importance and front beside it
         data = replace(data, importance=importance_from_document(selection.get("importance")),
                        front=front_from_document(selection.get("front")), context=ctx)
-    return replace(data, notes=(*data.notes, *notes)) if notes else data
+        choice = choice_notes(selection)  # a choice worse than the baselines says so on the transfer's page too
+    return replace(data, notes=(*choice, *data.notes, *notes)) if choice or notes else data
 
 
 def comparison_report(doc: Mapping[str, Any]) -> ReportData:

@@ -8,8 +8,7 @@ the one the REST fits resource and the export carry.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from matplotlib.figure import Figure
@@ -17,35 +16,17 @@ from matplotlib.figure import Figure
 from scaling.rungs import step_ratio_text
 
 from ._html import escape as _e
-from ._html import table as _report_table
+from ._html import interval as _interval
+from ._html import number as _f
+from ._html import text_table as _table
 
 __all__ = ["has_sensitivity", "plot_target_sensitivity", "targets_html"]
-
-
-def _f(value: Any, digits: int = 4) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "—"
-    return f"{value:.{digits}g}"
 
 
 def _spread(d: Mapping[str, Any] | None) -> str:
     if not d or d.get("mean") is None:
         return "—"
     return _f(d["mean"]) + (f" ± {_f(d['std'], 2)}" if d.get("std") is not None else "")
-
-
-def _interval(d: Mapping[str, Any] | None, suffix: str = "") -> str:
-    if not d:
-        return "—"
-    text = _f(d["mean"], 3) + suffix
-    if d.get("lo") is None:
-        return f"{text} (n={d.get('n')}, one run)"
-    return f"{text} [{_f(d['lo'], 3)}, {_f(d['hi'], 3)}]{suffix} (n={d.get('n')})"
-
-
-def _table(header: Sequence[str], rows: Iterable[Sequence[str]], caption: str = "") -> str:
-    """The report's table, with this section's plain-text header and caption escaped (cells arrive as HTML)."""
-    return _report_table([_e(h) for h in header], rows, _e(caption))
 
 
 def _holm(doc: Mapping[str, Any]) -> str:

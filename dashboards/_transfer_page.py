@@ -18,15 +18,17 @@ from ._errors import DashboardError
 from ._report import ReportData, build_report
 from ._study import transfer_report
 
-__all__ = ["transfer_page", "transfer_page_data"]
+__all__ = ["analysis_sections", "transfer_page", "transfer_page_data"]
 
 # The report's scaling panels, keyed by the names the dashboards give the run record's fields.
 _REPORT_METRIC = {"time_to_best": "time_to_best_s", "best_fd": "best_fd", "endpoint_fd": "endpoint_fd"}
 
 
 def transfer_page(result: Any, *, transfer_id: str | None = None, sweep_id: str | None = None) -> str:
-    """The whole report of a transfer (`sweeper.TransferResult`) as one self-contained HTML page: curves, timing,
-    scaling fits, the declared target and the verification verdict, with the source sweep's heatmap. `transfer_id`
+    """The whole report of a transfer (`sweeper.TransferResult`) as one self-contained HTML page: the controls'
+    outcomes first, then curves, timing, scaling fits, the declared target, both crossings with their censoring
+    counts, the claims in one alpha budget, the effective-step diagnostic, the tuning budget per arm and the
+    verification verdict, with the source sweep's heatmap and its chosen line. `transfer_id`
     and `sweep_id` name them as the caller knows them (the service's ids); by default the transfer's own."""
     return build_report(transfer_page_data(result, transfer_id=transfer_id, sweep_id=sweep_id))
 
@@ -57,9 +59,24 @@ def transfer_page_data(result: Any, *, transfer_id: str | None = None, sweep_id:
                            title=f"scalesweep transfer {result.name}", context=context)
     data = replace(data, targets=result.target_summary(),  # time to the declared target, its fits and flags
                    target_scaling=_target_panels(result, data.fd_info))
+    try:
+        data = replace(data, analysis=analysis_sections(result))
+    except ScalingError as exc:  # said on the page, which stands without these sections
+        notes.append(f"the controls, claims, diagnostics and tuning budgets left out: {exc}")
     if notes:
         data = replace(data, notes=(*data.notes, *notes))
     return data
+
+
+def analysis_sections(result: Any) -> dict[str, Any]:
+    """The parts of the transfer's analysis (`TransferResult.analysis()`, the same keys and shapes) that the page
+    shows beside its figures: controls, targets (each comparison at both crossings), claims, diagnostics, tuning
+    budgets and lr brackets. Taken from the result's answers, not from `analysis()`, which would also refit every
+    metric and copy every run's curve."""
+    brackets = result.plan.lr_brackets
+    return {"searched_arm": result.searched_arm, "controls": result.controls(), "targets": result.targets(),
+            "claims": result.claims(), "diagnostics": result.diagnostics(), "tuning_budgets": result.tuning_budgets(),
+            "lr_brackets": {"multiples": brackets, "choices": result.lr_choices} if brackets else None}
 
 
 # Steps and time to the declared target against size: the report's and the README's figure of a transfer.

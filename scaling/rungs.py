@@ -5,7 +5,9 @@ steps-to-target ratio, the per-step time ratio and their product, the plateau fl
 Definitions:
 - The **target** at a rung comes from the transfer's `target` rule, fixed in its spec before any run starts and
   applied alike to every arm and seed: `final_mean` = (1 + slack) x the mean over seeds of the reference arm's
-  (AdamW by default) final value on the quality curve at that rung; `fixed` = a stated value per rung.
+  (AdamW by default) final value on the quality curve at that rung; `fixed` = a stated value per rung; `pilot` =
+  one value for every rung, (1 + slack) x the plateau quality of a longer pilot of the reference arm run before
+  the judged runs (`scaling.targets.pilot_target`). The report says whether the rungs' targets differ.
 - The **quality curve** of a run is its dense tracking FD (`fd_track`) when every run at the rung has one, else
   its FD at the deciding checkpoints; target and crossings are always read on the same curve.
 - **Steps to target** and **time to target** are `time_to_target`'s interpolated first crossing, in training
@@ -25,20 +27,35 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from trials.optim import ArmName
 
 from .records import TransferRun
 from .stats import holm_rejections, mean_interval, t_interval, t_p_value, t_quantile, two_sided_t_p
-from .targets import DEFAULT_PLATEAU_MAX_DROP, DEFAULT_PLATEAU_WINDOW, plateau, time_to_target
+from .targets import (
+    DEFAULT_PLATEAU_MAX_DROP,
+    DEFAULT_PLATEAU_WINDOW,
+    plateau,
+    time_to_target,
+)
 
 __all__ = [
     "HorizonSpec",
+    "PilotSpec",
     "PlateauSpec",
     "TargetSpec",
     "TimingSpec",
     "median_step_times",
+    "pilot_lines",
     "run_targets",
     "rung_horizon",
     "rung_report",
@@ -52,34 +69,101 @@ __all__ = [
 MAX_HORIZON = 10_000_000
 
 
+class PilotSpec(BaseModel):
+    """The pilot of target rule `pilot`: the reference arm trained longer than the transfer, at one rung, on seeds of
+    its own, before any judged run, so the target is read off a plateau and fixed before the runs it judges."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    rung: str | None = Field(
+        None, description="Rung of the pilot, one of the transfer's rungs; None = the transfer's smallest rung."
+    )
+    horizon_factor: float = Field(
+        3.0, ge=1.5, le=20,
+        description="The pilot's steps as a multiple of the transfer's horizon at its rung, 1.5 to 20 (3: long "
+        "enough past the judged horizon for the curve to flatten; below 1.5 the pilot barely outruns the runs it "
+        "sets the line for).",
+    )
+    seeds: list[Annotated[int, Field(ge=0, le=2**31 - 1)]] = Field(
+        default_factory=lambda: [100, 101], min_length=1, max_length=8,
+        description="The pilot's seeds, 1 to 8 distinct, none among the transfer's judged seeds (the runs that are "
+        "judged must not set their own line).",
+    )
+    points: int = Field(
+        24, ge=6, le=64,
+        description="Tracking evaluations over the pilot's curve, 6 to 64, evenly spaced from 0.1 of its horizon "
+        "to the end (plus its eval steps): dense enough to see the plateau (the judged runs keep their own).",
+    )
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct(cls, seeds: list[int]) -> list[int]:
+        if len(set(seeds)) != len(seeds):
+            raise ValueError(f"target.pilot.seeds must be distinct, got {seeds}")
+        return seeds
+
+    @field_validator("rung")
+    @classmethod
+    def _known_rung(cls, rung: str | None) -> str | None:
+        from trials.models import check_rung
+
+        return None if rung is None else check_rung(rung)
+
+
 class TargetSpec(BaseModel):
     """The quality target, declared before the runs (recorded on the transfer's parent run and in exports)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    rule: Literal["final_mean", "fixed"] = Field(
+    rule: Literal["final_mean", "fixed", "pilot"] = Field(
         "final_mean",
         description="final_mean: (1 + slack) x the mean over seeds of `arm`'s final quality at each rung; "
-        "fixed: `values[rung]` (lower is better, on the tracking FD's scale when runs track, else FD's).",
+        "fixed: `values[rung]` (lower is better, on the tracking FD's scale when runs track, else FD's); "
+        "pilot: one target for every rung, (1 + slack) x the plateau quality of `arm`'s pilot (see `pilot`), "
+        "derived before any judged run starts.",
     )
-    arm: ArmName = Field("adamw", description="Reference arm of final_mean (AdamW: the baseline the paper beats).")
+    arm: ArmName = Field("adamw", description="Reference arm of final_mean and pilot (AdamW: the baseline the paper "
+                         "beats).")
     slack: float = Field(
         0.1,
         ge=0,
         lt=1,
-        description="final_mean's margin above the reference's final mean: 0.1 so that the reference arm itself "
-        "reaches the target on most seeds before its end, not only on the seeds below its own mean.",
+        description="final_mean's and pilot's margin above the reference's quality: 0.1 so that the reference arm "
+        "itself reaches the target on most seeds before its end, not only on the seeds below its own mean.",
     )
     values: dict[str, Annotated[float, Field(gt=0, le=1e9)]] = Field(
         default_factory=dict, description="fixed: rung -> target value (> 0, at most 1e9)."
     )
+    pilot: PilotSpec | None = Field(
+        None, description="pilot: where, how long and on which seeds the reference arm's pilot trains (defaults: "
+        "the transfer's smallest rung, 3 x its horizon, seeds [100, 101], 24 tracking points)."
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_unused_pilot(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # The other rules dump as they did before `pilot` existed: the same tag, plan and fingerprint (transfers
+        # started before it still resume).
+        data: dict[str, Any] = handler(self)
+        if data.get("pilot") is None:
+            data.pop("pilot", None)
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _pilot_defaults(cls, data: Any) -> Any:
+        # `{rule: pilot}` alone takes the pilot's defaults, stated in the recorded spec.
+        if isinstance(data, Mapping) and data.get("rule") == "pilot" and data.get("pilot") is None:
+            return {**data, "pilot": {}}
+        return data
 
     @model_validator(mode="after")
     def _consistent(self) -> TargetSpec:
         if self.rule == "fixed" and not self.values:
             raise ValueError("target.values must give a value per rung when target.rule is 'fixed'")
-        if self.rule == "final_mean" and self.values:
+        if self.rule != "fixed" and self.values:
             raise ValueError("target.values is only for target.rule 'fixed'")
+        if self.rule != "pilot" and self.pilot is not None:
+            raise ValueError(f"target.pilot is only for target.rule 'pilot', not {self.rule!r}")
         bad = {r: v for r, v in self.values.items() if not (math.isfinite(v) and v > 0)}
         if bad:
             raise ValueError(f"target.values must be finite and > 0, got {bad}")
@@ -88,6 +172,11 @@ class TargetSpec(BaseModel):
     def describe(self) -> str:
         if self.rule == "fixed":
             return f"fixed per rung: {dict(sorted(self.values.items()))}"
+        if self.rule == "pilot" and self.pilot is not None:
+            p = self.pilot
+            return (f"one target for every rung: (1 + {self.slack:g}) x {self.arm}'s plateau quality in a pilot at "
+                    f"{p.rung or 'the smallest rung'}, {p.horizon_factor:g} x the horizon, seeds {p.seeds} (the mean "
+                    f"over seeds of the mean quality over the last third of the pilot's curve)")
         return f"(1 + {self.slack:g}) x mean over seeds of {self.arm}'s final quality at the rung"
 
 
@@ -256,10 +345,14 @@ def _points(run: TransferRun, curve: str) -> tuple[tuple[int, float, float], ...
     return run.track if curve == "fd_track" else run.checkpoints
 
 
-def _targets(target: TargetSpec, by_rung: Mapping[str, list[TransferRun]]) -> dict[str, dict[str, Any]]:
+def _targets(target: TargetSpec, by_rung: Mapping[str, list[TransferRun]],
+             pilot: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for rung, runs in by_rung.items():
         curve = _curve_name(runs)
+        if target.rule == "pilot":
+            out[rung] = _pilot_entry(pilot, curve)
+            continue
         if target.rule == "fixed":
             value = target.values.get(rung)
             out[rung] = {"value": value, "curve": curve,
@@ -279,15 +372,30 @@ def _targets(target: TargetSpec, by_rung: Mapping[str, list[TransferRun]]) -> di
     return out
 
 
+def _pilot_entry(pilot: Mapping[str, Any] | None, curve: str) -> dict[str, Any]:
+    """A rung's target under rule `pilot`: the pilot's one value, on the curve the rung's runs are judged on."""
+    derived = (pilot or {}).get("result") or {}
+    if derived.get("value") is None:
+        return {"value": None, "curve": curve, "source": "the pilot has not set the target (it has not finished)"}
+    if derived.get("curve") != curve:
+        # FD and tracking FD are different scales: a line drawn on one is never read on the other.
+        return {"value": None, "curve": curve, "source": f"the pilot's target is on {derived.get('curve')}, the runs "
+                f"at this rung are judged on {curve}"}
+    return {"value": float(derived["value"]), "curve": curve, "reference_mean": derived.get("quality"),
+            "reference_seeds": [int(s) for s in derived.get("per_seed") or {}],
+            "source": f"the pilot's: {derived.get('definition', '')}"}
+
+
 def run_targets(
-    runs: Sequence[TransferRun], target: TargetSpec
+    runs: Sequence[TransferRun], target: TargetSpec, pilot: Mapping[str, Any] | None = None
 ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
-    """(rung -> target {value, curve, source}, run id -> {reached, steps, time_s, target}) for succeeded runs."""
+    """(rung -> target {value, curve, source}, run id -> {reached, steps, time_s, target}) for succeeded runs;
+    `pilot`: the plan's pilot section (rule `pilot`), whose `result` holds the one target it derived."""
     ok = [r for r in runs if r.state == "SUCCEEDED" and (r.track or r.checkpoints)]
     by_rung: dict[str, list[TransferRun]] = {}
     for r in ok:
         by_rung.setdefault(r.rung, []).append(r)
-    targets = _targets(target, by_rung)
+    targets = _targets(target, by_rung, pilot)
     per_run: dict[str, dict[str, Any]] = {}
     for r in ok:
         t = targets[r.rung]
@@ -527,13 +635,23 @@ def rung_report(
     plateau_spec: PlateauSpec,
     horizons: Mapping[str, int],
     step_time_runs: Mapping[str, Mapping[str, Sequence[float]]] | None = None,
+    pilot: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The per-rung table against the declared target (module docstring), JSON-able."""
-    targets, per_run = run_targets(runs, target)
+    """The per-rung table against the declared target (module docstring), JSON-able; with rule `pilot`, `pilot` is
+    the plan's pilot section (its runs, curves and the target it derived), reported as `pilot`."""
+    targets, per_run = run_targets(runs, target, pilot)
     ok = [r for r in runs if r.state == "SUCCEEDED"]
     need = max(1, math.ceil(len(seeds) / 2))
     out: dict[str, Any] = {"rule": target.model_dump(mode="json"), "rule_text": target.describe(),
                            "min_paired_seeds": need, "rungs": {}}
+    if target.rule == "pilot":
+        out["pilot"] = dict(pilot or {"result": None})
+        derived = out["pilot"].get("result")
+        if derived and not derived.get("plateaued"):
+            # Said first by every report: a target drawn on a curve still falling is easier for longer runs.
+            out["pilot"]["flag"] = (f"PILOT NOT AT A PLATEAU: its curve still fell by more than "
+                                    f"{100 * derived['max_drop']:.0f}% over the last {derived['window']:.2g} of its "
+                                    f"horizon on some seed (drops {derived.get('drops')})")
     for rung in rungs:
         at = [r for r in ok if r.rung == rung]
         t = targets.get(rung, {"value": None, "curve": _curve_name(at), "source": "no succeeded runs"})
@@ -576,6 +694,11 @@ def rung_report(
         entry["sensitivity"] = target_sensitivity(by_arm, t["curve"], searched_arm=searched_arm,
                                                   bases=[a for a in arms if a != searched_arm])
         out["rungs"][rung] = entry
+    # One target per study or not: a steps-to-target exponent fitted across rungs of different targets mixes size
+    # with target difficulty, so the values are said beside the fits.
+    values = {rung: e["target"] for rung, e in out["rungs"].items()}
+    out["target_values"] = values
+    out["targets_differ"] = len({v for v in values.values() if v is not None}) > 1
     # Each rung x each baseline is a comparison of the same study: their claims are corrected together.
     out["multiplicity"] = correct_across_rungs(out["rungs"])
     out["per_run"] = per_run
@@ -653,7 +776,7 @@ def step_ratio_text(comp: Mapping[str, Any]) -> str:
 
 def target_table(report: Mapping[str, Any], searched_arm: str) -> list[str]:
     """The per-rung report as text lines (the CLI's and the demo's table)."""
-    lines = [f"\nagainst the target declared before the runs: {report['rule_text']}",
+    lines = [f"\nagainst the target declared before the runs: {report['rule_text']}", *pilot_lines(report),
              f"{'rung':<10} {'horizon':>7} {'target':>8} {'arm':<9} {'reached':>7} {'held':>4} {'steps to target':>17} "
              f"{'time to target s':>17} {'time to best s*':>16} {'ms/step':>8}"]
     for rung, e in report["rungs"].items():
@@ -706,6 +829,22 @@ def target_table(report: Mapping[str, Any], searched_arm: str) -> list[str]:
                      f"{multiplicity['alpha']:g}); shown beside each: a claim stands only where it is "
                      f"<= {multiplicity['alpha']:g}")
     return lines
+
+
+def pilot_lines(report: Mapping[str, Any]) -> list[str]:
+    """The pilot behind a rule-`pilot` target in words (none for the other rules): its runs, plateau quality and
+    target, and a flag when it had not plateaued."""
+    if "pilot" not in report:
+        return []
+    pilot = report["pilot"] or {}
+    derived = pilot.get("result")
+    if not derived:
+        return ["  pilot: not finished, so no target yet"]
+    head = (f"  pilot: {pilot.get('arm')} at {pilot.get('rung')}, {pilot.get('horizon')} steps, seeds "
+            f"{pilot.get('seeds')} (runs {', '.join(derived.get('run_ids') or [])}): plateau quality "
+            f"{derived['quality']:.4g} -> target {derived['value']:.4g} at every rung")
+    return [head + (" (plateaued)" if derived.get("plateaued") else ""),
+            *([f"  {pilot['flag']}"] if pilot.get("flag") else [])]
 
 
 def _holm(doc: Mapping[str, Any]) -> str:

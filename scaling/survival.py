@@ -52,6 +52,8 @@ __all__ = [
     "restricted_mean",
     "restricted_ratio",
     "restricted_saving",
+    "run_crossings",
+    "steps_above",
     "sustained_crossing",
 ]
 
@@ -85,6 +87,38 @@ def sustained_crossing(steps: ArrayLike, times_s: ArrayLike, values: ArrayLike, 
     j = int(np.flatnonzero(above)[-1])
     # From the last point above on, the tail is a curve whose only crossing is its first: `time_to_target`'s rule.
     return time_to_target(s[j:], t[j:], v[j:], goal)
+
+
+def steps_above_rows(steps: NDArray[np.float64], values: NDArray[np.float64], target: float, horizon: float
+                     ) -> NDArray[np.float64]:
+    """`steps_above` of each row of `values` (runs x points on the increasing `steps`), vectorised: the injection
+    simulation measures thousands of runs with it."""
+    with np.errstate(invalid="ignore"):
+        above = ~(values <= target)  # NaN: no value, so not holding the target
+    v0, v1 = values[:, :-1], values[:, 1:]
+    a0, a1 = above[:, :-1], above[:, 1:]
+    width = np.diff(steps)[None, :]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        # One end above, the other at or below: the line between them is above for this share of the stretch.
+        share = np.where(a0, (v0 - target) / (v0 - v1), (v1 - target) / (v1 - v0))
+    inside = np.where(a0 & a1, 1.0, np.where(~a0 & ~a1, 0.0, np.where(np.isfinite(share), share, 1.0)))
+    tail = np.where(above[:, -1], max(float(horizon) - float(steps[-1]), 0.0), 0.0)
+    return np.asarray(float(steps[0]) + (inside * width).sum(axis=1) + tail)
+
+
+def steps_above(steps: ArrayLike, values: ArrayLike, target: float, *, horizon: float) -> float:
+    """The steps in [0, `horizon`] the lower-is-better curve spends above `target`: the stretch before its first
+    point (training starts above any target), between points the share of each stretch the straight line between
+    them is above (a point without a value counts as above), and from the last point to the horizon as the last
+    point is. For a run that crosses once and holds it equals the first crossing; a run that comes back above adds
+    the steps it spends there, where the sustained crossing jumps to the horizon (docs/targets.md: the injection
+    simulation's coverage of both)."""
+    s = np.asarray(steps, dtype=float)
+    v = np.asarray(values, dtype=float)
+    if s.ndim != 1 or s.size == 0 or s.shape != v.shape or np.any(np.diff(s) <= 0) or not np.all(np.isfinite(s)):
+        raise ScalingInputError(f"steps must increase strictly, with one value each, got {s.tolist()} and "
+                                f"{v.tolist()}")
+    return float(steps_above_rows(s, v[None, :], target_value(target), _check_horizon(horizon))[0])
 
 
 @dataclass(frozen=True)
@@ -123,6 +157,28 @@ def crossings(steps: ArrayLike, times_s: ArrayLike, values: ArrayLike, target: f
     held = sustained_crossing(steps, times_s, values, target, horizon=horizon)
     last = float(s[-1]) if s.size else 0.0
     return {"first": Crossing.of(first, last), "sustained": Crossing.of(held, last)}
+
+
+def _curve_points(run: TransferRun) -> tuple[tuple[int, float, float], ...]:
+    return run.track or run.checkpoints
+
+
+def run_crossings(run: TransferRun, target: float, horizon: float) -> dict[Endpoint, Crossing]:
+    """Both crossings of one transfer run (its tracking curve when it has one), censoring by how it ended: a
+    succeeded run is observed through `horizon`; a diverged one keeps a first crossing made before it blew up but
+    neither reaches later nor holds (right-censored at `horizon`); one that failed is observed up to its last point;
+    a run without points is right-censored at 0."""
+    points = _curve_points(run)
+    if not points:
+        empty = Crossing(0.0, "right_censored")
+        return {"first": empty, "sustained": empty}
+    s, t, v = zip(*points, strict=True)
+    if run.state == "DIVERGED":
+        # Training blew up: a crossing before that stands, but it neither reaches later nor holds to the horizon.
+        first, never = crossings(s, t, v, target)["first"], Crossing(horizon, "right_censored")
+        return {"first": first if first.status != "right_censored" else never, "sustained": never}
+    # A succeeded run is observed through its horizon; one that failed only up to its last point.
+    return crossings(s, t, v, target, horizon=horizon if run.state == "SUCCEEDED" else None)
 
 
 def _counts(cs: Sequence[Crossing]) -> dict[str, int]:
@@ -252,6 +308,16 @@ def _paired(a: Mapping[Any, Crossing], b: Mapping[Any, Crossing]) -> list[Any]:
     return sorted(a, key=str)
 
 
+def boot_log_se(boot_logs: NDArray[np.float64], n: int) -> NDArray[np.float64]:
+    """The standard error of a log ratio over `n` paired seeds from its bootstrap replicates (last axis: the
+    replicates, one row per study): their sd scaled by sqrt(n / (n - 1)), since resampling n seeds from n shrinks
+    the spread by (n - 1) / n. One replicate has no spread: 0. `restricted_ratio` and the injection simulation's
+    thousands of studies at once both take it from here."""
+    if boot_logs.shape[-1] < 2:
+        return np.zeros(boot_logs.shape[:-1])
+    return np.asarray(boot_logs.std(axis=-1, ddof=1) * math.sqrt(n / (n - 1)))
+
+
 def restricted_ratio(a: Mapping[Any, Crossing], b: Mapping[Any, Crossing], *, horizon: float,
                      names: tuple[str, str] = ("a", "b"), endpoint: str = "first", n_boot: int = DEFAULT_SURVIVAL_BOOT,
                      seed: int = 0, level: float = LEVEL) -> RestrictedRatio:
@@ -271,7 +337,7 @@ def restricted_ratio(a: Mapping[Any, Crossing], b: Mapping[Any, Crossing], *, ho
     if n > 1:
         idx = np.random.default_rng(seed).integers(0, n, size=(n_boot, n))  # (B, n): the same seeds for both arms
         logs = np.log(km_restricted_means(ta[idx], ea[idx], tau)) - np.log(km_restricted_means(tb[idx], eb[idx], tau))
-        log_se = float(logs.std(ddof=1) * math.sqrt(n / (n - 1))) if n_boot > 1 else 0.0
+        log_se = float(boot_log_se(logs, n))
         half = t_quantile(level, n - 1) * log_se
         lo, hi = math.exp(center - half), math.exp(center + half)
         p = two_sided_t_p(center, log_se, n - 1)
@@ -307,6 +373,14 @@ class SurvivalSaving:
         return self.lo is not None and self.lo > 0
 
     @property
+    def verdict(self) -> Literal["saving", "cost", "null"]:
+        """'saving' when the interval lies above zero, 'cost' when it lies below (arm a takes longer: a cost shown,
+        not a saving), else 'null' (the interval includes zero, or there is none)."""
+        if self.detected:
+            return "saving"
+        return "cost" if self.hi is not None and self.hi < 0 else "null"
+
+    @property
     def includes_zero(self) -> bool:
         return self.lo is None or self.hi is None or self.lo <= 0.0 <= self.hi
 
@@ -316,8 +390,23 @@ class SurvivalSaving:
                 "step_time_ratio": {"mean": self.step_time_ratio, "lo": self.step_time_lo, "hi": self.step_time_hi,
                                     "rounds": self.timing_rounds, "p_value": self.step_time_p_value},
                 "se_seeds_log": self.se_seeds_log, "se_timing_log": self.se_timing_log, "df": self.df,
-                "detected": self.detected,
+                "detected": self.detected, "verdict": self.verdict,
                 "definition": "1 - restricted-mean steps ratio x per-step time ratio, in % (positive: a is faster)"}
+
+
+def saving_variance(log_se_steps: NDArray[np.float64] | np.float64, n: int, step_time_log_ratios: NDArray[np.float64]
+                    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """The saving's log variance and its Welch-Satterthwaite degrees of freedom, from the steps ratio's log
+    standard error over `n` seeds and the timing rounds' log ratios (last axis: the rounds; leading axes: one row
+    per study, broadcast against `log_se_steps`). No spread at all: n - 1 degrees of freedom."""
+    logs = np.asarray(step_time_log_ratios, dtype=float)
+    m = logs.shape[-1]
+    var_s = np.asarray(log_se_steps, dtype=float) ** 2
+    var_t = logs.var(axis=-1, ddof=1) / m if m > 1 else np.zeros(logs.shape[:-1])
+    var = var_s + var_t
+    with np.errstate(invalid="ignore", divide="ignore"):
+        df = var**2 / (var_s**2 / (n - 1) + (var_t**2 / (m - 1) if m > 1 else 0.0))
+    return var, np.where(var > 0, df, float(n - 1))
 
 
 def restricted_saving(steps: RestrictedRatio, step_time_log_ratios: Sequence[float], *,
@@ -336,14 +425,11 @@ def restricted_saving(steps: RestrictedRatio, step_time_log_ratios: Sequence[flo
     center = math.log(steps.ratio) + log_q
     out: dict[str, Any] = {"lo": None, "hi": None, "p_value": None, "df": None}
     if steps.log_se is not None:
-        var_s = steps.log_se**2
-        var = var_s + (var_t or 0.0)
-        df = (var**2 / (var_s**2 / (steps.n - 1) + (var_t**2 / (m - 1) if var_t else 0.0)) if var > 0
-              else float(steps.n - 1))
-        half = t_quantile(lvl, df) * math.sqrt(var)
+        var, df = saving_variance(np.float64(steps.log_se), steps.n, logs)
+        half = t_quantile(lvl, float(df)) * math.sqrt(float(var))
         # A larger product is a smaller saving: the ends swap.
         out = {"lo": 100 * (1 - math.exp(center + half)), "hi": 100 * (1 - math.exp(center - half)),
-               "p_value": two_sided_t_p(center, math.sqrt(var), df), "df": df}
+               "p_value": two_sided_t_p(center, math.sqrt(float(var)), float(df)), "df": float(df)}
     return SurvivalSaving(pct=100 * (1 - math.exp(center)), steps=steps, step_time_ratio=math.exp(log_q),
                           step_time_lo=math.exp(log_q - q_half) if q_half is not None else None,
                           step_time_hi=math.exp(log_q + q_half) if q_half is not None else None,
@@ -396,23 +482,25 @@ class CensoredFitData:
                 "refused": list(self.refused)}
 
 
-def _curve_points(run: TransferRun) -> tuple[tuple[int, float, float], ...]:
-    return run.track or run.checkpoints
+# Runs that ended: a fit or comparison counts each (a diverged or failed one censored), never drops one.
+_FINISHED = ("SUCCEEDED", "DIVERGED", "FAILED")
 
 
 def censored_fit_data(runs: Sequence[TransferRun], *, target: float, endpoint: Endpoint = "first",
                       max_censored: float = 0.5) -> CensoredFitData:
-    """Per arm, (sizes, restricted mean steps to `target`) over the rungs, from every succeeded run's quality
-    curve (its tracking curve when it has one): one target for every rung (pass each level separately to fit per
-    level). A cell (arm, rung) with `max_censored` or more of its runs right-censored is refused and left out, and
-    an arm left with fewer than two rungs has no data; both are listed in `refused`, never dropped silently.
+    """Per arm, (sizes, restricted mean steps to `target`) over the rungs, from every finished run's quality
+    curve (its tracking curve when it has one; a diverged or failed run censored as `run_crossings` says): one
+    target for every rung (`scaling.fits.fit_target_levels` fits each declared level in turn). A cell (arm, rung)
+    with `max_censored` or more of its runs right-censored is refused and left out, and an arm left with fewer
+    than two rungs has no data; both are listed in `refused`, never dropped silently.
     Raises when a run lacks its parameter count or horizon."""
     goal = target_value(target)
     if endpoint not in ("first", "sustained"):
         raise ScalingInputError(f"unknown endpoint {endpoint!r}; allowed: first, sustained")
     cells_runs: dict[tuple[str, str], list[TransferRun]] = {}
     for r in runs:
-        if r.state == "SUCCEEDED" and _curve_points(r):
+        # Every finished run counts: a diverged or failed one is censored (`run_crossings`), never dropped.
+        if r.state in _FINISHED:
             cells_runs.setdefault((r.arm, r.rung), []).append(r)
     cells: dict[str, dict[str, dict[str, Any]]] = {}
     refused: list[str] = []
@@ -423,11 +511,7 @@ def censored_fit_data(runs: Sequence[TransferRun], *, target: float, endpoint: E
             raise ScalingInputError(f"runs of {arm} at {rung} lack a parameter count or a horizon: a size fit "
                                     "needs both")
         tau = float(max(r.horizon or 0 for r in at))
-        hits = []
-        for r in at:
-            s, t, v = zip(*_curve_points(r), strict=True)
-            hits.append(crossings(s, t, v, goal, horizon=r.horizon)[endpoint])
-        rm = restricted_mean(hits, tau)
+        rm = restricted_mean([run_crossings(r, goal, tau)[endpoint] for r in at], tau)
         cell = {"parameters": at[0].parameters, "restricted_mean": rm.mean, "horizon": tau, "n": rm.n,
                 "reached": rm.reached, "right_censored": rm.right_censored, "left_censored": rm.left_censored}
         cells.setdefault(arm, {})[rung] = cell

@@ -6,7 +6,8 @@ A driver runs in a process of its own and keeps its state in a work folder:
     sweep.json      the sweep's identity: sweep id, parent run id, tracking URI, experiment, spec fingerprint
     spec.json       the sweep spec it runs, as JSON (a transfer plans from a finished sweep's copy)
     status.json     live state, rewritten as trials start and end (read by `read_status`)
-    driver.lock     held (flock) by the running driver: a second driver for the same folder is refused
+    driver.lock     held (flock) by the running driver, as is the folder itself: a second driver for the same
+                    folder is refused (`driver_lock`)
     cancel          ask the driver to stop (`request_cancel`); it checks for the file between Tune steps
     transfer.json   a transfer's identity and plan, beside its sweep's files
     outcome.json    a transfer's final state once its driver ended
@@ -170,16 +171,35 @@ def clear_cancel(workdir: str | Path) -> None:
     (Path(workdir) / CANCEL_FILE).unlink(missing_ok=True)
 
 
+def _flock(fd: int) -> bool:
+    """Take an exclusive flock on `fd` without waiting; False when another open file holds it."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
 @contextlib.contextmanager
 def driver_lock(workdir: Path, refused: type[Exception]) -> Iterator[None]:
     """Hold the work folder's driver lock for the block; `refused` (naming the running driver's pid) when another
-    driver holds it."""
+    driver holds it.
+
+    The lock is an flock on the folder itself (its directory, opened read-only) and one on `driver.lock` in it.
+    The folder's is what holds: a file's lock goes with its name, and a trainer running in the job's folder once
+    removed `driver.lock` while the driver held it, after which a second driver created a new file, locked it and
+    ran the same sweep beside the first (issue 53, M7); removing a file in the folder leaves the folder's lock held.
+    The file's is kept so that this driver and one of an earlier release (which locks only the file) exclude each
+    other across an upgrade."""
     workdir.mkdir(parents=True, exist_ok=True)
-    handle = (workdir / LOCK_FILE).open("a+")
+    folder = os.open(workdir, os.O_RDONLY | os.O_DIRECTORY)
+    handle = None
     try:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        held = _flock(folder)
+        if held:
+            handle = (workdir / LOCK_FILE).open("a+")
+            held = _flock(handle.fileno())
+        if not held:
             status = read_status(workdir) or {}
             raise refused(
                 f"a driver is already running the sweep in {workdir} (pid {status.get('pid', '?')}); "
@@ -187,21 +207,28 @@ def driver_lock(workdir: Path, refused: type[Exception]) -> Iterator[None]:
             ) from None
         yield
     finally:
-        handle.close()  # closing releases the lock
+        if handle is not None:
+            handle.close()  # closing releases the lock
+        os.close(folder)
 
 
 def driver_running(workdir: Path) -> bool:
-    """Whether a driver holds the lock of `workdir` now (a pid alone may have been reused)."""
+    """Whether a driver holds the lock of `workdir` now (a pid alone may have been reused): its folder's lock, or
+    the lock file's (a driver of an earlier release)."""
+    try:
+        folder = os.open(workdir, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:  # no folder, no driver
+        return False
+    try:
+        if not _flock(folder):
+            return True
+    finally:
+        os.close(folder)  # closing releases what was just taken
     path = workdir / LOCK_FILE
     if not path.exists():
         return False
     with path.open("a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(handle, fcntl.LOCK_UN)
-        return False
+        return not _flock(handle.fileno())
 
 
 def store_transfer_report(folder: str | Path, page: str, version: Any) -> None:

@@ -119,8 +119,60 @@ def test_a_bad_manifest_is_refused_naming_the_field(tmp_path: Path) -> None:
     manifest = root / "benchmarks" / "studies" / "step_ratio" / "study.toml"
     text = manifest.read_text(encoding="utf-8")
     manifest.write_text(text.replace('deriver = "step_ratio"', 'deriver = "steps"'), encoding="utf-8")
-    with pytest.raises(mod.RederiveError, match=r"deriver 'steps' is unknown; allowed: \['step_ratio'\]"):
+    with pytest.raises(mod.RederiveError, match=r"deriver 'steps' is unknown; allowed: \['step_ratio', 'transfer'\]"):
         mod.rederive(root, out=lambda _: None)
     manifest.write_text('colour = "red"\n' + text, encoding="utf-8")
     with pytest.raises(mod.RederiveError, match="colour"):
         mod.rederive(root, out=lambda _: None)
+
+
+def _transfer_study(root: Path) -> Path:
+    """A study of a transfer's records (a tiny real transfer with both controls, two seeds, one rung:
+    tests/data/transfer_records, written by `scalesweep transfer records`) whose printed tables are the deriver's own
+    Markdown, under `root`."""
+    records = root / "benchmarks" / "studies" / "tiny" / "records"
+    shutil.copytree(ROOT / "tests" / "data" / "transfer_records", records)
+    paths = [records / n for n in ("transfer_record.json", "runs.csv", "curves.csv")]
+    tables = rederive().derive_transfer(paths)
+    lines = []
+    for name, table in tables.items():
+        lines += [f"### {name}", "", *rederive().markdown(table), ""]
+    (root / "STUDY.md").write_text("\n".join(lines), encoding="utf-8")
+    manifest = ['title = "tiny"', 'command = "scalesweep transfer records"', 'deriver = "transfer"',
+                "records = [" + ", ".join(f'"{p.relative_to(root)}"' for p in paths) + "]"]
+    for name in tables:
+        manifest += ["", "[[tables]]", 'file = "STUDY.md"', f'heading = "### {name}"', f'derived = "{name}"']
+    (records.parent / "study.toml").write_text("\n".join(manifest) + "\n", encoding="utf-8")
+    return records
+
+
+def test_a_transfer_study_rederives_from_its_records_and_a_changed_curve_fails(tmp_path: Path) -> None:
+    records = _transfer_study(tmp_path)
+    tables = rederive().derive_transfer([records / "transfer_record.json"])
+    controls = tables["controls"].rows
+    # the controls read as the transfer read them: identical curves give a steps ratio of exactly 1; the positive
+    # control's per-step ratio within reach of its separately measured cost
+    assert controls[("cpu-xs", "negative")]["steps ratio (first crossing)"].values == (1.0, 1.0, 1.0)
+    positive = controls[("cpu-xs", "positive")]
+    assert positive["outcome"].text.startswith("ok: positive control: saving")
+    lo, hi = positive["per-step ratio"].values[1:]
+    assert lo <= positive["expected per-step ratio"].values[0] <= hi
+    assert set(tables["comparisons"].rows) == {("cpu-xs", b, c) for b in ("muon", "adamw")
+                                               for c in ("first", "sustained")}
+    assert rederive().rederive(tmp_path, out=lambda _: None) == []
+
+    # One evaluation of Muon's tracking curve (seed 0, mid-run) doubled: Muon no longer holds below the target from
+    # there, so its sustained crossing moves and the comparison against Muon changes.
+    runs = list(csv.DictReader((records / "runs.csv").open(encoding="utf-8")))
+    (muon,) = [r["run_id"] for r in runs if r["arm"] == "muon" and r["seed"] == "0"]
+    rows = list(csv.reader((records / "curves.csv").open(encoding="utf-8")))
+    hits = [i for i, r in enumerate(rows) if r[0] == muon and r[1] == "track"]
+    rows[hits[len(hits) // 2]][4] = repr(2 * float(rows[hits[len(hits) // 2]][4]))
+    with (records / "curves.csv").open("w", newline="", encoding="utf-8") as f:
+        csv.writer(f, lineterminator="\n").writerows(rows)
+    problems = rederive().rederive(tmp_path, out=lambda _: None)
+    assert problems and all(p.startswith(("cpu-xs, muon,", "cpu-xs, negative,", "cpu-xs, positive,", "cpu-xs,"))
+                            for p in problems), problems
+    assert any(p.startswith("cpu-xs, muon, sustained, steps-to-target ratio:") for p in problems), problems
+    # AdamW's own figures hold; only its Holm-adjusted p moves, as it must when another p of the family moved
+    assert not any(", adamw," in p and ", Holm p:" not in p for p in problems), problems

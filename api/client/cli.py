@@ -193,6 +193,7 @@ def _submit(client: ScalesweepClient, args: argparse.Namespace) -> int:
         best = client.sweep_best(sweep.id)
         pair = ", ".join(f"{k}={v}" for k, v in (best.get("best") or {}).items())
         print(f"chosen: {pair}" if pair else "chosen: (none)")
+        _print_warnings(best)
     elif final.error:
         print(f"{final.id} {final.state}: {' '.join(final.error.split())[:300]}", file=sys.stderr)
     return _EXIT.get(final.state, 1)
@@ -272,6 +273,7 @@ def _best(client: ScalesweepClient, args: argparse.Namespace) -> int:
         return 0
     pair = ", ".join(f"{k}={v}" for k, v in (doc.get("best") or {}).items())
     print(f"{args.sweep_id} {doc.get('state', '')}: chosen {pair or '(none)'}")
+    _print_warnings(doc)
     rule = (doc.get("selection") or {}).get("rule")
     if rule:
         print(f"rule: {' '.join(str(rule).split())}")
@@ -279,13 +281,30 @@ def _best(client: ScalesweepClient, args: argparse.Namespace) -> int:
     points.sort(key=lambda p: (p.get("rank") is None, p.get("rank") or 0, str(p.get("point_key"))))
     if points:
         keys = [k for k in ("rank", "point_key", "objective", "seed_std", "p_best", "status") if k in points[0]]
-        print(_table(keys, [[p.get(k) for k in keys] for p in points]))
+        print(_table(keys, [[_cell(p, k) for k in keys] for p in points]))
     baselines = [b for b in doc.get("baselines") or [] if isinstance(b, dict)]
     if baselines:
         print("baselines:")
         print(_table(["arm", "objective", "seed_std", "status"],
                      [[b.get("point_key"), b.get("objective"), b.get("seed_std"), b.get("status")] for b in baselines]))
     return 0
+
+
+def _print_warnings(best: dict[str, Any]) -> None:
+    """Right under the chosen line: a choice worse than every baseline on the mean (with the per-seed count,
+    significant or not), or worse than a baseline with confidence (`GET /v1/sweeps/{id}/best`)."""
+    for warning in [best.get("choice_warning"), *(best.get("warnings") or [])]:
+        if warning:
+            print(f"WARNING: {warning}")
+
+
+def _cell(point: dict[str, Any], key: str) -> Any:
+    """A rank-table cell; P(best) as a probability only from 5 seeds (`scaling.claims.p_best_text`)."""
+    if key == "p_best" and point.get(key) is not None:
+        from scaling.claims import p_best_text
+
+        return p_best_text(point[key], len(point.get("seed_objectives") or {}))
+    return point.get(key)
 
 
 def _transfer(client: ScalesweepClient, args: argparse.Namespace) -> int:

@@ -144,9 +144,9 @@ class Settings(EnvSettings):
         "more is answered 503 with Retry-After at once, so cheap reads never wait behind them (docs/load.md).",
     )
     report_timeout_s: float = Field(
-        300, gt=0, le=86_400, description="Longest a sweep's HTML report may take to draw, in its own worker "
-        "process; past it the worker is killed and the request answered 503 (a report with its figures bounded "
-        "draws in seconds: docs/security.md).",
+        300, gt=0, le=86_400, description="Longest an HTML report (a sweep's, a comparison's, a running "
+        "transfer's) may take to draw, in its own worker process; past it the worker is killed and the request "
+        "answered 503 (the worst case measured drew in seconds: docs/load.md).",
     )
     report_memory_mb: int = Field(
         2048, ge=256, le=1_048_576, description="Data memory (heap) a report's worker process may take, in MiB; "

@@ -22,9 +22,9 @@ from ..survival import (
     Endpoint,
     RestrictedRatio,
     SurvivalSaving,
-    crossings,
     restricted_ratio,
     restricted_saving,
+    run_crossings,
 )
 from ._claims import AlphaBudget, holm_in_budget
 
@@ -56,20 +56,6 @@ class CrossingComparison:
         return out
 
 
-def _crossings_of(run: TransferRun, target: float, horizon: float) -> dict[Endpoint, Crossing]:
-    points = run.track or run.checkpoints
-    if not points:
-        empty = Crossing(0.0, "right_censored")
-        return {"first": empty, "sustained": empty}
-    s, t, v = zip(*points, strict=True)
-    if run.state == "DIVERGED":
-        # Training blew up: a crossing before that stands, but it neither reaches later nor holds to the horizon.
-        first, never = crossings(s, t, v, target)["first"], Crossing(horizon, "right_censored")
-        return {"first": first if first.status != "right_censored" else never, "sustained": never}
-    # A succeeded run is observed through its horizon; one that failed only up to its last point.
-    return crossings(s, t, v, target, horizon=horizon if run.state == "SUCCEEDED" else None)
-
-
 def compare_crossings(
     runs: Sequence[TransferRun], *, rung: str, searched: str, baseline: str, target: float,
     horizon: float | None = None, step_time_log_ratios: Sequence[float] | None = None,
@@ -87,7 +73,7 @@ def compare_crossings(
         raise ScalingInputError(f"no horizon for {rung}: give horizon= or runs that record theirs")
     per_arm: dict[str, dict[int, dict[Endpoint, Crossing]]] = {searched: {}, baseline: {}}
     for r in at:
-        per_arm[r.arm][r.seed] = _crossings_of(r, target, float(tau))
+        per_arm[r.arm][r.seed] = run_crossings(r, target, float(tau))
     steps: dict[str, RestrictedRatio] = {}
     savings: dict[str, SurvivalSaving] = {}
     for endpoint in ENDPOINTS:

@@ -12,6 +12,7 @@ from ._injection import (
     control_simulation,
     grid_crossings,
     injection_coverage,
+    study_log_ratios,
 )
 
 __all__ = [
@@ -26,4 +27,5 @@ __all__ = [
     "grid_crossings",
     "injection_coverage",
     "null_reading",
+    "study_log_ratios",
 ]

@@ -117,10 +117,14 @@ def control_outcome(kind: ControlKind, saving: SurvivalSaving, *, alpha: float =
 
 
 def null_reading(saving: SurvivalSaving, positive: ControlOutcome | None) -> str:
-    """How to read the searched arm's saving: 'shown' when its interval excludes 0; a null is 'interpretable' only
-    when the positive control passed, else 'not interpretable' (no positive control, or it failed)."""
-    if not saving.includes_zero:
-        return "shown: the interval excludes 0"
+    """How to read the searched arm's saving, by `saving.verdict`: 'saving shown' when its interval lies above 0,
+    'cost shown' when it lies below 0 (the searched arm takes longer: a cost, never a saving shown); a null is
+    'interpretable' only when the positive control passed, else 'not interpretable' (no positive control, or it
+    failed)."""
+    if saving.verdict == "saving":
+        return f"saving shown: the interval lies above 0 ({_interval(saving)})"
+    if saving.verdict == "cost":
+        return f"cost shown: the interval lies below 0 ({_interval(saving)}): the searched arm takes longer, no saving"
     if positive is None:
         return "null, not interpretable: no positive control ran"
     if positive.control != "positive":
@@ -128,3 +132,7 @@ def null_reading(saving: SurvivalSaving, positive: ControlOutcome | None) -> str
     if not positive.passed:
         return "null, not interpretable: the positive control's known saving was not detected"
     return "null, interpretable: the positive control's saving was detected by the same pipeline"
+
+
+def _interval(saving: SurvivalSaving) -> str:
+    return f"{saving.pct:+.1f} % [{saving.lo:+.1f}, {saving.hi:+.1f}]"

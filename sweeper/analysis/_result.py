@@ -21,6 +21,7 @@ from ..selection import (
     PointSummary,
     SweepSelection,
     TrialRecord,
+    describe_objective,
     front_rule,
     latest_attempts,
     select_best,
@@ -37,7 +38,8 @@ __all__ = ["SweepResult", "load_sweep_result"]
 @dataclass
 class SweepResult:
     """Everything a sweep measured and chose. FD values are on the trials' feature extractor (see the runs'
-    `fd.metric_name` tag); the objective is the mean over seeds of the mean FD at `eval_steps`."""
+    `fd.metric_name` tag); the objective is the mean over seeds of the mean FD at `eval_steps`, or of the steps to a
+    declared target (`objective` says which)."""
 
     sweep_id: str
     name: str
@@ -54,6 +56,7 @@ class SweepResult:
     counts: dict[str, int] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     workdir: str | None = None
+    objective: str = ""  # the objective in words (`sweeper.selection.describe_objective`); "" = the mean FD
 
     @property
     def best(self) -> dict[str, float | int] | None:
@@ -93,7 +96,7 @@ class SweepResult:
         return {
             "sweep_id": self.sweep_id,
             "name": self.name,
-            "objective": f"mean over seeds {self.seeds} of the mean FD at eval steps {self.eval_steps}",
+            "objective": self.objective_text(),
             "eval_steps": self.eval_steps,
             "seeds": self.seeds,
             "selection": self.selection.to_dict() if self.selection is not None else None,
@@ -104,6 +107,10 @@ class SweepResult:
             "counts": self.counts,
             "budgets": self.budgets(),
         }
+
+    def objective_text(self) -> str:
+        """What chose the point, in words: the mean FD at the eval steps, or the steps to a declared target."""
+        return self.objective or describe_objective("mean_fd", eval_steps=self.eval_steps, seeds=self.seeds)
 
     def budgets(self) -> dict[str, dict[str, int]]:
         """Tuning effort per arm: settings tried (points, or lrs of a baseline) and trials (settings x seeds), so
@@ -126,8 +133,8 @@ class SweepResult:
 
     def table(self) -> str:
         """The rank table, baselines and the choice, as text."""
-        lines = [f"sweep {self.name} ({self.sweep_id}): {self.state}; objective = mean FD at steps "
-                 f"{self.eval_steps}, mean over seeds {self.seeds}"]
+        said = self.objective or f"mean FD at steps {self.eval_steps}, mean over seeds {self.seeds}"
+        lines = [f"sweep {self.name} ({self.sweep_id}): {self.state}; objective = {said}"]
         counts = ", ".join(f"{v} {k.lower()}" for k, v in self.counts.items() if v)
         lines.append(f"trials: {counts or 'none'}")
         header = (f"{'rank':>4}  {'point':<28} {'objective':>10} {'seed std':>9} {'seeds':>5} {'P(best)':>7} "
@@ -189,7 +196,7 @@ class SweepResult:
             for name, rel in s.vs_baselines.items():
                 pd = s.vs_baselines_paired.get(name)
                 lines.append(f"vs {name}: {rel:+.2%} of its mean; paired: "
-                             + (pd.describe(s.point.point_key, name, "FD") if pd is not None else "no common seed"))
+                             + (pd.describe(s.point.point_key, name, s.unit) if pd is not None else "no common seed"))
         else:
             lines += ["", "no point was scored on every seed yet"]
         budgets = self.budgets()
@@ -269,6 +276,8 @@ def build_result(ledger: SweepLedger, parent: Any, spec: Mapping[str, Any], *, w
         counts=count_states(records),
         timings={k: parent.data.metrics[k] for k in timing_keys if k in parent.data.metrics},
         workdir=workdir or tags.get(TAG.WORKDIR),
+        objective=describe_objective(rule.objective, target=rule.target, curve=rule.curve, seeds=seeds)
+        if rule.objective != "mean_fd" else "",
     )
 
 

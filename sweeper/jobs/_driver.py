@@ -6,7 +6,7 @@ its own process group (session), and talks to it through the work folder:
 
     DIR/sweep.json    the sweep's identity: sweep id, parent run id, tracking URI, experiment, spec fingerprint
     DIR/status.json   live state, rewritten as trials start and end (read by `sweep_status`)
-    DIR/driver.lock   held (flock) by the running driver: a second driver for the same sweep is refused
+    DIR/driver.lock   held (flock), as is DIR itself, by the running driver: a second driver for the sweep is refused
     DIR/cancel        ask the driver to stop (also: SIGTERM or SIGINT to the driver); trials end as CANCELLED
     DIR/checkpoints/  per-attempt trial checkpoints (builtin backend), so interrupted trials resume mid-way
     DIR/ray/          Ray Tune's own experiment folder (diagnostics only: the ledger is MLflow)
@@ -148,6 +148,7 @@ class _Driver:
             "trial": trial,
             "backend": backend,
             "eval_steps": req.eval_steps or spec.resolved_eval_steps,
+            "objective": spec.selection.trial_objective(),
             "threads": spec.execution.threads,
         }
 
@@ -196,8 +197,9 @@ class _Driver:
         steps = result.get("step")
         metrics = {METRIC.TRIAL_WALL_S: float(wall)} if wall else {}
         if objective is not None:
-            # The sweep's objective (the mean FD over the declared eval steps, `sweeper.search`), logged after the
-            # backend's own summary at the same step, so the run's latest `objective` is the one the planner saw.
+            # The sweep's objective (the mean FD over the declared eval steps, or the steps to the selection's
+            # target: `sweeper.search`), logged after the backend's own summary at the same step, so the run's
+            # latest `objective` is the one the planner saw.
             metrics[METRIC.OBJECTIVE] = float(objective)
         self.ledger.close(
             live.run_id,

@@ -21,7 +21,7 @@ from typing import Any
 from trials import TrialError
 from trials.record import PRUNED, TAG, TRIAL_TAG
 
-__all__ = ["BACKENDS", "declared_objective", "list_backends", "make_trainable", "run_trial_attempt"]
+__all__ = ["BACKENDS", "declared_objective", "list_backends", "make_trainable", "run_trial_attempt", "trial_objective"]
 
 ProgressFn = Callable[[dict[str, Any]], None]
 
@@ -109,7 +109,7 @@ def run_trial_attempt(job: dict[str, Any]) -> None:
         _drop_checkpoints(checkpoint_dir)  # this attempt is never resumed: a retry is a new attempt
         raise
     _drop_checkpoints(checkpoint_dir)
-    objective = declared_objective(result.fd, eval_steps) if result.status == "SUCCEEDED" else None
+    objective = trial_objective(result, eval_steps, job.get("objective")) if result.status == "SUCCEEDED" else None
     final = {
         "eval_index": n_evals,
         "objective_so_far": objective if objective is not None else math.inf,
@@ -137,6 +137,28 @@ def declared_objective(fd: Mapping[int, float], eval_steps: Sequence[int]) -> fl
         shown = ", ".join(map(str, missing[:12])) + (f", ... ({len(missing)} steps)" if len(missing) > 12 else "")
         raise TrialError(f"the trial reported no finite FD at declared eval step(s) {shown}: it cannot be scored")
     return _mean([fd[s] for s in eval_steps])
+
+
+def trial_objective(result: Any, eval_steps: Sequence[int], objective: Mapping[str, Any] | None = None) -> float:
+    """A finished trial's objective under the sweep's `selection` (`SelectionSpec.trial_objective()`; None = the
+    mean FD, as jobs built before the option): `declared_objective`, or with `steps_to_target` the steps to the
+    target on the chosen curve (`sweeper.selection.steps_to_target_score`; a censored trial scores horizon x final
+    / target). The declared eval steps must have a finite FD either way, so a trial is scored on no fewer
+    checkpoints than its peers under one objective than under the other."""
+    from ..selection import steps_to_target_score
+
+    mean_fd = declared_objective(result.fd, eval_steps)
+    if not objective or objective.get("name", "mean_fd") == "mean_fd":
+        return mean_fd
+    if objective.get("curve") == "fd":
+        curve, times = {s: result.fd[s] for s in eval_steps}, result.effective_time_s
+    else:
+        curve, times = dict(result.fd_track), result.track_effective_time_s
+    try:
+        score = steps_to_target_score(curve, float(objective["target"]), int(result.steps_done), times)
+    except ValueError as exc:
+        raise TrialError(f"steps to target on {objective.get('curve')}: {exc}") from None
+    return score.score
 
 
 def _mean(values: Sequence[float]) -> float:

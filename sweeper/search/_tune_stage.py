@@ -11,6 +11,7 @@ import contextlib
 import logging
 import math
 import os
+import shutil
 import signal
 import threading
 import time
@@ -35,9 +36,17 @@ def run_tune(spec: SweepSpec, driver: DriverHooks, workdir: Path) -> dict[str, f
         "RAY_AIR_NEW_OUTPUT": "0",  # with verbose=0 the legacy reporter prints nothing; the driver reports
     }.items():
         os.environ.setdefault(var, value)
-    started_ray, ray_init_s = _init_ray(spec)
-    with _signals_cancel(driver):  # after ray.init, which installs its own SIGTERM handler
-        return _tune(spec, driver, workdir, started_ray, ray_init_s)
+    started_ray, ray_init_s, session = _init_ray(spec)
+    try:
+        with _signals_cancel(driver):  # after ray.init, which installs its own SIGTERM handler
+            return _tune(spec, driver, workdir, started_ray, ray_init_s)
+    finally:
+        if session is not None:
+            import ray
+
+            if ray.is_initialized():  # `_tune` failed before its own shutdown: Ray's processes still use the folder
+                ray.shutdown()
+            _remove_session(session, workdir)
 
 
 def _tune(spec: SweepSpec, driver: DriverHooks, workdir: Path, started_ray: bool,
@@ -142,23 +151,47 @@ def _signals_cancel(driver: DriverHooks) -> Iterator[None]:
             signal.signal(s, handler)
 
 
-def _init_ray(spec: SweepSpec) -> tuple[bool, float]:
-    """Start a local Ray (the embedded default) or attach to a cluster; returns (started here, seconds)."""
+def _init_ray(spec: SweepSpec) -> tuple[bool, float, Path | None]:
+    """Start a local Ray (the embedded default) or attach to a cluster; returns (started here, seconds, the session
+    folder of the local Ray started here: None when attached)."""
     import ray
 
     start = time.perf_counter()
     if ray.is_initialized():
-        return False, 0.0
+        return False, 0.0, None
     address = spec.execution.ray_address or DriverSettings.from_env().ray_address
     common: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING, "configure_logging": True}
     if address and address != "local":
         ray.init(address=address, **common)  # a cluster's size is its own: never pass num_cpus here
-    else:
-        # address="local" always starts a fresh instance: a stale ray_current_cluster file can make a plain
-        # ray.init() hang, and a sweep must not run inside someone else's Ray by accident.
-        ray.init(address="local", include_dashboard=False,
-                 num_cpus=spec.execution.num_cpus or os.cpu_count(), **common)
-    return True, time.perf_counter() - start
+        return True, time.perf_counter() - start, None
+    # address="local" always starts a fresh instance: a stale ray_current_cluster file can make a plain
+    # ray.init() hang, and a sweep must not run inside someone else's Ray by accident.
+    context = ray.init(address="local", include_dashboard=False,
+                       num_cpus=spec.execution.num_cpus or os.cpu_count(), **common)
+    session = getattr(context, "address_info", {}).get("session_dir")  # a RayContext's, typed as its base class
+    return True, time.perf_counter() - start, Path(session) if session else None
+
+
+def _remove_session(session: Path, workdir: Path) -> None:
+    """Remove the session folder of the local Ray this driver started and has shut down (issue 53, L1: one
+    `<tmp>/ray/session_*` of sockets, logs and runtime environments was left per driver run). Only the folder Ray
+    reported for this driver's own instance, never another: other drivers' Rays run beside it. Its workers' logs
+    (where a trial's warnings go) are copied first into the job's `ray/worker-logs/<session>/`."""
+    if not session.name.startswith("session_") or not session.is_dir():
+        return  # not a session folder as Ray names them: not ours to remove
+    kept = workdir / "ray" / "worker-logs" / session.name
+    try:
+        for log in sorted((session / "logs").glob("worker-*")):
+            if log.is_file() and log.stat().st_size:
+                kept.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(log, kept / log.name)
+    except OSError as exc:  # a full disk must not fail a sweep that has ended: the logs are diagnostics
+        logging.getLogger(__name__).warning("could not keep Ray's worker logs of %s: %s", session, exc)
+    shutil.rmtree(session, ignore_errors=True)
+    latest = session.parent / "session_latest"  # Ray's link to the newest session: removed only while it names ours
+    with contextlib.suppress(OSError):
+        if os.readlink(latest) == str(session):
+            latest.unlink()
 
 
 def _concurrency(spec: SweepSpec) -> int:

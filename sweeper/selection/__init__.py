@@ -13,6 +13,8 @@ Every difference it reports is a paired difference over common seeds (`PairedDif
 `scaling.stats`, shared with the transfer's analysis, and named here for the selection's readers).
 
 - `_rule`: the choice rule, stated once (`select_point`, `select_points_by_key`, `Selection`);
+- `_objective`: what one trial scores, the mean FD or the steps to a declared target with censored trials scored
+  explicitly (`steps_to_target_score`, `describe_objective`);
 - `_points`: trial records -> points over seeds -> the sweep's selection (`TrialRecord`, `PointSummary`,
   `summarise_points`, `select_best`, `SweepSelection`).
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 from scaling.stats import PairedDifference, paired_difference
 
+from ._objective import describe_objective, steps_to_target_score
 from ._points import (
     COSTS,
     TRIAL_STATES,
@@ -47,6 +50,7 @@ __all__ = [
     "SweepSelection",
     "TrialRecord",
     "compare_with_baselines",
+    "describe_objective",
     "front_rule",
     "latest_attempts",
     "paired_difference",
@@ -56,5 +60,6 @@ __all__ = [
     "select_best",
     "select_point",
     "select_points_by_key",
+    "steps_to_target_score",
     "summarise_points",
 ]

@@ -1,11 +1,12 @@
 """From trial records to points and a winner: pure functions, testable on a few numbers.
 
 A *trial* is one point (or baseline arm) on one seed; a *point* is one setting of the searched parameters over
-all seeds. A point's objective is the mean over seeds of each seed's objective (mean FD at the eval steps); it is
-scored only when every seed succeeded. The winner follows `select_point`'s rule (`_rule`): among the points
-whose paired mean difference to the lowest-mean point is within one pooled standard error (with one seed: within a
-relative tie tolerance), the larger K (fewer Newton-Schulz refreshes, so cheaper), then the lower objective. Every
-point carries its probability of being best (paired bootstrap over seeds) and its paired difference to the best.
+all seeds. A point's objective is the mean over seeds of each seed's objective (mean FD at the eval steps, or the
+steps to a declared FD target: `_objective`); it is scored only when every seed succeeded. The winner follows
+`select_point`'s rule (`_rule`): among the points whose paired mean difference to the lowest-mean point is within
+one pooled standard error (with one seed: within a relative tie tolerance), the larger K (fewer Newton-Schulz
+refreshes, so cheaper), then the lower objective. Every point carries its probability of being best (paired
+bootstrap over seeds) and its paired difference to the best.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, Literal
 from scaling.stats import PairedDifference, paired_difference
 from trials.record import STATES
 
+from ._objective import describe_objective, is_censored
 from ._rule import Selection, select_points_by_key
 
 __all__ = [
@@ -95,6 +97,10 @@ class PointSummary:
     # Newton-Schulz calls per step (1/K for a periodic point, 1 for vanilla Muon, 0 for AdamW). None when unrecorded.
     optimizer_step_s: float | None = None
     ns_calls_per_step: float | None = None
+    seed_steps: dict[int, int] = field(default_factory=dict)  # seed -> steps its counted run trained
+    # Objective steps_to_target: the seeds that never reached the target (scored horizon x final / target, an "at
+    # least the horizon", not a measured crossing); None under the mean-FD objective.
+    censored_seeds: list[int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -122,6 +128,17 @@ class SweepSelection:
     vs_baselines_paired: dict[str, PairedDifference] = field(default_factory=dict)
     # the top points re-run on fresh seeds (the confirmation): selected vs confirmed objective, the final choice
     confirmation: dict[str, Any] | None = None
+    # What each trial scored (`sweeper.specs.SelectionSpec.objective`): mean_fd, or steps_to_target with its
+    # target and curve; `objective_definition` says it in words.
+    objective: str = "mean_fd"
+    target: float | None = None
+    curve: str | None = None
+    objective_definition: str = ""
+
+    @property
+    def unit(self) -> str:
+        """What the objective's numbers are, for the sentences that state a difference."""
+        return "steps to target" if self.objective == "steps_to_target" else "FD"
 
     @property
     def params(self) -> dict[str, float | int]:
@@ -155,9 +172,15 @@ class SweepSelection:
     @property
     def warnings(self) -> list[str]:
         """What a reader of the choice must see beside it: one line per baseline the chosen point loses to."""
-        return [f"the chosen point is worse than {name} with confidence: "
-                f"{self.vs_baselines_paired[name].describe('chosen', name, 'FD')}; the grid may lie outside the "
-                "useful range (e.g. its lr)" for name in self.loses_to]
+        lines = [f"the chosen point is worse than {name} with confidence: "
+                 f"{self.vs_baselines_paired[name].describe('chosen', name, self.unit)}; the grid may lie outside the "
+                 "useful range (e.g. its lr)" for name in self.loses_to]
+        censored = self.point.censored_seeds
+        if censored:
+            lines.append(f"the chosen point did not reach {self.curve} <= {self.target:g} on {len(censored)} of "
+                         f"{len(self.point.seed_objectives)} seeds ({censored}): each counts as horizon x final / "
+                         "target, a lower bound on its steps, not a measured crossing")
+        return lines
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -223,6 +246,7 @@ def summarise_points(records: Iterable[TrialRecord], seeds: Sequence[int], role:
         times = [r.optimizer_step_time_s for r in done.values() if r.optimizer_step_time_s is not None]
         calls = [r.ns5_calls / r.steps_done for r in done.values() if r.ns5_calls is not None and r.steps_done]
         summary.optimizer_step_s = statistics.fmean(times) if times else None
+        summary.seed_steps = {s: done[s].steps_done for s in sorted(done)}
         summary.ns_calls_per_step = statistics.fmean(calls) if calls else None
         points.append(summary)
     return points
@@ -289,10 +313,19 @@ def select_best(
     rule: Literal["one_se", "cheapest_within"] = "one_se",
     tolerance: float = 0.03,
     cost: Literal["ns_calls", "optimizer_time"] = "ns_calls",
+    objective: Literal["mean_fd", "steps_to_target"] = "mean_fd",
+    target: float | None = None,
+    curve: Literal["fd_track", "fd"] = "fd_track",
 ) -> SweepSelection | None:
     """Rank the scored points (lower objective first) and choose one by `select_point`'s rule (or, with
     `rule="cheapest_within"`, the cheapest point by `cost` within `tolerance` of the best); None when no point was
-    scored. Scored points succeeded on every seed, so their per-seed objectives align by seed."""
+    scored. Scored points succeeded on every seed, so their per-seed objectives align by seed, and every rule
+    compares them paired by seed whatever the `objective` they hold (`_objective`: under `steps_to_target` each
+    point and baseline also counts its censored seeds)."""
+    if objective == "steps_to_target":
+        for p in [*points, *baselines]:
+            p.censored_seeds = sorted(s for s, v in p.seed_objectives.items()
+                                      if s in p.seed_steps and is_censored(v, p.seed_steps[s]))
     value = {p.point_key: float(p.objective) for p in points if p.objective is not None}
     scored = sorted((p for p in points if p.point_key in value), key=lambda p: (value[p.point_key], p.point_key))
     if not scored:
@@ -337,4 +370,8 @@ def select_best(
         vs_baselines=vs,
         uncertainty=uncertainty,
         vs_baselines_paired=paired,
+        objective=objective,
+        target=target if objective == "steps_to_target" else None,
+        curve=curve if objective == "steps_to_target" else None,
+        objective_definition=describe_objective(objective, target=target, curve=curve),
     )

@@ -30,6 +30,7 @@ from .checks import (
     MAX_POINTS,
     MAX_SEED,
     MAX_SEEDS,
+    MIN_CROSSING_POINTS,
     Seeds,
     Step,
     TrialSection,
@@ -574,7 +575,8 @@ Backend = Annotated[BuiltinBackend | CommandBackend, Field(discriminator="name")
 
 class SelectionSpec(BaseModel):
     """How the sweep's winner is chosen from the ranked points (`sweeper.select_point`'s rule): among the points
-    whose paired mean difference to the lowest-mean point is within one pooled standard error, the larger K."""
+    whose paired mean difference to the lowest-mean point is within one pooled standard error, the larger K; and
+    what each trial scores (`objective`: the mean FD, or the steps to a declared target)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
@@ -616,6 +618,41 @@ class SelectionSpec(BaseModel):
         description="For rule 'cheapest_within': the cost axis, Newton-Schulz calls per step (counted by the "
         "optimizer; exact) or the measured optimizer seconds per step (noisy on a shared machine).",
     )
+    objective: Literal["mean_fd", "steps_to_target"] = Field(
+        "mean_fd",
+        description="What each trial scores (lower is better): 'mean_fd', the mean FD at the eval steps (the "
+        "paper's), or 'steps_to_target', the steps to reach `target` on `curve` (the first crossing, interpolated "
+        "between checkpoints, the quantity a transfer judges); a trial that never reaches scores horizon x final "
+        "FD / target, finite and above every trial that reaches.",
+    )
+    target: float | None = Field(
+        None, gt=0, le=1e9,
+        description="For objective 'steps_to_target' (required there, refused otherwise): the FD to reach, on "
+        "`curve`'s scale (the tracking FD is biased above the full FD: compare like with like).",
+    )
+    curve: Literal["fd_track", "fd"] = Field(
+        "fd_track",
+        description="For objective 'steps_to_target': the curve read for the crossing, the dense tracking FD "
+        f"('fd_track': trial.eval.track_points >= {MIN_CROSSING_POINTS}, built-in backend) or the FD at the eval "
+        f"steps ('fd': at least {MIN_CROSSING_POINTS} eval_steps).",
+    )
+
+    @model_validator(mode="after")
+    def _objective_options(self) -> SelectionSpec:
+        if self.objective == "steps_to_target" and self.target is None:
+            raise ValueError("selection.target: objective 'steps_to_target' needs a target, an FD value > 0 on "
+                             "selection.curve's scale")
+        if self.objective == "mean_fd" and (self.target is not None or self.curve != "fd_track"):
+            raise ValueError("selection.target and selection.curve apply to objective 'steps_to_target' only; "
+                             "remove them or set selection.objective: steps_to_target (allowed objectives: "
+                             "mean_fd, steps_to_target)")
+        return self
+
+    def trial_objective(self) -> dict[str, Any]:
+        """What a trial worker needs to score a finished trial (`sweeper.search`): the objective and its options."""
+        if self.objective == "mean_fd":
+            return {"name": "mean_fd"}
+        return {"name": self.objective, "target": self.target, "curve": self.curve}
 
 
 def _default_tracking_uri() -> str:
@@ -685,7 +722,8 @@ class SweepSpec(BaseModel):
     eval_steps: list[Step] | None = Field(
         None,
         max_length=1000,
-        description="Steps scored by FD; the objective is their mean. Default 2/3, 5/6 and 6/6 of the horizon.",
+        description="Steps scored by FD; the objective is their mean (selection.objective mean_fd). Default 2/3, 5/6 "
+        "and 6/6 of the horizon.",
     )
     search: SearchSpec = Field(default_factory=SearchSpec, description="The search space and method.")
     seeds: Seeds = Field(
@@ -705,7 +743,8 @@ class SweepSpec(BaseModel):
     retries: RetrySpec = Field(default_factory=RetrySpec, description="Retries of failed trials.")
     backend: Backend = Field(default_factory=BuiltinBackend, description="builtin (run_trial) or command.")
     selection: SelectionSpec = Field(
-        default_factory=SelectionSpec, description="The choice rule's options (tie, bootstrap resamples)."
+        default_factory=SelectionSpec,
+        description="The choice rule's options (tie, bootstrap resamples) and what each trial scores (objective).",
     )
     confirm: ConfirmSpec = Field(
         default_factory=ConfirmSpec, description="Re-run the top points on fresh seeds before the choice is final."
@@ -774,7 +813,36 @@ class SweepSpec(BaseModel):
                 f"early_stopping.grace_evals ({self.early_stopping.grace_evals}) must be below the number of "
                 f"eval steps ({n_evals}): ASHA can only stop a trial before its last eval step"
             )
+        if self.selection.objective == "steps_to_target":
+            self._check_crossing_curve(n_evals)
         return self
+
+    def _check_crossing_curve(self, n_evals: int) -> None:
+        """Objective steps_to_target: a curve dense enough to locate a crossing, and nothing that scores or
+        stops trials on another objective."""
+        sel = self.selection
+        if sel.curve == "fd_track":
+            from trials import TrialConfig
+
+            points = TrialConfig.model_validate(self.trial_config({"name": self.search.arm}, self.seeds[0])
+                                                ).eval.track_points
+            if points < MIN_CROSSING_POINTS:
+                raise ValueError(f"trial.eval.track_points is {points}; selection.curve 'fd_track' needs at least "
+                                 f"{MIN_CROSSING_POINTS} tracking checkpoints to locate a crossing (or set "
+                                 f"selection.curve: fd with at least {MIN_CROSSING_POINTS} eval_steps)")
+            if self.backend.name != "builtin":
+                raise ValueError("selection.curve 'fd_track' needs the builtin backend (a command trainer reports "
+                                 f"FD at the eval steps only); set selection.curve: fd with at least "
+                                 f"{MIN_CROSSING_POINTS} eval_steps")
+        elif n_evals < MIN_CROSSING_POINTS:
+            raise ValueError(f"eval_steps has {n_evals} steps; selection.curve 'fd' needs at least "
+                             f"{MIN_CROSSING_POINTS} to locate a crossing (or set selection.curve: fd_track)")
+        if self.early_stopping.method != "none":
+            raise ValueError("early_stopping.method 'asha' stops trials on their running mean FD, not on steps to "
+                             "target; with selection.objective 'steps_to_target' it must be 'none'")
+        if self.search.warm_start:
+            raise ValueError("search.warm_start tells the sampler earlier sweeps' objectives, which need not be "
+                             "steps to the same target; with selection.objective 'steps_to_target' leave it empty")
 
     @property
     def confirm_seeds(self) -> list[int]:
@@ -846,7 +914,8 @@ class SweepSpec(BaseModel):
         if payload["backend"].get("trainer", "") is None:  # a free-form command, as before trainers existed
             payload["backend"].pop("trainer")
         for key, default in (("n_boot", 2000), ("bootstrap_seed", 0),  # the selection's bootstrap options
-                             ("rule", "one_se"), ("tolerance", 0.03), ("cost", "ns_calls")):  # its front rule
+                             ("rule", "one_se"), ("tolerance", 0.03), ("cost", "ns_calls"),  # its front rule
+                             ("objective", "mean_fd"), ("target", None), ("curve", "fd_track")):  # its objective
             if payload["selection"].get(key) == default:
                 payload["selection"].pop(key)
         if payload.get("confirm") == ConfirmSpec().model_dump(mode="json"):  # no confirmation, as before

@@ -17,6 +17,7 @@ from pydantic import AfterValidator, Field, ValidationError
 __all__ = [
     "MAX_HORIZON",
     "MAX_SEEDS",
+    "MIN_CROSSING_POINTS",
     "Seeds",
     "Step",
     "TrialSection",
@@ -36,6 +37,11 @@ MAX_SEED = 2**31 - 1
 MAX_SEEDS = 100
 MAX_POINTS = 10_000
 MAX_BASELINES = 64
+# Checkpoints a curve needs before a crossing of a quality target is worth locating (`selection.objective:
+# steps_to_target`): 6 spaced over the tracked span put neighbours at most 2/15 of the horizon apart at the default
+# track_from of 1/3; the three default deciding checkpoints are 1/6 apart, and a crossing before the first of them
+# (at 2/3) is only an upper bound.
+MIN_CROSSING_POINTS = 6
 
 # TrialConfig fields the sweep sets itself; a `trial` section may not override them.
 _OWNED_TRIAL_FIELDS = {

@@ -7,8 +7,11 @@ arms, and read what happened.
   split by what it answers (`_record`, `_savings`, `_targets`, `_fits`, `_verdict`, `_export`);
 - `_job`: the job: `run_transfer` (plan, timing, one multi-rung sweep as an inner job of the sweeper's runner),
   `transfer_status`, `cancel_transfer`, and the reader of its runs (`load_transfer_result`, `export_from_sweep`);
+- `_pilot`: the pilot of target rule `pilot` (the reference arm trained to a plateau before the judged runs);
 - `_timing`: the timing stage (short runs of the real trial per rung and arm);
 - `_verification`: the verification stage (the bracket it plans, the verdict over its runs);
+- `_records`: a transfer's raw records as plain files, and the transfer read back from them
+  (`write_transfer_records`, `read_transfer_records`: what a study keeps in a repository);
 - `_work`: what a transfer asks of the cluster, in training-step units (`transfer_work`);
 - `cli`: `scalesweep transfer run|status|cancel`, `scalesweep fit` and `scalesweep export`.
 
@@ -20,6 +23,7 @@ on first use so that `import sweeper` stays light.
 from __future__ import annotations
 
 from ._job import cancel_transfer, export_from_sweep, load_transfer_result, run_transfer, transfer_status
+from ._records import read_transfer_records, write_transfer_records
 from ._result import FIT_METRICS, PlanRow, TransferPlan, TransferResult, size_basis
 from ._spec import TransferSpec, default_transfer_workdir, load_transfer_spec
 from ._verification import VerifySpec, verification_line
@@ -37,9 +41,11 @@ __all__ = [
     "export_from_sweep",
     "load_transfer_result",
     "load_transfer_spec",
+    "read_transfer_records",
     "run_transfer",
     "size_basis",
     "transfer_status",
     "transfer_work",
     "verification_line",
+    "write_transfer_records",
 ]

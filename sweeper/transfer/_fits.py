@@ -1,14 +1,18 @@
 """A transfer's scaling fits: each metric against parameter count (`scaling.fit_scaling`), fitted once per
-result and form, predictions from them, and the fits as documents (marked where fitted over undertrained rungs)."""
+result and form, predictions from them, and the fits as documents (marked where fitted over undertrained rungs).
+Where the rungs' declared targets differ, steps to target is fitted per target level (`scaling.fits.fit_target_levels`:
+every run's crossing of each level, censored runs kept) and the headline level's first-crossing fit is the
+`steps_to_target` fit; time to target is not fitted across rungs then."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from functools import cached_property
 from typing import Any
 
 from scaling import ScalingError, ScalingInputError
-from scaling.fits import ScalingFit, fit_scaling
+from scaling.fits import ScalingFit, TargetLevelFits, fit_scaling, fit_target_levels, target_levels
 
 from ._targets import TargetAnswers
 
@@ -18,6 +22,8 @@ __all__ = ["FIT_METRICS", "FitAnswers"]
 FIT_METRICS = ("time_to_best", "best_fd", "endpoint_fd", "steps_to_target", "time_to_target")
 # Fitted against size like time to best (A*N^-alpha, exponent of either sign): they grow with size at a fixed horizon.
 _COST_METRICS = ("time_to_best", "steps_to_target", "time_to_target")
+# Read against the declared target: their fits say whether the rungs' targets differ.
+_TARGET_METRICS = ("steps_to_target", "time_to_target")
 # Time to best grows with model size at a fixed horizon: the fit must allow a negative exponent.
 _TIME_ALPHA_BOUNDS = (-3.0, 3.0)
 
@@ -27,9 +33,18 @@ class FitAnswers(TargetAnswers):
 
     def fit_data(self, metric: str = "time_to_best") -> dict[str, tuple[list[float], list[float]]]:
         """Arm -> (sizes, values): one entry per succeeded run (sizes repeat over seeds), arms with fewer than two
-        rungs left out. Steps and time to target count only runs that reached the target."""
+        rungs left out. Steps and time to target count only runs that reached the target; where the rungs' targets
+        differ, steps to target is the headline level's restricted mean per arm and rung (`level_fits`) and time to
+        target has no data."""
         if metric not in FIT_METRICS:
             raise ScalingInputError(f"unknown metric {metric!r}; allowed: {list(FIT_METRICS)}")
+        if metric in ("steps_to_target", "time_to_target") and self.targets_differ():
+            if metric == "time_to_target":
+                return {}  # not fitted across targets of different difficulty (`fits` says why)
+            try:
+                return self.level_fits().at().data.data  # the headline level, first crossing: what `fits` fits
+            except ScalingError:
+                return {}
         data: dict[str, tuple[list[float], list[float]]] = {}
         hits = self.targets()["per_run"] if metric in ("steps_to_target", "time_to_target") else {}
         for run, ttb in self._succeeded():
@@ -54,17 +69,53 @@ class FitAnswers(TargetAnswers):
         """`fit_scaling` over the arms for `metric` (time_to_best | best_fd | endpoint_fd) against parameter
         count. Default form: `A*N^-alpha` for time to best (with alpha in (-3, 3): it grows with size), `E+A*N^-alpha`
         for FD. Other keyword arguments go to `fit_scaling` (n_boot, seed, allow_extrapolation, ...)."""
+        share_t = (share,) if isinstance(share, str) else tuple(share)
+        if metric in ("steps_to_target", "time_to_target") and self.targets_differ():
+            if metric == "time_to_target":
+                raise ScalingInputError(
+                    f"the rungs' targets differ ({self.rung_targets()}): time to target is not fitted across "
+                    "targets of different difficulty; steps to target is fitted per level (fits.steps_to_target."
+                    "levels)")
+            level = self.level_fits(form=form, share=share_t, **kwargs).at()
+            if level.fit is None:
+                raise ScalingInputError(f"no steps_to_target fit at the headline level {level.level:g}: {level.error}")
+            return level.fit
         data = self.fit_data(metric)
         if not data:
             raise ScalingInputError(f"no arm has succeeded runs at two rungs or more to fit {metric} on")
         form = form or ("A*N^-alpha" if metric in _COST_METRICS else "E+A*N^-alpha")
         if metric in _COST_METRICS:
             kwargs.setdefault("alpha_bounds", _TIME_ALPHA_BOUNDS)
-        share_t = (share,) if isinstance(share, str) else tuple(share)
         key = (metric, form, share_t, tuple(sorted((k, repr(v)) for k, v in kwargs.items())))
         if key not in self._fits:
             self._fits[key] = fit_scaling(data, form=form, share=share_t, **kwargs)
         return self._fits[key]
+
+    def rung_targets(self) -> dict[str, float | None]:
+        """Rung -> the target it declared (the target report's value; None where it has none)."""
+        return {rung: entry.get("target") for rung, entry in self.targets()["rungs"].items()}
+
+    def targets_differ(self) -> bool:
+        """Whether the rungs that declared a target declared more than one level."""
+        declared = {r: v for r, v in self.rung_targets().items() if v is not None}
+        return bool(declared) and len(target_levels(declared)) > 1
+
+    @cached_property
+    def _level_fits(self) -> dict[tuple[Any, ...], TargetLevelFits]:
+        return {}
+
+    def level_fits(self, form: str | None = None, share: Sequence[str] = (), **kwargs: Any) -> TargetLevelFits:
+        """Steps to target fitted per declared level across rungs (`scaling.fits.fit_target_levels`, the arms
+        only, every finished run's crossing of each level, censoring kept), at the first and sustained crossing;
+        other keyword arguments go to `fit_scaling`. Fitted once per result and settings."""
+        kwargs.setdefault("alpha_bounds", _TIME_ALPHA_BOUNDS)
+        share_t = (share,) if isinstance(share, str) else tuple(share)
+        key = (form, share_t, tuple(sorted((k, repr(v)) for k, v in kwargs.items())))
+        if key not in self._level_fits:
+            declared = {r: v for r, v in self.rung_targets().items() if v is not None}
+            self._level_fits[key] = fit_target_levels(self.runs, declared, arms=self.plan.arms,
+                                                      form=form or "A*N^-alpha", share=share_t, **kwargs)
+        return self._level_fits[key]
 
     def predict(self, arm: str, size: float | int | str, metric: str = "time_to_best",
                 **kwargs: Any) -> tuple[float, float, float]:
@@ -89,15 +140,46 @@ class FitAnswers(TargetAnswers):
     def _fit_docs(self, metrics: Sequence[str], n_boot: int | None, undertrained: Sequence[str]) -> dict[str, Any]:
         """metric -> its fit as a document, marked with the undertrained rungs it was fitted over (or the error
         that stopped it): what `analysis()` and `target_summary()` report."""
-        return {metric: {"error": str(fit)} if isinstance(fit, ScalingError)
-                else _mark_undertrained(_fit_doc(fit), self.undertrained_fitted(fit, undertrained))
-                for metric, fit in self.fits_or_errors(metrics, n_boot).items()}
+        docs: dict[str, dict[str, Any]] = {
+            metric: {"error": str(fit)} if isinstance(fit, ScalingError)
+            else _mark_undertrained(_fit_doc(fit), self.undertrained_fitted(fit, undertrained))
+            for metric, fit in self.fits_or_errors(metrics, n_boot).items()}
+        if "steps_to_target" in docs and self.targets_differ():
+            extra: dict[str, Any] = {} if n_boot is None else {"n_boot": n_boot}
+            try:
+                levels = self.level_fits(**extra)
+            except ScalingError as exc:
+                docs["steps_to_target"]["levels"] = {"error": str(exc)}
+            else:
+                def doc_of(fit: ScalingFit) -> dict[str, Any]:
+                    return _mark_undertrained(_fit_doc(fit), self.undertrained_fitted(fit, undertrained))
+
+                docs["steps_to_target"].update(target_level=levels.headline, endpoint="first",
+                                               levels=levels.to_dict(fit_doc=doc_of))
+        report = self.targets()
+        for metric in set(docs) & set(_TARGET_METRICS):
+            _mark_targets(docs[metric], report["target_values"], report["targets_differ"])
+        return docs
 
     def undertrained_fitted(self, fit: ScalingFit, undertrained: Sequence[str] | None = None) -> list[str]:
         """The undertrained rungs (default: `undertrained_rungs()`) among the sizes `fit` was fitted on."""
         rungs = self.undertrained_rungs() if undertrained is None else undertrained
         fitted = {s for a in fit.arms for s in fit.sizes[a]}
         return [r for r in rungs if float(self.parameters(r)) in fitted]
+
+
+def _mark_targets(doc: dict[str, Any], values: Mapping[str, float | None], differ: bool) -> None:
+    """A steps- or time-to-target fit's document with the target at each rung (`target_values`) and whether they
+    differ (`targets_differ`, then also a flag): an exponent fitted across rungs whose targets differ mixes model
+    size with how hard each rung's target was (one target per study: target rule `pilot`)."""
+    doc["target_values"] = dict(values)
+    doc["targets_differ"] = differ
+    # A fit at one declared level (`target_level`: the per-level fits) does not mix targets: no flag.
+    if differ and "flags" in doc and "target_level" not in doc:
+        doc["flags"] = sorted({*doc["flags"], "targets_differ"})
+        doc["flag_details"] = {**doc["flag_details"], "targets_differ": (
+            f"fitted across rungs whose targets differ ({dict(values)}): the exponent mixes model size with target "
+            "difficulty; read it per target level, or declare one target for the study (target rule 'pilot')")}
 
 
 def _mark_undertrained(doc: dict[str, Any], over: Sequence[str]) -> dict[str, Any]:
@@ -115,7 +197,8 @@ def _mark_undertrained(doc: dict[str, Any], over: Sequence[str]) -> dict[str, An
 
 def _fit_doc(fit: ScalingFit) -> dict[str, Any]:
     doc: dict[str, Any] = {
-        "form": fit.form, "share": list(fit.share), "flags": sorted(fit.flags), "flag_details": fit.flag_details,
+        # A copy: marking a document (`_mark_undertrained`) must not change the fit every other document shares.
+        "form": fit.form, "share": list(fit.share), "flags": sorted(fit.flags), "flag_details": dict(fit.flag_details),
         "bootstrap": fit.bootstrap, "n_boot_ok": fit.n_boot_ok, "level": fit.level, "converged": fit.converged,
         "notes": list(fit.notes), "suggestion": fit.suggestion,
         "loss_function": fit.loss_function, "loss_reason": fit.loss_reason,

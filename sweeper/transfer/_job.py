@@ -28,7 +28,9 @@ one child run per (rung, arm, seed) attempt, named `K=3,gamma=0.15,seed=0` (the 
 `scalesweep.transfer_name`, `scalesweep.source_sweep_id`, `scalesweep.source_sweep_name`,
 `scalesweep.source_parent_run_id`, `scalesweep.transfer.chosen` (JSON of the pair); per child:
 `scalesweep.lr_rule`, `scalesweep.lr_base` (the lr at the sweep's rung), `scalesweep.base_rung`,
-`scalesweep.base_width`; the lr a run used is its param `optimizer.lr`.
+`scalesweep.base_width`; the lr a run used is its param `optimizer.lr`. With target rule `pilot`, the pilot's runs
+come first, a sweep of their own in `pilot/` tagged `scalesweep.transfer.pilot_of` (not `scalesweep.transfer_id`:
+they are never judged), and the target they give is on the parent run as `scalesweep.transfer.pilot` (`_pilot`).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ import math
 import sys
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -47,7 +49,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from scaling import TransferError, TransferRun
 from scaling.export import Export, build_export, carry_optimizer, default_lr_rule, refuse_losing_choice
-from scaling.rungs import median_step_times, rung_horizon
+from scaling.rungs import PlateauSpec, median_step_times, rung_horizon
 from trials import JobFailedError
 from trials.optim import ARMS as _ARMS
 from trials.optim import ARMS_WITH_GAMMA
@@ -61,17 +63,21 @@ from ..jobfiles import (
     SPEC_FILE,
     STATE_FILE,
     TRANSFER_FILE,
+    driver_running,
     is_sweep_folder,
     is_transfer_folder,
     read_json,
     read_outcome,
+    read_status,
     read_transfer,
+    request_cancel,
     transfer_version,
     write_json,
     write_labelled,
 )
 from ..jobs import JobRun, SweepJob, cancel_sweep, log_transfer_figures, run_locked_job, run_stages, sweep_status
 from ..specs import SEARCH_PARAMS, SweepSpec, format_params
+from ._pilot import PILOT_FOLDER, PILOT_OF_TAG, pilot_sweep_spec, plan_pilot, run_pilot
 from ._result import TransferPlan, TransferResult, _clean, _rung_shape, size_basis
 from ._rounds import catch_up, planned_rounds, run_rounds
 from ._spec import CONTROL_ARMS, DIAGNOSTIC_ARMS, TransferSpec, default_transfer_workdir, load_transfer_spec
@@ -238,9 +244,9 @@ def _carried_rows(spec: TransferSpec, rungs: list[str], study_trial: Mapping[str
 def _control_rows(spec: TransferSpec, rows: Sequence[Mapping[str, Any]], searched_arm: str) -> list[dict[str, Any]]:
     """One row per (rung, control or diagnostic): Muon's row at that rung again, under the extra arm's name. The
     controls keep Muon's carried lr and weight decay (the positive control's optimizer is `muon_extra_ns`, the same
-    settings); the effective-step diagnostic takes lr x (1 + (K - 1) gamma) / K of the searched arm at that rung
-    (its mean update RMS relative to Muon's at the same lr) and weight decay / that factor, so its per-step decay
-    lr x wd is the searched arm's."""
+    settings); the effective-step diagnostic is Muon at the searched arm's lr at that rung x (1 + (K - 1) gamma) / K
+    (the searched arm's mean update RMS relative to Muon's at the same lr), with the searched arm's weight decay /
+    that factor, so its mean update size and its per-step decay lr x wd are the searched arm's."""
     out = []
     muon_rows = [r for r in rows if r["arm"] == "muon"]
     for kind in spec.controls:
@@ -255,9 +261,11 @@ def _control_rows(spec: TransferSpec, rows: Sequence[Mapping[str, Any]], searche
         for row in muon_rows:
             searched = next(r for r in rows if r["rung"] == row["rung"] and r["arm"] == searched_arm)["optimizer"]
             factor = effective_step_factor(searched)
-            opt = {**row["optimizer"], "lr": row["optimizer"]["lr"] * factor}
-            if opt.get("weight_decay"):
-                opt["weight_decay"] = opt["weight_decay"] / factor
+            # Muon at the searched arm's own lr x factor: the searched arm's mean update RMS, whatever lr each arm
+            # carried (their lrs differ once each was tuned on its own), and its per-step decay lr x wd.
+            opt = {**row["optimizer"], "lr": searched["lr"] * factor}
+            if searched.get("weight_decay") is not None:
+                opt["weight_decay"] = searched["weight_decay"] / factor
             out.append({**row, "arm": DIAGNOSTIC_ARMS[diagnostic], "lr": opt["lr"],
                         "weight_decay": opt.get("weight_decay"), "lr_factor": factor, "optimizer": opt})
     return out
@@ -469,6 +477,11 @@ def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[Transf
         plan["verification"] = verification
     if rounds is not None:
         plan["rounds"] = rounds
+    if spec.target.rule == "pilot":
+        plan["pilot"] = plan_pilot(spec.target, rungs=rungs, seeds=seeds, horizons=horizons, rows=rows,
+                                   study_trial=study_trial,
+                                   scaled_eval_steps=lambda h: _scaled_eval_steps(base.resolved_eval_steps,
+                                                                                  base.horizon, h))
     return TransferPlan.model_validate(plan), validated.model_dump(mode="json")
 
 
@@ -489,6 +502,7 @@ class TransferState(BaseModel):
     sweep_spec: dict[str, Any]
     created_at: str | None = None
     step_timing: dict[str, Any] | None = None  # None until measured, before the first run
+    pilot_sweep_spec: dict[str, Any] | None = None  # the pilot's sweep (target rule `pilot`), validated when planned
 
     @property
     def tracking(self) -> dict[str, str]:
@@ -540,17 +554,29 @@ class TransferJob:
             transfer_id = f"{spec.name}-{uuid.uuid4().hex[:8]}"
             source = _load_source(spec.sweep)
             plan, sweep_spec = _plan(spec, source, transfer_id)
+            pilot_spec = None
+            if plan.pilot is not None:
+                pilot_spec = _validated_sweep(pilot_sweep_spec(plan.pilot, sweep_spec, name=spec.name,
+                                                               transfer_id=transfer_id)).model_dump(mode="json")
             state = TransferState(transfer_id=transfer_id, name=spec.name, fingerprint=spec.fingerprint(),
                                   spec=spec.model_dump(mode="json"), source=source.provenance(),
                                   source_objectives=source.objectives, plan=plan, sweep_spec=sweep_spec,
-                                  created_at=_now())
+                                  created_at=_now(), pilot_sweep_spec=pilot_spec)
             state.write(path)
-        sweep_spec = dict(state.sweep_spec)
-        if spec.execution is not None:  # execution may change between a run and its resume
-            sweep_spec["execution"] = spec.execution.model_dump(mode="json")
         (path / OUTCOME_FILE).unlink(missing_ok=True)
         if out is not None:
             _print_plan(state, out)
+        if state.plan.pilot is not None:  # the target, fixed before the timing and the judged runs
+            pilot_state = self._pilot(state, run)
+            if pilot_state != "SUCCEEDED":
+                result = load_transfer_result(path)
+                result.state = "CANCELLED" if pilot_state == "CANCELLED" else "FAILED"
+                write_json(path / OUTCOME_FILE, {"state": result.state, "finished_at": _now(),
+                                                 "error": f"the pilot ended {pilot_state}", "counts": {}})
+                return result
+        sweep_spec = dict(state.sweep_spec)
+        if spec.execution is not None:  # execution may change between a run and its resume
+            sweep_spec["execution"] = spec.execution.model_dump(mode="json")
         if state.step_timing is None:
             state.step_timing = _step_timing(spec, state, out)
             state.write(path)
@@ -573,6 +599,23 @@ class TransferJob:
         write_json(path / OUTCOME_FILE, {"state": final, "finished_at": _now(), "counts": result.counts})
         result.state = final
         return result
+
+    def _pilot(self, state: TransferState, run: JobRun) -> str:
+        """The pilot (target rule `pilot`) run, or reused, and its target recorded: how it ended."""
+
+        def run_sweep(pilot_spec: dict[str, Any], folder: Path) -> str:
+            if self.spec.execution is not None:  # as the transfer's own sweep: execution may change on resume
+                pilot_spec = {**pilot_spec, "execution": self.spec.execution.model_dump(mode="json")}
+            folder.mkdir(parents=True, exist_ok=True)
+            return run_stages(SweepJob(SweepSpec.model_validate(pilot_spec)), replace(run.inner(), workdir=folder),
+                              resume=True).state
+
+        def read() -> list[TransferRun]:
+            uri = _stored_uri(run.workdir / PILOT_FOLDER) or state.tracking["tracking_uri"]
+            return read_runs(uri, state.tracking["experiment"], PILOT_OF_TAG, state.transfer_id)
+
+        plateau = PlateauSpec.model_validate(state.plan.plateau or {})
+        return run_pilot(state, run.workdir, run_sweep=run_sweep, read=read, plateau_spec=plateau, out=run.stream)
 
     def failed(self, run: JobRun, exc: JobFailedError) -> None:
         write_json(run.workdir / OUTCOME_FILE, {"state": "FAILED", "error": str(exc), "finished_at": _now()})
@@ -635,6 +678,10 @@ def _print_plan(state: TransferState, out: IO[str]) -> None:
                                          for kind, c in plan.controls.items()), file=out, flush=True)
     if plan.horizons is not None:
         print(f"  horizons per rung: {plan.horizons}; target: {plan.target_text}", file=out, flush=True)
+    if plan.pilot is not None:
+        p = plan.pilot
+        print(f"  pilot: {p['arm']} at {p['rung']}, {p['horizon']} steps, seeds {p['seeds']}, {p['points']} tracking "
+              "points: one target for every rung, derived before the judged runs", file=out, flush=True)
 
 
 def _step_timing(spec: TransferSpec, state: TransferState, out: IO[str] | None) -> dict[str, Any]:
@@ -712,8 +759,10 @@ def transfer_status(workdir: str | Path) -> dict[str, Any]:
             "source_sweep_id": state.source["sweep_id"], "rungs": plan.rungs, "arms": plan.arms,
             "horizon": plan.horizon, "runs_planned": plan.planned_runs(),
             "tracking_uri": state.tracking["tracking_uri"], "experiment": state.tracking["experiment"]}
-    if not is_sweep_folder(path):  # the driver has not reached its sweep yet
-        return {**base, "state": "PENDING", "driver_alive": False, "counts": {}, "parent_run_id": None}
+    if not is_sweep_folder(path):  # the driver has not reached its sweep yet (timing, or the pilot)
+        outcome = read_outcome(path)  # a transfer stopped in its pilot ended there
+        return {**base, "state": outcome["state"] if outcome else "PENDING", "driver_alive": driver_running(path),
+                "counts": {}, "parent_run_id": None, **_pilot_status(path, state.plan)}
     status = sweep_status(path)
     outcome = read_outcome(path)
     sweep_state = status.get("state")
@@ -728,7 +777,20 @@ def transfer_status(workdir: str | Path) -> dict[str, Any]:
             "tracking_uri": status.get("tracking_uri", base["tracking_uri"]),
             "experiment": status.get("experiment", base["experiment"]), "summary": status.get("summary"),
             "running": status.get("running") or [], "events": status.get("events") or [],
-            "error": (outcome or {}).get("error") or status.get("error"), "updated_at": status.get("updated_at")}
+            "error": (outcome or {}).get("error") or status.get("error"), "updated_at": status.get("updated_at"),
+            **_pilot_status(path, plan)}
+
+
+def _pilot_status(path: Path, plan: TransferPlan) -> dict[str, Any]:
+    """{"pilot": its state, run counts and target once derived} for a transfer with a pilot; {} without."""
+    if plan.pilot is None:
+        return {}
+    status = read_status(path / PILOT_FOLDER) or {}
+    state = status.get("state", "PENDING")
+    if state == "RUNNING" and not driver_running(path):  # its driver is the transfer's
+        state = "INTERRUPTED"
+    return {"pilot": {"state": state, "counts": status.get("counts") or {},
+                      "target": (plan.pilot.get("result") or {}).get("value")}}
 
 
 def cancel_transfer(workdir: str | Path, *, grace_s: float = 60.0) -> dict[str, Any]:
@@ -738,6 +800,8 @@ def cancel_transfer(workdir: str | Path, *, grace_s: float = 60.0) -> dict[str, 
     _transfer_state(path)
     if is_sweep_folder(path):
         cancel_sweep(path, grace_s=grace_s)  # a finished transfer stays as it ended
+    elif is_sweep_folder(path / PILOT_FOLDER):  # still in its pilot: the pilot's driver stops at its next check
+        request_cancel(path / PILOT_FOLDER)
     return transfer_status(path)
 
 

@@ -106,6 +106,9 @@ class TransferPlan(_Keyed):
     # than 1, arms named `<arm>@lr_x<multiple>`.
     lr_brackets: dict[str, list[float]] | None = None
     bracket_runs: list[PlanRow] = []
+    # Target rule `pilot` (`_pilot`): where, how long and on which seeds the reference arm's pilot trains, and once
+    # it finished (before any judged run) its `result`: run ids, curves, the one target and the plateau verdict.
+    pilot: dict[str, Any] | None = None
 
     def planned_runs(self) -> int:
         """Runs of the transfer's sweep: every row (the arms', an lr bracket's, the controls') on every seed."""

@@ -40,8 +40,11 @@ class TransferResult(ExportAnswers):
     def table(self) -> str:
         """Time to best per rung and arm (mean over seeds), and the savings, as text."""
         controls = self.controls()
-        # The controls first: whether the instrument would have seen a saving decides how the rest reads.
-        lines = [*controls["summary"], ""] if controls else []
+        # A target from a pilot that had not plateaued first, then the controls: whether the line and the instrument
+        # can be trusted decides how the rest reads.
+        flag = (self.targets().get("pilot") or {}).get("flag")
+        lines = [flag, ""] if flag else []
+        lines += [*controls["summary"], ""] if controls else []
         for doc in (self.diagnostics() or {}).values():
             lines += [*doc["lines"], ""]
         lines.append(f"transfer {self.name} ({self.transfer_id}): {self.state}; chosen {self.chosen}, "

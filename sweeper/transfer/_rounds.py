@@ -19,6 +19,7 @@ from scaling.rounds import RoundsSpec, next_seeds, planned_looks, rounds_look
 
 from ..jobs import extend_held
 from ..specs import SweepSpec
+from ._pilot import pilot_seeds
 from ._plan import TransferPlan
 
 if TYPE_CHECKING:
@@ -70,7 +71,8 @@ def run_rounds(state: TransferState, path: Path, sweep_spec: dict[str, Any], swe
     if not rounds:
         return swept_state
     rule = RoundsSpec.model_validate(rounds["rule"])
-    avoid = [int(s) for s in state.source.get("selection_seeds") or []]  # fresh seeds stay fresh
+    # Fresh seeds stay fresh, and the pilot's seeds never become judged ones.
+    avoid = [int(s) for s in state.source.get("selection_seeds") or []] + pilot_seeds(state.plan)
     while swept_state == "SUCCEEDED":
         seeds = list(state.plan.seeds)
         looks = rounds.setdefault("looks", [])

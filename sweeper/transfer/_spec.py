@@ -105,7 +105,8 @@ class TransferSpec(BaseModel):
         default_factory=lambda: TargetSpec(),
         description="The quality target, declared before any run and applied alike to every arm and seed "
         "(recorded on the parent run and in exports): final_mean (default: 1.1 x AdamW's mean final quality "
-        "at each rung) or fixed values per rung.",
+        "at each rung), fixed values per rung, or pilot (one target for every rung: 1.1 x the plateau quality of "
+        "a longer pilot of the reference arm, run and recorded before the judged runs).",
     )
     horizon: HorizonSpec = Field(
         default_factory=lambda: HorizonSpec(),
@@ -187,6 +188,25 @@ class TransferSpec(BaseModel):
                              f"{timing.block_steps}")
         return timing
 
+    @field_validator("target")
+    @classmethod
+    def _pilot_fits_the_study(cls, target: TargetSpec, info: ValidationInfo) -> TargetSpec:
+        """The pilot's seeds apart from the judged ones and its rung among the transfer's: the judged seeds and
+        rungs are the spec's, else the source sweep's where its folder is readable here (the plan checks again)."""
+        pilot = target.pilot
+        if target.rule != "pilot" or pilot is None:
+            return target
+        facts = _source_facts(info.data.get("sweep"), info.data.get("trial") or {})
+        judged: list[int] = info.data.get("seeds") or facts.seeds or []
+        shared = sorted(set(pilot.seeds) & set(judged))
+        if shared:
+            raise ValueError(f"target.pilot.seeds must be disjoint from the transfer's judged seeds {sorted(judged)} "
+                             f"(the runs that are judged must not set their own line); {shared} are among them")
+        rungs = info.data.get("rungs") or facts.rungs
+        if pilot.rung is not None and rungs is not None and pilot.rung not in rungs:
+            raise ValueError(f"target.pilot.rung must be one of the transfer's rungs {rungs}, got {pilot.rung!r}")
+        return target
+
     @field_validator("controls", "diagnostics")
     @classmethod
     def _extra_arms_buildable(cls, names: list[str], info: ValidationInfo) -> list[str]:
@@ -223,7 +243,7 @@ class TransferSpec(BaseModel):
         extra = sorted(set(self.lr_brackets) - set(self.arms))
         if extra:
             raise ValueError(f"lr_brackets names arms {extra} that are not in arms {self.arms}")
-        if self.target.rule == "final_mean" and self.target.arm not in self.arms:
+        if self.target.rule in ("final_mean", "pilot") and self.target.arm not in self.arms:
             raise ValueError(f"target.arm {self.target.arm!r} must be one of arms {self.arms}")
         if self.rounds is not None:
             if self.rounds.against not in self.arms:
@@ -299,6 +319,8 @@ class _SourceFacts(BaseModel):
     batch: int | None = None
     backend: str | None = None
     period: int | None = None  # the searched arm's refresh period at the chosen point (K for periodic)
+    seeds: list[int] | None = None  # the sweep's seeds: a transfer's judged seeds when it names none
+    rungs: list[str] | None = None  # the sweep's rung and every larger one of its family: the default rungs
     workers: int | None = None  # the sweep's execution.workers_per_trial
 
 
@@ -324,9 +346,18 @@ def _source_facts(sweep: str | None, trial: Mapping[str, Any]) -> _SourceFacts:
             chosen = re.search(r"(?:^|,)K=(\d+)", str(best.get("point_key", "")))
             space = [int(k) for k in (search.get("space") or {}).get("K") or [] if isinstance(k, int)]
             period = int(chosen.group(1)) if chosen else (space[0] if len(set(space)) == 1 else None)
+    seeds = (spec or {}).get("seeds")
+    rungs = None
+    if spec is not None:
+        from trials.models import list_rungs
+
+        rung = str(spec.get("rung", "cpu-xs"))
+        family = list_rungs(rung.split("-")[0])
+        rungs = family[family.index(rung):] if rung in family else None
     workers = ((spec.get("execution") or {}).get("workers_per_trial", 1)) if spec is not None else None
     return _SourceFacts(batch=int(batch) if isinstance(batch, int) else None, backend=backend,
                         period=period if period and period > 0 else None,
+                        seeds=[int(s) for s in seeds] if isinstance(seeds, list) else None, rungs=rungs,
                         workers=workers if isinstance(workers, int) and not isinstance(workers, bool) else None)
 
 

@@ -58,7 +58,7 @@ class TargetAnswers(SavingsAnswers):
             step_times=self.step_timing.get("seconds_per_step"), time_to_best=ttb,
             step_time_runs=self.step_timing.get("seconds_per_step_runs"),
             plateau_spec=PlateauSpec.model_validate(plan.plateau or {}),
-            horizons=plan.horizon_of())
+            horizons=plan.horizon_of(), pilot=_pilot_report(plan.pilot))
 
     @cached_property
     def _target_report(self) -> dict[str, Any]:
@@ -268,3 +268,11 @@ def controls_summary(doc: Mapping[str, Any]) -> list[str]:
         state = "came out as it must at every rung" if section["passed"] else "did NOT come out as it must"
         lines.append(f"{kind} control ({section.get('arm')} against {section.get('against')}): {state}")
     return lines + [f"  {line}" for line in doc.get("lines", [])]
+
+
+def _pilot_report(pilot: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The plan's pilot section as the report shows it: what was planned and what it derived, without the carried
+    optimizer (in the plan's rows already)."""
+    if pilot is None:
+        return None
+    return {k: v for k, v in pilot.items() if k != "optimizer"}

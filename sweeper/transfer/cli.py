@@ -5,6 +5,9 @@
                                           1 when it failed, 130 when it was cancelled
     scalesweep transfer status DIR [--json]
     scalesweep transfer cancel DIR [--grace S]
+    scalesweep transfer records DIR --out FOLDER
+                                          the transfer's raw records (plan, timing, runs, curves) as plain files
+                                          that `scalesweep fit FOLDER` reads back without the MLflow store
     scalesweep fit DIR [--metric time_to_best|best_fd|endpoint_fd|steps_to_target|time_to_target] [--form F]
                        [--share P ...] [--n-boot N] [--json]
                                           fits with intervals, flags and the savings table of a transfer
@@ -38,10 +41,14 @@ def add_commands(sub: Any) -> None:
     tsub = p.add_subparsers(dest="transfer_command", required=True)
     add_run_and_status(tsub, "transfer")
     add_cancel(tsub, "transfer")
+    r = tsub.add_parser("records", help="write a transfer's raw records (runs, curves, plan, timing) as plain files")
+    r.add_argument("workdir", help="the transfer's work folder")
+    r.add_argument("--out", required=True, help="folder for transfer_record.json, runs.csv and curves.csv")
+    r.add_argument("--tracking-uri", help="MLflow tracking URI, when the store moved")
     p.set_defaults(func=run)
 
     p = sub.add_parser("fit", help="scaling fits, intervals, flags and savings of a transfer")
-    p.add_argument("workdir", help="the transfer's work folder")
+    p.add_argument("workdir", help="the transfer's work folder, or a folder of its records (transfer records)")
     p.add_argument("--metric", help="time_to_best (default), best_fd, endpoint_fd, steps_to_target or "
                    "time_to_target; all of them with --json")
     p.add_argument("--form", help="A*N^-alpha or E+A*N^-alpha (default: A*N^-alpha for time, E+A*N^-alpha for FD)")
@@ -98,6 +105,27 @@ def _cancel(args: argparse.Namespace) -> int:
     return cancel_job(args, cancel_transfer, "transfer")
 
 
+def _load(args: argparse.Namespace) -> Any:
+    """The transfer in `args.workdir`: read from its records where the folder holds them, else from MLflow."""
+    from ._job import load_transfer_result
+    from ._records import is_records_folder, read_transfer_records
+
+    if is_records_folder(args.workdir):
+        return read_transfer_records(args.workdir)
+    return load_transfer_result(args.workdir, tracking_uri=args.tracking_uri)
+
+
+def _records(args: argparse.Namespace) -> int:
+    from ._records import write_transfer_records
+
+    result = _load(args)
+    paths = write_transfer_records(result, args.out)
+    runs = len(result.runs) + len(result.tuning_runs) + len(result.verification_runs)
+    print(f"wrote {', '.join(str(p) for p in paths)} ({result.transfer_id}: {result.state}, {runs} runs); "
+          f"re-read with `scalesweep fit {args.out}`")
+    return 0
+
+
 def _num(value: float | None, fmt: str = ".4g") -> str:
     return "-" if value is None or not math.isfinite(value) else format(value, fmt)
 
@@ -105,14 +133,13 @@ def _num(value: float | None, fmt: str = ".4g") -> str:
 def _fit(args: argparse.Namespace) -> int:
     from scaling import ScalingError, ScalingInputError
 
-    from ._job import load_transfer_result
     from ._result import FIT_METRICS
 
     if args.metric is not None and args.metric not in FIT_METRICS:
         raise ScalingInputError(f"--metric: unknown metric {args.metric!r}; allowed: {list(FIT_METRICS)}")
     if args.n_boot is not None and args.n_boot < 0:
         raise ScalingInputError(f"--n-boot: must be >= 0, got {args.n_boot}")
-    result = load_transfer_result(args.workdir, tracking_uri=args.tracking_uri)
+    result = _load(args)
     extra: dict[str, Any] = {} if args.n_boot is None else {"n_boot": args.n_boot}
     if args.json:
         doc = result.analysis(**extra)
@@ -147,6 +174,11 @@ def _fit(args: argparse.Namespace) -> int:
                   f"{_num(carry, '.1%')})")
         for flag in sorted(fit.flags):
             print(f"  flag {flag}: {fit.flag_details.get(flag, '')}")
+        if metric in ("steps_to_target", "time_to_target"):
+            report = result.targets()
+            if report["targets_differ"]:
+                print(f"  flag targets_differ: fitted across rungs whose targets differ ({report['target_values']}): "
+                      "the exponent mixes model size with target difficulty")
         fitted = {s for a in fit.arms for s in fit.sizes[a]}
         over = [r for r in undertrained if float(result.parameters(r)) in fitted]
         if over:
@@ -165,7 +197,7 @@ def _fit_json(fit: Any) -> Any:
 def _export(args: argparse.Namespace) -> int:
     from scaling import ScalingInputError
 
-    from ._job import export_from_sweep, load_transfer_result
+    from ._job import export_from_sweep
 
     if args.format not in _FORMATS:
         raise ScalingInputError(f"--format: unknown format {args.format!r}; allowed: {list(_FORMATS)}")
@@ -179,7 +211,7 @@ def _export(args: argparse.Namespace) -> int:
         export = export_from_sweep(args.workdir, args.rung, tracking_uri=args.tracking_uri,
                                    allow_losing=args.allow_losing)
     else:
-        export = load_transfer_result(args.workdir, tracking_uri=args.tracking_uri).export(
+        export = _load(args).export(
             args.rung, allow_losing=args.allow_losing)
     text = export.to_yaml() if args.format == "yaml" else export.to_json() + "\n"
     if args.out:
@@ -195,6 +227,7 @@ _COMMANDS: dict[str, Any] = {
     "transfer run": _run,
     "transfer status": _status,
     "transfer cancel": _cancel,
+    "transfer records": _records,
     "fit": _fit,
     "export": _export,
 }

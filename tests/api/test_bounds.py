@@ -147,6 +147,19 @@ def test_queued_jobs_are_capped_per_owner_and_in_all_with_retry_after(tmp_path: 
     assert api.get("/v1/sweeps", params={"state": "PENDING"}).json()["count"] == 5
 
 
+def test_concurrent_submissions_never_pass_the_queue_cap(tmp_path: Path, empty_mlflow_db: Path) -> None:
+    """24 submissions of one owner at once, 3 queued at most: the count and the insert are one step (each counted
+    before its insert, concurrent ones could all pass a cap of 3)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    api = _api(tmp_path, empty_mlflow_db, max_queued_per_owner=3)
+    with ThreadPoolExecutor(24) as pool:  # no lifespan: nothing is launched, every job stays PENDING
+        codes = list(pool.map(lambda i: api.post("/v1/sweeps", json={**SPEC, "name": f"c{i}"},
+                                                 headers=AUTH).status_code, range(24)))
+        assert sorted(codes) == [201] * 3 + [429] * 21, codes
+        assert api.get("/v1/sweeps", params={"state": "PENDING"}).json()["count"] == 3
+
+
 NAMES = [
     ({"tracking": {"experiment": "e" * 501}}, "tracking.experiment", "at most 250"),
     ({"tracking": {"experiment": "a\x00b"}}, "tracking.experiment", "control characters"),
@@ -339,3 +352,112 @@ def test_a_page_is_drawn_in_a_worker_with_a_time_and_a_memory_limit() -> None:
     with pytest.raises(RenderFailed, match="longer than its 2 s"):
         render_bounded(_sleeps, 600, timeout_s=2, memory_bytes=512 * 2**20)
     assert time.monotonic() - started < 60  # killed at its limit, not drawn on for 600 s
+
+
+# A page that never ends: it writes its worker's pid where the test says (the environment reaches a spawned
+# worker), then sleeps. Module-level, as `render_bounded` pickles it; the arguments are the sweep page's.
+PAGE_PID_FILE = "SCALESWEEP_TEST_PAGE_PID_FILE"
+
+
+def _endless_page(*_args: Any) -> str:
+    import os
+    import time
+
+    Path(os.environ[PAGE_PID_FILE]).write_text(str(os.getpid()))
+    time.sleep(600)
+    return "never"
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` is a live process (a zombie is not: it has ended, its parent has yet to reap it)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status
+
+
+def _worker_pid(pid_file: Path, timeout_s: float = 60) -> int:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline, "the page worker never started"
+        time.sleep(0.05)
+    return int(pid_file.read_text())
+
+
+def _gone_within(pid: int, timeout_s: float) -> float:
+    """Seconds until `pid` ended; fails past `timeout_s`."""
+    import time
+
+    started = time.monotonic()
+    while _running(pid):
+        assert time.monotonic() - started < timeout_s, f"the page worker {pid} still runs after {timeout_s} s"
+        time.sleep(0.05)
+    return time.monotonic() - started
+
+
+@pytest.mark.integration
+def test_a_report_whose_client_left_stops_drawing(settings: Settings, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real uvicorn serving the app; the sweep report's page never ends. The client closes its connection while
+    the worker draws: the worker is gone within a few seconds (it was drawn on to its 300 s limit before)."""
+    import socket
+    from types import SimpleNamespace
+
+    from api.service._render import POLL_S
+    from api.service.routers import sweeps
+
+    from .conftest import LiveServer
+
+    pid_file = tmp_path / "page.pid"
+    monkeypatch.setenv(PAGE_PID_FILE, str(pid_file))
+    # the sweep and its result as the route reads them (a scored sweep needs a whole study: test_live_service's)
+    record = SimpleNamespace(id="s-left", storage_path=str(tmp_path), state="SUCCEEDED")
+    result = SimpleNamespace(tracking_uri="sqlite://", parent_run_id="p", name="left")
+    monkeypatch.setattr(sweeps, "_scored", lambda *_: (record, result))
+    monkeypatch.setattr(sweeps, "sweep_page", _endless_page)
+    server = LiveServer(settings)
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as conn:
+            conn.sendall(b"GET /v1/sweeps/s-left/report HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            pid = _worker_pid(pid_file)
+            assert _running(pid)
+        # the client has left: the route sees it at its next poll and kills the worker
+        waited = _gone_within(pid, timeout_s=10)
+        assert waited < 4 * POLL_S + 2, waited
+        # the analysis slot came back with it: every slot is free again
+        gate = server.app.state.analysis
+        with gate.slot(), gate.slot():
+            pass
+    finally:
+        server.stop()
+
+
+@pytest.mark.integration
+def test_a_page_worker_ends_with_its_killed_parent(tmp_path: Path) -> None:
+    """A process drawing a page through `render_bounded` is SIGKILLed (as a service can be): its worker, which
+    nobody would kill or wait for, ends with it (the kernel's parent-death signal)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    pid_file = tmp_path / "page.pid"
+    parent = subprocess.Popen(
+        [sys.executable, "-c", "from api.service._render import render_bounded; "
+         "from tests.api.test_bounds import _endless_page; "
+         "render_bounded(_endless_page, timeout_s=600, memory_bytes=512 * 2**20)"],
+        cwd=root, env={**os.environ, PAGE_PID_FILE: str(pid_file), "PYTHONPATH": str(root)})
+    try:
+        worker = _worker_pid(pid_file)
+        assert _running(worker)
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(10)
+        assert _gone_within(worker, timeout_s=5) < 5
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()

@@ -51,32 +51,36 @@ def test_evidence_profile_decides_with_uncertainty_and_declares_its_target() -> 
 
     p = PROFILES["evidence"]
     sweep = SweepSpec.model_validate(demo_sweep_spec(p, "demo-e"))
-    # a small grid around the paper's pair, confirmed on fresh seeds, baselines tuned over the same lr bracket
-    assert sweep.search.space == {"K": [2, 3, 4], "gamma": [0.15, 0.35]} and sweep.seeds == [0, 1, 2]
+    # every arm tuned alike at the sweep: 9 settings each (periodic: K x its lr at the paper's gamma; each baseline:
+    # 9 lr multiples), the top two confirmed on fresh seeds
+    assert sweep.search.space == {"K": [2, 3, 4], "gamma": [0.15], "lr": [0.02, 0.03, 0.046]}
+    assert sweep.seeds == [0, 1, 2] and sweep.search.grid_size == 9
     assert sweep.confirm.top == 2 and sweep.confirm_seeds == [3, 4, 5]
-    assert [v for b in sweep.baselines for v, _ in b.variants()] == [
-        "adamw.lr_x0.5", "adamw.lr_x1", "adamw.lr_x2", "muon.lr_x0.5", "muon.lr_x1", "muon.lr_x2"]
-    # examples/sweep-evidence.yaml is this sweep (the guide's figures come from it), and its cpu-s twin differs
-    # from it only by the rung, the name and what it leaves out
+    assert [len(list(b.variants())) for b in sweep.baselines] == [9, 9]
+    # periodic's lr at x1, x1.5 and x2.3 of Muon's default: x2.3 is Muon's mean update size at K=3, gamma=0.15
+    assert [round(lr / 0.02, 1) for lr in sweep.search.space["lr"]] == [1.0, 1.5, 2.3]
+    # examples/sweep-evidence.yaml is this sweep; the guide's figures come from the 2026-12-03 one, whose cpu-s twin
+    # differs from it only by the rung, the name and what it leaves out
     example = SweepSpec.model_validate(yaml.safe_load((ROOT / "examples/sweep-evidence.yaml").read_text()))
     assert example == SweepSpec.model_validate(demo_sweep_spec(p, "sweep-evidence"))
+    dated = yaml.safe_load((ROOT / "examples/sweep-evidence-2026-12-03.yaml").read_text())
     twin = yaml.safe_load((ROOT / "examples/sweep-evidence-cpu-s.yaml").read_text())
-    assert SweepSpec.model_validate(twin).rung == "cpu-s"
-    same = {k: v for k, v in demo_sweep_spec(p, "sweep-evidence-cpu-s").items() if k not in ("baselines", "confirm")}
-    made = SweepSpec.model_validate({**same, "rung": "cpu-s", "tracking": twin["tracking"]})
+    same = {k: v for k, v in dated.items() if k not in ("baselines", "confirm", "name", "rung", "tracking")}
+    made = SweepSpec.model_validate({**same, "name": twin["name"], "rung": "cpu-s", "tracking": twin["tracking"]})
     assert made == SweepSpec.model_validate(twin)
     spec = TransferSpec.model_validate({"name": "e", "sweep": "x", "rungs": list(p.rungs),
                                         "seeds": list(p.transfer_seeds or ()), **p.transfer})
-    # judged on seeds that neither chose nor confirmed, against a target fixed before the runs (from a pilot on
-    # other seeds), with seeds added while the saving against Muon at the largest rung is not shown
-    assert spec.seeds == [6, 7, 8] and not set(spec.seeds) & {*sweep.seeds, *sweep.confirm_seeds}
-    assert spec.target.rule == "fixed" and sorted(spec.target.values) == sorted(p.rungs)
-    assert spec.rounds is not None and spec.rounds.against == "muon" and spec.rounds.max_seeds == 6
-    # the instrument calibrated, the arms tuned alike, the per-step cost interleaved to +-2 %
+    # judged on seeds that neither chose nor confirmed, against one target fixed before the runs (from a pilot on
+    # other seeds), four seeds and no second round (a second round of six arms would not fit a session)
+    assert spec.seeds == [6, 7, 8, 9] and not set(spec.seeds) & {*sweep.seeds, *sweep.confirm_seeds}
+    assert spec.target.rule == "pilot" and spec.target.pilot is not None
+    assert not set(spec.target.pilot.seeds) & {*spec.seeds, *sweep.seeds, *sweep.confirm_seeds}
+    assert spec.rounds is None
+    # the instrument calibrated, the arms tuned alike (at the sweep only), the per-step cost interleaved to +-2 %
     assert spec.timing.method == "interleaved" and spec.timing.clock == "thread"
     assert spec.timing.target_halfwidth == 0.02 and spec.timing.max_rounds >= spec.timing.rounds >= 9
     assert list(spec.controls) == ["negative", "positive"] and list(spec.diagnostics) == ["effective_step"]
-    assert spec.lr_brackets == {"periodic": [1.0, 1.5, 2.3]}
+    assert spec.lr_brackets == {}
     assert spec.verify is None  # the bracket would add ~35 min on 2 cores; a transfer spec can ask for it
     # 480 steps at every rung: 0.02 images per parameter gave cpu-xs 406 steps, measured undertrained
     assert spec.horizon.mode == "fixed" and p.horizon * p.horizon_factor == 480
@@ -92,7 +96,8 @@ def test_summary_states_the_decisions_with_their_uncertainty() -> None:
     selection = {
         "selection": {
             "point": {"point_key": "K=3,gamma=0.15"},
-            "uncertainty": {"chosen": "K=2,gamma=0.15", "p_best": {"K=3,gamma=0.15": 0.3, "K=2,gamma=0.15": 0.7}},
+            "uncertainty": {"chosen": "K=2,gamma=0.15", "p_best": {"K=3,gamma=0.15": 0.3, "K=2,gamma=0.15": 0.7},
+                            "n": 5},
             "confirmation": {"seeds": [3, 4, 5], "final": True, "chosen": "K=3,gamma=0.15",
                              "points": {"K=3,gamma=0.15": {"selected_objective": 100.0, "confirmed_objective": 112.5,
                                                            "winners_curse": 12.5}},
@@ -103,10 +108,42 @@ def test_summary_states_the_decisions_with_their_uncertainty() -> None:
     fits = {"verification": {"rung": "cpu-s", "verdict": "inconclusive", "n": 3, "margin": 2.0, "seeds_needed": 8,
                              "reason": "2 bracket point(s) could still be better"}}
     text = "\n".join(_summary({"K": 3, "gamma": 0.15}, fits, selection))
-    assert "P(best), paired bootstrap over seeds: K=2,gamma=0.15 0.70, K=3,gamma=0.15 0.30" in text
-    assert "P(best) on the fresh seeds (what made the choice final): K=3,gamma=0.15 0.90, K=2,gamma=0.15 0.10" in text
+    assert "P(best), paired bootstrap over 5 seeds: K=2,gamma=0.15 0.70, K=3,gamma=0.15 0.30" in text
+    # 3 fresh seeds: 10 distinct bootstrap resamples, no probability printed
+    assert "P(best) on the fresh seeds (what made the choice final): too few seeds (n=3)" in text
+    assert "0.90" not in text
     assert "winner's curse +12.5" in text and "adamw 3 setting(s), 9 trials" in text
     assert "verification at cpu-s: INCONCLUSIVE (n=3, margin 2)" in text and "settle it: 8" in text
+
+
+def test_summary_opens_with_the_controls_and_warns_of_a_losing_choice_with_p_best_withheld() -> None:
+    from scaling.claims import choice_warning
+
+    warning = choice_warning("K=3,gamma=0.15", {0: 810.0, 1: 790.0},
+                             {"adamw": {0: 100.0, 1: 98.0}, "muon": {0: 96.0, 1: 97.0}})
+    assert warning is not None
+    # what GET /v1/sweeps/{id}/best answers for issue 51's grid at lr 8: 2 seeds, every point worse than both
+    best = {"seeds": [0, 1], "choice_warning": warning.text(), "selection": {
+        "point": {"point_key": "K=3,gamma=0.15"}, "rule": "r",
+        "uncertainty": {"chosen": "K=3,gamma=0.15", "p_best": {"K=3,gamma=0.15": 0.23, "K=2,gamma=0.15": 0.77},
+                        "n": 2}}}
+    controls = {"summary": ["POSITIVE CONTROL FAILED: a known per-step saving was not detected at every rung, so "
+                            "no null in this study is evidence of no saving (the study finished; its numbers follow)",
+                            "negative control (muon_twin against muon): came out as it must at every rung"]}
+    diagnostics = {"effective_step": {"lines": ["cpu-xs: effective step: steps ratio 1.2 [1.19, 1.2] against Muon: "
+                                                "the step size"]}}
+    lines = _summary({"K": 3, "gamma": 0.15}, {"controls": controls, "diagnostics": diagnostics,
+                                               "savings": {"cpu-s": {"muon": {"mean_pct": -21.0, "std_pct": 2.0}}}},
+                     best)
+    assert lines[:3] == [*controls["summary"], ""]
+    text = "\n".join(lines)
+    assert text.index("POSITIVE CONTROL FAILED") < text.index("chosen pair") < text.index("vs muon -21")
+    assert "choice: K=3,gamma=0.15 (P(best) too few seeds (n=2) on the sweep's seeds)" in text
+    assert "0.23" not in text and "0.77" not in text
+    assert "WARNING: the chosen K=3,gamma=0.15 is worse than adamw and muon on 2 of 2 seeds (mean 800" in text
+    assert "cpu-xs: effective step: steps ratio 1.2 [1.19, 1.2] against Muon: the step size" in text
+    no_controls = _summary(None, {})
+    assert no_controls[0].startswith("no controls ran: a null below cannot be told from an instrument")
 
 
 def test_summary_reports_table_savings_and_flags() -> None:
@@ -141,6 +178,9 @@ def test_demo_pipeline_end_to_end(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "chosen pair: K=" in proc.stdout
+    # no controls in the smoke profile: said before the chosen pair; one seed: no P(best) as a probability
+    assert proc.stdout.index("no controls ran: a null below") < proc.stdout.index("chosen pair: K=")
+    assert "P(best) too few seeds (n=1) on the sweep's seeds" in proc.stdout
     assert "against the target declared before the runs" in proc.stdout  # the per-rung target table
     # the export builds every arm's optimizer and names the target rung
     export = Export.from_text((out / "export.yaml").read_text())
@@ -157,6 +197,9 @@ def test_demo_pipeline_end_to_end(tmp_path: Path) -> None:
     report = (out / "report.html").read_text()
     assert report.count("<img") >= 4 and "fd_pixels" in report
     assert "Time to the declared target" in report
+    # the page opens with the controls (here: that none ran), then the analysis' claims and budgets
+    assert report.index("No controls ran in this transfer") < report.index('<section id="controls">') < report.index(
+        '<section id="targets">') < report.index('<section id="claims">') < report.index('<section id="budgets">')
     assert 'alt="heatmap"' in report and 'alt="scaling"' in report  # the sweep's grid beside the transfer's fits
     # each driver logged its figures to its MLflow parent run
     from mlflow.tracking import MlflowClient
@@ -169,6 +212,13 @@ def test_demo_pipeline_end_to_end(tmp_path: Path) -> None:
         names = {f.path for f in client.list_artifacts(run.info.run_id, "figures")}
         assert {"figures/fd_curves.png", "figures/heatmap.png"} <= names, names
     assert yaml.safe_load((out / "export.yaml").read_text())
+    # the raw records: the analysis read back from them without the store gives the fits' runs and targets again
+    from sweeper.transfer import read_transfer_records
+
+    again = read_transfer_records(out / "records")
+    assert {(r.rung, r.arm, r.seed) for r in again.runs} == {(r["rung"], r["arm"], r["seed"]) for r in fits["runs"]}
+    assert {r: e["target"] for r, e in again.targets()["rungs"].items()} == {
+        r: e["target"] for r, e in fits["targets"]["rungs"].items()}
 
 
 def _marked(mark: str) -> dict[int, str]:

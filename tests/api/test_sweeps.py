@@ -95,3 +95,26 @@ def test_state_transitions_and_illegal_ones_are_409(api: TestClient) -> None:
     assert api.get(f"/v1/sweeps/{sweep}/best").status_code == 409  # nothing scored
     assert api.get(f"/v1/sweeps/{sweep}/trials").json() == {"data": [], "count": 0}
     assert api.get("/v1/sweeps/sw-nope").status_code == 404
+
+
+@pytest.mark.parametrize(("selection", "extra", "field", "said"), [
+    ({"objective": "steps_to_target"}, {}, "selection", "selection.target: objective 'steps_to_target' needs a target"),
+    ({"objective": "steps_to_target", "target": -1}, {}, "selection.target", "greater than 0"),
+    # The spec-wide checks: the field is named in the message (as every other check across sections is).
+    ({"objective": "steps_to_target", "target": 40, "curve": "fd"}, {}, "body",
+     "eval_steps has 3 steps; selection.curve 'fd' needs at least 6"),
+    ({"objective": "steps_to_target", "target": 40}, {"trial": {"eval": {"track_points": 2}}}, "body",
+     "trial.eval.track_points is 2; selection.curve 'fd_track' needs at least 6"),
+])
+def test_a_steps_to_target_selection_that_cannot_be_scored_is_422(api: TestClient, selection: dict[str, object],
+                                                                   extra: dict[str, object], field: str,
+                                                                   said: str) -> None:
+    r = api.post("/v1/sweeps", json={**SPEC, "selection": selection, **extra}, headers=AUTH)
+    assert r.status_code == 422 and r.headers["content-type"] == "application/problem+json", r.text
+    error = r.json()["errors"][0]
+    assert error["field"] == field and said in error["message"], error
+    ok = api.post("/v1/sweeps", json={**SPEC, "eval_steps": [5, 8, 11, 14, 17, 20],
+                                      "selection": {"objective": "steps_to_target", "target": 40, "curve": "fd"}},
+                  headers=AUTH)
+    assert ok.status_code == 201, ok.text
+    assert ok.json()["spec"]["selection"]["objective"] == "steps_to_target"

@@ -55,6 +55,12 @@ def test_transfers_validate_refuse_and_change_state(api: TestClient, tmp_path: P
     assert r.status_code == 422 and r.json()["errors"][0]["field"].startswith("rungs")  # the TransferSpec's check
     r = api.post("/v1/transfers", json={**body, "sweep_id": sweep, "horizon_factor": 0}, headers=AUTH)
     assert r.status_code == 422 and r.json()["errors"][0]["field"] == "horizon_factor"
+    # A pilot on a judged seed, or too short to plateau: refused at submission, naming the field.
+    for pilot, field, words in (({"seeds": [0, 9]}, "target", "disjoint from the transfer's judged seeds [0]"),
+                                ({"horizon_factor": 1}, "target.pilot.horizon_factor", "1.5")):
+        r = api.post("/v1/transfers", json={**body, "sweep_id": sweep, "target": {"rule": "pilot", "pilot": pilot}},
+                     headers=AUTH)
+        assert r.status_code == 422 and r.json()["errors"][0]["field"] == field and words in r.text, r.text
     assert api.post("/v1/transfers", json={**body, "sweep_id": sweep}).status_code == 401
 
     headers = {**AUTH, "Idempotency-Key": "t-1"}

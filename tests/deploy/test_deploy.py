@@ -21,7 +21,7 @@ from sqlalchemy import inspect
 from api.deploy_local import Deployment
 from api.service._db import MIGRATIONS, make_engine, migrate
 
-from .conftest import SPEC, check_finished, sql, submit, wait_for
+from .conftest import SPEC, check_finished, children, sql, submit, wait_for
 
 
 def test_the_tiny_sweep_over_rest_finishes_with_its_runs_in_mlflow_and_its_record_in_postgresql(
@@ -56,6 +56,26 @@ def test_the_tiny_transfer_over_rest_finishes_with_its_runs_and_analysis_in_mlfl
     assert fits.status_code == 200, fits.text  # the analysis reads everything back from the server
     assert sql(deployment, "SELECT state, mlflow_parent_run_id FROM transfers WHERE id = %s", transfer) == [
         ("SUCCEEDED", parent)]
+
+
+def test_a_two_worker_sweep_over_rest_runs_its_ranks_on_the_worker_node_and_logs_one_run(
+        deployment: Deployment, api: httpx.Client, tiny_sweep: str) -> None:
+    # One grid point on 2 workers of 1 CPU each (FSDP2 over gloo): Ray packs both ranks' bundles on the worker node
+    # (the head has no CPUs), rank 0 logs the one run to the MLflow server. After the tiny sweep, so the worker's 2
+    # CPUs are free for both bundles at once.
+    spec = {**SPEC, "search": {"method": "grid", "space": {"K": [3], "gamma": [0.15]}}, "baselines": [],
+            "execution": {"concurrency": 1, "workers_per_trial": 2, "cpus_per_trial": 1}}
+    sweep = submit(api, "deploy-two-workers", spec)
+    body = wait_for(api, f"/v1/sweeps/{sweep}", ("SUCCEEDED", "FAILED", "CANCELLED"), timeout=420)
+    assert body["state"] == "SUCCEEDED", body
+    mlflow = MlflowClient(tracking_uri=deployment.mlflow_url)
+    (run,) = children(mlflow, body)
+    assert run.info.status == "FINISHED" and run.data.params["workers"] == "2"
+    for rank in (0, 1):  # each rank's FSDP2 traffic and step time, measured on the worker node
+        assert run.data.metrics[f"comm_bytes_per_step_rank{rank}"] > 1e5
+        assert 0 < run.data.metrics[f"comm_time_s_per_step_rank{rank}"] < run.data.metrics[f"step_time_s_rank{rank}"]
+    steps = [m.step for m in mlflow.get_metric_history(run.info.run_id, "fd")]
+    assert len(steps) == 3 and steps[-1] == SPEC["horizon"], steps  # the default eval steps: 2/3, 5/6, 6/6
 
 
 def test_postgresql_stopped_mid_sweep_is_503_everywhere_and_everything_recovers_by_itself(

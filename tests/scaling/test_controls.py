@@ -67,7 +67,29 @@ def test_a_positive_control_whose_saving_is_not_seen_makes_a_null_uninterpretabl
     assert null_reading(null, out) == "null, not interpretable: the positive control's known saving was not detected"
     assert null_reading(null, None) == "null, not interpretable: no positive control ran"
     shown = restricted_saving(restricted_ratio(*_arms(rng, 0.7), horizon=HORIZON), [0.0, 0.01, -0.01])
-    assert null_reading(shown, None) == "shown: the interval excludes 0"
+    assert shown.lo is not None and shown.lo > 0 and shown.verdict == "saving"
+    assert null_reading(shown, None) == (f"saving shown: the interval lies above 0 ({shown.pct:+.1f} % "
+                                         f"[{shown.lo:+.1f}, {shown.hi:+.1f}])")
+
+
+def test_a_saving_wholly_below_zero_reads_as_a_cost_not_a_saving_shown() -> None:
+    """Exact crossings: a needs 1.3 x b's steps on every seed (the paired log ratio has no spread), per-step times
+    equal: saving 1 - 1.3 = -30 % with a point interval, wholly below zero: a cost shown, whatever the controls."""
+    b = {s: Crossing(float(step), "reached") for s, step in enumerate((200.0, 220.0, 240.0, 260.0))}
+    a = {s: Crossing(1.3 * c.step, "reached") for s, c in b.items()}
+    cost = restricted_saving(restricted_ratio(a, b, horizon=HORIZON), [0.01, -0.01, 0.02, -0.02])
+    assert cost.pct == pytest.approx(-30.0)
+    assert cost.hi is not None and cost.hi < 0 and cost.lo is not None and cost.lo < -30
+    assert (cost.verdict, cost.detected, cost.to_dict()["verdict"]) == ("cost", False, "cost")
+    reading = null_reading(cost, None)
+    assert reading == (f"cost shown: the interval lies below 0 (-30.0 % [{cost.lo:+.1f}, {cost.hi:+.1f}]): the "
+                       "searched arm takes longer, no saving")
+    positive = control_outcome("positive", restricted_saving(restricted_ratio(b, dict(b), horizon=HORIZON),
+                                                             [math.log(1 / 1.15)] * 2 + [math.log(1 / 1.14)]))
+    assert positive.passed and null_reading(cost, positive) == reading
+    # Straddling zero: neither a saving nor a cost.
+    null = restricted_saving(restricted_ratio(b, dict(b), horizon=HORIZON), [0.02, -0.02, 0.01])
+    assert null.lo is not None and null.lo < 0 < null.hi and null.verdict == "null"  # type: ignore[operator]
 
 
 def test_a_control_without_an_interval_shows_nothing_and_a_wrong_kind_is_refused() -> None:

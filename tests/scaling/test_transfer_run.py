@@ -162,6 +162,12 @@ def test_time_to_best_savings_fits_and_analysis(case: dict[str, Any]) -> None:
     assert doc["chosen"] == {"K": 3, "gamma": 0.25} and doc["metric_name"] == "fd_pixels"
     assert doc["fd_samples"] == 64 and len(doc["runs"]) == 9
     assert set(doc["fits"]) == {"time_to_best", "best_fd", "endpoint_fd", "steps_to_target", "time_to_target"}
+    # Each rung's target from its own AdamW (final_mean): steps to target fitted per level, the headline level's
+    # fit in place; time to target not fitted across the rungs' different targets.
+    assert result.targets_differ()
+    levels = doc["fits"]["steps_to_target"]["levels"]
+    assert len(levels["levels"]) == 3 and doc["fits"]["steps_to_target"]["target_level"] == levels["headline"]
+    assert doc["fits"].pop("time_to_target")["error"].startswith("the rungs' targets differ")
     for metric, f in doc["fits"].items():
         assert set(f["arms"]) == {"periodic", "muon", "adamw"}, metric
         assert {"params", "intervals", "loo_error"} <= set(f["arms"]["muon"])
@@ -246,6 +252,77 @@ def test_controls_are_trained_timed_interleaved_and_judged_first(case: dict[str,
     first_line = "POSITIVE CONTROL FAILED" if not controls["positive"]["passed"] else "negative control (muon_twin"
     assert lines[0].startswith(first_line)
     assert "muon_twin" not in doc["fits"]["time_to_best"].get("arms", {})
+
+    # The raw records a study keeps in the repository: the analysis read back from them is the same, number for
+    # number, with no MLflow store named (nothing to open).
+    from sweeper.transfer._records import read_transfer_records
+
+    records = tmp_path / "records"
+    assert main(["transfer", "records", str(tmp_path / "controls"), "--out", str(records)]) == 0
+    assert sorted(p.name for p in records.iterdir()) == ["curves.csv", "runs.csv", "transfer_record.json"]
+    again = read_transfer_records(records)
+    assert again.tracking_uri == "" and again.runs == result.runs and again.step_timing == result.step_timing
+    assert json.dumps(again.analysis(n_boot=0), sort_keys=True) == json.dumps(doc, sort_keys=True)
+    assert again.table() == result.table()
+    assert main(["fit", str(records), "--json", "--n-boot", "0"]) == 0
+
+
+def test_a_pilot_trained_before_the_judged_runs_sets_one_target_for_every_rung(case: dict[str, Any]) -> None:
+    # Two rungs, two arms, the sweep's seed 0 judged; AdamW's pilot at cpu-xs for 2 x the 12-step horizon on seeds
+    # 5 and 6 with 8 tracking points: 2 pilot runs of 24 steps, then 4 judged runs of 12.
+    pilot = {"horizon_factor": 2, "seeds": [5, 6], "points": 8}
+    spec = {"name": "tiny-pilot", "sweep": str(case["sweep_dir"]), "rungs": ["cpu-xs", "cpu-s"],
+            "arms": ["periodic", "adamw"], "target": {"rule": "pilot", "pilot": pilot}, "timing": {"steps": 0},
+            "trial": {"eval": {"fd_samples": 64, "track_points": 4}}}
+    progress = io.StringIO()
+    result = run_transfer(spec, workdir=case["root"] / "pilot", show_progress=True, stream=progress)
+    assert result.state == "SUCCEEDED" and result.counts == {"SUCCEEDED": 4}
+    client = MlflowClient(case["uri"])
+    exp = client.get_experiment_by_name("study")
+    pilot_runs = client.search_runs([exp.experiment_id], f"tags.`scalesweep.transfer.pilot_of` = "
+                                    f"'{result.transfer_id}' and tags.`scalesweep.kind` = 'trial'")
+    assert sorted(int(r.data.params["seed"]) for r in pilot_runs) == [5, 6]
+    assert all(r.data.params["steps"] == "24" and r.data.params["optimizer.name"] == "adamw" for r in pilot_runs)
+    # The plateau quality from the recorded curves: each seed's mean tracking FD over steps >= 16 (the last third).
+    tails = []
+    for run in pilot_runs:
+        history = client.get_metric_history(run.info.run_id, "fd_track")
+        assert len(history) >= 8  # dense enough to see the plateau
+        tails.append(statistics.fmean(m.value for m in history if m.step >= 16))
+    derived = result.plan.pilot["result"]
+    assert derived["value"] == pytest.approx(1.1 * statistics.fmean(tails), rel=1e-12)
+    assert sorted(derived["run_ids"]) == sorted(r.info.run_id for r in pilot_runs)
+    report = result.targets()
+    assert report["target_values"] == {"cpu-xs": derived["value"], "cpu-s": derived["value"]}
+    assert report["targets_differ"] is False and report["pilot"]["result"]["plateaued"] is derived["plateaued"]
+    assert (report["pilot"].get("flag") is None) is derived["plateaued"]  # a pilot still falling is flagged
+    # Never among the judged arms: not read back as the transfer's runs, not fitted.
+    assert {r.run_id for r in result.runs}.isdisjoint(derived["run_ids"])
+    assert {(r.arm, r.seed) for r in result.runs} == {(a, 0) for a in ("periodic", "adamw")}
+    assert {c.info.run_id for c in _children(case["uri"], result.transfer_id)}.isdisjoint(derived["run_ids"])
+    # Recorded before the judged runs: on the parent run from its creation, after the pilot ended.
+    parent = client.get_run(result.parent_run_id)
+    tag = json.loads(parent.data.tags["scalesweep.transfer.pilot"])
+    assert tag["value"] == derived["value"] and tag["run_ids"] == derived["run_ids"]
+    assert tag["plateaued"] is derived["plateaued"]
+    assert parent.info.start_time >= max(r.info.end_time for r in pilot_runs)
+    assert min(c.info.start_time for c in _children(case["uri"], result.transfer_id)) >= parent.info.start_time
+    assert "pilot: plateau quality" in progress.getvalue()
+    doc = result.analysis(n_boot=0)
+    assert doc["targets"]["pilot"]["result"]["value"] == derived["value"]
+    assert doc["fits"]["steps_to_target"]["target_values"] == report["target_values"]
+
+    pilot_status = transfer_status(case["root"] / "pilot")["pilot"]
+    assert pilot_status["state"] == "SUCCEEDED" and pilot_status["target"] == derived["value"]
+
+    # Resumed: the finished pilot is reused as it was recorded, nothing runs again.
+    again = run_transfer(spec, workdir=case["root"] / "pilot", resume=True)
+    assert again.plan.pilot["result"] == derived and again.runs == result.runs
+    assert len(client.search_runs([exp.experiment_id], f"tags.`scalesweep.transfer.pilot_of` = "
+                                  f"'{result.transfer_id}'")) == len(pilot_runs) + 1  # the trials and their parent
+    with pytest.raises(ValueError, match=r"target.pilot.seeds must be disjoint"):  # the sweep's seeds, [0]
+        run_transfer({**spec, "name": "tiny-pilot-bad", "seeds": None,
+                      "target": {"rule": "pilot", "pilot": {"seeds": [0]}}}, workdir=case["root"] / "pilot-bad")
 
 
 def test_a_transfer_on_two_workers_times_the_two_rank_step_it_trains(case: dict[str, Any], tmp_path: Path) -> None:

@@ -149,9 +149,21 @@ def test_plateau_flags_a_rung_still_improving_and_clears_a_flat_one() -> None:
     assert doc["undertrained_rungs"] == ["cpu-xs"]
     run = next(r for r in doc["runs"] if r["run_id"] == "cpu-s-adamw-0")
     assert run["plateau_drop"] == pytest.approx(0.0, abs=1e-9) and run["target_reached"] is True
-    for metric in ("steps_to_target", "time_to_target", "time_to_best"):
+    for metric in ("steps_to_target", "time_to_best"):
         fit = doc["fits"][metric]
         assert "undertrained" in fit["flags"] and "cpu-xs" in fit["flag_details"]["undertrained"]
+    # Each rung's target from its own AdamW (198 at cpu-xs, 276 at cpu-s): steps to target is fitted per level,
+    # each level's fits marked too; time to target is not fitted across the two.
+    levels = doc["fits"]["steps_to_target"]["levels"]
+    assert [round(v) for v in levels["levels"]] == [276, 198]
+    assert doc["fits"]["steps_to_target"]["target_level"] == levels["headline"] == levels["levels"][0]
+    loose, strict = (levels["fits"][f"{v:g}"] for v in levels["levels"])
+    for endpoint in ("first", "sustained"):
+        assert "undertrained" in loose[endpoint]["fit"]["flags"] and loose[endpoint]["censored"] == 0
+        # cpu-s flattens at 276 and never reaches 198: censored there on both seeds, its cells refused, no fit.
+        assert strict[endpoint]["cells"]["muon"]["cpu-s"]["right_censored"] == 2
+        assert strict[endpoint]["fit"]["error"].startswith("no arm has two rungs or more left to fit at 198")
+    assert doc["fits"]["time_to_target"]["error"].startswith("the rungs' targets differ")
     json.dumps(doc)
 
 
@@ -164,6 +176,8 @@ def test_steps_and_time_to_target_are_fitted_against_size() -> None:
     for arm in fit.arms:
         assert fit.params[arm]["alpha"] == pytest.approx(-0.3, abs=0.01)
     doc = result.analysis(n_boot=50)
+    # One target for every rung: the fit over the runs that reached it, as before; no levels.
+    assert not result.targets_differ() and "levels" not in doc["fits"]["steps_to_target"]
     for metric in ("steps_to_target", "time_to_target"):
         arms = doc["fits"][metric]["arms"]
         assert set(arms) == set(ARMS)

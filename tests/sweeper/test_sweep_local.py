@@ -161,6 +161,29 @@ def test_failures_are_recorded_retried_and_do_not_stop_the_others(ray_local: Non
     assert result.selection is not None and result.selection.point.objective == pytest.approx(expected)
 
 
+def test_a_sweep_chooses_by_steps_to_target_through_ray_and_mlflow(ray_local: None, store_uri: str,
+                                                                  tmp_path: Path) -> None:
+    """selection.objective steps_to_target end to end: each trial worker scores its own curve, MLflow holds the
+    score, and the choice says which objective made it. Fake FD is linear in the step, base x (1 + (24 - s) / 48),
+    so the interpolated first crossing of 23 is exact: base 20 (K=3, gamma=0.15) at step 16.8; base 24 (K=2) never
+    reaches and scores 24 x 24 / 23, as does AdamW (base 40) with 24 x 40 / 23."""
+    spec = make_spec("by-steps", store_uri, backend=fake_backend(), eval_steps=[4, 8, 12, 16, 20, 24],
+                     search={"space": {"K": [2, 3], "gamma": [0.15]}},
+                     selection={"objective": "steps_to_target", "target": 23, "curve": "fd"})
+    result = run_sweep(spec, workdir=tmp_path / "wd")
+    scores = {p.point_key: p.objective for p in result.points}
+    assert scores == pytest.approx({"K=3,gamma=0.15": 16.8, "K=2,gamma=0.15": 24 * 24 / 23})
+    assert result.best == {"K": 3, "gamma": 0.15} and [b.objective for b in result.baselines] == pytest.approx(
+        [24 * 40 / 23])
+    censored = {p.point_key: p.censored_seeds for p in result.points}
+    assert censored == {"K=2,gamma=0.15": [0], "K=3,gamma=0.15": []} and result.baselines[0].censored_seeds == [0]
+    chosen = next(r for r in _children(store_uri, "by-steps") if r.info.run_name == "K=3,gamma=0.15,seed=0")
+    assert chosen.data.metrics["objective"] == pytest.approx(16.8)  # what the planner told Optuna
+    doc = result.selection_document()
+    assert doc["selection"]["objective"] == "steps_to_target" and "steps to reach fd <= 23" in doc["objective"]
+    assert "steps to reach fd <= 23" in result.table().splitlines()[0]
+
+
 def test_asha_prunes_search_trials_as_pruned_and_closes_their_runs(ray_local: None, store_uri: str,
                                                                    tmp_path: Path) -> None:
     spec = make_spec(

@@ -5,8 +5,10 @@ way. Each router keeps only what is its own (the spec it accepts, its public sha
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
@@ -18,6 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from sweeper.demand import TrialMemory
 
 from .._db import SweepRecord, TransferRecord, new_id
+from .._render import ClientLeft, RenderFailed, client_left, render_bounded
 from .._security import check_capacity_at_submission, check_memory, check_rest_spec, check_rungs, check_work
 from .._settings import Settings
 from ..deps import JobsDep, Owner, SessionDep, SettingsDep
@@ -34,11 +37,13 @@ __all__ = [
     "check_queue",
     "create_job",
     "create_responses",
+    "draw_page",
     "get_job",
     "list_page",
     "live_meta",
     "mlflow_links",
     "progress",
+    "queue_room",
     "resume_job",
     "shown",
 ]
@@ -50,6 +55,24 @@ HTML_PAGE: dict[int | str, dict[str, Any]] = {200: {"content": {"text/html": {"s
 
 Job = TypeVar("Job", SweepRecord, TransferRecord)
 Public = TypeVar("Public")
+
+
+def draw_page(settings: Settings, request: Any, what: str, fn: Callable[..., str], *args: Any,
+              conflict: str | None = None) -> str:
+    """An HTML report drawn by `fn(*args)` in a bounded worker (`api.service._render`), killed when `request`'s
+    client leaves; 503 naming the limit it passed, 409 when the page raised the exception class named `conflict`
+    (its reason: nothing to draw yet)."""
+    try:
+        return render_bounded(fn, *args, timeout_s=settings.report_timeout_s,
+                              memory_bytes=settings.report_memory_mb * 2**20, left=client_left(request))
+    except ClientLeft:  # its own client reads no answer; a reader that waited for the same drawing reads this one
+        raise HTTPException(503, f"{what} was not drawn: the request that was drawing it was closed; ask again",
+                            headers={"Retry-After": "1"}) from None
+    except RenderFailed as exc:
+        if conflict is not None and exc.error == conflict:
+            raise HTTPException(409, str(exc).removeprefix(f"{conflict}: ")) from None
+        raise HTTPException(503, f"{what} was not drawn: {exc} (SCALESWEEP_REPORT_TIMEOUT_S, "
+                            "SCALESWEEP_REPORT_MEMORY_MB); its JSON views answer") from None
 
 
 def shown(settings: Settings, text: str | None) -> str | None:
@@ -179,10 +202,25 @@ def admit(spec: dict[str, Any], demand: Demand, queue: JobsDep, settings: Settin
 QUEUE_RETRY_AFTER_S = 60  # a queued job leaves the queue when a driver slot frees: minutes, not seconds
 
 
+# One count-then-queue at a time in this service: counted and queued apart, 24 concurrent submissions of one owner
+# were all queued under a cap of 3. One service runs per work folder (its leader lock), so a lock of the process
+# is enough for the services this project starts; services of other work folders sharing one database each count
+# on their own.
+_QUEUEING = threading.Lock()
+
+
+@contextlib.contextmanager
+def queue_room(session: Any, settings: Settings, owner: str) -> Iterator[None]:
+    """`check_queue`, then the block (which queues the job and commits) before any other request counts."""
+    with _QUEUEING:
+        check_queue(session, settings, owner)
+        yield
+
+
 def check_queue(session: Any, settings: Settings, owner: str) -> None:
     """Refuse (429 with Retry-After) one more queued job beyond `max_queued_jobs` PENDING jobs in all, or beyond
-    `max_queued_per_owner` of this owner (issue 53, L2: 200 submissions in 12 s were all accepted). Counted before
-    the insert, not with it: concurrent submissions can pass the cap by at most the route threads in flight."""
+    `max_queued_per_owner` of this owner (issue 53, L2: 200 submissions in 12 s were all accepted). Call it through
+    `queue_room`, so that the count and the write that queues are one step."""
     total = mine = 0
     for model in _KINDS:
         pending = select(func.count()).select_from(model).where(model.state == "PENDING")
@@ -226,16 +264,16 @@ def create_job(
             response.status_code = status.HTTP_200_OK
             response.headers["Location"] = f"/v1/{noun}s/{existing.id}"
             return public(settings, existing)
-    check_queue(session, settings, owner)
-    record = model(id=new_id(prefix), state="PENDING", spec=spec, owner=owner, idempotency_key=idempotency_key,
-                   **fields)
-    session.add(record)
-    try:
-        session.commit()
-    except IntegrityError:  # the same key committed by a concurrent request between our look-up and insert
-        session.rollback()
-        raise HTTPException(409, f"Idempotency-Key is being used by another request; retry to get its {noun}") \
-            from None
+    with queue_room(session, settings, owner):
+        record = model(id=new_id(prefix), state="PENDING", spec=spec, owner=owner, idempotency_key=idempotency_key,
+                       **fields)
+        session.add(record)
+        try:
+            session.commit()
+        except IntegrityError:  # the same key committed by a concurrent request between our look-up and insert
+            session.rollback()
+            raise HTTPException(409, f"Idempotency-Key is being used by another request; retry to get its {noun}") \
+                from None
     queue.wake()
     response.headers["Location"] = f"/v1/{noun}s/{record.id}"
     return public(settings, record)
@@ -249,8 +287,9 @@ def cancel_job(queue: JobsDep, session: Any, record: SweepRecord | TransferRecor
 
 def resume_job(queue: JobsDep, session: Any, record: SweepRecord | TransferRecord, noun: str, settings: Settings,
                owner: str) -> None:
-    check_queue(session, settings, owner)
-    if not queue.resume(session, record):  # the check and the write are one statement
+    with queue_room(session, settings, owner):
+        resumed = queue.resume(session, record)  # the state's check and the write are one statement
+    if not resumed:
         raise HTTPException(409, f"{noun} {record.id} is {record.state}: only FAILED or CANCELLED {noun}s resume")
     queue.wake()
 

@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse
 
 from api.schemas import Prediction
@@ -17,8 +17,9 @@ from scaling import ExtrapolationRefused, ScalingError
 from sweeper.jobfiles import ANALYSIS_FILE, read_labelled, stored_transfer_report, transfer_version
 
 from .._gate import AnalysisGate
-from ..deps import AnalysisDep, ReadAccess, ResultsDep, SessionDep, SessionRoute, release
-from ._jobroutes import HTML_PAGE
+from .._render import transfer_page
+from ..deps import AnalysisDep, ReadAccess, ResultsDep, SessionDep, SessionRoute, SettingsDep, release
+from ._jobroutes import HTML_PAGE, draw_page
 from .transfers import get_transfer_record, started_folder, transfer_result
 
 router = APIRouter(prefix="/transfers", tags=["fits"], route_class=SessionRoute)
@@ -147,19 +148,16 @@ def predict(
 @router.get("/{transfer_id}/report", response_class=HTMLResponse,
             summary="One self-contained HTML report: curves, timing, scaling fits, the numbers behind them",
             responses={**HTML_PAGE, 409: {"description": "the transfer has not started its runs"}})
-def report(transfer_id: str, results: ResultsDep, gate: AnalysisDep, session: SessionDep,
-           _reader: ReadAccess) -> HTMLResponse:
+def report(transfer_id: str, request: Request, settings: SettingsDep, results: ResultsDep, gate: AnalysisDep,
+           session: SessionDep, _reader: ReadAccess) -> HTMLResponse:
     """A finished transfer's page is the one its job stored when it ended (read once per version, no MLflow
-    read, no fit); a running or changed transfer's page is built here, once per version of its runs."""
-    from dashboards import DashboardError, transfer_page
-
+    read, no fit); a running or changed transfer's page is drawn in a bounded worker, once per version of its runs
+    (409 while it has no MLflow parent run: `dashboards.DashboardError`)."""
     record = get_transfer_record(session, transfer_id)
     release(session)
 
     def page(result: Any) -> str:
-        try:
-            return transfer_page(result, transfer_id=record.id, sweep_id=record.sweep_id)
-        except DashboardError as exc:  # no MLflow parent run yet
-            raise HTTPException(409, str(exc)) from None
+        return draw_page(settings, request, f"the report of transfer {transfer_id}", transfer_page, result,
+                         record.id, record.sweep_id, conflict="DashboardError")
 
     return HTMLResponse(_stored_or_computed(results, record, "report", stored_transfer_report, page, gate))

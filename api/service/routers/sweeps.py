@@ -6,7 +6,7 @@ import threading
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Header, HTTPException, Query, Response
+from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response
 from fastapi.responses import HTMLResponse
 
 from api.schemas import Links, SweepPublic, SweepsPublic, TrialPublic, TrialsPublic
@@ -16,7 +16,7 @@ from sweeper.jobfiles import STATUS_FILE, is_sweep_folder
 
 from .._cache import file_version
 from .._db import SweepRecord
-from .._render import RenderFailed, render_bounded, sweep_page
+from .._render import comparison_page, sweep_page
 from .._settings import Settings
 from ..deps import AnalysisDep, JobsDep, Owner, ReadAccess, ResultsDep, SessionDep, SessionRoute, SettingsDep, release
 from . import _jobroutes as jobs
@@ -244,32 +244,26 @@ def get_comparison(sweep_id: str, other_id: str, results: ResultsDep, session: S
 @router.get("/{sweep_id}/compare/{other_id}/report", response_class=HTMLResponse,
             responses={**jobs.HTML_PAGE, 409: {"description": "either sweep has no result yet"}},
             summary="The comparison as one self-contained HTML page: its table and figure")
-def get_comparison_report(sweep_id: str, other_id: str, results: ResultsDep, gate: AnalysisDep, session: SessionDep,
+def get_comparison_report(sweep_id: str, other_id: str, request: Request, settings: SettingsDep,
+                          results: ResultsDep, gate: AnalysisDep, session: SessionDep,
                           reader: ReadAccess) -> HTMLResponse:
-    from dashboards import build_report, comparison_report
-
     doc = get_comparison(sweep_id, other_id, results, session, reader)
-    with gate.slot():  # a figure drawn per request: in an analysis slot like every report
-        return HTMLResponse(build_report(comparison_report(doc)))
+    with gate.slot():  # a figure drawn per request: in an analysis slot and a bounded worker like every report
+        return HTMLResponse(jobs.draw_page(settings, request, f"the comparison of sweeps {sweep_id} and {other_id}",
+                                           comparison_page, doc))
 
 
 @router.get("/{sweep_id}/report", response_class=HTMLResponse,
             responses={**jobs.HTML_PAGE, 409: {"description": "no point scored yet"}},
             summary="The sweep's report as one self-contained HTML page: heatmap, importance, front, parallel "
             "coordinates and slices, curves, timing, the decisions recorded")
-def get_report(sweep_id: str, settings: SettingsDep, results: ResultsDep, gate: AnalysisDep, session: SessionDep,
-               _reader: ReadAccess) -> HTMLResponse:
+def get_report(sweep_id: str, request: Request, settings: SettingsDep, results: ResultsDep, gate: AnalysisDep,
+               session: SessionDep, _reader: ReadAccess) -> HTMLResponse:
     record, result = _scored(sweep_id, results, session)
 
-    def draw() -> str:  # in a worker process with a time and a memory limit (api.service._render)
-        try:
-            return render_bounded(sweep_page, result.tracking_uri, result.parent_run_id,
-                                  f"scalesweep sweep {result.name}", {"sweep": record.id},
-                                  timeout_s=settings.report_timeout_s, memory_bytes=settings.report_memory_mb * 2**20)
-        except RenderFailed as exc:
-            raise HTTPException(503, f"the report of sweep {sweep_id} was not drawn: {exc} "
-                                "(SCALESWEEP_REPORT_TIMEOUT_S, SCALESWEEP_REPORT_MEMORY_MB); its JSON views "
-                                "(/trials, /best, /importance) answer") from None
+    def draw() -> str:  # in a worker process with a time and a memory limit, gone with its client
+        return jobs.draw_page(settings, request, f"the report of sweep {sweep_id}", sweep_page, result.tracking_uri,
+                              result.parent_run_id, f"scalesweep sweep {result.name}", {"sweep": record.id})
 
     return HTMLResponse(_derived(results, gate, record, "report", draw))
 
@@ -282,9 +276,9 @@ def extend_sweep(sweep_id: str, settings: SettingsDep, queue: JobsDep, session: 
                  spec: Annotated[SweepSpec, Body()]) -> dict[str, Any]:
     record = _get(session, sweep_id)
     jobs.admit(spec.model_dump(mode="json"), _demand(spec), queue, settings, "sweep")
-    jobs.check_queue(session, settings, owner)
     try:
-        added = queue.extend(session, record, spec)
+        with jobs.queue_room(session, settings, owner):
+            added = queue.extend(session, record, spec)
     except SweepError as exc:
         raise HTTPException(422, str(exc)) from exc
     if added is None:

@@ -1,0 +1,208 @@
+"""The transfer report's sections on how far its answer can be trusted: the controls (first on the page, before
+any saving), every comparison at the first and the sustained crossing with its censoring counts, the claims in one
+alpha budget, the effective-step diagnostic's verdict, and the tuning budget per arm.
+
+It renders the plain data of the transfer's analysis (`sweeper.TransferResult.analysis()`, the JSON behind
+`GET /v1/transfers/{id}/fits`: its `controls`, `targets`, `claims`, `diagnostics`, `tuning_budgets` and
+`lr_brackets`, shapes in docs/targets.md); nothing is computed here, so every number is the one the analysis
+carries. Every comparison is shown as its mean, 95 % interval and n.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from ._html import escape as _e
+from ._html import interval as _interval
+from ._html import number as _f
+from ._html import text_table as _table
+
+__all__ = ["budgets_html", "claims_html", "controls_html", "controls_lead_html", "crossings_html",
+           "diagnostics_html"]
+
+ENDPOINTS = ("first", "sustained")
+_NO_CONTROLS = ("No controls ran in this transfer (the spec's <code>controls: [negative, positive]</code>): a null "
+                "below cannot be told from an instrument that would have missed a saving.")
+
+
+def controls_lead_html(analysis: Mapping[str, Any]) -> str:
+    """The page's first lines: whether each control came out as it must (the analysis' `controls.summary`), a
+    failed positive control first of all; without controls, that no null on the page is interpretable."""
+    controls = analysis.get("controls")
+    if not controls:
+        return f'<div class="controls"><p>{_NO_CONTROLS}</p></div>'
+    items = []
+    for line in controls.get("summary") or []:
+        text = _e(line.strip())
+        failed = "FAILED" in line or "did NOT" in line
+        items.append(f"<li>{'<strong>' + text + '</strong>' if failed else text}</li>")
+    return f'<div class="controls"><p><strong>Controls, before any saving:</strong></p><ul>{"".join(items)}</ul></div>'
+
+
+def _ratio_text(d: Mapping[str, Any] | None) -> str:
+    """The per-step time ratio of a saving (`{mean, lo, hi, rounds}`: n counts timing rounds)."""
+    if not d or d.get("mean") is None:
+        return "—"
+    if d.get("lo") is None:
+        return f"{_f(d['mean'], 4)} ({d.get('rounds')} round(s), no interval)"
+    return f"{_f(d['mean'], 4)} [{_f(d['lo'], 4)}, {_f(d['hi'], 4)}] ({d.get('rounds')} timing rounds)"
+
+
+def _censoring(counts: Mapping[str, Mapping[str, int]] | None) -> str:
+    """Each arm's seeds that reached, and those censored (right: never reached or did not hold to the horizon;
+    left: at or below the target from the first point)."""
+    if not counts:
+        return "—"
+    return "<br>".join(f"{_e(arm)}: {c.get('reached', 0)} reached, {c.get('right_censored', 0)} right-censored, "
+                       f"{c.get('left_censored', 0)} left-censored" for arm, c in counts.items())
+
+
+def _endpoint_cells(doc: Mapping[str, Any] | None) -> list[str]:
+    """Steps ratio, censoring, time saving and per-step ratio of one endpoint of a crossing comparison."""
+    if not doc:
+        return ["—", "—", "—", "—"]
+    if "error" in doc:
+        return [f"not computed: {_e(doc['error'])}", "—", "—", "—"]
+    saving = doc.get("time_saving_pct") or {}
+    return [_interval(doc.get("steps_to_target_ratio")), _censoring(doc.get("censoring")),
+            _interval(saving, " %") if saving else "— (not timed)", _ratio_text(saving.get("step_time_ratio"))]
+
+
+_ENDPOINT_HEADER = ["steps-to-target ratio [95 % interval] (n)", "seeds per arm (censoring)",
+                    "time saving [95 % interval] (n)", "per-step time ratio [95 % interval]"]
+
+
+def controls_html(analysis: Mapping[str, Any]) -> str:
+    """Each control at each rung: its outcome, the checks behind it (value, interval, p, what it must show) and
+    the comparison it was judged on, at the controls' endpoint."""
+    controls = analysis.get("controls")
+    if not controls:
+        return f"<p>{_NO_CONTROLS}</p>"
+    endpoint = controls.get("endpoint", "first")
+    rows = []
+    for kind in ("negative", "positive"):
+        section = controls.get(kind)
+        if not section:
+            continue
+        pair = f"{_e(section.get('arm'))} against {_e(section.get('against'))}"
+        for rung, outcome in (section.get("rungs") or {}).items():
+            comp = (section.get("comparisons") or {}).get(rung) or {}
+            doc = comp.get(endpoint) if "error" not in comp else comp
+            checks = "<br>".join(_e(c.get("text", "")) for c in outcome.get("checks") or []) or "—"
+            state = "as it must" if outcome.get("passed") else "<strong>FAILED</strong>"
+            rows.append([_e(kind), pair, _e(rung), state, *_endpoint_cells(doc), checks, _e(outcome.get("verdict"))])
+    searched = _e(analysis.get("searched_arm") or "the searched arm")
+    return (_table(["control", "arms", "rung", "outcome", *_ENDPOINT_HEADER, "checks", "verdict"], rows,
+                   f"each control at each rung, at the {endpoint} crossing (alpha {controls.get('alpha')}): the "
+                   "negative control must come out null, the positive control's known saving must be detected")
+            + f"<p>A null on {searched} is read as evidence of no saving only where the positive control's saving was "
+              "detected at that rung (each comparison's reading in the next table).</p>")
+
+
+def _comparisons(analysis: Mapping[str, Any]) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
+    for rung, entry in ((analysis.get("targets") or {}).get("rungs") or {}).items():
+        for base, comp in (entry.get("comparisons") or {}).items():
+            yield rung, base, comp
+
+
+def crossings_html(analysis: Mapping[str, Any]) -> str:
+    """Every comparison of the searched arm at the first and the sustained crossing, every seed kept: the
+    restricted-mean steps ratio, the censoring counts per arm, the time saving and how a null reads."""
+    rows = []
+    for rung, base, comp in _comparisons(analysis):
+        for endpoint in ENDPOINTS:
+            doc = comp.get(endpoint)
+            rows.append([_e(rung), _e(base), endpoint, *_endpoint_cells(doc), _e((doc or {}).get("reading") or "—")])
+    if not rows:
+        return ""
+    searched = analysis.get("searched_arm") or "the searched arm"
+    return _table(["rung", "baseline", "crossing", *_ENDPOINT_HEADER, "reading"], rows,
+                  f"{searched} against each baseline, every seed kept: restricted-mean steps to target (a seed that "
+                  "does not reach, or does not stay at or below the target to its horizon, is censored there, not "
+                  "dropped); a null is interpretable only when the positive control's saving was detected")
+
+
+def claims_html(analysis: Mapping[str, Any]) -> str:
+    """The study's claims in one alpha budget: per comparison whether it stands, its saving at both crossings
+    with the Holm-adjusted p, and its power at the level the strongest claim must pass."""
+    claims = analysis.get("claims")
+    if not claims:
+        return "<p>No claims were judged.</p>"
+    savings = {f"{rung} vs {base}": comp for rung, base, comp in _comparisons(analysis)}
+    p_holm = claims.get("p_holm") or {}
+    rows = []
+    for key, stands in (claims.get("stands") or {}).items():
+        comp = savings.get(key) or {}
+        cells = []
+        for endpoint in ENDPOINTS:
+            saving = (comp.get(endpoint) or {}).get("time_saving_pct")
+            p = (p_holm.get(endpoint) or {}).get(key)
+            cells.append(_interval(saving, " %") + (f"<br>Holm p {p:.3g}" if p is not None else ""))
+        state = f"<strong>stands ({_e(claims['direction'][key])})</strong>" if stands else "does not stand"
+        power = ((claims.get("power") or {}).get(key) or {}).get("text")
+        rows.append([_e(key), state, *cells, _e(power or "—")])
+    rows += [[_e(key), "not judged (no comparison)", "—", "—", "—"] for key in claims.get("not_judged") or []]
+    budget = claims.get("budget_text") or (claims.get("budget") or {}).get("text", "")
+    return (f"<p><strong>One alpha budget:</strong> {_e(budget)}. A claim of a time saving stands only where the "
+            "first and the sustained crossing both show it, in one direction.</p>"
+            + _table(["comparison", "claim", "time saving, first crossing [95 % interval] (n)",
+                      "time saving, sustained crossing [95 % interval] (n)", "power at the claim's level"], rows,
+                     "every rung x baseline comparison in the budget, Holm-adjusted over all of them"))
+
+
+def diagnostics_html(analysis: Mapping[str, Any]) -> str:
+    """The effective-step diagnostic per rung: the searched arm against Muon and against Muon at the searched
+    arm's mean update size, and the verdict: is a steps penalty the step size or the direction?"""
+    parts = []
+    for kind, d in (analysis.get("diagnostics") or {}).items():
+        endpoint = d.get("endpoint", "first")
+        reference, arm = d.get("reference"), d.get("arm")
+        rows = []
+        for rung, doc in (d.get("rungs") or {}).items():
+            cells = []
+            for key in (f"vs_{reference}", f"vs_{arm}"):
+                comp = doc.get(key) or {}
+                cells.append(f"not computed: {_e(comp['error'])}" if "error" in comp else
+                             _interval((comp.get(endpoint) or {}).get("steps_to_target_ratio")))
+            rows.append([_e(rung), *cells, _e(doc.get("verdict"))])
+        parts.append(_table(
+            ["rung", f"steps ratio against {reference} [95 % interval] (n)",
+             f"steps ratio against {arm} [95 % interval] (n)", "verdict"], rows,
+            f"{kind.replace('_', '-')} diagnostic: {d.get('against')} against {reference}, and against {arm} ("
+            f"{reference} at lr x {d.get('lr_factor')}, the {d.get('against')} arm's mean update size), at the "
+            f"{endpoint} crossing"))
+    return "".join(parts)
+
+
+def budgets_html(analysis: Mapping[str, Any]) -> str:
+    """The tuning budget per arm: settings tried in the sweep, lr multiples tried at each rung here and runs per
+    rung, whether they are equal across the arms, and the multiple each bracketed arm was judged at."""
+    budgets = analysis.get("tuning_budgets") or {}
+    if not budgets.get("arms"):
+        return ""
+    brackets = analysis.get("lr_brackets") or {}
+    multiples = brackets.get("multiples") or {}
+    rows = []
+    for arm, b in (budgets.get("arms") or {}).items():
+        tried = multiples.get(arm)
+        lrs = ", ".join(f"x{m:g}" for m in tried) if tried else "x1 (the carried lr)"
+        sweep = b.get("sweep_settings")
+        rows.append([_e(arm), str(sweep) if sweep is not None else "not known", _e(lrs),
+                     str(b.get("transfer_settings_per_rung")), str(b.get("runs_per_rung"))])
+    words = {True: "equal", False: "<strong>NOT equal</strong>", None: "not known"}
+    parts = [_table(["arm", "settings tried in the sweep", "lr multiples tried per rung", "settings per rung",
+                     "runs per rung (settings x seeds)"], rows, "tuning budget per arm"),
+             f"<p>Budgets in the sweep: {words[budgets.get('equal_in_sweep')]}; in the transfer: "
+             f"{words[budgets.get('equal_in_transfer')]}. A searched arm tuned on more settings than the baselines "
+             "has an advantage no test sees.</p>"]
+    choice_rows = []
+    for rung, per in (brackets.get("choices") or {}).items():
+        for arm, choice in per.items():
+            tried = "; ".join(f"x{m}: {_f(d.get('mean_final'))} ({d.get('finished')}/{d.get('runs')} finished)"
+                              for m, d in (choice.get("multiples") or {}).items())
+            choice_rows.append([_e(rung), _e(arm), f"x{_f(choice.get('chosen'))}", _e(tried)])
+    if choice_rows:
+        parts.append(_table(["rung", "arm", "judged at", "each multiple: mean final quality (runs finished)"],
+                            choice_rows, "each bracketed arm judged at its best lr multiple per rung"))
+    return "".join(parts)
