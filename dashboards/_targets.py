@@ -56,7 +56,7 @@ def targets_html(summary: Mapping[str, Any]) -> str:
                          _f(1e3 * a["step_time_s"], 3) if a.get("step_time_s") else "—", plateau])
     parts.append(_table(["rung", "horizon", "target", "curve", "arm", "reached", "held to the end",
                          "steps to target", "time to target s", "time to best s (paper's definition)",
-                         "ms/step (isolated)", "plateau"], rows,
+                         "ms/step (timing stage)", "plateau"], rows,
                         "per rung and arm, mean ± std over the seeds that reached; held to the end: of those, the "
                         "seeds still at or below the target at their last point (a first crossing alone does not "
                         "see a run that rises again)"))

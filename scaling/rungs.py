@@ -819,7 +819,8 @@ def target_table(report: Mapping[str, Any], searched_arm: str) -> list[str]:
                          f"seeds for 10 %: {needed if needed is not None else '> 1000 (timing spread)'}")
             lines.append(
                 f"  {rung:<10} vs {base:<8} steps-to-target ratio {_interval(c['steps_to_target_ratio'])}"
-                f"{_holm(c['steps_to_target_ratio'])} x per-step time ratio {step_ratio_text(c)} (isolated) = time "
+                f"{_holm(c['steps_to_target_ratio'])} x per-step time ratio {step_ratio_text(c)} "
+                f"({c.get('step_time_ratio_how', 'isolated')}) = time "
                 "saving " + (_interval(saving, '.1f', '+') + " %" + _holm(saving) if saving else "- (no timing)")
                 + power)
     multiplicity = report.get("multiplicity")

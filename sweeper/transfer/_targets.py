@@ -66,7 +66,10 @@ class TargetAnswers(SavingsAnswers):
         # Both crossings beside the complete-case numbers, every seed kept; a null read against the positive control.
         positive = self._control_outcomes.get("positive", {})
         for rung, entry in report["rungs"].items():
+            how = self._timing_how(rung)
             for base, comp in entry["comparisons"].items():
+                if how is not None and comp.get("step_time_ratio") is not None:
+                    comp["step_time_ratio_how"], comp["step_time_ratio_source"] = how
                 crossing = self._comparisons[rung, base]
                 if not isinstance(crossing, CrossingComparison):
                     comp.update(first={"error": crossing}, sustained={"error": crossing})
@@ -78,6 +81,20 @@ class TargetAnswers(SavingsAnswers):
                     if saving is not None:
                         comp[endpoint]["reading"] = null_reading(saving, positive.get(rung))
         return report
+
+    def _timing_how(self, rung: str) -> tuple[str, str] | None:
+        """(short label, source text) of the per-step ratio at `rung` when the interleaved method measured it (the
+        isolated method's wording is the report's default), with the ranks it ran on."""
+        timing = self.step_timing
+        if timing.get("method") != "interleaved":
+            return None
+        digest = (timing.get("rungs") or {}).get(rung) or {}
+        workers = int(digest.get("workers") or timing.get("workers") or 1)
+        clock = digest.get("clock") or timing.get("clock") or "thread"
+        ranks = f", {workers} gloo ranks" if workers > 1 else ""
+        source = (f"interleaved in one process per rung on the {clock} clock, whole refresh periods per block"
+                  + (f", the slowest of {workers} gloo ranks' step, communication included" if workers > 1 else ""))
+        return f"interleaved{ranks}", source
 
     @cached_property
     def _comparisons(self) -> dict[tuple[str, str], CrossingComparison | str]:

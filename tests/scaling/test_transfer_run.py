@@ -340,6 +340,11 @@ def test_a_transfer_on_two_workers_times_the_two_rank_step_it_trains(case: dict[
     assert timing["workers"] == {"cpu-xs": 2} and (digest["workers"], digest["cpu_clock"]) == (2, "process")
     assert digest["local_batch"] == 4 and digest["batch_size"] == 8
     assert "interleaved on 2 gloo ranks per rung" in progress.getvalue()
+    # the comparisons say which step their per-step ratio is: the 2-rank one, communication included
+    comp = result.targets()["rungs"]["cpu-xs"]["comparisons"]["muon"]
+    assert comp["step_time_ratio_how"] == "interleaved, 2 gloo ranks"
+    assert "slowest of 2 gloo ranks' step, communication included" in comp["step_time_ratio_source"]
+    assert "(interleaved, 2 gloo ranks)" in result.table()
     client = MlflowClient(case["uri"])
     for run in result.runs:
         logged = client.get_run(run.run_id).data
