@@ -89,7 +89,10 @@ class TargetAnswers(SavingsAnswers):
         if timing.get("method") != "interleaved":
             return None
         digest = (timing.get("rungs") or {}).get(rung) or {}
-        workers = int(digest.get("workers") or timing.get("workers") or 1)
+        # The document's `workers` is rung -> count (one count in none of the documents written so far); a rung's
+        # digest carries its own where the ranks were more than one.
+        counts = timing.get("workers")
+        workers = int(digest.get("workers") or (counts.get(rung) if isinstance(counts, Mapping) else counts) or 1)
         clock = digest.get("clock") or timing.get("clock") or "thread"
         ranks = f", {workers} gloo ranks" if workers > 1 else ""
         source = (f"interleaved in one process per rung on the {clock} clock, whole refresh periods per block"

@@ -443,3 +443,22 @@ def test_lr_brackets_run_each_multiple_and_judge_each_rungs_arm_at_its_best() ->
     assert budgets["arms"]["periodic"]["runs_per_rung"] == 3 * len(SEEDS) and budgets["equal_in_transfer"] is False
     assert doc["lr_brackets"]["choices"]["cpu-xs"]["periodic"]["chosen"] == 1.5
     assert any("cpu-s      periodic judged at lr x1.5" in line for line in bracketed.table().splitlines())
+
+
+def test_a_per_step_ratio_says_which_step_it_timed_for_every_shape_of_the_timing_document() -> None:
+    from types import SimpleNamespace
+
+    from sweeper.transfer._targets import TargetAnswers
+
+    def how(timing: dict, rung: str = "cpu-xs") -> tuple[str, str] | None:
+        return TargetAnswers._timing_how(SimpleNamespace(step_timing=timing), rung)  # type: ignore[arg-type]
+
+    # one worker, as written now: the document's workers is rung -> count and the digest carries none
+    one = how({"method": "interleaved", "clock": "thread", "workers": {"cpu-xs": 1}, "rungs": {"cpu-xs": {}}})
+    assert one is not None and one[0] == "interleaved" and "gloo" not in one[1]
+    two = how({"method": "interleaved", "workers": {"cpu-xs": 2}, "rungs": {"cpu-xs": {"workers": 2}}})
+    assert two is not None and two[0] == "interleaved, 2 gloo ranks" and "communication included" in two[1]
+    # a document written before workers existed, and the isolated method (the report's own wording stays)
+    assert how({"method": "interleaved", "rungs": {"cpu-xs": {"clock": "wall"}}}) == (
+        "interleaved", "interleaved in one process per rung on the wall clock, whole refresh periods per block")
+    assert how({"method": "isolated", "rungs": {}}) is None
