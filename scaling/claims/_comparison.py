@@ -74,6 +74,13 @@ def compare_crossings(
     per_arm: dict[str, dict[int, dict[Endpoint, Crossing]]] = {searched: {}, baseline: {}}
     for r in at:
         per_arm[r.arm][r.seed] = run_crossings(r, target, float(tau))
+    if not any(c["first"].status != "right_censored" for arm in per_arm.values() for c in arm.values()):
+        # Every seed of both arms censored at the horizon: their restricted means are both the horizon, so the
+        # ratio would be 1 by construction and a "saving" the per-step ratio alone; not a measurement of steps.
+        raise ScalingInputError(
+            f"no seed of {searched} or {baseline} reached the target {target:.4g} at {rung} within its horizon "
+            f"({tau:g} steps): a steps ratio there would be 1 by construction; a target the arms reach is needed "
+            "(a looser slack or a longer horizon)")
     steps: dict[str, RestrictedRatio] = {}
     savings: dict[str, SurvivalSaving] = {}
     for endpoint in ENDPOINTS:

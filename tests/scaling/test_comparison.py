@@ -62,6 +62,19 @@ def test_compare_crossings_refuses_a_seed_only_one_arm_ran() -> None:
         compare_crossings(runs, rung="cpu-l", searched="periodic", baseline="muon", target=50.0)
 
 
+def test_no_seed_reaching_in_either_arm_is_refused_not_read_as_equal_steps() -> None:
+    # Every seed of both arms stays above 50: both restricted means would be the horizon, a ratio of 1 by
+    # construction (and a "saving" that is only the per-step ratio); one seed reaching makes it a measurement.
+    above = [_run(a, s, (80, 70, 60, 55)) for a in ("periodic", "muon") for s in range(3)]
+    with pytest.raises(ScalingInputError, match=r"no seed of periodic or muon reached the target 50 at cpu-m "
+                       r"within its horizon .*1 by construction"):
+        compare_crossings(above, rung="cpu-m", searched="periodic", baseline="muon", target=50.0,
+                          step_time_log_ratios=[math.log(0.85)] * 4)
+    one = [*above[:-1], _run("muon", 2, (80, 60, 45, 40))]
+    c = compare_crossings(one, rung="cpu-m", searched="periodic", baseline="muon", target=50.0)
+    assert c.steps["first"].ratio > 1  # periodic censored throughout, Muon reached once: periodic is slower
+
+
 def test_controls_section_says_per_rung_whether_each_control_came_out_as_it_must() -> None:
     same = [_run(arm, s, (80, 60 - s, 40, 35)) for arm in ("muon", "muon2") for s in range(4)]
     negative = compare_crossings(same, rung="cpu-m", searched="muon2", baseline="muon", target=50.0,
