@@ -171,8 +171,7 @@ def test_a_transfer_study_rederives_from_its_records_and_a_changed_curve_fails(t
     with (records / "curves.csv").open("w", newline="", encoding="utf-8") as f:
         csv.writer(f, lineterminator="\n").writerows(rows)
     problems = rederive().rederive(tmp_path, out=lambda _: None)
-    assert problems and all(p.startswith(("cpu-xs, muon,", "cpu-xs, negative,", "cpu-xs, positive,", "cpu-xs,"))
-                            for p in problems), problems
+    assert problems
     assert any(p.startswith("cpu-xs, muon, sustained, steps-to-target ratio:") for p in problems), problems
     # AdamW's own figures hold; only its Holm-adjusted p moves, as it must when another p of the family moved
     assert not any(", adamw," in p and ", Holm p:" not in p for p in problems), problems
