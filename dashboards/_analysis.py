@@ -1,6 +1,6 @@
 """The transfer report's sections on how far its answer can be trusted: the controls (first on the page, before
-any saving), every comparison at the first and the sustained crossing with its censoring counts, the claims in one
-alpha budget, the effective-step diagnostic's verdict, and the tuning budget per arm.
+any saving), every comparison at the first crossing, in steps above the target and at the sustained crossing with
+its censoring counts (which endpoints are co-primary, which reported only), the claims in one alpha budget, the effective-step diagnostic's verdict, and the tuning budget per arm.
 
 It renders the plain data of the transfer's analysis (`sweeper.TransferResult.analysis()`, the JSON behind
 `GET /v1/transfers/{id}/fits`: its `controls`, `targets`, `claims`, `diagnostics`, `tuning_budgets` and
@@ -21,7 +21,12 @@ from ._html import text_table as _table
 __all__ = ["budgets_html", "claims_html", "controls_html", "controls_lead_html", "crossings_html",
            "diagnostics_html"]
 
-ENDPOINTS = ("first", "sustained")
+# In the order the page shows them: the two a claim needs first, then the one reported beside them.
+ENDPOINTS = ("first", "steps_above", "sustained")
+_LABELS = {"first": "first crossing", "steps_above": "steps above the target", "sustained": "sustained crossing"}
+# An analysis judged before the steps above the target were an endpoint carries no `co_primary`: it judged these.
+_EARLIER_CO_PRIMARY = ("first", "sustained")
+_CO_PRIMARY = ("first", "steps_above")
 _NO_CONTROLS = ("No controls ran in this transfer (the spec's <code>controls: [negative, positive]</code>): a null "
                 "below cannot be told from an instrument that would have missed a saving.")
 
@@ -100,6 +105,18 @@ def controls_html(analysis: Mapping[str, Any]) -> str:
               "detected at that rung (each comparison's reading in the next table).</p>")
 
 
+def _co_primary(analysis: Mapping[str, Any]) -> tuple[str, ...]:
+    """The endpoints the analysis' claims were judged on (both must show a claim)."""
+    claims = analysis.get("claims") or {}
+    if "co_primary" in claims:
+        return tuple(claims["co_primary"])
+    return _EARLIER_CO_PRIMARY if "stands" in claims else _CO_PRIMARY
+
+
+def _role(endpoint: str, co_primary: tuple[str, ...]) -> str:
+    return f"{_LABELS.get(endpoint, endpoint)} ({'co-primary' if endpoint in co_primary else 'reported, not judged'})"
+
+
 def _comparisons(analysis: Mapping[str, Any]) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
     for rung, entry in ((analysis.get("targets") or {}).get("rungs") or {}).items():
         for base, comp in (entry.get("comparisons") or {}).items():
@@ -107,47 +124,62 @@ def _comparisons(analysis: Mapping[str, Any]) -> Iterator[tuple[str, str, Mappin
 
 
 def crossings_html(analysis: Mapping[str, Any]) -> str:
-    """Every comparison of the searched arm at the first and the sustained crossing, every seed kept: the
-    restricted-mean steps ratio, the censoring counts per arm, the time saving and how a null reads."""
+    """Every comparison of the searched arm at each endpoint it carries (the first crossing, the steps above the
+    target, the sustained crossing), each labelled co-primary or reported, every seed kept: the restricted-mean
+    steps ratio, the censoring counts per arm, the time saving and how a null reads."""
+    co_primary = _co_primary(analysis)
     rows = []
     for rung, base, comp in _comparisons(analysis):
-        for endpoint in ENDPOINTS:
+        for endpoint in (e for e in ENDPOINTS if e in comp):  # an earlier analysis has no steps_above
             doc = comp.get(endpoint)
-            rows.append([_e(rung), _e(base), endpoint, *_endpoint_cells(doc), _e((doc or {}).get("reading") or "—")])
+            rows.append([_e(rung), _e(base), _role(endpoint, co_primary), *_endpoint_cells(doc),
+                         _e((doc or {}).get("reading") or "—")])
     if not rows:
         return ""
     searched = analysis.get("searched_arm") or "the searched arm"
-    return _table(["rung", "baseline", "crossing", *_ENDPOINT_HEADER, "reading"], rows,
-                  f"{searched} against each baseline, every seed kept: restricted-mean steps to target (a seed that "
-                  "does not reach, or does not stay at or below the target to its horizon, is censored there, not "
-                  "dropped); a null is interpretable only when the positive control's saving was detected")
+    return _table(["rung", "baseline", "endpoint", *_ENDPOINT_HEADER, "reading"], rows,
+                  f"{searched} against each baseline, every seed kept: restricted-mean steps to target, or steps "
+                  "spent above it up to the horizon (a seed that does not reach, does not stay at or below the "
+                  "target to its horizon, or stopped early, is censored there, not dropped); a claim needs both "
+                  f"co-primary endpoints ({' and '.join(_LABELS.get(e, e) for e in co_primary)})"
+                  + ("; the sustained crossing is reported, not judged: its 95 % interval covers about 89 % where a "
+                     "faster arm hovers near the target" if "sustained" not in co_primary else "")
+                  + "; a null is interpretable only when the positive control's saving was detected")
 
 
 def claims_html(analysis: Mapping[str, Any]) -> str:
-    """The study's claims in one alpha budget: per comparison whether it stands, its saving at both crossings
-    with the Holm-adjusted p, and its power at the level the strongest claim must pass."""
+    """The study's claims in one alpha budget: per comparison whether it stands, its saving at each endpoint with
+    the Holm-adjusted p (the co-primary pair first, then the one reported), and its power at the level the
+    strongest claim must pass."""
     claims = analysis.get("claims")
     if not claims:
         return "<p>No claims were judged.</p>"
     savings = {f"{rung} vs {base}": comp for rung, base, comp in _comparisons(analysis)}
     p_holm = claims.get("p_holm") or {}
+    co_primary = _co_primary(analysis)
+    endpoints = [e for e in ENDPOINTS if e in p_holm]
     rows = []
     for key, stands in (claims.get("stands") or {}).items():
         comp = savings.get(key) or {}
         cells = []
-        for endpoint in ENDPOINTS:
+        for endpoint in endpoints:
             saving = (comp.get(endpoint) or {}).get("time_saving_pct")
             p = (p_holm.get(endpoint) or {}).get(key)
             cells.append(_interval(saving, " %") + (f"<br>Holm p {p:.3g}" if p is not None else ""))
         state = f"<strong>stands ({_e(claims['direction'][key])})</strong>" if stands else "does not stand"
         power = ((claims.get("power") or {}).get(key) or {}).get("text")
         rows.append([_e(key), state, *cells, _e(power or "—")])
-    rows += [[_e(key), "not judged (no comparison)", "—", "—", "—"] for key in claims.get("not_judged") or []]
+    rows += [[_e(key), "not judged (no comparison)", *(["—"] * len(endpoints)), "—"]
+             for key in claims.get("not_judged") or []]
     budget = claims.get("budget_text") or (claims.get("budget") or {}).get("text", "")
+    both = " and the ".join(_LABELS.get(e, e) for e in co_primary)
+    reported = [_LABELS.get(e, e) for e in endpoints if e not in co_primary]
     return (f"<p><strong>One alpha budget:</strong> {_e(budget)}. A claim of a time saving stands only where the "
-            "first and the sustained crossing both show it, in one direction.</p>"
-            + _table(["comparison", "claim", "time saving, first crossing [95 % interval] (n)",
-                      "time saving, sustained crossing [95 % interval] (n)", "power at the claim's level"], rows,
+            f"{both} both show it, in one direction (co-primary)"
+            + (f"; the {' and '.join(reported)} is reported beside them, not judged" if reported else "") + ".</p>"
+            + _table(["comparison", "claim",
+                      *(f"time saving, {_role(e, co_primary)} [95 % interval] (n)" for e in endpoints),
+                      "power at the claim's level"], rows,
                      "every rung x baseline comparison in the budget, Holm-adjusted over all of them"))
 
 

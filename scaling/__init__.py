@@ -7,8 +7,9 @@ only `trials`: no Ray, MLflow, Optuna, sweeper, service or figures, not even ins
 Rooms, one concept each (each face names what the others may use; Optuna's package per concept):
 
     targets      time to best quality and to a target on one run's checkpoints, savings, the plateau check
-    survival     steps to target as a survival time: first and sustained crossings, the Kaplan-Meier restricted
-                 mean and the paired ratio of restricted means over censored seeds, censored fit data
+    survival     steps to target as a survival time: first and sustained crossings and the steps spent above the
+                 target, the Kaplan-Meier restricted mean and the paired ratio of restricted means over censored
+                 seeds, censored fit data
     controls     the controls' expected outcomes and the injection simulation that measures the intervals' coverage
     claims       one alpha budget, power at the claim's level, P(best) text, choice warnings, the comparisons judged
     rounds       seeds added in rounds until the saving is shown (looks at alpha / L)

@@ -53,12 +53,16 @@ __all__ = [
     "restricted_ratio",
     "restricted_saving",
     "run_crossings",
+    "run_steps_above",
     "steps_above",
     "sustained_crossing",
 ]
 
 Status = Literal["reached", "right_censored", "left_censored"]
 Endpoint = Literal["first", "sustained"]
+# What a steps-to-target comparison reads per run: the two crossings, and the steps spent above the target
+# (`run_steps_above`), the endpoint judged beside the first crossing (scaling.claims).
+ComparisonEndpoint = Literal["first", "sustained", "steps_above"]
 # Enough resamples that the bootstrap standard error moves by about 2 % between bootstrap seeds (its relative
 # error is about 1 / sqrt(2 B)), at a cost of milliseconds for the 3-12 seeds a study has.
 DEFAULT_SURVIVAL_BOOT = 1000
@@ -118,7 +122,19 @@ def steps_above(steps: ArrayLike, values: ArrayLike, target: float, *, horizon: 
     if s.ndim != 1 or s.size == 0 or s.shape != v.shape or np.any(np.diff(s) <= 0) or not np.all(np.isfinite(s)):
         raise ScalingInputError(f"steps must increase strictly, with one value each, got {s.tolist()} and "
                                 f"{v.tolist()}")
-    return float(steps_above_rows(s, v[None, :], target_value(target), _check_horizon(horizon))[0])
+    tau = _check_horizon(horizon)
+    if s[-1] > tau:
+        # Points past the horizon lie outside [0, horizon]: the curve is cut there, its value at the horizon read
+        # off the straight line between the points around it (a missing value stays missing: above).
+        k = int(np.searchsorted(s, tau, side="right"))  # the points at or before the horizon
+        if k == 0:
+            return tau  # the horizon comes before the first point: above throughout
+        if s[k - 1] < tau:
+            share = (tau - s[k - 1]) / (s[k] - s[k - 1])
+            s, v = np.append(s[:k], tau), np.append(v[:k], v[k - 1] + share * (v[k] - v[k - 1]))
+        else:
+            s, v = s[:k], v[:k]
+    return float(steps_above_rows(s, v[None, :], target_value(target), tau)[0])
 
 
 @dataclass(frozen=True)
@@ -179,6 +195,28 @@ def run_crossings(run: TransferRun, target: float, horizon: float) -> dict[Endpo
         return {"first": first if first.status != "right_censored" else never, "sustained": never}
     # A succeeded run is observed through its horizon; one that failed only up to its last point.
     return crossings(s, t, v, target, horizon=horizon if run.state == "SUCCEEDED" else None)
+
+
+def run_steps_above(run: TransferRun, target: float, horizon: float) -> Crossing:
+    """The steps one transfer run spends above `target` up to `horizon` (`steps_above`, on its tracking curve when
+    it has one) as a survival time, censored by how the run ended. A succeeded run is observed through the horizon:
+    its value is known (status `reached`). A diverged one counts as above from its last point to the horizon (a
+    run that blew up does not come back below): known as well. One that failed or was cancelled is observed only
+    to its last point: its steps above so far are a lower bound, right-censored there, which the Kaplan-Meier
+    restricted mean takes as "at least that" (known when that point is at or past the horizon). A run without
+    points is right-censored at 0."""
+    tau = _check_horizon(horizon)
+    points = _curve_points(run)
+    if not points:
+        return Crossing(0.0, "right_censored")
+    s, _, v = zip(*points, strict=True)
+    last = float(s[-1])
+    if run.state == "SUCCEEDED":
+        return Crossing(steps_above(s, v, target, horizon=tau), "reached")
+    seen = steps_above(s, v, target, horizon=min(last, tau))
+    if run.state == "DIVERGED":
+        return Crossing(seen + max(tau - last, 0.0), "reached")
+    return Crossing(seen, "reached" if last >= tau else "right_censored")
 
 
 def _counts(cs: Sequence[Crossing]) -> dict[str, int]:

@@ -16,9 +16,19 @@ from ._claims import (
     p_best_text,
     power_at_alpha,
 )
-from ._comparison import ClaimFamily, CrossingComparison, compare_crossings, controls_section, judge_claims
+from ._comparison import (
+    CO_PRIMARY,
+    ENDPOINTS,
+    ClaimFamily,
+    CrossingComparison,
+    compare_crossings,
+    controls_section,
+    judge_claims,
+)
 
 __all__ = [
+    "CO_PRIMARY",
+    "ENDPOINTS",
     "MIN_SEEDS_P_BEST",
     "AlphaBudget",
     "ChoiceWarning",

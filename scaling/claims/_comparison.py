@@ -1,9 +1,17 @@
-"""One steps-to-target comparison from run records, at both endpoints: what the transfer's analysis puts under each
-comparison as `first` and `sustained`, and the `controls` section built from the controls' comparisons.
+"""One steps-to-target comparison from run records, at three endpoints: what the transfer's analysis puts under each
+comparison as `first` (the first crossing), `steps_above` (the steps a run spends above the target up to the
+horizon) and `sustained` (the sustained crossing), the claims judged on them, and the `controls` section built from
+the controls' comparisons.
+
+The first crossing and the steps above the target are co-primary: a claim stands only where both show it
+(`judge_claims`). The sustained crossing is reported beside them, not judged: its interval covers only about 89 % for
+a faster arm that hovers near the target, where the steps above cover within 2 points of 95 % (docs/targets.md,
+"Coverage, measured by the injection simulation").
 
 A run that did not succeed keeps its seed: a diverged run never reaches (it is right-censored at the horizon: it
-would not have reached later), a run that failed or was cancelled is right-censored at its last recorded point (the
-Kaplan-Meier curve counts it at risk until then), and a run with no point at all is censored at step 0.
+would not have reached later) and counts as above the target from its last point to the horizon; a run that failed
+or was cancelled is right-censored at its last recorded point (the Kaplan-Meier curve counts it at risk until then),
+at the steps above it had spent by then; and a run with no point at all is censored at step 0.
 """
 
 from __future__ import annotations
@@ -18,25 +26,31 @@ from ..records import TransferRun
 from ..stats import LEVEL
 from ..survival import (
     DEFAULT_SURVIVAL_BOOT,
+    ComparisonEndpoint,
     Crossing,
-    Endpoint,
     RestrictedRatio,
     SurvivalSaving,
     restricted_ratio,
     restricted_saving,
     run_crossings,
+    run_steps_above,
 )
 from ._claims import AlphaBudget, holm_in_budget
 
-__all__ = ["ClaimFamily", "CrossingComparison", "compare_crossings", "controls_section", "judge_claims"]
+__all__ = ["CO_PRIMARY", "ENDPOINTS", "ClaimFamily", "CrossingComparison", "compare_crossings", "controls_section",
+           "judge_claims"]
 
-ENDPOINTS: tuple[Endpoint, ...] = ("first", "sustained")
+ENDPOINTS: tuple[ComparisonEndpoint, ...] = ("first", "sustained", "steps_above")
+# What a claim must pass, both in one direction. Each covers within 2 points of 95 % at every steps ratio the
+# injection simulation injected; the sustained crossing covers 88.9 % where the faster arm hovers near the target.
+CO_PRIMARY: tuple[ComparisonEndpoint, ...] = ("first", "steps_above")
 
 
 @dataclass(frozen=True)
 class CrossingComparison:
-    """`searched` against `baseline` at one rung and one target, at the first and the sustained crossing: the
-    restricted-mean steps ratio per endpoint and, with timing rounds, the time saving on it."""
+    """`searched` against `baseline` at one rung and one target, at each endpoint (`ENDPOINTS`: the first and the
+    sustained crossing, the steps above the target): the restricted-mean steps ratio per endpoint and, with timing
+    rounds, the time saving on it."""
 
     rung: str
     searched: str
@@ -62,8 +76,8 @@ def compare_crossings(
     n_boot: int = DEFAULT_SURVIVAL_BOOT, seed: int = 0, level: float = LEVEL,
 ) -> CrossingComparison:
     """`searched` / `baseline` restricted-mean steps to `target` at `rung` over every seed both arms ran, at the
-    first and the sustained crossing, with the saving when `step_time_log_ratios` (log of searched / baseline
-    seconds per step, one per timing round) are given. `horizon` defaults to the runs' own (`TransferRun.horizon`,
+    first and the sustained crossing and in steps above the target (`run_steps_above`), with the saving when
+    `step_time_log_ratios` (log of searched / baseline seconds per step, one per timing round) are given. `horizon` defaults to the runs' own (`TransferRun.horizon`,
     the largest at the rung). Refuses a seed that only one arm ran, naming it."""
     at = [r for r in runs if r.rung == rung and r.arm in (searched, baseline)]
     if not at:
@@ -71,9 +85,10 @@ def compare_crossings(
     tau = horizon if horizon is not None else max((r.horizon or 0) for r in at)
     if not tau:
         raise ScalingInputError(f"no horizon for {rung}: give horizon= or runs that record theirs")
-    per_arm: dict[str, dict[int, dict[Endpoint, Crossing]]] = {searched: {}, baseline: {}}
+    per_arm: dict[str, dict[int, dict[ComparisonEndpoint, Crossing]]] = {searched: {}, baseline: {}}
     for r in at:
-        per_arm[r.arm][r.seed] = run_crossings(r, target, float(tau))
+        per_arm[r.arm][r.seed] = {**run_crossings(r, target, float(tau)),
+                                  "steps_above": run_steps_above(r, target, float(tau))}
     if not any(c["first"].status != "right_censored" for arm in per_arm.values() for c in arm.values()):
         # Every seed of both arms censored at the horizon: their restricted means are both the horizon, so the
         # ratio would be 1 by construction and a "saving" the per-step ratio alone; not a measurement of steps.
@@ -96,7 +111,7 @@ def compare_crossings(
 
 
 def controls_section(comparisons: Mapping[ControlKind, Sequence[CrossingComparison]], *,
-                     endpoint: Endpoint = "first", alpha: float = 0.05,
+                     endpoint: ComparisonEndpoint = "first", alpha: float = 0.05,
                      expected_step_time_ratio: Mapping[str, float] | None = None) -> dict[str, Any]:
     """The analysis' `controls` section from each control's comparisons, one per rung (negative: Muon against an
     identical Muon; positive: Muon as the searched arm against Muon with redundant work): each control's outcome per
@@ -127,25 +142,28 @@ def controls_section(comparisons: Mapping[ControlKind, Sequence[CrossingComparis
 @dataclass(frozen=True)
 class ClaimFamily:
     """The study's claims judged in one alpha budget: per comparison key and endpoint the Holm-adjusted p (over the
-    comparisons, at the budget's per-look level), and `stands`: the claim holds at both endpoints in the same
-    direction (co-primary: an intersection-union test, so the endpoints add no correction)."""
+    comparisons, at the budget's per-look level; every endpoint, the sustained crossing's for the report), and
+    `stands`: the claim holds at both `co_primary` endpoints in the same direction (an intersection-union test, so
+    the endpoints add no correction)."""
 
     measure: str
     budget: AlphaBudget
     p_holm: dict[str, dict[str, float]]  # endpoint -> key -> adjusted p
     stands: dict[str, bool]
     direction: dict[str, str | None]  # key -> "faster" | "slower" when it stands
+    co_primary: tuple[str, ...] = CO_PRIMARY
 
     def to_dict(self) -> dict[str, Any]:
         return {"measure": self.measure, "budget": self.budget.to_dict(), "p_holm": self.p_holm,
-                "stands": self.stands, "direction": self.direction}
+                "stands": self.stands, "direction": self.direction, "co_primary": list(self.co_primary)}
 
 
 def judge_claims(comparisons: Mapping[str, CrossingComparison], budget: AlphaBudget, *,
                  measure: Literal["time_saving_pct", "steps_to_target_ratio"] = "time_saving_pct") -> ClaimFamily:
     """Holm over `comparisons` (key, e.g. "cpu-m vs muon" -> its comparison) at `budget.per_look`, once per
-    endpoint, on the time savings (or the steps ratios); a claim stands where both endpoints reject in the same
-    direction. A comparison without the measure (no timing) counts with p = 1: it is in the family, never left out."""
+    endpoint, on the time savings (or the steps ratios); a claim stands where both co-primary endpoints (the first
+    crossing and the steps above the target) reject in the same direction, whatever the sustained crossing shows.
+    A comparison without the measure (no timing) counts with p = 1: it is in the family, never left out."""
     if len(comparisons) > budget.comparisons:
         raise ScalingInputError(f"{len(comparisons)} comparisons for a budget of {budget.comparisons}: the budget "
                                 "must count every comparison judged")
@@ -165,8 +183,8 @@ def judge_claims(comparisons: Mapping[str, CrossingComparison], budget: AlphaBud
         _, p_holm[endpoint] = holm_in_budget(ps, budget)
     stands, direction = {}, {}
     for key in comparisons:
-        ok = all(p_holm[e][key] <= budget.per_look for e in ENDPOINTS)
-        same = len({signs[e].get(key) for e in ENDPOINTS}) == 1
+        ok = all(p_holm[e][key] <= budget.per_look for e in CO_PRIMARY)
+        same = len({signs[e].get(key) for e in CO_PRIMARY}) == 1
         stands[key] = ok and same
         direction[key] = ("faster" if signs["first"][key] > 0 else "slower") if stands[key] else None
     return ClaimFamily(measure=measure, budget=budget, p_holm=p_holm, stands=stands, direction=direction)

@@ -1,6 +1,6 @@
 """How a transfer did against the target its spec declared: the per-rung report (`scaling.rung_report`), each
-steps-to-target comparison at the first and the sustained crossing (`scaling.compare_crossings`: restricted-mean
-ratio over every seed, censoring counted), the controls' outcomes (`scaling.controls_section`), and the rungs still
+steps-to-target comparison at the first crossing, in steps above the target and at the sustained crossing
+(`scaling.compare_crossings`: restricted-mean ratio over every seed, censoring counted), the controls' outcomes (`scaling.controls_section`), and the rungs still
 improving fast at their end."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any
 
 from scaling import ScalingInputError
 from scaling.claims import (
+    ENDPOINTS,
     CrossingComparison,
     alpha_budget,
     compare_crossings,
@@ -40,10 +41,10 @@ class TargetAnswers(SavingsAnswers):
         """The per-rung report against the target declared in the spec (`scaling.rung_report`): target
         value and its source, fraction of seeds reaching it per arm, steps and time to target, the paired
         steps-to-target ratio, the per-step time ratio measured in isolation and the time saving, time to best
-        (the paper's definition) beside them, and the plateau flag per rung; each comparison also at the `first` and
-        the `sustained` crossing (restricted-mean steps ratio over every seed with its censoring counts, the time
-        saving on it, and how to read a null: interpretable only when the positive control's saving was
-        detected). Computed once per result (the analysis, the export and the fits each ask for it); callers get
+        (the paper's definition) beside them, and the plateau flag per rung; each comparison also at the `first`
+        crossing, in `steps_above` the target (the two a claim needs) and at the `sustained` crossing (reported, not
+        judged): restricted-mean steps ratio over every seed with its censoring counts, the time saving on it, and
+        how to read a null: interpretable only when the positive control's saving was detected. Computed once per result (the analysis, the export and the fits each ask for it); callers get
         their own top-level copy."""
         return dict(self._target_report)
 
@@ -63,7 +64,7 @@ class TargetAnswers(SavingsAnswers):
     @cached_property
     def _target_report(self) -> dict[str, Any]:
         report = self._rung_report
-        # Both crossings beside the complete-case numbers, every seed kept; a null read against the positive control.
+        # Every endpoint beside the complete-case numbers, every seed kept; a null read against the positive control.
         positive = self._control_outcomes.get("positive", {})
         for rung, entry in report["rungs"].items():
             how = self._timing_how(rung)
@@ -72,10 +73,10 @@ class TargetAnswers(SavingsAnswers):
                     comp["step_time_ratio_how"], comp["step_time_ratio_source"] = how
                 crossing = self._comparisons[rung, base]
                 if not isinstance(crossing, CrossingComparison):
-                    comp.update(first={"error": crossing}, sustained={"error": crossing})
+                    comp.update({endpoint: {"error": crossing} for endpoint in ENDPOINTS})
                     continue
                 doc = crossing.to_dict()
-                for endpoint in ("first", "sustained"):
+                for endpoint in ENDPOINTS:
                     saving = crossing.savings.get(endpoint)
                     comp[endpoint] = doc[endpoint]
                     if saving is not None:
@@ -101,7 +102,7 @@ class TargetAnswers(SavingsAnswers):
 
     @cached_property
     def _comparisons(self) -> dict[tuple[str, str], CrossingComparison | str]:
-        """(rung, baseline) -> the searched arm against it at both crossings, or why there is none."""
+        """(rung, baseline) -> the searched arm against it at every endpoint, or why there is none."""
         rungs = self._rung_report["rungs"]
         return {(rung, base): self._crossing(rung, self.searched_arm, base, rungs[rung]["target"])
                 for rung in self.plan.rungs for base in self.plan.arms if base != self.searched_arm}
@@ -109,7 +110,8 @@ class TargetAnswers(SavingsAnswers):
     def claims(self) -> dict[str, Any]:
         """The study's claims in one alpha budget (`scaling.judge_claims`): every rung x baseline comparison of the
         time saving, Holm at alpha / looks (the rounds' alpha and planned looks, else 0.05 and one look), a claim
-        standing only where the first and the sustained crossing both show it in one direction; with each
+        standing only where the first crossing and the steps above the target both show it in one direction (the
+        sustained crossing's Holm p reported beside them, not judged); with each
         comparison's power at the level the strongest claim must pass (`scaling.power_at_alpha`)."""
         rule = (self.plan.rounds or {}).get("rule") or {}
         looks = int((self.plan.rounds or {}).get("looks_planned") or 1)
@@ -136,7 +138,7 @@ class TargetAnswers(SavingsAnswers):
         return doc
 
     def _crossing(self, rung: str, searched: str, base: str, target: float | None) -> CrossingComparison | str:
-        """`searched` against `base` at `rung` at both crossings (with the saving when both were timed), or why
+        """`searched` against `base` at `rung` at every endpoint (with the saving when both were timed), or why
         there is none."""
         if target is None:
             return f"no target at {rung}"
@@ -181,7 +183,7 @@ class TargetAnswers(SavingsAnswers):
 
     def controls(self) -> dict[str, Any] | None:
         """The analysis' `controls` section (`scaling.controls_section`, judged at the first crossing): per control
-        its outcome per rung and `passed`, the comparisons behind them at both crossings, the verdict lines the
+        its outcome per rung and `passed`, the comparisons behind them at every endpoint, the verdict lines the
         report prints first, and rungs that could not be judged; None for a transfer without controls."""
         if not self.plan.controls:
             return None
