@@ -1,5 +1,6 @@
-"""A steps-to-target comparison from run records at both endpoints (`first`, `sustained`), with every seed kept,
-and the `controls` section built from the controls' comparisons."""
+"""A steps-to-target comparison from run records at every endpoint (`first`, `steps_above`, `sustained`), with
+every seed kept, the claims judged on the co-primary pair (`first`, `steps_above`), and the `controls` section built
+from the controls' comparisons."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 from scaling import ScalingInputError, TransferRun
 from scaling.claims import CrossingComparison, alpha_budget, compare_crossings, controls_section, judge_claims
+from scaling.survival import Crossing, run_crossings, run_steps_above
 
 STEPS = (100, 200, 300, 400)
 
@@ -34,8 +36,13 @@ def test_first_and_sustained_differ_when_the_faster_arm_comes_back_above() -> No
     assert c.steps["sustained"].ratio == pytest.approx(first * 200 / 400)
     assert c.steps["sustained"].censoring == {"periodic": {"reached": 3, "right_censored": 0, "left_censored": 0},
                                               "muon": {"reached": 0, "right_censored": 3, "left_censored": 0}}
+    # Steps above: periodic holds, so its first crossing; muon adds the 2/3 of 300-400 it is back above 50 (45 -> 60)
+    # to its 200, where the sustained crossing jumps to the horizon.
+    assert c.steps["steps_above"].ratio == pytest.approx(first * 200 / (200 + 200 / 3))
+    assert c.steps["steps_above"].censoring["muon"] == {"reached": 3, "right_censored": 0, "left_censored": 0}
     doc = c.to_dict()
-    assert set(doc) == {"rung", "searched", "baseline", "target", "horizon", "first", "sustained"}
+    assert set(doc) == {"rung", "searched", "baseline", "target", "horizon", "first", "sustained", "steps_above"}
+    assert doc["steps_above"]["steps_to_target_ratio"]["endpoint"] == "steps_above"
     assert doc["first"]["steps_to_target_ratio"]["mean"] == pytest.approx(first)
     assert doc["sustained"]["time_saving_pct"]["mean"] == pytest.approx(
         100 * (1 - first / 2 * math.exp((2 * math.log(0.85) + math.log(0.86)) / 3)))
@@ -52,6 +59,37 @@ def test_a_diverged_run_keeps_its_seed_censored_at_the_horizon_and_a_failed_one_
     assert c.steps["first"].censoring["periodic"] == {"reached": 1, "right_censored": 2, "left_censored": 0}
     assert c.steps["first"].ratio == pytest.approx((175 + 2 / 3 * 225) / 175)
     assert c.savings == {}
+
+
+def test_steps_above_equal_a_held_first_crossing_add_a_return_and_are_censored_by_how_a_run_ended() -> None:
+    # Crosses 50 three quarters of the way from 100 to 200 and holds: its steps above are its first crossing.
+    held = _run("periodic", 0, (80, 40, 30, 30))
+    assert run_steps_above(held, 50.0, 400) == Crossing(175.0, "reached")
+    assert run_crossings(held, 50.0, 400)["first"].step == 175.0
+    # First crossing 30/35 of the way from 100 to 200; back above from 250 (45 -> 55) to 333.3 (55 -> 40).
+    first = 100 + 100 * 30 / 35
+    back = run_steps_above(_run("periodic", 1, (80, 45, 55, 40)), 50.0, 400)
+    assert (back.step, back.status) == (pytest.approx(first + 50 + 100 / 3), "reached")
+    # Failed at step 300, above since 250: 50 steps above so far, a lower bound, right-censored there.
+    failed = run_steps_above(_run("periodic", 2, (80, 45, 55), state="FAILED"), 50.0, 400)
+    assert (failed.step, failed.status) == (pytest.approx(first + 50), "right_censored")
+    # Diverged after step 200: above from there to the horizon, known.
+    diverged = run_steps_above(_run("periodic", 3, (80, 45), state="DIVERGED"), 50.0, 400)
+    assert (diverged.step, diverged.status) == (pytest.approx(first + 200), "reached")
+    # Cancelled at 400 with a horizon of 300: observed through it, the curve cut at 300 (40 there: not above).
+    cut = run_steps_above(_run("periodic", 4, (80, 40, 30, 30), state="CANCELLED"), 50.0, 300)
+    assert (cut.step, cut.status) == (pytest.approx(175.0), "reached")
+    assert run_steps_above(_run("periodic", 5, ()), 50.0, 400) == Crossing(0.0, "right_censored")
+
+    # In a comparison, the failed seed is at risk until 235.7: Kaplan-Meier 1 to 175, 2/3 from there to the
+    # back-above seed's 269.0, then 0 (the only seed left at risk reached).
+    runs = [_run("periodic", 0, (80, 40, 30, 30)), _run("periodic", 1, (80, 45, 55, 40)),
+            _run("periodic", 2, (80, 45, 55), state="FAILED")]
+    runs += [_run("muon", s, (80, 40, 30, 30)) for s in range(3)]
+    c = compare_crossings(runs, rung="cpu-m", searched="periodic", baseline="muon", target=50.0)
+    assert c.steps["steps_above"].a.mean == pytest.approx(175 + 2 / 3 * (first + 50 + 100 / 3 - 175))
+    assert c.steps["steps_above"].censoring["periodic"] == {"reached": 2, "right_censored": 1, "left_censored": 0}
+    assert c.steps["first"].a.mean == pytest.approx((175 + 2 * first) / 3)  # every seed crossed before it stopped
 
 
 def test_compare_crossings_refuses_a_seed_only_one_arm_ran() -> None:
@@ -106,25 +144,27 @@ def _timed(rung: str, slow: float, seeds: int = 6) -> CrossingComparison:
                              step_time_log_ratios=[math.log(0.85) + d for d in (0.01, -0.01, 0.005, 0.0)])
 
 
-def test_judge_claims_holds_the_family_to_one_budget_and_needs_both_endpoints() -> None:
+def test_judge_claims_holds_the_family_to_one_budget_and_needs_both_co_primary_endpoints() -> None:
     comps = {"cpu-s vs muon": _timed("cpu-s", 1.0), "cpu-m vs muon": _timed("cpu-m", 1.0)}
     budget = alpha_budget(0.05, comparisons=2, looks=2)
     family = judge_claims(comps, budget)
-    assert set(family.p_holm) == {"first", "sustained"}
+    assert set(family.p_holm) == {"first", "sustained", "steps_above"}  # the sustained crossing's p reported too
+    assert family.to_dict()["co_primary"] == ["first", "steps_above"]
     for key in comps:
         # Holm over two comparisons: the smaller p doubled, the larger kept (then the running max).
         raw = {k: c.savings["first"].p_value for k, c in comps.items()}
         ordered = sorted(raw, key=lambda k: raw[k])  # type: ignore[arg-type, return-value]
         assert family.p_holm["first"][ordered[0]] == pytest.approx(min(1.0, 2 * raw[ordered[0]]))  # type: ignore[operator]
         assert family.stands[key] == (family.p_holm["first"][key] <= 0.025
-                                      and family.p_holm["sustained"][key] <= 0.025)
+                                      and family.p_holm["steps_above"][key] <= 0.025)
     with pytest.raises(ScalingInputError, match="budget must count every comparison"):
         judge_claims(comps, alpha_budget(0.05, comparisons=1))
 
 
-def test_a_claim_stands_only_where_both_endpoints_show_it_in_one_direction() -> None:
-    # cpu-s: the same steps, 0.85 the time per step: faster at both endpoints. cpu-m: 1.3x the steps: slower.
-    # cpu-l: as fast at the first crossing, but back above the target at its end on every seed: slower, sustained.
+def test_a_claim_stands_only_where_both_co_primary_endpoints_show_it_in_one_direction() -> None:
+    # cpu-s: the same steps, 0.85 the time per step: faster at every endpoint. cpu-m: 1.3x the steps: slower.
+    # cpu-l: as fast at the first crossing, but back above the target at its end on every seed: it spends 2/3 of
+    # its last 100 steps above, 1.33x Muon's steps above (slower), so the claim at the first crossing alone falls.
     back_up = [_run("muon", s, (80, 50 - s / 10, 45, 40), rung="cpu-l") for s in range(6)]
     back_up += [_run("periodic", s, (80, 50 - s / 10, 45, 60), rung="cpu-l") for s in range(6)]
     comps = {"cpu-s vs muon": _timed("cpu-s", 1.0), "cpu-m vs muon": _timed("cpu-m", 1.3),
@@ -132,6 +172,8 @@ def test_a_claim_stands_only_where_both_endpoints_show_it_in_one_direction() -> 
                                                 target=50.0, step_time_log_ratios=[math.log(0.85), math.log(0.86)])}
     family = judge_claims(comps, alpha_budget(0.05, comparisons=3, looks=2))
     assert comps["cpu-l vs muon"].savings["first"].pct > 10 > comps["cpu-l vs muon"].savings["sustained"].pct
+    assert comps["cpu-l vs muon"].steps["steps_above"].ratio == pytest.approx((200 + 200 / 3) / 200, rel=0.01)
+    assert comps["cpu-l vs muon"].savings["steps_above"].pct < -10
     assert family.stands == {"cpu-s vs muon": True, "cpu-m vs muon": True, "cpu-l vs muon": False}
     assert family.direction == {"cpu-s vs muon": "faster", "cpu-m vs muon": "slower", "cpu-l vs muon": None}
 
@@ -142,3 +184,24 @@ def test_a_comparison_without_timing_stays_in_the_family_with_p_one() -> None:
     family = judge_claims({"cpu-m vs muon": untimed}, alpha_budget(0.05, comparisons=1))
     assert family.p_holm["first"]["cpu-m vs muon"] == 1.0 and family.stands == {"cpu-m vs muon": False}
     assert family.to_dict()["budget"]["per_look"] == 0.05
+
+
+def test_a_claim_at_the_first_crossing_and_in_steps_above_stands_whatever_the_sustained_crossing_shows() -> None:
+    # periodic dips below 50 early, is back above for a while (45 -> 55 -> 40) and holds from 333: much faster at
+    # the first crossing, faster in steps above (it pays the 83 steps it spends back above), slower at the sustained
+    # crossing, which moves to 333. Muon crosses once, later (near 280), and holds.
+    runs = [_run("muon", s, (80, 70 - s / 10, 45, 40)) for s in range(6)]
+    runs += [_run("periodic", s, (80, 45 - s / 10, 55, 40)) for s in range(6)]
+    c = compare_crossings(runs, rung="cpu-m", searched="periodic", baseline="muon", target=50.0,
+                          step_time_log_ratios=[math.log(0.85) + d for d in (0.01, -0.01, 0.005, 0.0)])
+    muon = [200 + 100 * (20 - s / 10) / (25 - s / 10) for s in range(6)]
+    first = [100 + 100 * 30 / (35 + s / 10) for s in range(6)]
+    above = [f + 100 * 5 / (10 + s / 10) + 100 / 3 for s, f in enumerate(first)]
+    assert c.steps["first"].ratio == pytest.approx(sum(first) / sum(muon))  # 0.662
+    assert c.steps["steps_above"].ratio == pytest.approx(sum(above) / sum(muon))  # 0.955
+    assert c.steps["sustained"].ratio == pytest.approx(6 * (300 + 100 / 3) / sum(muon))  # 1.19
+    family = judge_claims({"cpu-m vs muon": c}, alpha_budget(0.05, comparisons=1, looks=2))
+    assert family.stands == {"cpu-m vs muon": True} and family.direction == {"cpu-m vs muon": "faster"}
+    # The sustained crossing shows no saving (a 1.4 % cost, p above the 0.025 per look): reported, not judged.
+    assert c.savings["sustained"].pct < 0 and family.p_holm["sustained"]["cpu-m vs muon"] > 0.025
+    assert c.savings["steps_above"].lo > 15 and c.savings["first"].lo > 40  # type: ignore[operator]

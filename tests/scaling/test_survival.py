@@ -20,6 +20,7 @@ from scaling.survival import (
     restricted_mean,
     restricted_ratio,
     restricted_saving,
+    steps_above,
     sustained_crossing,
 )
 from scaling.targets import TimeToTarget, time_to_target
@@ -69,6 +70,16 @@ def test_crossings_gives_both_endpoints_and_censors_at_the_last_point() -> None:
     never = crossings(STEPS, STEPS, [9.0, 8.0, 7.0, 6.0, 5.0], 3.5)
     assert never["first"] == never["sustained"] == Crossing(5.0, "right_censored")
     assert crossings([10, 20], [1, 2], [1.0, 0.5], 3.0)["first"].status == "left_censored"
+
+
+def test_steps_above_count_only_up_to_the_horizon_when_the_curve_runs_past_it() -> None:
+    # 80, 45, 55, 40 at 100..400 against 50: above to 185.7, again from 250 to 333.3 (185.7 + 50 + 33.3 to 400).
+    first = 100 + 100 * 30 / 35
+    assert steps_above([100, 200, 300, 400], [80, 45, 55, 40], 50, horizon=400) == pytest.approx(first + 50 + 100 / 3)
+    # Cut at 275, where the line from 45 to 55 reads 52.5: above from 250 to 275 only.
+    assert steps_above([100, 200, 300, 400], [80, 45, 55, 40], 50, horizon=275) == pytest.approx(first + 25)
+    assert steps_above([100, 200, 300, 400], [80, 45, 55, 40], 50, horizon=200) == pytest.approx(first)
+    assert steps_above([100, 200], [80, 45], 50, horizon=60) == 60.0  # before the first point: above throughout
 
 
 def test_restricted_mean_is_the_area_under_the_kaplan_meier_curve() -> None:
