@@ -54,23 +54,27 @@ def _ratio_text(d: Mapping[str, Any] | None) -> str:
     return f"{_f(d['mean'], 4)} [{_f(d['lo'], 4)}, {_f(d['hi'], 4)}] ({d.get('rounds')} timing rounds)"
 
 
-def _censoring(counts: Mapping[str, Mapping[str, int]] | None) -> str:
+def _censoring(counts: Mapping[str, Mapping[str, int]] | None, endpoint: str = "first") -> str:
     """Each arm's seeds that reached, and those censored (right: never reached or did not hold to the horizon;
-    left: at or below the target from the first point)."""
+    left: at or below the target from the first point). In steps above the target a seed is known once observed
+    through the horizon (its count is the `reached` one), right-censored when it stopped early."""
     if not counts:
         return "—"
+    if endpoint == "steps_above":
+        return "<br>".join(f"{_e(arm)}: {c.get('reached', 0)} observed to the horizon, "
+                           f"{c.get('right_censored', 0)} right-censored (stopped early)" for arm, c in counts.items())
     return "<br>".join(f"{_e(arm)}: {c.get('reached', 0)} reached, {c.get('right_censored', 0)} right-censored, "
                        f"{c.get('left_censored', 0)} left-censored" for arm, c in counts.items())
 
 
-def _endpoint_cells(doc: Mapping[str, Any] | None) -> list[str]:
+def _endpoint_cells(doc: Mapping[str, Any] | None, endpoint: str = "first") -> list[str]:
     """Steps ratio, censoring, time saving and per-step ratio of one endpoint of a crossing comparison."""
     if not doc:
         return ["—", "—", "—", "—"]
     if "error" in doc:
         return [f"not computed: {_e(doc['error'])}", "—", "—", "—"]
     saving = doc.get("time_saving_pct") or {}
-    return [_interval(doc.get("steps_to_target_ratio")), _censoring(doc.get("censoring")),
+    return [_interval(doc.get("steps_to_target_ratio")), _censoring(doc.get("censoring"), endpoint),
             _interval(saving, " %") if saving else "— (not timed)", _ratio_text(saving.get("step_time_ratio"))]
 
 
@@ -132,7 +136,7 @@ def crossings_html(analysis: Mapping[str, Any]) -> str:
     for rung, base, comp in _comparisons(analysis):
         for endpoint in (e for e in ENDPOINTS if e in comp):  # an earlier analysis has no steps_above
             doc = comp.get(endpoint)
-            rows.append([_e(rung), _e(base), _role(endpoint, co_primary), *_endpoint_cells(doc),
+            rows.append([_e(rung), _e(base), _role(endpoint, co_primary), *_endpoint_cells(doc, endpoint),
                          _e((doc or {}).get("reading") or "—")])
     if not rows:
         return ""

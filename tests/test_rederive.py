@@ -158,7 +158,7 @@ def test_a_transfer_study_rederives_from_its_records_and_a_changed_curve_fails(t
     lo, hi = positive["per-step ratio"].values[1:]
     assert lo <= positive["expected per-step ratio"].values[0] <= hi
     assert set(tables["comparisons"].rows) == {("cpu-xs", b, c) for b in ("muon", "adamw")
-                                               for c in ("first", "sustained")}
+                                               for c in ("first", "steps_above", "sustained")}
     assert rederive().rederive(tmp_path, out=lambda _: None) == []
 
     # One evaluation of Muon's tracking curve (seed 0, mid-run) doubled: Muon no longer holds below the target from

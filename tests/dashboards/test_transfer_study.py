@@ -1,5 +1,5 @@
 """The transfer's report page shows what its analysis computed: the controls first (before any saving), every
-comparison at both crossings with its censoring counts, the claims in one alpha budget, the effective-step verdict
+comparison at every endpoint with its censoring counts (the co-primary pair marked), the claims in one alpha budget, the effective-step verdict
 and the tuning budget per arm, each comparison as mean, 95 % interval and n; hostile names escaped. The analyses
 are real ones (`TransferResult.analysis()`) of synthetic runs with known answers, no Ray, no MLflow."""
 
@@ -63,16 +63,22 @@ def test_the_controls_open_the_page_before_any_saving_with_their_figures() -> No
     # periodic needs 1 / 0.85 x Muon's steps at 0.85 x its step time: no saving, a null read as interpretable.
     comp = analysis["targets"]["rungs"]["cpu-xs"]["comparisons"]["muon"]
     crossings = _section(page, "crossings")
-    for endpoint in ("first", "sustained"):
+    labels = {"first": "first crossing (co-primary)", "steps_above": "steps above the target (co-primary)",
+              "sustained": "sustained crossing (reported, not judged)"}
+    for endpoint, label in labels.items():
         saving = comp[endpoint]["time_saving_pct"]
         assert saving["lo"] < 0 < saving["hi"] and saving["n"] == len(SEEDS)
-        row = (f"<td>cpu-xs</td><td>muon</td><td>{endpoint}</td><td>{_iv(comp[endpoint]['steps_to_target_ratio'])}"
+        row = (f"<td>cpu-xs</td><td>muon</td><td>{label}</td><td>{_iv(comp[endpoint]['steps_to_target_ratio'])}"
                f"</td>")
         assert row in crossings and _iv(saving, " %") in crossings
-    # against Muon at both rungs and crossings; against AdamW (0.7 x the step time) the penalty is shown
-    assert crossings.count("null, interpretable: the positive control&#x27;s saving was detected") == 4
+    # the co-primary pair first, then the sustained crossing; its coverage caveat in the caption
+    assert crossings.index(f"<td>{labels['first']}</td>") < crossings.index(f"<td>{labels['steps_above']}</td>") \
+        < crossings.index(f"<td>{labels['sustained']}</td>")
+    assert "the sustained crossing is reported, not judged: its 95 % interval covers about 89 %" in crossings
+    # against Muon at both rungs and three endpoints; against AdamW (0.7 x the step time) the penalty is shown
+    assert crossings.count("null, interpretable: the positive control&#x27;s saving was detected") == 6
     # a penalty is a cost, never a saving "shown"
-    assert crossings.count("cost shown: the interval lies below 0") == 4 and "saving shown" not in crossings
+    assert crossings.count("cost shown: the interval lies below 0") == 6 and "saving shown" not in crossings
 
 
 def test_censoring_claims_and_the_effective_step_verdict_carry_the_analysis_numbers() -> None:
@@ -82,6 +88,11 @@ def test_censoring_claims_and_the_effective_step_verdict_carry_the_analysis_numb
     assert counts["periodic"] == {"reached": 4, "right_censored": 1, "left_censored": 0}
     assert ("periodic: 4 reached, 1 right-censored, 0 left-censored<br>muon: 5 reached, 0 right-censored, 0 "
             "left-censored") in _section(_page(censored), "crossings")
+    # In steps above the target the seed that never reached is known (above throughout): no seed stopped early.
+    assert censored["targets"]["rungs"]["cpu-xs"]["comparisons"]["muon"]["steps_above"]["censoring"]["periodic"] == \
+        {"reached": 5, "right_censored": 0, "left_censored": 0}
+    assert ("periodic: 5 observed to the horizon, 0 right-censored (stopped early)<br>muon: 5 observed to the "
+            "horizon, 0 right-censored (stopped early)") in _section(_page(censored), "crossings")
 
     # periodic needs 1.2 x Muon's steps; Muon at periodic's update size needs as many: the step size.
     analysis = _result(extra_cost=1.3, periodic_scale=1.2, effective_scale=1.2).analysis(n_boot=0)
@@ -93,11 +104,16 @@ def test_censoring_claims_and_the_effective_step_verdict_carry_the_analysis_numb
     for key in ("cpu-xs vs muon", "cpu-s vs adamw"):
         rung, base = key.split(" vs ")
         first = analysis["targets"]["rungs"][rung]["comparisons"][base]["first"]["time_saving_pct"]
-        # 1 - 1.2 x 0.85 = -2 % against Muon: slower, shown at both crossings
+        above = analysis["targets"]["rungs"][rung]["comparisons"][base]["steps_above"]["time_saving_pct"]
+        # 1 - 1.2 x 0.85 = -2 % against Muon: slower, shown at the first crossing and in steps above the target
         assert doc["stands"][key] and doc["direction"][key] == "slower"
         assert (f"<td>{key}</td><td><strong>stands (slower)</strong></td><td>{_iv(first, ' %')}<br>Holm p "
-                f"{doc['p_holm']['first'][key]:.3g}</td>") in claims
+                f"{doc['p_holm']['first'][key]:.3g}</td><td>{_iv(above, ' %')}<br>Holm p "
+                f"{doc['p_holm']['steps_above'][key]:.3g}</td>") in claims
         assert doc["power"][key]["text"] in claims and "at alpha 0.0125 with 5 seeds" in doc["power"][key]["text"]
+    assert ("stands only where the first crossing and the steps above the target both show it, in one direction "
+            "(co-primary); the sustained crossing is reported beside them, not judged") in claims
+    assert "time saving, sustained crossing (reported, not judged) [95 % interval] (n)" in claims
     diagnostics = _section(page, "diagnostics")
     for rung, d in analysis["diagnostics"]["effective_step"]["rungs"].items():
         vs_muon = d["vs_muon"]["first"]["steps_to_target_ratio"]
@@ -148,11 +164,11 @@ def test_hostile_names_are_escaped() -> None:
     # a comparison that could not be made, and a claim not judged, say why, escaped too
     why = "<b>seed 4 only in periodic</b>"
     comp = hostile["targets"]["rungs"]["cpu-s"]["comparisons"]["muon"]
-    comp.update(first={"error": why}, sustained={"error": why})
+    comp.update(first={"error": why}, steps_above={"error": why}, sustained={"error": why})
     hostile["claims"]["not_judged"] = ["<i>cpu-m</i> vs muon"]
     page = _page(hostile)
     assert "<img src=x" not in page and "<script>alert" not in page and "<b>seed" not in page and "<i>" not in page
-    assert _section(page, "crossings").count("not computed: &lt;b&gt;seed 4 only in periodic&lt;/b&gt;") == 2
+    assert _section(page, "crossings").count("not computed: &lt;b&gt;seed 4 only in periodic&lt;/b&gt;") == 3
     assert "<td>&lt;i&gt;cpu-m&lt;/i&gt; vs muon</td><td>not judged (no comparison)</td>" in _section(page, "claims")
     assert "&lt;img src=x onerror=alert(1)&gt; against muon" in page
     for name in ("controls", "crossings", "claims", "diagnostics"):

@@ -247,7 +247,8 @@ def test_controls_are_trained_timed_interleaved_and_judged_first(case: dict[str,
     positive = controls["positive"]["comparisons"]["cpu-xs"]["first"]["time_saving_pct"]
     assert positive["step_time_ratio"]["mean"] < 1 and positive["step_time_ratio"]["rounds"] == 5
     comp = doc["targets"]["rungs"]["cpu-xs"]["comparisons"]["muon"]
-    assert {"first", "sustained"} <= set(comp) and set(comp["sustained"]["censoring"]) == {"periodic", "muon"}
+    assert {"first", "steps_above", "sustained"} <= set(comp)
+    assert set(comp["sustained"]["censoring"]) == set(comp["steps_above"]["censoring"]) == {"periodic", "muon"}
     lines = result.table().splitlines()
     first_line = "POSITIVE CONTROL FAILED" if not controls["positive"]["passed"] else "negative control (muon_twin"
     assert lines[0].startswith(first_line)
