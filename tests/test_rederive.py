@@ -162,7 +162,7 @@ def test_a_transfer_study_rederives_from_its_records_and_a_changed_curve_fails(t
     assert rederive().rederive(tmp_path, out=lambda _: None) == []
 
     # One evaluation of Muon's tracking curve (seed 0, mid-run) doubled: Muon no longer holds below the target from
-    # there, so its sustained crossing moves and the comparison against Muon changes.
+    # there, so its sustained crossing and its steps above the target move and the comparison against Muon changes.
     runs = list(csv.DictReader((records / "runs.csv").open(encoding="utf-8")))
     (muon,) = [r["run_id"] for r in runs if r["arm"] == "muon" and r["seed"] == "0"]
     rows = list(csv.reader((records / "curves.csv").open(encoding="utf-8")))
@@ -173,5 +173,6 @@ def test_a_transfer_study_rederives_from_its_records_and_a_changed_curve_fails(t
     problems = rederive().rederive(tmp_path, out=lambda _: None)
     assert problems
     assert any(p.startswith("cpu-xs, muon, sustained, steps-to-target ratio:") for p in problems), problems
+    assert any(p.startswith("cpu-xs, muon, steps_above, steps-to-target ratio:") for p in problems), problems
     # AdamW's own figures hold; only its Holm-adjusted p moves, as it must when another p of the family moved
     assert not any(", adamw," in p and ", Holm p:" not in p for p in problems), problems
