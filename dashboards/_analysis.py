@@ -1,6 +1,7 @@
 """The transfer report's sections on how far its answer can be trusted: the controls (first on the page, before
 any saving), every comparison at the first crossing, in steps above the target and at the sustained crossing with
-its censoring counts (which endpoints are co-primary, which reported only), the claims in one alpha budget, the effective-step diagnostic's verdict, and the tuning budget per arm.
+its censoring counts (which endpoints are co-primary, which reported only), the claims in one alpha budget, the
+effective-step diagnostic's verdict, and the tuning budget per arm.
 
 It renders the plain data of the transfer's analysis (`sweeper.TransferResult.analysis()`, the JSON behind
 `GET /v1/transfers/{id}/fits`: its `controls`, `targets`, `claims`, `diagnostics`, `tuning_budgets` and

@@ -77,8 +77,9 @@ def compare_crossings(
 ) -> CrossingComparison:
     """`searched` / `baseline` restricted-mean steps to `target` at `rung` over every seed both arms ran, at the
     first and the sustained crossing and in steps above the target (`run_steps_above`), with the saving when
-    `step_time_log_ratios` (log of searched / baseline seconds per step, one per timing round) are given. `horizon` defaults to the runs' own (`TransferRun.horizon`,
-    the largest at the rung). Refuses a seed that only one arm ran, naming it."""
+    `step_time_log_ratios` (log of searched / baseline seconds per step, one per timing round) are given.
+    `horizon` defaults to the runs' own (`TransferRun.horizon`, the largest at the rung). Refuses a seed that only
+    one arm ran, naming it."""
     at = [r for r in runs if r.rung == rung and r.arm in (searched, baseline)]
     if not at:
         raise ScalingInputError(f"no run of {searched} or {baseline} at {rung}")
@@ -87,7 +88,8 @@ def compare_crossings(
         raise ScalingInputError(f"no horizon for {rung}: give horizon= or runs that record theirs")
     per_arm: dict[str, dict[int, dict[ComparisonEndpoint, Crossing]]] = {searched: {}, baseline: {}}
     for r in at:
-        per_arm[r.arm][r.seed] = {**run_crossings(r, target, float(tau)),
+        crossed = run_crossings(r, target, float(tau))
+        per_arm[r.arm][r.seed] = {"first": crossed["first"], "sustained": crossed["sustained"],
                                   "steps_above": run_steps_above(r, target, float(tau))}
     if not any(c["first"].status != "right_censored" for arm in per_arm.values() for c in arm.values()):
         # Every seed of both arms censored at the horizon: their restricted means are both the horizon, so the

@@ -21,9 +21,6 @@ from typing import Any
 
 from scaling.rungs import target_table
 
-# The co-primary pair first, then the sustained crossing reported beside them.
-CLAIM_ENDPOINTS = ("first", "steps_above", "sustained")
-
 from ._export import ExportAnswers
 from ._fits import FIT_METRICS
 from ._fits import _fit_doc as _fit_doc  # re-exported: readers import it from here
@@ -33,6 +30,9 @@ from ._plan import _rung_shape as _rung_shape
 from ._verification import verification_line
 
 __all__ = ["FIT_METRICS", "PlanBase", "PlanRow", "TransferPlan", "TransferResult", "size_basis"]
+
+# The co-primary pair first, then the sustained crossing reported beside them.
+CLAIM_ENDPOINTS = ("first", "steps_above", "sustained")
 
 
 class TransferResult(ExportAnswers):

@@ -1,7 +1,7 @@
 """How a transfer did against the target its spec declared: the per-rung report (`scaling.rung_report`), each
 steps-to-target comparison at the first crossing, in steps above the target and at the sustained crossing
-(`scaling.compare_crossings`: restricted-mean ratio over every seed, censoring counted), the controls' outcomes (`scaling.controls_section`), and the rungs still
-improving fast at their end."""
+(`scaling.compare_crossings`: restricted-mean ratio over every seed, censoring counted), the controls' outcomes
+(`scaling.controls_section`), and the rungs still improving fast at their end."""
 
 from __future__ import annotations
 
@@ -44,8 +44,8 @@ class TargetAnswers(SavingsAnswers):
         (the paper's definition) beside them, and the plateau flag per rung; each comparison also at the `first`
         crossing, in `steps_above` the target (the two a claim needs) and at the `sustained` crossing (reported, not
         judged): restricted-mean steps ratio over every seed with its censoring counts, the time saving on it, and
-        how to read a null: interpretable only when the positive control's saving was detected. Computed once per result (the analysis, the export and the fits each ask for it); callers get
-        their own top-level copy."""
+        how to read a null: interpretable only when the positive control's saving was detected. Computed once per
+        result (the analysis, the export and the fits each ask for it); callers get their own top-level copy."""
         return dict(self._target_report)
 
     @cached_property

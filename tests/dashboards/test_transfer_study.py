@@ -1,7 +1,8 @@
 """The transfer's report page shows what its analysis computed: the controls first (before any saving), every
-comparison at every endpoint with its censoring counts (the co-primary pair marked), the claims in one alpha budget, the effective-step verdict
-and the tuning budget per arm, each comparison as mean, 95 % interval and n; hostile names escaped. The analyses
-are real ones (`TransferResult.analysis()`) of synthetic runs with known answers, no Ray, no MLflow."""
+comparison at every endpoint with its censoring counts (the co-primary pair marked), the claims in one alpha
+budget, the effective-step verdict and the tuning budget per arm, each comparison as mean, 95 % interval and n;
+hostile names escaped. The analyses are real ones (`TransferResult.analysis()`) of synthetic runs with known
+answers, no Ray, no MLflow."""
 
 from __future__ import annotations
 
