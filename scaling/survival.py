@@ -1,6 +1,7 @@
-"""Steps to target as a survival time: the sustained crossing beside the first, censoring kept (never dropped), the
-restricted mean per arm from a Kaplan-Meier curve, the paired ratio of restricted means with a bootstrap over seeds,
-the time saving built on it, and the data a size fit may take from censored runs.
+"""Steps to target as a survival time: the sustained crossing and the steps above the target beside the first
+crossing, censoring kept (never dropped), the restricted mean per arm from a Kaplan-Meier curve, the paired ratio of
+restricted means with a bootstrap over seeds, the time saving built on it, and the data a size fit may take from
+censored runs.
 
 Definitions (docs/targets.md, "Sustained crossing, censoring and the restricted mean"):
 
@@ -8,6 +9,9 @@ Definitions (docs/targets.md, "Sustained crossing, censoring and the restricted 
 - **sustained crossing**: the first step after which the run stays at or below the target through its horizon: the
   crossing into the last stretch of points that are all at or below it, interpolated like the first crossing.
   A run whose last point is above the target (or has no value), or that stopped before its horizon, has none.
+- **steps above the target**: the steps in [0, horizon] a run spends above the target (`steps_above`); per run
+  (`run_steps_above`) known for a run observed through its horizon, right-censored at its steps above so far for
+  one that stopped early. The comparisons judge claims on it and the first crossing (scaling.claims).
 - **censoring**: a run that never reaches (or, sustained, does not hold to its horizon) is *right-censored* at the
   last step it was observed (the horizon for a run that finished); a run already at or below the target at its
   first point is *left-censored*: the crossing happened at or before that point and is counted there (an upper
