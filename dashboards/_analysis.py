@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from scaling.claims import CO_PRIMARY
+
 from ._html import escape as _e
 from ._html import interval as _interval
 from ._html import number as _f
@@ -27,7 +29,6 @@ ENDPOINTS = ("first", "steps_above", "sustained")
 _LABELS = {"first": "first crossing", "steps_above": "steps above the target", "sustained": "sustained crossing"}
 # An analysis judged before the steps above the target were an endpoint carries no `co_primary`: it judged these.
 _EARLIER_CO_PRIMARY = ("first", "sustained")
-_CO_PRIMARY = ("first", "steps_above")
 _NO_CONTROLS = ("No controls ran in this transfer (the spec's <code>controls: [negative, positive]</code>): a null "
                 "below cannot be told from an instrument that would have missed a saving.")
 
@@ -115,7 +116,7 @@ def _co_primary(analysis: Mapping[str, Any]) -> tuple[str, ...]:
     claims = analysis.get("claims") or {}
     if "co_primary" in claims:
         return tuple(claims["co_primary"])
-    return _EARLIER_CO_PRIMARY if "stands" in claims else _CO_PRIMARY
+    return _EARLIER_CO_PRIMARY if "stands" in claims else CO_PRIMARY
 
 
 def _role(endpoint: str, co_primary: tuple[str, ...]) -> str:

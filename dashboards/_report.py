@@ -405,8 +405,8 @@ _SECTIONS = (
              figure_field="target_scaling"),
     _Section("target_sensitivity", "The answer against where the target is drawn", "targets", _sensitivity_html,
              _plot_sensitivity, figure_only=True),
-    _Section("crossings", "Every seed kept: the first crossing and the steps above the target (co-primary), the "
-             "sustained crossing (reported)", "analysis", crossings_html, _no_figure),
+    _Section("crossings", "Every seed kept: each endpoint, co-primary or reported", "analysis", crossings_html,
+             _no_figure),
     _Section("claims", "Claims in one alpha budget", "analysis", claims_html, _no_figure),
     _Section("diagnostics", "A steps penalty: the step size or the direction?", "analysis", diagnostics_html,
              _no_figure),

@@ -213,3 +213,18 @@ def test_the_transfer_page_assembles_the_analysis_and_the_sweeps_chosen_line(
     header = page[:page.index("</header>")]
     assert (header.index("POSITIVE CONTROL FAILED") < header.index("choice: K=3,gamma=0.15")
             < header.index("worse than adamw and muon on 2 of 2 seeds"))
+
+
+def test_an_analysis_judged_before_steps_above_shows_the_pair_it_was_judged_on() -> None:
+    # An analysis stored before the steps above the target were an endpoint: no `steps_above`, no `co_primary`;
+    # its claims were judged on the first and the sustained crossing, and the page says so.
+    analysis = _result(extra_cost=1.3, periodic_scale=1.2).analysis(n_boot=0)
+    del analysis["claims"]["co_primary"], analysis["claims"]["p_holm"]["steps_above"]
+    for entry in analysis["targets"]["rungs"].values():
+        for comp in entry["comparisons"].values():
+            del comp["steps_above"]
+    page = _page(analysis)
+    crossings, claims = _section(page, "crossings"), _section(page, "claims")
+    assert crossings.count("<td>sustained crossing (co-primary)</td>") == 4 and "steps above" not in crossings
+    assert "stands only where the first crossing and the sustained crossing both show it" in claims
+    assert "steps above" not in claims and "reported" not in claims
