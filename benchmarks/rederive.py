@@ -31,7 +31,7 @@ MANIFEST = "study.toml"
 
 # A printed figure: an optionally signed decimal number ("0.836", "31.3", "−0.1"); its digits after the point are
 # the precision it claims.
-NUMBER = re.compile(r"[-−]?\d+(?:\.\d+)?")
+NUMBER = re.compile(r"[-−]?\d+(?:\.\d+)?(?:e[-+]\d+)?")  # "1.26e-07": a Holm p printed in %g
 WORD = re.compile(r"[A-Za-z_]+")
 
 
@@ -236,7 +236,9 @@ def derive_transfer(records: Sequence[Path]) -> dict[str, DerivedTable]:
             continue  # the summary lines
         for rung, comp in doc["comparisons"].items():
             verdict = doc["rungs"][rung]
-            outcome = _words(("ok: " if verdict["passed"] else "FAILED: ") + verdict["verdict"])
+            # Not judged (no seed reached, or no timing) is no failure: its verdict says why, unprefixed.
+            prefix = "ok: " if verdict["passed"] else "" if verdict.get("judged", True) is False else "FAILED: "
+            outcome = _words(prefix + verdict["verdict"])
             if not isinstance(comp, dict) or "first" not in comp:
                 controls.rows[(rung, kind)] = {"outcome": outcome}
                 continue
@@ -261,7 +263,8 @@ def derive_transfer(records: Sequence[Path]) -> dict[str, DerivedTable]:
             for crossing in ("first", "steps_above", "sustained"):
                 doc = comp.get(crossing) or {}
                 if "steps_to_target_ratio" not in doc:
-                    comparisons.rows[(rung, base, crossing)] = {"steps-to-target ratio": _words(str(doc))}
+                    why = doc.get("error") or "not computed"
+                    comparisons.rows[(rung, base, crossing)] = {"steps-to-target ratio": _words(f"refused: {why}")}
                     continue
                 steps = doc["steps_to_target_ratio"]
                 row = {"reached (searched, baseline)": _reached(doc, searched, base),
@@ -326,8 +329,10 @@ def same_figure(printed: str, figure: Figure) -> bool:
     if len(numbers) != len(figure.values):
         return False
     for text, value in zip(numbers, figure.values, strict=True):
-        digits = len(text.partition(".")[2])
-        if f"{value:.{digits}f}".replace("-", "−") != text.replace("-", "−"):
+        mantissa, exponent = text.partition("e")[::2]
+        digits = len(mantissa.partition(".")[2])
+        shown = f"{value:.{digits}e}" if exponent else f"{value:.{digits}f}"
+        if shown.replace("-", "−") != text.replace("-", "−"):
             return False
     return set(WORD.findall(printed)) <= set(WORD.findall(figure.text))
 

@@ -42,7 +42,7 @@ def controls_lead_html(analysis: Mapping[str, Any]) -> str:
     items = []
     for line in controls.get("summary") or []:
         text = _e(line.strip())
-        failed = "FAILED" in line or "did NOT" in line
+        failed = "FAILED" in line or "did NOT" in line or "NOT JUDGED" in line
         items.append(f"<li>{'<strong>' + text + '</strong>' if failed else text}</li>")
     return f'<div class="controls"><p><strong>Controls, before any saving:</strong></p><ul>{"".join(items)}</ul></div>'
 
@@ -101,7 +101,8 @@ def controls_html(analysis: Mapping[str, Any]) -> str:
             comp = (section.get("comparisons") or {}).get(rung) or {}
             doc = comp.get(endpoint) if "error" not in comp else comp
             checks = "<br>".join(_e(c.get("text", "")) for c in outcome.get("checks") or []) or "—"
-            state = "as it must" if outcome.get("passed") else "<strong>FAILED</strong>"
+            state = ("as it must" if outcome.get("passed") else "<strong>not judged</strong>"
+                     if outcome.get("judged") is False else "<strong>FAILED</strong>")
             rows.append([_e(kind), pair, _e(rung), state, *_endpoint_cells(doc), checks, _e(outcome.get("verdict"))])
     searched = _e(analysis.get("searched_arm") or "the searched arm")
     return (_table(["control", "arms", "rung", "outcome", *_ENDPOINT_HEADER, "checks", "verdict"], rows,

@@ -44,15 +44,21 @@ def test_every_printed_study_figure_equals_its_rederivation() -> None:
     lines: list[str] = []
     assert rederive().rederive(ROOT, out=lines.append) == []
     checked = [line for line in lines if "printed numbers equal their re-derivation (none differs)" in line]
-    # the benchmark's two tables and the README's: 4 + 12 + 4 rows
+    # The evidence transfer's four README tables (controls 6 rows, comparisons 18, target 3, budgets 3), then the
+    # step-ratio benchmark's two tables and the README's (4 + 12 + 4 rows): studies in name order; the counts are
+    # the printed numbers each table's check compared.
     assert [line.split(":")[0] for line in checked] == [
+        'README.md "The evidence profile\'s transfer (2026-12-06)',
+        "README.md 'Its comparisons, paired over seeds 6-9 (n = 4 per row)'",
+        "README.md 'Its target'",
+        "README.md 'Its tuning budgets'",
         "benchmarks/results/step_ratio.txt 'periodic (K=3, γ=0.15) / Muon per step, full batch 16, and the controls "
         "through the same timing'",
         "benchmarks/results/step_ratio.txt 'The per-rank view",
         "README.md 'Per-step cost",
     ]
-    assert [int(line.split("rows, ")[1].split()[0]) for line in checked] == [80, 132, 104]
-    assert all("not recorded, not checked: load 1-min" in line for line in checked[:2])
+    assert [int(line.split("rows, ")[1].split()[0]) for line in checked] == [48, 222, 9, 9, 80, 132, 104]
+    assert all("not recorded, not checked: load 1-min" in line for line in checked[4:6])
 
 
 def test_the_step_ratio_records_give_the_printed_ratios() -> None:
@@ -111,6 +117,10 @@ def test_a_figure_is_compared_at_its_printed_digits() -> None:
     assert not mod.same_figure("0.835 [0.823, 0.849] ±1.6 %", figure)
     assert not mod.same_figure("0.834 [0.823, 0.849]", figure)  # a number missing is a different figure
     assert not mod.same_figure("16 (max_rounds)", mod.Figure((16,), "16 (target)"))
+    # A p printed in %g: compared at its printed significant digits, the exponent included.
+    p = mod.Figure((1.2601e-7,), "1.26e-07")
+    assert mod.same_figure("1.26e-07", p) and mod.same_figure("1.3e-07", p)
+    assert not mod.same_figure("1.27e-07", p) and not mod.same_figure("1.26e-06", p)
 
 
 def test_a_bad_manifest_is_refused_naming_the_field(tmp_path: Path) -> None:

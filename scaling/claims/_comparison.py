@@ -17,7 +17,7 @@ at the steps above it had spent by then; and a run with no point at all is censo
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..controls import ControlKind, control_outcome
@@ -59,10 +59,12 @@ class CrossingComparison:
     horizon: float
     steps: dict[str, RestrictedRatio]  # endpoint -> ratio
     savings: dict[str, SurvivalSaving]  # endpoint -> saving; empty without timing
+    refused: dict[str, str] = field(default_factory=dict)  # endpoint -> why it has no ratio
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"rung": self.rung, "searched": self.searched, "baseline": self.baseline,
                                "target": self.target, "horizon": self.horizon}
+        out.update({endpoint: {"error": why} for endpoint, why in self.refused.items()})
         for endpoint, ratio in self.steps.items():
             saving = self.savings.get(endpoint)
             out[endpoint] = {"steps_to_target_ratio": ratio.to_dict(), "censoring": ratio.censoring,
@@ -100,7 +102,16 @@ def compare_crossings(
             "(a looser slack or a longer horizon)")
     steps: dict[str, RestrictedRatio] = {}
     savings: dict[str, SurvivalSaving] = {}
+    refused: dict[str, str] = {}
     for endpoint in ENDPOINTS:
+        if not any(c[endpoint].status != "right_censored" for arm in per_arm.values() for c in arm.values()):
+            # The first crossing's refusal above, for one endpoint: no seed of either arm held the target to the
+            # horizon, so both restricted means are the horizon; its ratio (1) and Holm p would be the per-step
+            # ratio alone. The comparison keeps its other endpoints.
+            refused[endpoint] = (f"no seed of {searched} or {baseline} met the target {target:.4g} at {rung} by this "
+                                 f"endpoint ({endpoint}) within its horizon ({tau:g} steps): a ratio would be 1 by "
+                                 "construction")
+            continue
         a = {s: c[endpoint] for s, c in per_arm[searched].items()}
         b = {s: c[endpoint] for s, c in per_arm[baseline].items()}
         ratio = restricted_ratio(a, b, horizon=float(tau), names=(searched, baseline), endpoint=endpoint,
@@ -109,7 +120,7 @@ def compare_crossings(
         if step_time_log_ratios:
             savings[endpoint] = restricted_saving(ratio, step_time_log_ratios)
     return CrossingComparison(rung=rung, searched=searched, baseline=baseline, target=float(target),
-                              horizon=float(tau), steps=steps, savings=savings)
+                              horizon=float(tau), steps=steps, savings=savings, refused=refused)
 
 
 def controls_section(comparisons: Mapping[ControlKind, Sequence[CrossingComparison]], *,
@@ -117,7 +128,8 @@ def controls_section(comparisons: Mapping[ControlKind, Sequence[CrossingComparis
                      expected_step_time_ratio: Mapping[str, float] | None = None) -> dict[str, Any]:
     """The analysis' `controls` section from each control's comparisons, one per rung (negative: Muon against an
     identical Muon; positive: Muon as the searched arm against Muon with redundant work): each control's outcome per
-    rung at `endpoint`, `passed` when it came out as it must at every rung, and `lines`, the verdicts in the order
+    rung at `endpoint` (`judged` false where it could not be judged, which is not a pass), `passed` when it came out
+    as it must at every rung, and `lines`, the verdicts in the order
     the report prints them first. `expected_step_time_ratio` maps a rung to the positive control's per-step ratio
     measured apart. A comparison without timing cannot be judged (the saving needs the per-step ratio) and says so."""
     out: dict[str, Any] = {"endpoint": endpoint, "alpha": alpha, "lines": []}
@@ -130,12 +142,12 @@ def controls_section(comparisons: Mapping[ControlKind, Sequence[CrossingComparis
         for comp in comps:
             saving = comp.savings.get(endpoint)
             if saving is None:
-                rungs[comp.rung] = {"control": kind, "passed": False, "checks": [],
+                rungs[comp.rung] = {"control": kind, "passed": False, "judged": False, "checks": [],
                                     "verdict": f"{kind} control not judged: its comparison has no per-step timing"}
             else:
                 expected = (expected_step_time_ratio or {}).get(comp.rung) if kind == "positive" else None
-                rungs[comp.rung] = control_outcome(kind, saving, alpha=alpha,
-                                                   expected_step_time_ratio=expected).to_dict()
+                rungs[comp.rung] = {**control_outcome(kind, saving, alpha=alpha,
+                                                      expected_step_time_ratio=expected).to_dict(), "judged": True}
             out["lines"].append(f"{comp.rung}: {rungs[comp.rung]['verdict']}")
         out[kind] = {"passed": all(r["passed"] for r in rungs.values()), "rungs": rungs}
     return out

@@ -198,7 +198,7 @@ class TargetAnswers(SavingsAnswers):
                                       {"error": comp} for rung, comp in comps[kind].items()}
             missing = {rung: comp for rung, comp in comps[kind].items() if not isinstance(comp, CrossingComparison)}
             for rung, why in missing.items():
-                section["rungs"][rung] = {"control": kind, "passed": False, "checks": [],
+                section["rungs"][rung] = {"control": kind, "passed": False, "judged": False, "checks": [],
                                           "verdict": f"{kind} control not judged: {why}"}
                 doc["lines"].append(f"{rung}: {kind} control not judged: {why}")
             section["passed"] = bool(section["rungs"]) and all(r["passed"] for r in section["rungs"].values())
@@ -275,19 +275,45 @@ def effective_step_verdict(vs_muon: Any, vs_effective: Any) -> str:
     return f"{head}: the step size (at equal update size the penalty is gone; tune its lr)"
 
 
+def _rung_states(section: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """A control's rungs that failed (judged, and not as it must) and those not judged (a comparison refused or
+    without timing). An entry without `judged` (an analysis stored before the flag) counts as judged."""
+    rungs = section.get("rungs") or {}
+    failed = [r for r, o in rungs.items() if o.get("judged", True) and not o["passed"]]
+    unjudged = [r for r, o in rungs.items() if not o.get("judged", True)]
+    return failed, unjudged
+
+
 def controls_summary(doc: Mapping[str, Any]) -> list[str]:
     """The report's first lines: whether each control came out as it must, over every rung, then each rung's
-    verdict; a failed positive control first of all (a null elsewhere in the study is then not evidence)."""
+    verdict; a failed positive control first of all (a null elsewhere in the study is then not evidence), and one
+    not judged at some rung next (a null at that rung is not evidence either). Failed and not judged are told
+    apart: a rung where no seed reached the target was never put to the test."""
     lines = []
     positive = doc.get("positive")
     if positive is not None and not positive["passed"]:
-        lines.append("POSITIVE CONTROL FAILED: a known per-step saving was not detected at every rung, so no null "
-                     "in this study is evidence of no saving (the study finished; its numbers follow)")
+        failed, unjudged = _rung_states(positive)
+        if failed:
+            lines.append(f"POSITIVE CONTROL FAILED at {', '.join(failed)}: a known per-step saving was not detected "
+                         "there, so no null in this study is evidence of no saving (the study finished; its numbers "
+                         "follow)")
+        else:
+            lines.append(f"POSITIVE CONTROL NOT JUDGED at {', '.join(unjudged)}: no null at "
+                         f"{'that rung' if len(unjudged) == 1 else 'those rungs'} is evidence of no saving (each "
+                         "rung's reason below)")
     for kind in ("negative", "positive"):
         section = doc.get(kind)
         if section is None:
             continue
-        state = "came out as it must at every rung" if section["passed"] else "did NOT come out as it must"
+        failed, unjudged = _rung_states(section)
+        judged_ok = [r for r in (section.get("rungs") or {}) if r not in failed and r not in unjudged]
+        if section["passed"]:
+            state = "came out as it must at every rung"
+        elif failed:
+            state = f"did NOT come out as it must at {', '.join(failed)}"
+        else:
+            state = (f"came out as it must at {', '.join(judged_ok) or 'no rung'}; NOT JUDGED at "
+                     f"{', '.join(unjudged)}")
         lines.append(f"{kind} control ({section.get('arm')} against {section.get('against')}): {state}")
     return lines + [f"  {line}" for line in doc.get("lines", [])]
 

@@ -205,3 +205,20 @@ def test_a_claim_at_the_first_crossing_and_in_steps_above_stands_whatever_the_su
     # The sustained crossing shows no saving (a 1.4 % cost, p above the 0.025 per look): reported, not judged.
     assert c.savings["sustained"].pct < 0 and family.p_holm["sustained"]["cpu-m vs muon"] > 0.025
     assert c.savings["steps_above"].lo > 15 and c.savings["first"].lo > 40  # type: ignore[operator]
+
+
+def test_an_endpoint_no_seed_of_either_arm_met_is_refused_and_the_others_kept() -> None:
+    """Every run reaches the target once and comes back above it by the end: the first crossing is measured, but
+    no seed holds, so the sustained crossing's restricted means are both the horizon (ratio 1 by construction, a
+    'saving' that is the per-step ratio alone): refused with its reason, left out of the claims (p = 1)."""
+    runs = [_run("periodic", s, (80, 45 - s, 60, 70)) for s in (0, 1, 2, 3)]
+    runs += [_run("muon", s, (80, 60, 45 - s, 70)) for s in (0, 1, 2, 3)]
+    comp = compare_crossings(runs, rung="cpu-m", searched="periodic", baseline="muon", target=50.0,
+                             step_time_log_ratios=[-0.1, -0.12, -0.11])
+    assert set(comp.steps) == {"first", "steps_above"} and set(comp.refused) == {"sustained"}
+    assert "no seed of periodic or muon met the target 50 at cpu-m by this endpoint (sustained)" in comp.refused[
+        "sustained"]
+    assert comp.to_dict()["sustained"] == {"error": comp.refused["sustained"]}
+    assert comp.steps["first"].ratio < 1  # periodic crosses a checkpoint sooner on every seed
+    family = judge_claims({"cpu-m vs muon": comp}, alpha_budget(0.05, comparisons=1, looks=1))
+    assert family.p_holm["sustained"]["cpu-m vs muon"] == 1.0

@@ -274,8 +274,8 @@ def test_a_failed_positive_control_still_reports_and_says_so_first() -> None:
     doc = result.analysis(n_boot=0)
     assert doc["controls"]["negative"]["passed"] and not doc["controls"]["positive"]["passed"]
     lines = result.table().splitlines()
-    assert lines[0].startswith("POSITIVE CONTROL FAILED")
-    assert "positive control (muon_extra_ns against muon): did NOT come out as it must" in lines
+    assert lines[0].startswith(f"POSITIVE CONTROL FAILED at {', '.join(RUNGS)}")
+    assert f"positive control (muon_extra_ns against muon): did NOT come out as it must at {', '.join(RUNGS)}" in lines
     comp = doc["targets"]["rungs"]["cpu-xs"]["comparisons"]["muon"]
     # periodic's 15 % per-step saving is shown
     assert comp["first"]["reading"].startswith("saving shown: the interval lies above 0 (+1")
@@ -463,3 +463,27 @@ def test_a_per_step_ratio_says_which_step_it_timed_for_every_shape_of_the_timing
     assert how({"method": "interleaved", "rungs": {"cpu-xs": {"clock": "wall"}}}) == (
         "interleaved", "interleaved in one process per rung on the wall clock, whole refresh periods per block")
     assert how({"method": "isolated", "rungs": {}}) is None
+
+
+def test_a_control_not_judged_at_a_rung_is_told_apart_from_a_failed_one() -> None:
+    """A rung where no seed of either arm reached the target never put the control to the test: the summary says
+    NOT JUDGED there (a null at that rung is still not evidence), not FAILED, and names the rungs it passed at."""
+    from sweeper.transfer._targets import controls_summary
+
+    ok = {"passed": True, "judged": True, "verdict": "ok"}
+    unjudged = {"passed": False, "judged": False, "verdict": "positive control not judged: no seed reached"}
+    doc = {"lines": ["cpu-m: positive control not judged: no seed reached"],
+           "negative": {"arm": "muon_twin", "against": "muon", "passed": True,
+                        "rungs": {"cpu-xs": ok, "cpu-s": ok}},
+           "positive": {"arm": "muon_extra_ns", "against": "muon", "passed": False,
+                        "rungs": {"cpu-xs": ok, "cpu-s": ok, "cpu-m": unjudged}}}
+    lines = controls_summary(doc)
+    assert lines[0].startswith("POSITIVE CONTROL NOT JUDGED at cpu-m: no null at that rung is evidence")
+    assert lines[2] == ("positive control (muon_extra_ns against muon): came out as it must at cpu-xs, cpu-s; "
+                        "NOT JUDGED at cpu-m")
+    assert not any("FAILED" in line for line in lines)
+    # One judged rung that failed outranks any rung not judged.
+    doc["positive"]["rungs"]["cpu-s"] = {"passed": False, "judged": True, "verdict": "not detected"}
+    lines = controls_summary(doc)
+    assert lines[0].startswith("POSITIVE CONTROL FAILED at cpu-s: ")
+    assert lines[2] == "positive control (muon_extra_ns against muon): did NOT come out as it must at cpu-s"
