@@ -719,10 +719,10 @@ def _step_timing(spec: TransferSpec, state: TransferState, out: IO[str] | None) 
             by_rung.setdefault(rung, {})[arm] = opt
         if out is not None:
             ranks = sorted(set(workers.values()))
-            where = ("in one process" if ranks == [1] else f"on {ranks[0]} gloo ranks" if len(ranks) == 1 else
-                     "on " + ", ".join(f"{n} gloo ranks at {r}" if n > 1 else f"one process at {r}"
-                                       for r, n in workers.items()))
-            print(f"timing {', '.join(next(iter(by_rung.values()), {}))} interleaved {where} per rung "
+            where = ("in one process per rung" if ranks == [1] else f"on {ranks[0]} gloo ranks per rung"
+                     if len(ranks) == 1 else ", ".join(f"on {n} gloo ranks at {r}" if n > 1 else
+                                                       f"in one process at {r}" for r, n in workers.items()))
+            print(f"timing {', '.join(next(iter(by_rung.values()), {}))} interleaved {where} "
                   f"({spec.timing.rounds} rounds, {spec.timing.clock} clock"
                   + (f", local batch {spec.timing.local_batch}" if spec.timing.local_batch else "") + ")",
                   file=out, flush=True)
