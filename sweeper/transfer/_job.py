@@ -439,8 +439,9 @@ def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[Transf
         "tracking": tracking,
         "tags": lineage,
     }
-    if spec.rung_workers:  # the rungs that set their own workers; the others run on `execution`'s
-        sweep_spec["workers_by_rung"] = {r: spec.rung_workers[r] for r in rungs if r in spec.rung_workers}
+    own_workers = {r: spec.rung_workers[r] for r in rungs if r in spec.rung_workers}
+    if own_workers:  # the rungs that set their own workers; the others run on `execution`'s
+        sweep_spec["workers_by_rung"] = own_workers
     validated = _validated_sweep(sweep_spec)
     wide = {r: validated.workers_at(r) for r in rungs if validated.workers_at(r) > 1}
     if wide and spec.timing.measured and spec.timing.method == "isolated":  # the spec checks it where it can
@@ -468,8 +469,8 @@ def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[Transf
                  "optimizers": {a: optimizers[a] for a in spec.arms}},
         "runs": [{k: v for k, v in r.items() if k != "optimizer"} for r in rows],
     }
-    if spec.rung_workers:  # rung -> ranks per trial, where a rung sets its own (the others: `execution`'s)
-        plan["workers_by_rung"] = dict(sweep_spec["workers_by_rung"])
+    if own_workers:  # rung -> ranks per trial, where a rung sets its own (the others: `execution`'s)
+        plan["workers_by_rung"] = own_workers
     if spec.controls:
         plan["controls"] = {kind: {"arm": CONTROL_ARMS[kind], "against": "muon"} for kind in spec.controls}
     if spec.diagnostics:
