@@ -211,3 +211,25 @@ def test_a_sweeps_workers_by_rung_is_checked_and_the_widest_trial_must_fit_the_c
                                        "execution": {"workers_per_trial": 4}})
     assert narrow.widest_trial == ("workers_by_rung.cpu-xs", 1)
     check_capacity(narrow, cluster_cpus=1)
+
+
+def test_over_rest_a_rung_too_wide_for_the_cluster_is_a_422_naming_that_rungs_field() -> None:
+    from fastapi.exceptions import RequestValidationError
+
+    from api.service._security import check_capacity_at_submission
+    from api.service.routers.sweeps import _demand
+
+    spec = SweepSpec.model_validate({"name": "s", "baselines": ["adamw", {"arm": "muon", "rung": "cpu-s"}],
+                                     "trial": {"batch_size": 12}, "workers_by_rung": {"cpu-s": 4}})
+    check_capacity_at_submission(_demand(spec), 4, 0)  # 4 workers x 1 CPU: fits exactly
+    with pytest.raises(RequestValidationError) as err:
+        check_capacity_at_submission(_demand(spec), 3, 0)
+    [e] = err.value.errors()
+    assert e["loc"] == ("body", "workers_by_rung", "cpu-s")
+    assert e["msg"] == ("workers_by_rung.cpu-s 4 needs 4 CPUs (1 CPUs per worker); the cluster has 3 CPUs: at most 3 "
+                        "workers per trial at these resources")
+    # Without per-rung counts the field is the execution section's, as before.
+    with pytest.raises(RequestValidationError) as err:
+        check_capacity_at_submission(_demand(SweepSpec.model_validate(
+            {"name": "s", "trial": {"batch_size": 12}, "execution": {"workers_per_trial": 4}})), 3, 0)
+    assert err.value.errors()[0]["loc"] == ("body", "execution", "workers_per_trial")
