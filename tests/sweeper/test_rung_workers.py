@@ -171,6 +171,23 @@ def test_the_plan_gives_each_rungs_trials_their_workers_and_each_trial_reserves_
                                                          _trials(SweepSpec.model_validate(compiled)).values())
 
 
+def test_a_pilot_at_a_rung_on_two_workers_runs_on_two_and_one_elsewhere_on_one() -> None:
+    from sweeper.transfer._job import _plan
+    from sweeper.transfer._pilot import pilot_sweep_spec
+
+    def pilot_sweep(rung: str) -> SweepSpec:
+        spec = TransferSpec.model_validate({"name": "t", "sweep": "/w",
+                                            "rungs": {"cpu-xs": None, "cpu-s": {"workers": 2}},
+                                            "target": {"rule": "pilot", "pilot": {"rung": rung, "seeds": [100]}}})
+        plan, compiled = _plan(spec, _source(), "t-1")
+        return SweepSpec.model_validate(pilot_sweep_spec(plan.pilot, compiled, name="t", transfer_id="t-1"))
+
+    on_two = pilot_sweep("cpu-s")
+    assert on_two.workers_by_rung == {"cpu-s": 2} and on_two.trial_config({"name": "adamw"}, 100)["workers"] == 2
+    on_one = pilot_sweep("cpu-xs")
+    assert on_one.workers_by_rung == {} and "workers" not in on_one.trial_config({"name": "adamw"}, 100)
+
+
 def test_the_plan_refuses_the_isolated_timing_where_the_sweeps_count_is_read_only_then() -> None:
     """The spec could not read the sweep's folder (here: none), so the plan checks its count against the timing."""
     from sweeper.transfer._job import _plan
