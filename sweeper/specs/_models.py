@@ -803,8 +803,9 @@ class SweepSpec(BaseModel):
                 raise ValueError(
                     f"eval_steps must be distinct steps in [1, horizon={self.horizon}], got {self.eval_steps}"
                 )
-        check_batch_split(self.execution.workers_per_trial, self.trial)
         run = self.rungs_run()
+        if any(rung not in self.workers_by_rung for rung in run):  # some rung runs on the execution section's count
+            check_batch_split(self.execution.workers_per_trial, self.trial)
         for rung, workers in self.workers_by_rung.items():
             if rung not in run:
                 raise ValueError(f"workers_by_rung names rung {rung!r}, which this sweep does not run; allowed: "

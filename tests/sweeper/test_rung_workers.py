@@ -223,7 +223,12 @@ def test_a_sweeps_workers_by_rung_is_checked_and_the_widest_trial_must_fit_the_c
     with pytest.raises(ValueError, match=r"^workers_by_rung.cpu-s 4 needs 8 CPUs \(2 CPUs per worker\); the cluster "
                                          r"has 6 CPUs: at most 3 workers per trial at these resources$"):
         check_capacity(spec, cluster_cpus=6)
-    # Every rung named: the execution section's count is nobody's, so it is not what must fit.
+    # Every rung named: the execution section's count is nobody's, so neither its batch split nor its size matters
+    # (a transfer on a sweep of 5 workers per trial whose every rung sets its own).
+    assert SweepSpec.model_validate({**base, "workers_by_rung": {"cpu-xs": 2, "cpu-s": 3},
+                                     "execution": {"workers_per_trial": 5}}).workers_at("cpu-s") == 3
+    with pytest.raises(ValidationError, match=r"execution.workers_per_trial 5 does not divide the global batch"):
+        SweepSpec.model_validate({**base, "workers_by_rung": {"cpu-s": 3}, "execution": {"workers_per_trial": 5}})
     narrow = SweepSpec.model_validate({**base, "workers_by_rung": {"cpu-xs": 1, "cpu-s": 1},
                                        "execution": {"workers_per_trial": 4}})
     assert narrow.widest_trial == ("workers_by_rung.cpu-xs", 1)
