@@ -132,8 +132,9 @@ def check_capacity_at_submission(spec: Any, cpus: float, gpus: float) -> None:
 
     try:
         check_capacity(spec, cpus, gpus)
-    except ValueError as exc:
-        raise _refuse(("execution", "workers_per_trial"), str(exc)) from None
+    except ValueError as exc:  # the field that sets the widest trial's workers (a rung's own, e.g. paper-1.3b)
+        field = (getattr(spec, "widest_trial", None) or ("execution.workers_per_trial", 0))[0]
+        raise _refuse(tuple(field.split(".", 1)), str(exc)) from None
 
 
 def check_rest_spec(spec: Mapping[str, Any], trainers: Mapping[str, RegisteredTrainer],

@@ -23,7 +23,7 @@ from ..settings import DriverSettings
 from ..specs import SweepSpec
 from ._hooks import DriverHooks
 from ._trainable import make_trainable
-from ._workers import trial_resources
+from ._workers import resources_by_config
 
 __all__ = ["run_tune"]
 
@@ -60,8 +60,9 @@ def _tune(spec: SweepSpec, driver: DriverHooks, workdir: Path, started_ray: bool
     from ._tune import tune_parts
 
     searcher, scheduler, stopper, monitor = tune_parts(driver)
-    # one worker: a plain request; N workers: a placement group of N bundles, packed (`_workers`)
-    resources = trial_resources(spec.execution, one_node=spec.backend.name == "command")
+    # one worker: one bundle; N workers: a placement group of N bundles, packed (`_workers`), read per trial from
+    # its config: the rungs of one sweep (a transfer's) may run on different worker counts
+    resources = resources_by_config(spec.execution, one_node=spec.backend.name == "command")
     trainable = tune.with_resources(make_trainable(driver.sweep_id), resources)
     concurrency = _concurrency(spec)
     tuner = tune.Tuner(
@@ -200,7 +201,10 @@ def _concurrency(spec: SweepSpec) -> int:
     if spec.execution.concurrency is not None:
         return spec.execution.concurrency
     resources = ray.cluster_resources()
-    fits = math.floor(resources.get("CPU", 1) / spec.execution.trial_cpus)  # every worker's CPUs
+    # As many as the narrowest trial fits (a transfer's rungs may differ in workers); Tune holds a wider trial back
+    # until its whole placement group is free.
+    workers = min(spec.workers_at(rung) for rung in spec.rungs_run())
+    fits = math.floor(resources.get("CPU", 1) / (spec.execution.cpus_per_trial * workers))  # every worker's CPUs
     if spec.execution.gpus_per_trial > 0:
-        fits = min(fits, math.floor(resources.get("GPU", 0) / spec.execution.trial_gpus))
+        fits = min(fits, math.floor(resources.get("GPU", 0) / (spec.execution.gpus_per_trial * workers)))
     return max(1, fits)

@@ -1,7 +1,8 @@
 """A trial on N workers: the Tune trial's placement group (N bundles, packed) and the ranks that run in it.
 
 Tune reserves the whole group before the trial starts (`trial_resources`: one bundle per worker, `PACK`: on one node
-where it fits, so no rank waits for a machine and nothing else is oversubscribed). The trainable itself runs in
+where it fits, so no rank waits for a machine and nothing else is oversubscribed), each trial its own trial config's
+worker count (`resources_by_config`: a transfer's rungs may run on different counts). The trainable itself runs in
 bundle 0 and is rank 0; ranks 1..N-1 are Ray actors pinned to bundles 1..N-1 (`_Rank`). They meet through
 torch.distributed's TCP rendezvous at rank 0's node and a free port (gloo on CPU, NCCL on CUDA). Rank 0 holds the
 trial's one MLflow run and reports to Tune, exactly as a one-worker trial does.
@@ -29,6 +30,7 @@ __all__ = [
     "init_ranks",
     "launch_placeholders",
     "rank_bundles",
+    "resources_by_config",
     "run_on_workers",
     "trial_resources",
 ]
@@ -40,24 +42,46 @@ MAX_RANK_RESTARTS = 3
 RANK_RESTARTS = "scalesweep.rank_restarts"
 
 
-def rank_bundles(execution: ExecutionSpec) -> list[dict[str, float]]:
-    """One bundle per worker, each `cpus_per_trial` CPUs (and `gpus_per_trial` GPUs)."""
+def rank_bundles(execution: ExecutionSpec, workers: int | None = None) -> list[dict[str, float]]:
+    """One bundle per worker (`workers`, default execution.workers_per_trial), each `cpus_per_trial` CPUs (and
+    `gpus_per_trial` GPUs)."""
     bundle = {"CPU": execution.cpus_per_trial}
     if execution.gpus_per_trial > 0:
         bundle["GPU"] = execution.gpus_per_trial
-    return [dict(bundle) for _ in range(execution.workers_per_trial)]
+    return [dict(bundle) for _ in range(workers or execution.workers_per_trial)]
 
 
-def trial_resources(execution: ExecutionSpec, one_node: bool = False) -> Any:
-    """What `tune.with_resources` reserves per trial: a plain request for one worker, else a placement group of
-    one bundle per worker (the trainable takes bundle 0), packed: on one node where it fits (`PACK`), or only on
-    one node (`STRICT_PACK`, `one_node`: a command trainer's `torchrun --nproc-per-node` starts every rank on the
-    trainable's node, so bundles elsewhere would leave that node oversubscribed)."""
-    if execution.workers_per_trial == 1:
+def trial_resources(execution: ExecutionSpec, one_node: bool = False, workers: int | None = None) -> Any:
+    """What `tune.with_resources` reserves for a trial on `workers` ranks (default execution.workers_per_trial): a
+    plain request for one worker, else a placement group of one bundle per worker (the trainable takes bundle 0),
+    packed: on one node where it fits (`PACK`), or only on one node (`STRICT_PACK`, `one_node`: a command
+    trainer's `torchrun --nproc-per-node` starts every rank on the trainable's node, so bundles elsewhere would
+    leave that node oversubscribed)."""
+    if (workers or execution.workers_per_trial) == 1:
         return {"cpu": execution.cpus_per_trial, "gpu": execution.gpus_per_trial}
     from ray import tune
 
-    return tune.PlacementGroupFactory(rank_bundles(execution), strategy="STRICT_PACK" if one_node else "PACK")
+    return tune.PlacementGroupFactory(rank_bundles(execution, workers),
+                                      strategy="STRICT_PACK" if one_node else "PACK")
+
+
+def resources_by_config(execution: ExecutionSpec, one_node: bool = False) -> Callable[[dict[str, Any]], Any]:
+    """The per-trial form `tune.with_resources` takes (a callable of the trial's config): each trial reserves its
+    own trial config's `workers` (1 when absent: the sweep writes it only above 1), so trials at rungs of
+    different worker counts (a sweep's `workers_by_rung`) each get their own placement group. A config without
+    the driver's job (none is expected) reserves execution.workers_per_trial."""
+    from ray import tune
+    from ray.tune.execution.placement_groups import resource_dict_to_pg_factory
+
+    def resources(config: dict[str, Any]) -> Any:
+        job = config.get("job")
+        workers = int(job["trial"].get("workers", 1)) if isinstance(job, dict) and "trial" in job else None
+        request = trial_resources(execution, one_node, workers)
+        # Ray 2.60's with_resources documents a callable as returning a PlacementGroupFactory: the one-worker
+        # request as the same factory with_resources makes of a plain request
+        return request if isinstance(request, tune.PlacementGroupFactory) else resource_dict_to_pg_factory(request)
+
+    return resources
 
 
 def launch_placeholders(command: dict[str, Any], trial: dict[str, Any]) -> dict[str, Any]:

@@ -761,6 +761,12 @@ class SweepSpec(BaseModel):
         description="Extra MLflow tags on the parent run and every trial run (lineage, e.g. the transfer and the "
         "sweep it comes from); an arm's own `tags` win over these.",
     )
+    workers_by_rung: dict[str, Annotated[int, Field(ge=1, le=1024)]] = Field(
+        default_factory=dict,
+        description="Processes (ranks) per trial at the named rungs (the sweep's `rung` or a baseline's), in place "
+        "of execution.workers_per_trial there, e.g. {cpu-l: 2}: a transfer's per-rung worker counts (its rung x arm "
+        "table is one sweep). Each reserves its own placement group; {} = every rung on execution.workers_per_trial.",
+    )
 
     @field_validator("rung")
     @classmethod
@@ -769,6 +775,13 @@ class SweepSpec(BaseModel):
 
         return check_rung(rung)
 
+
+    @field_validator("workers_by_rung")
+    @classmethod
+    def _known_rungs(cls, widths: dict[str, int]) -> dict[str, int]:
+        from trials.models import check_rung
+
+        return {check_rung(rung): workers for rung, workers in widths.items()}
 
     @field_validator("baselines")
     @classmethod
@@ -790,11 +803,18 @@ class SweepSpec(BaseModel):
                 raise ValueError(
                     f"eval_steps must be distinct steps in [1, horizon={self.horizon}], got {self.eval_steps}"
                 )
-        check_batch_split(self.execution.workers_per_trial, self.trial)
+        run = self.rungs_run()
+        if any(rung not in self.workers_by_rung for rung in run):  # some rung runs on the execution section's count
+            check_batch_split(self.execution.workers_per_trial, self.trial)
+        for rung, workers in self.workers_by_rung.items():
+            if rung not in run:
+                raise ValueError(f"workers_by_rung names rung {rung!r}, which this sweep does not run; allowed: "
+                                 f"{run}")
+            check_batch_split(workers, self.trial, field=f"workers_by_rung.{rung}")
         from trials import TrialConfig
 
         try:  # one probe trial per rung validates the `trial` section with trials' own rules
-            for rung in dict.fromkeys([self.rung, *(b.rung for b in self.baselines if b.rung)]):
+            for rung in self.rungs_run():
                 TrialConfig.model_validate(self.trial_config({"name": self.search.arm}, self.seeds[0], rung))
         except ValidationError as exc:
             raise ValueError(_nested_errors(exc, "trial")) from None
@@ -844,6 +864,23 @@ class SweepSpec(BaseModel):
             raise ValueError("search.warm_start tells the sampler earlier sweeps' objectives, which need not be "
                              "steps to the same target; with selection.objective 'steps_to_target' leave it empty")
 
+    def rungs_run(self) -> list[str]:
+        """The rungs this sweep's trials run at: its own, then its baselines' in order."""
+        return list(dict.fromkeys([self.rung, *(b.rung for b in self.baselines if b.rung)]))
+
+    def workers_at(self, rung: str) -> int:
+        """Ranks per trial at `rung`: `workers_by_rung`'s count there, else execution.workers_per_trial."""
+        return self.workers_by_rung.get(rung, self.execution.workers_per_trial)
+
+    @property
+    def widest_trial(self) -> tuple[str, int]:
+        """(the field that sets it, its count) of the most workers one trial of this sweep takes: what must fit the
+        cluster, as one placement group."""
+        fields = {f"workers_by_rung.{r}": self.workers_at(r) for r in self.rungs_run() if r in self.workers_by_rung}
+        if any(r not in self.workers_by_rung for r in self.rungs_run()):
+            fields["execution.workers_per_trial"] = self.execution.workers_per_trial
+        return max(fields.items(), key=lambda item: item[1])
+
     @property
     def confirm_seeds(self) -> list[int]:
         """The confirmation's fresh seeds: `confirm.seeds`, else as many as the sweep's after its largest."""
@@ -889,8 +926,9 @@ class SweepSpec(BaseModel):
             seed=seed,
             threads=self.execution.threads,
         )
-        if self.execution.workers_per_trial > 1:  # left out at 1: trial configs of earlier sweeps unchanged
-            cfg["workers"] = self.execution.workers_per_trial
+        workers = self.workers_at(cfg["rung"])
+        if workers > 1:  # left out at 1: trial configs of earlier sweeps unchanged
+            cfg["workers"] = workers
         return cfg
 
     def fingerprint(self) -> str:
@@ -920,6 +958,8 @@ class SweepSpec(BaseModel):
                 payload["selection"].pop(key)
         if payload.get("confirm") == ConfirmSpec().model_dump(mode="json"):  # no confirmation, as before
             payload.pop("confirm")
+        if not payload.get("workers_by_rung"):  # added later, empty by default: older sweeps resume
+            payload.pop("workers_by_rung", None)
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 

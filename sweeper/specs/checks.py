@@ -146,31 +146,33 @@ def check_trial_section(trial: Mapping[str, Any], where: str = "trial") -> None:
         raise ValueError(_nested_errors(exc, where)) from None
 
 
-def check_batch_split(workers: int, trial: Mapping[str, Any]) -> None:
-    """Refuse a worker count that does not divide the trial section's global batch (TrialConfig's default when it
-    sets none): every rank trains on batch_size / workers samples."""
+def check_batch_split(workers: int, trial: Mapping[str, Any], field: str = "execution.workers_per_trial") -> None:
+    """Refuse a worker count (set by `field`) that does not divide the trial section's global batch (TrialConfig's
+    default when it sets none): every rank trains on batch_size / workers samples."""
     from trials import TrialConfig
 
     batch = trial.get("batch_size", TrialConfig.model_fields["batch_size"].default)
     if isinstance(batch, int) and not isinstance(batch, bool) and batch % workers:
-        raise ValueError(f"execution.workers_per_trial {workers} does not divide the global batch (trial.batch_size "
-                         f"{batch}): each rank trains on batch_size / workers_per_trial samples; use a worker count "
-                         f"that divides {batch}")
+        raise ValueError(f"{field} {workers} does not divide the global batch (trial.batch_size {batch}): each rank "
+                         f"trains on batch_size / workers_per_trial samples; use a worker count that divides {batch}")
 
 
 def check_capacity(spec: Any, cluster_cpus: float, cluster_gpus: float = 0.0) -> None:
     """Refuse a spec (a sweep's or a transfer's: anything with an `execution` section) whose one trial needs more
     than the cluster has: `workers_per_trial` x `cpus_per_trial` CPUs (and GPUs), reserved together as one
-    placement group, would never be scheduled and the job would wait forever. Raises ValueError naming the field
-    and what the cluster has; the service answers it with a 422."""
+    placement group, would never be scheduled and the job would wait forever. Where rungs run on their own worker
+    counts the widest trial is checked (the spec's `widest_trial`: the field that sets it and its count). Raises
+    ValueError naming the field and what the cluster has; the service answers it with a 422."""
     execution = getattr(spec, "execution", None)
     if execution is None:  # a transfer without its own execution section runs with its sweep's (checked there)
         return
-    workers, cpus, gpus = execution.workers_per_trial, execution.cpus_per_trial, execution.gpus_per_trial
+    field, workers = getattr(spec, "widest_trial", None) or ("execution.workers_per_trial",
+                                                             execution.workers_per_trial)
+    cpus, gpus = execution.cpus_per_trial, execution.gpus_per_trial
     if workers * cpus > cluster_cpus or workers * gpus > cluster_gpus:
         fit = int(min(cluster_cpus // cpus, cluster_gpus // gpus if gpus else math.inf))
         raise ValueError(
-            f"execution.workers_per_trial {workers} needs {workers * cpus:g} CPUs"
+            f"{field} {workers} needs {workers * cpus:g} CPUs"
             + (f" and {workers * gpus:g} GPUs" if gpus else "")
             + f" ({cpus:g} CPUs" + (f", {gpus:g} GPUs" if gpus else "") + " per worker); the cluster has "
             + f"{cluster_cpus:g} CPUs" + (f" and {cluster_gpus:g} GPUs" if gpus else "")

@@ -360,7 +360,7 @@ def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[Transf
     from trials.models import list_rungs
 
     order = list_rungs()
-    rungs = sorted(spec.rungs or _default_rungs(base_rung), key=order.index)
+    rungs = sorted(spec.rung_names or _default_rungs(base_rung), key=order.index)
     fixed_horizon = spec.steps or max(1, round(spec.horizon_factor * base.horizon))
     batch = int(_deep_merge(base.trial, spec.trial).get("batch_size", 32))
     study_trial = _deep_merge(base.trial, spec.trial)  # one size basis for the study: its trials' own models
@@ -439,7 +439,15 @@ def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[Transf
         "tracking": tracking,
         "tags": lineage,
     }
+    own_workers = {r: spec.rung_workers[r] for r in rungs if r in spec.rung_workers}
+    if own_workers:  # the rungs that set their own workers; the others run on `execution`'s
+        sweep_spec["workers_by_rung"] = own_workers
     validated = _validated_sweep(sweep_spec)
+    wide = {r: validated.workers_at(r) for r in rungs if validated.workers_at(r) > 1}
+    if wide and spec.timing.measured and spec.timing.method == "isolated":  # the spec checks it where it can
+        raise TransferError(f"timing.method 'isolated' times one process; rungs {sorted(wide)} run on "
+                            f"{sorted(set(wide.values()))} workers, whose step the timing stage times on as many "
+                            "ranks: allowed: 'interleaved'")
     plan: dict[str, Any] = {
         "rungs": rungs,
         "horizon": horizon,
@@ -461,6 +469,8 @@ def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[Transf
                  "optimizers": {a: optimizers[a] for a in spec.arms}},
         "runs": [{k: v for k, v in r.items() if k != "optimizer"} for r in rows],
     }
+    if own_workers:  # rung -> ranks per trial, where a rung sets its own (the others: `execution`'s)
+        plan["workers_by_rung"] = own_workers
     if spec.controls:
         plan["controls"] = {kind: {"arm": CONTROL_ARMS[kind], "against": "muon"} for kind in spec.controls}
     if spec.diagnostics:
@@ -676,6 +686,9 @@ def _print_plan(state: TransferState, out: IO[str]) -> None:
     if plan.controls:
         print("  controls: " + "; ".join(f"{kind}: {c['arm']} against {c['against']}"
                                          for kind, c in plan.controls.items()), file=out, flush=True)
+    if plan.get("workers_by_rung"):
+        print(f"  workers per trial by rung: {plan['workers_by_rung']} (other rungs: the execution section's)",
+              file=out, flush=True)
     if plan.horizons is not None:
         print(f"  horizons per rung: {plan.horizons}; target: {plan.target_text}", file=out, flush=True)
     if plan.pilot is not None:
@@ -697,14 +710,20 @@ def _step_timing(spec: TransferSpec, state: TransferState, out: IO[str] | None) 
     rows = [(r.rung, r.arm, opt) for r in [*state.plan.runs, *control_rows]
             for opt in [_row_optimizer(sweep_spec, r.rung, r.arm)] if opt is not None]
     threads = int(sweep_spec["execution"].get("threads", 1))
-    workers = int(sweep_spec["execution"].get("workers_per_trial", 1))  # the N-rank step, as the runs train
+    # each rung's N-rank step, as its runs train: its own workers, else the execution section's
+    default_workers = int(sweep_spec["execution"].get("workers_per_trial", 1))
+    own_workers = sweep_spec.get("workers_by_rung") or {}
+    workers = {r.rung: int(own_workers.get(r.rung, default_workers)) for r in state.plan.runs}
     if spec.timing.method == "interleaved":
         by_rung: dict[str, dict[str, Mapping[str, Any]]] = {}
         for rung, arm, opt in rows:
             by_rung.setdefault(rung, {})[arm] = opt
         if out is not None:
-            print(f"timing {', '.join(next(iter(by_rung.values()), {}))} interleaved "
-                  f"{'in one process' if workers == 1 else f'on {workers} gloo ranks'} per rung "
+            ranks = sorted(set(workers.values()))
+            where = ("in one process per rung" if ranks == [1] else f"on {ranks[0]} gloo ranks per rung"
+                     if len(ranks) == 1 else ", ".join(f"on {n} gloo ranks at {r}" if n > 1 else
+                                                       f"in one process at {r}" for r, n in workers.items()))
+            print(f"timing {', '.join(next(iter(by_rung.values()), {}))} interleaved {where} "
                   f"({spec.timing.rounds} rounds, {spec.timing.clock} clock"
                   + (f", local batch {spec.timing.local_batch}" if spec.timing.local_batch else "") + ")",
                   file=out, flush=True)

@@ -88,8 +88,9 @@ def plan_pilot(target: TargetSpec, *, rungs: Sequence[str], seeds: Sequence[int]
 def pilot_sweep_spec(pilot: Mapping[str, Any], sweep_spec: Mapping[str, Any], *, name: str,
                      transfer_id: str) -> dict[str, Any]:
     """The pilot's sweep: the reference arm's carried optimizer as the one search point (its lr a one-value grid), at
-    the pilot's rung, horizon, eval steps and seeds; the transfer's execution, retries, backend and store; its trial
-    section with the pilot's tracking; the transfer's lineage with `pilot_of` in place of `transfer_id`."""
+    the pilot's rung (on its workers), horizon, eval steps and seeds; the transfer's execution, retries, backend and
+    store; its trial section with the pilot's tracking; the transfer's lineage with `pilot_of` in place of
+    `transfer_id`."""
     optimizer = {k: v for k, v in pilot["optimizer"].items() if k != "lr"}
     trial = dict(sweep_spec["trial"])
     trial["eval"] = {**dict(trial.get("eval") or {}), "track_points": pilot["points"],
@@ -103,6 +104,9 @@ def pilot_sweep_spec(pilot: Mapping[str, Any], sweep_spec: Mapping[str, Any], *,
         "execution": sweep_spec["execution"], "retries": sweep_spec["retries"], "backend": sweep_spec["backend"],
         "trial": trial, "tracking": sweep_spec["tracking"],
         "tags": {**tags, PILOT_OF_TAG: transfer_id},
+        # the pilot's rung on its own workers where the transfer sets them (`rungs: {<rung>: {workers: N}}`)
+        **({"workers_by_rung": {pilot["rung"]: own[pilot["rung"]]}}
+           if pilot["rung"] in (own := sweep_spec.get("workers_by_rung") or {}) else {}),
     }
 
 

@@ -15,7 +15,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from scaling import TransferError
 from scaling.export import LrRule, WdRule
@@ -27,7 +36,7 @@ from ..specs import ExecutionSpec, SweepTracking, read_spec
 from ..specs.checks import MAX_HORIZON, MAX_SEEDS, Seeds, TrialSection
 from ._verification import VerifySpec
 
-__all__ = ["ARMS", "CONTROL_ARMS", "DIAGNOSTIC_ARMS", "ControlName", "DiagnosticName", "TransferSpec",
+__all__ = ["ARMS", "CONTROL_ARMS", "DIAGNOSTIC_ARMS", "ControlName", "DiagnosticName", "RungOptions", "TransferSpec",
            "default_transfer_workdir", "load_transfer_spec"]
 
 _ARMS = ARMS
@@ -47,6 +56,40 @@ DIAGNOSTIC_ARMS: dict[str, str] = {"effective_step": "muon_effective_step"}
 _FIRST_TIMING_FIELDS = ("steps", "warmup", "repeats")
 
 
+class RungOptions(BaseModel):
+    """How one rung of a transfer runs (the `rungs` mapping's values)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    workers: int | None = Field(
+        None,
+        ge=1,
+        le=1024,
+        description="Processes (ranks) per trial at this rung (FSDP2 on a placement group of that many bundles, "
+        "each execution.cpus_per_trial CPUs); the timing stage times this rung's step on as many ranks. None = the "
+        "transfer's execution.workers_per_trial, else its sweep's.",
+    )
+
+
+def _rungs_form(value: Any) -> str | None:
+    """Which form `rungs` is written in: a list of names, or a mapping name -> options (None: neither)."""
+    if isinstance(value, list | tuple):
+        return "list"
+    if isinstance(value, Mapping):
+        return "mapping"
+    return None
+
+
+# `rungs`: a list of rung names (as before), or a mapping rung -> {workers: N} (or null: the transfer's count), in
+# order. The discriminator keeps a refusal to the form written, instead of one error per form.
+RungsField = Annotated[
+    Annotated[list[str], Tag("list")] | Annotated[dict[str, RungOptions | None], Tag("mapping")],
+    Discriminator(_rungs_form, custom_error_type="rungs_form",
+                  custom_error_message="rungs must be a list of rung names, e.g. [cpu-s, cpu-l], or a mapping rung "
+                  "-> options, e.g. {cpu-s: {}, cpu-l: {workers: 2}}"),
+]
+
+
 class TransferSpec(BaseModel):
     """One transfer: the chosen pair of a finished sweep, fixed, at larger rungs beside the baseline arms."""
 
@@ -54,10 +97,12 @@ class TransferSpec(BaseModel):
 
     name: str = Field(..., pattern=_NAME_PATTERN, description="Transfer name (run names, work folder).")
     sweep: str = Field(..., min_length=1, description="The finished sweep's work folder (holds sweep.json).")
-    rungs: list[str] | None = Field(
+    rungs: RungsField | None = Field(
         None,
-        description="Rungs to run (trials.models.list_rungs()); None = the sweep's rung and every larger rung of "
-        "its family. The sweep's rung is run again at the transfer horizon: a fit must not mix horizons.",
+        description="Rungs to run (trials.models.list_rungs()): a list of names, or a mapping name -> {workers: N} "
+        "to run a rung's trials on N workers, e.g. {cpu-s: {}, cpu-l: {workers: 2}} (a rung without workers: the "
+        "transfer's execution.workers_per_trial, else its sweep's); None = the sweep's rung and every larger rung "
+        "of its family. The sweep's rung is run again at the transfer horizon: a fit must not mix horizons.",
     )
     arms: list[ArmName] = Field(
         default_factory=lambda: ["periodic", "muon", "adamw"],  # type: ignore[arg-type]
@@ -153,14 +198,32 @@ class TransferSpec(BaseModel):
 
     @field_validator("rungs")
     @classmethod
-    def _known_rungs(cls, rungs: list[str] | None) -> list[str] | None:
+    def _known_rungs(cls, rungs: list[str] | dict[str, RungOptions | None] | None
+                     ) -> list[str] | dict[str, RungOptions | None] | None:
         if rungs is None:
             return None
         from trials.models import check_rung
 
+        if isinstance(rungs, dict):
+            if not rungs:
+                raise ValueError("rungs must name at least one rung, got {}")
+            return {check_rung(r): options for r, options in rungs.items()}
         if not rungs or len(set(rungs)) != len(rungs):
             raise ValueError(f"rungs must be a non-empty list of distinct rungs, got {rungs}")
         return [check_rung(r) for r in rungs]
+
+    @property
+    def rung_names(self) -> list[str] | None:
+        """The rungs the spec names, in its order (None: the sweep's rung and every larger one)."""
+        return None if self.rungs is None else list(self.rungs)
+
+    @property
+    def rung_workers(self) -> dict[str, int]:
+        """rung -> workers per trial, for the rungs whose own count the spec sets (`rungs: {cpu-l: {workers: 2}}`);
+        the others run on the transfer's execution.workers_per_trial, else the sweep's."""
+        if not isinstance(self.rungs, dict):
+            return {}
+        return {r: o.workers for r, o in self.rungs.items() if o is not None and o.workers is not None}
 
     @field_validator("arms")
     @classmethod
@@ -202,7 +265,8 @@ class TransferSpec(BaseModel):
         if shared:
             raise ValueError(f"target.pilot.seeds must be disjoint from the transfer's judged seeds {sorted(judged)} "
                              f"(the runs that are judged must not set their own line); {shared} are among them")
-        rungs = info.data.get("rungs") or facts.rungs
+        named = info.data.get("rungs")
+        rungs = list(named) if named else facts.rungs
         if pilot.rung is not None and rungs is not None and pilot.rung not in rungs:
             raise ValueError(f"target.pilot.rung must be one of the transfer's rungs {rungs}, got {pilot.rung!r}")
         return target
@@ -249,7 +313,7 @@ class TransferSpec(BaseModel):
             if self.rounds.against not in self.arms:
                 raise ValueError(f"rounds.against {self.rounds.against!r} must be one of arms {self.arms}")
             if self.rounds.rung is not None and self.rungs is not None and self.rounds.rung not in self.rungs:
-                raise ValueError(f"rounds.rung {self.rounds.rung!r} must be one of rungs {self.rungs}")
+                raise ValueError(f"rounds.rung {self.rounds.rung!r} must be one of rungs {self.rung_names}")
             if self.seeds is not None and len(self.seeds) > self.rounds.max_seeds:
                 raise ValueError(f"rounds.max_seeds ({self.rounds.max_seeds}) is below the {len(self.seeds)} "
                                  "seeds the first round runs")
@@ -261,20 +325,30 @@ class TransferSpec(BaseModel):
 
     @model_validator(mode="after")
     def _workers_fit(self) -> TransferSpec:
-        """A transfer on N workers (its execution section's `workers_per_trial`, else its sweep's where the sweep's
-        folder is readable here): N divides the training batch, and every arm, control and the timing can run on N
-        ranks. Each refusal names the field and the values allowed."""
+        """A transfer whose trials run on N workers at some rung (the rung's own `workers`, else its execution
+        section's `workers_per_trial`, else its sweep's where the sweep's folder is readable here): N divides the
+        training batch, and every arm, control and the timing can run on N ranks (the arms and controls run at
+        every rung). Each refusal names the field (the rung's, where it sets the count) and the values allowed."""
         facts = _source_facts(self.sweep, self.trial or {})
-        workers = self.execution.workers_per_trial if self.execution is not None else facts.workers
-        if workers is None or workers == 1:
-            return self
-        field = "execution.workers_per_trial" if self.execution is not None else "the sweep's workers_per_trial"
-        if facts.batch is not None and facts.batch % workers:
-            divisors = [d for d in range(1, facts.batch + 1) if facts.batch % d == 0]
-            raise ValueError(f"{field} {workers} does not divide the training batch (trial.batch_size {facts.batch}): "
+        default = self.execution.workers_per_trial if self.execution is not None else facts.workers
+        default_field = "execution.workers_per_trial" if self.execution is not None else "the sweep's workers_per_trial"
+        own = self.rung_workers
+        # field -> worker count, for each count above 1 that some rung runs on
+        widths = {f"rungs.{rung}.workers": n for rung, n in own.items() if n > 1}
+        if default is not None and default > 1 and (self.rungs is None or any(r not in own for r in self.rungs)):
+            widths[default_field] = default
+        for field, workers in widths.items():
+            self._fits_on(field, workers, facts.batch, own_count=field != default_field or self.execution is not None)
+        return self
+
+    def _fits_on(self, field: str, workers: int, batch: int | None, *, own_count: bool) -> None:
+        """The refusals of `_workers_fit` for one worker count above 1, set by `field` (`own_count`: in this spec,
+        else the sweep's)."""
+        if batch is not None and batch % workers:
+            divisors = [d for d in range(1, batch + 1) if batch % d == 0]
+            raise ValueError(f"{field} {workers} does not divide the training batch (trial.batch_size {batch}): "
                              f"each rank trains batch_size / workers samples; allowed worker counts: {divisors}"
-                             + ("" if self.execution is not None else "; or set trial.batch_size to a multiple of "
-                                f"{workers}"))
+                             + ("" if own_count else f"; or set trial.batch_size to a multiple of {workers}"))
         if "rownorm" in self.arms:
             raise ValueError(f"arms {self.arms}: 'rownorm' has no sharded form, so it cannot run on {field} "
                              f"{workers}; allowed arms on several workers: adamw, muon, periodic")
@@ -287,11 +361,13 @@ class TransferSpec(BaseModel):
         if self.timing.local_batch is not None:
             raise ValueError(f"timing.local_batch is the one-process stand-in for a rank's batch; with {field} "
                              f"{workers} each timing rank trains batch_size / {workers} itself: allowed: unset (null)")
-        return self
 
     def fingerprint(self) -> str:
         """What a resumed transfer must match: everything but `execution`, which may change on resume."""
         payload = self.model_dump(mode="json", exclude={"execution"})
+        if isinstance(self.rungs, dict):  # a list as before unless a rung sets its own workers
+            own = self.rung_workers
+            payload["rungs"] = {r: own.get(r) for r in self.rungs} if own else list(self.rungs)
         if payload.get("weight_decay_rule") == "keep_lr_wd":  # added later: older transfers resume
             payload.pop("weight_decay_rule")
         for later in ("verify", "rounds"):  # added later: older transfers resume

@@ -19,7 +19,7 @@ def transfer_work(spec: TransferSpec, base: SweepSpec) -> int:
     """A transfer of sweep `base` (`sweeper.TransferSpec`): every rung x arm x seed at that rung's horizon and eval
     steps (as the transfer's plan sets them), the control arms' runs likewise, the pilot (target rule `pilot`) and
     the verification bracket (two settings per knob) at its rung."""
-    rungs = list(spec.rungs or _default_rungs(base.rung))
+    rungs = list(spec.rung_names or _default_rungs(base.rung))
     trial = _deep_merge(base.trial, spec.trial)
     fixed = spec.steps or max(1, round(spec.horizon_factor * base.horizon))
     seeds = len(spec.seeds or base.seeds)

@@ -354,6 +354,41 @@ def test_a_transfer_on_two_workers_times_the_two_rank_step_it_trains(case: dict[
                                                                       rel=1e-9), run.arm
 
 
+def test_a_transfer_with_one_rung_on_two_workers_times_each_rung_at_its_count(case: dict[str, Any],
+                                                                             tmp_path: Path) -> None:
+    """`rungs: {cpu-xs: null, cpu-s: {workers: 2}}`: cpu-xs's runs train in one process and cpu-s's on 2 ranks (a
+    placement group of 2 bundles each, beside 1-bundle trials in the same Tune run), and the timing stage times
+    cpu-xs's step in one process and cpu-s's on 2 gloo ranks; each rung's per-step ratio says which it is."""
+    spec = {"name": "tiny-rung-workers", "sweep": str(case["sweep_dir"]), "seeds": [0],
+            "rungs": {"cpu-xs": None, "cpu-s": {"workers": 2}}, "execution": {"num_cpus": 2},
+            "trial": {"eval": {"fd_samples": 64, "track_points": 4}}, "timing": {"rounds": 2, "warmup_rounds": 1}}
+    progress = io.StringIO()
+    result = run_transfer(spec, workdir=tmp_path / "rung-workers", show_progress=True, stream=progress)
+    assert result.state == "SUCCEEDED" and result.counts == {"SUCCEEDED": 6}
+    assert result.plan["workers_by_rung"] == {"cpu-s": 2}
+    timing = result.step_timing
+    assert timing["workers"] == {"cpu-xs": 1, "cpu-s": 2}
+    one, two = timing["rungs"]["cpu-xs"], timing["rungs"]["cpu-s"]
+    assert one.get("workers", 1) == 1 and "comm_bytes_per_step" not in one  # one process: nothing sent
+    assert (two["workers"], two["cpu_clock"], two["batch_size"], two["local_batch"]) == (2, "process", 8, 4)
+    assert "interleaved in one process at cpu-xs, on 2 gloo ranks at cpu-s (" in progress.getvalue()
+    rungs = result.targets()["rungs"]
+    assert rungs["cpu-xs"]["comparisons"]["muon"]["step_time_ratio_how"] == "interleaved"
+    assert rungs["cpu-s"]["comparisons"]["muon"]["step_time_ratio_how"] == "interleaved, 2 gloo ranks"
+    client = MlflowClient(case["uri"])
+    by_rung: dict[str, list[str]] = {}
+    for run in result.runs:
+        logged = client.get_run(run.run_id).data
+        by_rung.setdefault(run.rung, []).append(run.arm)
+        if run.rung == "cpu-xs":
+            assert logged.params.get("workers", "1") == "1" and "comm_bytes_per_step_rank1" not in logged.metrics
+        else:  # both ranks trained and logged their traffic: the trial had its 2 bundles
+            assert logged.params["workers"] == "2" and logged.metrics["comm_bytes_per_step_rank1"] > 0
+            assert logged.metrics["comm_bytes_per_step"] == pytest.approx(two["comm_bytes_per_step"][run.arm],
+                                                                          rel=1e-9), run.arm
+    assert {r: sorted(a) for r, a in by_rung.items()} == {r: ["adamw", "muon", "periodic"] for r in ("cpu-xs", "cpu-s")}
+
+
 def test_per_param_horizons_give_each_rung_its_own_steps(case: dict[str, Any]) -> None:
     spec = {"name": "tiny-horizons", "sweep": str(case["sweep_dir"]), "rungs": ["cpu-xs", "cpu-s"],
             # cap 18, not the 30 this test first had: cpu-s still runs into it (its per-parameter horizon is about

@@ -185,6 +185,7 @@ class Demand:
     rungs: dict[tuple[str | int, ...], str]
     memory: dict[tuple[str | int, ...], TrialMemory]
     execution: Any = None  # the job's resources per trial (sweeper.ExecutionSpec); None: its sweep's, checked there
+    widest_trial: tuple[str, int] | None = None  # (field, workers) of its widest trial where rungs set their own
 
 
 def admit(spec: dict[str, Any], demand: Demand, queue: JobsDep, settings: Settings, noun: str) -> None:

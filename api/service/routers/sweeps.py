@@ -69,7 +69,7 @@ def _public(settings: Settings, record: SweepRecord) -> SweepPublic:
 def _demand(spec: SweepSpec) -> jobs.Demand:
     rungs: dict[tuple[str | int, ...], str] = {("rung",): spec.rung}
     rungs.update({("baselines", i, "rung"): b.rung for i, b in enumerate(spec.baselines) if b.rung})
-    return jobs.Demand(sweep_work(spec), rungs, sweep_memory(spec), spec.execution)
+    return jobs.Demand(sweep_work(spec), rungs, sweep_memory(spec), spec.execution, spec.widest_trial)
 
 
 def _get(session: Any, sweep_id: str) -> SweepRecord:
