@@ -130,9 +130,10 @@ def test_a_failed_positive_control_is_said_first_and_no_controls_is_said_too() -
     page = _page(_result(extra_cost=1.0).analysis(n_boot=0))
     lead = page[page.index('<div class="controls">'):page.index("</div>")]
     first = re.search(r"<li>(.*?)</li>", lead)
-    assert first is not None and first.group(1).startswith("<strong>POSITIVE CONTROL FAILED at cpu-xs, cpu-s: a known per-step")
-    assert ("<li><strong>positive control (muon_extra_ns against muon): did NOT come out as it must at cpu-xs, cpu-s</strong></li>"
-            in lead)
+    assert first is not None
+    assert first.group(1).startswith("<strong>POSITIVE CONTROL FAILED at cpu-xs, cpu-s: a known per-step")
+    assert ("<li><strong>positive control (muon_extra_ns against muon): did NOT come out as it must at cpu-xs, "
+            "cpu-s</strong></li>") in lead
     assert "<td>positive</td><td>muon_extra_ns against muon</td><td>cpu-xs</td><td><strong>FAILED</strong></td>" in page
     # A transfer without controls: the page opens saying that no null on it is interpretable.
     analysis = _result(extra_cost=1.3).analysis(n_boot=0)
