@@ -102,7 +102,10 @@ class TransferCreate(BaseModel):
 
     sweep_id: str = Field(description="A SUCCEEDED sweep of this service, e.g. sw-0123456789ab.")
     name: str | None = Field(None, max_length=200, description="Default: '<sweep name>-transfer'.")
-    rungs: list[str] = Field(min_length=1, description="Rungs of the model-size ladder to run at, e.g. ['cpu-s'].")
+    rungs: list[str] | dict[str, dict[str, Any] | None] = Field(
+        min_length=1, description="Rungs of the model-size ladder to run at, e.g. ['cpu-s'], or a mapping rung -> "
+        "options with a rung's own worker count, e.g. {'cpu-s': {}, 'cpu-l': {'workers': 2}} "
+        "(sweeper.TransferSpec.rungs)")
     arms: list[str] | None = Field(None, description="Arms to run (periodic with the chosen pair, adamw, muon).")
     horizon_factor: float | None = Field(None, gt=0, le=100, description="Training steps = factor x the sweep's.")
     steps: int | None = Field(None, ge=1, le=10_000_000,
@@ -143,13 +146,13 @@ class TransferCreate(BaseModel):
         None, description="Per-arm lr multiples run at every rung, e.g. {periodic: [1, 1.5, 2.3]}; each (rung, arm) "
         "is judged at its best multiple.")
 
-    @field_validator("lr_rules", "execution", "trial", "target", "horizon", "timing", "plateau", "verify", "rounds",
-                     "lr_brackets")
+    @field_validator("rungs", "lr_rules", "execution", "trial", "target", "horizon", "timing", "plateau", "verify",
+                     "rounds", "lr_brackets")
     @classmethod
-    def _bounded_shape(cls, value: dict[str, Any] | None, info: Any) -> dict[str, Any] | None:
+    def _bounded_shape(cls, value: Any, info: Any) -> Any:
         from sweeper import check_shape  # depth, keys and size of free-form data (docs/security.md)
 
-        if value is not None:
+        if isinstance(value, dict):
             check_shape(value, info.field_name)
         return value
 

@@ -86,7 +86,8 @@ def sweep_memory(spec: SweepSpec) -> dict[tuple[str | int, ...], TrialMemory]:
     """Each rung's trial of a sweep, by the location of the field that names its rung: `("rung",)` for the
     searched arm, `("baselines", i, "rung")` for a baseline at a rung of its own."""
     seed = spec.seeds[0]
-    found = {("rung",): trial_memory(spec.trial_config({"name": spec.search.arm}, seed))}
+    found: dict[tuple[str | int, ...], TrialMemory] = {
+        ("rung",): trial_memory(spec.trial_config({"name": spec.search.arm}, seed))}
     for i, b in enumerate(spec.baselines):
         if b.rung and b.rung != spec.rung:
             found[("baselines", i, "rung")] = trial_memory(spec.trial_config({"name": b.arm}, seed, b.rung))

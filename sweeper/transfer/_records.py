@@ -131,8 +131,8 @@ def read_transfer_records(folder: str | Path) -> ResultRecord:
     for row in _read_csv(path / RECORD_FILES[1], ("group", *_SCALARS)):
         if row["group"] not in groups:
             raise ScalingInputError(f"{path / RECORD_FILES[1]}: group {row['group']!r}; allowed: {list(_GROUPS)}")
-        fields = {name: _scalar(name, row[name]) for name in _SCALARS}
-        series = {s: tuple(points.get((row["run_id"], _SERIES_NAME[s]), ())) for s in _SERIES}
+        fields: dict[str, Any] = {name: _scalar(name, row[name]) for name in _SCALARS}
+        series: dict[str, Any] = {s: tuple(points.get((row["run_id"], _SERIES_NAME[s]), ())) for s in _SERIES}
         groups[row["group"]].append(TransferRun(**fields, **series))
     return TransferResult(
         transfer_id=doc["transfer_id"], name=doc["name"], state=doc["state"], workdir=str(path.resolve()),

@@ -461,3 +461,30 @@ def test_a_page_worker_ends_with_its_killed_parent(tmp_path: Path) -> None:
         if parent.poll() is None:
             parent.kill()
             parent.wait()
+
+
+def test_a_transfer_rung_on_its_own_workers_is_accepted_and_refused_when_wider_than_the_cluster(
+        api: TestClient, tmp_path: Path) -> None:
+    """Issue 52: the per-rung form over REST; the widest rung's trial must fit the workers, and the refusal names
+    that rung's own count."""
+    import os
+
+    from api.service._db import SweepRecord
+
+    cpus = os.cpu_count() or 1
+    sweep = api.post("/v1/sweeps", json=SPEC, headers=AUTH).json()["id"]
+    with api.app.state.sessionmaker() as session:  # type: ignore[attr-defined]
+        record = session.get(SweepRecord, sweep)
+        record.state, record.storage_path = "SUCCEEDED", str(tmp_path / "sweep")
+        session.commit()
+    r = api.post("/v1/transfers", json={"sweep_id": sweep, "rungs": {"cpu-xs": {}, "cpu-s": {"workers": 2 * cpus}},
+                                        "execution": {"cpus_per_trial": 1}}, headers=AUTH)
+    assert _fields(r) == ["rungs.cpu-s.workers"]
+    assert f"rungs.cpu-s.workers {2 * cpus} needs {2 * cpus} CPUs" in r.json()["detail"]
+    r = api.post("/v1/transfers", json={"sweep_id": sweep, "rungs": {"cpu-xs": {}, "cpu-s": {"worker": 2}}},
+                 headers=AUTH)
+    assert r.status_code == 422 and any("worker" in f for f in _fields(r))
+    r = api.post("/v1/transfers", json={"sweep_id": sweep, "rungs": {"cpu-xs": None, "cpu-s": {"workers": 1}}},
+                 headers=AUTH)
+    assert r.status_code == 201, r.text
+    assert r.json()["spec"]["rungs"] == {"cpu-xs": None, "cpu-s": {"workers": 1}}

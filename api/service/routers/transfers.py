@@ -109,13 +109,22 @@ def _demand(spec: TransferSpec, base: SweepSpec) -> jobs.Demand:
     from trials.models import list_rungs
 
     family = list_rungs(base.rung.split("-")[0])
-    named = spec.rungs or family[family.index(base.rung):]
-    rungs: dict[tuple[str | int, ...], str] = {("rungs", i): r for i, r in enumerate(named)}
+    named = spec.rung_names or family[family.index(base.rung):]
+    # A rung of the list by its index, of the mapping by its name: the field a refusal names.
+    rungs: dict[tuple[str | int, ...], str] = {("rungs", i if isinstance(spec.rungs, list) else r): r
+                                               for i, r in enumerate(named)}
     if spec.verify is not None and spec.verify.rung:
         rungs[("verify", "rung")] = spec.verify.rung
     trial = _merged(base.trial, spec.trial)
     memory = {loc: trial_memory({**trial, "rung": rung, "steps": 1}) for loc, rung in rungs.items()}
-    return jobs.Demand(transfer_work(spec, base), rungs, memory, spec.execution)
+    if not spec.rung_workers:
+        return jobs.Demand(transfer_work(spec, base), rungs, memory, spec.execution)
+    # Rungs on their own worker counts: the widest trial must fit the workers, at the transfer's resources per
+    # worker, else its sweep's (what the runs take).
+    execution = spec.execution or base.execution
+    widest = max(((f"rungs.{r}.workers", spec.rung_workers.get(r, execution.workers_per_trial)) for r in named),
+                 key=lambda item: item[1])
+    return jobs.Demand(transfer_work(spec, base), rungs, memory, execution, widest_trial=widest)
 
 
 @router.post(
