@@ -24,6 +24,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from scaling.claims import ENDPOINTS
 from trials.steptime import CLOCKS, PHASES, PairedRatio, StepTimes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -259,8 +260,7 @@ def derive_transfer(records: Sequence[Path]) -> dict[str, DerivedTable]:
     holm = claims.get("p_holm", {})
     for rung, entry in result.targets()["rungs"].items():
         for base, comp in entry["comparisons"].items():
-            # The co-primary pair (first crossing, steps above the target), then the sustained crossing, reported.
-            for crossing in ("first", "steps_above", "sustained"):
+            for crossing in ENDPOINTS:  # the co-primary pair, then the sustained crossing, reported
                 doc = comp.get(crossing) or {}
                 if "steps_to_target_ratio" not in doc:
                     why = doc.get("error") or "not computed"

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from scaling.claims import CO_PRIMARY
+from scaling.claims import CO_PRIMARY, ENDPOINTS
 
 from ._html import escape as _e
 from ._html import interval as _interval
@@ -24,8 +24,6 @@ from ._html import text_table as _table
 __all__ = ["budgets_html", "claims_html", "controls_html", "controls_lead_html", "crossings_html",
            "diagnostics_html"]
 
-# In the order the page shows them: the two a claim needs first, then the one reported beside them.
-ENDPOINTS = ("first", "steps_above", "sustained")
 _LABELS = {"first": "first crossing", "steps_above": "steps above the target", "sustained": "sustained crossing"}
 # An analysis judged before the steps above the target were an endpoint carries no `co_primary`: it judged these.
 _EARLIER_CO_PRIMARY = ("first", "sustained")

@@ -134,9 +134,9 @@ def check_capacity_at_submission(spec: Any, cpus: float, gpus: float) -> None:
         check_capacity(spec, cpus, gpus)
     except ValueError as exc:  # the field that sets the widest trial's workers (a rung's own, e.g. paper-1.3b)
         field = (getattr(spec, "widest_trial", None) or ("execution.workers_per_trial", 0))[0]
-        # A transfer's rung names its own count as rungs.<rung>.workers; a rung's name may hold a dot (paper-1.3b).
-        loc = (("rungs", field[len("rungs."):-len(".workers")], "workers") if field.startswith("rungs.")
-               else tuple(field.split(".", 1)))
+        # the field's location where the job gives it (a rung's name may hold a dot: paper-1.3b), else the
+        # section and key its dotted name splits into
+        loc = getattr(spec, "widest_loc", None) or tuple(field.split(".", 1))
         raise _refuse(loc, str(exc)) from None
 
 

@@ -22,6 +22,7 @@ from ._comparison import (
     ClaimFamily,
     CrossingComparison,
     compare_crossings,
+    control_not_judged,
     controls_section,
     judge_claims,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "alpha_budget",
     "choice_warning",
     "compare_crossings",
+    "control_not_judged",
     "controls_section",
     "holm_in_budget",
     "judge_claims",

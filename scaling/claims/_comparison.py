@@ -37,13 +37,15 @@ from ..survival import (
 )
 from ._claims import AlphaBudget, holm_in_budget
 
-__all__ = ["CO_PRIMARY", "ENDPOINTS", "ClaimFamily", "CrossingComparison", "compare_crossings", "controls_section",
-           "judge_claims"]
+__all__ = ["CO_PRIMARY", "ENDPOINTS", "ClaimFamily", "CrossingComparison", "compare_crossings",
+           "control_not_judged", "controls_section", "judge_claims"]
 
-ENDPOINTS: tuple[ComparisonEndpoint, ...] = ("first", "sustained", "steps_above")
 # What a claim must pass, both in one direction. Each covers within 2 points of 95 % at every steps ratio the
 # injection simulation injected; the sustained crossing covers 88.9 % where the faster arm hovers near the target.
 CO_PRIMARY: tuple[ComparisonEndpoint, ...] = ("first", "steps_above")
+# Every endpoint a comparison carries, in the order documents, tables and pages show them: the co-primary pair,
+# then the sustained crossing, reported beside them.
+ENDPOINTS: tuple[ComparisonEndpoint, ...] = (*CO_PRIMARY, "sustained")
 
 
 @dataclass(frozen=True)
@@ -93,25 +95,22 @@ def compare_crossings(
         crossed = run_crossings(r, target, float(tau))
         per_arm[r.arm][r.seed] = {"first": crossed["first"], "sustained": crossed["sustained"],
                                   "steps_above": run_steps_above(r, target, float(tau))}
-    if not any(c["first"].status != "right_censored" for arm in per_arm.values() for c in arm.values()):
-        # Every seed of both arms censored at the horizon: their restricted means are both the horizon, so the
-        # ratio would be 1 by construction and a "saving" the per-step ratio alone; not a measurement of steps.
+    # An endpoint no seed of either arm met within the horizon has both restricted means at the horizon: a ratio of
+    # 1 by construction and a "saving" (and Holm p) that is the per-step ratio alone, not a measurement of steps.
+    unmet = [e for e in ENDPOINTS
+             if not any(c[e].status != "right_censored" for arm in per_arm.values() for c in arm.values())]
+    if "first" in unmet:  # no seed reached at all: the whole comparison is refused (its controls not judged)
         raise ScalingInputError(
             f"no seed of {searched} or {baseline} reached the target {target:.4g} at {rung} within its horizon "
             f"({tau:g} steps): a steps ratio there would be 1 by construction; a target the arms reach is needed "
             "(a looser slack or a longer horizon)")
+    # Some seed reached, none held (typically the sustained crossing): that endpoint alone is refused.
+    refused: dict[str, str] = {e: (f"no seed of {searched} or {baseline} met the target {target:.4g} at {rung} by "
+                                   f"this endpoint ({e}) within its horizon ({tau:g} steps): a ratio would be 1 by "
+                                   "construction") for e in unmet}
     steps: dict[str, RestrictedRatio] = {}
     savings: dict[str, SurvivalSaving] = {}
-    refused: dict[str, str] = {}
-    for endpoint in ENDPOINTS:
-        if not any(c[endpoint].status != "right_censored" for arm in per_arm.values() for c in arm.values()):
-            # The first crossing's refusal above, for one endpoint: no seed of either arm held the target to the
-            # horizon, so both restricted means are the horizon; its ratio (1) and Holm p would be the per-step
-            # ratio alone. The comparison keeps its other endpoints.
-            refused[endpoint] = (f"no seed of {searched} or {baseline} met the target {target:.4g} at {rung} by this "
-                                 f"endpoint ({endpoint}) within its horizon ({tau:g} steps): a ratio would be 1 by "
-                                 "construction")
-            continue
+    for endpoint in (e for e in ENDPOINTS if e not in refused):
         a = {s: c[endpoint] for s, c in per_arm[searched].items()}
         b = {s: c[endpoint] for s, c in per_arm[baseline].items()}
         ratio = restricted_ratio(a, b, horizon=float(tau), names=(searched, baseline), endpoint=endpoint,
@@ -121,6 +120,13 @@ def compare_crossings(
             savings[endpoint] = restricted_saving(ratio, step_time_log_ratios)
     return CrossingComparison(rung=rung, searched=searched, baseline=baseline, target=float(target),
                               horizon=float(tau), steps=steps, savings=savings, refused=refused)
+
+
+def control_not_judged(kind: str, why: str) -> dict[str, Any]:
+    """A control's outcome at a rung where it could not be put to the test (no comparison there, or one without
+    timing): not passed, and not failed either (`judged` false), its verdict saying why."""
+    return {"control": kind, "passed": False, "judged": False, "checks": [],
+            "verdict": f"{kind} control not judged: {why}"}
 
 
 def controls_section(comparisons: Mapping[ControlKind, Sequence[CrossingComparison]], *,
@@ -142,8 +148,7 @@ def controls_section(comparisons: Mapping[ControlKind, Sequence[CrossingComparis
         for comp in comps:
             saving = comp.savings.get(endpoint)
             if saving is None:
-                rungs[comp.rung] = {"control": kind, "passed": False, "judged": False, "checks": [],
-                                    "verdict": f"{kind} control not judged: its comparison has no per-step timing"}
+                rungs[comp.rung] = control_not_judged(kind, "its comparison has no per-step timing")
             else:
                 expected = (expected_step_time_ratio or {}).get(comp.rung) if kind == "positive" else None
                 rungs[comp.rung] = {**control_outcome(kind, saving, alpha=alpha,

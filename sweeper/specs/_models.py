@@ -34,6 +34,7 @@ from .checks import (
     Seeds,
     Step,
     TrialSection,
+    Workers,
     _nested_errors,
     check_batch_split,
     check_numbers,
@@ -441,10 +442,8 @@ class ExecutionSpec(BaseModel):
     gpus_per_trial: float = Field(
         0.0, ge=0, le=64, description="GPUs per trial worker; above 0 the trial's device defaults to 'auto' (CUDA)."
     )
-    workers_per_trial: int = Field(
+    workers_per_trial: Workers = Field(
         1,
-        ge=1,
-        le=1024,
         description="Processes (ranks) per trial, each with cpus_per_trial CPUs and gpus_per_trial GPUs, reserved "
         "as one Ray placement group packed on one node where it fits. Above 1 the built-in trial trains with FSDP2 "
         "(gloo on CPU, NCCL on CUDA) and splits the trial's global batch_size across the ranks; a command trainer "
@@ -761,7 +760,7 @@ class SweepSpec(BaseModel):
         description="Extra MLflow tags on the parent run and every trial run (lineage, e.g. the transfer and the "
         "sweep it comes from); an arm's own `tags` win over these.",
     )
-    workers_by_rung: dict[str, Annotated[int, Field(ge=1, le=1024)]] = Field(
+    workers_by_rung: dict[str, Workers] = Field(
         default_factory=dict,
         description="Processes (ranks) per trial at the named rungs (the sweep's `rung` or a baseline's), in place "
         "of execution.workers_per_trial there, e.g. {cpu-l: 2}: a transfer's per-rung worker counts (its rung x arm "

@@ -21,6 +21,7 @@ __all__ = [
     "Seeds",
     "Step",
     "TrialSection",
+    "Workers",
     "check_batch_split",
     "check_capacity",
     "check_numbers",
@@ -37,6 +38,8 @@ MAX_SEED = 2**31 - 1
 MAX_SEEDS = 100
 MAX_POINTS = 10_000
 MAX_BASELINES = 64
+# Ranks one trial may take (the execution section's, or a rung's own count in a transfer).
+MAX_WORKERS = 1024
 # Checkpoints a curve needs before a crossing of a quality target is worth locating (`selection.objective:
 # steps_to_target`): 6 spaced over the tracked span put neighbours at most 2/15 of the horizon apart at the default
 # track_from of 1/3; the three default deciding checkpoints are 1/6 apart, and a crossing before the first of them
@@ -65,6 +68,7 @@ _TRIAL_MAX: dict[str, float] = {
 }
 Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
 Step = Annotated[int, Field(ge=1, le=MAX_HORIZON)]
+Workers = Annotated[int, Field(ge=1, le=MAX_WORKERS)]
 _ANY_NUMBER_MAX = 2**53  # beyond this JSON numbers lose integer precision; nothing in a trial config needs more
 
 

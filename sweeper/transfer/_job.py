@@ -697,6 +697,15 @@ def _print_plan(state: TransferState, out: IO[str]) -> None:
               "points: one target for every rung, derived before the judged runs", file=out, flush=True)
 
 
+def _where_timed(workers: Mapping[str, int]) -> str:
+    """Where the interleaved timing runs each rung's step (rung -> ranks), for its progress line."""
+    ranks = set(workers.values())
+    if len(ranks) == 1:
+        n = ranks.pop()
+        return "in one process per rung" if n == 1 else f"on {n} gloo ranks per rung"
+    return ", ".join(f"on {n} gloo ranks at {r}" if n > 1 else f"in one process at {r}" for r, n in workers.items())
+
+
 def _step_timing(spec: TransferSpec, state: TransferState, out: IO[str] | None) -> dict[str, Any]:
     """Per-step cost of every arm (the control arms included) at every rung, measured before the transfer's runs
     start (so no other trial of the transfer shares the cores): the systems half of the time saving."""
@@ -711,19 +720,14 @@ def _step_timing(spec: TransferSpec, state: TransferState, out: IO[str] | None) 
             for opt in [_row_optimizer(sweep_spec, r.rung, r.arm)] if opt is not None]
     threads = int(sweep_spec["execution"].get("threads", 1))
     # each rung's N-rank step, as its runs train: its own workers, else the execution section's
-    default_workers = int(sweep_spec["execution"].get("workers_per_trial", 1))
-    own_workers = sweep_spec.get("workers_by_rung") or {}
-    workers = {r.rung: int(own_workers.get(r.rung, default_workers)) for r in state.plan.runs}
+    runs_at = SweepSpec.model_validate(sweep_spec).workers_at
+    workers = {r.rung: runs_at(r.rung) for r in state.plan.runs}
     if spec.timing.method == "interleaved":
         by_rung: dict[str, dict[str, Mapping[str, Any]]] = {}
         for rung, arm, opt in rows:
             by_rung.setdefault(rung, {})[arm] = opt
         if out is not None:
-            ranks = sorted(set(workers.values()))
-            where = ("in one process per rung" if ranks == [1] else f"on {ranks[0]} gloo ranks per rung"
-                     if len(ranks) == 1 else ", ".join(f"on {n} gloo ranks at {r}" if n > 1 else
-                                                       f"in one process at {r}" for r, n in workers.items()))
-            print(f"timing {', '.join(next(iter(by_rung.values()), {}))} interleaved {where} "
+            print(f"timing {', '.join(next(iter(by_rung.values()), {}))} interleaved {_where_timed(workers)} "
                   f"({spec.timing.rounds} rounds, {spec.timing.clock} clock"
                   + (f", local batch {spec.timing.local_batch}" if spec.timing.local_batch else "") + ")",
                   file=out, flush=True)

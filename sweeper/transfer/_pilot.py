@@ -96,7 +96,7 @@ def pilot_sweep_spec(pilot: Mapping[str, Any], sweep_spec: Mapping[str, Any], *,
     trial["eval"] = {**dict(trial.get("eval") or {}), "track_points": pilot["points"],
                      "track_from": pilot["track_from"]}
     tags = {k: v for k, v in sweep_spec["tags"].items() if k not in (LINEAGE.TRANSFER_ID, PILOT_TAG)}
-    return {
+    spec: dict[str, Any] = {
         "name": f"{name[:57]}.pilot",  # the sweep name's pattern: at most 64 characters
         "rung": pilot["rung"], "horizon": pilot["horizon"], "eval_steps": pilot["eval_steps"],
         "search": {"method": "grid", "space": {"lr": [pilot["optimizer"]["lr"]]}, "optimizer": optimizer},
@@ -104,10 +104,11 @@ def pilot_sweep_spec(pilot: Mapping[str, Any], sweep_spec: Mapping[str, Any], *,
         "execution": sweep_spec["execution"], "retries": sweep_spec["retries"], "backend": sweep_spec["backend"],
         "trial": trial, "tracking": sweep_spec["tracking"],
         "tags": {**tags, PILOT_OF_TAG: transfer_id},
-        # the pilot's rung on its own workers where the transfer sets them (`rungs: {<rung>: {workers: N}}`)
-        **({"workers_by_rung": {pilot["rung"]: own[pilot["rung"]]}}
-           if pilot["rung"] in (own := sweep_spec.get("workers_by_rung") or {}) else {}),
     }
+    own = sweep_spec.get("workers_by_rung") or {}
+    if pilot["rung"] in own:  # the pilot's rung on its own workers, as the transfer sets them
+        spec["workers_by_rung"] = {pilot["rung"]: own[pilot["rung"]]}
+    return spec
 
 
 def derive(pilot: Mapping[str, Any], runs: Sequence[TransferRun], plateau_spec: PlateauSpec) -> dict[str, Any]:

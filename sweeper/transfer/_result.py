@@ -19,6 +19,7 @@ import statistics
 from collections.abc import Mapping
 from typing import Any
 
+from scaling.claims import ENDPOINTS
 from scaling.rungs import target_table
 
 from ._export import ExportAnswers
@@ -30,9 +31,6 @@ from ._plan import _rung_shape as _rung_shape
 from ._verification import verification_line
 
 __all__ = ["FIT_METRICS", "PlanBase", "PlanRow", "TransferPlan", "TransferResult", "size_basis"]
-
-# The co-primary pair first, then the sustained crossing reported beside them.
-CLAIM_ENDPOINTS = ("first", "steps_above", "sustained")
 
 
 class TransferResult(ExportAnswers):
@@ -100,7 +98,7 @@ def crossing_lines(report: Mapping[str, Any], searched_arm: str) -> list[str]:
              "interval covers about 89 % where a faster arm hovers near the target):"]
     for rung, e in report["rungs"].items():
         for base, c in e["comparisons"].items():
-            for endpoint in CLAIM_ENDPOINTS:
+            for endpoint in ENDPOINTS:
                 doc = c.get(endpoint) or {}
                 if "error" in doc or not doc:
                     lines.append(f"  {rung:<10} vs {base:<8} {endpoint:<11} -: {doc.get('error', 'not computed')}")
@@ -134,7 +132,7 @@ def claim_lines(claims: Mapping[str, Any]) -> list[str]:
     lines = [f"\nclaims of a time saving, in one budget ({claims['budget_text']}); a claim stands only where the first "
              "crossing and the steps above the target both show it (the sustained crossing reported, not judged):"]
     for key, stands in (claims.get("stands") or {}).items():
-        p = {e: claims["p_holm"][e].get(key) for e in CLAIM_ENDPOINTS}
+        p = {e: claims["p_holm"][e].get(key) for e in ENDPOINTS}
         state = f"stands ({claims['direction'][key]})" if stands else "does not stand"
         power = (claims.get("power") or {}).get(key)
         lines.append(f"  {key:<22} {state}; Holm p first {p['first']:.3g}, steps above {p['steps_above']:.3g} "

@@ -33,7 +33,7 @@ from scaling.rungs import HorizonSpec, PlateauSpec, TargetSpec, TimingSpec
 from trials.optim import ARMS
 
 from ..specs import ExecutionSpec, SweepTracking, read_spec
-from ..specs.checks import MAX_HORIZON, MAX_SEEDS, Seeds, TrialSection
+from ..specs.checks import MAX_HORIZON, MAX_SEEDS, Seeds, TrialSection, Workers
 from ._verification import VerifySpec
 
 __all__ = ["ARMS", "CONTROL_ARMS", "DIAGNOSTIC_ARMS", "ControlName", "DiagnosticName", "RungOptions", "TransferSpec",
@@ -61,10 +61,8 @@ class RungOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    workers: int | None = Field(
+    workers: Workers | None = Field(
         None,
-        ge=1,
-        le=1024,
         description="Processes (ranks) per trial at this rung (FSDP2 on a placement group of that many bundles, "
         "each execution.cpus_per_trial CPUs); the timing stage times this rung's step on as many ranks. None = the "
         "transfer's execution.workers_per_trial, else its sweep's.",

@@ -16,6 +16,7 @@ from scaling.claims import (
     CrossingComparison,
     alpha_budget,
     compare_crossings,
+    control_not_judged,
     controls_section,
     judge_claims,
     power_at_alpha,
@@ -198,9 +199,8 @@ class TargetAnswers(SavingsAnswers):
                                       {"error": comp} for rung, comp in comps[kind].items()}
             missing = {rung: comp for rung, comp in comps[kind].items() if not isinstance(comp, CrossingComparison)}
             for rung, why in missing.items():
-                section["rungs"][rung] = {"control": kind, "passed": False, "judged": False, "checks": [],
-                                          "verdict": f"{kind} control not judged: {why}"}
-                doc["lines"].append(f"{rung}: {kind} control not judged: {why}")
+                section["rungs"][rung] = control_not_judged(kind, why)
+                doc["lines"].append(f"{rung}: {section['rungs'][rung]['verdict']}")
             section["passed"] = bool(section["rungs"]) and all(r["passed"] for r in section["rungs"].values())
         doc["summary"] = controls_summary(doc)
         return doc

@@ -398,6 +398,22 @@ def _gone_within(pid: int, timeout_s: float) -> float:
     return time.monotonic() - started
 
 
+def _slots_free_within(gate: Any, timeout_s: float) -> None:
+    """Both analysis slots can be taken at once within `timeout_s`; fails past it."""
+    import time
+
+    from api.service._gate import AnalysisBusy
+
+    started = time.monotonic()
+    while True:
+        try:
+            with gate.slot(), gate.slot():
+                return
+        except AnalysisBusy:
+            assert time.monotonic() - started < timeout_s, f"an analysis slot is still held after {timeout_s} s"
+            time.sleep(0.05)
+
+
 @pytest.mark.integration
 def test_a_report_whose_client_left_stops_drawing(settings: Settings, tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
@@ -427,10 +443,9 @@ def test_a_report_whose_client_left_stops_drawing(settings: Settings, tmp_path: 
         # the client has left: the route sees it at its next poll and kills the worker
         waited = _gone_within(pid, timeout_s=10)
         assert waited < 4 * POLL_S + 2, waited
-        # the analysis slot came back with it: every slot is free again
-        gate = server.app.state.analysis
-        with gate.slot(), gate.slot():
-            pass
+        # the analysis slot came back with it: every slot is free again, once the route that saw its client leave
+        # has returned (it releases the slot as it ends, just after the worker it killed; within one more poll)
+        _slots_free_within(server.app.state.analysis, timeout_s=4 * POLL_S)
     finally:
         server.stop()
 
@@ -481,9 +496,20 @@ def test_a_transfer_rung_on_its_own_workers_is_accepted_and_refused_when_wider_t
                                         "execution": {"cpus_per_trial": 1}}, headers=AUTH)
     assert _fields(r) == ["rungs.cpu-s.workers"]
     assert f"rungs.cpu-s.workers {2 * cpus} needs {2 * cpus} CPUs" in r.json()["detail"]
-    r = api.post("/v1/transfers", json={"sweep_id": sweep, "rungs": {"cpu-xs": {}, "cpu-s": {"worker": 2}}},
+    # the widest trial on the transfer's own count: that field is named, not the rung's
+    r = api.post("/v1/transfers", json={"sweep_id": sweep, "rungs": {"cpu-xs": {"workers": 1}, "cpu-s": {}},
+                                        "execution": {"cpus_per_trial": 1, "workers_per_trial": 2 * cpus}},
                  headers=AUTH)
-    assert r.status_code == 422 and any("worker" in f for f in _fields(r))
+    assert _fields(r) == ["execution.workers_per_trial"]
+    # A misspelt key, a fractional, a zero and an oversized count, and more rungs than one mapping may hold: each a
+    # 422 naming its field (the union's form, "mapping", stays in the location pydantic gives).
+    for rungs, field in (({"cpu-xs": {}, "cpu-s": {"worker": 2}}, "rungs.mapping.cpu-s.worker"),
+                         ({"cpu-xs": {"workers": 2.5}}, "rungs.mapping.cpu-xs.workers"),
+                         ({"cpu-xs": {"workers": 0}}, "rungs.mapping.cpu-xs.workers"),
+                         ({"cpu-xs": {"workers": 4096}}, "rungs.mapping.cpu-xs.workers"),
+                         ({f"rung-{i}": {} for i in range(300)}, "rungs")):
+        assert _fields(api.post("/v1/transfers", json={"sweep_id": sweep, "rungs": rungs}, headers=AUTH)) == [field]
+    assert api.get("/v1/transfers").json()["count"] == 0  # nothing stored by a refusal
     r = api.post("/v1/transfers", json={"sweep_id": sweep, "rungs": {"cpu-xs": None, "cpu-s": {"workers": 1}}},
                  headers=AUTH)
     assert r.status_code == 201, r.text

@@ -186,6 +186,7 @@ class Demand:
     memory: dict[tuple[str | int, ...], TrialMemory]
     execution: Any = None  # the job's resources per trial (sweeper.ExecutionSpec); None: its sweep's, checked there
     widest_trial: tuple[str, int] | None = None  # (field, workers) of its widest trial where rungs set their own
+    widest_loc: tuple[str | int, ...] | None = None  # that field's location in the body, where not its dotted name
 
 
 def admit(spec: dict[str, Any], demand: Demand, queue: JobsDep, settings: Settings, noun: str) -> None:

@@ -120,11 +120,13 @@ def _demand(spec: TransferSpec, base: SweepSpec) -> jobs.Demand:
     if not spec.rung_workers:
         return jobs.Demand(transfer_work(spec, base), rungs, memory, spec.execution)
     # Rungs on their own worker counts: the widest trial must fit the workers, at the transfer's resources per
-    # worker, else its sweep's (what the runs take).
+    # worker, else its sweep's (what the runs take); a refusal names the field that sets its count.
     execution = spec.execution or base.execution
-    widest = max(((f"rungs.{r}.workers", spec.rung_workers.get(r, execution.workers_per_trial)) for r in named),
-                 key=lambda item: item[1])
-    return jobs.Demand(transfer_work(spec, base), rungs, memory, execution, widest_trial=widest)
+    counts = {r: spec.rung_workers.get(r, execution.workers_per_trial) for r in named}
+    rung = max(counts, key=lambda r: counts[r])
+    loc = ("rungs", rung, "workers") if rung in spec.rung_workers else ("execution", "workers_per_trial")
+    return jobs.Demand(transfer_work(spec, base), rungs, memory, execution,
+                       widest_trial=(".".join(loc), counts[rung]), widest_loc=loc)
 
 
 @router.post(
