@@ -137,8 +137,12 @@ class TransferCreate(BaseModel):
         "measure: time_saving_pct, add: 3, max_seeds: 9, alpha: 0.05} (docs/guide.md).")
     controls: list[Literal["negative", "positive"]] | None = Field(
         None, max_length=2, description="Controls run through the whole pipeline beside the arms: negative (a "
-        "second, identical Muon arm: everything must come out null), positive (Muon plus one discarded "
-        "Newton-Schulz per step: identical updates, a known per-step cost) (docs/targets.md).")
+        "second Muon arm: everything must come out null), positive (Muon plus one discarded Newton-Schulz per "
+        "step: Muon's updates, a known per-step cost) (docs/targets.md).")
+    control_data_order: Literal["other", "same"] | None = Field(
+        None, description="The controls' data order: other (default: batches and noise from another stream than "
+        "Muon's, so the controls' steps ratio has a real comparison's spread) or same (Muon's: bit-identical "
+        "training on CPU, the per-step half calibrated only).")
     diagnostics: list[Literal["effective_step"]] | None = Field(
         None, max_length=1, description="effective_step: Muon at lr x the periodic arm's mean update-RMS ratio, to "
         "tell a steps penalty of the step size from one of the direction.")

@@ -177,6 +177,12 @@ class TrialConfig(BaseModel):
     grad_clip: float | None = Field(1.0, gt=0, le=1e6, description="Global gradient-norm clip (up to 1e6); None = off.")
     cond_dropout: float = Field(0.0, ge=0, le=1, description="Null-caption probability in training (for CFG).")
     seed: int = Field(0, ge=0, le=MAX_SEED, description="Model init, batch draws and noise (0 to 2^31-1).")
+    order_seed: int | None = Field(
+        None, ge=0, le=MAX_SEED,
+        description="Batch draws and diffusion noise from this seed instead (0 to 2^31-1), the model's init still "
+        "from `seed`: the same run on another data order (a transfer's controls use it, so their steps ratio has "
+        "the spread of a real comparison). None = seed.",
+    )
     data: DataConfig = Field(default_factory=lambda: DataConfig())
     text_encoder: Literal["minilm", "learned"] = Field(
         "minilm", description="Frozen all-MiniLM-L6-v2 (offline) or a learned embedding fallback."
@@ -243,6 +249,11 @@ class TrialConfig(BaseModel):
             raise ValueError(f"batch_size {self.batch_size} (the global batch) does not split evenly across "
                              f"workers={self.workers}; use a multiple of {self.workers}")
         return self
+
+    @property
+    def data_order_seed(self) -> int:
+        """The seed of the batch draws and the diffusion noise: order_seed, else seed."""
+        return self.seed if self.order_seed is None else self.order_seed
 
     @property
     def resolved_eval_steps(self) -> list[int]:

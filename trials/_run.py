@@ -439,9 +439,10 @@ def _build(cfg: TrialConfig) -> _Trial:
         parameters=count_parameters(denoiser).total,
         extractor=extractor, reference=reference,
         validation=dataset.validation_set(cfg.eval.val_samples).to(device), fd_batch=fd_batch, fd_noise=fd_noise,
-        train_gen=stream_generator(cfg.seed, "train"),
+        train_gen=stream_generator(cfg.data_order_seed, "train"),
         # one noise stream per rank (rank 0's is the one-process trial's): each rank noises its own slice
-        noise_gen=stream_generator(cfg.seed, "noise" if shard is None or shard.rank == 0 else f"noise-{shard.rank}"),
+        noise_gen=stream_generator(cfg.data_order_seed,
+                                   "noise" if shard is None or shard.rank == 0 else f"noise-{shard.rank}"),
         track_samples=min(cfg.eval.track_samples, cfg.eval.fd_samples) if cfg.resolved_track_steps else 0,
         params=list(module.parameters()), ema_params=list(ema.parameters()) if ema is not None else [],
         shard=shard,

@@ -1,17 +1,20 @@
-"""The controls' expected outcomes, as checks on numbers the analysis already made, so the report can say first
-whether each control came out as it must.
+"""The controls' expected outcomes, as checks on numbers the analysis already made, so the report can say first whether
+each control came out as it must.
 
-- **negative control**: Muon against a second, identical Muon arm. Nothing differs, so neither the steps ratio (1),
-  the per-step time ratio (1) nor the time saving (0) may be shown to differ. The three are one family: each is
-  tested at alpha / 3 (Bonferroni), so a sound pipeline fails the control with probability at most alpha (three
-  checks at 95 % each failed 10 % of simulated sound studies: tests/scaling/test_injection.py); a failure says
-  "look before trusting the study", not "the study is wrong".
+- **negative control**: Muon against a second Muon arm (on another data order by default, so its steps ratio has the
+  spread of a real comparison; on the same order it trains bit-identically on CPU). Nothing systematic differs, so
+  neither the steps ratio (1), the per-step time ratio (1) nor the time saving (0) may be shown to differ. The three
+  are one family: each is tested at alpha / 3 (Bonferroni), so a sound pipeline fails the control with probability
+  at most alpha (three checks at 95 % each failed 10 % of simulated sound studies: tests/scaling/test_injection.py);
+  a failure says "look before trusting the study", not "the study is wrong".
 - **positive control**: Muon (arm a) against Muon plus redundant work of known cost per step (arm b: e.g. one extra
-  Newton-Schulz whose result is discarded). The updates are identical, so the true steps ratio is exactly 1 and the
-  true per-step ratio a / b is below 1 by the extra work's share; the saving 1 - 1 x (a / b) must be detected
-  (interval above 0), the steps ratio's interval must include 1 and, when the extra work's cost was measured apart
-  (`expected_step_time_ratio`), the timing stage must recover it. A null on the searched arm is interpretable only
-  when the positive control's saving was detected: the pipeline then sees a saving of that size.
+  Newton-Schulz whose result is discarded). The update rule is Muon's, so the true steps ratio is 1 (exactly, on the
+  same data order; in expectation, on another, where the saving must then be seen through the steps' noise as the
+  searched arm's would be) and the true per-step ratio a / b is below 1 by the extra work's share; the saving 1 - 1
+  x (a / b) must be detected (interval above 0), the steps ratio's interval must include 1 and, when the extra
+  work's cost was measured apart (`expected_step_time_ratio`), the timing stage must recover it. A null on the
+  searched arm is interpretable only when the positive control's saving was detected: the pipeline then sees a
+  saving of that size.
 """
 
 from __future__ import annotations
@@ -91,7 +94,7 @@ def control_outcome(kind: ControlKind, saving: SurvivalSaving, *, alpha: float =
                          _null(saving.p_value, each), saving.p_value),
         ]
     else:
-        checks = [ControlCheck("steps_ratio", "includes 1 (the updates are identical)", steps.ratio, steps.lo,
+        checks = [ControlCheck("steps_ratio", "includes 1 (Muon's update rule)", steps.ratio, steps.lo,
                                steps.hi, _includes(1.0, steps.lo, steps.hi), steps.p_value)]
         checks.append(ControlCheck("time_saving_pct", "above 0 (the known saving detected)", saving.pct, saving.lo,
                                    saving.hi, saving.detected, saving.p_value))
@@ -107,7 +110,7 @@ def control_outcome(kind: ControlKind, saving: SurvivalSaving, *, alpha: float =
     if kind == "negative":
         verdict = ("negative control: null, as it must be" if passed else
                    f"negative control FAILED ({', '.join(failed)} not null): the pipeline shows a difference "
-                   "between identical arms")
+                   "between arms that differ in nothing systematic")
     else:
         verdict = (f"positive control: saving {saving.pct:+.1f} % detected, steps ratio consistent with 1, as it "
                    "must be" if passed else

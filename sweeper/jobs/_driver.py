@@ -127,7 +127,8 @@ class _Driver:
 
     def _job(self, req: TrialRequest, run_id: str) -> dict[str, Any]:
         spec = self.spec
-        trial = spec.trial_config(req.optimizer, req.seed, req.rung, horizon=req.horizon, eval_steps=req.eval_steps)
+        trial = spec.trial_config(req.optimizer, req.seed, req.rung, horizon=req.horizon, eval_steps=req.eval_steps,
+                                  order_seed=req.order_seed)
         trial["tracking"] = {
             "tracking_uri": self.ledger.tracking_uri,
             "experiment": self.ledger.experiment,

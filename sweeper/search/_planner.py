@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..errors import SweepError
 from ..selection import TrialRecord, point_state
 from ..specs import ParamRange, SweepSpec, canonical_value, format_params
+from ..specs.checks import MAX_SEED
 
 if TYPE_CHECKING:
     import optuna
@@ -55,6 +56,7 @@ class TrialRequest:
     horizon: int | None = None  # None = the sweep's horizon (a baseline may have its own)
     eval_steps: list[int] | None = None  # None = the sweep's eval steps
     tags: dict[str, str] = field(default_factory=dict)  # extra MLflow tags of the run (the spec's, then the arm's)
+    order_seed: int | None = None  # None = the seed's data order (a control arm runs on another)
 
     @property
     def run_name(self) -> str:
@@ -213,6 +215,7 @@ class Planner:
                 horizon=b.horizon,
                 eval_steps=self.spec.baseline_eval_steps(b) if b.horizon is not None else None,
                 tags={**self.spec.tags, **b.tags},
+                order_seed=None if b.order_seed_offset is None else (seed + b.order_seed_offset) % (MAX_SEED + 1),
             )
             for b in self.spec.baselines
             for name, optimizer in b.variants()  # one per lr factor with `lr_factors` (equal tuning budgets)

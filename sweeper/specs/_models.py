@@ -347,6 +347,14 @@ class BaselineSpec(BaseModel):
         description="Eval steps of this arm's runs (as many as the sweep's, in [1, horizon]); None = the sweep's, "
         "or with `horizon` set, the sweep's eval steps at the same fractions of it.",
     )
+    order_seed_offset: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_SEED,
+        description="Run this arm on another data order: each run's batch draws and diffusion noise come from "
+        "(seed + this offset) mod 2^31 (its model init still from the seed), as a transfer's controls do. None = "
+        "the seed's own order, as every other arm.",
+    )
     lr_factors: list[Annotated[float, Field(gt=0, le=1000)]] | None = Field(
         None,
         min_length=1,
@@ -911,9 +919,11 @@ class SweepSpec(BaseModel):
         *,
         horizon: int | None = None,
         eval_steps: list[int] | None = None,
+        order_seed: int | None = None,
     ) -> dict[str, Any]:
         """A plain TrialConfig mapping for one arm and seed (without tracking or checkpoints), at `rung` (default
-        the sweep's), `horizon` and `eval_steps` (default the sweep's: a baseline may set its own)."""
+        the sweep's), `horizon` and `eval_steps` (default the sweep's: a baseline may set its own), on the data
+        order of `order_seed` (default the seed's)."""
         cfg: dict[str, Any] = json.loads(json.dumps(self.trial))
         if self.execution.gpus_per_trial > 0:
             cfg.setdefault("device", "auto")
@@ -925,6 +935,8 @@ class SweepSpec(BaseModel):
             seed=seed,
             threads=self.execution.threads,
         )
+        if order_seed is not None:  # left out otherwise: trial configs of earlier sweeps unchanged
+            cfg["order_seed"] = order_seed
         workers = self.workers_at(cfg["rung"])
         if workers > 1:  # left out at 1: trial configs of earlier sweeps unchanged
             cfg["workers"] = workers
@@ -943,6 +955,8 @@ class SweepSpec(BaseModel):
                 section.pop("rung")
             if "lr_factors" in section and section["lr_factors"] is None:  # one lr per baseline, as before
                 section.pop("lr_factors")
+            if "order_seed_offset" in section and section["order_seed_offset"] is None:  # the seed's own order
+                section.pop("order_seed_offset")
             for key in ("horizon", "eval_steps"):  # a baseline at the sweep's horizon
                 if key in section and section[key] is None and section is not payload:
                     section.pop(key)

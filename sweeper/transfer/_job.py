@@ -80,7 +80,14 @@ from ..specs import SEARCH_PARAMS, SweepSpec, format_params
 from ._pilot import PILOT_FOLDER, PILOT_OF_TAG, pilot_sweep_spec, plan_pilot, run_pilot
 from ._result import TransferPlan, TransferResult, _clean, _rung_shape, size_basis
 from ._rounds import catch_up, planned_rounds, run_rounds
-from ._spec import CONTROL_ARMS, DIAGNOSTIC_ARMS, TransferSpec, default_transfer_workdir, load_transfer_spec
+from ._spec import (
+    CONTROL_ARMS,
+    CONTROL_ORDER_OFFSET,
+    DIAGNOSTIC_ARMS,
+    TransferSpec,
+    default_transfer_workdir,
+    load_transfer_spec,
+)
 from ._timing import measure_interleaved, measure_step_time_runs, timing_lines
 from ._verification import is_verification_run, plan_verification
 
@@ -249,11 +256,12 @@ def _control_rows(spec: TransferSpec, rows: Sequence[Mapping[str, Any]], searche
     that factor, so its mean update size and its per-step decay lr x wd are the searched arm's."""
     out = []
     muon_rows = [r for r in rows if r["arm"] == "muon"]
+    order = {"order_seed_offset": CONTROL_ORDER_OFFSET} if spec.control_data_order == "other" else {}
     for kind in spec.controls:
         arm = CONTROL_ARMS[kind]
         for row in muon_rows:
             name = "muon" if kind == "negative" else arm
-            out.append({**row, "arm": arm, "optimizer": {**row["optimizer"], "name": name}})
+            out.append({**row, "arm": arm, "optimizer": {**row["optimizer"], "name": name}, **order})
     for diagnostic in spec.diagnostics:
         if searched_arm != "periodic":
             raise TransferError(f"diagnostics {list(spec.diagnostics)} need a periodic searched arm (its K and gamma "
@@ -399,6 +407,7 @@ def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[Transf
     control_rows = _control_rows(spec, rows, source.searched_arm)
     baselines += [{"arm": r["optimizer"]["name"], "label": f"{r['arm']}.{r['rung']}", "rung": r["rung"],
                    "optimizer": r["optimizer"], "tags": {**arm_tags(r), ARM_TAG: r["arm"]},
+                   **({"order_seed_offset": r["order_seed_offset"]} if "order_seed_offset" in r else {}),
                    **({"horizon": horizons[r["rung"]], "eval_steps": evals_by_rung[r["rung"]]}
                       if horizons[r["rung"]] != horizon else {})}
                   for r in sorted(control_rows, key=lambda r: -order.index(r["rung"]))]
@@ -472,7 +481,8 @@ def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[Transf
     if own_workers:  # rung -> ranks per trial, where a rung sets its own (the others: `execution`'s)
         plan["workers_by_rung"] = own_workers
     if spec.controls:
-        plan["controls"] = {kind: {"arm": CONTROL_ARMS[kind], "against": "muon"} for kind in spec.controls}
+        plan["controls"] = {kind: {"arm": CONTROL_ARMS[kind], "against": "muon", "data_order": spec.control_data_order}
+                            for kind in spec.controls}
     if spec.diagnostics:
         first_searched = next(r for r in rows if r["arm"] == source.searched_arm)["optimizer"]
         plan["diagnostics"] = {kind: {"arm": DIAGNOSTIC_ARMS[kind], "against": source.searched_arm,

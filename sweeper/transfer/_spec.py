@@ -36,8 +36,8 @@ from ..specs import ExecutionSpec, SweepTracking, read_spec
 from ..specs.checks import MAX_HORIZON, MAX_SEEDS, Seeds, TrialSection, Workers
 from ._verification import VerifySpec
 
-__all__ = ["ARMS", "CONTROL_ARMS", "DIAGNOSTIC_ARMS", "ControlName", "DiagnosticName", "RungOptions", "TransferSpec",
-           "default_transfer_workdir", "load_transfer_spec"]
+__all__ = ["ARMS", "CONTROL_ARMS", "CONTROL_ORDER_OFFSET", "DIAGNOSTIC_ARMS", "ControlName", "DiagnosticName",
+           "RungOptions", "TransferSpec", "default_transfer_workdir", "load_transfer_spec"]
 
 _ARMS = ARMS
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
@@ -49,6 +49,9 @@ DiagnosticName = Literal["effective_step"]
 # Each control's arm, run beside Muon at every rung: the negative control a second, identical Muon under another
 # name; the positive control Muon plus one discarded Newton-Schulz per matrix per step (trials.optim, control arm).
 CONTROL_ARMS: dict[str, str] = {"negative": "muon_twin", "positive": "muon_extra_ns"}
+# A control's run on seed s draws batches and noise from seed s + this (control_data_order: other): any fixed offset
+# gives another order; a large one keeps it apart from the orders of nearby judged seeds.
+CONTROL_ORDER_OFFSET = 1_000_003
 # The diagnostic arms: Muon at the searched arm's mean update size (lr x (1 + (K - 1) gamma) / K for periodic).
 DIAGNOSTIC_ARMS: dict[str, str] = {"effective_step": "muon_effective_step"}
 # The timing fields a transfer had before the interleaved method: the others are left out of the fingerprint at
@@ -173,10 +176,18 @@ class TransferSpec(BaseModel):
         default_factory=list,
         max_length=2,
         description="Control arms trained, timed and analysed beside the arms at every rung, each against Muon: "
-        "negative (a second, identical Muon arm, muon_twin: the steps ratio, per-step ratio and saving must come "
-        "out null) and positive (muon_extra_ns: Muon plus one discarded Newton-Schulz per step, identical updates, "
-        "so a known per-step saving that must be detected). Needs the muon arm and the builtin trainer. "
-        "Default: none.",
+        "negative (a second Muon arm, muon_twin: the steps ratio, per-step ratio and saving must come out null) "
+        "and positive (muon_extra_ns: Muon plus one discarded Newton-Schulz per step, the same updates rule, so a "
+        "known per-step saving that must be detected). Needs the muon arm and the builtin trainer. Default: none.",
+    )
+    control_data_order: Literal["other", "same"] = Field(
+        "other",
+        description="The controls' data order. other (default): each control run draws its batches and diffusion "
+        "noise from another stream than Muon's run on the same seed (model init the same), so its steps ratio "
+        "carries the spread of a real comparison: the negative control's null is then a calibrated null, and the "
+        "positive control's known per-step saving must be detected through the steps' noise as the searched arm's "
+        "would be. same: Muon's own order; on CPU the control then trains bit-identically to Muon, so its steps "
+        "ratio is exactly 1 and it calibrates the per-step half only.",
     )
     lr_brackets: dict[ArmName, list[Annotated[float, Field(gt=0, le=100)]]] = Field(
         default_factory=dict,
@@ -374,6 +385,8 @@ class TransferSpec(BaseModel):
         for later in ("controls", "diagnostics", "lr_brackets"):  # added later, empty by default: older ones resume
             if not payload.get(later):
                 payload.pop(later, None)
+        if payload.get("control_data_order") == "same" or not payload.get("controls"):  # as before it existed
+            payload.pop("control_data_order", None)
         timing_default = TimingSpec().model_dump(mode="json")
         payload["timing"] = {k: v for k, v in payload["timing"].items()
                              if k in _FIRST_TIMING_FIELDS or v != timing_default[k]}

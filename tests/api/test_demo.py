@@ -71,25 +71,35 @@ def test_evidence_profile_decides_with_uncertainty_and_declares_its_target() -> 
     spec = TransferSpec.model_validate({"name": "e", "sweep": "x", "rungs": list(p.rungs),
                                         "seeds": list(p.transfer_seeds or ()), **p.transfer})
     # judged on seeds that neither chose nor confirmed, against one target fixed before the runs (from a pilot on
-    # other seeds), four seeds and no second round (a second round of six arms would not fit a session)
-    assert spec.seeds == [6, 7, 8, 9] and not set(spec.seeds) & {*sweep.seeds, *sweep.confirm_seeds}
+    # other seeds), five seeds and no second round (a second round of six arms would not fit a session)
+    assert spec.seeds == [6, 7, 8, 9, 10] and not set(spec.seeds) & {*sweep.seeds, *sweep.confirm_seeds}
     assert spec.target.rule == "pilot" and spec.target.pilot is not None
+    # a target crossed in the descent, not in the noise at the floor: 1.3 x Muon's plateau, the pilot trained
+    # longer than the judged runs (480 steps against 320)
+    assert (spec.target.arm, spec.target.slack, spec.target.pilot.horizon_factor) == ("muon", 0.3, 1.5)
     assert not set(spec.target.pilot.seeds) & {*spec.seeds, *sweep.seeds, *sweep.confirm_seeds}
     assert spec.rounds is None
     # the instrument calibrated, the arms tuned alike (at the sweep only), the per-step cost interleaved to +-2 %
     assert spec.timing.method == "interleaved" and spec.timing.clock == "thread"
     assert spec.timing.target_halfwidth == 0.02 and spec.timing.max_rounds >= spec.timing.rounds >= 9
     assert list(spec.controls) == ["negative", "positive"] and list(spec.diagnostics) == ["effective_step"]
+    assert spec.control_data_order == "other"  # the controls' steps ratio carries a real comparison's spread
     assert spec.lr_brackets == {}
     assert spec.verify is None  # the bracket would add ~35 min on 2 cores; a transfer spec can ask for it
-    # 480 steps at every rung: 0.02 images per parameter gave cpu-xs 406 steps, measured undertrained
-    assert spec.horizon.mode == "fixed" and p.horizon * p.horizon_factor == 480
-    assert {rung_horizon(spec.horizon, _rung_shape(r)[1], p.trial["batch_size"], 480) for r in p.rungs} == {480}
+    # 320 steps at every rung: past Muon's and periodic's floor (about step 250-300 in the 480-step run)
+    assert spec.horizon.mode == "fixed" and round(p.horizon * p.horizon_factor) == 320
+    assert {rung_horizon(spec.horizon, _rung_shape(r)[1], p.trial["batch_size"], 320) for r in p.rungs} == {320}
     # Three sizes: A*N^-alpha per arm leaves 1 residual degree of freedom (flagged); alpha shared by the 3 arms
     # leaves 3 - 1 - 1/3 = 1.67 (not flagged), the alternative the fit offers.
     assert p.rungs == ("cpu-xs", "cpu-s", "cpu-m")
     # the transfer's deciding FDs carry a bias estimate (> 2d samples; shapes-cnn: 128-d), tracking finds the target
     assert spec.trial["eval"]["fd_samples"] > 2 * 128 and spec.trial["eval"]["track_points"] >= 6
+    # the descent, where the crossings are, sampled from step 80 every 27 steps
+    from trials import TrialConfig
+
+    judged = TrialConfig.model_validate({**p.trial, **spec.trial, "eval": {**p.trial["eval"], **spec.trial["eval"]},
+                                         "steps": 320})
+    assert judged.resolved_track_steps[:4] == [80, 107, 133, 160]
 
 
 def test_summary_states_the_decisions_with_their_uncertainty() -> None:

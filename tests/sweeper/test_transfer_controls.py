@@ -295,7 +295,9 @@ def test_a_null_is_interpretable_only_with_a_detected_positive_control() -> None
 def test_the_plan_runs_each_control_beside_muon_at_every_rung_with_muons_carried_lr() -> None:
     from scaling import TransferError
     from sweeper import SweepSpec
+    from sweeper.search._planner import Planner
     from sweeper.transfer._job import _plan, _Source
+    from sweeper.transfer._spec import CONTROL_ORDER_OFFSET
 
     from .conftest import TINY_TRIAL
 
@@ -308,8 +310,8 @@ def test_the_plan_runs_each_control_beside_muon_at_every_rung_with_muons_carried
     spec = TransferSpec(name="t", sweep="/w", rungs=["cpu-xs", "cpu-s"], controls=["negative", "positive"],
                         lr_rules={"muon": "sqrt_width"})
     plan, sweep = _plan(spec, source(), "t-1")
-    assert plan.controls == {"negative": {"arm": "muon_twin", "against": "muon"},
-                             "positive": {"arm": "muon_extra_ns", "against": "muon"}}
+    assert plan.controls == {"negative": {"arm": "muon_twin", "against": "muon", "data_order": "other"},
+                             "positive": {"arm": "muon_extra_ns", "against": "muon", "data_order": "other"}}
     assert plan.arms == ["periodic", "muon", "adamw"]  # the controls are never compared with the searched arm
     by_label = {b["label"]: b for b in sweep["baselines"]}
     for rung in ("cpu-xs", "cpu-s"):
@@ -319,6 +321,23 @@ def test_the_plan_runs_each_control_beside_muon_at_every_rung_with_muons_carried
         assert twin["tags"]["scalesweep.transfer.arm"] == "muon_twin"
         assert extra["tags"]["scalesweep.transfer.arm"] == "muon_extra_ns"
     assert by_label["muon_twin.cpu-s"]["optimizer"]["lr"] == pytest.approx(0.02 * math.sqrt(64 / 96))
+    # The controls run on another data order (each seed's batches and noise from seed + the offset), the arms on
+    # their seed's own; `control_data_order: same` keeps Muon's order (and the fingerprint of a transfer without it)
+    assert {b["label"]: b.get("order_seed_offset") for b in sweep["baselines"] if b.get("order_seed_offset")} == {
+        f"{a}.{g}": CONTROL_ORDER_OFFSET for a in ("muon_twin", "muon_extra_ns") for g in ("cpu-xs", "cpu-s")}
+    requests = {(r.point_key, r.seed): r for r in Planner(SweepSpec.model_validate(sweep))._baselines()}
+    assert requests[("muon_twin.cpu-s", 1)].order_seed == 1 + CONTROL_ORDER_OFFSET
+    assert requests[("muon.cpu-s", 1)].order_seed is None
+    twin_cfg = SweepSpec.model_validate(sweep).trial_config({"name": "muon"}, 1, "cpu-s", order_seed=1_000_004)
+    assert twin_cfg["order_seed"] == 1_000_004 and twin_cfg["seed"] == 1
+    same = spec.model_copy(update={"control_data_order": "same"})
+    _, same_sweep = _plan(same, source(), "t-6")
+    assert not any(b.get("order_seed_offset") for b in same_sweep["baselines"])
+    before = json.loads(spec.model_dump_json())
+    before.pop("control_data_order")
+    assert TransferSpec.model_validate({**before, "control_data_order": "same"}).fingerprint() != spec.fingerprint()
+    assert TransferSpec.model_validate({**before, "controls": []}).fingerprint() == TransferSpec.model_validate(
+        {**before, "controls": [], "control_data_order": "same"}).fingerprint()
     # The effective-step diagnostic: Muon at (1 + (K - 1) gamma) / K = (1 + 3 x 0.25) / 4 of the periodic arm's lr
     # (Muon's own lr differs here: its sqrt_width rule), the periodic arm's lr x wd kept.
     diag, _ = _plan(spec.model_copy(update={"diagnostics": ["effective_step"]}), source(), "t-5")
