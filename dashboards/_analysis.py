@@ -152,10 +152,19 @@ def crossings_html(analysis: Mapping[str, Any]) -> str:
                   + "; a null is interpretable only when the positive control's saving was detected")
 
 
+def _power_cell(claims: Mapping[str, Any], key: str) -> str:
+    """A comparison's power at the claim's level: the pair's a claim needs (bounds: it needs both co-primary
+    endpoints), then the first crossing's alone, which overstates it; "—" where neither was stated."""
+    pair = ((claims.get("power_co_primary") or {}).get(key) or {}).get("text")
+    first = ((claims.get("power") or {}).get(key) or {}).get("text")
+    lines = ([_e(pair)] if pair else []) + ([f"first crossing alone: {_e(first)}"] if first else [])
+    return "<br>".join(lines) or "—"
+
+
 def claims_html(analysis: Mapping[str, Any]) -> str:
     """The study's claims in one alpha budget: per comparison whether it stands, its saving at each endpoint with
     the Holm-adjusted p (the co-primary pair first, then the one reported), and its power at the level the
-    strongest claim must pass."""
+    strongest claim must pass: the claim's (both co-primary endpoints), then the first crossing's alone."""
     claims = analysis.get("claims")
     if not claims:
         return "<p>No claims were judged.</p>"
@@ -172,8 +181,7 @@ def claims_html(analysis: Mapping[str, Any]) -> str:
             p = (p_holm.get(endpoint) or {}).get(key)
             cells.append(_interval(saving, " %") + (f"<br>Holm p {p:.3g}" if p is not None else ""))
         state = f"<strong>stands ({_e(claims['direction'][key])})</strong>" if stands else "does not stand"
-        power = ((claims.get("power") or {}).get(key) or {}).get("text")
-        rows.append([_e(key), state, *cells, _e(power or "—")])
+        rows.append([_e(key), state, *cells, _power_cell(claims, key)])
     rows += [[_e(key), "not judged (no comparison)", *(["—"] * len(endpoints)), "—"]
              for key in claims.get("not_judged") or []]
     budget = claims.get("budget_text") or (claims.get("budget") or {}).get("text", "")
@@ -184,7 +192,8 @@ def claims_html(analysis: Mapping[str, Any]) -> str:
             + (f"; the {' and '.join(reported)} is reported beside them, not judged" if reported else "") + ".</p>"
             + _table(["comparison", "claim",
                       *(f"time saving, {_role(e, co_primary)} [95 % interval] (n)" for e in endpoints),
-                      "power at the claim's level"], rows,
+                      "power at the claim's level: the claim (both co-primary endpoints), then the first crossing "
+                      "alone"], rows,
                      "every rung x baseline comparison in the budget, Holm-adjusted over all of them"))
 
 
