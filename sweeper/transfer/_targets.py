@@ -125,7 +125,7 @@ class TargetAnswers(SavingsAnswers):
         standing only where the first crossing and the steps above the target both show it in one direction (the
         sustained crossing's Holm p reported beside them, not judged); with each
         comparison's power at the level the strongest claim must pass: the first crossing's (`power`,
-        `scaling.power_at_alpha`) and the pair's a claim needs (`power_co_primary`, `scaling.co_primary_power`:
+        `scaling.power_at_alpha`) and the pair's a claim needs (`power_co_primary`, `scaling.claims.co_primary_power`:
         each co-primary endpoint's power from its own spread, bounds on both, the seeds for the lower bound to reach
         80 %)."""
         rule = (self.plan.rounds or {}).get("rule") or {}
