@@ -152,10 +152,25 @@ def crossings_html(analysis: Mapping[str, Any]) -> str:
                   + "; a null is interpretable only when the positive control's saving was detected")
 
 
+def _pair_powers(claims: Mapping[str, Any], co_primary: tuple[str, ...]) -> dict[str, str]:
+    """Comparison -> the power text of its claim, where it was stated for the pair the claims were judged on (an
+    analysis judged on another pair states none that describes its claims)."""
+    return {key: pair["text"] for key, pair in (claims.get("power_co_primary") or {}).items()
+            if tuple(pair.get("endpoints") or ()) == co_primary}
+
+
+def _power_cell(first: str | None, pair: str | None) -> str:
+    """A comparison's power at the claim's level: the pair's a claim needs (bounds: it needs both co-primary
+    endpoints), then the first crossing's alone, which overstates it; "—" where neither was stated."""
+    if pair is None:
+        return _e(first or "—")
+    return _e(pair) + (f"<br>first crossing alone: {_e(first)}" if first else "")
+
+
 def claims_html(analysis: Mapping[str, Any]) -> str:
     """The study's claims in one alpha budget: per comparison whether it stands, its saving at each endpoint with
     the Holm-adjusted p (the co-primary pair first, then the one reported), and its power at the level the
-    strongest claim must pass."""
+    strongest claim must pass: the claim's (both co-primary endpoints), then the first crossing's alone."""
     claims = analysis.get("claims")
     if not claims:
         return "<p>No claims were judged.</p>"
@@ -163,6 +178,7 @@ def claims_html(analysis: Mapping[str, Any]) -> str:
     p_holm = claims.get("p_holm") or {}
     co_primary = _co_primary(analysis)
     endpoints = [e for e in ENDPOINTS if e in p_holm]
+    pairs = _pair_powers(claims, co_primary)
     rows = []
     for key, stands in (claims.get("stands") or {}).items():
         comp = savings.get(key) or {}
@@ -172,8 +188,8 @@ def claims_html(analysis: Mapping[str, Any]) -> str:
             p = (p_holm.get(endpoint) or {}).get(key)
             cells.append(_interval(saving, " %") + (f"<br>Holm p {p:.3g}" if p is not None else ""))
         state = f"<strong>stands ({_e(claims['direction'][key])})</strong>" if stands else "does not stand"
-        power = ((claims.get("power") or {}).get(key) or {}).get("text")
-        rows.append([_e(key), state, *cells, _e(power or "—")])
+        first = ((claims.get("power") or {}).get(key) or {}).get("text")
+        rows.append([_e(key), state, *cells, _power_cell(first, pairs.get(key))])
     rows += [[_e(key), "not judged (no comparison)", *(["—"] * len(endpoints)), "—"]
              for key in claims.get("not_judged") or []]
     budget = claims.get("budget_text") or (claims.get("budget") or {}).get("text", "")
@@ -184,7 +200,8 @@ def claims_html(analysis: Mapping[str, Any]) -> str:
             + (f"; the {' and '.join(reported)} is reported beside them, not judged" if reported else "") + ".</p>"
             + _table(["comparison", "claim",
                       *(f"time saving, {_role(e, co_primary)} [95 % interval] (n)" for e in endpoints),
-                      "power at the claim's level"], rows,
+                      "power at the claim's level" + (": the claim (both co-primary endpoints), then the first "
+                                                      "crossing alone" if pairs else "")], rows,
                      "every rung x baseline comparison in the budget, Holm-adjusted over all of them"))
 
 

@@ -16,6 +16,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
+from numpy.typing import NDArray
+
 from ..errors import ScalingInputError
 from ..stats import holm_rejections, t_quantile
 
@@ -23,11 +26,14 @@ __all__ = [
     "MIN_SEEDS_P_BEST",
     "AlphaBudget",
     "ChoiceWarning",
+    "CoPrimaryPower",
     "PowerStatement",
     "alpha_budget",
     "choice_warning",
+    "co_primary_power",
     "holm_in_budget",
     "p_best_text",
+    "pair_power_bounds",
     "power_at_alpha",
 ]
 
@@ -120,16 +126,30 @@ def _se_df(var_seed: float, n: int, var_t: float | None, df_t: float | None) -> 
     return math.sqrt(var), df
 
 
-def _power(effect_log: float, se: float, df: float, alpha: float) -> float:
-    """P(the two-sided t test at `alpha` rejects) for a true log effect `effect_log` with standard error `se`: the
-    shifted-t approximation (the far tail's share is negligible at the effects that matter)."""
+def _power_tails(effect_log: float, se: float, df: float, alpha: float) -> tuple[float, float]:
+    """(P(the two-sided t test at `alpha` rejects in the effect's direction), P(it rejects the other way)) for a true
+    log effect `effect_log` with standard error `se`: the shifted-t approximation."""
     from scipy import stats
 
     if se <= 0:
-        return 1.0 if effect_log != 0 else alpha
+        return (1.0, 0.0) if effect_log != 0 else (alpha / 2, alpha / 2)
     crit = t_quantile(1 - alpha, df)
     shift = abs(effect_log) / se
-    return float(stats.t.sf(crit - shift, df) + stats.t.cdf(-crit - shift, df))
+    return float(stats.t.sf(crit - shift, df)), float(stats.t.cdf(-crit - shift, df))
+
+
+def _power(effect_log: float, se: float, df: float, alpha: float) -> float:
+    """P(the two-sided t test at `alpha` rejects) for a true log effect `effect_log` with standard error `se` (the
+    far tail's share is negligible at the effects that matter)."""
+    return sum(_power_tails(effect_log, se, df, alpha))
+
+
+def _check_power_args(n: int, alpha: float, power: float, effect_pct: float) -> None:
+    _count("n", n)
+    if not 0 < alpha < 1 or not 0 < power < 1:
+        raise ScalingInputError(f"alpha and power must be in (0, 1), got {alpha!r} and {power!r}")
+    if not 0 < effect_pct < 100:
+        raise ScalingInputError(f"effect_pct must be a saving in (0, 100) %, got {effect_pct!r}")
 
 
 def power_at_alpha(*, sd_seed_log: float, n: int, alpha: float, var_timing_log: float | None = None,
@@ -140,11 +160,7 @@ def power_at_alpha(*, sd_seed_log: float, n: int, alpha: float, var_timing_log: 
     squared standard error of the per-step log ratio over `df_timing` + 1 timing rounds (None: no timing spread)."""
     if not (math.isfinite(sd_seed_log) and sd_seed_log >= 0):
         raise ScalingInputError(f"sd_seed_log must be finite and >= 0, got {sd_seed_log!r}")
-    _count("n", n)
-    if not 0 < alpha < 1 or not 0 < power < 1:
-        raise ScalingInputError(f"alpha and power must be in (0, 1), got {alpha!r} and {power!r}")
-    if not 0 < effect_pct < 100:
-        raise ScalingInputError(f"effect_pct must be a saving in (0, 100) %, got {effect_pct!r}")
+    _check_power_args(n, alpha, power, effect_pct)
     var_seed = sd_seed_log**2
     se, df = _se_df(var_seed, n, var_timing_log, df_timing)
     detectable_log = (t_quantile(1 - alpha, df) + t_quantile(2 * power - 1, df)) * se
@@ -154,6 +170,119 @@ def power_at_alpha(*, sd_seed_log: float, n: int, alpha: float, var_timing_log: 
     return PowerStatement(alpha=alpha, power=power, n=n, se_log=se, df=df,
                           detectable_pct=100 * (1 - math.exp(-detectable_log)), effect_pct=effect_pct,
                           power_for_effect=_power(effect_log, se, df, alpha), seeds_for_effect=needed)
+
+
+# How a statement names the endpoints (`scaling.claims.ENDPOINTS`); any other name is printed as given.
+_ENDPOINT_WORDS = {"first": "first crossing", "steps_above": "steps above the target",
+                   "sustained": "sustained crossing"}
+
+
+@dataclass(frozen=True)
+class CoPrimaryPower:
+    """The power of a claim that needs every co-primary endpoint (`endpoints`: endpoint -> its own `PowerStatement`,
+    all at one `alpha`, `n` and `effect_pct`; None for an endpoint with no ratio, on which no claim can stand).
+
+    The claim stands only where every endpoint rejects, in the saving's direction: `toward` holds each endpoint's
+    chance of that (its power less the far tail, a claim of a cost). Their joint law is not estimated (a correlation
+    of the two endpoints over 4 to 6 paired seeds has a standard error near (1 - r^2) / sqrt(n - 3), 0.6 to 1), so
+    the claim's power is bounded whatever it is: at least `lo` = max(0, sum of `toward` - (k - 1)) (the claim fails
+    only where some endpoint fails, and those chances add at most), at most `hi` = min of `toward` (it needs the
+    weakest endpoint). `seeds_for_effect`: the fewest seeds at which the conservative bound `lo` reaches `power`
+    (None past `max_seeds`, or where an endpoint has no ratio)."""
+
+    alpha: float
+    power: float
+    n: int
+    effect_pct: float
+    endpoints: dict[str, PowerStatement | None]
+    toward: dict[str, float]
+    lo: float
+    hi: float
+    seeds_for_effect: int | None
+    max_seeds: int = 1000
+
+    def text(self) -> str:
+        names = {e: _ENDPOINT_WORDS.get(e, e) for e in self.endpoints}
+        missing = [names[e] for e, s in self.endpoints.items() if s is None]
+        head = f"the claim ({' and '.join(names.values())}, both)"
+        if missing:
+            return f"{head}: {' and '.join(missing)} has no ratio, so no claim can stand (power 0)"
+        per = ", ".join(f"{names[e]} {100 * p:.0f} %" for e, p in self.toward.items())
+        seeds = self.seeds_for_effect if self.seeds_for_effect is not None else f"> {self.max_seeds}"
+        return (f"{head}: power for {self.effect_pct:g} % at alpha {self.alpha:.3g} with {self.n} seeds between "
+                f"{100 * self.lo:.0f} % and {100 * self.hi:.0f} % (each, in the saving's direction: {per}); seeds "
+                f"for {100 * self.power:.0f} % power on both (the lower bound): {seeds}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"alpha": self.alpha, "power": self.power, "n": self.n, "effect_pct": self.effect_pct,
+                "endpoints": {e: s.to_dict() if s is not None else None for e, s in self.endpoints.items()},
+                "toward": dict(self.toward), "lo": self.lo, "hi": self.hi,
+                "seeds_for_effect": self.seeds_for_effect, "max_seeds": self.max_seeds, "text": self.text()}
+
+
+def pair_power_bounds(powers: Sequence[float]) -> tuple[float, float]:
+    """Bounds on the chance that every one of k events happens, from each one's chance alone (Frechet): (max(0,
+    sum - (k - 1)), min). Two endpoints of power 0.9 and 0.8: both with a chance between 0.7 and 0.8."""
+    if not powers:
+        raise ScalingInputError("powers must hold at least one endpoint's power, got none")
+    for i, p in enumerate(powers):
+        if not (isinstance(p, (int, float)) and 0 <= p <= 1):
+            raise ScalingInputError(f"powers[{i}] must be a probability in [0, 1], got {p!r}")
+    return max(0.0, sum(powers) - (len(powers) - 1)), float(min(powers))
+
+
+def _toward_over_seeds(sd_seed_log: float, seeds: NDArray[np.int64], var_t: float | None, df_t: float | None,
+                       effect_log: float, alpha: float) -> NDArray[np.float64]:
+    """`_power_tails`' first term (rejection in the effect's direction) at each seed count in `seeds` at once, with
+    `_se_df`'s standard error and Welch-Satterthwaite degrees of freedom: a thousand seed counts in one call."""
+    from scipy import stats
+
+    var_seed = sd_seed_log**2 / seeds
+    var = var_seed + (var_t or 0.0)
+    denom = var_seed**2 / np.maximum(seeds - 1, 1) + (var_t**2 / df_t if var_t and df_t else 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = np.where(denom > 0, var**2 / denom, np.maximum(seeds - 1, 1).astype(float))
+        shift = np.where(var > 0, abs(effect_log) / np.sqrt(var), np.inf)
+    crit = stats.t.ppf(1 - alpha / 2, df)
+    return np.asarray(stats.t.sf(crit - shift, df), dtype=float)
+
+
+def co_primary_power(*, sd_seed_log: Mapping[str, float | None], n: int, alpha: float,
+                     var_timing_log: float | None = None, df_timing: float | None = None, power: float = POWER,
+                     effect_pct: float = 10.0, max_seeds: int = 1000) -> CoPrimaryPower:
+    """The power of a claim that needs every endpoint in `sd_seed_log` (endpoint -> the sd over seeds of its
+    per-seed log steps ratio, as for `power_at_alpha`; None: the endpoint has no ratio), each tested at `alpha`
+    (give `AlphaBudget.first_step`) on the same `n` paired seeds and timing rounds, for a saving of `effect_pct` at
+    every endpoint: each endpoint's `power_at_alpha` and the bounds on them all (`CoPrimaryPower`)."""
+    if not sd_seed_log:
+        raise ScalingInputError("sd_seed_log must map each co-primary endpoint to its sd, got none")
+    for endpoint, sd in sd_seed_log.items():
+        if sd is not None and not (isinstance(sd, (int, float)) and math.isfinite(sd) and sd >= 0):
+            raise ScalingInputError(f"sd_seed_log[{endpoint!r}] must be finite and >= 0 (or None: no ratio), got "
+                                    f"{sd!r}")
+    _check_power_args(n, alpha, power, effect_pct)
+    _count("max_seeds", max_seeds)
+    statements = {e: None if sd is None else power_at_alpha(
+        sd_seed_log=sd, n=n, alpha=alpha, var_timing_log=var_timing_log, df_timing=df_timing, power=power,
+        effect_pct=effect_pct, max_seeds=max_seeds) for e, sd in sd_seed_log.items()}
+    effect_log = -math.log(1 - effect_pct / 100)
+
+    def toward(seeds: NDArray[np.int64]) -> dict[str, NDArray[np.float64]]:
+        return {e: np.zeros(seeds.shape) if sd is None else
+                _toward_over_seeds(sd, seeds, var_timing_log, df_timing, effect_log, alpha)
+                for e, sd in sd_seed_log.items()}
+
+    at_n = {e: float(p[0]) for e, p in toward(np.array([n])).items()}
+    lo, hi = pair_power_bounds(list(at_n.values()))
+    # The bound is at most each endpoint's power, so no seed count below the largest single endpoint's can do.
+    singles = [s.seeds_for_effect if s is not None else None for s in statements.values()]
+    needed = None
+    if None not in singles:
+        seeds = np.arange(max(s for s in singles if s is not None), max_seeds + 1)
+        reach = np.flatnonzero(sum(toward(seeds).values()) - (len(sd_seed_log) - 1) >= power)
+        needed = int(seeds[reach[0]]) if reach.size else None
+    return CoPrimaryPower(alpha=alpha, power=power, n=n, effect_pct=effect_pct, endpoints=statements,
+                          toward=at_n, lo=lo, hi=hi, seeds_for_effect=needed, max_seeds=max_seeds)
 
 
 def p_best_text(p: float | None, n_seeds: int) -> str:

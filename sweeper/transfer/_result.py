@@ -128,14 +128,16 @@ def budget_line(budgets: Mapping[str, Any]) -> str:
 
 def claim_lines(claims: Mapping[str, Any]) -> list[str]:
     """Each comparison's claim in the study's alpha budget, and its power at the level the strongest claim must
-    pass."""
+    pass: the claim's (both co-primary endpoints, bounds), then the first crossing's alone."""
     lines = [f"\nclaims of a time saving, in one budget ({claims['budget_text']}); a claim stands only where the first "
              "crossing and the steps above the target both show it (the sustained crossing reported, not judged):"]
     for key, stands in (claims.get("stands") or {}).items():
         p = {e: claims["p_holm"][e].get(key) for e in ENDPOINTS}
         state = f"stands ({claims['direction'][key]})" if stands else "does not stand"
         power = (claims.get("power") or {}).get(key)
+        pair = (claims.get("power_co_primary") or {}).get(key)
         lines.append(f"  {key:<22} {state}; Holm p first {p['first']:.3g}, steps above {p['steps_above']:.3g} "
-                     f"(sustained {p['sustained']:.3g}, reported)" + (f"; {power['text']}" if power else ""))
+                     f"(sustained {p['sustained']:.3g}, reported)" + (f"; {pair['text']}" if pair else "")
+                     + (f"; first crossing alone {power['text']}" if power else ""))
     lines += [f"  {key:<22} not judged (no comparison)" for key in claims.get("not_judged") or []]
     return lines

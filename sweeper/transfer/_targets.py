@@ -12,9 +12,11 @@ from typing import Any
 
 from scaling import ScalingInputError
 from scaling.claims import (
+    CO_PRIMARY,
     ENDPOINTS,
     CrossingComparison,
     alpha_budget,
+    co_primary_power,
     compare_crossings,
     control_not_judged,
     controls_section,
@@ -33,6 +35,15 @@ CONTROL_ENDPOINT = "first"
 CONTROL_ALPHA = 0.05
 
 __all__ = ["TargetAnswers"]
+
+
+def _sd_seed_log(comp: CrossingComparison, endpoint: str) -> float | None:
+    """The sd over seeds of `endpoint`'s log steps ratio (its bootstrap standard error x sqrt(n), as the first
+    crossing's power takes it), or None where the endpoint has no ratio or no spread to resample."""
+    steps = comp.steps.get(endpoint)
+    if steps is None or steps.log_se is None:
+        return None
+    return steps.log_se * math.sqrt(steps.n)
 
 
 class TargetAnswers(SavingsAnswers):
@@ -113,7 +124,10 @@ class TargetAnswers(SavingsAnswers):
         time saving, Holm at alpha / looks (the rounds' alpha and planned looks, else 0.05 and one look), a claim
         standing only where the first crossing and the steps above the target both show it in one direction (the
         sustained crossing's Holm p reported beside them, not judged); with each
-        comparison's power at the level the strongest claim must pass (`scaling.power_at_alpha`)."""
+        comparison's power at the level the strongest claim must pass: the first crossing's (`power`,
+        `scaling.power_at_alpha`) and the pair's a claim needs (`power_co_primary`, `scaling.claims.co_primary_power`:
+        each co-primary endpoint's power from its own spread, bounds on both, the seeds for the lower bound to reach
+        80 %)."""
         rule = (self.plan.rounds or {}).get("rule") or {}
         looks = int((self.plan.rounds or {}).get("looks_planned") or 1)
         budget = alpha_budget(float(rule.get("alpha", CONTROL_ALPHA)), comparisons=max(1, len(self._comparisons)),
@@ -125,17 +139,24 @@ class TargetAnswers(SavingsAnswers):
                                               if not isinstance(c, CrossingComparison)]}
         if judged:
             doc.update(judge_claims(judged, budget).to_dict())
+        # A claim stands only where both co-primary endpoints show it, so beside the first crossing's power
+        # (`power`, kept as the committed tables read it) goes the pair's, bounded from each endpoint's own spread
+        # on the same seeds and timing rounds (`power_co_primary`).
         power: dict[str, Any] = {}
+        co_power: dict[str, Any] = {}
         for key, comp in judged.items():
-            saving = comp.savings.get("first")
-            steps = comp.steps["first"]
-            if saving is None or steps.log_se is None:
+            saving, sd_first = comp.savings.get("first"), _sd_seed_log(comp, "first")
+            if saving is None or sd_first is None:
                 continue
-            power[key] = power_at_alpha(
-                sd_seed_log=steps.log_se * math.sqrt(steps.n), n=steps.n, alpha=budget.first_step,
-                var_timing_log=saving.se_timing_log**2 if saving.se_timing_log is not None else None,
-                df_timing=saving.timing_rounds - 1 if saving.timing_rounds > 1 else None).to_dict()
+            n = comp.steps["first"].n
+            var_t = saving.se_timing_log**2 if saving.se_timing_log is not None else None
+            df_t = saving.timing_rounds - 1 if saving.timing_rounds > 1 else None
+            power[key] = power_at_alpha(sd_seed_log=sd_first, n=n, alpha=budget.first_step, var_timing_log=var_t,
+                                        df_timing=df_t).to_dict()
+            co_power[key] = co_primary_power(sd_seed_log={e: _sd_seed_log(comp, e) for e in CO_PRIMARY}, n=n,
+                                             alpha=budget.first_step, var_timing_log=var_t, df_timing=df_t).to_dict()
         doc["power"] = power
+        doc["power_co_primary"] = co_power
         return doc
 
     def _crossing(self, rung: str, searched: str, base: str, target: float | None) -> CrossingComparison | str:
