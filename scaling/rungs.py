@@ -38,6 +38,7 @@ from pydantic import (
 )
 
 from trials.optim import ArmName
+from trials.steptime import BlockSteps, LocalBatch, MaxRounds, TargetHalfwidth, TimedRounds, TimingClock, WarmupRounds
 
 from .records import TransferRun
 from .stats import holm_rejections, mean_interval, t_interval, t_p_value, t_quantile, two_sided_t_p
@@ -217,7 +218,12 @@ class TimingSpec(BaseModel):
     training shapes, run in short blocks in turn on the same batches, each block a whole number of every arm's
     refresh period, the order rotated each round; thread-CPU time by default with wall time beside it, so the
     ratio pairs round by round. `isolated` (the earlier stage, kept so an earlier transfer's timing can be
-    repeated): one short run of the real trial per arm, one after another, wall clock."""
+    repeated): one short run of the real trial per arm, one after another, wall clock.
+
+    `rounds` to `max_rounds` are the interleaved method's options for each rung's measurement
+    (`trials.steptime.StepTimingConfig`, with the same bounds and meanings); an isolated timing refuses them. The
+    training batch that bounds `local_batch` is the transfer's `trial.batch_size`, else the sweep's, and
+    `block_steps` is checked against the source sweep's chosen K, both at submission."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -238,37 +244,15 @@ class TimingSpec(BaseModel):
                          description="isolated: timing runs per arm and rung, round by round with the arms' order "
                          "rotated each round; with 2 or more the per-step time ratio gets a paired interval over "
                          "rounds (one 20-step timing moved the ratio by up to 0.1 on a 2-core machine).")
-    rounds: int = Field(12, ge=2, le=1_000,
-                        description="interleaved: timed rounds per rung (at least 2 for an interval; rounded up to "
-                        "whole rotations of the arms). 9-20 rounds held the ratio's interval within +-2 % at the CPU "
-                        "rungs on thread-CPU time.")
-    warmup_rounds: int = Field(2, ge=0, le=100,
-                               description="interleaved: untimed rounds first (allocator, caches, the first "
-                               "Newton-Schulz).")
-    block_steps: int | None = Field(
-        None, ge=1, le=1_000,
-        description="interleaved: steps per block, a whole number of every arm's refresh period (K of the chosen "
-        "pair; 1 for the other arms); None = their least common multiple. Checked against the source sweep's "
-        "chosen K at submission.",
-    )
-    local_batch: int | None = Field(
-        None, ge=1, le=65_536,
-        description="interleaved: the per-rank view: forward/backward at this batch (1 to the training batch), "
-        "the optimizer on whole matrices, as each rank of an FSDP2 run with that local batch; None = the training "
-        "batch.",
-    )
-    clock: Literal["thread", "wall"] = Field(
-        "thread",
-        description="interleaved: the clock the ratios use: thread (thread-CPU time: needs 1 thread per trial on a "
-        "CPU; waiting on other processes' work is not in it) or wall; both are recorded.",
-    )
-    target_halfwidth: float | None = Field(
-        None, gt=0, lt=1,
-        description="interleaved: add rounds until every ratio's interval is within ratio x (1 +- this), e.g. "
-        "0.02, or max_rounds; None = exactly `rounds`.",
-    )
-    max_rounds: int = Field(60, ge=2, le=10_000,
-                            description="interleaved: most rounds per rung with target_halfwidth.")
+    # The interleaved method's options, declared once for the transfer and `trials.steptime` alike; the transfer
+    # caps `rounds` lower for the reason above.
+    rounds: Annotated[TimedRounds, Field(le=1_000)] = 12
+    warmup_rounds: WarmupRounds = 2
+    block_steps: BlockSteps = None
+    local_batch: LocalBatch = None
+    clock: TimingClock = "thread"
+    target_halfwidth: TargetHalfwidth = None
+    max_rounds: MaxRounds = 60
 
     @model_validator(mode="after")
     def _consistent(self) -> TimingSpec:

@@ -7,7 +7,7 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -18,9 +18,16 @@ __all__ = [
     "CLOCKS",
     "ORDERS",
     "PHASES",
+    "BlockSteps",
+    "LocalBatch",
+    "MaxRounds",
     "PairedRatio",
     "StepTimes",
     "StepTimingConfig",
+    "TargetHalfwidth",
+    "TimedRounds",
+    "TimingClock",
+    "WarmupRounds",
     "balanced_rounds",
     "block_order",
     "check_block_steps",
@@ -34,39 +41,54 @@ CLOCKS: tuple[str, ...] = ("thread", "wall")
 ORDERS: tuple[str, ...] = ("rotate", "cyclic", "alternate")
 
 
+# Each interleaved-timing option's bounds and meaning, said once: `StepTimingConfig` below and the transfer spec's
+# `timing:` section (`scaling.rungs.TimingSpec`, which hands these options on to it) both declare their fields with
+# these types, each with its own default (and the transfer a tighter cap on `rounds`).
+LocalBatch = Annotated[int | None, Field(
+    ge=1, le=65_536,
+    description="The per-rank view: forward/backward at this batch (1 to the training batch), the optimizer on whole "
+    "matrices, as each rank of an FSDP2 run with that local batch; None = the training batch.",
+)]
+TimingClock = Annotated[Literal["thread", "wall"], Field(
+    description="The clock the ratios use: thread (thread-CPU time: needs 1 thread per trial on a CPU; waiting on "
+    "other processes' work is not in it) or wall; both are recorded.",
+)]
+BlockSteps = Annotated[int | None, Field(
+    ge=1, le=1_000,
+    description="Steps per block: a whole number of every arm's refresh period (K for periodic, 1 for the other "
+    "arms); None = their least common multiple (3 with periodic K=3; 1 for Muon alone).",
+)]
+WarmupRounds = Annotated[int, Field(
+    ge=0, le=100, description="Untimed rounds first (allocator, caches, compiled kernels, the first Newton-Schulz).",
+)]
+TimedRounds = Annotated[int, Field(
+    ge=2, le=10_000,
+    description="Timed rounds (at least 2 for an interval), rounded up to whole rotations of the arms (order "
+    "'rotate': a multiple of the arm count); with target_halfwidth, the fewest rounds before the interval may stop "
+    "the measurement. 9-20 rounds held the ratio's interval within +-2 % at the CPU rungs on thread-CPU time.",
+)]
+TargetHalfwidth = Annotated[float | None, Field(
+    gt=0, lt=1,
+    description="Add rounds until every ratio's interval is within ratio x (1 +- this), e.g. 0.02, or max_rounds; "
+    "None = exactly `rounds` rounds.",
+)]
+MaxRounds = Annotated[int, Field(
+    ge=2, le=10_000, description="Most rounds with target_halfwidth (a hard cap, whole rotations or not).",
+)]
+
+
 class StepTimingConfig(BaseModel):
     """How `interleaved_step_times` measures (strict: unknown keys are errors)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    local_batch: int | None = Field(
-        None, ge=1, le=65_536,
-        description="Per-rank view: forward/backward at this batch (1 to the trial's batch_size), the optimizer on "
-        "whole matrices, as each rank of an FSDP2 run; None = the trial's batch_size.",
-    )
-    clock: Literal["thread", "wall"] = Field(
-        "thread", description="Clock the ratios use: thread-CPU time (needs threads=1, a CPU device) or wall time; "
-        "both are recorded.",
-    )
-    block_steps: int | None = Field(
-        None, ge=1, le=1_000,
-        description="Steps per block: a whole number of every arm's refresh period; None = the least common "
-        "multiple of the periods (3 with periodic K=3; 1 for Muon alone).",
-    )
-    warmup_rounds: int = Field(
-        2, ge=0, le=100, description="Untimed rounds first (allocator, caches, compiled kernels, the first NS5).")
-    rounds: int = Field(
-        10, ge=2, le=10_000, description="Timed rounds (at least 2 for an interval), rounded up to whole rotations "
-        "(order 'rotate': a multiple of the arm count); with target_halfwidth, the fewest rounds before the "
-        "interval may stop the measurement.",
-    )
-    target_halfwidth: float | None = Field(
-        None, gt=0, lt=1,
-        description="Add rounds until every ratio's interval is within ratio x (1 +- this), e.g. 0.02; None = "
-        "exactly `rounds` rounds.",
-    )
-    max_rounds: int = Field(
-        200, ge=2, le=10_000, description="Most rounds with target_halfwidth (a hard cap, whole rotations or not).")
+    local_batch: LocalBatch = None
+    clock: TimingClock = "thread"
+    block_steps: BlockSteps = None
+    warmup_rounds: WarmupRounds = 2
+    rounds: TimedRounds = 10
+    target_halfwidth: TargetHalfwidth = None
+    max_rounds: MaxRounds = 200
     order: Literal["rotate", "cyclic", "alternate"] = Field(
         "rotate", description="rotate: the order shifted by one arm each round (A B C, B C A, ...), each arm in each "
         "place equally often; cyclic: the same order every round (A B A B ...); alternate: reversed every other "

@@ -9,6 +9,7 @@ from typing import Any
 
 from scaling import ScalingError, ScalingInputError
 from scaling.export import Export, build_export
+from scaling.fits import ScalingFit
 
 from ._fits import FIT_METRICS, FitAnswers
 from ._plan import _clean, _rung_shape
@@ -124,17 +125,17 @@ class ExportAnswers(FitAnswers, VerificationAnswers):
                     "time_to_target_s_mean": (a.get("time_to_target_s") or {}).get("mean"),
                     "undertrained_rung": at_rung["plateau"]["undertrained"]})}
         under = self.undertrained_rungs()
-        # The fitted curve at the target, or why there is none.
-        for metric, fit in self.fits_or_errors(("steps_to_target", "time_to_target")).items():
+        # The fitted curve at the target, or why there is none, each at the target level it is read at.
+        for metric, (fit, level) in self._target_fits(target_rung).items():
             if isinstance(fit, ScalingError):
                 for arm in self.plan.arms:
-                    evidence[arm] = {**evidence[arm], f"{metric}_fit": {"error": str(fit)}}
+                    evidence[arm] = {**evidence[arm], f"{metric}_fit": {"error": str(fit), **level}}
                 continue
             flags = sorted({*fit.flags, *(["undertrained"] if under else [])})
             for arm in self.plan.arms:
                 doc: dict[str, Any] = {"form": fit.form, "flags": flags, "loss_function": fit.loss_function,
                                        "loo_error": fit.loo_error.get(arm),
-                                       "loo_baseline_error": fit.loo_baseline_error.get(arm)}
+                                       "loo_baseline_error": fit.loo_baseline_error.get(arm), **level}
                 try:
                     point, lo, hi = fit.predict(arm, self.parameters(target_rung))
                     doc.update(point=point, lo=lo, hi=hi, level=fit.level)
@@ -159,3 +160,32 @@ class ExportAnswers(FitAnswers, VerificationAnswers):
                         "target_rule": report["rule"], "target_rule_text": report["rule_text"],
                         "horizon_rule": self.plan.horizon_rule_doc(), "horizons": self.plan.horizon_of()},
         )
+
+    def _target_fits(self, rung: str) -> dict[str, tuple[ScalingFit | ScalingError, dict[str, Any]]]:
+        """metric -> (the steps- and time-to-target fit the export reads `rung` off, or why there is none; the target
+        level it is at, `target_level` and `target_level_of`). Where the rungs' declared targets differ, steps to
+        target is read at `rung`'s own level (its per-level fit), not the headline level the analysis leads with:
+        a team training at `rung` aims at that rung's target. A rung this transfer declared no target for (one it
+        did not run) gets the headline level, said so; time to target is not fitted across targets then."""
+        fits = self.fits_or_errors(("steps_to_target", "time_to_target"))
+        declared = {r: v for r, v in self.rung_targets().items() if v is not None}
+        if not declared:
+            return {metric: (fit, {}) for metric, fit in fits.items()}
+        if not self.targets_differ():
+            level = {"target_level": next(iter(declared.values())), "target_level_of": "every rung's target"}
+            return {metric: (fit, level) for metric, fit in fits.items()}
+        try:
+            levels = self.level_fits()
+        except ScalingError as exc:
+            return {**{m: (f, {}) for m, f in fits.items()}, "steps_to_target": (exc, {})}
+        if rung in declared:  # the declared level it belongs to (levels within rounding of each other are one)
+            own = min(levels.levels, key=lambda lv: abs(lv - declared[rung]))
+            level = {"target_level": own, "target_level_of": f"{rung}'s own target"}
+        else:
+            own = levels.headline
+            level = {"target_level": own, "target_level_of": (
+                f"the headline level ({levels.headline_rule}): {rung} declared no target in this transfer")}
+        at = levels.at(own)
+        steps: ScalingFit | ScalingError = at.fit if at.fit is not None else ScalingInputError(
+            f"no steps_to_target fit at {level['target_level_of']}, {own:g}: {at.error}")
+        return {"steps_to_target": (steps, level), "time_to_target": (fits["time_to_target"], {})}
