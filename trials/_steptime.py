@@ -358,7 +358,8 @@ def _on_local_ranks(world: int, trial: TrialConfig | Mapping[str, Any],
     messages = ctx.Queue()
     port = free_port()
     procs = [ctx.Process(target=_local_rank, args=(r, world, port, device, base, plain, spec.model_dump(),
-                                                   reference, messages), daemon=True) for r in range(world)]
+                                                   reference, messages, os.getpid()), daemon=True)
+             for r in range(world)]
     for p in procs:
         p.start()
     try:
@@ -386,11 +387,15 @@ def _on_local_ranks(world: int, trial: TrialConfig | Mapping[str, Any],
 
 
 def _local_rank(rank: int, world: int, port: int, device: str, trial: dict[str, Any], arms: dict[str, Any],
-                timing: dict[str, Any], reference: str, messages: Any) -> None:
+                timing: dict[str, Any], reference: str, messages: Any, parent: int) -> None:
     """One spawned timing rank: join the group (gloo on CPU, NCCL on CUDA with GPU `rank`), measure, and on rank 0
-    send the progress and the result."""
+    send the progress and the result. It dies with the process that spawned it (a SIGKILLed driver's `daemon`
+    children are not ended by multiprocessing, which runs no cleanup then)."""
     import datetime
 
+    from .core.proctree import die_with_parent
+
+    die_with_parent(parent)
     dist = torch.distributed
     try:
         torch.set_num_threads(int(trial.get("threads", 1)))

@@ -88,3 +88,41 @@ def test_a_trial_that_times_out_ends_the_trainer_tree(tmp_path: Path) -> None:
         raise AssertionError("the trial did not time out")
     pids = [int(p) for p in pids_file.read_text().split()]
     assert not any(process_alive(p) for p in pids)  # ended before run_command_trial returned
+
+
+_SPAWNER = """
+import multiprocessing, os, sys, time
+from trials.core.proctree import die_with_parent
+
+def worker(parent, out, armed):
+    if armed:
+        die_with_parent(parent)
+    with open(out, "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(120)
+
+if __name__ == "__main__":
+    ctx = multiprocessing.get_context("spawn")
+    p = ctx.Process(target=worker, args=(os.getpid(), sys.argv[1], sys.argv[2] == "armed"), daemon=True)
+    p.start()
+    p.join()
+"""
+
+
+def test_a_spawned_timing_rank_dies_with_a_sigkilled_starter(tmp_path: Path) -> None:
+    # the N-rank timing stage's ranks (multiprocessing spawn, daemon): a SIGKILLed starter runs no cleanup, so
+    # without the kernel's parent-death signal its rank would live on (shown by the unarmed control)
+    script = tmp_path / "spawner.py"
+    script.write_text(_SPAWNER)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    pids = {}
+    for mode in ("armed", "unarmed"):
+        out = tmp_path / f"{mode}.pid"
+        starter = subprocess.Popen([sys.executable, str(script), str(out), mode], env=env)
+        pids[mode] = _wait_for_pids(out)
+        starter.kill()
+        starter.wait()
+    assert _gone_within(pids["armed"], 10) < 10
+    time.sleep(1)
+    assert process_alive(pids["unarmed"][0])  # the control: multiprocessing alone leaves it running
+    os.kill(pids["unarmed"][0], signal.SIGKILL)

@@ -29,8 +29,8 @@ import time
 import uuid
 from pathlib import Path
 
-__all__ = ["JOB_TAG_ENV", "TRIAL_TAG_ENV", "adopt_orphans", "descendants", "end_tagged", "new_tag", "process_alive",
-           "process_table", "reap_children", "start_reaper", "tag_values", "tagged_pids"]
+__all__ = ["JOB_TAG_ENV", "TRIAL_TAG_ENV", "adopt_orphans", "descendants", "die_with_parent", "end_tagged", "new_tag",
+           "process_alive", "process_table", "reap_children", "start_reaper", "tag_values", "tagged_pids"]
 
 TRIAL_TAG_ENV = "SCALESWEEP_TRIAL_TAG"
 JOB_TAG_ENV = "SCALESWEEP_JOB_TAG"
@@ -125,6 +125,20 @@ def adopt_orphans() -> bool:
         return int(ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)) == 0  # 36: PR_SET_CHILD_SUBREAPER
     except (OSError, AttributeError):
         return False
+
+
+def die_with_parent(parent: int) -> bool:
+    """Have the kernel SIGKILL this process when the thread that started it ends (Linux prctl PR_SET_PDEATHSIG),
+    and exit now if `parent` (its starter's pid) is already gone: a worker a job spawned must not outlive a job
+    that was SIGKILLed, which runs no cleanup of its own. The starting thread must wait on the worker (a thread that
+    ends first takes the worker with it). False where there is no prctl (the worker then relies on its starter)."""
+    try:
+        armed = int(ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)) == 0  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return False
+    if os.getppid() != parent:  # the starter died before the signal was armed: re-parented already
+        os._exit(1)
+    return armed
 
 
 def reap_children(keep: frozenset[int] = frozenset()) -> None:
