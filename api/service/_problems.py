@@ -14,7 +14,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from trials.core import validation_messages, validation_text
+from trials.core import field_location, validation_messages, validation_text
 
 from ._gate import ANALYSIS_RETRY_AFTER_S, AnalysisBusy
 from ._routes import route_methods
@@ -45,6 +45,7 @@ def problem(status: int, detail: str, *, instance: str | None = None, headers: M
 
 def _field(loc: Sequence[Any]) -> str:
     """("body", "search", "K", 0) -> "search.K[0]"; the request part ("body", "query") is kept apart."""
+    loc = field_location(loc)  # a union's form tag ("rungs.mapping.cpu-s") is not a key the client wrote
     parts = list(loc[1:]) if loc and loc[0] in ("body", "query", "path", "header") else list(loc)
     out = ""
     for p in parts:

@@ -30,6 +30,7 @@ from scaling import TransferError
 from scaling.export import LrRule, WdRule
 from scaling.rounds import RoundsSpec
 from scaling.rungs import HorizonSpec, PlateauSpec, TargetSpec, TimingSpec
+from trials.core import register_union_forms
 from trials.optim import ARMS
 
 from ..specs import ExecutionSpec, SweepTracking, read_spec
@@ -89,6 +90,9 @@ RungsField = Annotated[
                   custom_error_message="rungs must be a list of rung names, e.g. [cpu-s, cpu-l], or a mapping rung "
                   "-> options, e.g. {cpu-s: {}, cpu-l: {workers: 2}}"),
 ]
+
+
+register_union_forms("rungs", ("list", "mapping"))  # refusals name rungs.<rung>.workers, as the spec is written
 
 
 class TransferSpec(BaseModel):

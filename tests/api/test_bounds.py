@@ -502,11 +502,11 @@ def test_a_transfer_rung_on_its_own_workers_is_accepted_and_refused_when_wider_t
                  headers=AUTH)
     assert _fields(r) == ["execution.workers_per_trial"]
     # A misspelt key, a fractional, a zero and an oversized count, and more rungs than one mapping may hold: each a
-    # 422 naming its field (the union's form, "mapping", stays in the location pydantic gives).
-    for rungs, field in (({"cpu-xs": {}, "cpu-s": {"worker": 2}}, "rungs.mapping.cpu-s.worker"),
-                         ({"cpu-xs": {"workers": 2.5}}, "rungs.mapping.cpu-xs.workers"),
-                         ({"cpu-xs": {"workers": 0}}, "rungs.mapping.cpu-xs.workers"),
-                         ({"cpu-xs": {"workers": 4096}}, "rungs.mapping.cpu-xs.workers"),
+    # 422 naming its field as written (pydantic's union form, "mapping", left out of the location).
+    for rungs, field in (({"cpu-xs": {}, "cpu-s": {"worker": 2}}, "rungs.cpu-s.worker"),
+                         ({"cpu-xs": {"workers": 2.5}}, "rungs.cpu-xs.workers"),
+                         ({"cpu-xs": {"workers": 0}}, "rungs.cpu-xs.workers"),
+                         ({"cpu-xs": {"workers": 4096}}, "rungs.cpu-xs.workers"),
                          ({f"rung-{i}": {} for i in range(300)}, "rungs")):
         assert _fields(api.post("/v1/transfers", json={"sweep_id": sweep, "rungs": rungs}, headers=AUTH)) == [field]
     assert api.get("/v1/transfers").json()["count"] == 0  # nothing stored by a refusal

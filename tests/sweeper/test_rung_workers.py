@@ -66,6 +66,16 @@ def test_a_bad_rungs_mapping_is_refused_naming_the_field_and_the_allowed_values(
     assert loc == ("rungs", "mapping", "cpu-s", "worker") and msg == "Extra inputs are not permitted"
     [(loc, msg)] = _refused({"sweep": sweep, "rungs": {"cpu-s": {"workers": 0}}})
     assert loc == ("rungs", "mapping", "cpu-s", "workers") and msg == "Input should be greater than or equal to 1"
+    # pydantic's location holds the union's form; what a reader is told names the field as written (CLI and REST)
+    from pydantic import ValidationError
+
+    from trials.core import field_location, validation_error_message
+
+    assert field_location(("body", *loc)) == ("body", "rungs", "cpu-s", "workers")
+    with pytest.raises(ValidationError) as refused:
+        TransferSpec.model_validate({"name": "t", "sweep": sweep, "rungs": {"cpu-s": {"workers": 0}}})
+    assert "rungs.cpu-s.workers: Input should be greater" in validation_error_message(refused.value, "transfer spec")
+    assert field_location(("mapping", "cpu-s")) == ("mapping", "cpu-s")  # only after the registered field
     [(loc, msg)] = _refused({"sweep": sweep, "rungs": "cpu-s"})
     assert loc == ("rungs",) and msg == ("rungs must be a list of rung names, e.g. [cpu-s, cpu-l], or a mapping rung "
                                          "-> options, e.g. {cpu-s: {}, cpu-l: {workers: 2}}")

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
         JobFailedError,
         ScalesweepError,
         TrialError,
+        field_location,
+        register_union_forms,
         validation_error_message,
         validation_messages,
         validation_text,

@@ -27,6 +27,8 @@ __all__ = [
     "JobFailedError",
     "ScalesweepError",
     "TrialError",
+    "field_location",
+    "register_union_forms",
     "validation_error_message",
     "validation_messages",
     "validation_text",
@@ -53,6 +55,27 @@ class TrialError(JobError):
     """A trial could not run as configured, or its external command failed."""
 
 
+# field name -> the tags of its discriminated union's forms (e.g. a transfer's `rungs`: "list" or "mapping"):
+# pydantic puts the tag in an error's location ("rungs.mapping.cpu-s.workers"), where a reader wrote no such key.
+_UNION_FORMS: dict[str, frozenset[str]] = {}
+
+
+def register_union_forms(field: str, tags: Sequence[str]) -> None:
+    """Leave the union's form tags `tags` out of the location of any error under a top-level field `field`."""
+    _UNION_FORMS[field] = _UNION_FORMS.get(field, frozenset()) | frozenset(tags)
+
+
+def field_location(loc: Sequence[Any]) -> tuple[Any, ...]:
+    """An error location as the reader wrote the value: a registered union's form tag after its field (at the top,
+    or after FastAPI's request part "body") is dropped: ("body", "rungs", "mapping", "cpu-s", "workers") ->
+    ("body", "rungs", "cpu-s", "workers")."""
+    out = tuple(loc)
+    for i in (0, 1):
+        if len(out) > i + 1 and isinstance(out[i], str) and out[i + 1] in _UNION_FORMS.get(out[i], ()):
+            return (*out[:i + 1], *out[i + 2:])
+    return out
+
+
 def validation_text(error: Mapping[str, Any]) -> str:
     """One pydantic error's message. pydantic words a validator's ValueError as "Value error, <our message>": the
     prefix only adds noise, so it is dropped."""
@@ -73,7 +96,7 @@ def validation_messages(
     another way (e.g. as the environment variable that set it). An error without a location is its message."""
     parts = []
     for err in exc if isinstance(exc, Sequence) else exc.errors():
-        loc = tuple(err["loc"]) if with_field else ()
+        loc = field_location(err["loc"]) if with_field else ()
         if field is not None and loc:
             where = ".".join(p for p in (prefix, field(loc)) if p)
         else:
