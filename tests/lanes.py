@@ -34,22 +34,29 @@ from typing import IO
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# The files that train or run whole studies, longest chains first. Seconds and busy cores are each file's serial
-# wall time and the cores it kept busy on average in one full serial run (2-core AMD EPYC, 2026-12-04): this lane
-# about 575 s, the other about 570 s.
+# The files that train or run whole studies, longest chains first. Seconds are what each file's slowest tests took
+# in the lane in the full two-lane run at d56d647 (2-core Intel Xeon with AMX-BF16, 2026-12-06: this lane 972 s, the
+# other 827 s), then what changed after it; busy cores are from one serial run (2-core AMD EPYC, 2026-12-04).
 STUDIES = (
-    "tests/scaling/test_transfer_run.py",  # 148 s, 1.44 cores: a sweep and transfers trained for real
-    "tests/api/test_live_service.py",  # 71 s, 1.69: the shared service's study (tests/api/conftest.py) ...
-    "tests/api/test_transfers.py",  # 63 s, 1.42: ... read by these three modules
+    "tests/scaling/test_transfer_run.py",  # about 365 s at d56d647, 1.44 cores: a sweep and its transfers trained
+    # for real (case 80, one rung on 2 workers 69, rounds 55, pilot 47, 2 workers 38, per-parameter horizons 34,
+    # controls 29, resume 9); then the 2-worker and horizons transfers went into the one-rung-on-2-workers one and
+    # the rounds test to two arms: about 75 s less (two Tune runs fewer, and one wave fewer per round)
+    "tests/api/test_live_service.py",  # 96 s at d56d647, 1.69: the shared service's study (tests/api/conftest.py) ...
+    "tests/api/test_transfers.py",  # 85 s, 1.42: ... read by these three modules (its own real transfer over HTTP)
     "tests/api/test_load.py",  # 20 s, 1.03
     "tests/api/test_bounds.py",  # reads the shared service's study too (its served reports' headers)
-    "tests/api/test_driver_end.py",  # about 115 s under load (2026-12-05): drivers killed under a live queue
-    "tests/api/test_demo.py",  # 122 s, 1.21: the whole demo, and one stopped by SIGTERM
-    "tests/api/test_end_to_end.py",  # 30 s, 1.47
-    "tests/trials/test_run.py",  # 60 s, 1.02: real trials
-    "tests/sweeper/test_workers.py",  # 175 s under load 9 (2026-12-05, not a serial run): 2-worker sweeps
-    "tests/api/test_cancel_tree.py",  # 25 s, 0.91: moved here after the first two-lane run, whose rest lane ended
-    # 54 s after this one (13 min 17 s against 12 min 23 s)
+    "tests/api/test_driver_end.py",  # 14 + 9 s and three short ones at d56d647: drivers killed under a live queue
+    "tests/api/test_demo.py",  # 112 + 28 s at d56d647, 1.21: the whole demo, and one stopped by SIGTERM
+    "tests/api/test_end_to_end.py",  # 41 s at d56d647, 1.47
+    "tests/trials/test_run.py",  # 60 s, 1.02: real trials (63 s alone on 2026-12-06, 24 s of it MiniLM
+    # and shapes-cnn)
+    "tests/sweeper/test_workers.py",  # 21 + 16 + 15 s at d56d647: 2-worker sweeps; the plain one's checks then went
+    # into the killed rank's sweep (59 s alone for the file, 2026-12-06, under load 3)
+    # tests/api/test_cancel_tree.py (24 s and a short one at d56d647, 0.91 cores: a service restarted under a
+    # stubborn trainer) moved to the rest lane on 2026-12-06, when this lane ended 145 s after it (16 min 12 s against
+    # 13 min 47 s): the trims above take about 90 s off this lane (estimated), which would still end about 55 s
+    # after the other without the move
     # tests/sweeper/test_deployment.py (33 s: a two-node Ray cluster) moved to the rest lane on 2026-12-06, when
     # this lane ended 1 min 42 s after it (14 min 55 s against 13 min 13 s)
 )

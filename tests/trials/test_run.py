@@ -10,7 +10,7 @@ import pytest
 from mlflow import MlflowClient
 from pydantic import ValidationError
 
-from trials import CommandConfig, TrialError, run_command_trial, run_trial
+from trials import CommandConfig, TrialError, TrialResult, run_command_trial, run_trial
 
 from ..conftest import tiny_trial
 
@@ -170,6 +170,13 @@ def test_command_backend_reports_failures(tracking: dict[str, str]) -> None:
         run_command_trial(_tiny(), silent)
 
 
+@pytest.fixture(scope="module")
+def untracked() -> TrialResult:
+    """The tiny trial without tracking evaluations, run once for the module: the tracking test compares its own
+    tracked run with it and the FD-bias test reads its FD-infinity (one run each before)."""
+    return run_trial(_tiny(eval={"track_points": 0}))
+
+
 def test_cpu_rungs_default_the_aux_lr_to_the_adamw_arm_lr_unless_set() -> None:
     from trials import CPU_AUX_LR, TrialConfig
 
@@ -179,7 +186,8 @@ def test_cpu_rungs_default_the_aux_lr_to_the_adamw_arm_lr_unless_set() -> None:
     assert TrialConfig(rung="paper-1.3b").optimizer.aux_lr == 1e-4  # the paper's value at paper scale
 
 
-def test_dense_tracking_evaluations_are_logged_beside_the_deciding_ones(tracking: dict[str, str]) -> None:
+def test_dense_tracking_evaluations_are_logged_beside_the_deciding_ones(tracking: dict[str, str],
+                                                                        untracked: TrialResult) -> None:
     cfg = _tiny(tracking=tracking, eval={"track_points": 4, "track_from": 1 / 3, "track_sample_steps": 8})
     result = run_trial(cfg)
     # linspace(8, 24, 4) -> 8, 13, 19, 24, plus the eval step 12: the tracking curve holds the deciding steps.
@@ -200,7 +208,7 @@ def test_dense_tracking_evaluations_are_logged_beside_the_deciding_ones(tracking
     tags = client.get_run(result.run_id).data.tags
     assert tags["fd.track_samples"] == "96" and tags["fd.track_sample_steps"] == "8"
 
-    off = run_trial(_tiny(eval={"track_points": 0}))
+    off = untracked
     assert off.fd_track == {} and off.track_samples == 0
     assert off.fd == pytest.approx(result.fd)  # tracking never changes the training or the full FD
 
@@ -232,10 +240,9 @@ def test_tracking_at_full_precision_reproduces_the_full_fd(tracked: list[int]) -
     assert len(tracked) == 2  # at steps 8 and 16 only
 
 
-def test_fd_bias_is_estimated_only_where_fd_infinity_is_valid(tracking: dict[str, str]) -> None:
+def test_fd_bias_is_estimated_only_where_fd_infinity_is_valid(tracking: dict[str, str], untracked: TrialResult) -> None:
     # Pooled pixels at size 4: d = 48 features. 96 samples = 2d: no valid FD-infinity grid, no estimate.
-    small = run_trial(_tiny(eval={"track_points": 0}))
-    assert small.fd_infinity == {}
+    assert untracked.fd_infinity == {}
     big = run_trial(_tiny(tracking=tracking, eval={"track_points": 0, "fd_samples": 160}))
     assert sorted(big.fd_infinity) == [12, 24]
     client = MlflowClient(tracking["tracking_uri"])
