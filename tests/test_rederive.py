@@ -44,21 +44,26 @@ def test_every_printed_study_figure_equals_its_rederivation() -> None:
     lines: list[str] = []
     assert rederive().rederive(ROOT, out=lines.append) == []
     checked = [line for line in lines if "printed numbers equal their re-derivation (none differs)" in line]
-    # The evidence transfer's four README tables (controls 6 rows, comparisons 18, target 3, budgets 3), then the
-    # step-ratio benchmark's two tables and the README's (4 + 12 + 4 rows): studies in name order; the counts are
-    # the printed numbers each table's check compared.
+    # The evidence transfer's four README tables (controls 6 rows, comparisons 18, target 3, budgets 3), the first
+    # evidence run's four in docs/targets.md, then the step-ratio benchmark's two tables and the README's (4 + 12 +
+    # 4 rows): studies in name order; the counts are the printed numbers each table's check compared.
     assert [line.split(":")[0] for line in checked] == [
-        'README.md "The evidence profile\'s transfer (2026-12-06)',
-        "README.md 'Its comparisons, paired over seeds 6-9 (n = 4 per row)'",
+        'README.md "The evidence profile\'s transfer, re-run (2026-12-06)',
+        "README.md 'Its comparisons, paired over seeds 6-10 (n = 5 per row)'",
         "README.md 'Its target'",
         "README.md 'Its tuning budgets'",
+        "docs/targets.md 'The first evidence run of 2026-12-06 (480 steps, target 376.4)",
+        'docs/targets.md "The first run\'s comparisons, paired over seeds 6-9 (n = 4 per row)"',
+        'docs/targets.md "The first run\'s target"',
+        'docs/targets.md "The first run\'s tuning budgets"',
         "benchmarks/results/step_ratio.txt 'periodic (K=3, γ=0.15) / Muon per step, full batch 16, and the controls "
         "through the same timing'",
         "benchmarks/results/step_ratio.txt 'The per-rank view",
         "README.md 'Per-step cost",
     ]
-    assert [int(line.split("rows, ")[1].split()[0]) for line in checked] == [48, 222, 9, 9, 80, 132, 104]
-    assert all("not recorded, not checked: load 1-min" in line for line in checked[4:6])
+    assert [int(line.split("rows, ")[1].split()[0]) for line in checked] == [59, 270, 9, 9, 48, 222, 9, 9, 80, 132,
+                                                                              104]
+    assert all("not recorded, not checked: load 1-min" in line for line in checked[8:10])
 
 
 def test_the_step_ratio_records_give_the_printed_ratios() -> None:

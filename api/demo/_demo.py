@@ -130,8 +130,8 @@ PROFILES: dict[str, DemoProfile] = {
         confirm_top=3,  # a study's choice is confirmed on fresh seeds (the winner's curse, measured)
     ),
     # A study whose answer is evidence (docs/targets.md, docs/decisions.md), sized from measured step and
-    # evaluation times on 2 cores (about 85 minutes on a 2-core Intel Xeon with AMX-BF16, estimated from the
-    # 2026-12-06 run's).
+    # evaluation times on 2 cores (about 81 minutes on a 2-core Intel Xeon with AMX-BF16: the sweep 13.9 and the
+    # transfer 66.8 minutes, measured on 2026-12-06).
     # Every arm is tuned alike, at the sweep and only there, then carried to the larger rungs by the lr rules with
     # no re-tuning (the paper's protocol): 9 settings each at cpu-xs, 240 steps, seeds 0-2: periodic at K in
     # {2, 3, 4} with the paper's gamma 0.15 and its lr at x1, x1.5 and x2.3 of Muon's default (x2.3 gives it
