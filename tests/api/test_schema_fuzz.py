@@ -203,7 +203,9 @@ def test_stateful_run_over_sweeps_and_transfers() -> None:
         deadline=None, suppress_health_check=list(HealthCheck),
         derandomize=os.environ.get("SCALESWEEP_FUZZ_RANDOM") != "1"))
     created = {path for method, path, status in _CALLS if method == "POST" and path == "/v1/sweeps" and status == 201}
-    followed = [(m, p, c) for m, p, c in _CALLS if p.startswith("/v1/sweeps/sw-") and c < 400]
+    # a call on a created sweep's id that the service found (a 409 for a PENDING sweep's front is an answer about that
+    # sweep; a 404 would be an id it does not know): which routes the derandomized walk takes moves with the schema
+    followed = [(m, p, c) for m, p, c in _CALLS if p.startswith("/v1/sweeps/sw-") and c != 404]
     assert created and followed, _CALLS  # the run chained real ids, not only random ones
 
 
