@@ -41,6 +41,7 @@ from ._timing import (
     refresh_period,
 )
 from .core.errors import TrialError
+from .core.proctree import die_with_parent
 from .data import stream_generator
 from .flow import flow_loss
 from .models import build_model
@@ -392,8 +393,6 @@ def _local_rank(rank: int, world: int, port: int, device: str, trial: dict[str, 
     send the progress and the result. It dies with the process that spawned it (a SIGKILLed driver's `daemon`
     children are not ended by multiprocessing, which runs no cleanup then)."""
     import datetime
-
-    from .core.proctree import die_with_parent
 
     die_with_parent(parent)
     dist = torch.distributed

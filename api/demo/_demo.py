@@ -145,10 +145,10 @@ PROFILES: dict[str, DemoProfile] = {
     # deciding checkpoints (> 2d, so each carries a bias estimate) and per-step timing interleaved to +-2 %. No
     # verification bracket (its 18 runs at cpu-s would add about 35 minutes; add `verify: {rung: cpu-s}` for it).
     # Why this target and horizon (measured in the 2026-12-06 run: 480 steps, target 1.1 x AdamW's plateau after
-    # 1440 steps = 376): Muon and periodic fall to a floor of about 400 tracking FD by step 250-300 and then move
-    # by +-25-30 FD from one evaluation to the next, so a target near that floor was crossed by noise (half the
-    # seeds never crossed, none held it to the end) and the steps half of the study was not measured. A target
-    # the arms cross in their descent is: 1.3 x Muon's plateau (about 530, 4 evaluation sds above the floor),
+    # 1440 steps = 376): Muon and periodic fall to a floor of 416.7 tracking FD by step 250-300, with a within-run
+    # SD of 24.3 from step 288 on (its records; docs/targets.md), so a target near that floor was crossed by noise
+    # (half the seeds never crossed, none held it to the end) and the steps half of the study was not measured. A
+    # target the arms cross in their descent is: 1.3 x Muon's plateau (505.5 in the re-run, 3.7 SDs above the floor),
     # Muon trained first to its plateau at cpu-xs for 480 steps (1.5 x the judged horizon) on seeds 100-101; the
     # judged runs stop at 320 steps, past every arm's floor but AdamW's, with tracking from step 80 so that the
     # descent, where the crossings are, is sampled every 27 steps.

@@ -119,11 +119,23 @@ class PowerStatement:
         return {**asdict(self), "text": self.text()}
 
 
+def _se_df_over(var_seed: float, seeds: NDArray[np.int64], var_t: float | None,
+                df_t: float | None) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """The standard error of a log time ratio over `seeds` paired seeds (each seed count of the array at once) and
+    its Welch-Satterthwaite degrees of freedom: the seeds' variance `var_seed` / n plus the timing's `var_t` over
+    `df_t` degrees of freedom (None: no timing spread)."""
+    per_seed = var_seed / seeds
+    var = per_seed + (var_t or 0.0)
+    dof = np.maximum(seeds - 1, 1).astype(float)
+    denom = per_seed**2 / dof + (var_t**2 / df_t if var_t and df_t else 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = np.where(denom > 0, var**2 / denom, dof)
+    return np.sqrt(var), df
+
+
 def _se_df(var_seed: float, n: int, var_t: float | None, df_t: float | None) -> tuple[float, float]:
-    var = var_seed / n + (var_t or 0.0)
-    denom = (var_seed / n) ** 2 / max(n - 1, 1) + (var_t**2 / df_t if var_t and df_t else 0.0)
-    df = var**2 / denom if denom > 0 else float(max(n - 1, 1))
-    return math.sqrt(var), df
+    se, df = _se_df_over(var_seed, np.array([n]), var_t, df_t)
+    return float(se[0]), float(df[0])
 
 
 def _power_tails(effect_log: float, se: float, df: float, alpha: float) -> tuple[float, float]:
@@ -234,15 +246,12 @@ def pair_power_bounds(powers: Sequence[float]) -> tuple[float, float]:
 def _toward_over_seeds(sd_seed_log: float, seeds: NDArray[np.int64], var_t: float | None, df_t: float | None,
                        effect_log: float, alpha: float) -> NDArray[np.float64]:
     """`_power_tails`' first term (rejection in the effect's direction) at each seed count in `seeds` at once, with
-    `_se_df`'s standard error and Welch-Satterthwaite degrees of freedom: a thousand seed counts in one call."""
+    `_se_df_over`'s standard error and degrees of freedom: a thousand seed counts in one call."""
     from scipy import stats
 
-    var_seed = sd_seed_log**2 / seeds
-    var = var_seed + (var_t or 0.0)
-    denom = var_seed**2 / np.maximum(seeds - 1, 1) + (var_t**2 / df_t if var_t and df_t else 0.0)
+    se, df = _se_df_over(sd_seed_log**2, seeds, var_t, df_t)
     with np.errstate(divide="ignore", invalid="ignore"):
-        df = np.where(denom > 0, var**2 / denom, np.maximum(seeds - 1, 1).astype(float))
-        shift = np.where(var > 0, abs(effect_log) / np.sqrt(var), np.inf)
+        shift = np.where(se > 0, abs(effect_log) / se, np.inf)
     crit = stats.t.ppf(1 - alpha / 2, df)
     return np.asarray(stats.t.sf(crit - shift, df), dtype=float)
 

@@ -21,7 +21,6 @@ from scaling.claims import (
     control_not_judged,
     controls_section,
     judge_claims,
-    power_at_alpha,
 )
 from scaling.controls import ControlOutcome, control_outcome, null_reading
 from scaling.rungs import PlateauSpec, TargetSpec, rung_report
@@ -120,6 +119,11 @@ class TargetAnswers(SavingsAnswers):
                 for rung in self.plan.rungs for base in self.plan.arms if base != self.searched_arm}
 
     def claims(self) -> dict[str, Any]:
+        """The study's claims (`_claims`: worked out once per result, read by its table and its analysis alike)."""
+        return self._claims
+
+    @cached_property
+    def _claims(self) -> dict[str, Any]:
         """The study's claims in one alpha budget (`scaling.judge_claims`): every rung x baseline comparison of the
         time saving, Holm at alpha / looks (the rounds' alpha and planned looks, else 0.05 and one look), a claim
         standing only where the first crossing and the steps above the target both show it in one direction (the
@@ -151,10 +155,12 @@ class TargetAnswers(SavingsAnswers):
             n = comp.steps["first"].n
             var_t = saving.se_timing_log**2 if saving.se_timing_log is not None else None
             df_t = saving.timing_rounds - 1 if saving.timing_rounds > 1 else None
-            power[key] = power_at_alpha(sd_seed_log=sd_first, n=n, alpha=budget.first_step, var_timing_log=var_t,
-                                        df_timing=df_t).to_dict()
-            co_power[key] = co_primary_power(sd_seed_log={e: _sd_seed_log(comp, e) for e in CO_PRIMARY}, n=n,
-                                             alpha=budget.first_step, var_timing_log=var_t, df_timing=df_t).to_dict()
+            pair = co_primary_power(sd_seed_log={e: _sd_seed_log(comp, e) for e in CO_PRIMARY}, n=n,
+                                    alpha=budget.first_step, var_timing_log=var_t, df_timing=df_t)
+            first = pair.endpoints["first"]  # `power_at_alpha` on the first crossing's spread (never None here)
+            if first is not None:
+                power[key] = first.to_dict()
+            co_power[key] = pair.to_dict()
         doc["power"] = power
         doc["power_co_primary"] = co_power
         return doc

@@ -75,6 +75,17 @@ def test_controls_that_cannot_be_built_are_refused_naming_the_field(tmp_path: Pa
     [(loc, msg)] = _refused({"sweep": command, "controls": ["positive"]})
     assert loc == ("controls",) and "'command' trainer" in msg and "allowed: []" in msg
     assert TransferSpec.model_validate({"name": "t", "sweep": command}).controls == []
+    # the controls' data order: its two values, anything else named with them
+    [(loc, msg)] = _refused({"sweep": sweep, "controls": ["negative"], "control_data_order": "shuffled"})
+    assert loc == ("control_data_order",) and msg == "Input should be 'other' or 'same'"
+    from sweeper import SweepSpec
+
+    base = {"name": "s", "rung": "cpu-xs", "horizon": 30, "seeds": [0]}
+    for offset, bound in ((0, "greater than or equal to 1"), (2**31, "less than or equal to 2147483647"),
+                          (1.5, "a valid integer")):
+        with pytest.raises(ValidationError, match=bound) as err:
+            SweepSpec.model_validate({**base, "baselines": [{"arm": "muon", "order_seed_offset": offset}]})
+        assert err.value.errors()[0]["loc"] == ("baselines", 0, "order_seed_offset")
 
 
 def test_fingerprint_of_an_earlier_transfer_is_kept_and_new_fields_change_it() -> None:
@@ -103,6 +114,9 @@ def test_a_bad_timing_value_is_a_422_naming_the_field_over_rest(tmp_path: Path) 
         _spec(TransferCreate(sweep_id="sw-1", rungs=["cpu-s"], timing={"block_steps": 5}), sweep)  # type: ignore[arg-type]
     [e] = err.value.errors()
     assert e["loc"] == ("body", "timing") and "a multiple of 3 (3, 6, 9, ...), got 5" in e["msg"]
+    with pytest.raises(ValidationError) as bad:  # the controls' data order is refused by the body's own schema
+        TransferCreate(sweep_id="sw-1", rungs=["cpu-s"], control_data_order="shuffled")  # type: ignore[arg-type]
+    assert bad.value.errors()[0]["loc"] == ("control_data_order",)
 
 
 def test_a_transfer_on_n_workers_is_refused_where_it_cannot_run_naming_the_field(tmp_path: Path) -> None:

@@ -121,6 +121,8 @@ def test_default_extractor_and_frozen_text_encoder(tmp_path: Path) -> None:
         ({"optimizer": {"name": "sgd"}}, "'adamw', 'muon', 'periodic', 'rownorm' or 'muon_extra_ns'"),
         ({"text_encoder": "t5"}, "'minilm' or 'learned'"),
         ({"bogus": 1}, "Extra inputs are not permitted"),
+        ({"order_seed": -1}, "order_seed\n  Input should be greater than or equal to 0"),
+        ({"order_seed": 2**31}, "order_seed\n  Input should be less than or equal to 2147483647"),
     ],
 )
 def test_bad_trial_configs_name_the_field_and_the_allowed_values(overrides: dict, message: str) -> None:
