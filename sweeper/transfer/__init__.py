@@ -9,6 +9,7 @@ arms, and read what happened.
   `transfer_status`, `cancel_transfer`, and the reader of its runs (`load_transfer_result`, `export_from_sweep`);
 - `_pilot`: the pilot of target rule `pilot` (the reference arm trained to a plateau before the judged runs);
 - `_timing`: the timing stage (short runs of the real trial per rung and arm);
+- `_extend`: more seeds for a finished transfer (`extend_transfer`), each extension one more look;
 - `_verification`: the verification stage (the bracket it plans, the verdict over its runs);
 - `_records`: a transfer's raw records as plain files, and the transfer read back from them
   (`write_transfer_records`, `read_transfer_records`: what a study keeps in a repository);
@@ -22,6 +23,7 @@ on first use so that `import sweeper` stays light.
 
 from __future__ import annotations
 
+from ._extend import apply_transfer_extension, extend_transfer
 from ._job import cancel_transfer, export_from_sweep, load_transfer_result, run_transfer, transfer_status
 from ._records import read_transfer_records, write_transfer_records
 from ._result import FIT_METRICS, PlanRow, TransferPlan, TransferResult, size_basis
@@ -36,9 +38,11 @@ __all__ = [
     "TransferResult",
     "TransferSpec",
     "VerifySpec",
+    "apply_transfer_extension",
     "cancel_transfer",
     "default_transfer_workdir",
     "export_from_sweep",
+    "extend_transfer",
     "load_transfer_result",
     "load_transfer_spec",
     "read_transfer_records",

@@ -109,6 +109,9 @@ class TransferPlan(_Keyed):
     # Target rule `pilot` (`_pilot`): where, how long and on which seeds the reference arm's pilot trains, and once
     # it finished (before any judged run) its `result`: run ids, curves, the one target and the plateau verdict.
     pilot: dict[str, Any] | None = None
+    # Seeds added to the finished transfer (`transfer extend`): one entry per extension (when, the seeds before,
+    # the seeds added); `seeds` above holds them all. Each is one more look for the claims' alpha budget.
+    extensions: list[dict[str, Any]] | None = None
 
     def planned_runs(self) -> int:
         """Runs of the transfer's sweep: every row (the arms', an lr bracket's, the controls') on every seed."""

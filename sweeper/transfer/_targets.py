@@ -125,15 +125,16 @@ class TargetAnswers(SavingsAnswers):
     @cached_property
     def _claims(self) -> dict[str, Any]:
         """The study's claims in one alpha budget (`scaling.judge_claims`): every rung x baseline comparison of the
-        time saving, Holm at alpha / looks (the rounds' alpha and planned looks, else 0.05 and one look), a claim
-        standing only where the first crossing and the steps above the target both show it in one direction (the
-        sustained crossing's Holm p reported beside them, not judged); with each
+        time saving, Holm at alpha / looks (the rounds' alpha and planned looks, else 0.05 and one look; plus one
+        look per extension), a claim standing only where the first crossing and the steps above the target both
+        show it in one direction (the sustained crossing's Holm p reported beside them, not judged); with each
         comparison's power at the level the strongest claim must pass: the first crossing's (`power`,
         `scaling.power_at_alpha`) and the pair's a claim needs (`power_co_primary`, `scaling.claims.co_primary_power`:
         each co-primary endpoint's power from its own spread, bounds on both, the seeds for the lower bound to reach
         80 %)."""
         rule = (self.plan.rounds or {}).get("rule") or {}
-        looks = int((self.plan.rounds or {}).get("looks_planned") or 1)
+        # Each extension (`transfer extend`, decided after a look at the results) is one more look.
+        looks = int((self.plan.rounds or {}).get("looks_planned") or 1) + len(self.plan.get("extensions") or [])
         budget = alpha_budget(float(rule.get("alpha", CONTROL_ALPHA)), comparisons=max(1, len(self._comparisons)),
                               looks=looks)
         judged = {f"{rung} vs {base}": c for (rung, base), c in self._comparisons.items()

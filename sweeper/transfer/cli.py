@@ -3,6 +3,9 @@
     scalesweep transfer run SPEC [--workdir DIR] [--resume] [--quiet]
                                           run (or resume) a transfer in this process; exit 0 when it succeeded,
                                           1 when it failed, 130 when it was cancelled
+    scalesweep transfer extend SPEC --workdir DIR [--quiet]
+                                          add seeds to a finished transfer (SPEC: its spec with the seeds added)
+                                          and run only the new seeds' runs; exit status as for run
     scalesweep transfer status DIR [--json]
     scalesweep transfer cancel DIR [--grace S]
     scalesweep transfer records DIR --out FOLDER
@@ -41,6 +44,10 @@ def add_commands(sub: Any) -> None:
     tsub = p.add_subparsers(dest="transfer_command", required=True)
     add_run_and_status(tsub, "transfer")
     add_cancel(tsub, "transfer")
+    e = tsub.add_parser("extend", help="add seeds to a finished transfer and run only the new seeds' runs")
+    e.add_argument("spec", help="the transfer's spec with the seeds added (.yaml, .yml or .json)")
+    e.add_argument("--workdir", required=True, help="the transfer's work folder")
+    e.add_argument("--quiet", action="store_true", help="no progress lines, only the final table")
     r = tsub.add_parser("records", help="write a transfer's raw records (runs, curves, plan, timing) as plain files")
     r.add_argument("workdir", help="the transfer's work folder")
     r.add_argument("--out", required=True, help="folder for transfer_record.json, runs.csv and curves.csv")
@@ -82,6 +89,17 @@ def _run(args: argparse.Namespace) -> int:
     from ._spec import load_transfer_spec
 
     return run_job_command(args, load_transfer_spec, run_transfer)
+
+
+def _extend(args: argparse.Namespace) -> int:
+    from ..cli import EXIT_STATUS
+    from ._extend import extend_transfer
+    from ._spec import load_transfer_spec
+
+    result = extend_transfer(load_transfer_spec(args.spec), args.workdir, show_progress=not args.quiet)
+    if args.quiet:
+        print(result.table())
+    return EXIT_STATUS.get(result.state, 1)
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -225,6 +243,7 @@ def _export(args: argparse.Namespace) -> int:
 
 _COMMANDS: dict[str, Any] = {
     "transfer run": _run,
+    "transfer extend": _extend,
     "transfer status": _status,
     "transfer cancel": _cancel,
     "transfer records": _records,

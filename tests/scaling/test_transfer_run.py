@@ -452,6 +452,55 @@ def test_seeds_added_in_rounds_until_shown_or_the_budget_is_spent(case: dict[str
         run_transfer({**spec, "rounds": {**rule, "against": "periodic"}}, workdir=case["root"] / "rounds-bad")
 
 
+def test_a_finished_transfer_extended_with_seeds_runs_only_them_and_counts_one_more_look(
+        case: dict[str, Any], tmp_path: Path) -> None:
+    # Two arms on one seed, then one seed more: two Tune runs of one pair each (about 20 s in all).
+    from sweeper import extend_transfer
+
+    spec = {"name": "tiny-extend", "sweep": str(case["sweep_dir"]), "rungs": ["cpu-xs"], "seeds": [1],
+            "arms": ["periodic", "muon"], "target": {"rule": "final_mean", "arm": "muon"},
+            "timing": {"steps": 0}, "trial": {"eval": {"fd_samples": 64, "track_points": 4}}}
+    folder = case["root"] / "extend"
+    first = run_transfer(spec, workdir=folder)
+    assert first.state == "SUCCEEDED" and first.counts == {"SUCCEEDED": 2}
+    assert first.claims()["budget"]["looks"] == 1
+    before = {r.info.run_id for r in _children(case["uri"], first.transfer_id)}
+
+    # Refused before anything runs, naming the field: a seed lost, another field changed, a seed the sweep chose
+    # on (0) or a transfer whose rounds add its own seeds; the transfer in the folder stays as it was.
+    for bad, message in (({**spec, "seeds": [2]}, r"seeds: an extension keeps the transfer's seeds \[1\]; \[1\] "),
+                         ({**spec, "seeds": [1, 2], "horizon_factor": 3.0}, "horizon_factor changed"),
+                         ({**spec, "seeds": [1, 0]}, r"seeds: \[0\] are the sweep's selection seeds")):
+        with pytest.raises(TransferError, match=message):
+            extend_transfer(bad, folder)
+    # a transfer with a rounds rule (its state copied here with one; refused before its sweep is read)
+    state = json.loads((folder / "transfer.json").read_text())
+    rounds = {"against": "muon", "add": 1, "max_seeds": 3}
+    state["spec"] = {**state["spec"], "rounds": rounds}
+    (tmp_path / "transfer.json").write_text(json.dumps(state))
+    with pytest.raises(TransferError, match="rounds: this transfer adds its own seeds"):
+        extend_transfer({**spec, "seeds": [1, 2], "rounds": rounds}, tmp_path)
+    assert json.loads((folder / "transfer.json").read_text())["plan"]["seeds"] == [1]
+
+    progress = io.StringIO()
+    extended = extend_transfer({**spec, "seeds": [1, 2]}, folder, show_progress=True, stream=progress)
+    assert extended.state == "SUCCEEDED" and extended.transfer_id == first.transfer_id
+    assert extended.counts == {"SUCCEEDED": 4} and extended.plan.seeds == [1, 2]
+    assert sorted((r.arm, r.seed) for r in extended.runs) == [("muon", 1), ("muon", 2), ("periodic", 1),
+                                                              ("periodic", 2)]
+    after = {r.info.run_id for r in _children(case["uri"], first.transfer_id)}
+    assert before < after and len(after - before) == 2  # the first seed's runs kept, not run again
+    [entry] = extended.plan.extensions
+    assert entry["seeds_before"] == [1] and entry["added"] == [2]
+    # decided after a look at seed 1: the claims' budget divides alpha over two looks now
+    assert extended.claims()["budget"]["looks"] == 2
+    assert "extending" in progress.getvalue() and "seeds [2]" in progress.getvalue()
+    # the same spec again adds nothing and runs nothing; a plain resume with it is accepted (same fingerprint)
+    again = extend_transfer({**spec, "seeds": [1, 2]}, folder)
+    assert again.counts == {"SUCCEEDED": 4} and len(again.plan.extensions) == 1
+    assert run_transfer({**spec, "seeds": [1, 2]}, workdir=folder, resume=True).state == "SUCCEEDED"
+
+
 def test_export_round_trips_and_builds_the_optimizer(case: dict[str, Any]) -> None:
     import torch
 
