@@ -27,7 +27,6 @@ from scaling.stats import PairedDifference, paired_difference
 from ._objective import describe_objective, steps_to_target_score, steps_to_target_so_far
 from ._points import (
     COSTS,
-    TRIAL_STATES,
     PointSummary,
     SweepSelection,
     TrialRecord,
@@ -44,7 +43,6 @@ from ._rule import Selection, select_point, select_points_by_key
 
 __all__ = [
     "COSTS",
-    "TRIAL_STATES",
     "PairedDifference",
     "PointSummary",
     "Selection",
