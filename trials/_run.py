@@ -260,7 +260,9 @@ def run_trial(
     """Train one run and score it; returns FD per eval step, the objective (mean eval FD) and timings.
 
     `config` is a `TrialConfig` or a plain mapping of it (validated strictly). `progress` is called after every
-    eval step with that step's record (the sweeper reports it to Ray Tune; raising from it stops the run).
+    eval step with that step's record and `fd_track_so_far` (step -> tracking FD at every tracking point so far,
+    what a sweep's live steps-to-target score reads); the sweeper reports it to Ray Tune; raising from it stops the
+    run.
     A diverged run (non-finite loss) stops early with status "DIVERGED". With `checkpoint_dir`, a checkpoint is
     written at every eval step and a later call with the same config resumes from it.
     """
@@ -541,8 +543,9 @@ def _train(trial: _Trial, result: TrialResult, run: RunRecorder, checkpoint: _Ch
                 _log_samples(run, samples, step)
                 bar.set_postfix(loss=f"{metrics[METRIC.VAL_LOSS]:.4f}", fd=f"{metrics[METRIC.FD]:.2f}")
             checkpoint.save(trial, result, step)
-            if progress is not None and evaluated is not None:
-                progress({"step": step, "metric_name": trial.extractor.metric_name, **evaluated[0]})
+            if progress is not None and evaluated is not None:  # the tracking curve so far: a sweep's live score
+                progress({"step": step, "metric_name": trial.extractor.metric_name, **evaluated[0],
+                          "fd_track_so_far": dict(result.fd_track)})
         result.steps_done = step
     result.steps_done = max(result.steps_done, start)
 

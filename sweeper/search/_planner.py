@@ -375,7 +375,7 @@ class Planner:
         running_objective: dict[int, float] | None = None,
     ) -> TrialRequest | None:
         """Record how a launched trial ended (SUCCEEDED, PRUNED, FAILED or CANCELLED); returns the retry queued
-        for it, if any. `running_objective` maps eval index (1-based) to the mean FD so far."""
+        for it, if any. `running_objective` maps eval index (1-based) to the live objective so far."""
         key = request.trial_key
         self.inflight.pop(key, None)
         retry = None

@@ -21,7 +21,8 @@ from typing import Any
 from trials import TrialError
 from trials.record import PRUNED, TAG, TRIAL_TAG
 
-__all__ = ["BACKENDS", "declared_objective", "list_backends", "make_trainable", "run_trial_attempt", "trial_objective"]
+__all__ = ["BACKENDS", "declared_objective", "list_backends", "make_trainable", "objective_so_far", "run_trial_attempt",
+           "trial_objective"]
 
 ProgressFn = Callable[[dict[str, Any]], None]
 
@@ -82,7 +83,7 @@ def run_trial_attempt(job: dict[str, Any]) -> None:
             return  # the last eval is reported after the run is closed (see the module docstring)
         metrics = {
             "eval_index": index,
-            "objective_so_far": _mean(list(fds.values())),
+            "objective_so_far": objective_so_far(job.get("objective"), fds, record, step),
             "step": step,
             "fd": fd,
             "trial_status": "RUNNING",
@@ -159,6 +160,22 @@ def trial_objective(result: Any, eval_steps: Sequence[int], objective: Mapping[s
     except ValueError as exc:
         raise TrialError(f"steps to target on {objective.get('curve')}: {exc}") from None
     return score.score
+
+
+def objective_so_far(objective: Mapping[str, Any] | None, fds: Mapping[int, float], record: Mapping[str, Any],
+                     step: int) -> float:
+    """A running trial's live objective at eval step `step`, on `trial_objective`'s scale: the mean of the finite
+    FDs `fds` so far, or with `steps_to_target` the score on the curve seen so far (`fds`, or the tracking points
+    the built-in backend's record carries in `fd_track_so_far`): `sweeper.selection.steps_to_target_so_far`."""
+    if not objective or objective.get("name", "mean_fd") == "mean_fd":
+        return _mean(list(fds.values()))
+    from ..selection import steps_to_target_so_far
+
+    curve = fds if objective.get("curve") == "fd" else record.get("fd_track_so_far") or {}
+    try:
+        return steps_to_target_so_far(curve, float(objective["target"]), step)
+    except ValueError:
+        return math.inf  # the latest tracking FD is not finite: no score now (the driver keeps no running value)
 
 
 def _mean(values: Sequence[float]) -> float:

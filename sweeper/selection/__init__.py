@@ -14,7 +14,8 @@ Every difference it reports is a paired difference over common seeds (`PairedDif
 
 - `_rule`: the choice rule, stated once (`select_point`, `select_points_by_key`, `Selection`);
 - `_objective`: what one trial scores, the mean FD or the steps to a declared target with censored trials scored
-  explicitly (`steps_to_target_score`, `describe_objective`);
+  explicitly (`steps_to_target_score`, `describe_objective`), and a running trial's live value on the curve seen so
+  far (`steps_to_target_so_far`);
 - `_points`: trial records -> points over seeds -> the sweep's selection (`TrialRecord`, `PointSummary`,
   `summarise_points`, `select_best`, `SweepSelection`).
 """
@@ -23,10 +24,9 @@ from __future__ import annotations
 
 from scaling.stats import PairedDifference, paired_difference
 
-from ._objective import describe_objective, steps_to_target_score
+from ._objective import describe_objective, steps_to_target_score, steps_to_target_so_far
 from ._points import (
     COSTS,
-    TRIAL_STATES,
     PointSummary,
     SweepSelection,
     TrialRecord,
@@ -43,7 +43,6 @@ from ._rule import Selection, select_point, select_points_by_key
 
 __all__ = [
     "COSTS",
-    "TRIAL_STATES",
     "PairedDifference",
     "PointSummary",
     "Selection",
@@ -61,5 +60,6 @@ __all__ = [
     "select_point",
     "select_points_by_key",
     "steps_to_target_score",
+    "steps_to_target_so_far",
     "summarise_points",
 ]

@@ -18,6 +18,10 @@ above the horizon (its final FD is above the target), so
 
 The score is therefore "at least the horizon" for a censored trial, not a measured number of steps: the selection
 counts the censored seeds of every point (`PointSummary.censored_seeds`) and says so beside the choice.
+
+While a trial runs, its live objective (`steps_to_target_so_far`) is the same rule applied to the curve seen so far
+with the step reached as the horizon: the score the trial would get if it ended now. Once crossed it is the final
+score already; before, it is above the step reached, so above every trial that has crossed by then.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ __all__ = [
     "describe_objective",
     "is_censored",
     "steps_to_target_score",
+    "steps_to_target_so_far",
 ]
 
 
@@ -74,6 +79,22 @@ def steps_to_target_score(curve: Mapping[int, float], target: float, horizon: in
     if hit.reached and hit.step is not None:
         return TargetScore(hit.step, True, hit.step, values[-1], horizon, hit.left_censored)
     return TargetScore(horizon * values[-1] / target, False, None, values[-1], horizon)
+
+
+def steps_to_target_so_far(curve: Mapping[int, float], target: float, step: int) -> float:
+    """A running trial's steps-to-target objective at `step`: `steps_to_target_score` on the checkpoints of `curve`
+    at or before `step` (those after it are not seen yet), with `step` as the horizon. The score the trial would
+    get if it ended now, on the final objective's scale:
+
+    - crossed by `step`: the crossing, the final score already (the first crossing reads only the checkpoints up to
+      it, all seen);
+    - not yet: `step x latest FD / target`, above `step` and so above every trial that crossed by then; among trials
+      not yet crossed at one step it orders them by their latest FD, as the final rule orders censored trials. It
+      is not a bound on the final score: the trial may still cross before it, or end censored above it.
+
+    At the step the trial ends, on its whole curve, it equals the trial's final objective. Raises ValueError as
+    `steps_to_target_score` does, e.g. when the latest checkpoint's FD is not finite."""
+    return steps_to_target_score({s: v for s, v in curve.items() if s <= step}, target, step).score
 
 
 def is_censored(score: float, steps_done: int) -> bool:

@@ -1,6 +1,8 @@
 """The selection objective `steps_to_target`: the score is the first crossing of a known curve, a censored trial
 ranks after every trial that reaches (among censored ones by final FD), the rules still pair by seed, the choice
-says which objective made it, and a spec that cannot locate a crossing is refused naming the field."""
+says which objective made it, a spec that cannot locate a crossing is refused naming the field, and a running
+trial's live value (`steps_to_target_so_far`) is on the final score's scale: the crossing once crossed, above every
+crossed trial before, the final objective on the whole curve."""
 
 from __future__ import annotations
 
@@ -14,8 +16,8 @@ from pydantic import ValidationError
 from scaling.targets import time_to_target
 from sweeper import Planner, SweepResult, SweepSpec, TrialRecord, load_spec, select_best, summarise_points
 from sweeper.search import FINISHED
-from sweeper.search._trainable import declared_objective, trial_objective
-from sweeper.selection import steps_to_target_score
+from sweeper.search._trainable import declared_objective, objective_so_far, trial_objective
+from sweeper.selection import steps_to_target_score, steps_to_target_so_far
 from trials import TrialError, TrialResult
 
 from .conftest import TINY_TRIAL
@@ -82,15 +84,71 @@ def test_a_finished_trial_is_scored_on_the_curve_the_selection_names() -> None:
                         {"name": "steps_to_target", "target": TARGET, "curve": "fd_track"})
 
 
+def test_the_live_value_of_a_crossed_curve_is_its_final_score() -> None:
+    curve = {100: 80.0, 200: 60.0, 300: 40.0, 400: 45.0}  # crosses 50 at 250 (the first test's curve)
+    final = steps_to_target_score(curve, TARGET, HORIZON).score
+    assert final == 250.0
+    # Seen up to 300, or up to 350 (no checkpoint since 300): the crossing, already the final score.
+    assert steps_to_target_so_far(curve, TARGET, 300) == steps_to_target_so_far(curve, TARGET, 350) == final
+    assert steps_to_target_so_far(curve, TARGET, HORIZON) == final  # the back up to 45 after it changes nothing
+    assert steps_to_target_so_far({100: 40.0, 400: 30.0}, TARGET, 100) == 100.0  # below at its first checkpoint
+
+
+def test_a_live_value_not_yet_crossed_is_above_every_earlier_crossing_and_orders_by_the_latest_fd() -> None:
+    crossed = steps_to_target_so_far({100: 60.0, 200: 40.0}, TARGET, 200)  # crossed at 150
+    near = steps_to_target_so_far({100: 80.0, 200: 55.0, 300: 30.0}, TARGET, 200)  # at 200: 55 (crosses later)
+    far = steps_to_target_so_far({100: 80.0, 200: 70.0}, TARGET, 200)
+    just = steps_to_target_so_far({100: 80.0, 200: 50.5}, TARGET, 200)
+    assert crossed == 150.0
+    assert near == pytest.approx(200 * 55 / 50) == pytest.approx(220.0)  # what the final rule gives if it ended now
+    assert far == pytest.approx(280.0) and just == pytest.approx(202.0)
+    assert crossed <= 200 < just < near < far  # crossed first, then by how far above the target
+    # Not a bound on the final score (the docstring says so): 240 at step 200, then a crossing at 233.3 by 300.
+    steep = {100: 80.0, 200: 60.0, 300: 30.0}
+    assert steps_to_target_so_far(steep, TARGET, 200) == pytest.approx(240.0)
+    assert steps_to_target_so_far(steep, TARGET, 300) == pytest.approx(200 + 100 * 10 / 30)
+    with pytest.raises(ValueError, match="no finite FD at its last step 200"):
+        steps_to_target_so_far({100: 80.0, 200: math.nan, 300: 40.0}, TARGET, 250)
+
+
+def test_the_live_value_on_the_whole_curve_is_the_trial_objective_and_mean_fd_is_unchanged() -> None:
+    fd = {300: 52.0, 400: 44.0}
+    track = {150: 90.0, 200: 70.0, 250: 58.0, 300: 54.0, 350: 48.0, 400: 47.0}
+    result = _result(track, fd)
+    for target, curve, whole in ((TARGET, "fd_track", track), (TARGET, "fd", fd), (40.0, "fd_track", track),
+                                 (40.0, "fd", fd)):
+        job = {"name": "steps_to_target", "target": target, "curve": curve}
+        final = trial_objective(result, [300, 400], job)
+        assert steps_to_target_so_far(whole, target, result.steps_done) == final
+        # What the trainable reports at the last eval step's record, on the curve it names.
+        assert objective_so_far(job, fd, {"fd_track_so_far": track}, 400) == final
+    assert objective_so_far({"name": "steps_to_target", "target": 40.0, "curve": "fd"}, fd, {}, 400) == 440.0
+    # At eval step 300, seen so far: fd {300: 52}; the tracking points up to 300 (54 at 300, not yet 50).
+    job = {"name": "steps_to_target", "target": TARGET, "curve": "fd_track"}
+    assert objective_so_far({**job, "curve": "fd"}, {300: 52.0}, {}, 300) == pytest.approx(300 * 52 / 50)
+    early = {s: v for s, v in track.items() if s <= 300}
+    assert objective_so_far(job, {300: 52.0}, {"fd_track_so_far": early}, 300) == pytest.approx(300 * 54 / 50)
+    # A latest tracking FD that is not finite: no score now.
+    assert objective_so_far(job, {300: 52.0}, {"fd_track_so_far": {**early, 300: math.nan}}, 300) == math.inf
+    # mean_fd: the running mean of the finite FDs so far, as before (math.fsum of v / n), whatever the record holds.
+    odd = {300: 0.1, 350: 0.2, 400: 0.7}
+    for objective in (None, {}, {"name": "mean_fd"}):
+        live = objective_so_far(objective, odd, {"fd_track_so_far": track}, 400)
+        assert live == math.fsum(v / 3 for v in odd.values()) and live == pytest.approx(1 / 3)
+        assert objective_so_far(objective, fd, {}, 400) == 48.0
+
+
 def test_a_real_tiny_trial_scores_its_tracking_curves_crossing() -> None:
     """A real 24-step trial: the score is `time_to_target` on the run's own tracking curve, for a target between
-    its first and last values (crossed) and one below its best value (censored)."""
+    its first and last values (crossed) and one below its best value (censored). Each eval step's progress record
+    carries the tracking points so far, on which the live value is the score on that prefix."""
     from trials import run_trial
 
     cfg: dict[str, Any] = {"rung": "cpu-xs", "steps": 24, "eval_steps": [12, 24], "threads": 1,
                            **copy.deepcopy(TINY_TRIAL)}
     cfg["eval"] = {**cfg["eval"], "track_points": 6, "track_from": 0.25}
-    result = run_trial(cfg)
+    records: list[dict[str, Any]] = []
+    result = run_trial(cfg, progress=records.append)
     steps = sorted(result.fd_track)
     values = [result.fd_track[s] for s in steps]
     assert len(steps) >= 6 and all(math.isfinite(v) for v in values)
@@ -100,6 +158,14 @@ def test_a_real_tiny_trial_scores_its_tracking_curves_crossing() -> None:
     assert expected is not None and trial_objective(result, [12, 24], job) == pytest.approx(expected)
     low = min(values) * 0.9
     assert trial_objective(result, [12, 24], {**job, "target": low}) == pytest.approx(24 * values[-1] / low)
+    assert [r["step"] for r in records] == [12, 24]
+    assert records[0]["fd_track_so_far"] == {s: v for s, v in result.fd_track.items() if s <= 12}
+    assert records[1]["fd_track_so_far"] == result.fd_track
+    assert len(result.fd_track) > len(records[0]["fd_track_so_far"]) > 0
+    for t in (target, low):
+        live = [objective_so_far({**job, "target": t}, {}, r, r["step"]) for r in records]
+        assert live[0] == steps_to_target_so_far(result.fd_track, t, 12)
+        assert live[1] == trial_objective(result, [12, 24], {**job, "target": t})
 
 
 def _trial(k: int, seed: int, score: float, steps: int = HORIZON) -> TrialRecord:
