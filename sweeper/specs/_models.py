@@ -865,8 +865,9 @@ class SweepSpec(BaseModel):
             raise ValueError(f"eval_steps has {n_evals} steps; selection.curve 'fd' needs at least "
                              f"{MIN_CROSSING_POINTS} to locate a crossing (or set selection.curve: fd_track)")
         if self.early_stopping.method != "none":
-            raise ValueError("early_stopping.method 'asha' stops trials on their running mean FD, not on steps to "
-                             "target; with selection.objective 'steps_to_target' it must be 'none'")
+            raise ValueError("early_stopping.method 'asha' stops trials on their live value at a rung, which for a "
+                             "trial not yet at the target is a projection (step x FD / target), not a bound on its "
+                             "steps to target; with selection.objective 'steps_to_target' it must be 'none'")
         if self.search.warm_start:
             raise ValueError("search.warm_start tells the sampler earlier sweeps' objectives, which need not be "
                              "steps to the same target; with selection.objective 'steps_to_target' leave it empty")
