@@ -161,6 +161,19 @@ class TransferCreate(BaseModel):
         return value
 
 
+class TransferExtend(BaseModel):
+    """More seeds for a finished transfer (`POST /v1/transfers/{id}/extend`): its seeds with the new ones added;
+    only the new seeds' runs run, and the extension counts as one more look in the claims' alpha budget."""
+
+    model_config = {"extra": "forbid"}
+
+    seeds: list[int] = Field(min_length=1, max_length=100, description="The transfer's seeds (all kept) and the "
+                             "seeds to add, e.g. [6, 7, 8, 9, 10, 11, 12]; fresh ones: not the sweep's selection "
+                             "seeds or the pilot's.")
+    execution: dict[str, Any] | None = Field(None, description="Concurrency and CPUs for the new runs (as in a "
+                                             "sweep spec); the transfer's own when unset.")
+
+
 class TransferLinks(BaseModel):
     self: str
     sweep: str

@@ -42,6 +42,7 @@ def transfer_page_data(result: Any, *, transfer_id: str | None = None, sweep_id:
     fits: dict[str, Any] = {}
     notes: list[str] = [result.seeds_note] if getattr(result, "seeds_note", None) else []
     notes += [f"Seeds added in rounds: {line}" for line in getattr(result, "rounds_lines", ())]
+    notes += [f"Seeds added after the transfer ended: {line}" for line in getattr(result, "extension_lines", ())]
     for metric, name in _REPORT_METRIC.items():
         try:
             fits[name] = result.fits(metric)

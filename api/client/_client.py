@@ -199,6 +199,11 @@ class ScalesweepClient:
         """Extend a finished sweep to `spec` (`POST /v1/sweeps/{id}/extend`): the sweep, with `added`."""
         return dict(self._json("POST", f"/v1/sweeps/{sweep_id}/extend", json=_load_spec(spec)))
 
+    def extend_transfer(self, transfer_id: str, seeds: list[int]) -> dict[str, Any]:
+        """Add seeds to a finished transfer (`POST /v1/transfers/{id}/extend`; `seeds`: its seeds and the new ones):
+        the transfer, with `added`."""
+        return dict(self._json("POST", f"/v1/transfers/{transfer_id}/extend", json={"seeds": list(seeds)}))
+
     def cancel_sweep(self, sweep_id: str) -> SweepPublic:
         return self._model(SweepPublic, "POST", f"/v1/sweeps/{sweep_id}/cancel")
 

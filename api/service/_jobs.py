@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import yaml
 from sqlalchemy import CursorResult, select, update
@@ -51,6 +51,9 @@ from trials.core.proctree import JOB_TAG_ENV, end_tagged, tag_values
 from ._db import SweepRecord, TransferRecord
 from ._security import child_env, expand_trainer, scrub_env
 from ._settings import Settings
+
+if TYPE_CHECKING:
+    from sweeper.transfer import TransferSpec
 
 __all__ = ["KINDS", "TERMINAL", "JobKind", "JobRunner", "RayJobs", "driver_error", "pid_alive"]
 
@@ -581,6 +584,22 @@ class JobRunner:
                 return added
             if not self._claim(session, record, "SUCCEEDED", "FAILED", "CANCELLED", state="PENDING", pid=None,
                                error=None, spec=spec.model_dump(mode="json"), resume=True):
+                return None
+            return added
+
+    def extend_transfer(self, session: Session, record: TransferRecord, spec: TransferSpec) -> list[int] | None:
+        """`extend` for a finished transfer: its seeds grown to `spec`'s (`sweeper.apply_transfer_extension`), queued
+        to run the new seeds: the seeds added, or None when the transfer is not SUCCEEDED, FAILED or CANCELLED (any
+        more). `TransferError` when the spec changes more than seeds and execution (nothing changed then)."""
+        from sweeper.transfer import apply_transfer_extension
+
+        with self._lock:
+            session.refresh(record)
+            if record.state not in ("SUCCEEDED", "FAILED", "CANCELLED") or not record.storage_path:
+                return None
+            added = apply_transfer_extension(spec, record.storage_path)
+            if added and not self._claim(session, record, "SUCCEEDED", "FAILED", "CANCELLED", state="PENDING",
+                                         pid=None, error=None, spec=spec.model_dump(mode="json"), resume=True):
                 return None
             return added
 

@@ -69,6 +69,7 @@ class ExportAnswers(FitAnswers, VerificationAnswers):
             "verification": self.verification_doc(),
             "seeds_note": self.seeds_note,
             "rounds": self.plan.rounds,
+            "extensions": self.plan.get("extensions"),
             "controls": self.controls(),
             "diagnostics": self.diagnostics(),
             "tuning_budgets": self.tuning_budgets(),

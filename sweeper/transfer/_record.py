@@ -89,6 +89,13 @@ class ResultRecord:
         return [look_line(look, i) for i, look in enumerate((self.plan.rounds or {}).get("looks") or [], start=1)]
 
     @property
+    def extension_lines(self) -> list[str]:
+        """One line per extension of a finished transfer (`transfer extend`); empty without."""
+        return [f"extension {i} at {e.get('at')}: seeds {e.get('added')} added to {e.get('seeds_before')} after a "
+                "look at their results (one more look in the claims' alpha budget)"
+                for i, e in enumerate(self.plan.get("extensions") or [], start=1)]
+
+    @property
     def size_basis(self) -> str:
         """What `parameters` counts, in words (one basis per study)."""
         basis = self.plan.size_basis or {}

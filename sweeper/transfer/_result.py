@@ -83,6 +83,8 @@ class TransferResult(ExportAnswers):
             lines.append("\n" + verification_line(doc) + (f": {doc['reason']}" if doc.get("reason") else ""))
         if self.rounds_lines:
             lines += ["\nseeds added in rounds:", *(f"  {line}" for line in self.rounds_lines)]
+        if self.extension_lines:
+            lines += ["\nseeds added after the transfer ended:", *(f"  {line}" for line in self.extension_lines)]
         if self.seeds_note:
             lines.append(f"\nNOTE: {self.seeds_note}")
         return "\n".join(lines)

@@ -161,3 +161,23 @@ def test_a_real_transfer_over_http(live: str, service_study: ServiceStudy, tmp_p
 
         html = client.report(transfer_id)
         assert html.startswith("<!DOCTYPE html>") and transfer_id in html and "<img" in html
+
+        # More seeds for the finished transfer: refusals first (a 422 naming the field; nothing changed), then seed
+        # 2 added, run by the queue's driver, only its 4 runs new, the extension one more look for the claims.
+        for seeds, says in (([0, 2], "seeds: an extension keeps the transfer's seeds [0, 1]; [1] are missing"),
+                            ([0, 1], "seeds: [0, 1] adds no seed"),
+                            ([0, 1, 0], "seeds")):
+            with pytest.raises(ApiError) as bad:
+                client.extend_transfer(transfer_id, seeds)
+            assert bad.value.status == 422 and says in bad.value.detail, bad.value.detail
+        assert client.get_transfer(transfer_id).spec["seeds"] == [0, 1]
+        extended = client.extend_transfer(transfer_id, [0, 1, 2])
+        assert extended["added"] == [2] and extended["state"] == "PENDING"
+        done = client.wait_transfer(transfer_id, interval=0.5, timeout=600)
+        assert done.state == "SUCCEEDED" and done.spec["seeds"] == [0, 1, 2], done.error
+        runs = client.transfer_runs(transfer_id).data
+        assert sorted((r["rung"], r["arm"], r["seed"]) for r in runs) == [
+            (rung, arm, seed) for rung in ("cpu-s", "cpu-xs") for arm in ("adamw", "periodic") for seed in (0, 1, 2)]
+        fits = client.transfer_fits(transfer_id)
+        assert fits["counts"] == {"SUCCEEDED": 12} and fits["claims"]["budget"]["looks"] == 2
+        assert [e["added"] for e in fits["extensions"]] == [[2]]

@@ -10,8 +10,8 @@ from fastapi import APIRouter, Body, Header, HTTPException, Query, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
-from api.schemas import RunsPublic, TransferCreate, TransferLinks, TransferPublic, TransfersPublic
-from scaling import ScalingError
+from api.schemas import RunsPublic, TransferCreate, TransferExtend, TransferLinks, TransferPublic, TransfersPublic
+from scaling import ScalingError, TransferError
 from sweeper import SweepSpec, trial_memory
 from sweeper.jobfiles import is_transfer_folder, transfer_version
 from sweeper.transfer import TransferSpec, load_transfer_result, transfer_status, transfer_work
@@ -188,6 +188,38 @@ def get_runs(transfer_id: str, results: ResultsDep, session: SessionDep, _reader
     result = transfer_result(results, record, started=False)
     data = [run.to_dict() for run in result.runs] if result is not None else []
     return RunsPublic(data=data, count=len(data))
+
+
+@router.post("/{transfer_id}/extend", status_code=202,
+             responses={409: {"description": "the transfer is not finished"},
+                        422: {"description": "seeds left out, not fresh, or nothing added; a rounds or verify "
+                              "transfer"}},
+             summary="Add seeds to a finished transfer; only the new seeds' runs run (one more look for its claims)")
+def extend_transfer(transfer_id: str, settings: SettingsDep, queue: JobsDep, session: SessionDep, owner: Owner,
+                    body: Annotated[TransferExtend, Body()]) -> dict[str, Any]:
+    record = get_transfer_record(session, transfer_id)
+    fields = {**record.spec, **body.model_dump(exclude_none=True)}
+    try:
+        spec = TransferSpec.model_validate(fields)
+    except ValidationError as exc:
+        raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from None
+    sweep = session.get(SweepRecord, record.sweep_id)
+    if sweep is not None:
+        jobs.admit(spec.model_dump(mode="json"), _demand(spec, SweepSpec.model_validate(sweep.spec)), queue,
+                   settings, "transfer")
+    try:
+        with jobs.queue_room(session, settings, owner):
+            added = queue.extend_transfer(session, record, spec)
+    except TransferError as exc:
+        raise HTTPException(422, str(exc)) from exc
+    if added is None:
+        raise HTTPException(409, f"transfer {transfer_id} is {record.state}: only a SUCCEEDED, FAILED or CANCELLED "
+                            "transfer is extended")
+    if not added:
+        raise HTTPException(422, f"seeds: {body.seeds} adds no seed to the transfer's: give its seeds and the new "
+                            "ones")
+    queue.wake()
+    return {**public(settings, record).model_dump(mode="json"), "added": added}
 
 
 jobs.add_state_routes(router, noun="transfer", response_model=TransferPublic, get=get_transfer_record, public=public)
