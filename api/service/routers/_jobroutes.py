@@ -38,6 +38,7 @@ __all__ = [
     "create_job",
     "create_responses",
     "draw_page",
+    "extend_job",
     "get_job",
     "list_page",
     "live_meta",
@@ -279,6 +280,25 @@ def create_job(
     queue.wake()
     response.headers["Location"] = f"/v1/{noun}s/{record.id}"
     return public(settings, record)
+
+
+def extend_job(session: Any, settings: Settings, queue: JobsDep, owner: str, record: SweepRecord | TransferRecord,
+               noun: str, extend: Callable[[], list[Any] | None], refused: type[Exception], nothing: str) -> list[Any]:
+    """`POST /{id}/extend` of a sweep or transfer, once its spec is validated: `extend()` (the queue's, under its
+    lock) inside the owner's queue room; what it added, or 422 for a refused or empty extension and 409 for a job
+    that is not finished (any more). Wakes the queue to run what was added."""
+    try:
+        with queue_room(session, settings, owner):
+            added = extend()
+    except refused as exc:
+        raise HTTPException(422, str(exc)) from exc
+    if added is None:
+        raise HTTPException(409, f"{noun} {record.id} is {record.state}: only a SUCCEEDED, FAILED or CANCELLED "
+                            f"{noun} is extended")
+    if not added:
+        raise HTTPException(422, nothing)
+    queue.wake()
+    return added
 
 
 def cancel_job(queue: JobsDep, session: Any, record: SweepRecord | TransferRecord, noun: str) -> None:

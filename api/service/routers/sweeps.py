@@ -276,18 +276,10 @@ def extend_sweep(sweep_id: str, settings: SettingsDep, queue: JobsDep, session: 
                  spec: Annotated[SweepSpec, Body()]) -> dict[str, Any]:
     record = _get(session, sweep_id)
     jobs.admit(spec.model_dump(mode="json"), _demand(spec), queue, settings, "sweep")
-    try:
-        with jobs.queue_room(session, settings, owner):
-            added = queue.extend(session, record, spec)
-    except SweepError as exc:
-        raise HTTPException(422, str(exc)) from exc
-    if added is None:
-        raise HTTPException(409, f"sweep {sweep_id} is {record.state}: only a SUCCEEDED, FAILED or CANCELLED "
-                            "sweep is extended")
-    if not added:
-        raise HTTPException(422, "the spec adds nothing to the sweep: give more seeds, grid values, search budget "
-                            "or baselines")
-    queue.wake()
+    added = jobs.extend_job(session, settings, queue, owner, record, "sweep",
+                            lambda: queue.extend(session, record, spec), SweepError,
+                            "the spec adds nothing to the sweep: give more seeds, grid values, search budget or "
+                            "baselines")
     return {**_public(settings, record).model_dump(mode="json"), "added": added}
 
 

@@ -207,18 +207,9 @@ def extend_transfer(transfer_id: str, settings: SettingsDep, queue: JobsDep, ses
     if sweep is not None:
         jobs.admit(spec.model_dump(mode="json"), _demand(spec, SweepSpec.model_validate(sweep.spec)), queue,
                    settings, "transfer")
-    try:
-        with jobs.queue_room(session, settings, owner):
-            added = queue.extend_transfer(session, record, spec)
-    except TransferError as exc:
-        raise HTTPException(422, str(exc)) from exc
-    if added is None:
-        raise HTTPException(409, f"transfer {transfer_id} is {record.state}: only a SUCCEEDED, FAILED or CANCELLED "
-                            "transfer is extended")
-    if not added:
-        raise HTTPException(422, f"seeds: {body.seeds} adds no seed to the transfer's: give its seeds and the new "
-                            "ones")
-    queue.wake()
+    added = jobs.extend_job(session, settings, queue, owner, record, "transfer",
+                            lambda: queue.extend_transfer(session, record, spec), TransferError,
+                            f"seeds: {body.seeds} adds no seed to the transfer's: give its seeds and the new ones")
     return {**public(settings, record).model_dump(mode="json"), "added": added}
 
 
