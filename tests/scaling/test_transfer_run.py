@@ -453,7 +453,7 @@ def test_seeds_added_in_rounds_until_shown_or_the_budget_is_spent(case: dict[str
 
 
 def test_a_finished_transfer_extended_with_seeds_runs_only_them_and_counts_one_more_look(
-        case: dict[str, Any], tmp_path: Path) -> None:
+        case: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # Two arms on one seed, then one seed more: two Tune runs of one pair each (about 20 s in all).
     from sweeper import extend_transfer
 
@@ -481,6 +481,10 @@ def test_a_finished_transfer_extended_with_seeds_runs_only_them_and_counts_one_m
     with pytest.raises(TransferError, match="rounds: this transfer adds its own seeds"):
         extend_transfer({**spec, "seeds": [1, 2], "rounds": rounds}, tmp_path)
     assert json.loads((folder / "transfer.json").read_text())["plan"]["seeds"] == [1]
+    spec_file = tmp_path / "more.yaml"
+    spec_file.write_text(yaml.safe_dump({**spec, "seeds": [1, 2]}))
+    assert main(["transfer", "extend", str(spec_file), "--workdir", str(tmp_path / "none")]) == 2
+    assert "holds no transfer to extend" in capsys.readouterr().err
 
     progress = io.StringIO()
     extended = extend_transfer({**spec, "seeds": [1, 2]}, folder, show_progress=True, stream=progress)
