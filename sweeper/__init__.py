@@ -29,7 +29,8 @@ chosen pair to larger rungs as one multi-rung sweep, `transfer_status` and `canc
 process, and `load_transfer_result` reads its runs back into `TransferResult`, whose numbers are `scaling`'s pure
 functions. Those names load on first use (they import `scaling`'s analysis).
 
-    scalesweep transfer run SPEC [--workdir DIR] [--resume] | transfer status DIR | transfer cancel DIR
+    scalesweep transfer run SPEC [--workdir DIR] [--resume] | transfer extend SPEC --workdir DIR
+    scalesweep transfer status DIR | transfer cancel DIR
     scalesweep fit DIR [--metric M] [--json] | scalesweep export DIR --rung RUNG [--from-sweep]
 
 A finished sweep's or transfer's figures and stored report page are drawn through a hook (`set_figure_hook`,
