@@ -48,8 +48,8 @@ def test_every_printed_study_figure_equals_its_rederivation() -> None:
     # evidence run's four in docs/targets.md, then the step-ratio benchmark's two tables and the README's (4 + 12 +
     # 4 rows): studies in name order; the counts are the printed numbers each table's check compared.
     assert [line.split(":")[0] for line in checked] == [
-        'README.md "The evidence profile\'s transfer, re-run (2026-12-06)',
-        "README.md 'Its comparisons, paired over seeds 6-10 (n = 5 per row)'",
+        'README.md "The evidence profile\'s transfer, re-run (2026-12-06) on nine seeds',
+        "README.md 'Its comparisons, paired over seeds 6-14 (n = 9 per row)'",
         "README.md 'Its target'",
         "README.md 'Its tuning budgets'",
         "docs/targets.md 'The first evidence run of 2026-12-06 (480 steps, target 376.4)",
@@ -61,7 +61,7 @@ def test_every_printed_study_figure_equals_its_rederivation() -> None:
         "benchmarks/results/step_ratio.txt 'The per-rank view",
         "README.md 'Per-step cost",
     ]
-    assert [int(line.split("rows, ")[1].split()[0]) for line in checked] == [59, 270, 9, 9, 48, 222, 9, 9, 80, 132,
+    assert [int(line.split("rows, ")[1].split()[0]) for line in checked] == [63, 270, 9, 9, 48, 222, 9, 9, 80, 132,
                                                                               104]
     assert all("not recorded, not checked: load 1-min" in line for line in checked[8:10])
 

@@ -72,7 +72,7 @@ def test_evidence_profile_decides_with_uncertainty_and_declares_its_target() -> 
                                         "seeds": list(p.transfer_seeds or ()), **p.transfer})
     # judged on seeds that neither chose nor confirmed, against one target fixed before the runs (from a pilot on
     # other seeds), five seeds and no second round (a second round of six arms would not fit a session)
-    assert spec.seeds == [6, 7, 8, 9, 10] and not set(spec.seeds) & {*sweep.seeds, *sweep.confirm_seeds}
+    assert spec.seeds == [6, 7, 8, 9, 10, 11, 12, 13, 14] and not set(spec.seeds) & {*sweep.seeds, *sweep.confirm_seeds}
     assert spec.target.rule == "pilot" and spec.target.pilot is not None
     # a target crossed in the descent, not in the noise at the floor: 1.3 x Muon's plateau, the pilot trained
     # longer than the judged runs (480 steps against 320)
