@@ -8,6 +8,7 @@ sweep, and a tiny transfer of it runs as a driver process (real Ray, MLflow and 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -175,7 +176,9 @@ def test_a_real_transfer_over_http(live: str, service_study: ServiceStudy, tmp_p
         assert extended["added"] == [2] and extended["state"] == "PENDING"
         done = client.wait_transfer(transfer_id, interval=0.5, timeout=600)
         assert done.state == "SUCCEEDED" and done.spec["seeds"] == [0, 1, 2], done.error
-        runs = client.transfer_runs(transfer_id).data
+        deadline = time.monotonic() + 120  # the service serves the cached runs while it reads the new ones once
+        while len(runs := client.transfer_runs(transfer_id).data) < 12 and time.monotonic() < deadline:
+            time.sleep(0.5)
         assert sorted((r["rung"], r["arm"], r["seed"]) for r in runs) == [
             (rung, arm, seed) for rung in ("cpu-s", "cpu-xs") for arm in ("adamw", "periodic") for seed in (0, 1, 2)]
         fits = client.transfer_fits(transfer_id)
