@@ -14,13 +14,21 @@ Printed per rung and worker count: each arm's ms per step, its optimizer share, 
 its 95 % Student-t interval on the per-round paired log ratios, the wall-clock ratio, and on 2 ranks the bytes each
 rank sent per step (FSDP2's gathers and reduce-scatters, the optimizer's collectives, the loss all-reduce).
 
-    python benchmarks/worker_step_ratio.py [--rungs cpu-s,cpu-m] [--rounds 8]
+Then, per rung, the **scaling** of the whole step at the same global batch, on wall clock (what a run waits for):
+the 2-worker step (2 ranks x 1 thread) against 1 worker at 1 thread and against 1 worker at 2 threads (the same
+total threads; a third timing run, on wall clock, since the thread clock cannot see a second thread's work). These
+runs are not paired round by round, so each ratio is the ratio of geometric means with a Welch 95 % interval on the
+rounds' log step times (n = rounds of each). Targets (issue 52): 2 workers <= 0.6 x 1 worker at 1 thread, and not
+slower than 1 worker at 2 threads.
+
+    python benchmarks/worker_step_ratio.py [--rungs cpu-s,cpu-m] [--rounds 8] [--no-scaling]
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import math
 import os
 import statistics
 import sys
@@ -56,10 +64,37 @@ def lines(res: StepTimes) -> list[str]:
     return out
 
 
+def unpaired_ratio(a: list[float], b: list[float]) -> tuple[float, float, float]:
+    """Geometric mean of `a` over that of `b`, with a Welch 95 % interval on the log values (rounds not paired)."""
+    from scaling.stats import t_quantile
+
+    la, lb = [math.log(x) for x in a], [math.log(x) for x in b]
+    va, vb = statistics.variance(la) / len(la), statistics.variance(lb) / len(lb)
+    df = (va + vb) ** 2 / (va**2 / (len(la) - 1) + vb**2 / (len(lb) - 1)) if va + vb > 0 else len(la) + len(lb) - 2
+    mean, half = statistics.fmean(la) - statistics.fmean(lb), t_quantile(0.95, df) * math.sqrt(va + vb)
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+
+
+def scaling_lines(one: StepTimes, two_threads: StepTimes, two: StepTimes) -> list[str]:
+    """Per arm: wall ms per step at 1 worker x 1 thread, 1 worker x 2 threads and 2 workers x 1 thread, and the
+    2-worker step's ratios to both (geometric means, Welch 95 %)."""
+    out = []
+    for arm in two.arms:
+        base = arm.removesuffix(" distributed")
+        w1, w1t2, w2 = one.step(base, "wall"), two_threads.step(base, "wall"), two.step(arm, "wall")
+        r1, r2 = unpaired_ratio(w2, w1), unpaired_ratio(w2, w1t2)
+        out.append(f"| {arm} | {1e3 * statistics.median(w1):.1f} | {1e3 * statistics.median(w1t2):.1f} | "
+                   f"{1e3 * statistics.median(w2):.1f} | {r1[0]:.3f} [{r1[1]:.3f}, {r1[2]:.3f}] | "
+                   f"{r2[0]:.3f} [{r2[1]:.3f}, {r2[2]:.3f}] |")
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rungs", default="cpu-s,cpu-m")
     parser.add_argument("--rounds", type=int, default=8, help="timed rounds (whole rotations of the arms)")
+    parser.add_argument("--no-scaling", action="store_true",
+                        help="skip the 1-worker run at 2 threads and the scaling table")
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).parent))
     from optimizer_step import cpu_features
@@ -72,13 +107,27 @@ def main() -> None:
         print(f"\n{rung}, global batch {TRIAL['batch_size']}\n")
         print("| workers | arm | ms / step (CPU clock) | optimizer share | / Muon (replicated), 95 % t | wall ratio | "
               "MB sent / rank / step |\n|---|---|---|---|---|---|---|")
+        measured: dict[int, StepTimes] = {}
         for workers, arms in ((1, ONE), (2, TWO)):
             start = time.perf_counter()
             res = interleaved_step_times({**TRIAL, "rung": rung, "workers": workers}, arms, timing, reference="muon")
+            measured[workers] = res
             print("\n".join(lines(res)), flush=True)
             print(f"  [{workers} worker(s): {res.rounds} rounds, CPU clock {res.cpu_clock}, "
                   f"{time.perf_counter() - start:.0f} s, load {res.load_before[0]:.1f}->{res.load_after[0]:.1f}]"  # type: ignore[index]
                   , flush=True)
+        if args.no_scaling:
+            continue
+        start = time.perf_counter()
+        threads2 = interleaved_step_times({**TRIAL, "rung": rung, "threads": 2}, ONE, {**timing, "clock": "wall"},
+                                          reference="muon")
+        print(f"\n{rung}, the whole step at global batch {TRIAL['batch_size']} on wall clock (median ms; ratios: "
+              "geometric means, Welch 95 %, rounds not paired; targets: <= 0.6 and <= 1)\n")
+        print("| arm on 2 workers | 1 worker, 1 thread | 1 worker, 2 threads | 2 workers x 1 thread | "
+              "2 workers / 1 worker at 1 thread | 2 workers / 1 worker at 2 threads |\n|---|---|---|---|---|---|")
+        print("\n".join(scaling_lines(measured[1], threads2, measured[2])), flush=True)
+        print(f"  [1 worker at 2 threads: {threads2.rounds} rounds, {time.perf_counter() - start:.0f} s, load "
+              f"{threads2.load_before[0]:.1f}->{threads2.load_after[0]:.1f}]", flush=True)  # type: ignore[index]
 
 
 if __name__ == "__main__":
