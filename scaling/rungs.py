@@ -809,9 +809,11 @@ def target_table(report: Mapping[str, Any], searched_arm: str) -> list[str]:
                 + power)
     multiplicity = report.get("multiplicity")
     if multiplicity:
+        looks = (f", alpha {multiplicity['alpha_study']:g} over {multiplicity['looks']} looks"
+                 if multiplicity.get("looks") else "")
         lines.append(f"  Holm-adjusted p over the {multiplicity['steps_to_target_ratio']['comparisons']} ratio and "
                      f"{multiplicity['time_saving_pct']['comparisons']} saving comparisons above (family-wise error "
-                     f"{multiplicity['alpha']:g}); shown beside each: a claim stands only where it is "
+                     f"{multiplicity['alpha']:g}{looks}); shown beside each: a claim stands only where it is "
                      f"<= {multiplicity['alpha']:g}")
     return lines
 

@@ -191,3 +191,22 @@ def test_a_transfer_study_rederives_from_its_records_and_a_changed_curve_fails(t
     assert any(p.startswith("cpu-xs, muon, steps_above, steps-to-target ratio:") for p in problems), problems
     # AdamW's own figures hold; only its Holm-adjusted p moves, as it must when another p of the family moved
     assert not any(", adamw," in p and ", Holm p:" not in p for p in problems), problems
+
+
+def test_the_extended_evidence_study_counts_its_extension_as_a_look() -> None:
+    # The README's evidence study: seeds 6-10, then 11-14 added after a look (`scalesweep transfer extend`). Its
+    # claims and its complete-case table's Holm flags are both at alpha 0.05 over two looks.
+    from sweeper.transfer import read_transfer_records
+
+    result = read_transfer_records(ROOT / "benchmarks" / "studies" / "evidence" / "records")
+    [extension] = result.plan.extensions
+    assert extension["seeds_before"] == [6, 7, 8, 9, 10] and extension["added"] == [11, 12, 13, 14]
+    assert result.plan.seeds == list(range(6, 15))
+    budget = result.claims()["budget"]
+    assert budget["looks"] == 2 and budget["per_look"] == pytest.approx(0.025)
+    multiplicity = result.targets()["multiplicity"]
+    assert multiplicity["alpha"] == pytest.approx(0.025) and multiplicity["looks"] == 2
+    # the steps ratio against Muon is shown at every rung at that level; no time saving is
+    against_muon = [entry["comparisons"]["muon"] for entry in result.targets()["rungs"].values()]
+    assert len(against_muon) == 3 and all(c["steps_to_target_ratio"]["rejected"] for c in against_muon)
+    assert not any(c["time_saving_pct"]["rejected"] for c in against_muon)

@@ -23,7 +23,7 @@ from scaling.claims import (
     judge_claims,
 )
 from scaling.controls import ControlOutcome, control_outcome, null_reading
-from scaling.rungs import PlateauSpec, TargetSpec, rung_report
+from scaling.rungs import PlateauSpec, TargetSpec, correct_across_rungs, rung_report
 
 from ._savings import SavingsAnswers
 from ._timing import round_log_ratios
@@ -72,9 +72,20 @@ class TargetAnswers(SavingsAnswers):
             plateau_spec=PlateauSpec.model_validate(plan.plateau or {}),
             horizons=plan.horizon_of(), pilot=_pilot_report(plan.pilot))
 
+    def _alpha_looks(self) -> tuple[float, int]:
+        """The study's family-wise alpha and its looks: the rounds' alpha and planned looks (else 0.05 and one),
+        plus one look per extension (`transfer extend`, decided after a look at the results)."""
+        rule = (self.plan.rounds or {}).get("rule") or {}
+        looks = int((self.plan.rounds or {}).get("looks_planned") or 1) + len(self.plan.get("extensions") or [])
+        return float(rule.get("alpha", CONTROL_ALPHA)), looks
+
     @cached_property
     def _target_report(self) -> dict[str, Any]:
         report = self._rung_report
+        alpha, looks = self._alpha_looks()
+        if looks > 1:  # the table's Holm flags at the level of one look (its adjusted p values do not change)
+            report["multiplicity"] = {**correct_across_rungs(report["rungs"], level=1 - alpha / looks),
+                                      "looks": looks, "alpha_study": alpha}
         # Every endpoint beside the complete-case numbers, every seed kept; a null read against the positive control.
         positive = self._control_outcomes.get("positive", {})
         for rung, entry in report["rungs"].items():
@@ -132,11 +143,8 @@ class TargetAnswers(SavingsAnswers):
         `scaling.power_at_alpha`) and the pair's a claim needs (`power_co_primary`, `scaling.claims.co_primary_power`:
         each co-primary endpoint's power from its own spread, bounds on both, the seeds for the lower bound to reach
         80 %)."""
-        rule = (self.plan.rounds or {}).get("rule") or {}
-        # Each extension (`transfer extend`, decided after a look at the results) is one more look.
-        looks = int((self.plan.rounds or {}).get("looks_planned") or 1) + len(self.plan.get("extensions") or [])
-        budget = alpha_budget(float(rule.get("alpha", CONTROL_ALPHA)), comparisons=max(1, len(self._comparisons)),
-                              looks=looks)
+        alpha, looks = self._alpha_looks()
+        budget = alpha_budget(alpha, comparisons=max(1, len(self._comparisons)), looks=looks)
         judged = {f"{rung} vs {base}": c for (rung, base), c in self._comparisons.items()
                   if isinstance(c, CrossingComparison)}
         doc: dict[str, Any] = {"budget": budget.to_dict(), "budget_text": budget.text(),
