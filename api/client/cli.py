@@ -17,6 +17,8 @@
     scalesweep remote compare SWEEP_ID OTHER_ID [--json]                two sweeps, OTHER - SWEEP where seeds match
     scalesweep remote optuna SWEEP_ID                                   the sweep as a study in the service's storage
     scalesweep remote extend SWEEP_ID SPEC [--follow]                   more seeds, grid values or baselines
+    scalesweep remote extend-transfer TRANSFER_ID --seeds S [S ...] [--follow]
+                                                               a finished transfer's seeds and the new ones
 
 The server is `--server` (before or after the subcommand) or $SCALESWEEP_SERVER (default http://127.0.0.1:8000);
 the bearer token is $SCALESWEEP_API_TOKEN. `fits` prints tables (--json: the whole document). Errors are one line
@@ -120,6 +122,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("extend", help="add seeds, grid values, budget or baselines to a finished sweep")
     p.add_argument("sweep_id")
     p.add_argument("spec", help="the sweep's spec with the additions")
+    _follow_options(p)
+    p = sub.add_parser("extend-transfer", help="add seeds to a finished transfer: only the new seeds' runs run")
+    p.add_argument("transfer_id")
+    p.add_argument("--seeds", type=int, nargs="+", required=True,
+                   help="the transfer's seeds (all kept) and the new ones, e.g. 0 1 2")
     _follow_options(p)
 
     for command in sub.choices.values():  # `remote status ID --server URL` as well as `remote --server URL status`
@@ -459,6 +466,15 @@ def _extend(client: ScalesweepClient, args: argparse.Namespace) -> int:
     return _EXIT.get(final.state, 1)
 
 
+def _extend_transfer(client: ScalesweepClient, args: argparse.Namespace) -> int:
+    doc = client.extend_transfer(args.transfer_id, args.seeds)
+    print(f"extending {args.transfer_id}: seeds {doc['added']} (one more look for its claims)")
+    if not args.follow:
+        return 0
+    final = watch_transfer(client, args.transfer_id, args.interval)
+    return _EXIT.get(final.state, 1)
+
+
 _COMMANDS: dict[str, Callable[[ScalesweepClient, argparse.Namespace], int]] = {
     "submit": _submit,
     "list": _list,
@@ -475,4 +491,5 @@ _COMMANDS: dict[str, Callable[[ScalesweepClient, argparse.Namespace], int]] = {
     "compare": _compare,
     "optuna": _optuna,
     "extend": _extend,
+    "extend-transfer": _extend_transfer,
 }

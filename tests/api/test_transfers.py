@@ -172,9 +172,11 @@ def test_a_real_transfer_over_http(live: str, service_study: ServiceStudy, tmp_p
                 client.extend_transfer(transfer_id, seeds)
             assert bad.value.status == 422 and says in bad.value.detail, bad.value.detail
         assert client.get_transfer(transfer_id).spec["seeds"] == [0, 1]
-        extended = client.extend_transfer(transfer_id, [0, 1, 2])
-        assert extended["added"] == [2] and extended["state"] == "PENDING"
-        done = client.wait_transfer(transfer_id, interval=0.5, timeout=600)
+        code = scalesweep_cli.main(["remote", "extend-transfer", transfer_id, "--seeds", "0", "1", "2", "--follow",
+                                    "--interval", "0.5"])
+        out = capsys.readouterr().out
+        assert code == 0 and f"extending {transfer_id}: seeds [2]" in out, out
+        done = client.get_transfer(transfer_id)
         assert done.state == "SUCCEEDED" and done.spec["seeds"] == [0, 1, 2], done.error
         deadline = time.monotonic() + 120  # the service serves the cached runs while it reads the new ones once
         while len(runs := client.transfer_runs(transfer_id).data) < 12 and time.monotonic() < deadline:
