@@ -157,19 +157,38 @@ void momentum_nesterov(const float *restrict g, float *restrict b, void *restric
 }
 
 /* A refresh step's update of contiguous W from O (float32, or bfloat16 when o_bf16; strides in elements):
-   W <- decay * W + alpha * O, rounded as torch's W.mul_(decay) then W.add_(O, alpha=alpha). */
+   W <- decay * W + alpha * O, rounded as torch's W.mul_(decay) then W.add_(O, alpha=alpha). O with a column
+   stride (the rows of a tall matrix's transposed NS5 result) is read in tiles of TILE_ROWS x TILE_COLS, so each
+   cache line of O serves every row of the tile before it is evicted. */
+#define TILE_ROWS 32
+#define TILE_COLS 64
+#define O_AT(i, j) (o_bf16 ? from_bf16(((const uint16_t *)o)[(i) * row_stride + (j) * col_stride]) \
+                           : ((const float *)o)[(i) * row_stride + (j) * col_stride])
 void apply_update(float *restrict w, const void *restrict o, int64_t rows, int64_t cols, int64_t row_stride,
                   int64_t col_stride, int o_bf16, float decay, float alpha) {
-  for (int64_t i = 0; i < rows; ++i) {
-    float *restrict wr = w + i * cols;
-    if (o_bf16) {
-      const uint16_t *restrict orow = (const uint16_t *)o + i * row_stride;
+  if (col_stride == 1) {
+    for (int64_t i = 0; i < rows; ++i) {
+      float *restrict wr = w + i * cols;
+      if (o_bf16) {
+        const uint16_t *restrict orow = (const uint16_t *)o + i * row_stride;
 #pragma omp simd
-      for (int64_t j = 0; j < cols; ++j) wr[j] = DECAYED(from_bf16(orow[j * col_stride]), alpha, wr[j] * decay);
-    } else {
-      const float *restrict orow = (const float *)o + i * row_stride;
+        for (int64_t j = 0; j < cols; ++j) wr[j] = DECAYED(from_bf16(orow[j]), alpha, wr[j] * decay);
+      } else {
+        const float *restrict orow = (const float *)o + i * row_stride;
 #pragma omp simd
-      for (int64_t j = 0; j < cols; ++j) wr[j] = DECAYED(orow[j * col_stride], alpha, wr[j] * decay);
+        for (int64_t j = 0; j < cols; ++j) wr[j] = DECAYED(orow[j], alpha, wr[j] * decay);
+      }
+    }
+    return;
+  }
+  for (int64_t i0 = 0; i0 < rows; i0 += TILE_ROWS) {
+    const int64_t i1 = i0 + TILE_ROWS < rows ? i0 + TILE_ROWS : rows;
+    for (int64_t j0 = 0; j0 < cols; j0 += TILE_COLS) {
+      const int64_t j1 = j0 + TILE_COLS < cols ? j0 + TILE_COLS : cols;
+      for (int64_t i = i0; i < i1; ++i) {
+        float *restrict wr = w + i * cols;
+        for (int64_t j = j0; j < j1; ++j) wr[j] = DECAYED(O_AT(i, j), alpha, wr[j] * decay);
+      }
     }
   }
 }

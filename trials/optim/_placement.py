@@ -13,9 +13,9 @@ NS5 on an m x n matrix works in the wide orientation (s = min(m, n) rows, l = ma
 so `ns_flops(m, n) = steps * (4 s^2 l + 2 s^3)`: about m n min(m, n) times 4 steps for a strongly rectangular one.
 
 What a matrix costs its owner is more than its FLOPs: the owner copies the other ranks' rows into the whole matrix
-and each rank's rows of the result out of it, and a tall matrix costs it more per FLOP than the wide one of the same
-FLOPs (NS5 starts from its transposed view, and the transposed result takes one more whole copy to rows). So the
-owners balance `ns_cost`: the FLOPs plus two per-element terms in FLOP-equivalents, measured once (constants below).
+and each rank's rows of the result out of it, and a tall matrix's result (the transpose of NS5's wide one) takes
+one more whole, transposing copy to rows. So the owners balance `ns_cost`: the FLOPs plus two per-element terms in
+FLOP-equivalents, measured once (constants below).
 """
 
 from __future__ import annotations
@@ -40,12 +40,15 @@ def ns_flops(rows: int, cols: int, steps: int = 5) -> int:
 
 
 # An owned matrix's work beyond NS5, per element, in NS5 FLOP-equivalents (seconds per element / seconds per NS5
-# FLOP). Measured with `python benchmarks/ns_placement.py --fit-cost` (one thread, bf16 NS5, the width-512 MMDiT
-# block shapes, median of repeats) on the AMX Xeon: see docs/benchmarks.md. On another machine, or in fp32, the
-# ratio moves (a slower matmul shrinks both terms), but it only tips the balance between matrices of nearly equal
-# FLOPs, so the one measurement serves every rank; what matters is that every rank uses the same numbers.
-OWNER_ELEMENT_COST = 0.0  # every owned matrix: its rows copied in (assembly) and out (the send-back buffer)
-TALL_ELEMENT_COST = 0.0  # a tall one on top: NS5 on the transposed input and the transposing copy of its result
+# FLOP). Measured with `python benchmarks/ns_placement.py --fit-cost --repeats 25` on 2026-12-06 (the 2-vCPU Intel
+# Xeon with AMX-BF16, one thread, bf16 NS5 at 0.86 TFLOP/s, the width-512 MMDiT block shapes, medians; two runs gave
+# 108 and 110, 551 for the tall term, whose NS5-only estimate ran from -415 to +236 with the noise: NS5 itself took
+# 0.91-1.11x its wide mirror's time on a tall matrix, so the tall term is the copies' alone). Against the ~11,500
+# NS5 FLOPs per element of a 512-wide matrix both are small: they tip the balance between matrices of (nearly) equal
+# FLOPs, as a tall matrix and its wide mirror, and weigh more in small matrices, where copies are most of the work.
+# On another machine or dtype the ratio moves; what matters is that every rank uses the same numbers.
+OWNER_ELEMENT_COST = 110.0  # every owned matrix: the other ranks' rows copied in (assembly) and out (send-back)
+TALL_ELEMENT_COST = 550.0  # a tall one on top: the transposing copy of its result (NS5 works on the wide transpose)
 
 
 def ns_cost(rows: int, cols: int, steps: int = 5) -> float:
