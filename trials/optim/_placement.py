@@ -41,12 +41,12 @@ def ns_flops(rows: int, cols: int, steps: int = 5) -> int:
 
 # An owned matrix's work beyond NS5, per element, in NS5 FLOP-equivalents (seconds per element / seconds per NS5
 # FLOP). Measured with `python benchmarks/ns_placement.py --fit-cost --repeats 25` on 2026-12-06 (the 2-vCPU Intel
-# Xeon with AMX-BF16, one thread, bf16 NS5 at 0.86 TFLOP/s, the width-512 MMDiT block shapes, medians; two runs gave
-# 108 and 110, 551 for the tall term, whose NS5-only estimate ran from -415 to +236 with the noise: NS5 itself took
-# 0.91-1.11x its wide mirror's time on a tall matrix, so the tall term is the copies' alone). Against the ~11,500
-# NS5 FLOPs per element of a 512-wide matrix both are small: they tip the balance between matrices of (nearly) equal
-# FLOPs, as a tall matrix and its wide mirror, and weigh more in small matrices, where copies are most of the work.
-# On another machine or dtype the ratio moves; what matters is that every rank uses the same numbers.
+# Xeon with AMX-BF16, one thread, bf16 NS5 at 0.9-1.1 TFLOP/s, the width-512 MMDiT block shapes, medians; three runs
+# gave 108, 110 and 120, and 551, 551 and 562 for the tall term). NS5 itself took 0.90-1.11x its wide mirror's time
+# on a tall matrix, either side by run, so the tall term is the copy alone. Against the ~11,500 NS5 FLOPs per
+# element of a 512-wide matrix both are small: they tip the balance between matrices of (nearly) equal FLOPs, as a
+# tall matrix and its wide mirror, and weigh more in small matrices, where copies are most of the work. On another
+# machine or dtype the ratio moves; what matters is that every rank uses the same numbers.
 OWNER_ELEMENT_COST = 110.0  # every owned matrix: the other ranks' rows copied in (assembly) and out (send-back)
 TALL_ELEMENT_COST = 550.0  # a tall one on top: the transposing copy of its result (NS5 works on the wide transpose)
 

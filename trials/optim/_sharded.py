@@ -239,6 +239,10 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
     "distributed" (each matrix orthogonalised once, on an owner rank; module docstring). Both give the same update.
     `bucket_bytes` applies to the replicated placement's all-gathers.
 
+    With `rownorm_kernel` "auto" (the default) or "native", a sharded float32 CPU matrix's refresh step runs its
+    momentum (written straight into the send buffer as U) and its update in the compiled kernel too
+    (`trials.optim._native`: torch's arithmetic, bit for bit); "streamed" and "unfused" keep torch's operations.
+
     All sharded matrices must share one process group (one FSDP2 mesh). Counters: `ns5_calls` (matrices this rank
     ran NS5 on: every refreshed one when replicated, the ones it owns when distributed), `ns5_batches` (NS5 calls,
     a stack of same-shape matrices counting once), `rownorm_calls` and `comm_stats`.
