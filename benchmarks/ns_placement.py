@@ -21,6 +21,7 @@ NS5, the four combinations; the owners balanced as the optimizer balances them.
 
     python benchmarks/ns_placement.py [--width 512] [--depth 2] [--rounds 12] [--world 2] [--threads 1]
     python benchmarks/ns_placement.py --table-only      # the computed table alone (seconds, no ranks)
+    python benchmarks/ns_placement.py --fit-cost        # the owner's per-element costs (one process, seconds)
 """
 
 from __future__ import annotations
@@ -40,8 +41,9 @@ import torch.multiprocessing as mp
 from optimizer_step import block_shapes, cpu_features
 from sharded_comm import Stack, gloo_rank
 
-from trials.optim import ShardedPeriodicRowMuon, logical_bytes_sent
-from trials.optim._placement import assign_owners, ns_flops
+from trials.optim import ShardedPeriodicRowMuon, fast_ns_dtype, logical_bytes_sent
+from trials.optim._functional import NS_COEFFICIENTS, _newton_schulz5
+from trials.optim._placement import ns_flops, ns_owners
 
 # (optimizer, placement) -> refresh_every
 ARMS: dict[tuple[str, str], int] = {
@@ -69,7 +71,7 @@ def refresh_bytes(shapes: list[tuple[int, int]], world: int, placement: str, wir
     if placement == "replicated":
         gathered = wire * sum(world * -(-m // world) * n for m, n in shapes)
         return [logical_bytes_sent("all_gather", gathered, world)] * world
-    owners = assign_owners([ns_flops(m, n) for m, n in shapes], world)
+    owners = ns_owners(shapes, world)
     sent = [0.0] * world
     for (m, n), owner in zip(shapes, owners, strict=True):
         for rank in range(world):
@@ -89,7 +91,7 @@ def ns_flops_per_rank(shapes: list[tuple[int, int]], world: int, placement: str)
     if placement == "replicated":
         return [float(sum(flops))] * world
     loads = [0.0] * world
-    for f, owner in zip(flops, assign_owners(flops, world), strict=True):
+    for f, owner in zip(flops, ns_owners(shapes, world), strict=True):
         loads[owner] += f
     return loads
 
@@ -193,6 +195,66 @@ def measured(args: argparse.Namespace) -> None:
               f"{'yes' if met else 'no'} |")
 
 
+# === the owner's cost model: trials/optim/_placement.py's constants, measured ====================================
+
+
+def _thread_time(fn: Any, repeats: int) -> float:
+    """Median thread-CPU seconds of `fn()` over `repeats` calls, after one untimed call."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        c0 = time.thread_time()
+        fn()
+        times.append(time.thread_time() - c0)
+    return statistics.median(times)
+
+
+def fit_owner_cost(args: argparse.Namespace) -> None:
+    """What owning a matrix costs beyond its NS5 FLOPs, per element, in FLOP-equivalents: the work of
+    `ShardedPeriodicRowMuon._orthogonalize_owned` on one matrix at W = 2, timed on one thread per shape of the
+    benchmark's block and its mirror (same FLOPs, other orientation). NS5 runs on the contiguous assembled matrix;
+    the copies are the other rank's rows in, the transposing copy of a tall result, and the other rank's rows out."""
+    torch.set_num_threads(args.threads)
+    ns_dtype = fast_ns_dtype("cpu") if args.ns_dtype == "auto" else getattr(torch, args.ns_dtype)
+    shapes = sorted({s for m, n in block_shapes(args.width, args.depth) for s in ((m, n), (n, m))})
+    gen = torch.Generator().manual_seed(0)
+    ns5, copies = {}, {}
+    for m, n in shapes:
+        u = torch.randn(m, n, generator=gen).to(ns_dtype)
+        ns5[m, n] = _thread_time(lambda u=u: _newton_schulz5(u.clone(), NS_COEFFICIENTS, 5, 1e-7, ns_dtype,
+                                                             owned=True), args.repeats)
+        ns5[m, n] -= _thread_time(u.clone, args.repeats)  # the clone is the benchmark's, not the owner's
+        half = rows_of(m, 2, 0)
+        result = _newton_schulz5(u.clone(), NS_COEFFICIENTS, 5, 1e-7, ns_dtype, owned=True)
+
+        def owner_copies(u: torch.Tensor = u, result: torch.Tensor = result, half: int = half) -> None:
+            whole = torch.empty_like(u)
+            whole[half:].copy_(u[half:])  # the other rank's rows, assembled
+            rows = result.contiguous()  # a tall result's transposing copy (a no-op for a wide one)
+            torch.empty_like(rows[:half]).copy_(rows[:half])  # the other rank's rows, into the send-back buffer
+
+        copies[m, n] = _thread_time(owner_copies, args.repeats)
+    wide = [s for s in shapes if s[0] <= s[1]]
+    tall = [s for s in shapes if s[0] > s[1]]
+    # Seconds per NS5 FLOP: least squares through the origin over the wide and square shapes.
+    per_flop = sum(ns5[s] * ns_flops(*s) for s in wide) / sum(ns_flops(*s) ** 2 for s in wide)
+    owner = statistics.mean(copies[s] / (s[0] * s[1]) for s in wide)
+    # A tall matrix's extra is its copies' (the transposing copy of the result): NS5 itself ran as fast per FLOP on
+    # the transposed input as on the wide mirror (the ratios printed below), within the repeats' noise, which an
+    # NS5 difference per element would carry into the constant.
+    tall_extra = statistics.mean((copies[s] - copies[s[::-1]]) / (s[0] * s[1]) for s in tall)
+    print(f"machine: {cpu_features()}; {args.threads} thread(s); NS5 in {ns_dtype}; median of {args.repeats}\n")
+    print("| shape | NS5 ms | owner copies ms | NS5 GFLOP/s | copies, FLOP-equivalents per element |\n"
+          "|---|---|---|---|---|")
+    for s in shapes:
+        print(f"| {s[0]} x {s[1]} | {ns5[s] * 1e3:.2f} | {copies[s] * 1e3:.2f} | {ns_flops(*s) / ns5[s] / 1e9:.0f} | "
+              f"{copies[s] / per_flop / (s[0] * s[1]):.0f} |")
+    print(f"\nseconds per NS5 FLOP (wide and square): {per_flop:.3e}; NS5 time tall / wide mirror: "
+          + ", ".join(f"{m} x {n} {ns5[m, n] / ns5[n, m]:.3f}" for m, n in tall))
+    print(f"OWNER_ELEMENT_COST = {owner / per_flop:.0f}  # copies of a wide matrix, per element")
+    print(f"TALL_ELEMENT_COST = {tall_extra / per_flop:.0f}  # a tall one's extra copies against its mirror's")
+
+
 # === computed: the paper's ladder ==================================================================================
 
 
@@ -240,7 +302,13 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="compute threads per rank")
     parser.add_argument("--ns-dtype", choices=["auto", "bfloat16", "float32"], default="auto")
     parser.add_argument("--table-only", action="store_true", help="only the computed table at the paper's shapes")
+    parser.add_argument("--fit-cost", action="store_true",
+                        help="only measure the owner's per-element costs (trials/optim/_placement.py's constants)")
+    parser.add_argument("--repeats", type=int, default=15, help="timed calls per shape for --fit-cost")
     args = parser.parse_args()
+    if args.fit_cost:
+        fit_owner_cost(args)
+        return
     if not args.table_only:
         measured(args)
     projection()

@@ -186,3 +186,46 @@ def test_the_kernel_refuses_tensors_it_would_write_past() -> None:
         native_column_apply_(tall, torch.ones(16, 8), torch.zeros(16, 8), torch.ones(7), momentum=0.9,
                              nesterov=True, decay=1.0)
     assert not w.any() and not b.any() and not tall.any()
+
+
+@pytest.mark.parametrize("momentum", [0.9, 0.3])
+@pytest.mark.parametrize("nesterov", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_refresh_momentum_kernel_equals_torchs_lerps_and_cast(momentum: float, nesterov: bool,
+                                                              dtype: torch.dtype) -> None:
+    """ShardedPeriodicRowMuon's refresh: B updated and U written (in the Newton-Schulz dtype) in one pass, bit for
+    bit what torch's buf.lerp_, grad.lerp and the cast give."""
+    from trials.optim._native import native_momentum_nesterov_
+
+    gen = torch.Generator().manual_seed(4)
+    for shape in SHAPES:
+        g, b = torch.randn(*shape, generator=gen), torch.randn(*shape, generator=gen)
+        expected_b = b.clone().lerp_(g, 1.0 - momentum)
+        expected_u = (g.lerp(expected_b, momentum) if nesterov else expected_b).to(dtype)
+        out = torch.empty(shape, dtype=dtype)
+        native_momentum_nesterov_(g, b, out, momentum=momentum, nesterov=nesterov)
+        assert torch.equal(b, expected_b) and torch.equal(out, expected_u), shape
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_refresh_update_kernel_equals_torchs_mul_and_add(dtype: torch.dtype) -> None:
+    """W <- decay W - eta O in one pass, O contiguous or a transposed view (a tall matrix's NS5 result), bit for
+    bit torch's W.mul_(decay).add_(O, alpha=-eta) (one rounding for the product, one fused multiply-add)."""
+    from trials.optim._native import native_apply_update_
+
+    gen = torch.Generator().manual_seed(5)
+    for rows, cols in SHAPES:
+        w = torch.randn(rows, cols, generator=gen)
+        for o in (torch.randn(rows, cols, generator=gen).to(dtype), torch.randn(cols, rows, generator=gen).to(dtype).T,
+                  torch.randn(cols, 2 * rows, generator=gen).to(dtype).T[rows:]):
+            expected = w.clone().mul_(0.998).add_(o, alpha=-0.03)
+            got = w.clone()
+            native_apply_update_(got, o, decay=0.998, alpha=-0.03)
+            assert torch.equal(got, expected), (rows, cols)
+    with pytest.raises(ValueError, match=r"reads a float32 or bfloat16 CPU tensor of shape \(4, 3\)"):
+        native_apply_update_(torch.zeros(4, 3), torch.zeros(4, 3, dtype=torch.float16), decay=1.0, alpha=1.0)
+    with pytest.raises(ValueError, match=r"writes a contiguous float32 or bfloat16 CPU tensor of shape \(4, 3\)"):
+        from trials.optim._native import native_momentum_nesterov_
+
+        native_momentum_nesterov_(torch.zeros(4, 3), torch.zeros(4, 3), torch.zeros(3, 4).T, momentum=0.9,
+                                  nesterov=True)

@@ -38,7 +38,15 @@ from trials.optim import (
     ShardedPeriodicRowMuon,
     logical_bytes_sent,
 )
-from trials.optim._placement import assign_owners, newton_schulz5_batched, ns_flops
+from trials.optim._placement import (
+    OWNER_ELEMENT_COST,
+    TALL_ELEMENT_COST,
+    assign_owners,
+    newton_schulz5_batched,
+    ns_cost,
+    ns_flops,
+    ns_owners,
+)
 
 WORLD = 2  # the full set of scenarios; the conformance ones also run on WORLD4 ranks
 WORLD4 = 4
@@ -653,7 +661,7 @@ def test_both_placements_equal_the_unsharded_optimizer(any_ranks: list[dict[str,
 def _a2a_bytes(shapes: list[tuple[int, int]], world: int, rank: int, wire: int, back: int) -> int:
     """The module docstring's exact formula: what `rank` sends in one distributed refresh. To each owner its rows
     of U (in the wire dtype); as owner, every other rank's rows of the result (in the NS5 dtype)."""
-    owners = assign_owners([ns_flops(m, n) for m, n in shapes], world)
+    owners = ns_owners(shapes, world)
     sent = 0
     for (m, n), owner in zip(shapes, owners, strict=True):
         chunk = -(-m // world)
@@ -879,15 +887,36 @@ def test_ns_placement_outside_its_two_values_is_refused() -> None:
     assert ShardedPeriodicRowMuon([torch.zeros(3, 3, requires_grad=True)]).ns_placement == "replicated"
 
 
-def test_owners_balance_newton_schulz_flops() -> None:
+def test_owners_balance_the_owners_modelled_cost() -> None:
     # NS5 FLOPs: 5 * (4 s^2 l + 2 s^3) with s = min, l = max.
     assert ns_flops(512, 512) == 5 * 6 * 512**3
     assert ns_flops(3 * 512, 512) == ns_flops(512, 3 * 512) == 5 * (4 * 3 + 2) * 512**3
-    # An MMDiT block at width d (two streams of qkv, out, MLP in, MLP out, adaLN) on 2 ranks: an equal split.
-    costs = [ns_flops(m, n) for m, n in _mmdit_shapes(64)]
-    owners = assign_owners(costs, 2)
-    loads = [sum(c for c, o in zip(costs, owners, strict=True) if o == r) for r in range(2)]
-    assert loads[0] == loads[1] == sum(costs) / 2
+    # The owner's cost adds per-element terms: a tall matrix costs more than the wide one of the same FLOPs.
+    assert OWNER_ELEMENT_COST > 0 and TALL_ELEMENT_COST > 0
+    assert ns_cost(512, 2048) == ns_flops(512, 2048) + OWNER_ELEMENT_COST * 512 * 2048
+    assert ns_cost(2048, 512) - ns_cost(512, 2048) == pytest.approx(TALL_ELEMENT_COST * 2048 * 512)
+    assert ns_cost(512, 512, steps=3) == ns_flops(512, 512, 3) + OWNER_ELEMENT_COST * 512 * 512
+    # benchmarks/ns_placement.py's matrices: 2 MMDiT blocks at width 512, 12 tall, 4 square, 4 wide. On FLOPs alone
+    # a tall matrix ties with its wide mirror and ties go to the lower index, so rank 0 got 8 of the 12 tall ones
+    # (measured 210 against 193 ms a refresh); on the owner's cost each rank owns 6: each rank one stream's five
+    # matrices of each block, the same work on both.
+    shapes = _mmdit_shapes(512) * 2
+    by_flops = assign_owners([ns_flops(m, n) for m, n in shapes], 2)
+    owners = ns_owners(shapes, 2)
+    for chosen, tall_per_rank in [(by_flops, [8, 4]), (owners, [6, 6])]:
+        assert [sum(m > n and o == r for (m, n), o in zip(shapes, chosen, strict=True)) for r in range(2)] == \
+            tall_per_rank
+    assert owners == [0, 0, 0, 0, 0, 1, 1, 1, 1, 1] * 2
+    # LPT's bound: the modelled loads differ by at most one matrix's cost, on 2 and 4 ranks.
+    costs = [ns_cost(m, n) for m, n in shapes]
+    for world in (2, 4):
+        chosen = ns_owners(shapes, world)
+        loads = [sum(c for c, o in zip(costs, chosen, strict=True) if o == r) for r in range(world)]
+        assert max(loads) - min(loads) <= max(costs)
+        assert max(loads) / (sum(costs) / world) <= 1.1
+    # Per-matrix NS5 steps: fewer steps, a smaller cost (one step of 512 x 512 is 0.8, five of 400 x 400 1.9 GFLOP).
+    assert ns_owners([(512, 512), (400, 400)], 2) == [0, 1]
+    assert ns_owners([(512, 512), (400, 400)], 2, steps=[1, 5]) == [1, 0]
     # Equal jobs go round-robin; the largest first to the least-loaded rank, ties to the lower index and rank.
     assert assign_owners([1.0] * 5, 2) == [0, 1, 0, 1, 0]
     assert assign_owners([1.0, 5.0, 3.0, 3.0], 2) == [0, 0, 1, 1]

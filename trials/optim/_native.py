@@ -11,6 +11,10 @@ measured). Here the whole step is two loops of plain C per matrix:
   `column_apply` the second (W updated, U recomputed): 7 passes over memory against the element-wise floor's 6. A
   sharded matrix all-reduces the sums between the two.
 
+Two more loops serve `ShardedPeriodicRowMuon`'s refresh step, whose momentum and update torch would run as five
+passes and two temporaries: `momentum_nesterov` (B updated, U written once, in bf16 when that is what NS5 takes:
+torch's round to nearest even) and `apply_update` (W <- decay W - eta O, O in bf16 or float32, any strides).
+
 The lerps round as torch's vectorised lerp does (the momentum buffer is bit for bit the streamed step's); the
 norms are summed in another order, so the update equals the streamed one up to float rounding (the tests hold it
 to that). Only contiguous float32 CPU tensors take this path; everything else runs the
@@ -48,10 +52,13 @@ from .._settings import TrialSettings
 __all__ = [
     "kernel_cache_dir",
     "native_applies",
+    "native_apply_update_",
     "native_column_apply_",
     "native_column_sumsq_",
     "native_kernel",
     "native_kernel_error",
+    "native_momentum_nesterov_",
+    "native_refresh_applies",
     "native_rownorm_update_",
 ]
 
@@ -106,6 +113,82 @@ void row_step(float *restrict w, const float *restrict g, float *restrict b, int
     for (int64_t j = 0; j < cols; ++j) {
       const float u = mo.nesterov ? LERP(gr[j], br[j], mo.coeff_u, mo.small_u) : br[j];
       wr[j] = DECAYED(wr[j], decay, u * s);
+    }
+  }
+}
+
+/* float32 -> bfloat16 rounded to nearest even, as torch's conversion (NaN -> quiet NaN). */
+static inline uint16_t to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  if (f != f) return (uint16_t)0x7FC0;
+  return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+static inline float from_bf16(uint16_t h) {
+  const uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* A refresh step's momentum and Newton-Schulz input in one pass over n contiguous values: B updated in place, U
+   written to `u` (float32, or bfloat16 when u_bf16). */
+void momentum_nesterov(const float *restrict g, float *restrict b, void *restrict u, int64_t n, float w_b,
+                       float w_u, int nesterov, int u_bf16) {
+  const momentum_t mo = momentum_of(w_b, w_u, nesterov);
+  float *restrict uf = (float *)u;
+  uint16_t *restrict uh = (uint16_t *)u;
+  if (u_bf16) {
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) {
+      const float bj = LERP(b[j], g[j], mo.coeff_b, mo.small_b);
+      b[j] = bj;
+      uh[j] = to_bf16(mo.nesterov ? LERP(g[j], bj, mo.coeff_u, mo.small_u) : bj);
+    }
+  } else {
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) {
+      const float bj = LERP(b[j], g[j], mo.coeff_b, mo.small_b);
+      b[j] = bj;
+      uf[j] = mo.nesterov ? LERP(g[j], bj, mo.coeff_u, mo.small_u) : bj;
+    }
+  }
+}
+
+/* A refresh step's update of contiguous W from O (float32, or bfloat16 when o_bf16; strides in elements):
+   W <- decay * W + alpha * O, rounded as torch's W.mul_(decay) then W.add_(O, alpha=alpha). O with a column
+   stride (the rows of a tall matrix's transposed NS5 result) is read in tiles of TILE_ROWS x TILE_COLS, so each
+   cache line of O serves every row of the tile before it is evicted. */
+#define TILE_ROWS 32
+#define TILE_COLS 64
+#define O_AT(i, j) (o_bf16 ? from_bf16(((const uint16_t *)o)[(i) * row_stride + (j) * col_stride]) \
+                           : ((const float *)o)[(i) * row_stride + (j) * col_stride])
+void apply_update(float *restrict w, const void *restrict o, int64_t rows, int64_t cols, int64_t row_stride,
+                  int64_t col_stride, int o_bf16, float decay, float alpha) {
+  if (col_stride == 1) {
+    for (int64_t i = 0; i < rows; ++i) {
+      float *restrict wr = w + i * cols;
+      if (o_bf16) {
+        const uint16_t *restrict orow = (const uint16_t *)o + i * row_stride;
+#pragma omp simd
+        for (int64_t j = 0; j < cols; ++j) wr[j] = DECAYED(from_bf16(orow[j]), alpha, wr[j] * decay);
+      } else {
+        const float *restrict orow = (const float *)o + i * row_stride;
+#pragma omp simd
+        for (int64_t j = 0; j < cols; ++j) wr[j] = DECAYED(orow[j], alpha, wr[j] * decay);
+      }
+    }
+    return;
+  }
+  for (int64_t i0 = 0; i0 < rows; i0 += TILE_ROWS) {
+    const int64_t i1 = i0 + TILE_ROWS < rows ? i0 + TILE_ROWS : rows;
+    for (int64_t j0 = 0; j0 < cols; j0 += TILE_COLS) {
+      const int64_t j1 = j0 + TILE_COLS < cols ? j0 + TILE_COLS : cols;
+      for (int64_t i = i0; i < i1; ++i) {
+        float *restrict wr = w + i * cols;
+        for (int64_t j = j0; j < j1; ++j) wr[j] = DECAYED(O_AT(i, j), alpha, wr[j] * decay);
+      }
     }
   }
 }
@@ -198,7 +281,10 @@ def _bind(library: ctypes.CDLL) -> ctypes.CDLL:
     library.row_step.argtypes = [ptr, ptr, ptr, i64, i64, f32, f32, i32, f32, f32, f32]
     library.column_sumsq.argtypes = [ptr, ptr, ptr, i64, i64, f32, f32, i32]
     library.column_apply.argtypes = [ptr, ptr, ptr, ptr, i64, i64, f32, f32, i32, f32]
-    for fn in (library.row_step, library.column_sumsq, library.column_apply):
+    library.momentum_nesterov.argtypes = [ptr, ptr, ptr, i64, f32, f32, i32, i32]
+    library.apply_update.argtypes = [ptr, ptr, i64, i64, i64, i64, i32, f32, f32]
+    for fn in (library.row_step, library.column_sumsq, library.column_apply, library.momentum_nesterov,
+               library.apply_update):
         fn.restype = None
     return library
 
@@ -297,6 +383,42 @@ def native_column_apply_(param: Tensor, grad: Tensor, buf: Tensor, scales: Tenso
     rows, cols = _check({"param": param, "grad": grad, "momentum buffer": buf}, {"scales": scales})
     _kernel().column_apply(param.data_ptr(), grad.data_ptr(), buf.data_ptr(), scales.data_ptr(), rows, cols,
                            *_weights(momentum), nesterov, decay)
+
+
+def native_momentum_nesterov_(grad: Tensor, buf: Tensor, out: Tensor, *, momentum: float, nesterov: bool) -> None:
+    """A refresh step's `buf.lerp_(grad, 1 - momentum)` and `out.copy_(grad.lerp(buf, momentum))` (or of `buf`
+    without Nesterov) in one pass: the buffer bit for bit torch's, `out` (contiguous float32 or bfloat16, grad's
+    shape) rounded as torch's copy. `grad` and `buf`: contiguous float32 CPU tensors of one shape."""
+    _check({"grad": grad, "momentum buffer": buf}, {})
+    if out.shape != grad.shape or not _update_applies(out) or not out.is_contiguous():
+        raise ValueError(f"the momentum kernel writes a contiguous float32 or bfloat16 CPU tensor of shape "
+                         f"{tuple(grad.shape)}; got {out.dtype} {tuple(out.shape)} on {out.device}"
+                         f"{'' if out.is_contiguous() else ', not contiguous'}")
+    _kernel().momentum_nesterov(grad.data_ptr(), buf.data_ptr(), out.data_ptr(), grad.numel(), *_weights(momentum),
+                                nesterov, out.dtype == torch.bfloat16)
+
+
+def native_apply_update_(param: Tensor, update: Tensor, *, decay: float, alpha: float) -> None:
+    """A refresh step's `param.mul_(decay).add_(update, alpha=alpha)` in one pass, with no float32 copy of a
+    bfloat16 `update` (any strides: a tall matrix's transposed result is read in place). `param`: a contiguous
+    float32 CPU matrix."""
+    _check({"param": param}, {})
+    if update.shape != param.shape or not _update_applies(update) or min(update.stride(), default=0) < 0:
+        raise ValueError(f"the update kernel reads a float32 or bfloat16 CPU tensor of shape {tuple(param.shape)}; "
+                         f"got {update.dtype} {tuple(update.shape)} on {update.device}")
+    rows, cols = param.shape
+    _kernel().apply_update(param.data_ptr(), update.data_ptr(), rows, cols, update.stride(0), update.stride(1),
+                           update.dtype == torch.bfloat16, decay, alpha)
+
+
+def _update_applies(t: Tensor) -> bool:
+    return t.device.type == "cpu" and t.dtype in (torch.float32, torch.bfloat16)
+
+
+def native_refresh_applies(param: Tensor, grad: Tensor, buf: Tensor) -> bool:
+    """Whether the refresh kernels can take this matrix's tensors (the update and U are checked by the kernels):
+    contiguous float32 on a CPU, and the kernel built."""
+    return native_applies(param, grad, buf) and native_kernel() is not None
 
 
 if __name__ == "__main__":  # python -m trials.optim._native: build ahead of time, say where and how long

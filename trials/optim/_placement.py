@@ -11,6 +11,11 @@ NS5 on an m x n matrix works in the wide orientation (s = min(m, n) rows, l = ma
     X = a X + B X        s x s by s x l     2 s^2 l
 
 so `ns_flops(m, n) = steps * (4 s^2 l + 2 s^3)`: about m n min(m, n) times 4 steps for a strongly rectangular one.
+
+What a matrix costs its owner is more than its FLOPs: the owner copies the other ranks' rows into the whole matrix
+and each rank's rows of the result out of it, and a tall matrix's result (the transpose of NS5's wide one) takes
+one more whole, transposing copy to rows. So the owners balance `ns_cost`: the FLOPs plus two per-element terms in
+FLOP-equivalents, measured once (constants below).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-__all__ = ["NS_PLACEMENTS", "assign_owners", "newton_schulz5_batched", "ns_flops"]
+__all__ = ["NS_PLACEMENTS", "assign_owners", "newton_schulz5_batched", "ns_cost", "ns_flops", "ns_owners"]
 
 # "replicated": every rank gathers every whole matrix and runs NS5 on it (the paper's and Moonlight's design).
 # "distributed": one owner rank per matrix runs NS5 once (microsoft/dion's all-to-all design).
@@ -32,6 +37,32 @@ def ns_flops(rows: int, cols: int, steps: int = 5) -> int:
     """Floating-point operations of `steps` Newton-Schulz iterations on a rows x cols matrix (module docstring)."""
     s, l = min(rows, cols), max(rows, cols)
     return steps * (4 * s * s * l + 2 * s**3)
+
+
+# An owned matrix's work beyond NS5, per element, in NS5 FLOP-equivalents (seconds per element / seconds per NS5
+# FLOP). Measured with `python benchmarks/ns_placement.py --fit-cost --repeats 25` on 2026-12-06 (the 2-vCPU Intel
+# Xeon with AMX-BF16, one thread, bf16 NS5 at 0.9-1.1 TFLOP/s, the width-512 MMDiT block shapes, medians; three runs
+# gave 108, 110 and 120, and 551, 551 and 562 for the tall term). NS5 itself took 0.90-1.11x its wide mirror's time
+# on a tall matrix, either side by run, so the tall term is the copy alone. Against the ~11,500 NS5 FLOPs per
+# element of a 512-wide matrix both are small: they tip the balance between matrices of (nearly) equal FLOPs, as a
+# tall matrix and its wide mirror, and weigh more in small matrices, where copies are most of the work. On another
+# machine or dtype the ratio moves; what matters is that every rank uses the same numbers.
+OWNER_ELEMENT_COST = 110.0  # every owned matrix: the other ranks' rows copied in (assembly) and out (send-back)
+TALL_ELEMENT_COST = 550.0  # a tall one on top: the transposing copy of its result (NS5 works on the wide transpose)
+
+
+def ns_cost(rows: int, cols: int, steps: int = 5) -> float:
+    """What orthogonalising one rows x cols matrix costs its owner, in NS5 FLOP-equivalents: `ns_flops` plus the
+    per-element terms above (a function of the shape alone, so every rank computes the same costs)."""
+    per_element = OWNER_ELEMENT_COST + (TALL_ELEMENT_COST if rows > cols else 0.0)
+    return ns_flops(rows, cols, steps) + per_element * rows * cols
+
+
+def ns_owners(shapes: Sequence[tuple[int, int]], world: int, steps: int | Sequence[int] = 5) -> list[int]:
+    """The owner rank of each matrix under the distributed placement: `assign_owners` on `ns_cost` (the optimizer,
+    the byte formula and the benchmark's projection all call this)."""
+    counts = [steps] * len(shapes) if isinstance(steps, int) else list(steps)
+    return assign_owners([ns_cost(m, n, k) for (m, n), k in zip(shapes, counts, strict=True)], world)
 
 
 def assign_owners(costs: Sequence[float], world: int) -> list[int]:

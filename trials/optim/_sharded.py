@@ -12,12 +12,14 @@ the other ranks:
                              collective, but W ranks repeat the same work).
     refresh, `ns_placement="distributed"`:
                              each matrix has one owner rank, chosen from the shapes alone so every rank agrees:
-                             longest NS5 first, each to the least-loaded rank (`_placement.assign_owners`, costs
-                             `ns_flops`). ONE all-to-all sends every rank's rows of U to the owners; each owner
-                             assembles its whole matrices, runs NS5 once (same-shape matrices stacked into one
-                             batched call), and a SECOND all-to-all returns each rank its rows of the result, in
-                             flight under the column-norm step. Uneven shards need no padding (the all-to-all
-                             takes per-rank sizes). microsoft/dion's Muon does the same for every step.
+                             costliest first, each to the least-loaded rank (`_placement.ns_owners`: NS5 FLOPs
+                             plus the owner's measured per-element work, `ns_cost`). ONE all-to-all sends every
+                             rank's rows of U to the owners; each owner assembles its whole matrices, runs NS5 once
+                             (same-shape matrices stacked into one batched call), and a SECOND all-to-all returns
+                             each rank its rows of the result, in flight under the column-norm step. A rank's own
+                             rows of its own matrices skip both (written into the assembled matrix, applied from
+                             the result). Uneven shards need no padding (the all-to-all takes per-rank sizes).
+                             microsoft/dion's Muon does the same for every step.
     row norm, m <= n         every row is local: nothing is sent (either placement).
     column norm, m > n       each rank sums the squares of its rows per column; ONE all-reduce per step carries the
                              n sums of every tall matrix (concatenated into one buffer); then each rank divides.
@@ -37,7 +39,7 @@ owning the set O(r):
 
 With even shards the distributed line is S / W + (W - 2) / W * S_own(r), S_own(r) the bytes of the matrices r owns;
 balanced owners (S_own = S / W) give 2 (W - 1) / W^2 * S: at W = 2 exactly the all-gather's S / 2 (the design saves
-Newton-Schulz work there, not bytes), and 2 / W of it at larger W. The owners balance NS5 FLOPs, not bytes, and
+Newton-Schulz work there, not bytes), and 2 / W of it at larger W. The owners balance NS5 cost, not bytes, and
 whole matrices do not split, so a rank's count departs from the balanced figure as the matrices per rank fall:
 within 4 % in the tests (2 and 4 ranks), 12 % over it for the busiest rank at the paper's 15B shapes on 256 ranks
 (467 matrices; `benchmarks/ns_placement.py`). The exact line holds to the byte.
@@ -88,9 +90,15 @@ from torch import Tensor
 
 from ._comm import CommStats, is_dtensor, local_tensor
 from ._functional import _newton_schulz5, adjust_lr, column_sumsq_, normalized_update_, step_scales
-from ._native import native_column_apply_, native_column_sumsq_
+from ._native import (
+    native_apply_update_,
+    native_column_apply_,
+    native_column_sumsq_,
+    native_momentum_nesterov_,
+    native_refresh_applies,
+)
 from ._periodic import PeriodicRowMuon, closure_loss
-from ._placement import NS_PLACEMENTS, assign_owners, newton_schulz5_batched, ns_flops
+from ._placement import NS_PLACEMENTS, newton_schulz5_batched, ns_owners
 
 __all__ = ["DEFAULT_BUCKET_BYTES", "NS_PLACEMENTS", "ShardedPeriodicRowMuon"]
 
@@ -169,15 +177,26 @@ class _Item:
     layout: _Layout
     group: dict[str, Any]  # its param group (hyperparameters)
     eta: float
+    # A refresh whose momentum is left to `nesterov_into`: the compiled kernel updates B and writes U in one pass.
+    momentum_pending: bool = False
+    native: bool = False  # local, grad and buf fit the compiled refresh kernels
 
     def nesterov(self) -> Tensor:
         momentum = self.group["momentum"]
         return self.grad.lerp(self.buf, momentum) if self.group["nesterov"] else self.buf
 
     def nesterov_into(self, out: Tensor) -> None:
-        """U written straight into a send buffer: no extra copy when the dtypes match."""
+        """U written straight into a send buffer: no extra copy when the dtypes match, and with the momentum update
+        in the same pass where it was left pending (float32 matrices on a CPU)."""
+        momentum = self.group["momentum"]
+        if self.momentum_pending:
+            self.momentum_pending = False
+            if out.is_contiguous() and out.dtype in (torch.float32, torch.bfloat16):
+                native_momentum_nesterov_(self.grad, self.buf, out, momentum=momentum, nesterov=self.group["nesterov"])
+                return
+            self.buf.lerp_(self.grad, 1.0 - momentum)
         if self.group["nesterov"] and out.dtype == self.grad.dtype == self.buf.dtype:
-            torch.lerp(self.grad, self.buf, self.group["momentum"], out=out)
+            torch.lerp(self.grad, self.buf, momentum, out=out)
         else:
             out.copy_(self.nesterov())
 
@@ -186,6 +205,11 @@ class _Item:
         return 1.0 - self.group["lr"] * self.group["weight_decay"]
 
     def apply_ortho(self, ortho_rows: Tensor) -> None:
+        if self.native and ortho_rows.dtype in (torch.float32, torch.bfloat16):
+            # One pass, reading a bf16 result (or a tall one's transposed view) in place: torch's mixed-dtype add_
+            # first copies it to float32.
+            native_apply_update_(self.local, ortho_rows, decay=self.decay, alpha=-self.eta)
+            return
         self.local.mul_(self.decay)
         self.local.add_(ortho_rows, alpha=-self.eta)
 
@@ -214,6 +238,10 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
     Keyword-only `ns_placement`: "replicated" (default; every rank runs NS5 on every whole refreshed matrix) or
     "distributed" (each matrix orthogonalised once, on an owner rank; module docstring). Both give the same update.
     `bucket_bytes` applies to the replicated placement's all-gathers.
+
+    With `rownorm_kernel` "auto" (the default) or "native", a sharded float32 CPU matrix's refresh step runs its
+    momentum (written straight into the send buffer as U) and its update in the compiled kernel too
+    (`trials.optim._native`: torch's arithmetic, bit for bit); "streamed" and "unfused" keep torch's operations.
 
     All sharded matrices must share one process group (one FSDP2 mesh). Counters: `ns5_calls` (matrices this rank
     ran NS5 on: every refreshed one when replicated, the ones it owns when distributed), `ns5_batches` (NS5 calls,
@@ -318,8 +346,15 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
                 eta = adjust_lr(group["lr"], group["adjust_lr_fn"], p.shape)
                 item = _Item(local_tensor(p), grad, buf, layout, group, eta)
                 refresh = k is not None and t % k == 0
-                if refresh:  # the non-refresh kernels update the momentum themselves, in the same pass over B
-                    buf.lerp_(grad, 1.0 - group["momentum"])
+                if refresh:
+                    # The non-refresh kernels update the momentum themselves, in the same pass over B; so do the
+                    # refresh kernels of a sharded matrix, as they write U into the send buffer. (A plain matrix
+                    # keeps PeriodicRowMuon's torch operations: its update stays that optimizer's bit for bit.)
+                    item.native = layout.world > 1 and self.rownorm_kernel in ("auto", "native") and \
+                        native_refresh_applies(item.local, grad, buf)
+                    item.momentum_pending = item.native
+                    if not item.momentum_pending:
+                        buf.lerp_(grad, 1.0 - group["momentum"])
                 if layout.world == 1:
                     (local_refresh if refresh else local_rownorm).append(item)
                 elif refresh:
@@ -502,9 +537,9 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
         wire dtype (almost always one)."""
         if not items:
             return []
-        world = items[0].layout.world
-        costs = [ns_flops(it.layout.rows, it.layout.cols, it.group["ns_steps"]) for it in items]
-        owners = assign_owners(costs, world)  # from shapes alone: every rank computes the same owners
+        shapes = [(it.layout.rows, it.layout.cols) for it in items]
+        # From shapes alone: every rank computes the same owners.
+        owners = ns_owners(shapes, items[0].layout.world, [it.group["ns_steps"] for it in items])
         by_dtype: dict[tuple[torch.dtype, torch.dtype], list[tuple[_Item, int]]] = {}
         for item, owner in zip(items, owners, strict=True):
             key = (self._gather_dtype(item), item.group["ns_dtype"])
@@ -515,80 +550,100 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
                         slot: int) -> _Exchange:
         layout = pairs[0][0].layout
         world, rank = layout.world, layout.rank
-        # Send: for each owner rank in turn, this rank's rows of U of every matrix it owns (in step order).
         by_owner: list[list[_Item]] = [[] for _ in range(world)]
         for item, owner in pairs:
             by_owner[owner].append(item)
-        send_splits = [sum(it.local.numel() for it in owned) for owned in by_owner]
+        mine = by_owner[rank]
         device = pairs[0][0].local.device
+        # Send: for each other owner rank in turn, this rank's rows of U of every matrix it owns (in step order). A
+        # rank's rows of its own matrices never enter the exchange (no segment to itself, in either all-to-all):
+        # they are written straight into the assembled matrix, and their result applied straight from NS5's.
+        send_splits = [0 if owner == rank else sum(it.local.numel() for it in owned)
+                       for owner, owned in enumerate(by_owner)]
         send = self._scratch(f"a2a_send{slot}", sum(send_splits), wire, device)
         offset = 0
-        for owned in by_owner:
+        for owner, owned in enumerate(by_owner):
+            if owner == rank:
+                continue
             for it in owned:
                 rows = it.layout.stop - it.layout.start
                 it.nesterov_into(send[offset : offset + it.local.numel()].view(rows, it.layout.cols))
                 offset += it.local.numel()
-        # Receive: from each source rank, its rows of every matrix this rank owns.
-        mine = by_owner[rank]
-        recv_splits = [sum(_numel_of_rows(it.layout, source) for it in mine) for source in range(world)]
+        # Receive: from each other rank, its rows of every matrix this rank owns.
+        recv_splits = [0 if source == rank else sum(_numel_of_rows(it.layout, source) for it in mine)
+                       for source in range(world)]
         recv = self._scratch(f"a2a_recv{slot}", sum(recv_splits), wire, device)
         work = dist.all_to_all_single(recv, send, recv_splits, send_splits, group=self._group, async_op=True)
-        self.comm_stats.record("all_to_all", (sum(send_splits) - send_splits[rank]) * wire.itemsize)
-        return _Exchange(by_owner, mine, send_splits, recv_splits, recv, work, ns_dtype, rank, world, slot)
+        self.comm_stats.record("all_to_all", sum(send_splits) * wire.itemsize)
+        # While it is in flight: the owned matrices' buffers, this rank's own rows of U already in place.
+        batches = self._owned_batches(mine, wire)
+        for members, stack in batches:
+            for i, whole in zip(members, stack, strict=True):
+                it = mine[i]
+                it.nesterov_into(whole[it.layout.start : it.layout.stop])
+        return _Exchange(by_owner, mine, batches, send_splits, recv_splits, recv, work, ns_dtype, rank, world, slot)
 
-    def _orthogonalize_owned(self, ex: _Exchange) -> _Exchange:
-        """Wait for the shards, assemble each owned matrix, NS5 (same-shape matrices with the same NS settings in
-        one batched call), and send each rank its rows of the results (the second all-to-all, left in flight)."""
-        ex.work.wait()
-        # Where each source's rows of each owned matrix sit in the receive buffer: sources in rank order, and
-        # within a source the owned matrices in step order (how every sender packed them).
-        source_offsets = [sum(ex.recv_splits[:s]) for s in range(ex.world)]
-        batches: dict[tuple[Any, ...], list[int]] = {}
-        for i, it in enumerate(ex.mine):
+    @staticmethod
+    def _owned_batches(mine: list[_Item], dtype: torch.dtype) -> list[tuple[list[int], Tensor]]:
+        """The owned matrices grouped into NS5 calls (same shape and NS settings, on a CPU only up to
+        CPU_BATCH_MAX_SIDE), each group with a fresh (B, m, n) buffer to assemble its matrices in."""
+        groups: dict[tuple[Any, ...], list[int]] = {}
+        for i, it in enumerate(mine):
             g = it.group
             key: tuple[Any, ...] = (it.layout.rows, it.layout.cols, tuple(g["ns_coefficients"]), g["ns_steps"],
                                     g["eps"])
             if it.local.device.type == "cpu" and min(it.layout.rows, it.layout.cols) > CPU_BATCH_MAX_SIDE:
                 key = (*key, i)  # a batch of its own (CPU_BATCH_MAX_SIDE)
-            batches.setdefault(key, []).append(i)
-        within = [0] * ex.world  # running offset inside each source's segment
-        pieces: list[list[Tensor]] = []  # per owned matrix, per source: its rows in the receive buffer
-        for it in ex.mine:
-            parts = []
-            for source in range(ex.world):
-                n = _numel_of_rows(it.layout, source)
-                at = source_offsets[source] + within[source]
-                parts.append(ex.recv[at : at + n].view(-1, it.layout.cols))
-                within[source] += n
-            pieces.append(parts)
+            groups.setdefault(key, []).append(i)
+        return [(members, torch.empty(len(members), rows, cols, dtype=dtype, device=mine[members[0]].local.device))
+                for (rows, cols, *_), members in groups.items()]
+
+    def _orthogonalize_owned(self, ex: _Exchange) -> _Exchange:
+        """Wait for the shards, complete each owned matrix, NS5 (same-shape matrices with the same NS settings in one
+        batched call), send each other rank its rows of the results (the second all-to-all, left in flight) and
+        apply this rank's own rows meanwhile."""
+        ex.work.wait()
+        # Where each source's rows of each owned matrix sit in the receive buffer: sources in rank order, and
+        # within a source the owned matrices in step order (how every sender packed them).
+        wholes: dict[int, Tensor] = {i: whole for members, stack in ex.batches
+                                     for i, whole in zip(members, stack, strict=True)}
+        offset = 0
+        for source in range(ex.world):
+            if source == ex.rank:
+                continue
+            for i, it in enumerate(ex.mine):
+                start, stop = it.layout.rows_of(source)
+                n = (stop - start) * it.layout.cols
+                wholes[i][start:stop].copy_(ex.recv[offset : offset + n].view(stop - start, it.layout.cols))
+                offset += n
         ortho: dict[int, Tensor] = {}  # owned matrix index -> its NS5 result (m, n)
-        for (rows, cols, coefficients, steps, eps, *_), members in batches.items():
+        for members, stack in ex.batches:
+            g = ex.mine[members[0]].group
+            coefficients, steps, eps = g["ns_coefficients"], g["ns_steps"], g["eps"]
             if len(members) == 1:
                 # One matrix: the 2-D routine itself (the unsharded optimizer's, so bit for bit its result).
-                whole = torch.cat(pieces[members[0]]) if ex.world > 1 else pieces[members[0]][0]
-                ortho[members[0]] = _newton_schulz5(whole, coefficients, steps, eps, ex.ns_dtype, owned=True)
+                ortho[members[0]] = _newton_schulz5(stack[0], coefficients, steps, eps, ex.ns_dtype, owned=True)
             else:
-                # (B, m, n): each matrix's rows from every source, stacked in rank order.
-                stack = torch.empty(len(members), rows, cols, dtype=ex.recv.dtype, device=ex.recv.device)
-                for b, i in enumerate(members):
-                    torch.cat(pieces[i], out=stack[b])
                 result = newton_schulz5_batched(stack, coefficients, steps, eps, ex.ns_dtype)
                 for b, i in enumerate(members):
                     ortho[i] = result[b]
             self.ns5_calls += len(members)
             self.ns5_batches += 1
-        # Send back: to each rank, its rows of every owned matrix, in step order; receive from each owner the rows of
-        # the matrices it owns, in the order the first exchange sent them.
-        back_splits = [sum(_numel_of_rows(it.layout, dest) for it in ex.mine) for dest in range(ex.world)]
-        back = self._scratch(f"a2a_back{ex.slot}", sum(back_splits), ex.ns_dtype, ex.recv.device)
         for i, result in ortho.items():
             # A tall matrix's result is the transpose of NS5's wide one: one whole copy to rows (torch's transposing
             # copy) costs less than each destination's rows copied out of the transposed view (cache misses on
             # every element): 16 against 23 ms a refresh on the AMX Xeon, 2 ranks, width 512, under load. Exact.
             if not result.is_contiguous():
                 ortho[i] = result.contiguous()
+        # Send back: to each other rank, its rows of every owned matrix, in step order; receive from each other owner
+        # the rows of the matrices it owns, in the order the first exchange sent them.
+        back_splits = [0 if dest == ex.rank else sum(_numel_of_rows(it.layout, dest) for it in ex.mine)
+                       for dest in range(ex.world)]
+        back = self._scratch(f"a2a_back{ex.slot}", sum(back_splits), ex.ns_dtype, ex.recv.device)
         offset = 0
         for dest in range(ex.world):
+            if dest == ex.rank:
+                continue
             for i, it in enumerate(ex.mine):
                 start, stop = it.layout.rows_of(dest)
                 n = (stop - start) * it.layout.cols
@@ -596,13 +651,17 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
                 offset += n
         ex.recv = self._scratch(f"a2a_returned{ex.slot}", sum(ex.send_splits), ex.ns_dtype, ex.recv.device)
         ex.work = dist.all_to_all_single(ex.recv, back, ex.send_splits, back_splits, group=self._group, async_op=True)
-        self.comm_stats.record("all_to_all", (sum(back_splits) - back_splits[ex.rank]) * ex.ns_dtype.itemsize)
+        self.comm_stats.record("all_to_all", sum(back_splits) * ex.ns_dtype.itemsize)
+        for i, it in enumerate(ex.mine):  # this rank's own rows, while the others' travel
+            it.apply_ortho(ortho[i][it.layout.start : it.layout.stop])
         return ex
 
     def _apply_returned(self, ex: _Exchange) -> None:
         ex.work.wait()
         offset = 0
-        for owned in ex.by_owner:  # the first exchange's send order: owners in rank order, matrices in step order
+        for owner, owned in enumerate(ex.by_owner):  # the first exchange's send order: owners in rank order
+            if owner == ex.rank:
+                continue  # applied as its results came out of NS5
             for it in owned:
                 n = it.local.numel()
                 it.apply_ortho(ex.recv[offset : offset + n].view_as(it.local))
@@ -616,10 +675,11 @@ def _numel_of_rows(layout: _Layout, rank: int) -> int:
 
 @dataclass
 class _Exchange:
-    """One distributed refresh in flight: who owns what, the split sizes of the two all-to-alls, the buffer."""
+    """One distributed refresh in flight: who owns what, the split sizes of the two all-to-alls, the buffers."""
 
     by_owner: list[list[_Item]]  # per owner rank, the matrices it owns, in step order
     mine: list[_Item]  # by_owner[rank]
+    batches: list[tuple[list[int], Tensor]]  # NS5 calls: indices into `mine`, and their (B, m, n) assembly buffer
     send_splits: list[int]  # elements this rank sends each rank in the first all-to-all (its rows of their matrices)
     recv_splits: list[int]  # elements it receives from each rank (their rows of its matrices)
     recv: Tensor  # the receive buffer of the all-to-all in flight
