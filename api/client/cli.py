@@ -459,20 +459,20 @@ def _optuna(client: ScalesweepClient, args: argparse.Namespace) -> int:
 
 def _extend(client: ScalesweepClient, args: argparse.Namespace) -> int:
     doc = client.extend_sweep(args.sweep_id, args.spec)
-    print(f"extending {args.sweep_id}: {'; '.join(doc['added'])}")
-    if not args.follow:
-        return 0
-    final = watch_sweep(client, args.sweep_id, args.interval)
-    return _EXIT.get(final.state, 1)
+    return _extended(f"extending {args.sweep_id}: {'; '.join(doc['added'])}", args,
+                     lambda: watch_sweep(client, args.sweep_id, args.interval))
 
 
 def _extend_transfer(client: ScalesweepClient, args: argparse.Namespace) -> int:
     doc = client.extend_transfer(args.transfer_id, args.seeds)
-    print(f"extending {args.transfer_id}: seeds {doc['added']} (one more look for its claims)")
-    if not args.follow:
-        return 0
-    final = watch_transfer(client, args.transfer_id, args.interval)
-    return _EXIT.get(final.state, 1)
+    return _extended(f"extending {args.transfer_id}: seeds {doc['added']} (one more look for its claims)", args,
+                     lambda: watch_transfer(client, args.transfer_id, args.interval))
+
+
+def _extended(line: str, args: argparse.Namespace, watch: Callable[[], Any]) -> int:
+    """An extension's line, then (with --follow) the job followed to its end: the exit status of its state."""
+    print(line)
+    return _EXIT.get(watch().state, 1) if args.follow else 0
 
 
 _COMMANDS: dict[str, Callable[[ScalesweepClient, argparse.Namespace], int]] = {

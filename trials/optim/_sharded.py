@@ -80,7 +80,7 @@ sharded, and the step counters are ints, so a run resumes mid-period exactly.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -607,15 +607,9 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
         # within a source the owned matrices in step order (how every sender packed them).
         wholes: dict[int, Tensor] = {i: whole for members, stack in ex.batches
                                      for i, whole in zip(members, stack, strict=True)}
-        offset = 0
-        for source in range(ex.world):
-            if source == ex.rank:
-                continue
-            for i, it in enumerate(ex.mine):
-                start, stop = it.layout.rows_of(source)
-                n = (stop - start) * it.layout.cols
-                wholes[i][start:stop].copy_(ex.recv[offset : offset + n].view(stop - start, it.layout.cols))
-                offset += n
+        for i, start, stop, offset in _peer_rows(ex):
+            cols = ex.mine[i].layout.cols
+            wholes[i][start:stop].copy_(ex.recv[offset : offset + (stop - start) * cols].view(stop - start, cols))
         ortho: dict[int, Tensor] = {}  # owned matrix index -> its NS5 result (m, n)
         for members, stack in ex.batches:
             g = ex.mine[members[0]].group
@@ -640,15 +634,9 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
         back_splits = [0 if dest == ex.rank else sum(_numel_of_rows(it.layout, dest) for it in ex.mine)
                        for dest in range(ex.world)]
         back = self._scratch(f"a2a_back{ex.slot}", sum(back_splits), ex.ns_dtype, ex.recv.device)
-        offset = 0
-        for dest in range(ex.world):
-            if dest == ex.rank:
-                continue
-            for i, it in enumerate(ex.mine):
-                start, stop = it.layout.rows_of(dest)
-                n = (stop - start) * it.layout.cols
-                back[offset : offset + n].view(stop - start, it.layout.cols).copy_(ortho[i][start:stop])
-                offset += n
+        for i, start, stop, offset in _peer_rows(ex):
+            cols = ex.mine[i].layout.cols
+            back[offset : offset + (stop - start) * cols].view(stop - start, cols).copy_(ortho[i][start:stop])
         ex.recv = self._scratch(f"a2a_returned{ex.slot}", sum(ex.send_splits), ex.ns_dtype, ex.recv.device)
         ex.work = dist.all_to_all_single(ex.recv, back, ex.send_splits, back_splits, group=self._group, async_op=True)
         self.comm_stats.record("all_to_all", sum(back_splits) * ex.ns_dtype.itemsize)
@@ -666,6 +654,20 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
                 n = it.local.numel()
                 it.apply_ortho(ex.recv[offset : offset + n].view_as(it.local))
                 offset += n
+
+
+def _peer_rows(ex: _Exchange) -> Iterator[tuple[int, int, int, int]]:
+    """(owned matrix index, first row, end row, offset in the packed buffer) of every other rank's rows of each
+    matrix this rank owns, in the order both all-to-alls pack them: ranks in order (this one skipped), matrices in
+    step order within a rank."""
+    offset = 0
+    for peer in range(ex.world):
+        if peer == ex.rank:
+            continue
+        for i, it in enumerate(ex.mine):
+            start, stop = it.layout.rows_of(peer)
+            yield i, start, stop, offset
+            offset += (stop - start) * it.layout.cols
 
 
 def _numel_of_rows(layout: _Layout, rank: int) -> int:
