@@ -620,9 +620,12 @@ def rung_report(
     horizons: Mapping[str, int],
     step_time_runs: Mapping[str, Mapping[str, Sequence[float]]] | None = None,
     pilot: Mapping[str, Any] | None = None,
+    alpha: float = 0.05,
+    looks: int = 1,
 ) -> dict[str, Any]:
     """The per-rung table against the declared target (module docstring), JSON-able; with rule `pilot`, `pilot` is
-    the plan's pilot section (its runs, curves and the target it derived), reported as `pilot`."""
+    the plan's pilot section (its runs, curves and the target it derived), reported as `pilot`. Its Holm flags are
+    at the family-wise `alpha` of one of the study's `looks` (alpha / looks: rounds, extensions)."""
     targets, per_run = run_targets(runs, target, pilot)
     ok = [r for r in runs if r.state == "SUCCEEDED"]
     need = max(1, math.ceil(len(seeds) / 2))
@@ -684,7 +687,9 @@ def rung_report(
     out["target_values"] = values
     out["targets_differ"] = len({v for v in values.values() if v is not None}) > 1
     # Each rung x each baseline is a comparison of the same study: their claims are corrected together.
-    out["multiplicity"] = correct_across_rungs(out["rungs"])
+    out["multiplicity"] = correct_across_rungs(out["rungs"], level=1 - alpha / looks)
+    if looks > 1:
+        out["multiplicity"].update(looks=looks, alpha_study=alpha)
     out["per_run"] = per_run
     return out
 

@@ -15,7 +15,7 @@ The work folder's files are `sweeper.jobfiles`; the MLflow record is `sweeper.le
 from __future__ import annotations
 
 from ._driver import SweepJob, cancel_sweep, default_workdir, run_sweep, sweep_status
-from ._extend import apply_extension, check_extension, extend_held, extend_sweep
+from ._extend import apply_extension, changed_paths, check_extension, extend_held, extend_sweep
 from ._figures import FigureHook, log_transfer_figures, set_figure_hook, write_comparison_report, write_sweep_report
 from ._runner import JobRun, run_locked_job, run_stages
 
@@ -25,6 +25,7 @@ __all__ = [
     "SweepJob",
     "apply_extension",
     "cancel_sweep",
+    "changed_paths",
     "check_extension",
     "default_workdir",
     "extend_held",

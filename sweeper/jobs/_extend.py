@@ -30,7 +30,7 @@ from ..specs import SweepSpec, load_spec
 if TYPE_CHECKING:
     from ..analysis import SweepResult
 
-__all__ = ["apply_extension", "check_extension", "extend_held", "extend_sweep"]
+__all__ = ["apply_extension", "changed_paths", "check_extension", "extend_held", "extend_sweep"]
 
 # What an extension may change; every other field must be equal.
 _EXTENSIBLE = ("seeds", "baselines", "execution", "retries")
@@ -43,12 +43,12 @@ def _rest(spec: SweepSpec) -> dict[str, Any]:
     return dump
 
 
-def _diff(old: Any, new: Any, path: str = "") -> list[str]:
-    """Dotted paths where two JSON-like values differ."""
+def changed_paths(old: Any, new: Any, path: str = "") -> list[str]:
+    """Dotted paths where two JSON-like values (two specs' dumps) differ: what an extension names when it refuses."""
     if isinstance(old, dict) and isinstance(new, dict):
         out = []
         for key in sorted(set(old) | set(new)):
-            out += _diff(old.get(key), new.get(key), f"{path}.{key}" if path else key)
+            out += changed_paths(old.get(key), new.get(key), f"{path}.{key}" if path else key)
         return out
     return [] if old == new else [path]
 
@@ -59,7 +59,7 @@ def check_extension(old: SweepSpec, new: SweepSpec) -> list[str]:
     if old.confirm.top > 0:
         raise SweepError(f"sweep {old.name} confirmed its choice on fresh seeds (confirm.top={old.confirm.top}): "
                          "it cannot be extended; start a new sweep with search.warm_start instead")
-    changed = _diff(_rest(old), _rest(new))
+    changed = changed_paths(_rest(old), _rest(new))
     if changed:
         raise SweepError(f"an extension may only add seeds, grid values, search budget or baselines; "
                          f"{', '.join(changed)} changed")

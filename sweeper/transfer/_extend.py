@@ -27,8 +27,9 @@ from typing import IO, TYPE_CHECKING, Any
 from scaling import TransferError
 
 from ..jobfiles import OUTCOME_FILE, driver_lock, is_transfer_folder
-from ..jobs import extend_held
+from ..jobs import changed_paths, extend_held
 from ..specs import SweepSpec
+from ._job import _transfer_state, run_transfer
 from ._pilot import pilot_seeds
 from ._spec import TransferSpec, load_transfer_spec
 
@@ -40,17 +41,10 @@ __all__ = ["apply_transfer_extension", "extend_transfer"]
 _EXTENSIBLE = ("seeds", "execution")
 
 
-def _changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
-    """The top-level fields other than seeds and execution whose values differ."""
-    return sorted(k for k in set(old) | set(new) if k not in _EXTENSIBLE and old.get(k) != new.get(k))
-
-
 def apply_transfer_extension(spec: TransferSpec, workdir: str | Path) -> list[int]:
     """Make the finished transfer in `workdir` the extended `spec` without running anything: its state, plan,
     fingerprint and its sweep's seeds, so that the next resume runs only the new seeds. Returns the seeds added
     (empty: nothing to add). `TransferError` naming the field for a change an extension may not make."""
-    from ._job import _transfer_state
-
     folder = Path(workdir).resolve()
     if not is_transfer_folder(folder):
         raise TransferError(f"{folder} holds no transfer to extend; start one with `scalesweep transfer run`")
@@ -68,7 +62,8 @@ def apply_transfer_extension(spec: TransferSpec, workdir: str | Path) -> list[in
         if stored.verify is not None:
             raise TransferError("verify: this transfer's verification ran on the seeds it had; an extension cannot "
                                 "carry it: start a new transfer with the seeds you need instead")
-        changed = _changed(stored.model_dump(mode="json"), spec.model_dump(mode="json"))
+        changed = changed_paths(stored.model_dump(mode="json", exclude=set(_EXTENSIBLE)),
+                                spec.model_dump(mode="json", exclude=set(_EXTENSIBLE)))
         if changed:
             raise TransferError(f"an extension may only add seeds (and change execution); {', '.join(changed)} "
                                 "changed")
@@ -87,9 +82,10 @@ def apply_transfer_extension(spec: TransferSpec, workdir: str | Path) -> list[in
         if reused := [s for s in added if s in selection]:
             raise TransferError(f"seeds: {reused} are the sweep's selection seeds {selection} (its choice was made "
                                 "on them); add seeds the study has not used")
-        if reused := [s for s in added if s in pilot_seeds(state.plan)]:
-            raise TransferError(f"seeds: {reused} are the pilot's seeds {pilot_seeds(state.plan)} (the target came "
-                                "from them); add seeds the study has not used")
+        pilot = pilot_seeds(state.plan)
+        if reused := [s for s in added if s in pilot]:
+            raise TransferError(f"seeds: {reused} are the pilot's seeds {pilot} (the target came from them); add "
+                                "seeds the study has not used")
         seeds = before + added
         history = [*(state.plan.get("extensions") or []),
                    {"at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"), "seeds_before": before,
@@ -108,8 +104,6 @@ def extend_transfer(spec: TransferSpec | str | Path | Mapping[str, Any], workdir
                     show_progress: bool = False, stream: IO[str] | None = None) -> TransferResult:
     """Extend the finished transfer in `workdir` to `spec` (`apply_transfer_extension`) and run the new seeds in
     this process; returns the result over all of its seeds."""
-    from ._job import run_transfer
-
     new = spec if isinstance(spec, TransferSpec) else load_transfer_spec(spec)
     added = apply_transfer_extension(new, workdir)
     out = (stream or sys.stdout) if show_progress else None

@@ -23,7 +23,7 @@ from scaling.claims import (
     judge_claims,
 )
 from scaling.controls import ControlOutcome, control_outcome, null_reading
-from scaling.rungs import PlateauSpec, TargetSpec, correct_across_rungs, rung_report
+from scaling.rungs import PlateauSpec, TargetSpec, rung_report
 
 from ._savings import SavingsAnswers
 from ._timing import round_log_ratios
@@ -63,6 +63,7 @@ class TargetAnswers(SavingsAnswers):
     def _rung_report(self) -> dict[str, Any]:
         ttb = {rid: t.best_time_s for rid, t in self.time_to_best().items()}
         plan = self.plan
+        alpha, looks = self._alpha_looks()
         # Transfers planned before targets existed get the default rule, applied now (and said so in the text).
         return rung_report(
             self.runs, rungs=plan.rungs, arms=plan.arms, searched_arm=self.searched_arm,
@@ -70,7 +71,7 @@ class TargetAnswers(SavingsAnswers):
             step_times=self.step_timing.get("seconds_per_step"), time_to_best=ttb,
             step_time_runs=self.step_timing.get("seconds_per_step_runs"),
             plateau_spec=PlateauSpec.model_validate(plan.plateau or {}),
-            horizons=plan.horizon_of(), pilot=_pilot_report(plan.pilot))
+            horizons=plan.horizon_of(), pilot=_pilot_report(plan.pilot), alpha=alpha, looks=looks)
 
     def _alpha_looks(self) -> tuple[float, int]:
         """The study's family-wise alpha and its looks: the rounds' alpha and planned looks (else 0.05 and one),
@@ -82,10 +83,6 @@ class TargetAnswers(SavingsAnswers):
     @cached_property
     def _target_report(self) -> dict[str, Any]:
         report = self._rung_report
-        alpha, looks = self._alpha_looks()
-        if looks > 1:  # the table's Holm flags at the level of one look (its adjusted p values do not change)
-            report["multiplicity"] = {**correct_across_rungs(report["rungs"], level=1 - alpha / looks),
-                                      "looks": looks, "alpha_study": alpha}
         # Every endpoint beside the complete-case numbers, every seed kept; a null read against the positive control.
         positive = self._control_outcomes.get("positive", {})
         for rung, entry in report["rungs"].items():

@@ -84,6 +84,19 @@ def test_transfers_validate_refuse_and_change_state(api: TestClient, tmp_path: P
     r = api.get(f"/v1/transfers/{tid}/predict", params={"size": "cpu-m", "arm": "periodic"})
     assert r.status_code == 409 and r.headers["content-type"] == "application/problem+json"
     assert api.post(f"/v1/transfers/{tid}/resume", headers=AUTH).status_code == 409
+    # More seeds: only for a finished transfer, with a token, within the body's bounds, naming the field.
+    extend = f"/v1/transfers/{tid}/extend"
+    assert api.post(extend, json={"seeds": [0, 1]}).status_code == 401
+    r = api.post(extend, json={"seeds": list(range(101))}, headers=AUTH)
+    assert r.status_code == 422 and r.json()["errors"][0]["field"] == "seeds"
+    r = api.post(extend, json={"seeds": [0, 1], "rungs": ["cpu-m"]}, headers=AUTH)
+    assert r.status_code == 422 and r.json()["errors"][0]["field"] == "rungs"  # only seeds and execution
+    r = api.post(extend, json={"seeds": [0, -1]}, headers=AUTH)
+    assert r.status_code == 422 and r.json()["errors"][0]["field"] == "seeds[1]"  # the element, by the spec's type
+    r = api.post(extend, json={"seeds": [0, 1]}, headers=AUTH)
+    assert r.status_code == 409 and "is PENDING: only a SUCCEEDED, FAILED or CANCELLED transfer is extended" in r.text
+    assert r.headers["content-type"] == "application/problem+json"
+    assert api.post("/v1/transfers/tr-nope/extend", json={"seeds": [0, 1]}, headers=AUTH).status_code == 404
     assert api.post(f"/v1/transfers/{tid}/cancel", headers=AUTH).json()["state"] == "CANCELLED"
     assert api.post(f"/v1/transfers/{tid}/cancel", headers=AUTH).status_code == 409
     assert api.get("/v1/transfers", params={"state": "CANCELLED"}).json()["count"] == 1
@@ -167,7 +180,7 @@ def test_a_real_transfer_over_http(live: str, service_study: ServiceStudy, tmp_p
         # 2 added, run by the queue's driver, only its 4 runs new, the extension one more look for the claims.
         for seeds, says in (([0, 2], "seeds: an extension keeps the transfer's seeds [0, 1]; [1] are missing"),
                             ([0, 1], "seeds: [0, 1] adds no seed"),
-                            ([0, 1, 0], "seeds")):
+                            ([0, 1, 0], "seeds must be distinct")):
             with pytest.raises(ApiError) as bad:
                 client.extend_transfer(transfer_id, seeds)
             assert bad.value.status == 422 and says in bad.value.detail, bad.value.detail

@@ -9,6 +9,7 @@ import json
 import math
 import statistics
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -470,6 +471,7 @@ def test_a_finished_transfer_extended_with_seeds_runs_only_them_and_counts_one_m
     # on (0) or a transfer whose rounds add its own seeds; the transfer in the folder stays as it was.
     for bad, message in (({**spec, "seeds": [2]}, r"seeds: an extension keeps the transfer's seeds \[1\]; \[1\] "),
                          ({**spec, "seeds": [1, 2], "horizon_factor": 3.0}, "horizon_factor changed"),
+                         ({**spec, "seeds": [1, 2], "timing": {"steps": 0, "rounds": 3}}, "timing.rounds changed"),
                          ({**spec, "seeds": [1, 0]}, r"seeds: \[0\] are the sweep's selection seeds")):
         with pytest.raises(TransferError, match=message):
             extend_transfer(bad, folder)
@@ -486,7 +488,14 @@ def test_a_finished_transfer_extended_with_seeds_runs_only_them_and_counts_one_m
     assert main(["transfer", "extend", str(spec_file), "--workdir", str(tmp_path / "none")]) == 2
     assert "holds no transfer to extend" in capsys.readouterr().err
 
-    progress = io.StringIO()
+    # Two extensions at once (two callers on one folder): the driver lock lets one apply it; the other is refused
+    # while it is held, or finds the seed added. One extension is recorded either way.
+    with ThreadPoolExecutor(2) as pool:
+        outcomes = list(pool.map(lambda _: _try_extension({**spec, "seeds": [1, 2]}, folder), range(2)))
+    assert outcomes.count([2]) == 1 and all(o in ([2], [], "locked") for o in outcomes), outcomes
+    assert len(json.loads((folder / "transfer.json").read_text())["plan"]["extensions"]) == 1
+
+    progress = io.StringIO()  # the extension applied, its seed's runs not yet run: this runs them
     extended = extend_transfer({**spec, "seeds": [1, 2]}, folder, show_progress=True, stream=progress)
     assert extended.state == "SUCCEEDED" and extended.transfer_id == first.transfer_id
     assert extended.counts == {"SUCCEEDED": 4} and extended.plan.seeds == [1, 2]
@@ -498,11 +507,22 @@ def test_a_finished_transfer_extended_with_seeds_runs_only_them_and_counts_one_m
     assert entry["seeds_before"] == [1] and entry["added"] == [2]
     # decided after a look at seed 1: the claims' budget divides alpha over two looks now
     assert extended.claims()["budget"]["looks"] == 2
-    assert "extending" in progress.getvalue() and "seeds [2]" in progress.getvalue()
+    assert "nothing to add" in progress.getvalue() and "seed=2" in progress.getvalue()
     # the same spec again adds nothing and runs nothing; a plain resume with it is accepted (same fingerprint)
     again = extend_transfer({**spec, "seeds": [1, 2]}, folder)
     assert again.counts == {"SUCCEEDED": 4} and len(again.plan.extensions) == 1
     assert run_transfer({**spec, "seeds": [1, 2]}, workdir=folder, resume=True).state == "SUCCEEDED"
+
+
+def _try_extension(spec: dict[str, Any], folder: Path) -> list[int] | str:
+    from sweeper import TransferSpec
+    from sweeper.transfer import apply_transfer_extension
+
+    try:
+        return apply_transfer_extension(TransferSpec.model_validate(spec), folder)
+    except TransferError as exc:
+        assert "a driver is already running" in str(exc), exc
+        return "locked"
 
 
 def test_export_round_trips_and_builds_the_optimizer(case: dict[str, Any]) -> None:
