@@ -21,6 +21,15 @@ runs are not paired round by round, so each ratio is the ratio of geometric mean
 rounds' log step times (n = rounds of each). Targets (issue 52): 2 workers <= 0.6 x 1 worker at 1 thread, and not
 slower than 1 worker at 2 threads.
 
+And **what bounds the scaling on this machine**, from the same run plus two short measurements: the ranks are
+symmetric, so on C cores R ranks' step takes at least R x (one rank's process CPU per step) / C of wall time, which
+over the 1-worker step is a floor on the ratio no scheduling or overlap can beat. That CPU is split into the rank's
+forward/backward at its local batch (one process at local batch B/R, unsharded: the compute), its optimizer step
+(with the optimizer's collectives) and the rest: FSDP2's all-gathers and reduce-scatters and the sharding around them.
+Beside it, gloo's own cost on this machine (2 ranks: all-gather and reduce-scatter of a 4 MB shard, GB/s sent per
+rank and process-CPU ms per MB), and the per-rank CPU the 0.6 target leaves for communication once the compute is
+paid.
+
     python benchmarks/worker_step_ratio.py [--rungs cpu-s,cpu-m] [--rounds 8] [--no-scaling]
 """
 
@@ -37,10 +46,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
 
 from trials.optim import fast_ns_dtype
 from trials.steptime import StepTimes, interleaved_step_times
 
+TARGET = 0.6  # issue 52: the 2-worker step at most 0.6 x the 1-worker step at 1 thread
+PROBE_MB = 4.0  # the gloo probe's shard: a block's share at cpu-m is a few MB
 TRIAL = {"batch_size": 16, "warmup_steps": 20, "threads": 1}  # step_ratio.py's: the evidence profile's settings
 MUON = {"name": "muon"}
 PERIODIC = {"name": "periodic", "refresh_every": 3, "gamma": 0.15}  # the paper's pair
@@ -89,6 +102,64 @@ def scaling_lines(one: StepTimes, two_threads: StepTimes, two: StepTimes) -> lis
     return out
 
 
+def _probe_rank(rank: int, port: int, out: Any) -> None:
+    """One of 2 gloo ranks timing all-gather and reduce-scatter of a PROBE_MB shard (wall and process CPU)."""
+    import datetime as dt
+    import warnings
+
+    warnings.simplefilter("ignore", FutureWarning)  # the *_tensor collectives' names: what FSDP2 itself calls
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
+                            timeout=dt.timedelta(minutes=5))
+    n = int(PROBE_MB * 1e6 / 4)
+    shard, whole = torch.randn(n), torch.empty(2 * n)
+    figures = {}
+    for kind, call in (("all_gather", lambda: dist.all_gather_into_tensor(whole, shard)),
+                       ("reduce_scatter", lambda: dist.reduce_scatter_tensor(shard, whole))):
+        for _ in range(5):
+            call()
+        dist.barrier()
+        wall, cpu, calls = time.perf_counter(), time.process_time(), 30
+        for _ in range(calls):
+            call()
+        figures[kind] = ((time.perf_counter() - wall) / calls, (time.process_time() - cpu) / calls)
+    if rank == 0:
+        out.put(figures)
+    dist.destroy_process_group()
+
+
+def gloo_probe() -> dict[str, tuple[float, float]]:
+    """kind -> (wall s, process CPU s) per call of a PROBE_MB-shard collective on 2 local gloo ranks."""
+    from trials._distributed import free_port
+
+    out = mp.get_context("spawn").Queue()
+    mp.start_processes(_probe_rank, args=(free_port(), out), nprocs=2, start_method="spawn")
+    return out.get(timeout=60)
+
+
+def bound_lines(one: StepTimes, threads2: StepTimes, half: StepTimes, two: StepTimes, cores: int) -> list[str]:
+    """Per arm on R ranks: the rank's process CPU per step split into compute, optimizer and the rest, and the
+    floor on the scaling ratio it sets on `cores` cores (see the module docstring)."""
+    out = []
+    ranks = two.workers
+    sent = two.summary().get("comm_bytes_per_step", {})
+    for arm in two.arms:
+        base = arm.removesuffix(" distributed")
+        w1 = statistics.median(one.step(base, "wall"))
+        # The ranks' mean process CPU per step (every rank's kept round by round): the work 2 cores must share.
+        cpu = statistics.median(statistics.fmean(rank) for rank in two.rank_steps[arm]["thread"])
+        fb = statistics.median(half.costs[base]["thread"]["forward_backward"])
+        opt = statistics.median(two.costs[arm]["thread"]["optimizer"])
+        rest = cpu - fb - opt
+        floor = ranks * cpu / cores / w1
+        floor2 = ranks * cpu / cores / statistics.median(threads2.step(base, "wall"))
+        budget = TARGET * w1 * cores / ranks - fb - opt  # a rank's CPU left for FSDP2 under the target
+        out.append(f"| {arm} | {1e3 * w1:.1f} | {1e3 * cpu:.1f} | **{floor:.3f}** | {floor2:.3f} | {1e3 * fb:.1f} | "
+                   f"{1e3 * opt:.1f} | "
+                   f"{1e3 * rest:.1f} | {1e3 * budget:.1f} | {sent.get(arm, 0.0) / 1e6:.2f} |")
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rungs", default="cpu-s,cpu-m")
@@ -128,6 +199,24 @@ def main() -> None:
         print("\n".join(scaling_lines(measured[1], threads2, measured[2])), flush=True)
         print(f"  [1 worker at 2 threads: {threads2.rounds} rounds, {time.perf_counter() - start:.0f} s, load "
               f"{threads2.load_before[0]:.1f}->{threads2.load_after[0]:.1f}]", flush=True)  # type: ignore[index]
+        start = time.perf_counter()
+        local = TRIAL["batch_size"] // 2
+        half = interleaved_step_times({**TRIAL, "rung": rung}, ONE, {**timing, "local_batch": local}, reference="muon")
+        cores = os.cpu_count() or 1
+        print(f"\n{rung}, what bounds the 2-worker step on {cores} cores: a rank's process CPU per step (median ms) "
+              f"and the floor it sets, 2 x CPU / {cores} cores / the 1-worker step (wall, 1 thread)\n")
+        print("| arm on 2 workers | 1 worker, 1 thread (wall) | a rank's CPU / step (mean of ranks) | "
+              "floor on the ratio (target <= 0.6) | "
+              "floor against 1 worker at 2 threads (target <= 1) | "
+              f"forward/backward at local batch {local} (1 process) | optimizer (2 ranks) | FSDP2 collectives and "
+              "sharding (the rest) | CPU the target leaves for the rest | MB sent / rank / step |\n"
+              "|---|---|---|---|---|---|---|---|---|---|")
+        print("\n".join(bound_lines(measured[1], threads2, half, measured[2], cores)), flush=True)
+        probe = gloo_probe()
+        print(f"  [local batch {local}: {half.rounds} rounds; gloo on this machine, 2 ranks, {PROBE_MB:g} MB shard: "
+              + ", ".join(f"{kind.replace('_', '-')} {PROBE_MB / 1e3 / w:.2f} GB/s sent, {1e3 * c / PROBE_MB:.2f} ms "
+                          "CPU per MB" for kind, (w, c) in probe.items())
+              + f"; {time.perf_counter() - start:.0f} s]", flush=True)
 
 
 if __name__ == "__main__":
