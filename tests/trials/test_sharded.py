@@ -46,6 +46,7 @@ from trials.optim._placement import (
     ns_cost,
     ns_flops,
     ns_owners,
+    pipeline_slots,
 )
 
 WORLD = 2  # the full set of scenarios; the conformance ones also run on WORLD4 ranks
@@ -66,6 +67,8 @@ SHAPES: dict[str, tuple[int, int]] = {
 WIDE_ONLY = ("wide", "square", "wide_uneven", "tiny")
 # Same-shape matrices, more of each than ranks, so owners get several and batch them into one NS5 call.
 BATCHED: list[tuple[int, int]] = [(32, 80)] * 5 + [(37, 19)] * 5 + [(1, 12)]
+# Fewer matrices than ranks: on 4 ranks two own nothing, yet they send their rows and get the results back.
+TWO = ("tall", "wide")
 FP32 = torch.float32
 
 
@@ -466,6 +469,8 @@ def _worker(rank: int, world: int, out_dir: Path) -> None:
                                                                    shapes=BATCHED, placement=p),
             f"{prefix}batched_bf16": lambda p=placement: _equality(rank, mesh, k=1, steps=2, ns_dtype=bf16,
                                                                    shapes=BATCHED, placement=p),
+            f"{prefix}two_matrices": lambda p=placement: _equality(rank, mesh, k=3, steps=4, ns_dtype=bf16,
+                                                                   names=TWO, placement=p),
         }
     # bf16 and fp32 parameters in one optimizer with fp32 NS5: U goes out in each parameter's dtype, so the
     # distributed placement runs one pair of all-to-alls per wire dtype.
@@ -626,7 +631,7 @@ def test_sharded_equals_unsharded_on_every_shape(ranks: list[dict[str, Any]], sc
 
 
 CONFORMANCE = ["periodic_fp32", "vanilla_fp32", "periodic_bf16_k3", "vanilla_bf16_torch", "batched_fp32",
-               "batched_bf16", "mixed_dtypes"]
+               "batched_bf16", "mixed_dtypes", "two_matrices"]
 
 
 @pytest.mark.parametrize("placement", ["replicated", "distributed"])
@@ -634,25 +639,32 @@ CONFORMANCE = ["periodic_fp32", "vanilla_fp32", "periodic_bf16_k3", "vanilla_bf1
 def test_both_placements_equal_the_unsharded_optimizer(any_ranks: list[dict[str, Any]], placement: str,
                                                        scenario: str) -> None:
     """2 and 4 ranks; K = 1 and 3; fp32 and bf16 NS5 (K = 1 bf16 against torch.optim.Muon itself); tall, wide,
-    uneven and empty shards; owners batching same-shape matrices. Identical gradients on both sides (NS5 in bf16
+    uneven and empty shards; owners batching same-shape matrices; owners with several slots of the distributed
+    pipeline and with none (`test_the_pipeline_slots_of_the_conformance_scenarios`). Identical gradients on both sides (NS5 in bf16
     amplifies the smallest input difference), so everything but the tall matrices' cross-rank column sums is
     bitwise: 1e-5 relative is far below one bf16 rounding (4e-3)."""
     res = _scenario(any_ranks, ("dist_" if placement == "distributed" else "") + scenario)
     for rank, r in enumerate(res):
         assert max(r["errors"].values()) <= 1e-5, (rank, r["errors"])
         assert r["buffers_equal"], rank
-    k = 3 if scenario.startswith(("periodic", "batched_fp32", "mixed")) else 1
+    k = 3 if scenario.startswith(("periodic", "batched_fp32", "mixed", "two")) else 1
     steps = len(res[0]["per_step"])
     refreshes = len(range(0, steps, k)) * len(res[0]["shapes"])
     if placement == "distributed":
-        # NS5 ran once per matrix and refresh, across all ranks together; every rank orthogonalised some.
+        # NS5 ran once per matrix and refresh, across all ranks together; every rank orthogonalised some, as long
+        # as there were matrices enough.
         assert sum(r["ns5_calls"] for r in res) == refreshes
-        assert all(r["ns5_calls"] > 0 for r in res)
+        assert sum(r["ns5_calls"] > 0 for r in res) == min(len(res), len(res[0]["shapes"]))
     else:
         assert all(r["ns5_calls"] == refreshes for r in res)  # every rank repeats every matrix
     if scenario == "mixed_dtypes" and placement == "distributed":
-        # One pair of all-to-alls per wire dtype (bf16 and fp32 parameters), on refresh steps only.
-        assert [s["calls"]["all_to_all"] for s in res[0]["per_step"]] == [4, 0, 0, 4]
+        # One exchange per wire dtype (the fp32 and the bf16 parameters), a pair of all-to-alls per slot of each,
+        # on refresh steps only: on 2 ranks the busiest owner has two calls of each dtype (3 slots in all, one
+        # owner's fp32 part empty), on 4 ranks every rank owns one matrix.
+        fp32, bf16 = [0, 3], [1, 2]  # the parameters' dtypes: FP32, bf16, bf16, FP32
+        per_refresh = _a2a_per_refresh(res[0]["shapes"], len(res), [fp32, bf16])
+        assert per_refresh == {2: 6, 4: 4}[len(res)]
+        assert [s["calls"]["all_to_all"] for s in res[0]["per_step"]] == [per_refresh, 0, 0, per_refresh]
     if scenario.startswith("batched") and placement == "distributed":
         # 5 + 5 same-shape matrices over W ranks: some owner holds several and runs them in one call.
         assert any(r["ns5_batches"] < r["ns5_calls"] for r in res)
@@ -670,19 +682,34 @@ def _a2a_bytes(shapes: list[tuple[int, int]], world: int, rank: int, wire: int, 
     return sent
 
 
-def test_distributed_refresh_is_two_all_to_alls_and_row_norm_steps_are_unchanged(
+def _a2a_per_refresh(shapes: list[tuple[int, int]], world: int, exchanges: list[list[int]] | None = None) -> int:
+    """All-to-alls one distributed refresh issues: a pair per slot (`pipeline_slots`: as many as the busiest owner
+    has NS5 calls) of each exchange (`exchanges`: the matrices of each wire dtype; one exchange by default). Every
+    side here is at most CPU_BATCH_MAX_SIDE, so an owner's same-shape matrices are one call."""
+    owners = ns_owners(shapes, world)
+    calls = 0
+    for members in exchanges or [list(range(len(shapes)))]:
+        part = [shapes[j] for j in members]
+        calls += 2 * len(pipeline_slots([owners[j] for j in members], part, [m * n for m, n in part], world))
+    return calls
+
+
+def test_distributed_refresh_is_two_all_to_alls_per_slot_and_row_norm_steps_are_unchanged(
     any_ranks: list[dict[str, Any]],
 ) -> None:
     tall_cols = sum(c for r, c in SHAPES.values() if r > c)
     for r in _scenario(any_ranks, "dist_periodic_fp32"):
         world = r["world_size"]
+        # The seven SHAPES: on 2 ranks 4 slots (owners with 4 and 3 calls), on 4 ranks 4 (one owner with 4).
+        per_refresh = _a2a_per_refresh(r["shapes"], world)
+        assert per_refresh == 8
         for t, step in enumerate(r["per_step"]):
             if t % 3:  # exactly the replicated placement's non-refresh step
                 assert step["seq_delta"] == 1 and step["counted"] == {"all_reduce": 1}
                 assert step["bytes"]["all_reduce"] == logical_bytes_sent("all_reduce", 4 * tall_cols, world)
             else:
-                assert step["seq_delta"] == 2 and step["counted"] == {"all_to_all_single": 2}
-                assert step["calls"] == {"all_gather": 0, "all_to_all": 2, "all_reduce": 0}
+                assert step["seq_delta"] == per_refresh and step["counted"] == {"all_to_all_single": per_refresh}
+                assert step["calls"] == {"all_gather": 0, "all_to_all": per_refresh, "all_reduce": 0}
                 assert step["bytes"]["all_to_all"] == _a2a_bytes(r["shapes"], world, r["rank"], 4, 4)
 
 
@@ -713,12 +740,14 @@ def test_distributed_bytes_per_rank_follow_the_formula(any_ranks: list[dict[str,
 
 
 def test_distributed_wide_non_refresh_steps_touch_no_collective(ranks: list[dict[str, Any]]) -> None:
+    per_refresh = _a2a_per_refresh([SHAPES[n] for n in WIDE_ONLY], WORLD)
+    assert per_refresh == 6  # 3 slots: rank 0 owns 3 of the 4 matrices
     for res in _scenario(ranks, "dist_wide_only"):
         for t, step in enumerate(res["per_step"]):
             if t % 3:
                 assert step["seq_delta"] == 0 and step["counted"] == {}, (t, step)
             else:
-                assert step["seq_delta"] == 2 and step["counted"] == {"all_to_all_single": 2}
+                assert step["seq_delta"] == per_refresh and step["counted"] == {"all_to_all_single": per_refresh}
 
 
 def _gathers_per_refresh(names: tuple[str, ...], bucket_bytes: int = 16 * 1024) -> int:
@@ -921,6 +950,33 @@ def test_owners_balance_the_owners_modelled_cost() -> None:
     assert assign_owners([1.0] * 5, 2) == [0, 1, 0, 1, 0]
     assert assign_owners([1.0, 5.0, 3.0, 3.0], 2) == [0, 0, 1, 1]
     assert assign_owners([2.0, 1.0], 4) == [0, 1]
+
+
+def test_pipeline_slots_order_each_owners_calls_and_cover_every_matrix_once() -> None:
+    # Rank 0 owns calls of 10, 40 (two matrices of one key), 30 and 5 elements; rank 1 one of 7; rank 2 none.
+    owners = [0, 0, 0, 0, 1, 0]
+    keys = ["a", "b", "b", "c", "d", "e"]
+    sizes = [10, 20, 20, 30, 7, 5]
+    slots = pipeline_slots(owners, keys, sizes, 3)
+    # Smallest first (the only transfer waited for before NS5), then largest first (the last return is small).
+    assert slots == [[[5], [4], []], [[1, 2], [], []], [[3], [], []], [[0], [], []]]
+    assert pipeline_slots([], [], [], 2) == []
+    # The same inputs give the same slots (every rank computes them alone).
+    assert pipeline_slots(owners, keys, sizes, 3) == slots
+
+
+def test_the_pipeline_slots_of_the_conformance_scenarios() -> None:
+    """What the distributed conformance scenarios exercise: several slots with one owner's calls in each, owners
+    whose part of a slot is empty, owners of nothing, and a batched call inside a slot."""
+
+    def plan(shapes: list[tuple[int, int]], world: int) -> list[list[list[int]]]:
+        return pipeline_slots(ns_owners(shapes, world), shapes, [m * n for m, n in shapes], world)
+
+    seven = list(SHAPES.values())
+    assert plan(seven, 2) == [[[6], [3]], [[1], [0]], [[4], [2]], [[5], []]]
+    assert plan(seven, 4) == [[[1], [2], [0], [6]], [[], [], [], [3]], [[], [], [], [4]], [[], [], [], [5]]]
+    assert plan(BATCHED, 2) == [[[10], [5, 6, 7, 9]], [[0, 2, 4], [1, 3]], [[8], []]]
+    assert plan([SHAPES[n] for n in TWO], 4) == [[[0], [1], [], []]]
 
 
 def test_batched_newton_schulz_equals_the_2d_routine() -> None:

@@ -21,12 +21,13 @@ FLOP-equivalents, measured once (constants below).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 import torch
 from torch import Tensor
 
-__all__ = ["NS_PLACEMENTS", "assign_owners", "newton_schulz5_batched", "ns_cost", "ns_flops", "ns_owners"]
+__all__ = ["NS_PLACEMENTS", "assign_owners", "newton_schulz5_batched", "ns_cost", "ns_flops", "ns_owners",
+           "pipeline_slots"]
 
 # "replicated": every rank gathers every whole matrix and runs NS5 on it (the paper's and Moonlight's design).
 # "distributed": one owner rank per matrix runs NS5 once (microsoft/dion's all-to-all design).
@@ -78,6 +79,29 @@ def assign_owners(costs: Sequence[float], world: int) -> list[int]:
         owners[job] = rank
         heapq.heappush(loads, (load + costs[job], rank))
     return owners
+
+
+def pipeline_slots(
+    owners: Sequence[int], calls: Sequence[Hashable], sizes: Sequence[int], world: int
+) -> list[list[list[int]]]:
+    """The stages of a distributed refresh: `slots[s][r]` lists the matrices (indices, ascending) of owner rank r's
+    s-th NS5 call, empty once r has no more. Matrices with the same owner and call key are one call (a batch);
+    `sizes` are their element counts.
+
+    Each slot is one all-to-all there and one back, so an owner runs NS5 on slot s while the shards of slot s + 1
+    arrive and the rows of slot s - 1 go back. Two transfers are left uncovered: the first slot's (waited for
+    before any NS5) and the last slot's return (nothing left to run under it but applying rows). So each owner's
+    calls go smallest first, then largest first: both ends are small. Deterministic (ties keep the order of first
+    appearance), so every rank computes the same slots from the same shapes."""
+    per_owner: list[dict[Hashable, list[int]]] = [{} for _ in range(world)]
+    for j, (owner, key) in enumerate(zip(owners, calls, strict=True)):
+        per_owner[owner].setdefault(key, []).append(j)
+    ordered = []
+    for groups in per_owner:
+        batches = sorted(groups.values(), key=lambda batch: sum(sizes[j] for j in batch))
+        ordered.append(batches[:1] + batches[:0:-1])
+    return [[batches[s] if s < len(batches) else [] for batches in ordered]
+            for s in range(max(map(len, ordered), default=0))]
 
 
 def newton_schulz5_batched(

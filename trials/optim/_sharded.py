@@ -98,7 +98,7 @@ from ._native import (
     native_refresh_applies,
 )
 from ._periodic import PeriodicRowMuon, closure_loss
-from ._placement import NS_PLACEMENTS, newton_schulz5_batched, ns_owners
+from ._placement import NS_PLACEMENTS, newton_schulz5_batched, ns_owners, pipeline_slots
 
 __all__ = ["DEFAULT_BUCKET_BYTES", "NS_PLACEMENTS", "ShardedPeriodicRowMuon"]
 
@@ -533,8 +533,8 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
     # --- refresh, distributed: each whole matrix on one owner rank, NS5 once, its rows sent back ------------------
 
     def _start_exchanges(self, items: list[_Item]) -> list[_Exchange]:
-        """Owners for this step's refreshed matrices, and the first all-to-all (shards to owners) in flight: one per
-        wire dtype (almost always one)."""
+        """Owners for this step's refreshed matrices, and the first all-to-all of every slot (shards to owners) in
+        flight: one exchange per wire dtype (almost always one)."""
         if not items:
             return []
         shapes = [(it.layout.rows, it.layout.cols) for it in items]
@@ -544,127 +544,131 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
         for item, owner in zip(items, owners, strict=True):
             key = (self._gather_dtype(item), item.group["ns_dtype"])
             by_dtype.setdefault(key, []).append((item, owner))
-        return [self._start_exchange(pairs, *key, slot=i) for i, (key, pairs) in enumerate(by_dtype.items())]
+        return [self._start_exchange(pairs, *key, index=i) for i, (key, pairs) in enumerate(by_dtype.items())]
 
     def _start_exchange(self, pairs: list[tuple[_Item, int]], wire: torch.dtype, ns_dtype: torch.dtype, *,
-                        slot: int) -> _Exchange:
+                        index: int) -> _Exchange:
         layout = pairs[0][0].layout
         world, rank = layout.world, layout.rank
-        by_owner: list[list[_Item]] = [[] for _ in range(world)]
-        for item, owner in pairs:
-            by_owner[owner].append(item)
-        mine = by_owner[rank]
         device = pairs[0][0].local.device
-        # Send: for each other owner rank in turn, this rank's rows of U of every matrix it owns (in step order). A
-        # rank's rows of its own matrices never enter the exchange (no segment to itself, in either all-to-all):
-        # they are written straight into the assembled matrix, and their result applied straight from NS5's.
-        send_splits = [0 if owner == rank else sum(it.local.numel() for it in owned)
-                       for owner, owned in enumerate(by_owner)]
-        send = self._scratch(f"a2a_send{slot}", sum(send_splits), wire, device)
-        offset = 0
-        for owner, owned in enumerate(by_owner):
-            if owner == rank:
-                continue
-            for it in owned:
-                rows = it.layout.stop - it.layout.start
-                it.nesterov_into(send[offset : offset + it.local.numel()].view(rows, it.layout.cols))
-                offset += it.local.numel()
-        # Receive: from each other rank, its rows of every matrix this rank owns.
-        recv_splits = [0 if source == rank else sum(_numel_of_rows(it.layout, source) for it in mine)
-                       for source in range(world)]
-        recv = self._scratch(f"a2a_recv{slot}", sum(recv_splits), wire, device)
-        work = dist.all_to_all_single(recv, send, recv_splits, send_splits, group=self._group, async_op=True)
-        self.comm_stats.record("all_to_all", sum(send_splits) * wire.itemsize)
-        # While it is in flight: the owned matrices' buffers, this rank's own rows of U already in place.
-        batches = self._owned_batches(mine, wire)
-        for members, stack in batches:
-            for i, whole in zip(members, stack, strict=True):
-                it = mine[i]
-                it.nesterov_into(whole[it.layout.start : it.layout.stop])
-        return _Exchange(by_owner, mine, batches, send_splits, recv_splits, recv, work, ns_dtype, rank, world, slot)
-
-    @staticmethod
-    def _owned_batches(mine: list[_Item], dtype: torch.dtype) -> list[tuple[list[int], Tensor]]:
-        """The owned matrices grouped into NS5 calls (same shape and NS settings, on a CPU only up to
-        CPU_BATCH_MAX_SIDE), each group with a fresh (B, m, n) buffer to assemble its matrices in."""
-        groups: dict[tuple[Any, ...], list[int]] = {}
-        for i, it in enumerate(mine):
-            g = it.group
-            key: tuple[Any, ...] = (it.layout.rows, it.layout.cols, tuple(g["ns_coefficients"]), g["ns_steps"],
-                                    g["eps"])
-            if it.local.device.type == "cpu" and min(it.layout.rows, it.layout.cols) > CPU_BATCH_MAX_SIDE:
-                key = (*key, i)  # a batch of its own (CPU_BATCH_MAX_SIDE)
-            groups.setdefault(key, []).append(i)
-        return [(members, torch.empty(len(members), rows, cols, dtype=dtype, device=mine[members[0]].local.device))
-                for (rows, cols, *_), members in groups.items()]
+        items = [item for item, _ in pairs]
+        plan = pipeline_slots([owner for _, owner in pairs], _ns5_call_keys(items),
+                              [it.layout.rows * it.layout.cols for it in items], world)
+        slots = [_Slot([[items[j] for j in owned] for owned in by_owner], rank) for by_owner in plan]
+        send = self._scratch(f"a2a_send{index}", sum(sum(s.send_splits) for s in slots), wire, device)
+        recv = self._scratch(f"a2a_recv{index}", sum(sum(s.recv_splits) for s in slots), wire, device)
+        sent = received = 0
+        for s in slots:
+            # Send: for each other owner rank in turn, this rank's rows of U of its matrices in the slot (in step
+            # order); each slot leaves as soon as it is written, the first while the others are. A rank's rows of
+            # its own matrices never enter the exchange (no segment to itself, in either all-to-all): they are
+            # written straight into the assembled matrix, and their result applied straight from NS5's.
+            s.sent_at, s.received_at = sent, received
+            out = send[sent : sent + sum(s.send_splits)]
+            offset = 0
+            for owner, owned in enumerate(s.by_owner):
+                if owner == rank:
+                    continue
+                for it in owned:
+                    rows = it.layout.stop - it.layout.start
+                    it.nesterov_into(out[offset : offset + it.local.numel()].view(rows, it.layout.cols))
+                    offset += it.local.numel()
+            # Receive: from each other rank, its rows of every matrix this rank owns in the slot.
+            s.buffer = recv[received : received + sum(s.recv_splits)]
+            s.work = dist.all_to_all_single(s.buffer, out, s.recv_splits, s.send_splits, group=self._group,
+                                            async_op=True)
+            self.comm_stats.record("all_to_all", out.numel() * wire.itemsize)
+            sent, received = sent + out.numel(), received + s.buffer.numel()
+        # While they are in flight: the owned matrices' (B, m, n) buffers, this rank's own rows of U already in place.
+        for s in slots:
+            if s.mine:
+                lay = s.mine[0].layout
+                s.stack = torch.empty(len(s.mine), lay.rows, lay.cols, dtype=wire, device=device)
+                for it, whole in zip(s.mine, s.stack, strict=True):
+                    it.nesterov_into(whole[it.layout.start : it.layout.stop])
+        return _Exchange(slots, ns_dtype, index, sent, received)
 
     def _orthogonalize_owned(self, ex: _Exchange) -> _Exchange:
-        """Wait for the shards, complete each owned matrix, NS5 (same-shape matrices with the same NS settings in one
-        batched call), send each other rank its rows of the results (the second all-to-all, left in flight) and
-        apply this rank's own rows meanwhile."""
-        ex.work.wait()
-        # Where each source's rows of each owned matrix sit in the receive buffer: sources in rank order, and
-        # within a source the owned matrices in step order (how every sender packed them).
-        wholes: dict[int, Tensor] = {i: whole for members, stack in ex.batches
-                                     for i, whole in zip(members, stack, strict=True)}
-        for i, start, stop, offset in _peer_rows(ex):
-            cols = ex.mine[i].layout.cols
-            wholes[i][start:stop].copy_(ex.recv[offset : offset + (stop - start) * cols].view(stop - start, cols))
-        ortho: dict[int, Tensor] = {}  # owned matrix index -> its NS5 result (m, n)
-        for members, stack in ex.batches:
-            g = ex.mine[members[0]].group
-            coefficients, steps, eps = g["ns_coefficients"], g["ns_steps"], g["eps"]
-            if len(members) == 1:
-                # One matrix: the 2-D routine itself (the unsharded optimizer's, so bit for bit its result).
-                ortho[members[0]] = _newton_schulz5(stack[0], coefficients, steps, eps, ex.ns_dtype, owned=True)
-            else:
-                result = newton_schulz5_batched(stack, coefficients, steps, eps, ex.ns_dtype)
-                for b, i in enumerate(members):
-                    ortho[i] = result[b]
-            self.ns5_calls += len(members)
-            self.ns5_batches += 1
-        for i, result in ortho.items():
-            # A tall matrix's result is the transpose of NS5's wide one: one whole copy to rows (torch's transposing
-            # copy) costs less than each destination's rows copied out of the transposed view (cache misses on
-            # every element): 16 against 23 ms a refresh on the AMX Xeon, 2 ranks, width 512, under load. Exact.
-            if not result.is_contiguous():
-                ortho[i] = result.contiguous()
-        # Send back: to each other rank, its rows of every owned matrix, in step order; receive from each other owner
-        # the rows of the matrices it owns, in the order the first exchange sent them.
-        back_splits = [0 if dest == ex.rank else sum(_numel_of_rows(it.layout, dest) for it in ex.mine)
-                       for dest in range(ex.world)]
-        back = self._scratch(f"a2a_back{ex.slot}", sum(back_splits), ex.ns_dtype, ex.recv.device)
-        for i, start, stop, offset in _peer_rows(ex):
-            cols = ex.mine[i].layout.cols
-            back[offset : offset + (stop - start) * cols].view(stop - start, cols).copy_(ortho[i][start:stop])
-        ex.recv = self._scratch(f"a2a_returned{ex.slot}", sum(ex.send_splits), ex.ns_dtype, ex.recv.device)
-        ex.work = dist.all_to_all_single(ex.recv, back, ex.send_splits, back_splits, group=self._group, async_op=True)
-        self.comm_stats.record("all_to_all", sum(back_splits) * ex.ns_dtype.itemsize)
-        for i, it in enumerate(ex.mine):  # this rank's own rows, while the others' travel
-            it.apply_ortho(ortho[i][it.layout.start : it.layout.stop])
+        """Slot by slot: wait for its shards, complete each owned matrix, NS5 (one call per slot), send each other
+        rank its rows of the results (the slot's second all-to-all, left in flight under the next slot's NS5) and
+        apply this rank's own rows."""
+        device = ex.slots[0].buffer.device
+        back = self._scratch(f"a2a_back{ex.index}", ex.received, ex.ns_dtype, device)
+        returned = self._scratch(f"a2a_returned{ex.index}", ex.sent, ex.ns_dtype, device)
+        for s in ex.slots:
+            s.work.wait()
+            ortho = self._ns5_slot(s, ex.ns_dtype)
+            # Send back: to each other rank, its rows of every owned matrix of the slot, in step order (where its
+            # shards came from in the first all-to-all); receive from each other owner the rows of its matrices, in
+            # the order this rank sent them.
+            out = back[s.received_at : s.received_at + s.buffer.numel()]
+            for i, start, stop, offset in _peer_rows(s):
+                cols = s.mine[i].layout.cols
+                out[offset : offset + (stop - start) * cols].view(stop - start, cols).copy_(ortho[i][start:stop])
+            s.buffer = returned[s.sent_at : s.sent_at + sum(s.send_splits)]
+            s.work = dist.all_to_all_single(s.buffer, out, s.send_splits, s.recv_splits, group=self._group,
+                                            async_op=True)
+            self.comm_stats.record("all_to_all", out.numel() * ex.ns_dtype.itemsize)
+            for it, result in zip(s.mine, ortho, strict=True):  # this rank's own rows, while the others' travel
+                it.apply_ortho(result[it.layout.start : it.layout.stop])
         return ex
 
+    def _ns5_slot(self, s: _Slot, ns_dtype: torch.dtype) -> list[Tensor]:
+        """The slot's owned matrices completed with the other ranks' rows, and their NS5 results, as rows."""
+        if not s.mine:
+            return []
+        for i, start, stop, offset in _peer_rows(s):
+            cols = s.mine[i].layout.cols
+            s.stack[i, start:stop].copy_(s.buffer[offset : offset + (stop - start) * cols].view(stop - start, cols))
+        g = s.mine[0].group
+        coefficients, steps, eps = g["ns_coefficients"], g["ns_steps"], g["eps"]
+        if len(s.mine) == 1:
+            # One matrix: the 2-D routine itself (the unsharded optimizer's, so bit for bit its result).
+            ortho = [_newton_schulz5(s.stack[0], coefficients, steps, eps, ns_dtype, owned=True)]
+        else:
+            ortho = list(newton_schulz5_batched(s.stack, coefficients, steps, eps, ns_dtype))
+        self.ns5_calls += len(s.mine)
+        self.ns5_batches += 1
+        # A tall matrix's result is the transpose of NS5's wide one: one whole copy to rows (torch's transposing
+        # copy) costs less than each destination's rows copied out of the transposed view (cache misses on every
+        # element): 16 against 23 ms a refresh on the AMX Xeon, 2 ranks, width 512, under load. Exact.
+        return [result if result.is_contiguous() else result.contiguous() for result in ortho]
+
     def _apply_returned(self, ex: _Exchange) -> None:
-        ex.work.wait()
-        offset = 0
-        for owner, owned in enumerate(ex.by_owner):  # the first exchange's send order: owners in rank order
-            if owner == ex.rank:
-                continue  # applied as its results came out of NS5
-            for it in owned:
-                n = it.local.numel()
-                it.apply_ortho(ex.recv[offset : offset + n].view_as(it.local))
-                offset += n
+        for s in ex.slots:
+            s.work.wait()
+            offset = 0
+            for owner, owned in enumerate(s.by_owner):  # the first exchange's send order: owners in rank order
+                if owner == s.rank:
+                    continue  # applied as its results came out of NS5
+                for it in owned:
+                    n = it.local.numel()
+                    it.apply_ortho(s.buffer[offset : offset + n].view_as(it.local))
+                    offset += n
 
 
-def _peer_rows(ex: _Exchange) -> Iterator[tuple[int, int, int, int]]:
-    """(owned matrix index, first row, end row, offset in the packed buffer) of every other rank's rows of each
-    matrix this rank owns, in the order both all-to-alls pack them: ranks in order (this one skipped), matrices in
-    step order within a rank."""
+def _ns5_call_keys(items: list[_Item]) -> list[tuple[Any, ...]]:
+    """Which matrices an owner stacks into one NS5 call: same shape and NS settings, and on a CPU only up to
+    CPU_BATCH_MAX_SIDE (a larger one is a call of its own)."""
+    keys = []
+    for j, it in enumerate(items):
+        g = it.group
+        key: tuple[Any, ...] = (it.layout.rows, it.layout.cols, tuple(g["ns_coefficients"]), g["ns_steps"], g["eps"])
+        if it.local.device.type == "cpu" and min(it.layout.rows, it.layout.cols) > CPU_BATCH_MAX_SIDE:
+            key = (*key, j)
+        keys.append(key)
+    return keys
+
+
+def _peer_rows(s: _Slot) -> Iterator[tuple[int, int, int, int]]:
+    """(owned matrix index in the slot, first row, end row, offset in the packed buffer) of every other rank's rows
+    of each matrix this rank owns in the slot, in the order both all-to-alls pack them: ranks in order (this one
+    skipped), matrices in step order within a rank."""
     offset = 0
-    for peer in range(ex.world):
-        if peer == ex.rank:
+    for peer in range(len(s.by_owner)):
+        if peer == s.rank:
             continue
-        for i, it in enumerate(ex.mine):
+        for i, it in enumerate(s.mine):
             start, stop = it.layout.rows_of(peer)
             yield i, start, stop, offset
             offset += (stop - start) * it.layout.cols
@@ -675,18 +679,32 @@ def _numel_of_rows(layout: _Layout, rank: int) -> int:
     return (stop - start) * layout.cols
 
 
+class _Slot:
+    """One stage of a distributed refresh (`_placement.pipeline_slots`): for each owner rank, the matrices of one
+    of its NS5 calls; the split sizes of its two all-to-alls, the one in flight and its buffers."""
+
+    def __init__(self, by_owner: list[list[_Item]], rank: int) -> None:
+        self.by_owner = by_owner  # per owner rank, its matrices in this slot, in step order
+        self.rank = rank
+        self.mine = by_owner[rank]
+        # Elements this rank sends each rank in the first all-to-all (its rows of their matrices), and receives
+        # from each (their rows of its matrices); the second all-to-all sends back what came and returns what went.
+        self.send_splits = [0 if owner == rank else sum(it.local.numel() for it in owned)
+                            for owner, owned in enumerate(by_owner)]
+        self.recv_splits = [0 if source == rank else sum(_numel_of_rows(it.layout, source) for it in self.mine)
+                            for source in range(len(by_owner))]
+        self.sent_at = self.received_at = 0  # where its segments start in the exchange's send and receive buffers
+        self.buffer = torch.empty(0)  # the receive buffer of the all-to-all in flight
+        self.work: Any = None
+        self.stack = torch.empty(0)  # (B, m, n): its owned matrices, assembled
+
+
 @dataclass
 class _Exchange:
-    """One distributed refresh in flight: who owns what, the split sizes of the two all-to-alls, the buffers."""
+    """One distributed refresh in flight, slot by slot, and its scratch buffers' names and sizes."""
 
-    by_owner: list[list[_Item]]  # per owner rank, the matrices it owns, in step order
-    mine: list[_Item]  # by_owner[rank]
-    batches: list[tuple[list[int], Tensor]]  # NS5 calls: indices into `mine`, and their (B, m, n) assembly buffer
-    send_splits: list[int]  # elements this rank sends each rank in the first all-to-all (its rows of their matrices)
-    recv_splits: list[int]  # elements it receives from each rank (their rows of its matrices)
-    recv: Tensor  # the receive buffer of the all-to-all in flight
-    work: Any
+    slots: list[_Slot]
     ns_dtype: torch.dtype
-    rank: int
-    world: int
-    slot: int  # which scratch buffers it uses (one set per wire dtype)
+    index: int  # which scratch buffers it uses (one set per wire dtype)
+    sent: int  # elements this rank sends in the first all-to-alls, all slots together (what comes back)
+    received: int  # elements it receives in them (what it sends back)
