@@ -640,9 +640,9 @@ def test_both_placements_equal_the_unsharded_optimizer(any_ranks: list[dict[str,
                                                        scenario: str) -> None:
     """2 and 4 ranks; K = 1 and 3; fp32 and bf16 NS5 (K = 1 bf16 against torch.optim.Muon itself); tall, wide,
     uneven and empty shards; owners batching same-shape matrices; owners with several slots of the distributed
-    pipeline and with none (`test_the_pipeline_slots_of_the_conformance_scenarios`). Identical gradients on both sides (NS5 in bf16
-    amplifies the smallest input difference), so everything but the tall matrices' cross-rank column sums is
-    bitwise: 1e-5 relative is far below one bf16 rounding (4e-3)."""
+    pipeline and owners of nothing (`test_the_pipeline_slots_of_the_conformance_scenarios`). Identical gradients
+    on both sides (NS5 in bf16 amplifies the smallest input difference), so everything but the tall matrices'
+    cross-rank column sums is bitwise: 1e-5 relative is far below one bf16 rounding (4e-3)."""
     res = _scenario(any_ranks, ("dist_" if placement == "distributed" else "") + scenario)
     for rank, r in enumerate(res):
         assert max(r["errors"].values()) <= 1e-5, (rank, r["errors"])

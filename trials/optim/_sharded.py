@@ -13,13 +13,18 @@ the other ranks:
     refresh, `ns_placement="distributed"`:
                              each matrix has one owner rank, chosen from the shapes alone so every rank agrees:
                              costliest first, each to the least-loaded rank (`_placement.ns_owners`: NS5 FLOPs
-                             plus the owner's measured per-element work, `ns_cost`). ONE all-to-all sends every
+                             plus the owner's measured per-element work, `ns_cost`). An all-to-all sends every
                              rank's rows of U to the owners; each owner assembles its whole matrices, runs NS5 once
-                             (same-shape matrices stacked into one batched call), and a SECOND all-to-all returns
-                             each rank its rows of the result, in flight under the column-norm step. A rank's own
-                             rows of its own matrices skip both (written into the assembled matrix, applied from
-                             the result). Uneven shards need no padding (the all-to-all takes per-rank sizes).
-                             microsoft/dion's Muon does the same for every step.
+                             (same-shape matrices stacked into one batched call), and a second all-to-all returns
+                             each rank its rows of the result. Pipelined in slots (`_placement.pipeline_slots`):
+                             slot s holds one NS5 call of each owner and has its own pair of all-to-alls. Every
+                             slot's shards leave at once; an owner runs NS5 on slot s while the shards of s + 1
+                             arrive and the rows of s - 1 travel back (gloo and NCCL move them on their own
+                             threads and streams), so only the first slot's shards and the last slot's return are
+                             waited for, the return under the column-norm step. A rank's own rows of its own
+                             matrices skip both (written into the assembled matrix, applied from the result).
+                             Uneven shards need no padding (the all-to-all takes per-rank sizes). microsoft/dion's
+                             Muon does the same for every step.
     row norm, m <= n         every row is local: nothing is sent (either placement).
     column norm, m > n       each rank sums the squares of its rows per column; ONE all-reduce per step carries the
                              n sums of every tall matrix (concatenated into one buffer); then each rank divides.
@@ -387,8 +392,8 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
                 in_flight.append(self._start_gather(buckets[i + 1], (i + 1) % 2))
             work.wait()
             self._finish_refresh(bucket, gathered)
-        # Distributed: NS5 on the matrices this rank owns, then their rows go back (a second all-to-all in flight
-        # under the column-norm step below).
+        # Distributed: NS5 on the matrices this rank owns, slot by slot, each slot's rows going back under the next
+        # slot's NS5 (the last slot's under the column-norm step below).
         returning = [self._orthogonalize_owned(exchange) for exchange in exchanges]
 
         if reduce_work is not None:
@@ -415,16 +420,16 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
             self._apply_returned(exchange)
         return loss
 
-    def _scratch(self, slot: str, numel: int, dtype: torch.dtype, device: torch.device) -> Tensor:
+    def _scratch(self, name: str, numel: int, dtype: torch.dtype, device: torch.device) -> Tensor:
         """A 1-D buffer for a collective, kept from step to step on a CPU: glibc hands large freed blocks back to
         the OS, so a fresh buffer each step pays a page fault per 4 KiB page on first touch (on the AMX Xeon, 2
         ranks, width 512: about 60 ms of a 240 ms distributed Muon step, in the copies into the send buffers).
         Accelerators' caching allocators already reuse memory. Never part of the state dict."""
         if device.type != "cpu":
             return torch.empty(numel, dtype=dtype, device=device)
-        buf = self._scratch_buffers.get((slot, dtype))
+        buf = self._scratch_buffers.get((name, dtype))
         if buf is None or buf.numel() < numel:
-            buf = self._scratch_buffers[slot, dtype] = torch.empty(numel, dtype=dtype, device=device)
+            buf = self._scratch_buffers[name, dtype] = torch.empty(numel, dtype=dtype, device=device)
         return buf[:numel]
 
     @staticmethod
