@@ -15,11 +15,15 @@ maximum over ranks; each ratio is taken within a round (paired) and reported as 
 min-max. Bytes are `CommStats`' counts per rank per step, beside the formula of `trials/optim/_sharded.py`'s
 docstring.
 
+With `--device cuda` the same arms run on `--world` NCCL ranks, one GPU each (the ranks' kernels finished before
+each clock is read; the wall columns are the ones to read there).
+
 Then, computed rather than measured: NS5 FLOPs and bytes per rank per step at the paper's ladder (the project's own
 MMDiT at `paper-1.3b` ... `paper-15b`, its Muon matrices counted on the meta device) for W = 16 and 256 ranks, bf16
 NS5, the four combinations; the owners balanced as the optimizer balances them.
 
     python benchmarks/ns_placement.py [--width 512] [--depth 2] [--rounds 12] [--world 2] [--threads 1]
+    python benchmarks/ns_placement.py --device cuda --world 2   # NCCL ranks, one GPU each (where GPUs are lent)
     python benchmarks/ns_placement.py --table-only      # the computed table alone (seconds, no ranks)
     python benchmarks/ns_placement.py --fit-cost        # the owner's per-element costs (one process, seconds)
 """
@@ -105,8 +109,10 @@ def _rank(rank: int, args: argparse.Namespace, rendezvous: str, out: str) -> Non
     shapes = block_shapes(args.width, args.depth)
     mesh, ns_dtype, grads, _ = gloo_rank(rank, args, rendezvous, shapes)  # the gradients shared by every arm
     opts: dict[tuple[str, str], ShardedPeriodicRowMuon] = {}
+    cuda = args.device == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)  # a step's kernels finished before a clock is read
     for arm, k in ARMS.items():
-        model = Stack(shapes, torch.Generator().manual_seed(1))
+        model = Stack(shapes, torch.Generator().manual_seed(1)).to(args.device)
         fully_shard(model, mesh=mesh)
         for p, g in zip(model.weights, grads, strict=True):
             p.grad = g
@@ -123,10 +129,12 @@ def _rank(rank: int, args: argparse.Namespace, rendezvous: str, out: str) -> Non
     for r in range(args.rounds):
         for arm in arms[r % len(arms) :] + arms[: r % len(arms)]:  # rotated: no arm always runs first
             opt = opts[arm]
+            sync()
             dist.barrier()
             w0, c0 = time.perf_counter(), time.thread_time()
             for _ in range(BLOCK):
                 opt.step()
+            sync()
             wall[arm].append((time.perf_counter() - w0) / BLOCK)
             cpu[arm].append((time.thread_time() - c0) / BLOCK)
         if rank == 0:
@@ -155,7 +163,11 @@ def measured(args: argparse.Namespace) -> None:
     numel = sum(m * n for m, n in shapes)
     print(f"machine: {cpu_features()}, {os.cpu_count()} CPUs, torch {torch.__version__}, "
           f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC")
-    print(f"{args.world} gloo ranks x {args.threads} thread(s); {len(shapes)} matrices ({args.depth} double-stream "
+    ranks_are = "NCCL ranks x 1 GPU each" if args.device == "cuda" else f"gloo ranks x {args.threads} thread(s)"
+    if args.device == "cuda":
+        names = sorted({torch.cuda.get_device_name(i) for i in range(args.world)})
+        print(f"GPUs: {', '.join(names)}; the thread-CPU column is the host's thread, not the GPU's work: read wall")
+    print(f"{args.world} {ranks_are}; {len(shapes)} matrices ({args.depth} double-stream "
           f"blocks, width {args.width}), {numel / 1e6:.1f}M parameters, fully_shard on dim 0; {args.rounds} rounds x "
           f"{BLOCK} steps per arm, interleaved")
     with tempfile.TemporaryDirectory() as tmp:
@@ -298,7 +310,9 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=512)
     parser.add_argument("--depth", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=12, help=f"rounds of {BLOCK} steps per arm")
-    parser.add_argument("--world", type=int, default=2, help="gloo ranks on this machine")
+    parser.add_argument("--world", type=int, default=2, help="ranks on this machine (gloo; NCCL: one GPU each)")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                        help="cpu: gloo ranks; cuda: NCCL ranks, one GPU each (--world at most the GPUs here)")
     parser.add_argument("--threads", type=int, default=1, help="compute threads per rank")
     parser.add_argument("--ns-dtype", choices=["auto", "bfloat16", "float32"], default="auto")
     parser.add_argument("--table-only", action="store_true", help="only the computed table at the paper's shapes")
@@ -306,6 +320,12 @@ def main() -> None:
                         help="only measure the owner's per-element costs (trials/optim/_placement.py's constants)")
     parser.add_argument("--repeats", type=int, default=15, help="timed calls per shape for --fit-cost")
     args = parser.parse_args()
+    if args.device == "cuda" and not args.table_only and not args.fit_cost:
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if gpus < args.world:
+            allowed = f"--world 2..{gpus} with --device cuda, or --device cpu" if gpus >= 2 else "--device cpu"
+            parser.error(f"--device cuda runs one NCCL rank per GPU: --world {args.world} needs {args.world} GPUs, "
+                         f"this machine has {gpus} GPU(s). Allowed: {allowed}")
     if args.fit_cost:
         fit_owner_cost(args)
         return

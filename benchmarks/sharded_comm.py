@@ -55,21 +55,27 @@ class Stack(nn.Module):
 def gloo_rank(
     rank: int, args: argparse.Namespace, rendezvous: str, shapes: list[tuple[int, int]]
 ) -> tuple[Any, torch.dtype, list[Any], torch.Generator]:
-    """One gloo rank of a benchmark (`args.world`, `args.threads`, `args.ns_dtype`): its process group, the 1-D
-    mesh, the Newton-Schulz dtype, the same full gradients of `shapes` on every rank, each keeping its rows (no
-    collective), for every arm to reuse, and the seeded generator they were drawn from (models draw on from it).
+    """One rank of a benchmark (`args.world`, `args.threads`, `args.ns_dtype`, and `args.device` where the script
+    has it: gloo on the CPU, NCCL with GPU `rank` on "cuda"): its process group, the 1-D mesh, the Newton-Schulz
+    dtype, the same full gradients of `shapes` on every rank, each keeping its rows (no collective), for every arm
+    to reuse, and the seeded generator they were drawn from (models draw on from it, on the CPU).
     benchmarks/ns_placement.py's ranks start here too."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Shard, distribute_tensor
 
+    device = getattr(args, "device", "cpu")
     torch.set_num_threads(args.threads)
+    if device == "cuda":
+        torch.cuda.set_device(rank)
     dist.init_process_group(
-        "gloo", init_method=rendezvous, rank=rank, world_size=args.world, timeout=datetime.timedelta(minutes=10)
+        "nccl" if device == "cuda" else "gloo", init_method=rendezvous, rank=rank, world_size=args.world,
+        timeout=datetime.timedelta(minutes=10),
     )
-    mesh = init_device_mesh("cpu", (args.world,))
-    ns_dtype = fast_ns_dtype("cpu") if args.ns_dtype == "auto" else getattr(torch, args.ns_dtype)
+    mesh = init_device_mesh(device, (args.world,))
+    ns_dtype = fast_ns_dtype(device) if args.ns_dtype == "auto" else getattr(torch, args.ns_dtype)
     gen = torch.Generator().manual_seed(0)
-    grads = [distribute_tensor(torch.randn(*s, generator=gen), mesh, [Shard(0)], src_data_rank=None) for s in shapes]
+    grads = [distribute_tensor(torch.randn(*s, generator=gen).to(device), mesh, [Shard(0)], src_data_rank=None)
+             for s in shapes]
     return mesh, ns_dtype, grads, gen
 
 

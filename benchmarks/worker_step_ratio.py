@@ -31,6 +31,10 @@ rank and process-CPU ms per MB), and the per-rank CPU the 0.6 target leaves for 
 paid.
 
     python benchmarks/worker_step_ratio.py [--rungs cpu-s,cpu-m] [--rounds 8] [--no-scaling]
+    python benchmarks/worker_step_ratio.py --device cuda     # 1 GPU against 2 NCCL ranks, one GPU each
+
+With `--device cuda` every clock is wall (the GPU's work is not on a host thread's clock) and the two CPU-only
+parts are left out: the 1-worker run at 2 threads and the bound of 2 ranks sharing the host's cores.
 """
 
 from __future__ import annotations
@@ -88,17 +92,22 @@ def unpaired_ratio(a: list[float], b: list[float]) -> tuple[float, float, float]
     return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
 
 
-def scaling_lines(one: StepTimes, two_threads: StepTimes, two: StepTimes) -> list[str]:
-    """Per arm: wall ms per step at 1 worker x 1 thread, 1 worker x 2 threads and 2 workers x 1 thread, and the
-    2-worker step's ratios to both (geometric means, Welch 95 %)."""
+def scaling_lines(one: StepTimes, two_threads: StepTimes | None, two: StepTimes) -> list[str]:
+    """Per arm: wall ms per step at 1 worker x 1 thread, 1 worker x 2 threads (left out when `two_threads` is None:
+    on GPUs) and 2 workers x 1 thread, and the 2-worker step's ratios to both (geometric means, Welch 95 %)."""
     out = []
     for arm in two.arms:
         base = arm.removesuffix(" distributed")
-        w1, w1t2, w2 = one.step(base, "wall"), two_threads.step(base, "wall"), two.step(arm, "wall")
-        r1, r2 = unpaired_ratio(w2, w1), unpaired_ratio(w2, w1t2)
-        out.append(f"| {arm} | {1e3 * statistics.median(w1):.1f} | {1e3 * statistics.median(w1t2):.1f} | "
-                   f"{1e3 * statistics.median(w2):.1f} | {r1[0]:.3f} [{r1[1]:.3f}, {r1[2]:.3f}] | "
-                   f"{r2[0]:.3f} [{r2[1]:.3f}, {r2[2]:.3f}] |")
+        w1, w2 = one.step(base, "wall"), two.step(arm, "wall")
+        r1 = unpaired_ratio(w2, w1)
+        threads = ""
+        if two_threads is not None:
+            w1t2 = two_threads.step(base, "wall")
+            r2 = unpaired_ratio(w2, w1t2)
+            threads = f" {1e3 * statistics.median(w1t2):.1f} |"
+        line = (f"| {arm} | {1e3 * statistics.median(w1):.1f} |{threads} {1e3 * statistics.median(w2):.1f} | "
+                f"{r1[0]:.3f} [{r1[1]:.3f}, {r1[2]:.3f}] |")
+        out.append(line + (f" {r2[0]:.3f} [{r2[1]:.3f}, {r2[2]:.3f}] |" if two_threads is not None else ""))
     return out
 
 
@@ -164,24 +173,32 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rungs", default="cpu-s,cpu-m")
     parser.add_argument("--rounds", type=int, default=8, help="timed rounds (whole rotations of the arms)")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                        help="cpu: gloo ranks, 1 thread each; cuda: NCCL ranks, one GPU each (needs 2 GPUs)")
     parser.add_argument("--no-scaling", action="store_true",
                         help="skip the 1-worker run at 2 threads and the scaling table")
     args = parser.parse_args()
+    cuda = args.device == "cuda"
+    if cuda and (gpus := torch.cuda.device_count() if torch.cuda.is_available() else 0) < 2:
+        parser.error(f"--device cuda times 2 NCCL ranks, one GPU each; this machine has {gpus} GPU(s). "
+                     "Allowed: --device cpu")
+    trial = {**TRIAL, "device": args.device}
     sys.path.insert(0, str(Path(__file__).parent))
     from optimizer_step import cpu_features
 
     print(f"machine: {cpu_features()}; {os.cpu_count()} cores; torch {torch.__version__}; NS dtype "
           f"{fast_ns_dtype('cpu')}; {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; load "
           f"{os.getloadavg()[0]:.1f}")
-    timing = {"rounds": args.rounds, "warmup_rounds": 2}
+    timing = {"rounds": args.rounds, "warmup_rounds": 2, **({"clock": "wall"} if cuda else {})}
     for rung in args.rungs.split(","):
         print(f"\n{rung}, global batch {TRIAL['batch_size']}\n")
-        print("| workers | arm | ms / step (CPU clock) | optimizer share | / Muon (replicated), 95 % t | wall ratio | "
+        print(f"| workers | arm | ms / step ({'wall' if cuda else 'CPU'} clock) | optimizer share | "
+              "/ Muon (replicated), 95 % t | wall ratio | "
               "MB sent / rank / step |\n|---|---|---|---|---|---|---|")
         measured: dict[int, StepTimes] = {}
         for workers, arms in ((1, ONE), (2, TWO)):
             start = time.perf_counter()
-            res = interleaved_step_times({**TRIAL, "rung": rung, "workers": workers}, arms, timing, reference="muon")
+            res = interleaved_step_times({**trial, "rung": rung, "workers": workers}, arms, timing, reference="muon")
             measured[workers] = res
             print("\n".join(lines(res)), flush=True)
             print(f"  [{workers} worker(s): {res.rounds} rounds, CPU clock {res.cpu_clock}, "
@@ -189,8 +206,14 @@ def main() -> None:
                   , flush=True)
         if args.no_scaling:
             continue
+        if cuda:  # one GPU per worker: threads per worker and the host's cores do not apply
+            print(f"\n{rung}, the whole step at global batch {TRIAL['batch_size']} on wall clock (median ms; ratio: "
+                  "geometric means, Welch 95 %, rounds not paired; target: <= 0.6)\n")
+            print("| arm on 2 workers | 1 GPU | 2 GPUs | 2 GPUs / 1 GPU |\n|---|---|---|---|")
+            print("\n".join(scaling_lines(measured[1], None, measured[2])), flush=True)
+            continue
         start = time.perf_counter()
-        threads2 = interleaved_step_times({**TRIAL, "rung": rung, "threads": 2}, ONE, {**timing, "clock": "wall"},
+        threads2 = interleaved_step_times({**trial, "rung": rung, "threads": 2}, ONE, {**timing, "clock": "wall"},
                                           reference="muon")
         print(f"\n{rung}, the whole step at global batch {TRIAL['batch_size']} on wall clock (median ms; ratios: "
               "geometric means, Welch 95 %, rounds not paired; targets: <= 0.6 and <= 1)\n")
@@ -201,7 +224,7 @@ def main() -> None:
               f"{threads2.load_before[0]:.1f}->{threads2.load_after[0]:.1f}]", flush=True)  # type: ignore[index]
         start = time.perf_counter()
         local = TRIAL["batch_size"] // 2
-        half = interleaved_step_times({**TRIAL, "rung": rung}, ONE, {**timing, "local_batch": local}, reference="muon")
+        half = interleaved_step_times({**trial, "rung": rung}, ONE, {**timing, "local_batch": local}, reference="muon")
         cores = os.cpu_count() or 1
         print(f"\n{rung}, what bounds the 2-worker step on {cores} cores: a rank's process CPU per step (median ms) "
               f"and the floor it sets, 2 x CPU / {cores} cores / the 1-worker step (wall, 1 thread)\n")
