@@ -42,7 +42,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from optimizer_step import block_shapes, cpu_features
+from optimizer_step import block_shapes, cpu_features, too_few_gpus
 from sharded_comm import Stack, gloo_rank
 
 from trials.optim import ShardedPeriodicRowMuon, fast_ns_dtype, logical_bytes_sent
@@ -320,12 +320,9 @@ def main() -> None:
                         help="only measure the owner's per-element costs (trials/optim/_placement.py's constants)")
     parser.add_argument("--repeats", type=int, default=15, help="timed calls per shape for --fit-cost")
     args = parser.parse_args()
-    if args.device == "cuda" and not args.table_only and not args.fit_cost:
-        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if gpus < args.world:
-            allowed = f"--world 2..{gpus} with --device cuda, or --device cpu" if gpus >= 2 else "--device cpu"
-            parser.error(f"--device cuda runs one NCCL rank per GPU: --world {args.world} needs {args.world} GPUs, "
-                         f"this machine has {gpus} GPU(s). Allowed: {allowed}")
+    if args.device == "cuda" and not args.table_only and not args.fit_cost and (refusal := too_few_gpus(
+            args.world, f"--device cuda runs one NCCL rank per GPU: --world {args.world} needs {args.world} GPUs")):
+        parser.error(refusal)
     if args.fit_cost:
         fit_owner_cost(args)
         return

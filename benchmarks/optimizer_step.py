@@ -46,6 +46,16 @@ def block_shapes(width: int, depth: int) -> list[tuple[int, int]]:
     return per_stream * 2 * depth  # two streams (image, text) per double-stream block
 
 
+def too_few_gpus(ranks: int, what: str) -> str | None:
+    """A GPU benchmark's one-line refusal where this machine has fewer than `ranks` GPUs (one NCCL rank each):
+    `what` it needs, what the machine has and what is allowed; None where it has enough."""
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if gpus >= ranks:
+        return None
+    allowed = f"--world 2..{gpus} with --device cuda, or --device cpu" if gpus >= 2 else "--device cpu"
+    return f"{what}; this machine has {gpus} GPU(s). Allowed: {allowed}"
+
+
 def cpu_features() -> str:
     """The CPU model and the flags that decide bf16 speed (AMX-BF16, AVX512-BF16, AVX2), from /proc/cpuinfo."""
     model, flags = platform.processor() or platform.machine(), set()

@@ -45,7 +45,9 @@ import math
 import os
 import statistics
 import sys
+import tempfile
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +55,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from trials.core.proctree import die_with_parent
 from trials.optim import fast_ns_dtype
 from trials.steptime import StepTimes, interleaved_step_times
 
@@ -111,15 +114,14 @@ def scaling_lines(one: StepTimes, two_threads: StepTimes | None, two: StepTimes)
     return out
 
 
-def _probe_rank(rank: int, port: int, out: Any) -> None:
-    """One of 2 gloo ranks timing all-gather and reduce-scatter of a PROBE_MB shard (wall and process CPU)."""
-    import datetime as dt
-    import warnings
-
+def _probe_rank(rank: int, rendezvous: str, out: Any, parent: int) -> None:
+    """One of 2 gloo ranks timing all-gather and reduce-scatter of a PROBE_MB shard (wall and process CPU); it dies
+    with the benchmark that started it (a SIGKILLed parent would leave it waiting in a collective)."""
+    die_with_parent(parent)
     warnings.simplefilter("ignore", FutureWarning)  # the *_tensor collectives' names: what FSDP2 itself calls
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
-                            timeout=dt.timedelta(minutes=5))
+    dist.init_process_group("gloo", init_method=rendezvous, rank=rank, world_size=2,
+                            timeout=datetime.timedelta(minutes=5))
     n = int(PROBE_MB * 1e6 / 4)
     shard, whole = torch.randn(n), torch.empty(2 * n)
     figures = {}
@@ -139,10 +141,10 @@ def _probe_rank(rank: int, port: int, out: Any) -> None:
 
 def gloo_probe() -> dict[str, tuple[float, float]]:
     """kind -> (wall s, process CPU s) per call of a PROBE_MB-shard collective on 2 local gloo ranks."""
-    from trials._distributed import free_port
-
     out = mp.get_context("spawn").Queue()
-    mp.start_processes(_probe_rank, args=(free_port(), out), nprocs=2, start_method="spawn")
+    with tempfile.TemporaryDirectory() as tmp:
+        rendezvous = f"file://{Path(tmp) / 'rendezvous'}"  # as ns_placement.py's ranks meet: no port to race for
+        mp.start_processes(_probe_rank, args=(rendezvous, out, os.getpid()), nprocs=2, start_method="spawn")
     return out.get(timeout=60)
 
 
@@ -179,12 +181,12 @@ def main() -> None:
                         help="skip the 1-worker run at 2 threads and the scaling table")
     args = parser.parse_args()
     cuda = args.device == "cuda"
-    if cuda and (gpus := torch.cuda.device_count() if torch.cuda.is_available() else 0) < 2:
-        parser.error(f"--device cuda times 2 NCCL ranks, one GPU each; this machine has {gpus} GPU(s). "
-                     "Allowed: --device cpu")
-    trial = {**TRIAL, "device": args.device}
     sys.path.insert(0, str(Path(__file__).parent))
-    from optimizer_step import cpu_features
+    from optimizer_step import cpu_features, too_few_gpus
+
+    if cuda and (refusal := too_few_gpus(2, "--device cuda times 2 NCCL ranks, one GPU each")):
+        parser.error(refusal)
+    trial = {**TRIAL, "device": args.device}
 
     print(f"machine: {cpu_features()}; {os.cpu_count()} cores; torch {torch.__version__}; NS dtype "
           f"{fast_ns_dtype('cpu')}; {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; load "
