@@ -47,6 +47,16 @@ def shared() -> Iterator[Path]:
     shutil.rmtree(folder, ignore_errors=True)
 
 
+@pytest.fixture
+def stubborn(shared: Path) -> Path:
+    """The stubborn trainer copied where `nobody` can read it: the checkout may sit under a folder only root can
+    enter (a clone under `mktemp -d`, or under /root)."""
+    copy = shared / STUBBORN.name
+    shutil.copyfile(STUBBORN, copy)
+    copy.chmod(0o644)
+    return copy
+
+
 def _runas(*trainer: str, progress: str = "{progress_file}", config: str = "{config_file}") -> list[str]:
     return [sys.executable, "-m", "trials.core.runas", "--user", "nobody", "--progress", progress, "--config",
             config, "--", *trainer]
@@ -73,11 +83,11 @@ def test_a_bare_setpriv_cannot_write_the_progress_file(shared: Path) -> None:
         run_command_trial({"rung": "cpu-xs", "steps": 4, "eval_steps": [2, 4]}, {"command": setpriv, "poll_s": 0.1})
 
 
-def test_a_trainer_run_as_nobody_is_cancelled_with_its_setsid_child(shared: Path) -> None:
+def test_a_trainer_run_as_nobody_is_cancelled_with_its_setsid_child(shared: Path, stubborn: Path) -> None:
     # The stubborn trainer ignores SIGTERM and starts a child that calls setsid and ignores it too; both run as
     # nobody. The trial's end (here its timeout) ends the trainer's tag from root: after the grace, SIGKILL.
     pids_file = shared / "pids"
-    cmd = {"command": _runas(SYSTEM_PYTHON, str(STUBBORN), "--progress", "{progress_file}", "--eval-steps",
+    cmd = {"command": _runas(SYSTEM_PYTHON, str(stubborn), "--progress", "{progress_file}", "--eval-steps",
                              "{eval_steps}", "--pids", str(pids_file)),
            "kill_grace_s": 0.5, "poll_s": 0.1, "timeout_s": 4}
     start = time.monotonic()
@@ -95,7 +105,7 @@ def test_a_trainer_run_as_nobody_is_cancelled_with_its_setsid_child(shared: Path
                 os.kill(p, signal.SIGKILL)
 
 
-def test_a_job_tag_ends_a_trainer_run_as_nobody(shared: Path) -> None:
+def test_a_job_tag_ends_a_trainer_run_as_nobody(shared: Path, stubborn: Path) -> None:
     # The job's cancel (and the queue's end of a job) find another user's processes by their tag too.
     import subprocess
 
@@ -104,7 +114,7 @@ def test_a_job_tag_ends_a_trainer_run_as_nobody(shared: Path) -> None:
     progress.mkdir()
     (progress / "trial.json").write_text("{}")
     env = {**os.environ, TRIAL_TAG_ENV: "runas-test"}
-    trainer = subprocess.Popen(_runas(SYSTEM_PYTHON, str(STUBBORN), "--progress", str(progress / "p.jsonl"),
+    trainer = subprocess.Popen(_runas(SYSTEM_PYTHON, str(stubborn), "--progress", str(progress / "p.jsonl"),
                                       "--eval-steps", "1", "--pids", str(pids_file), progress=str(progress / "p.jsonl"),
                                       config=str(progress / "trial.json")), env=env, start_new_session=True)
     deadline = time.monotonic() + 30
