@@ -22,7 +22,8 @@ def _cmd_optimizers(args: argparse.Namespace) -> int:
     for name in list_optimizers():
         cfg = OptimizerConfig(name=name)  # type: ignore[arg-type]
         extra = f", K={cfg.refresh_every}, gamma={cfg.gamma}" if name == "periodic" else ""
-        print(f"{name:10s} lr={DEFAULT_LR[name]:g}{extra}, aux AdamW lr={cfg.aux_lr:g}")
+        extra += f", a null step after every {cfg.stretch}" if cfg.stretch is not None else ""
+        print(f"{name:14s} lr={DEFAULT_LR[name]:g}{extra}, aux AdamW lr={cfg.aux_lr:g}")
     return 0
 
 

@@ -50,7 +50,7 @@ from .metrics import (
     get_extractor,
 )
 from .models import build_model, count_parameters
-from .optim import build_optimizer, update_stats
+from .optim import build_optimizer, stretched_updates, update_stats
 from .record import METRIC, TRIAL_TAG, RunRecorder, trial_run
 from .text import LearnedTextEncoder, get_text_encoder
 
@@ -512,14 +512,18 @@ def _train(trial: _Trial, result: TrialResult, run: RunRecorder, checkpoint: _Ch
     cfg, start = trial.cfg, trial.step
     eval_steps, track_steps = trial.eval_steps, trial.track_steps
     loss_sum, loss_n = 0.0, 0
+    stretch = cfg.optimizer.stretch
     for step in range(start + 1, cfg.steps + 1):
-        loss = _train_step(trial, step)
-        if loss is None:
-            result.status, result.diverged_at = "DIVERGED", step
-            break
-        loss_sum, loss_n = loss_sum + loss, loss_n + 1
+        if stretched_updates(step, stretch) == stretched_updates(step - 1, stretch):
+            trial.step = step  # the steps control's null step: no batch, no noise, no update, no time
+        else:
+            loss = _train_step(trial, step)
+            if loss is None:
+                result.status, result.diverged_at = "DIVERGED", step
+                break
+            loss_sum, loss_n = loss_sum + loss, loss_n + 1
         bar.update(1)
-        if step % cfg.log_every == 0:
+        if step % cfg.log_every == 0 and loss_n:
             run.defer(step, {METRIC.LOSS: loss_sum / loss_n})
             bar.set_postfix(loss=f"{loss_sum / loss_n:.4f}")
             loss_sum, loss_n = 0.0, 0
@@ -625,14 +629,15 @@ def _forward_backward_step(trial: _Trial, step: int, batch: Any, cached: tuple[T
     loss.backward()
     if cfg.grad_clip is not None:
         nn.utils.clip_grad_norm_(trial.params, cfg.grad_clip)
-    optimizer.set_lr_scale(min(1.0, step / cfg.warmup_steps) if cfg.warmup_steps else 1.0)
+    update = stretched_updates(step, cfg.optimizer.stretch)  # = step but for the steps control's relabelled run
+    optimizer.set_lr_scale(min(1.0, update / cfg.warmup_steps) if cfg.warmup_steps else 1.0)
     optimizer.step()
     if cfg.eval.ema_decay is not None:
         # Warm-up (TF's num_updates rule): the effective decay (1+t)/(10+t) stays below `decay` until
         # t ~ 2000 (0.989 at step 800, 0.9926 at 1200), so the average tracks the recent weights early on.
         # Measured at cpu-xs, 1200 steps, 3 seeds: this rule gave objective seed std 5.6-21; the plain
         # running mean up to the full 0.995 window lagged more and had std 28-64 (benchmarks/trial_quality.py).
-        d = min(cfg.eval.ema_decay, (1 + step) / (10 + step))
+        d = min(cfg.eval.ema_decay, (1 + update) / (10 + update))
         if shard is not None:  # shard by shard: the EMA is elementwise, so no communication
             with torch.no_grad():
                 torch._foreach_lerp_(shard.ema_local, shard.param_local, 1.0 - d)

@@ -318,7 +318,9 @@ class BaselineSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     arm: Literal[ArmName, ControlArmName] = Field(
-        ..., description="Optimizer arm: adamw, muon, periodic or rownorm; or the control arm muon_extra_ns."
+        ...,
+        description="Optimizer arm: adamw, muon, periodic or rownorm; or a control arm, muon_extra_ns or "
+        "muon_stretched.",
     )
     label: str | None = Field(
         None, pattern=_NAME_PATTERN, description="Name in run names and tables; default: the arm's name."

@@ -82,10 +82,11 @@ def test_fingerprint_ignores_what_may_change_on_resume() -> None:
         ({"search": {"space": {"K": [2.5]}}}, "K takes integers"),
         ({"search": {"space": {"gamma": [-0.1]}}}, "search.space.gamma=-0.1: Input should be greater than 0"),
         ({"search": {"space": {"lr": {"low": 1e-3, "high": 1e-1}}}}, "method 'grid' needs a list of values"),
-        ({"search": {"optimizer": {"name": "sgd"}}}, "'adamw', 'muon', 'periodic', 'rownorm' or 'muon_extra_ns'"),
+        ({"search": {"optimizer": {"name": "sgd"}}},
+         "'adamw', 'muon', 'periodic', 'rownorm', 'muon_extra_ns' or 'muon_stretched'"),
         ({"search": {"optimizer": {"gamma": 0.2}}}, "search.optimizer sets ['gamma'], which the search space searches"),
-        ({"baselines": ["sgd"]}, "baselines.0.arm\n  Input should be 'adamw', 'muon', 'periodic', 'rownorm' or "
-         "'muon_extra_ns'"),
+        ({"baselines": ["sgd"]}, "baselines.0.arm\n  Input should be 'adamw', 'muon', 'periodic', 'rownorm', "
+         "'muon_extra_ns' or 'muon_stretched'"),
         ({"baselines": ["adamw", "adamw"]}, "baseline names must be distinct"),
         ({"seeds": [0, 0]}, "seeds must be distinct"),
         ({"rung": "huge"}, "unknown rung 'huge'; allowed: ['cpu-xs'"),

@@ -497,7 +497,7 @@ def test_factory_state_dict_round_trip() -> None:
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"name": "sgd"}, "'adamw', 'muon', 'periodic', 'rownorm' or 'muon_extra_ns'"),
+        ({"name": "sgd"}, "'adamw', 'muon', 'periodic', 'rownorm', 'muon_extra_ns' or 'muon_stretched'"),
         ({"refresh_every": 0}, "refresh_every\n  Input should be greater than or equal to 1"),
         ({"gamma": 0}, "gamma\n  Input should be greater than 0"),
         ({"lr": 0}, "lr\n  Input should be greater than 0"),
@@ -514,7 +514,7 @@ def test_factory_refuses_bad_configs_with_the_field_and_allowed_values(fields: d
 
 
 def test_default_lrs_follow_the_arm() -> None:
-    assert list_optimizers() == ["adamw", "muon", "muon_extra_ns", "periodic", "rownorm"]
+    assert list_optimizers() == ["adamw", "muon", "muon_extra_ns", "muon_stretched", "periodic", "rownorm"]
     assert OptimizerConfig(name="muon").resolved_lr == 0.02
     assert OptimizerConfig(name="adamw").resolved_lr == 3e-3
     assert OptimizerConfig(name="adamw", lr=1e-3).resolved_lr == 1e-3

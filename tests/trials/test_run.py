@@ -118,7 +118,7 @@ def test_default_extractor_and_frozen_text_encoder(tmp_path: Path) -> None:
         ({"rung": "huge"}, "unknown rung 'huge'; allowed: ['cpu-xs'"),
         ({"eval_steps": [10, 99]}, "eval_steps must be a non-empty list of steps in [1, steps=24]"),
         ({"eval": {"extractor": "inception"}}, "unknown eval.extractor 'inception'; allowed: ['dinov2'"),
-        ({"optimizer": {"name": "sgd"}}, "'adamw', 'muon', 'periodic', 'rownorm' or 'muon_extra_ns'"),
+        ({"optimizer": {"name": "sgd"}}, "'adamw', 'muon', 'periodic', 'rownorm', 'muon_extra_ns' or 'muon_stretched'"),
         ({"text_encoder": "t5"}, "'minilm' or 'learned'"),
         ({"bogus": 1}, "Extra inputs are not permitted"),
         ({"order_seed": -1}, "order_seed\n  Input should be greater than or equal to 0"),
@@ -291,3 +291,34 @@ def test_a_checkpoint_resumes_under_another_row_norm_kernel_but_not_another_gamm
 
     assert fingerprint(rownorm_kernel="streamed") == fingerprint() == fingerprint(rownorm_kernel="unfused")
     assert fingerprint(gamma=0.3) != fingerprint()
+
+
+def test_the_stretched_muon_control_walks_muons_curve_relabelled() -> None:
+    # The steps control: a null step after every `stretch` steps (no batch, no noise, no update, warm-up and EMA on
+    # the update count), so what Muon shows at update r the stretched run shows at step r + (r - 1) // stretch.
+    # With stretch 2 every third step is null: steps 3, 6, 9, 12 follow updates 2, 4, 6, 8.
+    muon = run_trial(_tiny(steps=8, eval_steps=[2, 4, 6, 8], optimizer={"name": "muon"}))
+    stretched = run_trial(_tiny(steps=12, eval_steps=[3, 6, 9, 12],
+                                optimizer={"name": "muon_stretched", "stretch": 2}))
+    assert stretched.status == muon.status == "SUCCEEDED"
+    relabel = {3: 2, 6: 4, 9: 6, 12: 8}
+    assert {relabel[s]: v for s, v in stretched.fd.items()} == muon.fd  # bit for bit, step for step
+    assert {relabel[s]: v for s, v in stretched.val_loss.items()} == muon.val_loss
+    assert stretched.ns5_calls == muon.ns5_calls  # the null steps ran no optimizer step
+    # a non-null evaluation point shows the update count too: step 8 of the stretched run is Muon's update 6
+    eight = run_trial(_tiny(steps=8, eval_steps=[8], optimizer={"name": "muon_stretched", "stretch": 2}))
+    assert eight.fd[8] == muon.fd[6]
+
+
+@pytest.mark.parametrize(("optimizer", "field", "says"), [
+    ({"name": "muon_stretched", "stretch": 8.5}, "stretch", "integer"),
+    ({"name": "muon_stretched", "stretch": "8"}, "stretch", "integer"),
+    ({"name": "muon_stretched", "stretch": 0}, "stretch", "greater than or equal to 1"),
+    ({"name": "muon", "stretch": 8}, "stretch", "muon_stretched only"),
+])
+def test_a_bad_stretch_is_refused_naming_the_field(optimizer: dict[str, Any], field: str, says: str) -> None:
+    from trials import TrialConfig
+
+    with pytest.raises(ValidationError) as info:
+        TrialConfig.model_validate(_tiny(optimizer=optimizer))
+    assert field in str(info.value) and says in str(info.value)

@@ -19,7 +19,7 @@ from trials.core import lazy_face
 
 if TYPE_CHECKING:
     from ._arms import ARMS, ARMS_WITH_GAMMA, CONTROL_ARMS, MUON_FAMILY, ArmName, ControlArmName
-    from ._control import RedundantNewtonSchulz
+    from ._control import RedundantNewtonSchulz, stretched_updates
     from ._factory import DEFAULT_LR, HybridOptimizer, OptimizerConfig, build_optimizer, list_optimizers
     from ._functional import fast_ns_dtype
     from ._periodic import PeriodicRowMuon, RowNormMuon

@@ -22,6 +22,9 @@ ARMS_WITH_GAMMA: tuple[ArmName, ...] = ("periodic", "rownorm")
 
 # Control arms: optimizers with a known answer, for checking a study's instrument, never a candidate or a baseline
 # (so not in ARMS). `muon_extra_ns` is vanilla Muon plus one discarded Newton-Schulz per matrix per step: updates
-# identical to Muon's, each step dearer by a known amount (the positive control; `trials.optim._control`).
-ControlArmName = Literal["muon_extra_ns"]
+# identical to Muon's, each step dearer by a known amount (the positive control of the per-step half;
+# `trials.optim._control`). `muon_stretched` is vanilla Muon with a null step (no batch, no update) after every
+# `stretch` steps: Muon's trajectory relabelled, so its steps ratio to Muon is exactly (stretch + 1) / stretch (the
+# positive control of the steps half).
+ControlArmName = Literal["muon_extra_ns", "muon_stretched"]
 CONTROL_ARMS: tuple[ControlArmName, ...] = get_args(ControlArmName)

@@ -7,6 +7,8 @@ Arms (the registry `OPTIMIZERS`):
 - `rownorm`: `RowNormMuon` (row norm every step, the paper's ablation) on the block matrices, AdamW on the rest.
 - `muon_extra_ns` (a control arm, `CONTROL_ARMS`): `muon` plus one discarded Newton-Schulz per matrix per step, the
   positive control of a timing (identical updates, a known extra cost; `_control.py`).
+- `muon_stretched` (a control arm): `muon` itself; the trial's loop adds a null step after every `stretch` steps,
+  the positive control of the steps half (its steps ratio to Muon is exactly (stretch + 1) / stretch; `_control.py`).
 
 Every arm gives the non-matrix parameters the same AdamW ("aux") group, so arms differ only in the matrix rule.
 
@@ -27,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 from torch import Tensor, nn
 from torch.optim import Optimizer
 
@@ -53,7 +55,11 @@ OptimizerName = Literal[ArmName, ControlArmName]
 # Main (matrix) learning rates when the config gives none. Muon's lr sits an order of magnitude above AdamW's under
 # the "original" lr convention; 0.02 is Muon's customary value and 3e-3 was AdamW's best in a pilot lr scan on the
 # small CPU ladder (docs/design.md). Under "match_rms_adamw" Muon reuses AdamW-scale lrs: set lr explicitly then.
-DEFAULT_LR: dict[str, float] = {"adamw": 3e-3, "muon": 0.02, "periodic": 0.02, "rownorm": 0.02, "muon_extra_ns": 0.02}
+DEFAULT_LR: dict[str, float] = {"adamw": 3e-3, "muon": 0.02, "periodic": 0.02, "rownorm": 0.02, "muon_extra_ns": 0.02,
+                                "muon_stretched": 0.02}
+# The steps control's default stretch: a null step after every 8th, a true steps ratio of exactly 9/8 (+12.5 %),
+# the size of the steps penalties the evidence study measured (+10-14 %).
+DEFAULT_STRETCH = 8
 
 
 class OptimizerConfig(BaseModel):
@@ -62,7 +68,9 @@ class OptimizerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: OptimizerName = Field(
-        "periodic", description="Matrix optimizer arm: adamw, muon, periodic or rownorm; or the control muon_extra_ns."
+        "periodic",
+        description="Matrix optimizer arm: adamw, muon, periodic or rownorm; or a control, muon_extra_ns or "
+        "muon_stretched.",
     )
     lr: float | None = Field(
         None, gt=0, description="Main lr for the block matrices; None = the arm's default (DEFAULT_LR)."
@@ -98,6 +106,21 @@ class OptimizerConfig(BaseModel):
         "auto (native where it can be built and the matrix is contiguous float32 on a CPU, else streamed) or unfused "
         "(the earlier whole-matrix code, kept to time against). Same update up to float rounding.",
     )
+    stretch: StrictInt | None = Field(
+        None, ge=1, le=1000,
+        description="muon_stretched only: a null step (no batch, no update) after every `stretch` steps, so the "
+        "arm's true steps ratio to Muon is (stretch + 1) / stretch; an integer (default 8: 9/8). None for every "
+        "other arm.",
+    )
+
+    @model_validator(mode="after")
+    def _stretch_belongs_to_the_steps_control(self) -> OptimizerConfig:
+        if self.name == "muon_stretched" and self.stretch is None:
+            object.__setattr__(self, "stretch", DEFAULT_STRETCH)  # frozen model: set once, at validation
+        elif self.name != "muon_stretched" and self.stretch is not None:
+            raise ValueError(f"optimizer.stretch applies to the steps control muon_stretched only, not to "
+                             f"{self.name!r}; leave it unset")
+        return self
 
     @property
     def resolved_lr(self) -> float:
@@ -178,6 +201,7 @@ OPTIMIZERS: dict[str, Callable[[list[Tensor], OptimizerConfig, torch.dtype], Opt
     "periodic": _build_periodic,
     "rownorm": _build_rownorm,
     "muon_extra_ns": _build_muon_extra_ns,
+    "muon_stretched": _build_muon,  # Muon's own optimizer: the null steps are the trial loop's (`stretched_updates`)
 }
 
 
