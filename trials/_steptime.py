@@ -149,6 +149,85 @@ def _trial_config(trial: TrialConfig | Mapping[str, Any], optimizer: OptimizerCo
     return TrialConfig.model_validate({**base, "optimizer": opt})
 
 
+def _check_reference(labels: tuple[str, ...], reference: str | None) -> str:
+    if not labels:
+        raise ValueError("arms must name at least one arm (label -> optimizer config)")
+    if reference is not None and reference not in labels:
+        raise ValueError(f"reference {reference!r} is not an arm; allowed: {list(labels)}")
+    return labels[0] if reference is None else reference
+
+
+def _check_timing(spec: StepTimingConfig, cfg: TrialConfig, device: torch.device) -> int:
+    """The local batch each arm steps on; refuses a timing that cannot measure what it says (ValueError naming the
+    field and what is allowed)."""
+    if cfg.workers > 1 and spec.local_batch is not None:
+        raise ValueError(f"timing.local_batch is the one-process stand-in for a rank's batch; on workers={cfg.workers} "
+                         f"each rank trains batch_size / {cfg.workers} = {cfg.batch_size // cfg.workers} itself. "
+                         f"Allowed: unset (None) with workers > 1")
+    local_batch = spec.local_batch if spec.local_batch is not None else cfg.batch_size // cfg.workers
+    if local_batch > cfg.batch_size:
+        raise ValueError(f"timing.local_batch must be between 1 and the trial's batch_size ({cfg.batch_size}), got "
+                         f"{local_batch}")
+    if spec.clock == "thread" and (cfg.threads != 1 or device.type != "cpu"):
+        raise ValueError(f"timing.clock 'thread' needs threads=1 on a CPU (torch's other threads and an "
+                         f"accelerator's work are not on the calling thread's clock); got threads={cfg.threads}, "
+                         f"device={device.type}. Allowed: clock 'wall', or threads=1 on the CPU")
+    if cfg.workers > 1 and device.type == "cuda" and torch.cuda.device_count() < cfg.workers \
+            and not _in_group(cfg.workers):
+        raise ValueError(f"workers={cfg.workers} on CUDA times one rank per GPU; this host has "
+                         f"{torch.cuda.device_count()}. Allowed: workers up to {torch.cuda.device_count()}, or "
+                         "device 'cpu' (gloo ranks)")
+    return local_batch
+
+
+def _round_batches(dataset: Any, cond: _Conditioner, data_gen: torch.Generator, block_steps: int, local_batch: int,
+                   batch_size: int, ranks: tuple[int, int] | None, device: torch.device) -> list[tuple[Any, ...]]:
+    """A round's batches (and cached frozen embeddings), drawn before any clock runs: every arm trains on them; on N
+    ranks the global batch is drawn whole on every rank and each keeps its slice, as the trial does."""
+    batches = []
+    for _ in range(block_steps):
+        batch = dataset.sample(local_batch if ranks is None else batch_size, data_gen)
+        if ranks is not None:
+            batch = _slice(batch, ranks[0] * local_batch, (ranks[0] + 1) * local_batch)
+        batch = batch.to(device)
+        batches.append((batch.images, batch.captions, cond.frozen_embeddings(batch.captions)))
+    return batches
+
+
+def _enough_rounds(result: StepTimes, spec: StepTimingConfig, balanced: int) -> bool:
+    """Whether to stop after this timed round (setting `result.stopped` when a target or the cap stops it)."""
+    n = result.rounds
+    if n % balanced and n < spec.max_rounds:  # only whole rotations: every arm in every place alike
+        return False
+    if spec.target_halfwidth is None:
+        return n >= spec.rounds
+    if n >= spec.rounds and all(result.ratio(a).halfwidth <= spec.target_halfwidth
+                                for a in result.arms if a != result.reference):
+        result.stopped = "target"
+        return True
+    if n >= spec.max_rounds:
+        result.stopped = "max_rounds"
+        return True
+    return False
+
+
+def _empty_result(spec: StepTimingConfig, cfg: TrialConfig, labels: tuple[str, ...], reference: str,
+                  local_batch: int, block_steps: int, periods: dict[str, int], redundant: tuple[str, ...],
+                  ranks: tuple[int, int] | None) -> StepTimes:
+    """The result before its first round: its settings, and an empty list per arm, clock and phase."""
+    return StepTimes(
+        arms=labels, reference=reference, clock=spec.clock, level=spec.level, rung=cfg.rung,
+        batch_size=cfg.batch_size, local_batch=local_batch, block_steps=block_steps, periods=periods,
+        threads=cfg.threads, warmup_rounds=spec.warmup_rounds,
+        costs={a: {c: {p: [] for p in PHASES} for c in CLOCKS} for a in labels},
+        redundant={a: {c: [] for c in CLOCKS} for a in redundant},
+        load_before=os.getloadavg(),
+        workers=cfg.workers, cpu_clock="thread" if ranks is None else "process",
+        rank_steps={a: {c: [] for c in CLOCKS} for a in labels} if ranks is not None else {},
+        comm_bytes={a: [] for a in labels} if ranks is not None else {},
+    )
+
+
 def interleaved_step_times(
     trial: TrialConfig | Mapping[str, Any],
     arms: Mapping[str, OptimizerConfig | Mapping[str, Any]],
@@ -172,34 +251,15 @@ def interleaved_step_times(
     than one arm.
     """
     spec = timing if isinstance(timing, StepTimingConfig) else StepTimingConfig.model_validate(dict(timing or {}))
-    if not arms:
-        raise ValueError("arms must name at least one arm (label -> optimizer config)")
     labels = tuple(arms)
-    reference = labels[0] if reference is None else reference
-    if reference not in arms:
-        raise ValueError(f"reference {reference!r} is not an arm; allowed: {list(labels)}")
+    reference = _check_reference(labels, reference)
     configs = {label: _trial_config(trial, opt) for label, opt in arms.items()}
     cfg = configs[reference]
-    if cfg.workers > 1 and spec.local_batch is not None:
-        raise ValueError(f"timing.local_batch is the one-process stand-in for a rank's batch; on workers={cfg.workers} "
-                         f"each rank trains batch_size / {cfg.workers} = {cfg.batch_size // cfg.workers} itself. "
-                         f"Allowed: unset (None) with workers > 1")
-    local_batch = spec.local_batch if spec.local_batch is not None else cfg.batch_size // cfg.workers
-    if local_batch > cfg.batch_size:
-        raise ValueError(f"timing.local_batch must be between 1 and the trial's batch_size ({cfg.batch_size}), got "
-                         f"{local_batch}")
     periods = {label: refresh_period(c.optimizer) for label, c in configs.items()}
     block_steps = check_block_steps(spec.block_steps, periods)
     device = _resolve_device(cfg.device)
-    if spec.clock == "thread" and (cfg.threads != 1 or device.type != "cpu"):
-        raise ValueError(f"timing.clock 'thread' needs threads=1 on a CPU (torch's other threads and an "
-                         f"accelerator's work are not on the calling thread's clock); got threads={cfg.threads}, "
-                         f"device={device.type}. Allowed: clock 'wall', or threads=1 on the CPU")
+    local_batch = _check_timing(spec, cfg, device)
     if cfg.workers > 1 and not _in_group(cfg.workers):
-        if device.type == "cuda" and torch.cuda.device_count() < cfg.workers:
-            raise ValueError(f"workers={cfg.workers} on CUDA times one rank per GPU; this host has "
-                             f"{torch.cuda.device_count()}. Allowed: workers up to {torch.cuda.device_count()}, or "
-                             "device 'cpu' (gloo ranks)")
         return _on_local_ranks(cfg.workers, trial, arms, spec, reference, progress, device.type)
     ranks = (torch.distributed.get_rank(), cfg.workers) if cfg.workers > 1 else None
 
@@ -212,18 +272,8 @@ def interleaved_step_times(
     clocks = _clocks if ranks is None else _rank_clocks
     meter = CommMeter(world=ranks[1]) if ranks is not None else None
 
-    result = StepTimes(
-        arms=labels, reference=reference, clock=spec.clock, level=spec.level, rung=cfg.rung,
-        batch_size=cfg.batch_size, local_batch=local_batch, block_steps=block_steps, periods=periods,
-        threads=cfg.threads, warmup_rounds=spec.warmup_rounds,
-        costs={a: {c: {p: [] for p in PHASES} for c in CLOCKS} for a in labels},
-        redundant={a: {c: [] for c in CLOCKS} for a in labels
-                   if isinstance(built[a].optimizer.matrix, RedundantNewtonSchulz)},
-        load_before=os.getloadavg(),
-        workers=cfg.workers, cpu_clock="thread" if ranks is None else "process",
-        rank_steps={a: {c: [] for c in CLOCKS} for a in labels} if ranks is not None else {},
-        comm_bytes={a: [] for a in labels} if ranks is not None else {},
-    )
+    redundant = tuple(a for a in labels if isinstance(built[a].optimizer.matrix, RedundantNewtonSchulz))
+    result = _empty_result(spec, cfg, labels, reference, local_batch, block_steps, periods, redundant, ranks)
     start = time.perf_counter()
     thread_total = process_total = 0
     round_index = 0
@@ -232,15 +282,7 @@ def interleaved_step_times(
         while True:
             timed = round_index >= spec.warmup_rounds
             order = block_order(labels, 1, spec.order, start=round_index)[0]
-            # The round's batches (and cached frozen embeddings), drawn before any clock runs: every arm trains on
-            # them; on N ranks the global batch is drawn whole on every rank and each keeps its slice, as the trial.
-            batches = []
-            for _ in range(block_steps):
-                batch = dataset.sample(local_batch if ranks is None else cfg.batch_size, data_gen)
-                if ranks is not None:
-                    batch = _slice(batch, ranks[0] * local_batch, (ranks[0] + 1) * local_batch)
-                batch = batch.to(device)
-                batches.append((batch.images, batch.captions, cond.frozen_embeddings(batch.captions)))
+            batches = _round_batches(dataset, cond, data_gen, block_steps, local_batch, cfg.batch_size, ranks, device)
             gc.collect()
             gc.disable()  # a collection inside a block would land on one arm; autograd's graphs are freed by refcount
             try:
@@ -260,20 +302,8 @@ def interleaved_step_times(
             result.thread_coverage = thread_total / process_total if process_total else None
             if progress is not None:
                 progress(result)
-            # Every rank holds the same gathered costs, so every rank takes the same decision below.
-            n = result.rounds
-            if n % balanced and n < spec.max_rounds:  # only whole rotations: every arm in every place alike
-                continue
-            if spec.target_halfwidth is None:
-                if n >= spec.rounds:
-                    break
-                continue
-            if n >= spec.rounds and all(result.ratio(a).halfwidth <= spec.target_halfwidth
-                                        for a in labels if a != reference):
-                result.stopped = "target"
-                break
-            if n >= spec.max_rounds:
-                result.stopped = "max_rounds"
+            # Every rank holds the same gathered costs, so every rank takes the same decision.
+            if _enough_rounds(result, spec, balanced):
                 break
     result.load_after = os.getloadavg()
     return result

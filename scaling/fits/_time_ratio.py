@@ -158,6 +158,25 @@ def _fit(data: Mapping[str, tuple[float, np.ndarray]], names: Sequence[str], log
     return line, se_slope, var_at, source
 
 
+def _held_out(data: Mapping[str, tuple[float, np.ndarray]], names: Sequence[str], log_n0: float, level: float,
+              n_boot: int, seed: int) -> dict[str, Any]:
+    """The line over every rung but the largest, its prediction of the largest with a prediction interval for a new
+    rung's mean, and whether the observed mean falls inside."""
+    out, fit_names = names[-1], list(names[:-1])
+    x_out = math.log10(data[out][0]) - log_n0
+    line, _, var_at, _ = _fit(data, fit_names, log_n0, [x_out], n_boot, seed)
+    # a new rung's mean: the line's uncertainty there plus the variance a rung mean has about the line
+    se = math.sqrt(line.se_line(x_out, var_at[0]) ** 2 + var_at[0])
+    q = t_quantile(level, line.df)
+    pred = line.at(x_out)
+    observed = float(data[out][1].mean())
+    interval = (pred - q * se, pred + q * se)
+    return {"rung": out, "fitted_on": fit_names, "params": data[out][0], "predicted": pred, "interval": interval,
+            "observed": observed, "passed": bool(interval[0] <= observed <= interval[1]),
+            "predicted_ratio": math.exp(pred), "interval_ratio": (math.exp(interval[0]), math.exp(interval[1])),
+            "observed_ratio": math.exp(observed), "df": line.df}
+
+
 def fit_time_ratio(
     rungs: Mapping[str, tuple[float, Sequence[float]]],
     *,
@@ -194,21 +213,7 @@ def fit_time_ratio(
     def ratio(lo_hi: tuple[float, float]) -> tuple[float, float]:
         return (math.exp(lo_hi[0]), math.exp(lo_hi[1]))
 
-    held: dict[str, Any] | None = None
-    if holdout is not None:
-        out, fit_names = names[-1], names[:-1]
-        x_out = x_of(data[out][0])
-        line, _, var_at, _ = _fit(data, fit_names, log_n0, [x_out], n_boot, seed)
-        # a new rung's mean: the line's uncertainty there plus the variance a rung mean has about the line
-        se = math.sqrt(line.se_line(x_out, var_at[0]) ** 2 + var_at[0])
-        q = t_quantile(level, line.df)
-        pred = line.at(x_out)
-        observed = float(data[out][1].mean())
-        interval = (pred - q * se, pred + q * se)
-        held = {"rung": out, "fitted_on": fit_names, "params": data[out][0], "predicted": pred,
-                "interval": interval, "observed": observed, "passed": bool(interval[0] <= observed <= interval[1]),
-                "predicted_ratio": math.exp(pred), "interval_ratio": ratio(interval),
-                "observed_ratio": math.exp(observed), "df": line.df}
+    held = _held_out(data, names, log_n0, level, n_boot, seed) if holdout is not None else None
 
     targets = dict(extrapolate or {})
     for name, params in targets.items():
