@@ -220,6 +220,46 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
         self.comm_stats.begin_step()
 
         # Pass 1: momentum for every matrix, and sort the updates by what they need from other ranks.
+        local_refresh, local_rownorm, sharded_refresh, sharded_tall = self._sorted_items()
+
+        # Issue the communication first, so it runs under the local work.
+        tall_updates, column_sums, reduce_work = self._start_column_sums(sharded_tall)
+        distributed = self.ns_placement == "distributed"
+        exchanges = self._start_exchanges(sharded_refresh) if distributed else []
+        buckets = [] if distributed else self._buckets(sharded_refresh)
+        in_flight = [self._start_gather(buckets[0], 0)] if buckets else []
+
+        for item in local_rownorm:
+            # Rows (m <= n) or columns (m > n) of the whole matrix; for a sharded wide one, of its local rows.
+            self._rownorm(item.local, item.grad, item.buf, item.group, item.eta)
+            self.rownorm_calls += 1
+        for item in local_refresh:
+            item.apply_ortho(self._ns5(item.nesterov(), item.group, owned=item.group["nesterov"]))
+            self.ns5_calls += 1
+            self.ns5_batches += 1
+
+        # Refresh: NS5 on bucket i while the gather of bucket i+1 is in flight.
+        for i, bucket in enumerate(buckets):
+            work, gathered = in_flight.pop(0)
+            if i + 1 < len(buckets):
+                in_flight.append(self._start_gather(buckets[i + 1], (i + 1) % 2))
+            work.wait()
+            self._finish_refresh(bucket, gathered)
+        # Distributed: NS5 on the matrices this rank owns, slot by slot, each slot's rows going back under the next
+        # slot's NS5 (the last slot's under the column-norm step below).
+        returning = [self._orthogonalize_owned(exchange) for exchange in exchanges]
+
+        if reduce_work is not None:
+            reduce_work.wait()
+            self._apply_tall(sharded_tall, tall_updates, column_sums)
+        for exchange in returning:
+            self._apply_returned(exchange)
+        return loss
+
+    def _sorted_items(self) -> tuple[list[_Item], list[_Item], list[_Item], list[_Item]]:
+        """Every matrix with a gradient as an `_Item` (its momentum updated, or left to a fused kernel), sorted by
+        what its update needs from other ranks: (whole-matrix refreshes, local row norms, sharded refreshes,
+        sharded tall row norms)."""
         local_refresh: list[_Item] = []
         local_rownorm: list[_Item] = []
         sharded_refresh: list[_Item] = []
@@ -262,57 +302,28 @@ class ShardedPeriodicRowMuon(PeriodicRowMuon):
                     sharded_tall.append(item)
                 else:
                     local_rownorm.append(item)  # wide or square: its rows are all here
+        return local_refresh, local_rownorm, sharded_refresh, sharded_tall
 
-        # Issue the communication first, so it runs under the local work.
-        tall_updates, column_sums, reduce_work = self._start_column_sums(sharded_tall)
-        distributed = self.ns_placement == "distributed"
-        exchanges = self._start_exchanges(sharded_refresh) if distributed else []
-        buckets = [] if distributed else self._buckets(sharded_refresh)
-        in_flight = [self._start_gather(buckets[0], 0)] if buckets else []
-
-        for item in local_rownorm:
-            # Rows (m <= n) or columns (m > n) of the whole matrix; for a sharded wide one, of its local rows.
-            self._rownorm(item.local, item.grad, item.buf, item.group, item.eta)
+    def _apply_tall(self, items: list[_Item], tall_updates: list[Tensor], column_sums: Tensor) -> None:
+        """The column-norm step of the sharded tall matrices, once their columns' sums of squares are all-reduced."""
+        offset = 0
+        for i, item in enumerate(items):
+            n = item.layout.cols
+            group = item.group
+            norms = column_sums[offset : offset + n].sqrt().view(1, n)
+            if tall_updates:  # the unfused reference kept each U
+                item.apply_normalized(tall_updates[i], norms.clamp_min_(group["eps"]))
+            else:  # streamed or native: U recomputed from g and the updated B
+                scales = step_scales(norms, group["gamma"] * item.eta, group["eps"])
+                if self._native_for(item.local, item.grad, item.buf, scales):
+                    native_column_apply_(item.local, item.grad, item.buf, scales, momentum=group["momentum"],
+                                         nesterov=group["nesterov"], decay=item.decay)
+                else:
+                    normalized_update_(item.local, item.grad, item.buf, scales, momentum=group["momentum"],
+                                       nesterov=group["nesterov"], decay=item.decay,
+                                       workspace=self._workspace(item.local.device))
+            offset += n
             self.rownorm_calls += 1
-        for item in local_refresh:
-            item.apply_ortho(self._ns5(item.nesterov(), item.group, owned=item.group["nesterov"]))
-            self.ns5_calls += 1
-            self.ns5_batches += 1
-
-        # Refresh: NS5 on bucket i while the gather of bucket i+1 is in flight.
-        for i, bucket in enumerate(buckets):
-            work, gathered = in_flight.pop(0)
-            if i + 1 < len(buckets):
-                in_flight.append(self._start_gather(buckets[i + 1], (i + 1) % 2))
-            work.wait()
-            self._finish_refresh(bucket, gathered)
-        # Distributed: NS5 on the matrices this rank owns, slot by slot, each slot's rows going back under the next
-        # slot's NS5 (the last slot's under the column-norm step below).
-        returning = [self._orthogonalize_owned(exchange) for exchange in exchanges]
-
-        if reduce_work is not None:
-            reduce_work.wait()
-            offset = 0
-            for i, item in enumerate(sharded_tall):
-                n = item.layout.cols
-                group = item.group
-                norms = column_sums[offset : offset + n].sqrt().view(1, n)
-                if tall_updates:  # the unfused reference kept each U
-                    item.apply_normalized(tall_updates[i], norms.clamp_min_(group["eps"]))
-                else:  # streamed or native: U recomputed from g and the updated B
-                    scales = step_scales(norms, group["gamma"] * item.eta, group["eps"])
-                    if self._native_for(item.local, item.grad, item.buf, scales):
-                        native_column_apply_(item.local, item.grad, item.buf, scales, momentum=group["momentum"],
-                                             nesterov=group["nesterov"], decay=item.decay)
-                    else:
-                        normalized_update_(item.local, item.grad, item.buf, scales, momentum=group["momentum"],
-                                           nesterov=group["nesterov"], decay=item.decay,
-                                           workspace=self._workspace(item.local.device))
-                offset += n
-                self.rownorm_calls += 1
-        for exchange in returning:
-            self._apply_returned(exchange)
-        return loss
 
     def _scratch(self, name: str, numel: int, dtype: torch.dtype, device: torch.device) -> Tensor:
         """A 1-D buffer for a collective, kept from step to step on a CPU: glibc hands large freed blocks back to
