@@ -1,4 +1,4 @@
-"""Re-derive the study tables the README and docs print from the raw records committed beside them.
+"""Re-derive the study tables the docs print (docs/studies/, one page per study) from the raw records committed.
 
 `make rederive` (`python benchmarks/rederive.py [--root DIR] [--study NAME ...]`) walks
 `benchmarks/studies/*/study.toml`. Each manifest names a study's raw records (CSV, committed), the deriver that

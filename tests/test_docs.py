@@ -28,7 +28,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "docker" / "README.md"]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), ROOT / "docker" / "README.md"]
+# The README is a front door (what and why, the two commands, the tour, today's answer, the maps): study results live
+# in docs/studies/, measurement history in docs/history.md. FastAPI's and Optuna's READMEs are under 200 lines.
+README_MAX_LINES = 200
 MARKER = re.compile(r"^#\s*docs-test:\s*(?P<kind>not run|needs)\b\s*(?P<rest>.*)$")
 
 
@@ -321,3 +324,28 @@ def test_links_between_the_docs_resolve() -> None:
             elif anchor and linked.suffix == ".md" and anchor not in _anchors(linked):
                 problems.append(f"{path.relative_to(ROOT)} -> {target}#{anchor} (no such heading)")
     assert not problems, problems
+
+
+# --- the README is a front door, and its docs map lists every page ----------------------------------------------
+
+
+def test_the_readme_stays_within_its_line_budget() -> None:
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= README_MAX_LINES, (
+        f"README.md has {len(lines)} lines, at most {README_MAX_LINES}: a study's results go to a page of "
+        "docs/studies/, dated measurements to docs/history.md")
+
+
+def _docs_map() -> set[str]:
+    """The pages the README's docs map (its "## Documentation" section) links to, relative to the root."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## Documentation\n", 1)[1].split("\n## ", 1)[0]
+    return {target for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)\s]*)?\)", section)}
+
+
+def test_every_docs_page_is_in_the_readmes_docs_map() -> None:
+    pages = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").rglob("*.md"))
+    studies = [p for p in pages if p.startswith("docs/studies/")]
+    assert len(studies) >= 2, pages  # the walk finds the study pages: otherwise this test would guard nothing
+    missing = [page for page in pages if page not in _docs_map()]
+    assert not missing, f"pages under docs/ that the README's docs map does not list: {missing}"

@@ -1,5 +1,6 @@
-"""`make rederive` (benchmarks/rederive.py): every study table the README prints re-derives from the records committed
-in the repository, and a record changed by one value fails the check, naming the figure."""
+"""`make rederive` (benchmarks/rederive.py): every study table the docs print (docs/studies/, one page per study)
+re-derives from the records committed in the repository, and a record changed by one value fails the check, naming
+the figure."""
 
 from __future__ import annotations
 
@@ -44,26 +45,28 @@ def test_every_printed_study_figure_equals_its_rederivation() -> None:
     lines: list[str] = []
     assert rederive().rederive(ROOT, out=lines.append) == []
     checked = [line for line in lines if "printed numbers equal their re-derivation (none differs)" in line]
-    # The evidence transfer's four README tables (controls 6 rows, comparisons 18, target 3, budgets 3), the first
-    # evidence run's four in docs/targets.md, then the step-ratio benchmark's two tables and the README's (4 + 12 +
-    # 4 rows): studies in name order; the counts are the printed numbers each table's check compared.
+    # The evidence transfer's four tables in its study page (controls 6 rows, comparisons 18, target 3, budgets 3),
+    # the first evidence run's four in its page, then the step-ratio benchmark's two tables in its own output and the
+    # same two in the study page (4 + 12 rows each): studies in name order; the counts are the printed numbers each
+    # table's check compared.
     assert [line.split(":")[0] for line in checked] == [
-        'README.md "The evidence profile\'s transfer, re-run (2026-12-06) on nine seeds',
-        "README.md 'Its comparisons, paired over seeds 6-14 (n = 9 per row)'",
-        "README.md 'Its target'",
-        "README.md 'Its tuning budgets'",
-        "docs/targets.md 'The first evidence run of 2026-12-06 (480 steps, target 376.4)",
-        'docs/targets.md "The first run\'s comparisons, paired over seeds 6-9 (n = 4 per row)"',
-        'docs/targets.md "The first run\'s target"',
-        'docs/targets.md "The first run\'s tuning budgets"',
+        "docs/studies/evidence.md 'The controls first'",
+        "docs/studies/evidence.md 'Its comparisons, paired over seeds 6-14 (n = 9 per row)'",
+        "docs/studies/evidence.md 'Its target'",
+        "docs/studies/evidence.md 'Its tuning budgets'",
+        'docs/studies/evidence-2026-12-06a.md "The first run\'s controls"',
+        'docs/studies/evidence-2026-12-06a.md "The first run\'s comparisons, paired over seeds 6-9 (n = 4 per row)"',
+        'docs/studies/evidence-2026-12-06a.md "The first run\'s target"',
+        'docs/studies/evidence-2026-12-06a.md "The first run\'s tuning budgets"',
         "benchmarks/results/step_ratio.txt 'periodic (K=3, γ=0.15) / Muon per step, full batch 16, and the controls "
         "through the same timing'",
         "benchmarks/results/step_ratio.txt 'The per-rank view",
-        "README.md 'Per-step cost",
+        "docs/studies/step-ratio.md 'At the full batch of 16, with the controls'",
+        "docs/studies/step-ratio.md 'The per-rank view'",
     ]
     assert [int(line.split("rows, ")[1].split()[0]) for line in checked] == [63, 270, 9, 9, 48, 222, 9, 9, 80, 132,
-                                                                              104]
-    assert all("not recorded, not checked: load 1-min" in line for line in checked[8:10])
+                                                                              80, 132]
+    assert all("not recorded, not checked: load 1-min" in line for line in checked[8:])
 
 
 def test_the_step_ratio_records_give_the_printed_ratios() -> None:
@@ -96,22 +99,22 @@ def test_a_record_changed_by_one_value_fails_naming_the_figure(tmp_path: Path, c
     err = capsys.readouterr().err
     assert ("DIFFERS: cpu-m, periodic / Muon (t, 95 %): benchmarks/results/step_ratio.txt prints 0.851 [0.841, 0.860] "
             "±1.1 %, the records give 0.8") in err
-    assert "DIFFERS: cpu-m, periodic / Muon (t, 95 %): README.md prints 0.851" in err
+    assert "DIFFERS: cpu-m, periodic / Muon (t, 95 %): docs/studies/step-ratio.md prints 0.851" in err
     # its interval is now wider than the benchmark's ±2 % target, so "16 (target)" is no longer what the records say
-    assert ("DIFFERS: cpu-m, rounds: README.md prints 16 (target), the records give 16 (stopped before its intervals "
-            "were within ±2 %)") in err
+    assert ("DIFFERS: cpu-m, rounds: docs/studies/step-ratio.md prints 16 (target), the records give 16 (stopped "
+            "before its intervals were within ±2 %)") in err
     assert "cpu-xs" not in err and "cpu-s," not in err and "cpu-l" not in err  # one rung's round changed, one rung
     assert "printed figures differ from the records" in err
 
 
 def test_a_printed_figure_changed_fails_naming_it(tmp_path: Path) -> None:
     root = copy_studies(tmp_path)
-    readme = root / "README.md"
-    text = readme.read_text(encoding="utf-8")
+    page = root / "docs" / "studies" / "step-ratio.md"
+    text = page.read_text(encoding="utf-8")
     assert text.count("| 1.214 |") == 1
-    readme.write_text(text.replace("| 1.214 |", "| 1.215 |"), encoding="utf-8")
+    page.write_text(text.replace("| 1.214 |", "| 1.215 |"), encoding="utf-8")
     assert rederive().rederive(root, out=lambda _: None) == [
-        "cpu-m, its expected ratio: README.md prints 1.215, the records give 1.214"]
+        "cpu-m, its expected ratio: docs/studies/step-ratio.md prints 1.215, the records give 1.214"]
 
 
 def test_a_figure_is_compared_at_its_printed_digits() -> None:
@@ -194,8 +197,8 @@ def test_a_transfer_study_rederives_from_its_records_and_a_changed_curve_fails(t
 
 
 def test_the_extended_evidence_study_counts_its_extension_as_a_look() -> None:
-    # The README's evidence study: seeds 6-10, then 11-14 added after a look (`scalesweep transfer extend`). Its
-    # claims and its complete-case table's Holm flags are both at alpha 0.05 over two looks.
+    # The evidence study (docs/studies/evidence.md): seeds 6-10, then 11-14 added after a look (`scalesweep transfer
+    # extend`). Its claims and its complete-case table's Holm flags are both at alpha 0.05 over two looks.
     from sweeper.transfer import read_transfer_records
 
     result = read_transfer_records(ROOT / "benchmarks" / "studies" / "evidence" / "records")
@@ -210,3 +213,13 @@ def test_the_extended_evidence_study_counts_its_extension_as_a_look() -> None:
     against_muon = [entry["comparisons"]["muon"] for entry in result.targets()["rungs"].values()]
     assert len(against_muon) == 3 and all(c["steps_to_target_ratio"]["rejected"] for c in against_muon)
     assert not any(c["time_saving_pct"]["rejected"] for c in against_muon)
+
+
+def test_every_study_page_prints_tables_a_manifest_rederives() -> None:
+    """A page of docs/studies/ is a re-derivable study: some manifest names it as the file of a printed table (a table
+    whose records were not kept belongs in docs/history.md)."""
+    pages = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs" / "studies").glob("*.md"))
+    assert len(pages) >= 2, pages
+    checked = {table.file for manifest in (ROOT / "benchmarks" / "studies").glob(f"*/{rederive().MANIFEST}")
+               for table in rederive().load_manifest(manifest).tables}
+    assert [page for page in pages if page not in checked] == []
