@@ -108,8 +108,8 @@ test-deploy: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/optimizer_step.py
 
-# The README's study tables re-derived from the raw records committed under benchmarks/studies/ (docs/testing.md, "Study
-# records and `make rederive`"): prints them and exits 1 naming every printed figure that differs from its records.
+# The study pages' tables (docs/studies/) re-derived from the raw records committed under benchmarks/studies/
+# (docs/testing.md, "Study records and `make rederive`"): prints them and exits 1 naming every printed figure that differs from its records.
 rederive: $(STAMP)
 	$(BIN)/python benchmarks/rederive.py
 

@@ -1,4 +1,5 @@
-"""The evidence profile's time savings recomputed with per-step times measured again (the README's savings table).
+"""The evidence profile's time savings recomputed with per-step times measured again
+(that run's savings table, docs/history.md).
 
 A time saving is 1 - (steps-to-target ratio) x (per-step time ratio). The first factor is the optimizer's: the
 compiled and the streamed row-norm steps compute the same update as the one they replaced (tests/trials/
@@ -9,7 +10,7 @@ the periodic arm as the trials run it now (the compiled kernel), streamed, and u
 and combines each with the stored steps ratios by the transfer's own formula (`_time_saving`: the sum of two
 paired-log means, Welch-Satterthwaite df).
 
-The stored steps ratios are given as the README prints them (geometric mean, 95 % Student-t interval, n seeds).
+The stored steps ratios are given as that table printed them (geometric mean, 95 % Student-t interval, n seeds).
 The formula uses the seeds' log ratios only through their mean, standard deviation and n, which the interval
 determines: mean = the midpoint of the interval's logs, sd = half its log width / t(0.975, n - 1) x sqrt(n). So
 the savings below equal what the transfer would print from its stored seeds, up to the rounding of the printed
@@ -29,7 +30,7 @@ from scipy import stats
 
 from scaling.rungs import TimingSpec, _time_saving, step_time_ratio
 
-# The evidence profile's run of 2026-12-02 (docs/targets.md, "Superseded: the README's study tables of
+# The evidence profile's run of 2026-12-02 (docs/history.md, "Superseded: the README's study tables of
 # 2026-12-02/03"): periodic's steps-to-target ratio against each baseline, (geometric mean, 95 % low, 95 % high,
 # n seeds).
 STEPS_TO_TARGET: dict[tuple[str, str], tuple[float, float, float, int]] = {

@@ -3,7 +3,8 @@
 Run serially, the suite keeps a 2-core machine's cores about 62 % busy: its heavy tests wait on processes starting
 (drivers, Ray, an MLflow server, the service), and most of its small tests use one core. Two sessions at once fill
 that gap: the `studies` lane takes the files that train for real or run whole studies through the service, the
-`rest` lane everything else (docs/testing.md has the measurements). Each lane is an ordinary pytest session with
+`rest` lane everything else (docs/testing.md has the
+current figures, docs/history.md the earlier ones). Each lane is an ordinary pytest session with
 its own session fixtures; a fixture shared by several files (the live service's study in tests/api/conftest.py)
 is used only by files of one lane. Both lanes share one feature cache (the label CNN trains once; its writes are
 atomic).
