@@ -143,6 +143,27 @@ def _baselines(others: list[RunRecord], rungs: tuple[str, ...]) -> dict[str, flo
     return baselines
 
 
+def _cell(runs: Sequence[RunRecord], step_values: Sequence[int], per_step_rows: list[NDArray[np.float64]],
+          j: int) -> tuple[int, int, float, str]:
+    """One grid cell's runs: (runs, succeeded, mean objective or NaN, status word); the mean FD at each panel step
+    goes into column `j` of that step's row."""
+    ok = [r for r in runs if r.succeeded]
+    values = [v for v in (r.objective_value() for r in ok) if v is not None]
+    if values:
+        word = OK
+    elif ok:
+        word = "no FD"
+    else:
+        # The most common failure names the cell (ties: alphabetical, so the figure does not depend on order).
+        counts = Counter(r.status for r in runs)
+        word = min(counts, key=lambda s: (-counts[s], s))
+    for row, step in zip(per_step_rows, step_values, strict=True):
+        at_step = [r.fd[step] for r in ok if step in r.fd and math.isfinite(r.fd[step])]
+        if at_step:
+            row[j] = float(np.mean(at_step))
+    return len(runs), len(ok), float(np.mean(values)) if values else math.nan, word
+
+
 def compute_heatmap(
     records: RecordsLike,
     *,
@@ -185,27 +206,10 @@ def compute_heatmap(
                      f"({', '.join(map(str, step_values))}: evenly spaced, the last included); the objective "
                      "panel covers them all")
     for (i, j), runs in cells.items():
-        ok = [r for r in runs if r.succeeded]
-        n_runs[i, j] = len(runs)
-        n_ok[i, j] = len(ok)
-        values = [v for v in (r.objective_value() for r in ok) if v is not None]
-        if values:
-            objective[i, j] = float(np.mean(values))
-            status[i][j] = OK
-        elif ok:
-            status[i][j] = "no FD"
-        else:
-            # The most common failure names the cell (ties: alphabetical, so the figure does not depend on order).
-            counts = Counter(r.status for r in runs)
-            status[i][j] = min(counts, key=lambda s: (-counts[s], s))
-        for p, step in enumerate(step_values):
-            at_step = [r.fd[step] for r in ok if step in r.fd and math.isfinite(r.fd[step])]
-            if at_step:
-                per_step[p][i, j] = float(np.mean(at_step))
-        if 0 < len(ok) < len(runs):
-            notes.append(
-                f"K={k_values[i]}, γ={g_values[j]:g}: {len(ok)} of {len(runs)} seeds succeeded; the cell is their mean"
-            )
+        n_runs[i, j], n_ok[i, j], objective[i, j], status[i][j] = _cell(runs, step_values, [m[i] for m in per_step], j)
+        if 0 < n_ok[i, j] < n_runs[i, j]:
+            notes.append(f"K={k_values[i]}, γ={g_values[j]:g}: {n_ok[i, j]} of {n_runs[i, j]} seeds succeeded; the "
+                         "cell is their mean")
 
     chosen_pair, source = _chosen(k_values, g_values, objective, chosen)
 
