@@ -81,6 +81,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("id")
     _follow_options(p)
 
+    _transfer_commands(sub)
+    _sweep_analysis_commands(sub)
+
+    for command in sub.choices.values():  # `remote status ID --server URL` as well as `remote --server URL status`
+        command.add_argument("--server", default=argparse.SUPPRESS, help="the service's base URL")
+        command.add_argument("--timeout", type=float, default=argparse.SUPPRESS, help="seconds to wait for each answer")
+
+
+def _transfer_commands(sub: Any) -> None:
+    """`remote transfer`, `fits` and `export`."""
     p = sub.add_parser("transfer", help="transfer a SUCCEEDED sweep's choice to larger rungs")
     p.add_argument("sweep_id")
     p.add_argument("--rungs", nargs="+", required=True, help="rungs to run at, e.g. cpu-s cpu-m")
@@ -105,6 +115,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="write to this file instead of stdout")
     p.add_argument("--allow-losing", action="store_true",
                    help="export a choice that is worse than a baseline with confidence (refused without it)")
+
+
+def _sweep_analysis_commands(sub: Any) -> None:
+    """`remote importance`, `front`, `compare`, `optuna`, `extend` and `extend-transfer`."""
     p = sub.add_parser("importance", help="which searched parameter mattered in a sweep")
     p.add_argument("sweep_id")
     p.add_argument("--evaluator", choices=["fanova", "ped-anova"], default="fanova")
@@ -128,10 +142,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--seeds", type=int, nargs="+", required=True,
                    help="the transfer's seeds (all kept) and the new ones, e.g. 0 1 2")
     _follow_options(p)
-
-    for command in sub.choices.values():  # `remote status ID --server URL` as well as `remote --server URL status`
-        command.add_argument("--server", default=argparse.SUPPRESS, help="the service's base URL")
-        command.add_argument("--timeout", type=float, default=argparse.SUPPRESS, help="seconds to wait for each answer")
 
 
 def _follow_options(p: argparse.ArgumentParser) -> None:
