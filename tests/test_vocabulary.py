@@ -10,7 +10,7 @@ from typing import get_args
 import dashboards
 import trials.optim
 from scaling.export import DEFAULT_LR_RULE
-from scaling.rungs import TargetSpec
+from sweeper.transfer._sections import TargetSpec
 from sweeper.specs import BaselineSpec
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,7 +1,9 @@
 """The transfer, in one place: carry a finished sweep's chosen pair, unchanged, to larger rungs beside the baseline
 arms, and read what happened.
 
-- `_spec`: `TransferSpec` (validated; `load_transfer_spec`, `default_transfer_workdir`);
+- `_spec`: `TransferSpec` (validated; `load_transfer_spec`, `default_transfer_workdir`), and `_sections`, the
+  sections that say how its runs are judged and timed (`TargetSpec` with its `PilotSpec`, `HorizonSpec`,
+  `TimingSpec`, `PlateauSpec`); `_errors`: `TransferError`;
 - `_plan`: the typed plan (`TransferPlan`, `PlanRow`, `size_basis`);
 - `_result`: `TransferResult`, the analysis over the transfer's runs, computed with `scaling`'s pure functions and
   split by what it answers (`_record`, `_savings`, `_targets`, `_fits`, `_verdict`, `_export`);
@@ -26,18 +28,20 @@ from __future__ import annotations
 from ._extend import apply_transfer_extension, extend_transfer
 from ._job import cancel_transfer, export_from_sweep, load_transfer_result, run_transfer, transfer_status
 from ._records import read_transfer_records, write_transfer_records
-from ._result import FIT_METRICS, PlanRow, TransferPlan, TransferResult, size_basis
+from ._errors import TransferError
+from ._result import FIT_METRICS, TransferPlan, TransferResult, size_basis
+from ._sections import TimingSpec
 from ._spec import TransferSpec, default_transfer_workdir, load_transfer_spec
-from ._verification import VerifySpec, verification_line
+from ._verification import verification_line
 from ._work import transfer_work
 
 __all__ = [
     "FIT_METRICS",
-    "PlanRow",
+    "TimingSpec",
+    "TransferError",
     "TransferPlan",
     "TransferResult",
     "TransferSpec",
-    "VerifySpec",
     "apply_transfer_extension",
     "cancel_transfer",
     "default_transfer_workdir",

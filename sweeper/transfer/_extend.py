@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from scaling import TransferError
+from ._errors import TransferError
 
 from ..jobfiles import OUTCOME_FILE, driver_lock, is_transfer_folder
 from ..jobs import changed_paths, extend_held

@@ -47,9 +47,9 @@ from typing import IO, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from scaling import TransferError, TransferRun
+from scaling import TransferRun
 from scaling.export import Export, build_export, carry_optimizer, default_lr_rule, refuse_losing_choice
-from scaling.rungs import PlateauSpec, median_step_times, rung_horizon
+from scaling.rungs import median_step_times
 from trials import JobFailedError
 from trials.optim import ARMS as _ARMS
 from trials.optim import ARMS_WITH_GAMMA
@@ -77,9 +77,11 @@ from ..jobfiles import (
 )
 from ..jobs import JobRun, SweepJob, cancel_sweep, log_transfer_figures, run_locked_job, run_stages, sweep_status
 from ..specs import SEARCH_PARAMS, SweepSpec, format_params
+from ._errors import TransferError
 from ._pilot import PILOT_FOLDER, PILOT_OF_TAG, pilot_sweep_spec, plan_pilot, run_pilot
 from ._result import TransferPlan, TransferResult, _clean, _rung_shape, size_basis
 from ._rounds import catch_up, planned_rounds, run_rounds
+from ._sections import PlateauSpec, rung_horizon
 from ._spec import (
     CONTROL_ARMS,
     CONTROL_ORDER_OFFSET,

@@ -23,12 +23,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from scaling import ScalingInputError, TransferError, TransferRun
-from scaling.rungs import PlateauSpec, TargetSpec
+from scaling import ScalingInputError, TransferRun
+
 from scaling.targets import pilot_target
 from trials.record import LINEAGE
 
+from ._errors import TransferError
 from ._plan import TransferPlan
+from ._sections import PlateauSpec, TargetSpec
 
 __all__ = ["PILOT_FOLDER", "PILOT_OF_TAG", "PILOT_TAG", "pilot_seeds", "plan_pilot", "run_pilot"]
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
-from scaling import TransferError
+from ._errors import TransferError
 from scaling.rounds import RoundsSpec, next_seeds, planned_looks, rounds_look
 
 from ..jobs import extend_held

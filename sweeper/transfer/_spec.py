@@ -2,8 +2,8 @@
 baseline arms, at what horizon, with which lr and weight-decay rules, target, timing and verification. Validated
 by pydantic; `TransferSpec.fingerprint` is what a resumed transfer must match.
 
-The sections the analysis reads back (target, horizon, timing, plateau, verification) and the lr rules are
-`scaling`'s pure types: a transfer is planned and run here and analysed there from the same definitions.
+The sections the analysis reads back (target, horizon, timing, plateau: `_sections`; verification) are this
+package's; the lr rules are `scaling`'s, whose pure functions analyse the runs.
 """
 
 from __future__ import annotations
@@ -26,15 +26,15 @@ from pydantic import (
     model_validator,
 )
 
-from scaling import TransferError
 from scaling.export import LrRule, WdRule
 from scaling.rounds import RoundsSpec
-from scaling.rungs import HorizonSpec, PlateauSpec, TargetSpec, TimingSpec
 from trials.core import register_union_forms
 from trials.optim import ARMS
 
 from ..specs import ExecutionSpec, SweepTracking, read_spec
 from ..specs.checks import MAX_HORIZON, MAX_SEEDS, Seeds, TrialSection, Workers
+from ._errors import TransferError
+from ._sections import HorizonSpec, PlateauSpec, TargetSpec, TimingSpec
 from ._verification import VerifySpec
 
 __all__ = ["ARMS", "CONTROL_ARMS", "CONTROL_ORDER_OFFSET", "DIAGNOSTIC_ARMS", "ControlName", "DiagnosticName",

@@ -23,9 +23,10 @@ from scaling.claims import (
     judge_claims,
 )
 from scaling.controls import ControlOutcome, control_outcome, null_reading
-from scaling.rungs import PlateauSpec, TargetSpec, rung_report
+from scaling.rungs import rung_report
 
 from ._savings import SavingsAnswers
+from ._sections import PlateauSpec, TargetSpec
 from ._timing import round_log_ratios
 
 # The controls are judged, and a null read, at the first crossing: the endpoint the earlier studies reported, and

@@ -1,6 +1,6 @@
 """The transfer's timing stage: each arm's cost per training step at each rung, before the transfer's runs start.
 
-Two methods (`scaling.TimingSpec.method`):
+Two methods (`TimingSpec.method`):
 
 - `interleaved` (the default): `trials.steptime.interleaved_step_times` per rung, every arm of the rung (the control
   arms included) built side by side in one process at the rung's training shapes, run in short blocks of whole
@@ -28,7 +28,9 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from scaling.rungs import TimingSpec, median_step_times
+from scaling.rungs import median_step_times
+
+from ._sections import TimingSpec
 
 __all__ = ["measure_interleaved", "measure_step_time_runs", "measure_step_times", "round_log_ratios", "timing_lines"]
 

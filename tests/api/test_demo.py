@@ -45,7 +45,7 @@ def test_the_demo_prints_each_stages_time() -> None:
 
 
 def test_evidence_profile_decides_with_uncertainty_and_declares_its_target() -> None:
-    from scaling.rungs import rung_horizon
+    from sweeper.transfer._sections import rung_horizon
     from sweeper import TransferSpec
     from sweeper.transfer._plan import _rung_shape
 

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from scaling import ExtrapolationRefused, ScalingInputError, TransferError, TransferRun
+from scaling import ExtrapolationRefused, ScalingInputError, TransferRun
 from sweeper import SweepSpec, TransferResult, TransferSpec, load_transfer_spec
+from sweeper.transfer import TransferError
 from sweeper.transfer._job import _default_rungs, _plan, _scaled_eval_steps, _Source
 from sweeper.transfer._plan import _rung_shape
 

@@ -18,14 +18,14 @@ import yaml
 from mlflow import MlflowClient
 
 from scalesweep_cli import main
-from scaling import TransferError
 from scaling.export import Export
-from sweeper import (
+from sweeper import run_sweep
+from sweeper.transfer import (
+    TransferError,
     TransferResult,
     cancel_transfer,
     export_from_sweep,
     load_transfer_result,
-    run_sweep,
     run_transfer,
     transfer_status,
 )

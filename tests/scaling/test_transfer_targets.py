@@ -13,7 +13,7 @@ import pytest
 from pydantic import ValidationError
 
 from scaling import TransferRun
-from scaling.rungs import HorizonSpec, rung_horizon
+from sweeper.transfer._sections import HorizonSpec, rung_horizon
 from sweeper import TransferResult, TransferSpec
 
 SIZES = {"cpu-xs": 300_000, "cpu-s": 1_000_000, "cpu-m": 2_300_000, "cpu-l": 4_500_000}
@@ -269,7 +269,7 @@ def test_the_per_step_time_ratio_is_paired_over_timing_rounds_with_its_interval(
 
 
 def test_timing_repeats_are_bounded() -> None:
-    from scaling.rungs import TimingSpec
+    from sweeper.transfer import TimingSpec
 
     assert TimingSpec().repeats == 1 and TimingSpec(repeats=3).repeats == 3
     for bad in (0, 21):

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from scaling import TransferError
 from scaling.records import TransferRun
 from sweeper import SweepSpec, TransferSpec
-from sweeper.transfer import TransferResult
+from sweeper.transfer import TransferError, TransferResult
 from sweeper.transfer._job import _plan, _Source
 from sweeper.transfer._verification import is_verification_run
 

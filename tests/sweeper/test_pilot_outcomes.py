@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
-from scaling import TransferError, TransferRun
-from scaling.rungs import PlateauSpec
+from scaling import TransferRun
+from sweeper.transfer import TransferError
 from sweeper.transfer._pilot import PILOT_TAG, run_pilot
 from sweeper.transfer._plan import TransferPlan
+from sweeper.transfer._sections import PlateauSpec
 
 PILOT = {"arm": "muon", "rung": "cpu-xs", "horizon": 40, "seeds": [100, 101], "points": 8, "track_from": 0.1,
          "eval_steps": [27, 33, 40], "lr": 0.02, "horizon_factor": 1.5, "slack": 0.3, "curve": "fd_track",

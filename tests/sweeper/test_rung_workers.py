@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from scaling import TransferError
 from sweeper import SweepSpec, TransferSpec
 from sweeper.specs.checks import check_capacity
+from sweeper.transfer import TransferError
 
 from .conftest import TINY_TRIAL
 

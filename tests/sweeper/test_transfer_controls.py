@@ -16,8 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from scaling import TransferRun
-from scaling.rungs import TimingSpec
-from sweeper import TransferResult, TransferSpec
+from sweeper.transfer import TimingSpec, TransferResult, TransferSpec
 
 RUNGS = ("cpu-xs", "cpu-s")
 SEEDS = (0, 1, 2, 3, 4)
@@ -307,7 +306,7 @@ def test_a_null_is_interpretable_only_with_a_detected_positive_control() -> None
 
 
 def test_the_plan_runs_each_control_beside_muon_at_every_rung_with_muons_carried_lr() -> None:
-    from scaling import TransferError
+    from sweeper.transfer import TransferError
     from sweeper import SweepSpec
     from sweeper.search._planner import Planner
     from sweeper.transfer._job import _plan, _Source
