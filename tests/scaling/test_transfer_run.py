@@ -344,7 +344,7 @@ def test_a_transfer_with_one_rung_on_two_workers_times_each_rung_at_its_count(ca
     One transfer for what were three, each a Tune run of its own (seconds in the full run at d56d647): one on 2
     workers at every rung (38 s), one with the count set per rung (68 s) and one with per-parameter horizons (34 s;
     its checks of `timing.steps: 0` are in the rounds test below, which times nothing)."""
-    from sweeper.transfer._job import _where_timed
+    from sweeper.transfer._timing import _where_timed
 
     spec = {"name": "tiny-rung-workers", "sweep": str(case["sweep_dir"]), "seeds": [0],
             "rungs": {"cpu-xs": {"workers": 1}, "cpu-s": None},
