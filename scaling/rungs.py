@@ -382,6 +382,32 @@ def _compare(ours: dict[int, dict[str, Any]], theirs: dict[int, dict[str, Any]],
     return comp
 
 
+def _arm_entry(seeds_run: Mapping[int, TransferRun], per_run: Mapping[str, Mapping[str, Any]],
+               time_to_best: Mapping[str, float], step_time: float | None) -> dict[str, Any]:
+    """One arm's row at one rung: how many seeds reached the target, their steps and time to it, time to best, the
+    per-step time and the FD's sample count and bias."""
+    hits = {s: per_run[r.run_id] for s, r in seeds_run.items() if r.run_id in per_run}
+    reached = {s: h for s, h in hits.items() if h["reached"]}
+    return {
+        "seeds": len(seeds_run), "reached": len(reached),
+        "fraction_reached": len(reached) / len(seeds_run) if seeds_run else None,
+        # Of the seeds that reached the target, those still at or below it at their last point.
+        "held_to_end": sum(bool(h["below_at_end"]) for h in reached.values()),
+        # Already below the target at the first tracking point: steps to target is an upper bound there.
+        "left_censored": sum(bool(h.get("left_censored")) for h in reached.values()),
+        "steps_to_target": _spread([h["steps"] for h in reached.values()]),
+        "time_to_target_s": _spread([h["time_s"] for h in reached.values()]),
+        "per_seed": {str(s): {"reached": h["reached"], "steps": h["steps"], "time_s": h["time_s"],
+                              "below_at_end": h["below_at_end"]} for s, h in sorted(hits.items())},
+        "time_to_best_s": _spread([time_to_best[r.run_id] for r in seeds_run.values() if r.run_id in time_to_best]),
+        "time_to_best_definition": "the paper's: effective time at the best deciding checkpoint",
+        "step_time_s": step_time,
+        # Beside every FD: its sample count and bias estimate (FD - FD-infinity) at the last deciding step.
+        "fd_samples": sorted({r.fd_samples for r in seeds_run.values() if r.fd_samples}),
+        "fd_bias_end": _spread([r.fd_bias[-1][1] for r in seeds_run.values() if r.fd_bias]),
+    }
+
+
 def rung_report(
     runs: Sequence[TransferRun],
     *,
@@ -426,28 +452,7 @@ def rung_report(
             by_arm.setdefault(r.arm, {})[r.seed] = r
         timing = (step_times or {}).get(rung, {})
         for arm in arms:
-            seeds_run = by_arm.get(arm, {})
-            hits = {s: per_run[r.run_id] for s, r in seeds_run.items() if r.run_id in per_run}
-            reached = {s: h for s, h in hits.items() if h["reached"]}
-            entry["arms"][arm] = {
-                "seeds": len(seeds_run), "reached": len(reached),
-                "fraction_reached": len(reached) / len(seeds_run) if seeds_run else None,
-                # Of the seeds that reached the target, those still at or below it at their last point.
-                "held_to_end": sum(bool(h["below_at_end"]) for h in reached.values()),
-                # Already below the target at the first tracking point: steps to target is an upper bound there.
-                "left_censored": sum(bool(h.get("left_censored")) for h in reached.values()),
-                "steps_to_target": _spread([h["steps"] for h in reached.values()]),
-                "time_to_target_s": _spread([h["time_s"] for h in reached.values()]),
-                "per_seed": {str(s): {"reached": h["reached"], "steps": h["steps"], "time_s": h["time_s"],
-                                      "below_at_end": h["below_at_end"]} for s, h in sorted(hits.items())},
-                "time_to_best_s": _spread([time_to_best[r.run_id] for r in seeds_run.values()
-                                           if r.run_id in time_to_best]),
-                "time_to_best_definition": "the paper's: effective time at the best deciding checkpoint",
-                "step_time_s": timing.get(arm),
-                # Beside every FD: its sample count and bias estimate (FD - FD-infinity) at the last deciding step.
-                "fd_samples": sorted({r.fd_samples for r in seeds_run.values() if r.fd_samples}),
-                "fd_bias_end": _spread([r.fd_bias[-1][1] for r in seeds_run.values() if r.fd_bias]),
-            }
+            entry["arms"][arm] = _arm_entry(by_arm.get(arm, {}), per_run, time_to_best, timing.get(arm))
         ours = {s: per_run[r.run_id] for s, r in by_arm.get(searched_arm, {}).items() if r.run_id in per_run}
         for base in (a for a in arms if a != searched_arm):
             theirs = {s: per_run[r.run_id] for s, r in by_arm.get(base, {}).items() if r.run_id in per_run}

@@ -5,8 +5,9 @@ arms, and read what happened.
   sections that say how its runs are judged and timed (`TargetSpec` with its `PilotSpec`, `HorizonSpec`,
   `TimingSpec`, `PlateauSpec`); `_errors`: `TransferError`;
 - `_plan`: the typed plan (`TransferPlan`, `PlanRow`, `size_basis`);
-- `_result`: `TransferResult`, the analysis over the transfer's runs, computed with `scaling`'s pure functions and
-  split by what it answers (`_record`, `_savings`, `_targets`, `_fits`, `_verdict`, `_export`);
+- `_result`: `TransferResult`, one class over one record (the transfer's runs and plan), each answer a method
+  whose work is a function of the module owning its concept (`_savings`, `_targets`, `_fits`, `_export`), computed
+  with `scaling`'s pure functions; `_record`: which runs an lr bracket judges;
 - `_planning`: the finished sweep read once (`_Source`), and the plan with the one typed sweep spec that runs it;
 - `_state`: `transfer.json` (`TransferHead` for readers, `TransferState` with the typed sweep spec for the
   driver) and `transfer_status`;

@@ -480,12 +480,10 @@ def test_lr_brackets_run_each_multiple_and_judge_each_rungs_arm_at_its_best() ->
 
 
 def test_a_per_step_ratio_says_which_step_it_timed_for_every_shape_of_the_timing_document() -> None:
-    from types import SimpleNamespace
-
-    from sweeper.transfer._targets import TargetAnswers
+    from sweeper.transfer._targets import timing_how
 
     def how(timing: dict, rung: str = "cpu-xs") -> tuple[str, str] | None:
-        return TargetAnswers._timing_how(SimpleNamespace(step_timing=timing), rung)  # type: ignore[arg-type]
+        return timing_how(timing, rung)
 
     # one worker, as written now: the document's workers is rung -> count and the digest carries none
     one = how({"method": "interleaved", "clock": "thread", "workers": {"cpu-xs": 1}, "rungs": {"cpu-xs": {}}})
