@@ -13,7 +13,7 @@ import pytest
 from pydantic import ValidationError
 
 from scaling import TransferRun
-from sweeper import TransferResult, TransferSpec
+from sweeper.transfer import TransferResult, TransferSpec
 from sweeper.transfer._sections import HorizonSpec, rung_horizon
 
 SIZES = {"cpu-xs": 300_000, "cpu-s": 1_000_000, "cpu-m": 2_300_000, "cpu-l": 4_500_000}

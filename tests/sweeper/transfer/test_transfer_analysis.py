@@ -12,12 +12,12 @@ import pytest
 from pydantic import ValidationError
 
 from scaling import ExtrapolationRefused, ScalingInputError, TransferRun
-from sweeper import SweepSpec, TransferResult, TransferSpec, load_transfer_spec
-from sweeper.transfer import TransferError
+from sweeper import SweepSpec
+from sweeper.transfer import TransferError, TransferResult, TransferSpec, load_transfer_spec
 from sweeper.transfer._plan import _rung_shape
 from sweeper.transfer._planning import _default_rungs, _plan, _scaled_eval_steps, _Source
 
-from ..sweeper.conftest import TINY_TRIAL
+from ..conftest import TINY_TRIAL
 
 SIZES = {"cpu-xs": 300_000, "cpu-s": 1_000_000, "cpu-m": 2_300_000, "cpu-l": 4_500_000}
 ARMS = ("periodic", "muon", "adamw")
@@ -171,7 +171,7 @@ def test_spec_is_strict_and_names_fields() -> None:
 
 
 def test_the_example_spec_validates() -> None:
-    spec = load_transfer_spec(Path(__file__).resolve().parents[2] / "examples" / "transfer-tiny.yaml")
+    spec = load_transfer_spec(Path(__file__).resolve().parents[3] / "examples" / "transfer-tiny.yaml")
     assert spec.rungs == ["cpu-xs", "cpu-s", "cpu-m"] and spec.lr_rules["adamw"] == "width"
 
 

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from sweeper import SweepSpec, TransferSpec
+from sweeper import SweepSpec
 from sweeper.specs.checks import check_capacity
-from sweeper.transfer import TransferError
+from sweeper.transfer import TransferError, TransferSpec
 
-from .conftest import TINY_TRIAL
+from ..conftest import TINY_TRIAL
 
 
 def _sweep_folder(root: Path, *, batch: int = 12, workers: int | None = None) -> str:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 from scaling.records import TransferRun
-from sweeper import SweepSpec, TransferSpec
-from sweeper.transfer import TransferError, TransferResult
+from sweeper import SweepSpec
+from sweeper.transfer import TransferError, TransferResult, TransferSpec
 from sweeper.transfer._planning import _plan, _Source
 from sweeper.transfer._verification import is_verification_run
 
-from ..sweeper.conftest import TINY_TRIAL
+from ..conftest import TINY_TRIAL
 
 
 def _source() -> _Source:

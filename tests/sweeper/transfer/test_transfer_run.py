@@ -30,7 +30,7 @@ from sweeper.transfer import (
     transfer_status,
 )
 
-from ..sweeper.conftest import TINY_TRIAL
+from ..conftest import TINY_TRIAL
 
 RUNGS = ["cpu-xs", "cpu-s", "cpu-m"]
 WIDTH = {"cpu-xs": 64, "cpu-s": 96, "cpu-m": 128}
@@ -456,7 +456,7 @@ def test_seeds_added_in_rounds_until_shown_or_the_budget_is_spent(case: dict[str
 def test_a_finished_transfer_extended_with_seeds_runs_only_them_and_counts_one_more_look(
         case: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # Two arms on one seed, then one seed more: two Tune runs of one pair each (about 20 s in all).
-    from sweeper import extend_transfer
+    from sweeper.transfer import extend_transfer
 
     spec = {"name": "tiny-extend", "sweep": str(case["sweep_dir"]), "rungs": ["cpu-xs"], "seeds": [1],
             "arms": ["periodic", "muon"], "target": {"rule": "final_mean", "arm": "muon"},
@@ -515,8 +515,7 @@ def test_a_finished_transfer_extended_with_seeds_runs_only_them_and_counts_one_m
 
 
 def _try_extension(spec: dict[str, Any], folder: Path) -> list[int] | str:
-    from sweeper import TransferSpec
-    from sweeper.transfer import apply_transfer_extension
+    from sweeper.transfer import TransferSpec, apply_transfer_extension
 
     try:
         return apply_transfer_extension(TransferSpec.model_validate(spec), folder)

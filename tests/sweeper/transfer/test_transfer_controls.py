@@ -164,7 +164,7 @@ def test_the_timing_stage_on_two_workers_times_the_two_rank_step_and_says_so() -
     every rank's cost and the bytes per rank per step, and its lines say the ratio is a 2-rank one."""
     from sweeper.transfer._timing import measure_interleaved, timing_lines
 
-    from ..conftest import tiny_trial
+    from ...conftest import tiny_trial
 
     trial = tiny_trial(data={"image_size": 8}, batch_size=8)
     arms = {"muon": {"name": "muon", "ns_dtype": "float32"},
@@ -312,7 +312,7 @@ def test_the_plan_runs_each_control_beside_muon_at_every_rung_with_muons_carried
     from sweeper.transfer._planning import _plan, _Source
     from sweeper.transfer._spec import CONTROL_ORDER_OFFSET
 
-    from .conftest import TINY_TRIAL
+    from ..conftest import TINY_TRIAL
 
     def source(**fields: Any) -> _Source:
         spec = SweepSpec.model_validate({"name": "s", "rung": "cpu-xs", "horizon": 30, "seeds": [0, 1],
@@ -423,10 +423,11 @@ def test_tuning_budgets_per_arm_are_printed_and_compared() -> None:
 
 
 def test_lr_brackets_run_each_multiple_and_judge_each_rungs_arm_at_its_best() -> None:
-    from sweeper import SweepSpec, transfer_work
+    from sweeper import SweepSpec
+    from sweeper.transfer import transfer_work
     from sweeper.transfer._planning import _plan, _Source
 
-    from .conftest import TINY_TRIAL
+    from ..conftest import TINY_TRIAL
 
     sweep = SweepSpec.model_validate({"name": "s", "rung": "cpu-xs", "horizon": 30, "seeds": [0, 1],
                                       "baselines": ["adamw", "muon"], "trial": dict(TINY_TRIAL)})

@@ -8,10 +8,11 @@ from pydantic import ValidationError
 from scaling import ScalingInputError
 from scaling.export import WD_RULES, Export, build_export, carry_optimizer, default_lr_rule
 from scaling.export._lr_rules import transfer_weight_decay
-from sweeper import SweepSpec, TransferSpec
+from sweeper import SweepSpec
+from sweeper.transfer import TransferSpec
 from sweeper.transfer._planning import _plan, _Source
 
-from ..sweeper.conftest import TINY_TRIAL
+from ..conftest import TINY_TRIAL
 
 
 def test_the_muon_family_transfers_like_adamw_under_match_rms_adamw() -> None:
