@@ -134,10 +134,12 @@ class TransferJob:
         if plan.pilot is not None:
             pilot_sweep = validated_sweep(pilot_sweep_spec(plan.pilot, sweep, name=spec.name,
                                                             transfer_id=transfer_id))
-        state = TransferState(transfer_id=transfer_id, name=spec.name, fingerprint=spec.fingerprint(),
-                              spec=spec.model_dump(mode="json"), source=source.provenance(),
-                              source_objectives=source.objectives, plan=plan, sweep_spec=sweep,
-                              created_at=now(), pilot_sweep_spec=pilot_sweep)
+        # Built from parts typed and validated just above: constructing it with validation would run the sweep
+        # spec's model validator again (pydantic runs a model's after-validators on an instance too).
+        state = TransferState.model_construct(transfer_id=transfer_id, name=spec.name, fingerprint=spec.fingerprint(),
+                                              spec=spec.model_dump(mode="json"), source=source.provenance(),
+                                              source_objectives=source.objectives, plan=plan, sweep_spec=sweep,
+                                              created_at=now(), step_timing=None, pilot_sweep_spec=pilot_sweep)
         state.write(path)
         return state
 
