@@ -26,10 +26,10 @@ def memo(record: ResultRecord, key: Hashable, compute: Callable[[], _T]) -> _T:
     """`compute()` once per record and key: what several answers share (the per-rung report, the comparisons, the
     claims, the fits per level), kept on the record beside its fields (never a field: a copy of the fields is a new
     record with nothing worked out yet)."""
-    answers: dict[Hashable, Any] = record.__dict__.setdefault("_answers", {})
+    answers: dict[Hashable, _T] = record.__dict__.setdefault("_answers", {})
     if key not in answers:
         answers[key] = compute()
-    return answers[key]  # type: ignore[no-any-return]
+    return answers[key]
 
 
 @dataclass
