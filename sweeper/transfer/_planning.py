@@ -150,9 +150,9 @@ def load_source(workdir: str | Path, tracking_uri: str | None = None) -> _Source
                    searched_arm=spec.search.arm, warnings=list(result.selection.warnings))
 
 
-def _rule(spec: TransferSpec, arm: str, adjust_lr_fn: str | None = None) -> str:
-    """The spec's lr rule for `arm`, else the arm's default (which follows its `adjust_lr_fn`)."""
-    given: dict[str, str] = {str(k): str(v) for k, v in spec.lr_rules.items()}
+def _rule(lr_rules: Mapping[str, str], arm: str, adjust_lr_fn: str | None = None) -> str:
+    """The spec's lr rule for `arm` (`lr_rules`), else the arm's default (which follows its `adjust_lr_fn`)."""
+    given: dict[str, str] = {str(k): str(v) for k, v in lr_rules.items()}
     return given.get(arm) or default_lr_rule(arm, adjust_lr_fn)
 
 
@@ -166,7 +166,7 @@ def _carried_rows(spec: TransferSpec, rungs: list[str], study_trial: Mapping[str
         for arm in spec.arms:
             cfg = optimizers[arm]
             carried, how = carry_optimizer(cfg, base_width=base_width, target_width=width,
-                                           lr_rule=_rule(spec, arm, cfg.get("adjust_lr_fn")),
+                                           lr_rule=_rule(spec.lr_rules, arm, cfg.get("adjust_lr_fn")),
                                            wd_rule=spec.weight_decay_rule)
             rows.append({"rung": rung, "arm": arm, "width": width, "parameters": parameters, "lr": carried["lr"],
                          "lr_rule": how["lr_rule"], "lr_base": cfg["lr"], "weight_decay": carried["weight_decay"],
@@ -205,12 +205,13 @@ def _control_rows(spec: TransferSpec, rows: Sequence[Mapping[str, Any]], searche
     return out
 
 
-def _bracket_rows(spec: TransferSpec, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _bracket_rows(lr_brackets: Mapping[str, Sequence[float]],
+                  rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """One row per (rung, bracketed arm, multiple other than 1): the arm's row at lr x the multiple, its other
     settings (weight decay included) unchanged, as a sweep's `lr_factors` does, under the arm name
     `<arm>@lr_x<multiple>` (the analysis judges each rung's arm at its best multiple)."""
     out = []
-    for arm, factors in spec.lr_brackets.items():
+    for arm, factors in lr_brackets.items():
         for row in (r for r in rows if r["arm"] == arm):
             for factor in (f for f in factors if f != 1):
                 opt = {**row["optimizer"], "lr": row["optimizer"]["lr"] * factor}
@@ -439,7 +440,7 @@ def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[Transf
                             f"chosen pair {format_params(source.best)}); got {list(spec.arms)}")
     base = source.spec
     study = _study(spec, base)
-    rounds = planned_rounds(spec, study.rungs, study.seeds, source.searched_arm)
+    rounds = planned_rounds(spec.rounds, study.rungs, study.seeds, source.searched_arm)
     optimizers = source.base_optimizers()
     rows = _carried_rows(spec, study.rungs, study.study_trial, optimizers, study.base_width)
 
@@ -452,7 +453,7 @@ def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[Transf
     first = next(r for r in rows if r["rung"] == study.rungs[0] and r["arm"] == source.searched_arm)
     space, search_optimizer = _search_point(source.best, first)
     control_rows = _control_rows(spec, rows, source.searched_arm)
-    bracket_rows = _bracket_rows(spec, rows)
+    bracket_rows = _bracket_rows(spec.lr_brackets, rows)
     baselines = _baselines(study, rows, control_rows, bracket_rows, first, arm_tags)
     for section, names in (("controls", spec.controls), ("diagnostics", spec.diagnostics)):
         if names and base.backend.name != "builtin":

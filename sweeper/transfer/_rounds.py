@@ -25,7 +25,6 @@ from ._state import revised
 
 if TYPE_CHECKING:
     from ._result import TransferResult
-    from ._spec import TransferSpec
 
 
 class TransferState(Protocol):
@@ -40,11 +39,12 @@ class TransferState(Protocol):
 __all__ = ["catch_up", "planned_rounds", "run_rounds"]
 
 
-def planned_rounds(spec: TransferSpec, rungs: list[str], seeds: list[int], searched_arm: str) -> dict[str, Any] | None:
-    """The plan's `rounds` document (None without a `rounds` section), checked against the planned rungs and arm."""
-    if spec.rounds is None:
+def planned_rounds(rule: RoundsSpec | None, rungs: list[str], seeds: list[int],
+                   searched_arm: str) -> dict[str, Any] | None:
+    """The plan's `rounds` document (None without the spec's `rounds` section), checked against the planned rungs
+    and arm."""
+    if rule is None:
         return None
-    rule = spec.rounds
     if rule.against == searched_arm:
         raise TransferError(f"rounds.against must be a baseline, not the searched arm {searched_arm!r}")
     rung = rule.rung or rungs[-1]
