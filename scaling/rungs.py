@@ -272,8 +272,8 @@ def _power(var_seed: float, n: int, var_t: float | None, df_t: int | None, level
     return {"detectable_pct": detectable, "seeds_for_10pct": needed, "power": POWER}
 
 
-def _plateau_summary(at: Sequence[TransferRun], curve: str, rung_horizon: int | None,
-                     plateau_spec: PlateauRule) -> dict[str, Any]:
+def _plateau_summary(at: Sequence[TransferRun], curve: str, rung_horizon: int | None, *, window: float,
+                     max_drop: float) -> dict[str, Any]:
     """Plateau per run, per arm and the rung's flags. An arm is undertrained when most of its checked runs still
     fall by more than max_drop over the window, and rising when most got worse by more than that; the rung is
     flagged when any arm is (one vote pooled over arms would hide one undertrained arm among two plateaued ones)."""
@@ -284,7 +284,7 @@ def _plateau_summary(at: Sequence[TransferRun], curve: str, rung_horizon: int | 
         if points:
             s, _, v = zip(*points, strict=True)
             checks[r.run_id] = plateau(s, v, horizon=r.horizon or rung_horizon or s[-1],
-                                       window=plateau_spec.window, max_drop=plateau_spec.max_drop)
+                                       window=window, max_drop=max_drop)
             arm_of[r.run_id] = r.arm
     arms: dict[str, dict[str, Any]] = {}
     for arm in sorted(set(arm_of.values())):
@@ -305,7 +305,7 @@ def _plateau_summary(at: Sequence[TransferRun], curve: str, rung_horizon: int | 
         "rising_arms": [arm for arm, a in arms.items() if a["rising"]],
         "arms": arms,
         "runs_flagged": sum(c.undertrained for c in checked), "runs_rising": sum(c.rising for c in checked),
-        "runs_checked": len(checked), "window": plateau_spec.window, "max_drop": plateau_spec.max_drop,
+        "runs_checked": len(checked), "window": window, "max_drop": max_drop,
         "median_drop": statistics.median(c.drop for c in checked if c.drop is not None) if checked else None,
         "runs": {rid: c.drop for rid, c in checks.items()},
     }
@@ -446,7 +446,8 @@ def rung_report(
         t = targets.get(rung, {"value": None, "curve": _curve_name(at), "source": "no succeeded runs"})
         entry: dict[str, Any] = {"target": t["value"], "curve": t["curve"], "target_source": t["source"],
                                  "horizon": horizons.get(rung), "arms": {}, "comparisons": {}}
-        entry["plateau"] = _plateau_summary(at, t["curve"], horizons.get(rung), plateau_spec)
+        entry["plateau"] = _plateau_summary(at, t["curve"], horizons.get(rung), window=plateau_spec.window,
+                                            max_drop=plateau_spec.max_drop)
         by_arm: dict[str, dict[int, TransferRun]] = {}
         for r in at:
             by_arm.setdefault(r.arm, {})[r.seed] = r

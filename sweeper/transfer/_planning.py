@@ -30,7 +30,7 @@ from ._pilot import plan_pilot
 from ._plan import TransferPlan, _rung_shape, size_basis
 from ._rounds import planned_rounds
 from ._sections import rung_horizon
-from ._spec import CONTROL_ARMS, CONTROL_ORDER_OFFSET, DIAGNOSTIC_ARMS, TransferSpec
+from ._spec import CONTROL_ARMS, CONTROL_ORDER_OFFSET, DIAGNOSTIC_ARMS, ArmName, LrRuleName, TransferSpec
 from ._state import validated_sweep
 from ._verification import plan_verification
 
@@ -150,7 +150,7 @@ def load_source(workdir: str | Path, tracking_uri: str | None = None) -> _Source
                    searched_arm=spec.search.arm, warnings=list(result.selection.warnings))
 
 
-def _rule(lr_rules: Mapping[str, str], arm: str, adjust_lr_fn: str | None = None) -> str:
+def _rule(lr_rules: Mapping[ArmName, LrRuleName], arm: str, adjust_lr_fn: str | None = None) -> str:
     """The spec's lr rule for `arm` (`lr_rules`), else the arm's default (which follows its `adjust_lr_fn`)."""
     given: dict[str, str] = {str(k): str(v) for k, v in lr_rules.items()}
     return given.get(arm) or default_lr_rule(arm, adjust_lr_fn)
@@ -205,7 +205,7 @@ def _control_rows(spec: TransferSpec, rows: Sequence[Mapping[str, Any]], searche
     return out
 
 
-def _bracket_rows(lr_brackets: Mapping[str, Sequence[float]],
+def _bracket_rows(lr_brackets: Mapping[ArmName, Sequence[float]],
                   rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """One row per (rung, bracketed arm, multiple other than 1): the arm's row at lr x the multiple, its other
     settings (weight decay included) unchanged, as a sweep's `lr_factors` does, under the arm name

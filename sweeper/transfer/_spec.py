@@ -152,23 +152,23 @@ class TransferSpec(BaseModel):
         "{eval: {fd_samples: 2048}}.",
     )
     target: TargetSpec = Field(
-        default_factory=lambda: TargetSpec(),
+        default_factory=TargetSpec,
         description="The quality target, declared before any run and applied alike to every arm and seed "
         "(recorded on the parent run and in exports): final_mean (default: 1.1 x AdamW's mean final quality "
         "at each rung), fixed values per rung, or pilot (one target for every rung: 1.1 x the plateau quality of "
         "a longer pilot of the reference arm, run and recorded before the judged runs).",
     )
     horizon: HorizonSpec = Field(
-        default_factory=lambda: HorizonSpec(),
+        default_factory=HorizonSpec,
         description="Steps per rung: fixed (the paper: every rung at the transfer horizon) or per_param "
         "(images_per_param x parameters / batch, capped).",
     )
     timing: TimingSpec = Field(
-        default_factory=lambda: TimingSpec(),
+        default_factory=TimingSpec,
         description="Short timing runs per arm and rung (per-step time in isolation, before the runs start).",
     )
     plateau: PlateauSpec = Field(
-        default_factory=lambda: PlateauSpec(), description="The plateau check that flags undertrained rungs."
+        default_factory=PlateauSpec, description="The plateau check that flags undertrained rungs."
     )
     rounds: RoundsSpec | None = Field(
         None,
