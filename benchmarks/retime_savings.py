@@ -28,7 +28,8 @@ import time
 import torch
 from scipy import stats
 
-from scaling.rungs import TimingSpec, _time_saving, step_time_ratio
+from scaling.rungs import _time_saving, step_time_ratio
+from sweeper.transfer import TimingSpec
 
 # The evidence profile's run of 2026-12-02 (docs/history.md, "Superseded: the README's study tables of
 # 2026-12-02/03"): periodic's steps-to-target ratio against each baseline, (geometric mean, 95 % low, 95 % high,

@@ -26,7 +26,8 @@ from typing import Any
 import torch
 
 # The transfer's timing stage and its paired ratio: the same code that times a transfer's arms.
-from scaling.rungs import TimingSpec, step_time_ratio
+from scaling.rungs import step_time_ratio
+from sweeper.transfer import TimingSpec
 from sweeper.transfer._timing import measure_step_time_runs
 
 ARMS: dict[str, dict[str, Any]] = {

@@ -13,7 +13,7 @@ Rooms, one concept each (each face names what the others may use; Optuna's packa
     controls     the controls' expected outcomes and the injection simulation that measures the intervals' coverage
     claims       one alpha budget, power at the claim's level, P(best) text, choice warnings, the comparisons judged
     rounds       seeds added in rounds until the saving is shown (looks at alpha / L)
-    rungs        the transfer's per-rung report: horizon, target and plateau specs, timing and step-time ratios
+    rungs        the transfer's per-rung report against its declared target, timing and step-time ratios
     fits         scaling-law fits (`fit_scaling`) and their forms
     export       hyperparameters carried to a target size by stated rules, and the export written from them
     verify       the verification stage's design and verdict
@@ -26,8 +26,8 @@ rooms list is still `scaling.<name>` (e.g. `from scaling import time_to_best`, a
 its room on first use; code in this project imports it from its room (`from scaling.fits import fit_scaling`).
 Nothing heavy loads with `import scaling`.
 
-The transfer job that produces the runs, and its result over them (`TransferResult`, `TransferPlan`), live in
-`sweeper.transfer`.
+The transfer job that produces the runs, its spec (the target, horizon, timing and plateau sections included),
+its error (`TransferError`) and its result over the runs (`TransferResult`, `TransferPlan`) live in `sweeper.transfer`.
 """
 
 # ruff: noqa: F401  (the TYPE_CHECKING imports below are this package's face: `lazy_face` reads them)
@@ -40,7 +40,7 @@ from trials.core import lazy_face
 
 if TYPE_CHECKING:
     from . import claims, controls, export, fits, records, rounds, rungs, stats, survival, targets, verify
-    from .errors import ExtrapolationRefused, FitFailed, ScalingError, ScalingInputError, TransferError
+    from .errors import ExtrapolationRefused, FitFailed, ScalingError, ScalingInputError
     from .records import TransferRun
 
 # The rooms whose `__all__` names stay reachable as `scaling.<name>` without being on this face.

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from trials import InputError, JobError, ScalesweepError
+from trials import InputError, ScalesweepError
 
 __all__ = [
     "ExtrapolationRefused",
     "FitFailed",
     "ScalingError",
     "ScalingInputError",
-    "TransferError",
 ]
 
 
@@ -30,7 +29,3 @@ class ExtrapolationRefused(ScalingError):
     """A prediction was asked for further beyond the fitted sizes than the fit allows
     (``max_extrapolation``)."""
 
-
-class TransferError(ScalingError, JobError):  # a RuntimeError too
-    """A transfer that cannot start or be read as asked: a sweep with no chosen pair, a work folder that holds
-    another transfer or none, a spec changed on resume."""

@@ -25,273 +25,49 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal
-
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    SerializerFunctionWrapHandler,
-    field_validator,
-    model_serializer,
-    model_validator,
-)
-
-from trials.optim import ArmName
-from trials.steptime import BlockSteps, LocalBatch, MaxRounds, TargetHalfwidth, TimedRounds, TimingClock, WarmupRounds
+from typing import Any, Protocol
 
 from .records import TransferRun
 from .stats import holm_rejections, mean_interval, t_interval, t_p_value, t_quantile, two_sided_t_p
-from .targets import (
-    DEFAULT_PLATEAU_MAX_DROP,
-    DEFAULT_PLATEAU_WINDOW,
-    plateau,
-    time_to_target,
-)
+from .targets import plateau, time_to_target
 
 __all__ = [
-    "HorizonSpec",
-    "PilotSpec",
-    "PlateauSpec",
-    "TargetSpec",
-    "TimingSpec",
+    "PlateauRule",
+    "TargetRule",
     "median_step_times",
     "pilot_lines",
     "run_targets",
-    "rung_horizon",
     "rung_report",
     "step_ratio_text",
     "step_time_ratio",
     "target_table",
 ]
 
-# The sweeper's cap on a horizon (`sweeper.MAX_HORIZON`), spelled here so that importing `scaling` does not import the
-# sweeper; tests/test_layout.py keeps the two equal.
-MAX_HORIZON = 10_000_000
 
-
-class PilotSpec(BaseModel):
-    """The pilot of target rule `pilot`: the reference arm trained longer than the transfer, at one rung, on seeds of
-    its own, before any judged run, so the target is read off a plateau and fixed before the runs it judges."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-    rung: str | None = Field(
-        None, description="Rung of the pilot, one of the transfer's rungs; None = the transfer's smallest rung."
-    )
-    horizon_factor: float = Field(
-        3.0, ge=1.5, le=20,
-        description="The pilot's steps as a multiple of the transfer's horizon at its rung, 1.5 to 20 (3: long "
-        "enough past the judged horizon for the curve to flatten; below 1.5 the pilot barely outruns the runs it "
-        "sets the line for).",
-    )
-    seeds: list[Annotated[int, Field(ge=0, le=2**31 - 1)]] = Field(
-        default_factory=lambda: [100, 101], min_length=1, max_length=8,
-        description="The pilot's seeds, 1 to 8 distinct, none among the transfer's judged seeds (the runs that are "
-        "judged must not set their own line).",
-    )
-    points: int = Field(
-        24, ge=6, le=64,
-        description="Tracking evaluations over the pilot's curve, 6 to 64, evenly spaced from 0.1 of its horizon "
-        "to the end (plus its eval steps): dense enough to see the plateau (the judged runs keep their own).",
-    )
-
-    @field_validator("seeds")
-    @classmethod
-    def _distinct(cls, seeds: list[int]) -> list[int]:
-        if len(set(seeds)) != len(seeds):
-            raise ValueError(f"target.pilot.seeds must be distinct, got {seeds}")
-        return seeds
-
-    @field_validator("rung")
-    @classmethod
-    def _known_rung(cls, rung: str | None) -> str | None:
-        from trials.models import check_rung
-
-        return None if rung is None else check_rung(rung)
-
-
-class TargetSpec(BaseModel):
-    """The quality target, declared before the runs (recorded on the transfer's parent run and in exports)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-    rule: Literal["final_mean", "fixed", "pilot"] = Field(
-        "final_mean",
-        description="final_mean: (1 + slack) x the mean over seeds of `arm`'s final quality at each rung; "
-        "fixed: `values[rung]` (lower is better, on the tracking FD's scale when runs track, else FD's); "
-        "pilot: one target for every rung, (1 + slack) x the plateau quality of `arm`'s pilot (see `pilot`), "
-        "derived before any judged run starts.",
-    )
-    arm: ArmName = Field("adamw", description="Reference arm of final_mean and pilot (AdamW: the baseline the paper "
-                         "beats).")
-    slack: float = Field(
-        0.1,
-        ge=0,
-        lt=1,
-        description="final_mean's and pilot's margin above the reference's quality: 0.1 so that the reference arm "
-        "itself reaches the target on most seeds before its end, not only on the seeds below its own mean.",
-    )
-    values: dict[str, Annotated[float, Field(gt=0, le=1e9)]] = Field(
-        default_factory=dict, description="fixed: rung -> target value (> 0, at most 1e9)."
-    )
-    pilot: PilotSpec | None = Field(
-        None, description="pilot: where, how long and on which seeds the reference arm's pilot trains (defaults: "
-        "the transfer's smallest rung, 3 x its horizon, seeds [100, 101], 24 tracking points)."
-    )
-
-    @model_serializer(mode="wrap")
-    def _without_unused_pilot(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # The other rules dump as they did before `pilot` existed: the same tag, plan and fingerprint (transfers
-        # started before it still resume).
-        data: dict[str, Any] = handler(self)
-        if data.get("pilot") is None:
-            data.pop("pilot", None)
-        return data
-
-    @model_validator(mode="before")
-    @classmethod
-    def _pilot_defaults(cls, data: Any) -> Any:
-        # `{rule: pilot}` alone takes the pilot's defaults, stated in the recorded spec.
-        if isinstance(data, Mapping) and data.get("rule") == "pilot" and data.get("pilot") is None:
-            return {**data, "pilot": {}}
-        return data
-
-    @model_validator(mode="after")
-    def _consistent(self) -> TargetSpec:
-        if self.rule == "fixed" and not self.values:
-            raise ValueError("target.values must give a value per rung when target.rule is 'fixed'")
-        if self.rule != "fixed" and self.values:
-            raise ValueError("target.values is only for target.rule 'fixed'")
-        if self.rule != "pilot" and self.pilot is not None:
-            raise ValueError(f"target.pilot is only for target.rule 'pilot', not {self.rule!r}")
-        bad = {r: v for r, v in self.values.items() if not (math.isfinite(v) and v > 0)}
-        if bad:
-            raise ValueError(f"target.values must be finite and > 0, got {bad}")
-        return self
-
-    def describe(self) -> str:
-        if self.rule == "fixed":
-            return f"fixed per rung: {dict(sorted(self.values.items()))}"
-        if self.rule == "pilot" and self.pilot is not None:
-            p = self.pilot
-            return (f"one target for every rung: (1 + {self.slack:g}) x {self.arm}'s plateau quality in a pilot at "
-                    f"{p.rung or 'the smallest rung'}, {p.horizon_factor:g} x the horizon, seeds {p.seeds} (the mean "
-                    f"over seeds of the mean quality over the last third of the pilot's curve)")
-        return f"(1 + {self.slack:g}) x mean over seeds of {self.arm}'s final quality at the rung"
-
-
-class HorizonSpec(BaseModel):
-    """Steps per rung: the paper's one horizon for every rung, or a number of training images per parameter."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-    mode: Literal["fixed", "per_param"] = Field(
-        "fixed", description="fixed: every rung runs the transfer's horizon (the paper); per_param: see below."
-    )
-    images_per_param: float | None = Field(
-        None,
-        gt=0,
-        le=1e6,
-        description="per_param: training images (steps x batch) per model parameter; steps = images_per_param x "
-        "parameters / batch_size, rounded, between min_steps and cap.",
-    )
-    cap: int | None = Field(None, ge=3, le=MAX_HORIZON,
-                            description="per_param: most steps any rung gets (bounds the study's time).")
-    min_steps: int = Field(30, ge=3, le=MAX_HORIZON, description="per_param: fewest steps any rung gets.")
-
-    @model_validator(mode="after")
-    def _consistent(self) -> HorizonSpec:
-        if self.mode == "per_param" and (self.images_per_param is None or self.cap is None):
-            raise ValueError("horizon.mode 'per_param' needs horizon.images_per_param and horizon.cap")
-        if self.mode == "fixed" and (self.images_per_param is not None or self.cap is not None):
-            raise ValueError("horizon.images_per_param and horizon.cap are only for horizon.mode 'per_param'")
-        if self.cap is not None and self.cap < self.min_steps:
-            raise ValueError(f"horizon.cap ({self.cap}) must be >= horizon.min_steps ({self.min_steps})")
-        return self
-
-
-class TimingSpec(BaseModel):
-    """How the transfer measures each arm's cost per training step at each rung, before its runs start.
-
-    `interleaved` (the default, `trials.steptime`): every arm built side by side in one process at the rung's
-    training shapes, run in short blocks in turn on the same batches, each block a whole number of every arm's
-    refresh period, the order rotated each round; thread-CPU time by default with wall time beside it, so the
-    ratio pairs round by round. `isolated` (the earlier stage, kept so an earlier transfer's timing can be
-    repeated): one short run of the real trial per arm, one after another, wall clock.
-
-    `rounds` to `max_rounds` are the interleaved method's options for each rung's measurement
-    (`trials.steptime.StepTimingConfig`, with the same bounds and meanings); an isolated timing refuses them. The
-    training batch that bounds `local_batch` is the transfer's `trial.batch_size`, else the sweep's, and
-    `block_steps` is checked against the source sweep's chosen K, both at submission."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    method: Literal["interleaved", "isolated"] = Field(
-        "interleaved",
-        description="interleaved: arms in turn inside one process, whole refresh periods (the per-round log SD of "
-        "a ratio was 0.025 on thread-CPU time against 0.35 for isolated wall-clock runs on a loaded 2-core machine); "
-        "isolated: one short run per arm, wall clock.",
-    )
-    # Bounded: the timing runs go one at a time before the transfer's runs start, so a huge count would hold the
-    # whole transfer at its start.
-    steps: int = Field(20, ge=0, le=10_000,
-                       description="0: no timing (and no time saving), for either method; isolated: timed steps "
-                       "per arm and rung.")
-    warmup: int = Field(5, ge=1, le=1_000,
-                        description="isolated: untimed steps first (allocator, caches, the first Newton-Schulz).")
-    repeats: int = Field(1, ge=1, le=20,
-                         description="isolated: timing runs per arm and rung, round by round with the arms' order "
-                         "rotated each round; with 2 or more the per-step time ratio gets a paired interval over "
-                         "rounds (one 20-step timing moved the ratio by up to 0.1 on a 2-core machine).")
-    # The interleaved method's options, declared once for the transfer and `trials.steptime` alike; the transfer
-    # caps `rounds` lower for the reason above.
-    rounds: Annotated[TimedRounds, Field(le=1_000)] = 12
-    warmup_rounds: WarmupRounds = 2
-    block_steps: BlockSteps = None
-    local_batch: LocalBatch = None
-    clock: TimingClock = "thread"
-    target_halfwidth: TargetHalfwidth = None
-    max_rounds: MaxRounds = 60
-
-    @model_validator(mode="after")
-    def _consistent(self) -> TimingSpec:
-        if self.max_rounds < self.rounds:
-            raise ValueError(f"timing.max_rounds ({self.max_rounds}) must be >= timing.rounds ({self.rounds})")
-        if self.method == "isolated":
-            given = sorted(k for k in _INTERLEAVED_ONLY if k in self.model_fields_set)
-            if given:
-                raise ValueError(f"timing fields {given} are only for timing.method 'interleaved'")
-        return self
+class TargetRule(Protocol):
+    """The target a transfer declared, as the report reads it (`sweeper.transfer`'s `TargetSpec` is one): the
+    rule, its reference arm and slack, the fixed values per rung, the rule in words and as recorded."""
 
     @property
-    def measured(self) -> bool:
-        return self.steps > 0
+    def rule(self) -> str: ...
+    @property
+    def arm(self) -> str: ...
+    @property
+    def slack(self) -> float: ...
+    @property
+    def values(self) -> Mapping[str, float]: ...
+    def describe(self) -> str: ...
+    def model_dump(self, *, mode: str) -> dict[str, Any]: ...
 
 
-# The interleaved method's own fields (an isolated timing that sets one is refused: it would be ignored).
-_INTERLEAVED_ONLY = ("rounds", "warmup_rounds", "block_steps", "local_batch", "clock", "target_halfwidth",
-                     "max_rounds")
+class PlateauRule(Protocol):
+    """The plateau check of every run (`scaling.targets.plateau`), as the report reads it (`sweeper.transfer`'s
+    `PlateauSpec` is one): the last fraction of the horizon checked and the largest drop allowed over it."""
 
-
-class PlateauSpec(BaseModel):
-    """The plateau check of every run (see `scaling.plateau`)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-    window: float = Field(DEFAULT_PLATEAU_WINDOW, gt=0, le=1, description="Last fraction of the horizon checked.")
-    max_drop: float = Field(
-        DEFAULT_PLATEAU_MAX_DROP, ge=0, lt=1,
-        description="A run whose fitted quality falls by more than this fraction over the window is undertrained.",
-    )
-
-
-def rung_horizon(spec: HorizonSpec, parameters: int, batch_size: int, default: int) -> int:
-    """The steps one rung runs: `default` (fixed), or images_per_param x parameters / batch within the bounds."""
-    if spec.mode == "fixed" or spec.images_per_param is None or spec.cap is None:
-        return default
-    return int(min(spec.cap, max(spec.min_steps, round(spec.images_per_param * parameters / batch_size))))
-
+    @property
+    def window(self) -> float: ...
+    @property
+    def max_drop(self) -> float: ...
 
 def median_step_times(runs: Mapping[str, Mapping[str, Sequence[float]]]) -> dict[str, dict[str, float]]:
     """Rung -> arm -> the median of that arm's timing rounds (seconds per step)."""
@@ -329,7 +105,7 @@ def _points(run: TransferRun, curve: str) -> tuple[tuple[int, float, float], ...
     return run.track if curve == "fd_track" else run.checkpoints
 
 
-def _targets(target: TargetSpec, by_rung: Mapping[str, list[TransferRun]],
+def _targets(target: TargetRule, by_rung: Mapping[str, list[TransferRun]],
              pilot: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for rung, runs in by_rung.items():
@@ -371,7 +147,7 @@ def _pilot_entry(pilot: Mapping[str, Any] | None, curve: str) -> dict[str, Any]:
 
 
 def run_targets(
-    runs: Sequence[TransferRun], target: TargetSpec, pilot: Mapping[str, Any] | None = None
+    runs: Sequence[TransferRun], target: TargetRule, pilot: Mapping[str, Any] | None = None
 ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
     """(rung -> target {value, curve, source}, run id -> {reached, steps, time_s, target}) for succeeded runs;
     `pilot`: the plan's pilot section (rule `pilot`), whose `result` holds the one target it derived."""
@@ -496,8 +272,8 @@ def _power(var_seed: float, n: int, var_t: float | None, df_t: int | None, level
     return {"detectable_pct": detectable, "seeds_for_10pct": needed, "power": POWER}
 
 
-def _plateau_summary(at: Sequence[TransferRun], curve: str, rung_horizon: int | None,
-                     plateau_spec: PlateauSpec) -> dict[str, Any]:
+def _plateau_summary(at: Sequence[TransferRun], curve: str, rung_horizon: int | None, *, window: float,
+                     max_drop: float) -> dict[str, Any]:
     """Plateau per run, per arm and the rung's flags. An arm is undertrained when most of its checked runs still
     fall by more than max_drop over the window, and rising when most got worse by more than that; the rung is
     flagged when any arm is (one vote pooled over arms would hide one undertrained arm among two plateaued ones)."""
@@ -508,7 +284,7 @@ def _plateau_summary(at: Sequence[TransferRun], curve: str, rung_horizon: int | 
         if points:
             s, _, v = zip(*points, strict=True)
             checks[r.run_id] = plateau(s, v, horizon=r.horizon or rung_horizon or s[-1],
-                                       window=plateau_spec.window, max_drop=plateau_spec.max_drop)
+                                       window=window, max_drop=max_drop)
             arm_of[r.run_id] = r.arm
     arms: dict[str, dict[str, Any]] = {}
     for arm in sorted(set(arm_of.values())):
@@ -529,7 +305,7 @@ def _plateau_summary(at: Sequence[TransferRun], curve: str, rung_horizon: int | 
         "rising_arms": [arm for arm, a in arms.items() if a["rising"]],
         "arms": arms,
         "runs_flagged": sum(c.undertrained for c in checked), "runs_rising": sum(c.rising for c in checked),
-        "runs_checked": len(checked), "window": plateau_spec.window, "max_drop": plateau_spec.max_drop,
+        "runs_checked": len(checked), "window": window, "max_drop": max_drop,
         "median_drop": statistics.median(c.drop for c in checked if c.drop is not None) if checked else None,
         "runs": {rid: c.drop for rid, c in checks.items()},
     }
@@ -606,6 +382,32 @@ def _compare(ours: dict[int, dict[str, Any]], theirs: dict[int, dict[str, Any]],
     return comp
 
 
+def _arm_entry(seeds_run: Mapping[int, TransferRun], per_run: Mapping[str, Mapping[str, Any]],
+               time_to_best: Mapping[str, float], step_time: float | None) -> dict[str, Any]:
+    """One arm's row at one rung: how many seeds reached the target, their steps and time to it, time to best, the
+    per-step time and the FD's sample count and bias."""
+    hits = {s: per_run[r.run_id] for s, r in seeds_run.items() if r.run_id in per_run}
+    reached = {s: h for s, h in hits.items() if h["reached"]}
+    return {
+        "seeds": len(seeds_run), "reached": len(reached),
+        "fraction_reached": len(reached) / len(seeds_run) if seeds_run else None,
+        # Of the seeds that reached the target, those still at or below it at their last point.
+        "held_to_end": sum(bool(h["below_at_end"]) for h in reached.values()),
+        # Already below the target at the first tracking point: steps to target is an upper bound there.
+        "left_censored": sum(bool(h.get("left_censored")) for h in reached.values()),
+        "steps_to_target": _spread([h["steps"] for h in reached.values()]),
+        "time_to_target_s": _spread([h["time_s"] for h in reached.values()]),
+        "per_seed": {str(s): {"reached": h["reached"], "steps": h["steps"], "time_s": h["time_s"],
+                              "below_at_end": h["below_at_end"]} for s, h in sorted(hits.items())},
+        "time_to_best_s": _spread([time_to_best[r.run_id] for r in seeds_run.values() if r.run_id in time_to_best]),
+        "time_to_best_definition": "the paper's: effective time at the best deciding checkpoint",
+        "step_time_s": step_time,
+        # Beside every FD: its sample count and bias estimate (FD - FD-infinity) at the last deciding step.
+        "fd_samples": sorted({r.fd_samples for r in seeds_run.values() if r.fd_samples}),
+        "fd_bias_end": _spread([r.fd_bias[-1][1] for r in seeds_run.values() if r.fd_bias]),
+    }
+
+
 def rung_report(
     runs: Sequence[TransferRun],
     *,
@@ -613,10 +415,10 @@ def rung_report(
     arms: Sequence[str],
     searched_arm: str,
     seeds: Sequence[int],
-    target: TargetSpec,
+    target: TargetRule,
     step_times: Mapping[str, Mapping[str, float]] | None,
     time_to_best: Mapping[str, float],
-    plateau_spec: PlateauSpec,
+    plateau_spec: PlateauRule,
     horizons: Mapping[str, int],
     step_time_runs: Mapping[str, Mapping[str, Sequence[float]]] | None = None,
     pilot: Mapping[str, Any] | None = None,
@@ -644,34 +446,14 @@ def rung_report(
         t = targets.get(rung, {"value": None, "curve": _curve_name(at), "source": "no succeeded runs"})
         entry: dict[str, Any] = {"target": t["value"], "curve": t["curve"], "target_source": t["source"],
                                  "horizon": horizons.get(rung), "arms": {}, "comparisons": {}}
-        entry["plateau"] = _plateau_summary(at, t["curve"], horizons.get(rung), plateau_spec)
+        entry["plateau"] = _plateau_summary(at, t["curve"], horizons.get(rung), window=plateau_spec.window,
+                                            max_drop=plateau_spec.max_drop)
         by_arm: dict[str, dict[int, TransferRun]] = {}
         for r in at:
             by_arm.setdefault(r.arm, {})[r.seed] = r
         timing = (step_times or {}).get(rung, {})
         for arm in arms:
-            seeds_run = by_arm.get(arm, {})
-            hits = {s: per_run[r.run_id] for s, r in seeds_run.items() if r.run_id in per_run}
-            reached = {s: h for s, h in hits.items() if h["reached"]}
-            entry["arms"][arm] = {
-                "seeds": len(seeds_run), "reached": len(reached),
-                "fraction_reached": len(reached) / len(seeds_run) if seeds_run else None,
-                # Of the seeds that reached the target, those still at or below it at their last point.
-                "held_to_end": sum(bool(h["below_at_end"]) for h in reached.values()),
-                # Already below the target at the first tracking point: steps to target is an upper bound there.
-                "left_censored": sum(bool(h.get("left_censored")) for h in reached.values()),
-                "steps_to_target": _spread([h["steps"] for h in reached.values()]),
-                "time_to_target_s": _spread([h["time_s"] for h in reached.values()]),
-                "per_seed": {str(s): {"reached": h["reached"], "steps": h["steps"], "time_s": h["time_s"],
-                                      "below_at_end": h["below_at_end"]} for s, h in sorted(hits.items())},
-                "time_to_best_s": _spread([time_to_best[r.run_id] for r in seeds_run.values()
-                                           if r.run_id in time_to_best]),
-                "time_to_best_definition": "the paper's: effective time at the best deciding checkpoint",
-                "step_time_s": timing.get(arm),
-                # Beside every FD: its sample count and bias estimate (FD - FD-infinity) at the last deciding step.
-                "fd_samples": sorted({r.fd_samples for r in seeds_run.values() if r.fd_samples}),
-                "fd_bias_end": _spread([r.fd_bias[-1][1] for r in seeds_run.values() if r.fd_bias]),
-            }
+            entry["arms"][arm] = _arm_entry(by_arm.get(arm, {}), per_run, time_to_best, timing.get(arm))
         ours = {s: per_run[r.run_id] for s, r in by_arm.get(searched_arm, {}).items() if r.run_id in per_run}
         for base in (a for a in arms if a != searched_arm):
             theirs = {s: per_run[r.run_id] for s, r in by_arm.get(base, {}).items() if r.run_id in per_run}

@@ -39,8 +39,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # in the lane in the full two-lane run at d56d647 (2-core Intel Xeon with AMX-BF16, 2026-12-06: this lane 972 s, the
 # other 827 s), then what changed after it; busy cores are from one serial run (2-core AMD EPYC, 2026-12-04).
 STUDIES = (
-    "tests/scaling/test_transfer_run.py",  # about 365 s at d56d647, 1.44 cores: a sweep and its transfers trained
-    # for real (case 80, one rung on 2 workers 69, rounds 55, pilot 47, 2 workers 38, per-parameter horizons 34,
+    "tests/sweeper/transfer/test_transfer_run.py",  # about 365 s at d56d647, 1.44 cores: a sweep and its transfers
+    # trained for real (case 80, one rung on 2 workers 69, rounds 55, pilot 47, 2 workers 38, per-parameter horizons 34,
     # controls 29, resume 9); then the 2-worker and horizons transfers went into the one-rung-on-2-workers one and
     # the rounds test to two arms: about 75 s less (two Tune runs fewer, and one wave fewer per round)
     "tests/api/test_live_service.py",  # 96 s at d56d647, 1.69: the shared service's study (tests/api/conftest.py) ...

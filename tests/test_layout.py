@@ -220,18 +220,16 @@ def test_the_transfer_has_one_home_and_scaling_forwards_none_of_its_names() -> N
 
     for name in ("TransferSpec", "run_transfer", "load_transfer_result", "load_transfer_spec", "transfer_status",
                  "cancel_transfer", "default_transfer_workdir", "export_from_sweep", "TransferResult", "TransferPlan",
-                 "PlanRow", "FIT_METRICS"):
+                 "FIT_METRICS", "TransferError", "TimingSpec"):
         assert getattr(sweeper, name) is getattr(sweeper.transfer, name), name
         assert not hasattr(scaling, name) and name not in scaling.__all__, name
 
 
-def test_scaling_caps_a_horizon_and_the_seeds_where_the_sweeper_does() -> None:
+def test_scaling_caps_the_seeds_where_the_sweeper_does() -> None:
     from scaling.rounds import MAX_SEEDS
-    from scaling.rungs import MAX_HORIZON
-    from sweeper import MAX_HORIZON as SWEEPER_MAX_HORIZON
-    from sweeper import MAX_SEEDS as SWEEPER_MAX_SEEDS
+    from sweeper.specs.checks import MAX_SEEDS as SWEEPER_MAX_SEEDS
 
-    assert MAX_HORIZON == SWEEPER_MAX_HORIZON and MAX_SEEDS == SWEEPER_MAX_SEEDS
+    assert MAX_SEEDS == SWEEPER_MAX_SEEDS
 
 
 # ------------------------------------------------------------------------------------------------------------

@@ -10,8 +10,8 @@ from typing import get_args
 import dashboards
 import trials.optim
 from scaling.export import DEFAULT_LR_RULE
-from scaling.rungs import TargetSpec
 from sweeper.specs import BaselineSpec
+from sweeper.transfer._sections import TargetSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -42,7 +42,7 @@ ORDERS: tuple[str, ...] = ("rotate", "cyclic", "alternate")
 
 
 # Each interleaved-timing option's bounds and meaning, said once: `StepTimingConfig` below and the transfer spec's
-# `timing:` section (`scaling.rungs.TimingSpec`, which hands these options on to it) both declare their fields with
+# `timing:` section (`sweeper.transfer.TimingSpec`, which hands these options on to it) both declare their fields with
 # these types, each with its own default (and the transfer a tighter cap on `rounds`).
 LocalBatch = Annotated[int | None, Field(
     ge=1, le=65_536,

@@ -333,7 +333,7 @@ def _transfer(client: ScalesweepClient, args: argparse.Namespace) -> int:
     if timing:
         from pydantic import ValidationError
 
-        from scaling.rungs import TimingSpec
+        from sweeper.transfer import TimingSpec
 
         try:
             TimingSpec.model_validate(timing)

@@ -1,12 +1,19 @@
 """The transfer, in one place: carry a finished sweep's chosen pair, unchanged, to larger rungs beside the baseline
 arms, and read what happened.
 
-- `_spec`: `TransferSpec` (validated; `load_transfer_spec`, `default_transfer_workdir`);
+- `_spec`: `TransferSpec` (validated; `load_transfer_spec`, `default_transfer_workdir`), and `_sections`, the
+  sections that say how its runs are judged and timed (`TargetSpec` with its `PilotSpec`, `HorizonSpec`,
+  `TimingSpec`, `PlateauSpec`); `_errors`: `TransferError`;
 - `_plan`: the typed plan (`TransferPlan`, `PlanRow`, `size_basis`);
-- `_result`: `TransferResult`, the analysis over the transfer's runs, computed with `scaling`'s pure functions and
-  split by what it answers (`_record`, `_savings`, `_targets`, `_fits`, `_verdict`, `_export`);
-- `_job`: the job: `run_transfer` (plan, timing, one multi-rung sweep as an inner job of the sweeper's runner),
-  `transfer_status`, `cancel_transfer`, and the reader of its runs (`load_transfer_result`, `export_from_sweep`);
+- `_result`: `TransferResult`, one class over one record (the transfer's runs and plan), each answer a method
+  whose work is a function of the module owning its concept (`_savings`, `_targets`, `_fits`, `_export`), computed
+  with `scaling`'s pure functions; `_record`: which runs an lr bracket judges;
+- `_planning`: the finished sweep read once (`_Source`), and the plan with the one typed sweep spec that runs it;
+- `_state`: `transfer.json` (`TransferHead` for readers, `TransferState` with the typed sweep spec for the
+  driver) and `transfer_status`;
+- `_job`: the job: `run_transfer` (plan, timing, one multi-rung sweep as an inner job of the sweeper's runner) and
+  `cancel_transfer`;
+- `_reading`: the reader of its runs (`load_transfer_result`, `read_runs`) and `export_from_sweep`;
 - `_pilot`: the pilot of target rule `pilot` (the reference arm trained to a plateau before the judged runs);
 - `_timing`: the timing stage (short runs of the real trial per rung and arm);
 - `_extend`: more seeds for a finished transfer (`extend_transfer`), each extension one more look;
@@ -23,21 +30,25 @@ on first use so that `import sweeper` stays light.
 
 from __future__ import annotations
 
+from ._errors import TransferError
 from ._extend import apply_transfer_extension, extend_transfer
-from ._job import cancel_transfer, export_from_sweep, load_transfer_result, run_transfer, transfer_status
+from ._job import cancel_transfer, run_transfer
+from ._reading import export_from_sweep, load_transfer_result
 from ._records import read_transfer_records, write_transfer_records
-from ._result import FIT_METRICS, PlanRow, TransferPlan, TransferResult, size_basis
+from ._result import FIT_METRICS, TransferPlan, TransferResult, size_basis
+from ._sections import TimingSpec
 from ._spec import TransferSpec, default_transfer_workdir, load_transfer_spec
-from ._verification import VerifySpec, verification_line
+from ._state import transfer_status
+from ._verification import verification_line
 from ._work import transfer_work
 
 __all__ = [
     "FIT_METRICS",
-    "PlanRow",
+    "TimingSpec",
+    "TransferError",
     "TransferPlan",
     "TransferResult",
     "TransferSpec",
-    "VerifySpec",
     "apply_transfer_extension",
     "cancel_transfer",
     "default_transfer_workdir",

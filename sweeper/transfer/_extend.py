@@ -24,14 +24,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from scaling import TransferError
-
 from ..jobfiles import OUTCOME_FILE, driver_lock, is_transfer_folder
 from ..jobs import changed_paths, extend_held
-from ..specs import SweepSpec
-from ._job import _transfer_state, run_transfer
+from ._errors import TransferError
+from ._job import run_transfer
 from ._pilot import pilot_seeds
 from ._spec import TransferSpec, load_transfer_spec
+from ._state import read_state, revised
 
 if TYPE_CHECKING:
     from ._result import TransferResult
@@ -49,7 +48,7 @@ def apply_transfer_extension(spec: TransferSpec, workdir: str | Path) -> list[in
     if not is_transfer_folder(folder):
         raise TransferError(f"{folder} holds no transfer to extend; start one with `scalesweep transfer run`")
     with driver_lock(folder, TransferError):
-        state = _transfer_state(folder)
+        state = read_state(folder)
         if not state.spec:
             raise TransferError(f"{folder}: the transfer predates stored specs; it cannot be extended")
         stored = TransferSpec.model_validate(state.spec)
@@ -91,10 +90,10 @@ def apply_transfer_extension(spec: TransferSpec, workdir: str | Path) -> list[in
                    {"at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"), "seeds_before": before,
                     "added": added}]
         state.plan = state.plan.model_copy(update={"seeds": seeds, "extensions": history})
-        state.sweep_spec = {**state.sweep_spec, "seeds": seeds}
+        state.sweep_spec = revised(state.sweep_spec, seeds=seeds)
         state.spec = spec.model_dump(mode="json")
         state.fingerprint = spec.fingerprint()
-        extend_held(SweepSpec.model_validate(state.sweep_spec), folder)  # the sweep's own record first
+        extend_held(state.sweep_spec, folder)  # the sweep's own record first
         state.write(folder)
         outcome.unlink()  # running again: the status reads RUNNING / INTERRUPTED until the new runs end
         return added

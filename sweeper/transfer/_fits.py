@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from functools import cached_property
 from typing import Any
 
 from scaling import ScalingError, ScalingInputError
 from scaling.fits import ScalingFit, TargetLevelFits, fit_scaling, fit_target_levels, target_levels
 
-from ._targets import TargetAnswers
+from ._record import ResultRecord, memo
+from ._savings import succeeded_of
+from ._targets import targets_of, undertrained_rungs_of
 
-__all__ = ["FIT_METRICS", "FitAnswers"]
+__all__ = ["FIT_METRICS", "fit_data_of", "fit_docs_of", "fits_of", "fits_or_errors_of", "level_fits_of", "predict_of",
+           "rung_targets_of", "targets_differ_of", "undertrained_fitted_of"]
 
 
 FIT_METRICS = ("time_to_best", "best_fd", "endpoint_fd", "steps_to_target", "time_to_target")
@@ -28,144 +30,150 @@ _TARGET_METRICS = ("steps_to_target", "time_to_target")
 _TIME_ALPHA_BOUNDS = (-3.0, 3.0)
 
 
-class FitAnswers(TargetAnswers):
-    """Fits per metric, their data and predictions."""
+def fit_data_of(result: ResultRecord, metric: str = "time_to_best") -> dict[str, tuple[list[float], list[float]]]:
+    """Arm -> (sizes, values): one entry per succeeded run (sizes repeat over seeds), arms with fewer than two
+    rungs left out. Steps and time to target count only runs that reached the target; where the rungs' targets
+    differ, steps to target is the headline level's restricted mean per arm and rung (`level_fits`) and time to
+    target has no data."""
+    if metric not in FIT_METRICS:
+        raise ScalingInputError(f"unknown metric {metric!r}; allowed: {list(FIT_METRICS)}")
+    if metric in ("steps_to_target", "time_to_target") and targets_differ_of(result):
+        if metric == "time_to_target":
+            return {}  # not fitted across targets of different difficulty (`fits` says why)
+        try:
+            return level_fits_of(result).at().data.data  # the headline level, first crossing: what `fits` fits
+        except ScalingError:
+            return {}
+    data: dict[str, tuple[list[float], list[float]]] = {}
+    hits = targets_of(result)["per_run"] if metric in ("steps_to_target", "time_to_target") else {}
+    for run, ttb in succeeded_of(result):
+        if run.arm not in result.plan.arms:
+            continue  # a control arm: judged in the controls section, never fitted beside the arms
+        if hits:
+            hit = hits.get(run.run_id)
+            value = math.nan if not hit or not hit["reached"] else (
+                hit["steps"] if metric == "steps_to_target" else hit["time_s"])
+        else:
+            value = {"time_to_best": ttb.best_time_s, "best_fd": ttb.best_fd,
+                     "endpoint_fd": ttb.endpoint_fd}.get(metric, math.nan)
+        if not (math.isfinite(value) and value > 0):
+            continue
+        sizes, values = data.setdefault(run.arm, ([], []))
+        sizes.append(float(result.parameters(run.rung)))
+        values.append(float(value))
+    return {arm: d for arm, d in data.items() if len(set(d[0])) >= 2}
 
-    def fit_data(self, metric: str = "time_to_best") -> dict[str, tuple[list[float], list[float]]]:
-        """Arm -> (sizes, values): one entry per succeeded run (sizes repeat over seeds), arms with fewer than two
-        rungs left out. Steps and time to target count only runs that reached the target; where the rungs' targets
-        differ, steps to target is the headline level's restricted mean per arm and rung (`level_fits`) and time to
-        target has no data."""
-        if metric not in FIT_METRICS:
-            raise ScalingInputError(f"unknown metric {metric!r}; allowed: {list(FIT_METRICS)}")
-        if metric in ("steps_to_target", "time_to_target") and self.targets_differ():
-            if metric == "time_to_target":
-                return {}  # not fitted across targets of different difficulty (`fits` says why)
-            try:
-                return self.level_fits().at().data.data  # the headline level, first crossing: what `fits` fits
-            except ScalingError:
-                return {}
-        data: dict[str, tuple[list[float], list[float]]] = {}
-        hits = self.targets()["per_run"] if metric in ("steps_to_target", "time_to_target") else {}
-        for run, ttb in self._succeeded():
-            if run.arm not in self.plan.arms:
-                continue  # a control arm: judged in the controls section, never fitted beside the arms
-            if hits:
-                hit = hits.get(run.run_id)
-                value = math.nan if not hit or not hit["reached"] else (
-                    hit["steps"] if metric == "steps_to_target" else hit["time_s"])
-            else:
-                value = {"time_to_best": ttb.best_time_s, "best_fd": ttb.best_fd,
-                         "endpoint_fd": ttb.endpoint_fd}.get(metric, math.nan)
-            if not (math.isfinite(value) and value > 0):
-                continue
-            sizes, values = data.setdefault(run.arm, ([], []))
-            sizes.append(float(self.parameters(run.rung)))
-            values.append(float(value))
-        return {arm: d for arm, d in data.items() if len(set(d[0])) >= 2}
 
-    def fits(self, metric: str = "time_to_best", form: str | None = None, share: Sequence[str] = (),
-             **kwargs: Any) -> ScalingFit:
-        """`fit_scaling` over the arms for `metric` (time_to_best | best_fd | endpoint_fd) against parameter
-        count. Default form: `A*N^-alpha` for time to best (with alpha in (-3, 3): it grows with size), `E+A*N^-alpha`
-        for FD. Other keyword arguments go to `fit_scaling` (n_boot, seed, allow_extrapolation, ...)."""
-        share_t = (share,) if isinstance(share, str) else tuple(share)
-        if metric in ("steps_to_target", "time_to_target") and self.targets_differ():
-            if metric == "time_to_target":
-                raise ScalingInputError(
-                    f"the rungs' targets differ ({self.rung_targets()}): time to target is not fitted across "
-                    "targets of different difficulty; steps to target is fitted per level (fits.steps_to_target."
-                    "levels)")
-            level = self.level_fits(form=form, share=share_t, **kwargs).at()
-            if level.fit is None:
-                raise ScalingInputError(f"no steps_to_target fit at the headline level {level.level:g}: {level.error}")
-            return level.fit
-        data = self.fit_data(metric)
-        if not data:
-            raise ScalingInputError(f"no arm has succeeded runs at two rungs or more to fit {metric} on")
-        form = form or ("A*N^-alpha" if metric in _COST_METRICS else "E+A*N^-alpha")
-        if metric in _COST_METRICS:
-            kwargs.setdefault("alpha_bounds", _TIME_ALPHA_BOUNDS)
-        key = (metric, form, share_t, tuple(sorted((k, repr(v)) for k, v in kwargs.items())))
-        if key not in self._fits:
-            self._fits[key] = fit_scaling(data, form=form, share=share_t, **kwargs)
-        return self._fits[key]
-
-    def rung_targets(self) -> dict[str, float | None]:
-        """Rung -> the target it declared (the target report's value; None where it has none)."""
-        return {rung: entry.get("target") for rung, entry in self.targets()["rungs"].items()}
-
-    def targets_differ(self) -> bool:
-        """Whether the rungs that declared a target declared more than one level."""
-        declared = {r: v for r, v in self.rung_targets().items() if v is not None}
-        return bool(declared) and len(target_levels(declared)) > 1
-
-    @cached_property
-    def _level_fits(self) -> dict[tuple[Any, ...], TargetLevelFits]:
-        return {}
-
-    def level_fits(self, form: str | None = None, share: Sequence[str] = (), **kwargs: Any) -> TargetLevelFits:
-        """Steps to target fitted per declared level across rungs (`scaling.fits.fit_target_levels`, the arms
-        only, every finished run's crossing of each level, censoring kept), at the first and sustained crossing;
-        other keyword arguments go to `fit_scaling`. Fitted once per result and settings."""
+def fits_of(result: ResultRecord, metric: str = "time_to_best", form: str | None = None, share: Sequence[str] = (),
+        **kwargs: Any) -> ScalingFit:
+    """`fit_scaling` over the arms for `metric` (time_to_best | best_fd | endpoint_fd) against parameter
+    count. Default form: `A*N^-alpha` for time to best (with alpha in (-3, 3): it grows with size), `E+A*N^-alpha`
+    for FD. Other keyword arguments go to `fit_scaling` (n_boot, seed, allow_extrapolation, ...)."""
+    share_t = (share,) if isinstance(share, str) else tuple(share)
+    if metric in ("steps_to_target", "time_to_target") and targets_differ_of(result):
+        if metric == "time_to_target":
+            raise ScalingInputError(
+                f"the rungs' targets differ ({rung_targets_of(result)}): time to target is not fitted across "
+                "targets of different difficulty; steps to target is fitted per level (fits.steps_to_target."
+                "levels)")
+        level = level_fits_of(result, form=form, share=share_t, **kwargs).at()
+        if level.fit is None:
+            raise ScalingInputError(f"no steps_to_target fit at the headline level {level.level:g}: {level.error}")
+        return level.fit
+    data = fit_data_of(result, metric)
+    if not data:
+        raise ScalingInputError(f"no arm has succeeded runs at two rungs or more to fit {metric} on")
+    form = form or ("A*N^-alpha" if metric in _COST_METRICS else "E+A*N^-alpha")
+    if metric in _COST_METRICS:
         kwargs.setdefault("alpha_bounds", _TIME_ALPHA_BOUNDS)
-        share_t = (share,) if isinstance(share, str) else tuple(share)
-        key = (form, share_t, tuple(sorted((k, repr(v)) for k, v in kwargs.items())))
-        if key not in self._level_fits:
-            declared = {r: v for r, v in self.rung_targets().items() if v is not None}
-            self._level_fits[key] = fit_target_levels(self.runs, declared, arms=self.plan.arms,
-                                                      form=form or "A*N^-alpha", share=share_t, **kwargs)
-        return self._level_fits[key]
+    key = (metric, form, share_t, tuple(sorted((k, repr(v)) for k, v in kwargs.items())))
+    if key not in result._fits:
+        result._fits[key] = fit_scaling(data, form=form, share=share_t, **kwargs)
+    return result._fits[key]
 
-    def predict(self, arm: str, size: float | int | str, metric: str = "time_to_best",
-                **kwargs: Any) -> tuple[float, float, float]:
-        """(point, lo, hi) of `metric` for `arm` at `size` (a parameter count or a rung name), from `fits(metric)`;
-        raises `ExtrapolationRefused` with the reason beyond the fit's limit."""
-        n = self.parameters(size) if isinstance(size, str) else size
-        allow = kwargs.pop("allow_extrapolation", None)
-        return self.fits(metric, **kwargs).predict(arm, n, allow_extrapolation=allow)
 
-    def fits_or_errors(self, metrics: Sequence[str], n_boot: int | None = None) -> dict[str, ScalingFit | ScalingError]:
-        """metric -> its default fit, or the error that stopped it: the one loop every document of the fits
-        (`analysis`, `target_summary`, `export`) goes through."""
+def rung_targets_of(result: ResultRecord) -> dict[str, float | None]:
+    """Rung -> the target it declared (the target report's value; None where it has none)."""
+    return {rung: entry.get("target") for rung, entry in targets_of(result)["rungs"].items()}
+
+
+def targets_differ_of(result: ResultRecord) -> bool:
+    """Whether the rungs that declared a target declared more than one level."""
+    declared = {r: v for r, v in rung_targets_of(result).items() if v is not None}
+    return bool(declared) and len(target_levels(declared)) > 1
+
+
+def level_fits_of(result: ResultRecord, form: str | None = None, share: Sequence[str] = (),
+               **kwargs: Any) -> TargetLevelFits:
+    """Steps to target fitted per declared level across rungs (`scaling.fits.fit_target_levels`, the arms
+    only, every finished run's crossing of each level, censoring kept), at the first and sustained crossing;
+    other keyword arguments go to `fit_scaling`. Fitted once per result and settings."""
+    kwargs.setdefault("alpha_bounds", _TIME_ALPHA_BOUNDS)
+    share_t = (share,) if isinstance(share, str) else tuple(share)
+    key = (form, share_t, tuple(sorted((k, repr(v)) for k, v in kwargs.items())))
+    level_fits: dict[tuple[Any, ...], TargetLevelFits] = memo(result, "level_fits", dict)
+    if key not in level_fits:
+        declared = {r: v for r, v in rung_targets_of(result).items() if v is not None}
+        level_fits[key] = fit_target_levels(result.runs, declared, arms=result.plan.arms,
+                                                  form=form or "A*N^-alpha", share=share_t, **kwargs)
+    return level_fits[key]
+
+
+def predict_of(result: ResultRecord, arm: str, size: float | int | str, metric: str = "time_to_best",
+            **kwargs: Any) -> tuple[float, float, float]:
+    """(point, lo, hi) of `metric` for `arm` at `size` (a parameter count or a rung name), from `fits(metric)`;
+    raises `ExtrapolationRefused` with the reason beyond the fit's limit."""
+    n = result.parameters(size) if isinstance(size, str) else size
+    allow = kwargs.pop("allow_extrapolation", None)
+    return fits_of(result, metric, **kwargs).predict(arm, n, allow_extrapolation=allow)
+
+
+def fits_or_errors_of(result: ResultRecord, metrics: Sequence[str],
+                   n_boot: int | None = None) -> dict[str, ScalingFit | ScalingError]:
+    """metric -> its default fit, or the error that stopped it: the one loop every document of the fits
+    (`analysis`, `target_summary`, `export`) goes through."""
+    extra: dict[str, Any] = {} if n_boot is None else {"n_boot": n_boot}
+    out: dict[str, ScalingFit | ScalingError] = {}
+    for metric in metrics:
+        try:
+            out[metric] = fits_of(result, metric, **extra)
+        except ScalingError as exc:
+            out[metric] = exc
+    return out
+
+
+def fit_docs_of(result: ResultRecord, metrics: Sequence[str], n_boot: int | None,
+             undertrained: Sequence[str]) -> dict[str, Any]:
+    """metric -> its fit as a document, marked with the undertrained rungs it was fitted over (or the error
+    that stopped it): what `analysis()` and `target_summary()` report."""
+    docs: dict[str, dict[str, Any]] = {
+        metric: {"error": str(fit)} if isinstance(fit, ScalingError)
+        else _mark_undertrained(_fit_doc(fit), undertrained_fitted_of(result, fit, undertrained))
+        for metric, fit in fits_or_errors_of(result, metrics, n_boot).items()}
+    if "steps_to_target" in docs and targets_differ_of(result):
         extra: dict[str, Any] = {} if n_boot is None else {"n_boot": n_boot}
-        out: dict[str, ScalingFit | ScalingError] = {}
-        for metric in metrics:
-            try:
-                out[metric] = self.fits(metric, **extra)
-            except ScalingError as exc:
-                out[metric] = exc
-        return out
+        try:
+            levels = level_fits_of(result, **extra)
+        except ScalingError as exc:
+            docs["steps_to_target"]["levels"] = {"error": str(exc)}
+        else:
+            def doc_of(fit: ScalingFit) -> dict[str, Any]:
+                return _mark_undertrained(_fit_doc(fit), undertrained_fitted_of(result, fit, undertrained))
 
-    def _fit_docs(self, metrics: Sequence[str], n_boot: int | None, undertrained: Sequence[str]) -> dict[str, Any]:
-        """metric -> its fit as a document, marked with the undertrained rungs it was fitted over (or the error
-        that stopped it): what `analysis()` and `target_summary()` report."""
-        docs: dict[str, dict[str, Any]] = {
-            metric: {"error": str(fit)} if isinstance(fit, ScalingError)
-            else _mark_undertrained(_fit_doc(fit), self.undertrained_fitted(fit, undertrained))
-            for metric, fit in self.fits_or_errors(metrics, n_boot).items()}
-        if "steps_to_target" in docs and self.targets_differ():
-            extra: dict[str, Any] = {} if n_boot is None else {"n_boot": n_boot}
-            try:
-                levels = self.level_fits(**extra)
-            except ScalingError as exc:
-                docs["steps_to_target"]["levels"] = {"error": str(exc)}
-            else:
-                def doc_of(fit: ScalingFit) -> dict[str, Any]:
-                    return _mark_undertrained(_fit_doc(fit), self.undertrained_fitted(fit, undertrained))
+            docs["steps_to_target"].update(target_level=levels.headline, endpoint="first",
+                                           levels=levels.to_dict(fit_doc=doc_of))
+    report = targets_of(result)
+    for metric in set(docs) & set(_TARGET_METRICS):
+        _mark_targets(docs[metric], report["target_values"], report["targets_differ"])
+    return docs
 
-                docs["steps_to_target"].update(target_level=levels.headline, endpoint="first",
-                                               levels=levels.to_dict(fit_doc=doc_of))
-        report = self.targets()
-        for metric in set(docs) & set(_TARGET_METRICS):
-            _mark_targets(docs[metric], report["target_values"], report["targets_differ"])
-        return docs
 
-    def undertrained_fitted(self, fit: ScalingFit, undertrained: Sequence[str] | None = None) -> list[str]:
-        """The undertrained rungs (default: `undertrained_rungs()`) among the sizes `fit` was fitted on."""
-        rungs = self.undertrained_rungs() if undertrained is None else undertrained
-        fitted = {s for a in fit.arms for s in fit.sizes[a]}
-        return [r for r in rungs if float(self.parameters(r)) in fitted]
+def undertrained_fitted_of(result: ResultRecord, fit: ScalingFit,
+                        undertrained: Sequence[str] | None = None) -> list[str]:
+    """The undertrained rungs (default: `undertrained_rungs()`) among the sizes `fit` was fitted on."""
+    rungs = undertrained_rungs_of(result) if undertrained is None else undertrained
+    fitted = {s for a in fit.arms for s in fit.sizes[a]}
+    return [r for r in rungs if float(result.parameters(r)) in fitted]
 
 
 def _mark_targets(doc: dict[str, Any], values: Mapping[str, float | None], differ: bool) -> None:

@@ -23,12 +23,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from scaling import ScalingInputError, TransferError, TransferRun
-from scaling.rungs import PlateauSpec, TargetSpec
+from scaling import ScalingInputError, TransferRun
 from scaling.targets import pilot_target
 from trials.record import LINEAGE
 
+from ..specs import SweepSpec
+from ._errors import TransferError
 from ._plan import TransferPlan
+from ._sections import PlateauSpec, TargetSpec
 
 __all__ = ["PILOT_FOLDER", "PILOT_OF_TAG", "PILOT_TAG", "pilot_seeds", "plan_pilot", "run_pilot"]
 
@@ -41,12 +43,12 @@ PILOT_TRACK_FROM = 0.1
 
 
 class _State(Protocol):
-    """What the pilot reads and writes of a transfer's stored state (`_job.TransferState`)."""
+    """What the pilot reads and writes of a transfer's stored state (`_state.TransferState`)."""
 
     transfer_id: str
     plan: TransferPlan
-    sweep_spec: dict[str, Any]
-    pilot_sweep_spec: dict[str, Any] | None
+    sweep_spec: SweepSpec
+    pilot_sweep_spec: SweepSpec | None
 
     def write(self, path: Path) -> None: ...
 
@@ -85,12 +87,12 @@ def plan_pilot(target: TargetSpec, *, rungs: Sequence[str], seeds: Sequence[int]
             "optimizer": dict(row["optimizer"])}
 
 
-def pilot_sweep_spec(pilot: Mapping[str, Any], sweep_spec: Mapping[str, Any], *, name: str,
-                     transfer_id: str) -> dict[str, Any]:
+def pilot_sweep_spec(pilot: Mapping[str, Any], sweep: SweepSpec, *, name: str, transfer_id: str) -> dict[str, Any]:
     """The pilot's sweep: the reference arm's carried optimizer as the one search point (its lr a one-value grid), at
     the pilot's rung (on its workers), horizon, eval steps and seeds; the transfer's execution, retries, backend and
     store; its trial section with the pilot's tracking; the transfer's lineage with `pilot_of` in place of
-    `transfer_id`."""
+    `transfer_id`. The document, for the caller to validate once."""
+    sweep_spec = sweep.model_dump(mode="json")
     optimizer = {k: v for k, v in pilot["optimizer"].items() if k != "lr"}
     trial = dict(sweep_spec["trial"])
     trial["eval"] = {**dict(trial.get("eval") or {}), "track_points": pilot["points"],
@@ -140,7 +142,7 @@ def tag_value(pilot: Mapping[str, Any]) -> str:
                       sort_keys=True, separators=(",", ":"))
 
 
-def run_pilot(state: _State, path: Path, *, run_sweep: Callable[[dict[str, Any], Path], str],
+def run_pilot(state: _State, path: Path, *, run_sweep: Callable[[SweepSpec, Path], str],
               read: Callable[[], list[TransferRun]], plateau_spec: PlateauSpec, out: IO[str] | None) -> str:
     """Run the pilot to its end (or reuse its stored result) and record its target before the judged runs: returns
     how the pilot ended ("SUCCEEDED" once its target is recorded, else the pilot sweep's state)."""
@@ -157,7 +159,9 @@ def run_pilot(state: _State, path: Path, *, run_sweep: Callable[[dict[str, Any],
         return ended
     pilot["result"] = derive(pilot, read(), plateau_spec)
     state.plan = state.plan.model_copy(update={"pilot": pilot})
-    state.sweep_spec = {**state.sweep_spec, "tags": {**state.sweep_spec["tags"], PILOT_TAG: tag_value(pilot)}}
+    # The tag is ours and bounded (`tag_value`), so the stored spec takes it without another validation.
+    tags = {**state.sweep_spec.tags, PILOT_TAG: tag_value(pilot)}
+    state.sweep_spec = state.sweep_spec.model_copy(update={"tags": tags})
     state.write(path)  # before the judged runs: their parent run is created with the tag
     if out is not None:
         r = pilot["result"]

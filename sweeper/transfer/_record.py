@@ -1,25 +1,41 @@
-"""What a transfer's result holds (its identity, plan and runs, read from MLflow) and the facts every answer
-asks of it: the searched arm, the chosen pair, each rung's parameter count and what that count means."""
+"""What a transfer's result holds (`ResultRecord`: its identity, plan and runs, read back) and the facts every
+answer asks of it: the searched arm, the chosen pair, each rung's parameter count and what that count means; which
+runs an lr bracket judges (`choose_lr_multiples`); and `memo`, how an answer several others share is worked out once
+per record."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
 import statistics
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from scaling import TransferRun
 from scaling.fits import ScalingFit
 
 from ._plan import TransferPlan, _rung_shape
 
-__all__ = ["ResultRecord"]
+__all__ = ["ResultRecord", "choose_lr_multiples", "memo"]
+
+_T = TypeVar("_T")
+
+
+def memo(record: ResultRecord, key: Hashable, compute: Callable[[], _T]) -> _T:
+    """`compute()` once per record and key: what several answers share (the per-rung report, the comparisons, the
+    claims, the fits per level), kept on the record beside its fields (never a field: a copy of the fields is a new
+    record with nothing worked out yet)."""
+    answers: dict[Hashable, _T] = record.__dict__.setdefault("_answers", {})
+    if key not in answers:
+        answers[key] = compute()
+    return answers[key]
 
 
 @dataclass
 class ResultRecord:
-    """A transfer's runs and plan, as read back (the answers are `TransferResult`'s, by what they answer)."""
+    """A transfer's runs and plan, as read back: the one record every answer of `TransferResult` is worked out from
+    (each answer a function of the module that owns its concept, taking this record)."""
 
     transfer_id: str
     name: str
@@ -101,6 +117,7 @@ class ResultRecord:
         basis = self.plan.size_basis or {}
         return str(basis.get("text") or "parameters of each rung's default model (a transfer planned before the "
                    "size basis was recorded)")
+
 
 
 def _final_quality(run: TransferRun) -> float | None:

@@ -19,11 +19,12 @@ import json
 import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scaling import ScalingInputError, TransferRun
 
-from ._record import ResultRecord
+if TYPE_CHECKING:
+    from ._result import TransferResult
 
 __all__ = ["RECORD_FILES", "is_records_folder", "read_transfer_records", "write_transfer_records"]
 
@@ -55,7 +56,7 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def write_transfer_records(result: ResultRecord, out: str | Path) -> list[Path]:
+def write_transfer_records(result: TransferResult, out: str | Path) -> list[Path]:
     """Write `result`'s records into `out` (created; existing record files replaced); returns the files."""
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
@@ -107,7 +108,7 @@ def _read_csv(path: Path, columns: Sequence[str]) -> Iterable[dict[str, str]]:
         yield from reader
 
 
-def read_transfer_records(folder: str | Path) -> ResultRecord:
+def read_transfer_records(folder: str | Path) -> TransferResult:
     """The transfer whose records `write_transfer_records` wrote into `folder`, as a `TransferResult` (every
     answer of a transfer read from MLflow; no store is opened)."""
     from ._result import TransferResult

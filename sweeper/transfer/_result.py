@@ -1,42 +1,201 @@
-"""A transfer's results, analysed (`TransferResult`), over runs already read (`TransferRun`) and the transfer's
-typed plan (`TransferPlan`, in `_plan`). No Ray, no MLflow: every number is one of `scaling`'s pure functions over
-those runs. The answers live by what they answer, each a class `TransferResult` is made of:
+"""A transfer's result (`TransferResult`): one class over one record (its identity, plan and runs, read back),
+with every answer a method. The work behind each answer is a function of the module that owns its concept:
 
-    _record        the data: identity, plan, runs; the searched arm, the chosen pair, parameter counts
     _savings       time to best per run, savings per rung and baseline, common targets
-    _targets       the report against the declared target, the undertrained rungs
+    _targets       the report against the declared target, the comparisons, claims, controls, diagnostics
     _fits          scaling fits per metric (fitted once per form), predictions, fits as documents
-    _verdict       the verification stage's verdict
     _export        the analysis document, the report's target section, the export for a rung
+    _verification  the verification stage's verdict
 
 Running a transfer, its status, its cancel and reading its runs from MLflow are the transfer job beside it
-(`_job`).
+(`_job`, `_state`, `_reading`).
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from scaling import ScalingError
 from scaling.claims import ENDPOINTS
+from scaling.export import Export
+from scaling.fits import ScalingFit, TargetLevelFits
 from scaling.rungs import target_table
+from scaling.targets import CommonTarget, Savings, TimeToBest
 
-from ._export import ExportAnswers
-from ._fits import FIT_METRICS
+from ._export import analysis_of, export_of, target_summary_of
+from ._fits import (
+    FIT_METRICS,
+    fit_data_of,
+    fits_of,
+    fits_or_errors_of,
+    level_fits_of,
+    predict_of,
+    rung_targets_of,
+    targets_differ_of,
+    undertrained_fitted_of,
+)
 from ._fits import _fit_doc as _fit_doc  # re-exported: readers import it from here
 from ._plan import PlanBase, PlanRow, TransferPlan, size_basis
 from ._plan import _clean as _clean
 from ._plan import _rung_shape as _rung_shape
-from ._verification import verification_line
+from ._record import ResultRecord
+from ._savings import common_targets_of, savings_of, time_to_best_of
+from ._targets import (
+    claims_of,
+    controls_of,
+    diagnostics_of,
+    targets_of,
+    tuning_budgets_of,
+    undertrained_rungs_of,
+)
+from ._verification import verification_doc_of, verification_line, verification_verdict
 
 __all__ = ["FIT_METRICS", "PlanBase", "PlanRow", "TransferPlan", "TransferResult", "size_basis"]
 
 
-class TransferResult(ExportAnswers):
-    """A transfer's runs, read from MLflow, and what follows from them: time to best per run, savings of the
-    searched arm against each baseline per rung, the target report, scaling fits per metric, predictions, the
-    verification verdict and exports."""
+class TransferResult(ResultRecord):
+    """A transfer's runs, read from MLflow (or from its records), and what follows from them: time to best per run,
+    savings of the searched arm against each baseline per rung, the target report, the claims, the controls, scaling
+    fits per metric, predictions, the verification verdict and exports.
+
+    One class over one record (`ResultRecord`: identity, plan, runs): each answer is one method here, worked out by
+    a function of the module that owns its concept (`_savings`, `_targets`, `_fits`, `_export`, `_verification`)
+    from the record. What several answers share (the per-rung report, the comparisons, the claims, the fits) is
+    worked out once per result and kept on it. No Ray, no MLflow: every number is one of `scaling`'s pure functions
+    over the runs."""
+
+    # ------------------------------------------------------------------------------------------------------
+    # What the transfer saved (`_savings`)
+
+    def time_to_best(self, **kwargs: Any) -> dict[str, TimeToBest]:
+        """Run id -> `time_to_best` of its checkpoints, for runs that succeeded or diverged part-way (keyword
+        arguments go to `time_to_best`: tol, volatility_tol)."""
+        return time_to_best_of(self, **kwargs)
+
+    def savings(self, *, robust: bool = False) -> dict[str, dict[str, Savings]]:
+        """Rung -> baseline arm -> time to best saved by the searched arm, in % of the baseline's (positive:
+        faster), seeds paired, with the seed spread. Rungs or baselines without a common seed are left out."""
+        return savings_of(self, robust=robust)
+
+    def common_targets(self) -> dict[str, dict[int, CommonTarget]]:
+        """Rung -> seed -> each arm's time to reach the worst arm's smoothed best FD x 1.02 (time_to_common_target),
+        for seeds where at least two arms succeeded."""
+        return common_targets_of(self)
+
+    # ------------------------------------------------------------------------------------------------------
+    # Against the declared target (`_targets`)
+
+    def targets(self) -> dict[str, Any]:
+        """The per-rung report against the target declared in the spec (`scaling.rung_report`): target
+        value and its source, fraction of seeds reaching it per arm, steps and time to target, the paired
+        steps-to-target ratio, the per-step time ratio measured in isolation and the time saving, time to best
+        (the paper's definition) beside them, and the plateau flag per rung; each comparison also at the `first`
+        crossing, in `steps_above` the target (the two a claim needs) and at the `sustained` crossing (reported, not
+        judged): restricted-mean steps ratio over every seed with its censoring counts, the time saving on it, and
+        how to read a null: interpretable only when the positive control's saving was detected. Computed once per
+        result (the analysis, the export and the fits each ask for it); callers get their own top-level copy."""
+        return targets_of(self)
+
+    def claims(self) -> dict[str, Any]:
+        """The study's claims in one alpha budget (`_targets.claims_of`: worked out once per result, read by its table
+        and its analysis alike)."""
+        return claims_of(self)
+
+    def controls(self) -> dict[str, Any] | None:
+        """The analysis' `controls` section (`scaling.controls_section`, judged at the first crossing): per control
+        its outcome per rung and `passed`, the comparisons behind them at every endpoint, the verdict lines the
+        report prints first, and rungs that could not be judged; None for a transfer without controls."""
+        return controls_of(self)
+
+    def diagnostics(self) -> dict[str, Any] | None:
+        """The diagnostics' section (None without): effective_step per rung: the searched arm against Muon and
+        against Muon at the searched arm's mean update size, at the first crossing, and the verdict."""
+        return diagnostics_of(self)
+
+    def tuning_budgets(self) -> dict[str, Any]:
+        """Per arm, the settings tried before the transfer carried one and the settings and runs per rung in the
+        transfer, with whether they are equal across the arms."""
+        return tuning_budgets_of(self)
+
+    def undertrained_rungs(self) -> list[str]:
+        """Rungs whose runs are mostly still improving fast at their end (the plateau check)."""
+        return undertrained_rungs_of(self)
+
+    # ------------------------------------------------------------------------------------------------------
+    # Scaling fits (`_fits`)
+
+    def fit_data(self, metric: str = "time_to_best") -> dict[str, tuple[list[float], list[float]]]:
+        """Arm -> (sizes, values): one entry per succeeded run (sizes repeat over seeds), arms with fewer than two
+        rungs left out (`_fits.fit_data_of`)."""
+        return fit_data_of(self, metric)
+
+    def fits(self, metric: str = "time_to_best", form: str | None = None, share: Sequence[str] = (),
+             **kwargs: Any) -> ScalingFit:
+        """`fit_scaling` over the arms for `metric` against parameter count. Default form: `A*N^-alpha` for time to
+        best (with alpha in (-3, 3): it grows with size), `E+A*N^-alpha` for FD. Other keyword arguments go to
+        `fit_scaling` (n_boot, seed, allow_extrapolation, ...). Fitted once per result and settings."""
+        return fits_of(self, metric, form, share, **kwargs)
+
+    def level_fits(self, form: str | None = None, share: Sequence[str] = (), **kwargs: Any) -> TargetLevelFits:
+        """Steps to target fitted per declared level across rungs (`scaling.fits.fit_target_levels`), at the first
+        and sustained crossing; other keyword arguments go to `fit_scaling`. Fitted once per result and settings."""
+        return level_fits_of(self, form, share, **kwargs)
+
+    def predict(self, arm: str, size: float | int | str, metric: str = "time_to_best",
+                **kwargs: Any) -> tuple[float, float, float]:
+        """(point, lo, hi) of `metric` for `arm` at `size` (a parameter count or a rung name), from `fits(metric)`;
+        raises `ExtrapolationRefused` with the reason beyond the fit's limit."""
+        return predict_of(self, arm, size, metric, **kwargs)
+
+    def fits_or_errors(self, metrics: Sequence[str], n_boot: int | None = None) -> dict[str, ScalingFit | ScalingError]:
+        """metric -> its default fit, or the error that stopped it."""
+        return fits_or_errors_of(self, metrics, n_boot)
+
+    def rung_targets(self) -> dict[str, float | None]:
+        """Rung -> the target it declared (the target report's value; None where it has none)."""
+        return rung_targets_of(self)
+
+    def targets_differ(self) -> bool:
+        """Whether the rungs that declared a target declared more than one level."""
+        return targets_differ_of(self)
+
+    def undertrained_fitted(self, fit: ScalingFit, undertrained: Sequence[str] | None = None) -> list[str]:
+        """The undertrained rungs (default: `undertrained_rungs()`) among the sizes `fit` was fitted on."""
+        return undertrained_fitted_of(self, fit, undertrained)
+
+    # ------------------------------------------------------------------------------------------------------
+    # The verification stage's verdict (`_verification`)
+
+    def verification(self) -> Any:
+        """The verification stage's verdict (`scaling.TransferVerdict`), or None without one or before its runs."""
+        return verification_verdict({"verification": self.plan.verification},
+                                    [*self.runs, *self.verification_runs], self.searched_arm, self.plan.seeds)
+
+    def verification_doc(self) -> dict[str, Any] | None:
+        """The verdict as data, {"verdict": "pending", ...} while its runs are missing, None without a stage."""
+        return verification_doc_of(self)
+
+    # ------------------------------------------------------------------------------------------------------
+    # Documents (`_export`) and the table
+
+    def analysis(self, *, n_boot: int | None = None) -> dict[str, Any]:
+        """Everything as JSON-able data: per-run time to best, the savings table, and fits per metric (params,
+        intervals, flags, leave-one-rung-out errors) with the chosen pair, FD metric name and sample count."""
+        return analysis_of(self, n_boot=n_boot)
+
+    def target_summary(self, *, n_boot: int | None = None) -> dict[str, Any]:
+        """The target report (without its per-run rows), the fits of steps and time to target, the undertrained
+        rungs and the searched arm: what the HTML report's target section shows."""
+        return target_summary_of(self, n_boot=n_boot)
+
+    def export(self, target_rung: str, *, lr_rules: Mapping[str, str] | None = None,
+               allow_losing: bool = False) -> Export:
+        """The transferred hyperparameters for `target_rung` (any rung: verified only where this transfer ran
+        that arm there and it succeeded), with the rule behind each value and provenance. Refused when the
+        source sweep's choice is worse than a baseline with confidence, unless `allow_losing`."""
+        return export_of(self, target_rung, lr_rules=lr_rules, allow_losing=allow_losing)
 
     def table(self) -> str:
         """Time to best per rung and arm (mean over seeds), and the savings, as text."""
@@ -88,6 +247,7 @@ class TransferResult(ExportAnswers):
         if self.seeds_note:
             lines.append(f"\nNOTE: {self.seeds_note}")
         return "\n".join(lines)
+
 
 
 def crossing_lines(report: Mapping[str, Any], searched_arm: str) -> list[str]:

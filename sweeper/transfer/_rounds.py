@@ -14,24 +14,24 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
-from scaling import TransferError
 from scaling.rounds import RoundsSpec, next_seeds, planned_looks, rounds_look
 
 from ..jobs import extend_held
 from ..specs import SweepSpec
+from ._errors import TransferError
 from ._pilot import pilot_seeds
 from ._plan import TransferPlan
+from ._state import revised
 
 if TYPE_CHECKING:
     from ._result import TransferResult
-    from ._spec import TransferSpec
 
 
 class TransferState(Protocol):
-    """What the rounds read and write of a transfer's stored state (`_job.TransferState`)."""
+    """What the rounds read and write of a transfer's stored state (`_state.TransferState`)."""
 
     plan: TransferPlan
-    sweep_spec: dict[str, Any]
+    sweep_spec: SweepSpec
     source: dict[str, Any]
 
     def write(self, path: Path) -> None: ...
@@ -39,11 +39,12 @@ class TransferState(Protocol):
 __all__ = ["catch_up", "planned_rounds", "run_rounds"]
 
 
-def planned_rounds(spec: TransferSpec, rungs: list[str], seeds: list[int], searched_arm: str) -> dict[str, Any] | None:
-    """The plan's `rounds` document (None without a `rounds` section), checked against the planned rungs and arm."""
-    if spec.rounds is None:
+def planned_rounds(rule: RoundsSpec | None, rungs: list[str], seeds: list[int],
+                   searched_arm: str) -> dict[str, Any] | None:
+    """The plan's `rounds` document (None without the spec's `rounds` section), checked against the planned rungs
+    and arm."""
+    if rule is None:
         return None
-    rule = spec.rounds
     if rule.against == searched_arm:
         raise TransferError(f"rounds.against must be a baseline, not the searched arm {searched_arm!r}")
     rung = rule.rung or rungs[-1]
@@ -60,13 +61,14 @@ def catch_up(state: TransferState, path: Path) -> None:
     """On resume: the sweep in `path` made what the state's sweep spec says (a round's seeds recorded in the state
     but not yet applied to the sweep when the driver stopped). Nothing to do before the first round ran."""
     if state.plan.rounds and state.plan.rounds.get("looks"):
-        extend_held(SweepSpec.model_validate(state.sweep_spec), path)
+        extend_held(state.sweep_spec, path)
 
 
-def run_rounds(state: TransferState, path: Path, sweep_spec: dict[str, Any], swept_state: str, *,
+def run_rounds(state: TransferState, path: Path, sweep: SweepSpec, swept_state: str, *,
                load: Callable[[], TransferResult], run_round: Callable[[SweepSpec], str],
                out: IO[str] | None) -> str:
-    """Look after each round and add seeds until the rule stops; returns how the last round's sweep ended."""
+    """Look after each round and add seeds until the rule stops; returns how the last round's sweep ended.
+    `sweep` is the spec that ran the first round (the stored one, or with the execution a resume asked for)."""
     rounds = state.plan.rounds
     if not rounds:
         return swept_state
@@ -92,12 +94,12 @@ def run_rounds(state: TransferState, path: Path, sweep_spec: dict[str, Any], swe
             state.write(path)
             return swept_state
         state.plan = state.plan.model_copy(update={"seeds": seeds + added})
-        sweep_spec["seeds"] = state.sweep_spec["seeds"] = seeds + added
+        sweep = revised(sweep, seeds=seeds + added)  # the round's spec, validated once for every use below
+        state.sweep_spec = state.sweep_spec.model_copy(update={"seeds": sweep.seeds})
         state.write(path)  # the round's seeds first: a restart applies them (`catch_up`)
-        extended = SweepSpec.model_validate(sweep_spec)  # the round's spec, validated once for both uses
-        extend_held(extended, path)
+        extend_held(sweep, path)
         if out is not None:
             print(f"rounds: adding seeds {added}", file=out, flush=True)
-        swept_state = run_round(extended)
+        swept_state = run_round(sweep)
     state.write(path)
     return swept_state

@@ -2,8 +2,8 @@
 baseline arms, at what horizon, with which lr and weight-decay rules, target, timing and verification. Validated
 by pydantic; `TransferSpec.fingerprint` is what a resumed transfer must match.
 
-The sections the analysis reads back (target, horizon, timing, plateau, verification) and the lr rules are
-`scaling`'s pure types: a transfer is planned and run here and analysed there from the same definitions.
+The sections the analysis reads back (target, horizon, timing, plateau: `_sections`; verification) are this
+package's; the lr rules are `scaling`'s, whose pure functions analyse the runs.
 """
 
 from __future__ import annotations
@@ -26,15 +26,15 @@ from pydantic import (
     model_validator,
 )
 
-from scaling import TransferError
 from scaling.export import LrRule, WdRule
 from scaling.rounds import RoundsSpec
-from scaling.rungs import HorizonSpec, PlateauSpec, TargetSpec, TimingSpec
 from trials.core import register_union_forms
 from trials.optim import ARMS
 
 from ..specs import ExecutionSpec, SweepTracking, read_spec
 from ..specs.checks import MAX_HORIZON, MAX_SEEDS, Seeds, TrialSection, Workers
+from ._errors import TransferError
+from ._sections import HorizonSpec, PlateauSpec, TargetSpec, TimingSpec
 from ._verification import VerifySpec
 
 __all__ = ["ARMS", "CONTROL_ARMS", "CONTROL_ORDER_OFFSET", "DIAGNOSTIC_ARMS", "ControlName", "DiagnosticName",
@@ -152,23 +152,23 @@ class TransferSpec(BaseModel):
         "{eval: {fd_samples: 2048}}.",
     )
     target: TargetSpec = Field(
-        default_factory=lambda: TargetSpec(),
+        default_factory=TargetSpec,
         description="The quality target, declared before any run and applied alike to every arm and seed "
         "(recorded on the parent run and in exports): final_mean (default: 1.1 x AdamW's mean final quality "
         "at each rung), fixed values per rung, or pilot (one target for every rung: 1.1 x the plateau quality of "
         "a longer pilot of the reference arm, run and recorded before the judged runs).",
     )
     horizon: HorizonSpec = Field(
-        default_factory=lambda: HorizonSpec(),
+        default_factory=HorizonSpec,
         description="Steps per rung: fixed (the paper: every rung at the transfer horizon) or per_param "
         "(images_per_param x parameters / batch, capped).",
     )
     timing: TimingSpec = Field(
-        default_factory=lambda: TimingSpec(),
+        default_factory=TimingSpec,
         description="Short timing runs per arm and rung (per-step time in isolation, before the runs start).",
     )
     plateau: PlateauSpec = Field(
-        default_factory=lambda: PlateauSpec(), description="The plateau check that flags undertrained rungs."
+        default_factory=PlateauSpec, description="The plateau check that flags undertrained rungs."
     )
     rounds: RoundsSpec | None = Field(
         None,

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from functools import cached_property
 from typing import Any
 
 from scaling import ScalingInputError
@@ -23,9 +22,11 @@ from scaling.claims import (
     judge_claims,
 )
 from scaling.controls import ControlOutcome, control_outcome, null_reading
-from scaling.rungs import PlateauSpec, TargetSpec, rung_report
+from scaling.rungs import rung_report as per_rung_report
 
-from ._savings import SavingsAnswers
+from ._record import ResultRecord, memo
+from ._savings import time_to_best_of
+from ._sections import PlateauSpec, TargetSpec
 from ._timing import round_log_ratios
 
 # The controls are judged, and a null read, at the first crossing: the endpoint the earlier studies reported, and
@@ -33,7 +34,8 @@ from ._timing import round_log_ratios
 CONTROL_ENDPOINT = "first"
 CONTROL_ALPHA = 0.05
 
-__all__ = ["TargetAnswers"]
+__all__ = ["claims_of", "controls_of", "controls_summary", "diagnostics_of", "targets_of", "timing_how",
+           "tuning_budgets_of", "undertrained_rungs_of"]
 
 
 def _sd_seed_log(comp: CrossingComparison, endpoint: str) -> float | None:
@@ -45,250 +47,271 @@ def _sd_seed_log(comp: CrossingComparison, endpoint: str) -> float | None:
     return steps.log_se * math.sqrt(steps.n)
 
 
-class TargetAnswers(SavingsAnswers):
-    """The target report and the undertrained rungs."""
+def rung_report_of(result: ResultRecord) -> dict[str, Any]:
+    """The per-rung table against the declared target (`scaling.rungs.rung_report`) over the result's runs."""
+    return memo(result, "rung_report", lambda: _rung_report(result))
 
-    def targets(self) -> dict[str, Any]:
-        """The per-rung report against the target declared in the spec (`scaling.rung_report`): target
-        value and its source, fraction of seeds reaching it per arm, steps and time to target, the paired
-        steps-to-target ratio, the per-step time ratio measured in isolation and the time saving, time to best
-        (the paper's definition) beside them, and the plateau flag per rung; each comparison also at the `first`
-        crossing, in `steps_above` the target (the two a claim needs) and at the `sustained` crossing (reported, not
-        judged): restricted-mean steps ratio over every seed with its censoring counts, the time saving on it, and
-        how to read a null: interpretable only when the positive control's saving was detected. Computed once per
-        result (the analysis, the export and the fits each ask for it); callers get their own top-level copy."""
-        return dict(self._target_report)
 
-    @cached_property
-    def _rung_report(self) -> dict[str, Any]:
-        ttb = {rid: t.best_time_s for rid, t in self.time_to_best().items()}
-        plan = self.plan
-        alpha, looks = self._alpha_looks()
-        # Transfers planned before targets existed get the default rule, applied now (and said so in the text).
-        return rung_report(
-            self.runs, rungs=plan.rungs, arms=plan.arms, searched_arm=self.searched_arm,
-            seeds=plan.seeds, target=TargetSpec.model_validate(plan.target or {}),
-            step_times=self.step_timing.get("seconds_per_step"), time_to_best=ttb,
-            step_time_runs=self.step_timing.get("seconds_per_step_runs"),
-            plateau_spec=PlateauSpec.model_validate(plan.plateau or {}),
-            horizons=plan.horizon_of(), pilot=_pilot_report(plan.pilot), alpha=alpha, looks=looks)
+def _rung_report(result: ResultRecord) -> dict[str, Any]:
+    ttb = {rid: t.best_time_s for rid, t in time_to_best_of(result).items()}
+    plan = result.plan
+    alpha, looks = alpha_looks_of(result)
+    # Transfers planned before targets existed get the default rule, applied now (and said so in the text).
+    return per_rung_report(
+        result.runs, rungs=plan.rungs, arms=plan.arms, searched_arm=result.searched_arm,
+        seeds=plan.seeds, target=TargetSpec.model_validate(plan.target or {}),
+        step_times=result.step_timing.get("seconds_per_step"), time_to_best=ttb,
+        step_time_runs=result.step_timing.get("seconds_per_step_runs"),
+        plateau_spec=PlateauSpec.model_validate(plan.plateau or {}),
+        horizons=plan.horizon_of(), pilot=_pilot_report(plan.pilot), alpha=alpha, looks=looks)
 
-    def _alpha_looks(self) -> tuple[float, int]:
-        """The study's family-wise alpha and its looks: the rounds' alpha and planned looks (else 0.05 and one),
-        plus one look per extension (`transfer extend`, decided after a look at the results)."""
-        rule = (self.plan.rounds or {}).get("rule") or {}
-        looks = int((self.plan.rounds or {}).get("looks_planned") or 1) + len(self.plan.get("extensions") or [])
-        return float(rule.get("alpha", CONTROL_ALPHA)), looks
 
-    @cached_property
-    def _target_report(self) -> dict[str, Any]:
-        report = self._rung_report
-        # Every endpoint beside the complete-case numbers, every seed kept; a null read against the positive control.
-        positive = self._control_outcomes.get("positive", {})
-        for rung, entry in report["rungs"].items():
-            how = self._timing_how(rung)
-            for base, comp in entry["comparisons"].items():
-                if how is not None and comp.get("step_time_ratio") is not None:
-                    comp["step_time_ratio_how"], comp["step_time_ratio_source"] = how
-                crossing = self._comparisons[rung, base]
-                if not isinstance(crossing, CrossingComparison):
-                    comp.update({endpoint: {"error": crossing} for endpoint in ENDPOINTS})
-                    continue
-                doc = crossing.to_dict()
-                for endpoint in ENDPOINTS:
-                    saving = crossing.savings.get(endpoint)
-                    comp[endpoint] = doc[endpoint]
-                    if saving is not None:
-                        comp[endpoint]["reading"] = null_reading(saving, positive.get(rung))
-        return report
+def alpha_looks_of(result: ResultRecord) -> tuple[float, int]:
+    """The study's family-wise alpha and its looks: the rounds' alpha and planned looks (else 0.05 and one),
+    plus one look per extension (`transfer extend`, decided after a look at the results)."""
+    rule = (result.plan.rounds or {}).get("rule") or {}
+    looks = int((result.plan.rounds or {}).get("looks_planned") or 1) + len(result.plan.get("extensions") or [])
+    return float(rule.get("alpha", CONTROL_ALPHA)), looks
 
-    def _timing_how(self, rung: str) -> tuple[str, str] | None:
-        """(short label, source text) of the per-step ratio at `rung` when the interleaved method measured it (the
-        isolated method's wording is the report's default), with the ranks it ran on."""
-        timing = self.step_timing
-        if timing.get("method") != "interleaved":
-            return None
-        digest = (timing.get("rungs") or {}).get(rung) or {}
-        # The document's `workers` is rung -> count (one count in none of the documents written so far); a rung's
-        # digest carries its own where the ranks were more than one.
-        counts = timing.get("workers")
-        workers = int(digest.get("workers") or (counts.get(rung) if isinstance(counts, Mapping) else counts) or 1)
-        clock = digest.get("clock") or timing.get("clock") or "thread"
-        ranks = f", {workers} gloo ranks" if workers > 1 else ""
-        source = (f"interleaved in one process per rung on the {clock} clock, whole refresh periods per block"
-                  + (f", the slowest of {workers} gloo ranks' step, communication included" if workers > 1 else ""))
-        return f"interleaved{ranks}", source
 
-    @cached_property
-    def _comparisons(self) -> dict[tuple[str, str], CrossingComparison | str]:
-        """(rung, baseline) -> the searched arm against it at every endpoint, or why there is none."""
-        rungs = self._rung_report["rungs"]
-        return {(rung, base): self._crossing(rung, self.searched_arm, base, rungs[rung]["target"])
-                for rung in self.plan.rungs for base in self.plan.arms if base != self.searched_arm}
+def target_report_of(result: ResultRecord) -> dict[str, Any]:
+    """The per-rung table with every comparison at each endpoint and how to read a null (`TransferResult.targets`)."""
+    return memo(result, "target_report", lambda: _target_report(result))
 
-    def claims(self) -> dict[str, Any]:
-        """The study's claims (`_claims`: worked out once per result, read by its table and its analysis alike)."""
-        return self._claims
 
-    @cached_property
-    def _claims(self) -> dict[str, Any]:
-        """The study's claims in one alpha budget (`scaling.judge_claims`): every rung x baseline comparison of the
-        time saving, Holm at alpha / looks (the rounds' alpha and planned looks, else 0.05 and one look; plus one
-        look per extension), a claim standing only where the first crossing and the steps above the target both
-        show it in one direction (the sustained crossing's Holm p reported beside them, not judged); with each
-        comparison's power at the level the strongest claim must pass: the first crossing's (`power`,
-        `scaling.power_at_alpha`) and the pair's a claim needs (`power_co_primary`, `scaling.claims.co_primary_power`:
-        each co-primary endpoint's power from its own spread, bounds on both, the seeds for the lower bound to reach
-        80 %)."""
-        alpha, looks = self._alpha_looks()
-        budget = alpha_budget(alpha, comparisons=max(1, len(self._comparisons)), looks=looks)
-        judged = {f"{rung} vs {base}": c for (rung, base), c in self._comparisons.items()
-                  if isinstance(c, CrossingComparison)}
-        doc: dict[str, Any] = {"budget": budget.to_dict(), "budget_text": budget.text(),
-                               "not_judged": [f"{r} vs {b}" for (r, b), c in self._comparisons.items()
-                                              if not isinstance(c, CrossingComparison)]}
-        if judged:
-            doc.update(judge_claims(judged, budget).to_dict())
-        # A claim stands only where both co-primary endpoints show it, so beside the first crossing's power
-        # (`power`, kept as the committed tables read it) goes the pair's, bounded from each endpoint's own spread
-        # on the same seeds and timing rounds (`power_co_primary`).
-        power: dict[str, Any] = {}
-        co_power: dict[str, Any] = {}
-        for key, comp in judged.items():
-            saving, sd_first = comp.savings.get("first"), _sd_seed_log(comp, "first")
-            if saving is None or sd_first is None:
+def _target_report(result: ResultRecord) -> dict[str, Any]:
+    report = rung_report_of(result)
+    # Every endpoint beside the complete-case numbers, every seed kept; a null read against the positive control.
+    positive = control_outcomes_of(result).get("positive", {})
+    for rung, entry in report["rungs"].items():
+        how = timing_how(result.step_timing, rung)
+        for base, comp in entry["comparisons"].items():
+            if how is not None and comp.get("step_time_ratio") is not None:
+                comp["step_time_ratio_how"], comp["step_time_ratio_source"] = how
+            crossed = comparisons_of(result)[rung, base]
+            if not isinstance(crossed, CrossingComparison):
+                comp.update({endpoint: {"error": crossed} for endpoint in ENDPOINTS})
                 continue
-            n = comp.steps["first"].n
-            var_t = saving.se_timing_log**2 if saving.se_timing_log is not None else None
-            df_t = saving.timing_rounds - 1 if saving.timing_rounds > 1 else None
-            pair = co_primary_power(sd_seed_log={e: _sd_seed_log(comp, e) for e in CO_PRIMARY}, n=n,
-                                    alpha=budget.first_step, var_timing_log=var_t, df_timing=df_t)
-            first = pair.endpoints["first"]  # `power_at_alpha` on the first crossing's spread (never None here)
-            if first is not None:
-                power[key] = first.to_dict()
-            co_power[key] = pair.to_dict()
-        doc["power"] = power
-        doc["power_co_primary"] = co_power
-        return doc
-
-    def _crossing(self, rung: str, searched: str, base: str, target: float | None) -> CrossingComparison | str:
-        """`searched` against `base` at `rung` at every endpoint (with the saving when both were timed), or why
-        there is none."""
-        if target is None:
-            return f"no target at {rung}"
-        logs = round_log_ratios((self.step_timing.get("seconds_per_step_runs") or {}).get(rung) or {}, searched,
-                                base)
-        try:
-            return compare_crossings(self.runs, rung=rung, searched=searched, baseline=base, target=target,
-                                     horizon=self.plan.horizon_of().get(rung), step_time_log_ratios=logs)
-        except ScalingInputError as exc:  # e.g. a seed one arm has not run yet
-            return str(exc)
-
-    @cached_property
-    def _control_comparisons(self) -> dict[str, dict[str, CrossingComparison | str]]:
-        """Control kind -> rung -> Muon against the control arm (negative: muon_twin; positive: muon_extra_ns),
-        on the rung's declared target, or why there is none."""
-        if not self.plan.controls:
-            return {}
-        rungs = self._rung_report["rungs"]  # the same target and curve the arms are judged on
-        return {kind: {rung: self._crossing(rung, c["against"], c["arm"], rungs[rung]["target"])
-                       for rung in self.plan.rungs}
-                for kind, c in self.plan.controls.items()}
-
-    def _expected_step_time_ratio(self) -> dict[str, float]:
-        """Rung -> Muon / muon_extra_ns per-step ratio as the redundant work's own clock predicts it."""
-        rungs: Mapping[str, Any] = self.step_timing.get("rungs") or {}
-        return {rung: float(d["expected_step_time_ratio"]["muon_extra_ns"]) for rung, d in rungs.items()
-                if "muon_extra_ns" in (d.get("expected_step_time_ratio") or {})}
-
-    @cached_property
-    def _control_outcomes(self) -> dict[str, dict[str, ControlOutcome]]:
-        """Control kind -> rung -> its outcome (`scaling.control_outcome`), where it could be judged."""
-        expected = self._expected_step_time_ratio()
-        out: dict[str, dict[str, ControlOutcome]] = {}
-        for kind, per in self._control_comparisons.items():
-            for rung, comp in per.items():
-                saving = comp.savings.get(CONTROL_ENDPOINT) if isinstance(comp, CrossingComparison) else None
+            doc = crossed.to_dict()
+            for endpoint in ENDPOINTS:
+                saving = crossed.savings.get(endpoint)
+                comp[endpoint] = doc[endpoint]
                 if saving is not None:
-                    out.setdefault(kind, {})[rung] = control_outcome(
-                        kind, saving, alpha=CONTROL_ALPHA,  # type: ignore[arg-type]
-                        expected_step_time_ratio=expected.get(rung) if kind == "positive" else None)
-        return out
+                    comp[endpoint]["reading"] = null_reading(saving, positive.get(rung))
+    return report
 
-    def controls(self) -> dict[str, Any] | None:
-        """The analysis' `controls` section (`scaling.controls_section`, judged at the first crossing): per control
-        its outcome per rung and `passed`, the comparisons behind them at every endpoint, the verdict lines the
-        report prints first, and rungs that could not be judged; None for a transfer without controls."""
-        if not self.plan.controls:
-            return None
-        comps = self._control_comparisons
-        judged = {kind: [c for c in per.values() if isinstance(c, CrossingComparison)] for kind, per in comps.items()}
-        doc = controls_section(judged, endpoint=CONTROL_ENDPOINT, alpha=CONTROL_ALPHA,  # type: ignore[arg-type]
-                               expected_step_time_ratio=self._expected_step_time_ratio())
-        for kind, c in self.plan.controls.items():
-            section = doc.setdefault(kind, {"passed": False, "rungs": {}})
-            section.update(arm=c["arm"], against=c["against"])
-            section["comparisons"] = {rung: comp.to_dict() if isinstance(comp, CrossingComparison) else
-                                      {"error": comp} for rung, comp in comps[kind].items()}
-            missing = {rung: comp for rung, comp in comps[kind].items() if not isinstance(comp, CrossingComparison)}
-            for rung, why in missing.items():
-                section["rungs"][rung] = control_not_judged(kind, why)
-                doc["lines"].append(f"{rung}: {section['rungs'][rung]['verdict']}")
-            section["passed"] = bool(section["rungs"]) and all(r["passed"] for r in section["rungs"].values())
-        doc["summary"] = controls_summary(doc)
-        return doc
 
-    def undertrained_rungs(self) -> list[str]:
-        """Rungs whose runs are mostly still improving fast at their end (the plateau check)."""
-        return [r for r, e in self.targets()["rungs"].items() if e["plateau"]["undertrained"]]
+def targets_of(result: ResultRecord) -> dict[str, Any]:
+    """The report against the declared target (`TransferResult.targets`), worked out once per record; a top-level
+    copy for the caller."""
+    return dict(target_report_of(result))
 
-    def diagnostics(self) -> dict[str, Any] | None:
-        """The diagnostics' section (None without): effective_step per rung: the searched arm against Muon and
-        against Muon at the searched arm's mean update size (`muon_effective_step`), at the first crossing, and the
-        verdict: is a steps penalty against Muon the step size or the direction?"""
-        plan = self.plan.diagnostics
-        if not plan:
-            return None
-        rungs = self._rung_report["rungs"]
-        out: dict[str, Any] = {}
-        for kind, d in plan.items():
-            per: dict[str, Any] = {}
-            for rung in self.plan.rungs:
-                vs_muon = self._crossing(rung, d["against"], d["reference"], rungs[rung]["target"])
-                vs_eff = self._crossing(rung, d["against"], d["arm"], rungs[rung]["target"])
-                doc: dict[str, Any] = {}
-                for key, comp in ((f"vs_{d['reference']}", vs_muon), (f"vs_{d['arm']}", vs_eff)):
-                    doc[key] = comp.to_dict() if isinstance(comp, CrossingComparison) else {"error": comp}
-                if isinstance(vs_muon, CrossingComparison) and isinstance(vs_eff, CrossingComparison):
-                    doc["verdict"] = effective_step_verdict(vs_muon.steps[CONTROL_ENDPOINT],
-                                                            vs_eff.steps[CONTROL_ENDPOINT])
-                else:
-                    doc["verdict"] = "not judged: " + str(vs_muon if isinstance(vs_muon, str) else vs_eff)
-                per[rung] = doc
-            out[kind] = {**d, "endpoint": CONTROL_ENDPOINT, "rungs": per,
-                         "lines": [f"{rung}: effective step: {doc['verdict']}" for rung, doc in per.items()]}
-        return out
 
-    def tuning_budgets(self) -> dict[str, Any]:
-        """Per arm, the settings tried before the transfer carried one (the sweep's points for the searched arm, its
-        lr bracket for a baseline) and the settings and runs per rung in the transfer, with whether they are equal
-        across the arms (a searched arm tuned on more settings than the baselines has an advantage no test sees)."""
-        sweep_settings: dict[str, int] = {}
-        for arm, doc in self.source_objectives.items():
-            tried = (doc or {}).get("lr_tuning") or {}
-            sweep_settings[arm] = max(1, len(tried))
-        chosen = self.source.get("selection_points")
-        if chosen:
-            sweep_settings[self.searched_arm] = int(chosen)
-        brackets = self.plan.lr_brackets or {}
-        per_arm = {arm: {"sweep_settings": sweep_settings.get(arm),
-                         "transfer_settings_per_rung": len(brackets.get(arm, [1])),
-                         "runs_per_rung": len(brackets.get(arm, [1])) * len(self.plan.seeds)}
-                   for arm in self.plan.arms}
-        transfer_equal = len({a["runs_per_rung"] for a in per_arm.values()}) == 1
-        known = [a["sweep_settings"] for a in per_arm.values() if a["sweep_settings"] is not None]
-        return {"arms": per_arm, "equal_in_transfer": transfer_equal,
-                "equal_in_sweep": (len(set(known)) <= 1) if len(known) == len(per_arm) else None}
+def undertrained_rungs_of(result: ResultRecord) -> list[str]:
+    """Rungs whose runs are mostly still improving fast at their end (the plateau check)."""
+    return [r for r, e in target_report_of(result)["rungs"].items() if e["plateau"]["undertrained"]]
+
+
+def timing_how(timing: Mapping[str, Any], rung: str) -> tuple[str, str] | None:
+    """(short label, source text) of the per-step ratio at `rung` when the interleaved method measured it (the
+    isolated method's wording is the report's default), with the ranks it ran on."""
+    if timing.get("method") != "interleaved":
+        return None
+    digest = (timing.get("rungs") or {}).get(rung) or {}
+    # The document's `workers` is rung -> count (one count in none of the documents written so far); a rung's
+    # digest carries its own where the ranks were more than one.
+    counts = timing.get("workers")
+    workers = int(digest.get("workers") or (counts.get(rung) if isinstance(counts, Mapping) else counts) or 1)
+    clock = digest.get("clock") or timing.get("clock") or "thread"
+    ranks = f", {workers} gloo ranks" if workers > 1 else ""
+    source = (f"interleaved in one process per rung on the {clock} clock, whole refresh periods per block"
+              + (f", the slowest of {workers} gloo ranks' step, communication included" if workers > 1 else ""))
+    return f"interleaved{ranks}", source
+
+
+def comparisons_of(result: ResultRecord) -> dict[tuple[str, str], CrossingComparison | str]:
+    """(rung, baseline) -> the searched arm against it at every endpoint, or why there is none."""
+    return memo(result, "comparisons", lambda: _comparisons(result))
+
+
+def _comparisons(result: ResultRecord) -> dict[tuple[str, str], CrossingComparison | str]:
+    rungs = rung_report_of(result)["rungs"]
+    return {(rung, base): crossing_of(result, rung, result.searched_arm, base, rungs[rung]["target"])
+            for rung in result.plan.rungs for base in result.plan.arms if base != result.searched_arm}
+
+
+def claims_of(result: ResultRecord) -> dict[str, Any]:
+    """The study's claims in one alpha budget (`scaling.judge_claims`): every rung x baseline comparison of the
+    time saving, Holm at alpha / looks (the rounds' alpha and planned looks, else 0.05 and one look; plus one
+    look per extension), a claim standing only where the first crossing and the steps above the target both
+    show it in one direction (the sustained crossing's Holm p reported beside them, not judged); with each
+    comparison's power at the level the strongest claim must pass: the first crossing's (`power`,
+    `scaling.power_at_alpha`) and the pair's a claim needs (`power_co_primary`, `scaling.claims.co_primary_power`:
+    each co-primary endpoint's power from its own spread, bounds on both, the seeds for the lower bound to reach
+    80 %)."""
+    return memo(result, "claims", lambda: _claims(result))
+
+
+def _claims(result: ResultRecord) -> dict[str, Any]:
+    alpha, looks = alpha_looks_of(result)
+    budget = alpha_budget(alpha, comparisons=max(1, len(comparisons_of(result))), looks=looks)
+    judged = {f"{rung} vs {base}": c for (rung, base), c in comparisons_of(result).items()
+              if isinstance(c, CrossingComparison)}
+    doc: dict[str, Any] = {"budget": budget.to_dict(), "budget_text": budget.text(),
+                           "not_judged": [f"{r} vs {b}" for (r, b), c in comparisons_of(result).items()
+                                          if not isinstance(c, CrossingComparison)]}
+    if judged:
+        doc.update(judge_claims(judged, budget).to_dict())
+    # A claim stands only where both co-primary endpoints show it, so beside the first crossing's power
+    # (`power`, kept as the committed tables read it) goes the pair's, bounded from each endpoint's own spread
+    # on the same seeds and timing rounds (`power_co_primary`).
+    power: dict[str, Any] = {}
+    co_power: dict[str, Any] = {}
+    for key, comp in judged.items():
+        saving, sd_first = comp.savings.get("first"), _sd_seed_log(comp, "first")
+        if saving is None or sd_first is None:
+            continue
+        n = comp.steps["first"].n
+        var_t = saving.se_timing_log**2 if saving.se_timing_log is not None else None
+        df_t = saving.timing_rounds - 1 if saving.timing_rounds > 1 else None
+        pair = co_primary_power(sd_seed_log={e: _sd_seed_log(comp, e) for e in CO_PRIMARY}, n=n,
+                                alpha=budget.first_step, var_timing_log=var_t, df_timing=df_t)
+        first = pair.endpoints["first"]  # `power_at_alpha` on the first crossing's spread (never None here)
+        if first is not None:
+            power[key] = first.to_dict()
+        co_power[key] = pair.to_dict()
+    doc["power"] = power
+    doc["power_co_primary"] = co_power
+    return doc
+
+
+def crossing_of(result: ResultRecord, rung: str, searched: str, base: str,
+             target: float | None) -> CrossingComparison | str:
+    """`searched` against `base` at `rung` at every endpoint (with the saving when both were timed), or why
+    there is none."""
+    if target is None:
+        return f"no target at {rung}"
+    logs = round_log_ratios((result.step_timing.get("seconds_per_step_runs") or {}).get(rung) or {}, searched,
+                            base)
+    try:
+        return compare_crossings(result.runs, rung=rung, searched=searched, baseline=base, target=target,
+                                 horizon=result.plan.horizon_of().get(rung), step_time_log_ratios=logs)
+    except ScalingInputError as exc:  # e.g. a seed one arm has not run yet
+        return str(exc)
+
+
+def control_comparisons_of(result: ResultRecord) -> dict[str, dict[str, CrossingComparison | str]]:
+    """Control kind -> rung -> Muon against the control arm (negative: muon_twin; positive: muon_extra_ns),
+    on the rung's declared target, or why there is none."""
+    return memo(result, "control_comparisons", lambda: _control_comparisons(result))
+
+
+def _control_comparisons(result: ResultRecord) -> dict[str, dict[str, CrossingComparison | str]]:
+    if not result.plan.controls:
+        return {}
+    rungs = rung_report_of(result)["rungs"]  # the same target and curve the arms are judged on
+    return {kind: {rung: crossing_of(result, rung, c["against"], c["arm"], rungs[rung]["target"])
+                   for rung in result.plan.rungs}
+            for kind, c in result.plan.controls.items()}
+
+
+def expected_step_time_ratio_of(result: ResultRecord) -> dict[str, float]:
+    """Rung -> Muon / muon_extra_ns per-step ratio as the redundant work's own clock predicts it."""
+    rungs: Mapping[str, Any] = result.step_timing.get("rungs") or {}
+    return {rung: float(d["expected_step_time_ratio"]["muon_extra_ns"]) for rung, d in rungs.items()
+            if "muon_extra_ns" in (d.get("expected_step_time_ratio") or {})}
+
+
+def control_outcomes_of(result: ResultRecord) -> dict[str, dict[str, ControlOutcome]]:
+    """Control kind -> rung -> its outcome (`scaling.control_outcome`), where it could be judged."""
+    return memo(result, "control_outcomes", lambda: _control_outcomes(result))
+
+
+def _control_outcomes(result: ResultRecord) -> dict[str, dict[str, ControlOutcome]]:
+    expected = expected_step_time_ratio_of(result)
+    out: dict[str, dict[str, ControlOutcome]] = {}
+    for kind, per in control_comparisons_of(result).items():
+        for rung, comp in per.items():
+            saving = comp.savings.get(CONTROL_ENDPOINT) if isinstance(comp, CrossingComparison) else None
+            if saving is not None:
+                out.setdefault(kind, {})[rung] = control_outcome(
+                    kind, saving, alpha=CONTROL_ALPHA,  # type: ignore[arg-type]
+                    expected_step_time_ratio=expected.get(rung) if kind == "positive" else None)
+    return out
+
+
+def controls_of(result: ResultRecord) -> dict[str, Any] | None:
+    """The analysis' `controls` section (`scaling.controls_section`, judged at the first crossing): per control
+    its outcome per rung and `passed`, the comparisons behind them at every endpoint, the verdict lines the
+    report prints first, and rungs that could not be judged; None for a transfer without controls."""
+    if not result.plan.controls:
+        return None
+    comps = control_comparisons_of(result)
+    judged = {kind: [c for c in per.values() if isinstance(c, CrossingComparison)] for kind, per in comps.items()}
+    doc = controls_section(judged, endpoint=CONTROL_ENDPOINT, alpha=CONTROL_ALPHA,  # type: ignore[arg-type]
+                           expected_step_time_ratio=expected_step_time_ratio_of(result))
+    for kind, c in result.plan.controls.items():
+        section = doc.setdefault(kind, {"passed": False, "rungs": {}})
+        section.update(arm=c["arm"], against=c["against"])
+        section["comparisons"] = {rung: comp.to_dict() if isinstance(comp, CrossingComparison) else
+                                  {"error": comp} for rung, comp in comps[kind].items()}
+        missing = {rung: comp for rung, comp in comps[kind].items() if not isinstance(comp, CrossingComparison)}
+        for rung, why in missing.items():
+            section["rungs"][rung] = control_not_judged(kind, why)
+            doc["lines"].append(f"{rung}: {section['rungs'][rung]['verdict']}")
+        section["passed"] = bool(section["rungs"]) and all(r["passed"] for r in section["rungs"].values())
+    doc["summary"] = controls_summary(doc)
+    return doc
+
+
+def diagnostics_of(result: ResultRecord) -> dict[str, Any] | None:
+    """The diagnostics' section (None without): effective_step per rung: the searched arm against Muon and
+    against Muon at the searched arm's mean update size (`muon_effective_step`), at the first crossing, and the
+    verdict: is a steps penalty against Muon the step size or the direction?"""
+    plan = result.plan.diagnostics
+    if not plan:
+        return None
+    rungs = rung_report_of(result)["rungs"]
+    out: dict[str, Any] = {}
+    for kind, d in plan.items():
+        per: dict[str, Any] = {}
+        for rung in result.plan.rungs:
+            vs_muon = crossing_of(result, rung, d["against"], d["reference"], rungs[rung]["target"])
+            vs_eff = crossing_of(result, rung, d["against"], d["arm"], rungs[rung]["target"])
+            doc: dict[str, Any] = {}
+            for key, comp in ((f"vs_{d['reference']}", vs_muon), (f"vs_{d['arm']}", vs_eff)):
+                doc[key] = comp.to_dict() if isinstance(comp, CrossingComparison) else {"error": comp}
+            if isinstance(vs_muon, CrossingComparison) and isinstance(vs_eff, CrossingComparison):
+                doc["verdict"] = effective_step_verdict(vs_muon.steps[CONTROL_ENDPOINT],
+                                                        vs_eff.steps[CONTROL_ENDPOINT])
+            else:
+                doc["verdict"] = "not judged: " + str(vs_muon if isinstance(vs_muon, str) else vs_eff)
+            per[rung] = doc
+        out[kind] = {**d, "endpoint": CONTROL_ENDPOINT, "rungs": per,
+                     "lines": [f"{rung}: effective step: {doc['verdict']}" for rung, doc in per.items()]}
+    return out
+
+
+def tuning_budgets_of(result: ResultRecord) -> dict[str, Any]:
+    """Per arm, the settings tried before the transfer carried one (the sweep's points for the searched arm, its
+    lr bracket for a baseline) and the settings and runs per rung in the transfer, with whether they are equal
+    across the arms (a searched arm tuned on more settings than the baselines has an advantage no test sees)."""
+    sweep_settings: dict[str, int] = {}
+    for arm, doc in result.source_objectives.items():
+        tried = (doc or {}).get("lr_tuning") or {}
+        sweep_settings[arm] = max(1, len(tried))
+    chosen = result.source.get("selection_points")
+    if chosen:
+        sweep_settings[result.searched_arm] = int(chosen)
+    brackets = result.plan.lr_brackets or {}
+    per_arm = {arm: {"sweep_settings": sweep_settings.get(arm),
+                     "transfer_settings_per_rung": len(brackets.get(arm, [1])),
+                     "runs_per_rung": len(brackets.get(arm, [1])) * len(result.plan.seeds)}
+               for arm in result.plan.arms}
+    transfer_equal = len({a["runs_per_rung"] for a in per_arm.values()}) == 1
+    known = [a["sweep_settings"] for a in per_arm.values() if a["sweep_settings"] is not None]
+    return {"arms": per_arm, "equal_in_transfer": transfer_equal,
+            "equal_in_sweep": (len(set(known)) <= 1) if len(known) == len(per_arm) else None}
 
 
 def effective_step_verdict(vs_muon: Any, vs_effective: Any) -> str:

@@ -1,6 +1,6 @@
 """The transfer's timing stage: each arm's cost per training step at each rung, before the transfer's runs start.
 
-Two methods (`scaling.TimingSpec.method`):
+Two methods (`TimingSpec.method`):
 
 - `interleaved` (the default): `trials.steptime.interleaved_step_times` per rung, every arm of the rung (the control
   arms included) built side by side in one process at the rung's training shapes, run in short blocks of whole
@@ -26,11 +26,90 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import IO, Any
 
-from scaling.rungs import TimingSpec, median_step_times
+from scaling.rungs import median_step_times
 
-__all__ = ["measure_interleaved", "measure_step_time_runs", "measure_step_times", "round_log_ratios", "timing_lines"]
+from ..specs import SEARCH_PARAMS, SweepSpec
+from ._plan import TransferPlan
+from ._sections import TimingSpec
+from ._state import now
+
+__all__ = ["measure_interleaved", "measure_step_time_runs", "measure_step_times", "round_log_ratios", "step_timing",
+           "timing_lines"]
+
+
+def _where_timed(workers: Mapping[str, int]) -> str:
+    """Where the interleaved timing runs each rung's step (rung -> ranks), for its progress line."""
+    ranks = set(workers.values())
+    if len(ranks) == 1:
+        n = ranks.pop()
+        return "in one process per rung" if n == 1 else f"on {n} gloo ranks per rung"
+    return ", ".join(f"on {n} gloo ranks at {r}" if n > 1 else f"in one process at {r}" for r, n in workers.items())
+
+
+def step_timing(timing: TimingSpec, plan: TransferPlan, sweep: SweepSpec, out: IO[str] | None) -> dict[str, Any]:
+    """Per-step cost of every arm (the control arms included) at every rung, measured before the transfer's runs
+    start (so no other trial of the transfer shares the cores): the systems half of the time saving. `sweep` is the
+    typed spec the transfer runs, read here as it is."""
+    if timing.steps == 0:
+        return {"measured": False, "reason": "timing.steps is 0"}
+    if sweep.backend.name != "builtin":
+        return {"measured": False, "reason": "the command backend's trainer cannot be timed in isolation here"}
+    timed_controls = {c["arm"] for c in (plan.controls or {}).values()}  # a diagnostic costs as Muon does
+    control_rows = [r for r in plan.control_runs if r.arm in timed_controls]
+    rows = [(r.rung, r.arm, opt) for r in [*plan.runs, *control_rows]
+            for opt in [_row_optimizer(sweep, r.rung, r.arm)] if opt is not None]
+    # One thread per timed process, as before the spec was typed (the stored execution section never held a
+    # `threads` key, so the timing always ran on one).
+    threads = 1
+    # each rung's N-rank step, as its runs train: its own workers, else the execution section's
+    workers = {r.rung: sweep.workers_at(r.rung) for r in plan.runs}
+    if timing.method == "interleaved":
+        by_rung: dict[str, dict[str, Mapping[str, Any]]] = {}
+        for rung, arm, opt in rows:
+            by_rung.setdefault(rung, {})[arm] = opt
+        if out is not None:
+            print(f"timing {', '.join(next(iter(by_rung.values()), {}))} interleaved {_where_timed(workers)} "
+                  f"({timing.rounds} rounds, {timing.clock} clock"
+                  + (f", local batch {timing.local_batch}" if timing.local_batch else "") + ")",
+                  file=out, flush=True)
+
+        def show(rung: str, digest: dict[str, Any]) -> None:
+            if out is not None:
+                print("\n".join(timing_lines({"rungs": {rung: digest}})), file=out, flush=True)
+
+        trial = dict(sweep.trial)
+        if sweep.execution.gpus_per_trial > 0:
+            trial.setdefault("device", "auto")  # as the sweeper runs a trial given a GPU
+        doc = measure_interleaved(trial, by_rung, timing, threads=threads, progress=show, workers=workers)
+        return {**doc, "measured_at": now()}
+    if out is not None:
+        rounds = f" in {timing.repeats} rounds" if timing.repeats > 1 else ""
+        print(f"timing {timing.steps} steps per arm and rung, one at a time "
+              f"({len(rows) * timing.repeats} short runs{rounds})", file=out, flush=True)
+    runs = measure_step_time_runs(dict(sweep.trial), rows, timing, threads=threads)
+    times = median_step_times(runs)
+    if out is not None:
+        for rung, per in times.items():
+            print(f"  {rung:<10} " + ", ".join(
+                f"{a} {1e3 * t:.1f} ms/step" + (f" (median of {len(runs[rung][a])})" if len(runs[rung][a]) > 1 else "")
+                for a, t in per.items()), file=out, flush=True)
+    return {"measured": True, "method": "isolated", "steps": timing.steps, "warmup": timing.warmup,
+            "threads": threads, "repeats": timing.repeats, "seconds_per_step": times,
+            "seconds_per_step_runs": runs, "measured_at": now()}
+
+
+def _row_optimizer(sweep: SweepSpec, rung: str, arm: str) -> dict[str, Any] | None:
+    """The optimizer a (rung, arm) of the plan runs with, as its sweep spec holds it (a control arm by its label:
+    the negative control's optimizer is Muon's)."""
+    for b in sweep.baselines:
+        if b.label == f"{arm}.{rung}" or (b.arm == arm and b.label is None and (b.rung or sweep.rung) == rung):
+            return {**b.optimizer, "name": b.arm}
+    if rung == sweep.rung:
+        point = {k: v[0] for k, v in sweep.search.space.items() if isinstance(v, list)}  # a one-value grid
+        return {**sweep.search.optimizer, **{SEARCH_PARAMS[k][0]: v for k, v in point.items()}}  # it names its arm
+    return None
 
 
 def measure_interleaved(

@@ -17,7 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from scaling.verify import TransferVerdict, verification_design, verify_transfer
 from trials.record import LINEAGE
 
-__all__ = ["VerifySpec", "is_verification_run", "plan_verification", "verification_line", "verification_verdict"]
+from ._plan import _clean
+from ._record import ResultRecord
+
+__all__ = ["VerifySpec", "is_verification_run", "plan_verification", "verification_doc_of", "verification_line",
+           "verification_verdict"]
 
 _PREFIX = "verify-"
 _FIELD = {"K": "refresh_every", "gamma": "gamma", "lr": "lr"}
@@ -116,6 +120,19 @@ def verification_verdict(plan: Mapping[str, Any], runs: Sequence[Any], searched_
     objectives = {lab: [by_label[lab][s] for s in common] for lab in doc["points"]}
     return verify_transfer(objectives, "center", points=doc["points"], tolerance=float(doc["tolerance"]))
 
+
+
+def verification_doc_of(result: ResultRecord) -> dict[str, Any] | None:
+    """The verdict as data, {"verdict": "pending", ...} while its runs are missing, None without a stage."""
+    plan = result.plan.verification
+    if not plan:
+        return None
+    verdict = verification_verdict({"verification": plan}, [*result.runs, *result.verification_runs],
+                                   result.searched_arm, result.plan.seeds)
+    if verdict is None:
+        return _clean({"verdict": "pending", "rung": plan["rung"], "points": plan["points"],
+                       "reason": "the bracket's runs have not all succeeded on a common seed yet"})
+    return _clean({"rung": plan["rung"], "points": plan["points"], **verdict.to_dict()})
 
 def verification_line(doc: Mapping[str, Any], *, emphasise: bool = False) -> str:
     """One line for a verification document (`verification_verdict`'s): the rung, the verdict (upper-case with

@@ -3,13 +3,12 @@ caps, counted from the transfer's plan before anything runs."""
 
 from __future__ import annotations
 
-from scaling.rungs import rung_horizon
-
 from ..demand import trial_work
 from ..specs import SweepSpec
-from ._job import _deep_merge, _default_rungs, _scaled_eval_steps
 from ._pilot import PILOT_TRACK_FROM
 from ._plan import _rung_shape
+from ._planning import _deep_merge, _default_rungs, _scaled_eval_steps
+from ._sections import rung_horizon
 from ._spec import TransferSpec
 
 __all__ = ["transfer_work"]

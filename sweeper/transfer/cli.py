@@ -104,7 +104,7 @@ def _extend(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     from ..cli import print_status
-    from ._job import transfer_status
+    from ._state import transfer_status
 
     status = transfer_status(args.workdir)
 
@@ -125,7 +125,7 @@ def _cancel(args: argparse.Namespace) -> int:
 
 def _load(args: argparse.Namespace) -> Any:
     """The transfer in `args.workdir`: read from its records where the folder holds them, else from MLflow."""
-    from ._job import load_transfer_result
+    from ._reading import load_transfer_result
     from ._records import is_records_folder, read_transfer_records
 
     if is_records_folder(args.workdir):
@@ -215,7 +215,7 @@ def _fit_json(fit: Any) -> Any:
 def _export(args: argparse.Namespace) -> int:
     from scaling import ScalingInputError
 
-    from ._job import export_from_sweep
+    from ._reading import export_from_sweep
 
     if args.format not in _FORMATS:
         raise ScalingInputError(f"--format: unknown format {args.format!r}; allowed: {list(_FORMATS)}")

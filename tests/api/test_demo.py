@@ -45,9 +45,9 @@ def test_the_demo_prints_each_stages_time() -> None:
 
 
 def test_evidence_profile_decides_with_uncertainty_and_declares_its_target() -> None:
-    from scaling.rungs import rung_horizon
     from sweeper import TransferSpec
     from sweeper.transfer._plan import _rung_shape
+    from sweeper.transfer._sections import rung_horizon
 
     p = PROFILES["evidence"]
     sweep = SweepSpec.model_validate(demo_sweep_spec(p, "demo-e"))

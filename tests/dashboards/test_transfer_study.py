@@ -17,7 +17,7 @@ from dashboards import ReportData, _study, build_report
 from dashboards._transfer_page import analysis_sections, transfer_page_data
 from scaling.claims import choice_warning
 
-from ..sweeper.test_transfer_controls import SEEDS, _result
+from ..sweeper.transfer.test_transfer_controls import SEEDS, _result
 
 
 def _page(analysis: dict[str, Any], targets: dict[str, Any] | None = None) -> str:

@@ -106,7 +106,7 @@ def _kill_rank_one_after_first_checkpoint(workdir: Path, killed: list[int]) -> N
 
 # One 2-worker sweep for what were two: a plain one (15 s in the full run at d56d647) checked the run's workers and
 # both ranks' communication, which this one checks too, after its restart. The plain path of 2-rank trials is also
-# trained in tests/scaling/test_transfer_run.py (a transfer's 2-rank runs, each rank's traffic logged).
+# trained in tests/sweeper/transfer/test_transfer_run.py (a transfer's 2-rank runs, each rank's traffic logged).
 @pytest.mark.integration
 def test_a_two_worker_sweep_with_a_killed_rank_restarts_it_resumes_and_logs_one_run_with_comm_metrics(
         ray_local: None, store_uri: str, tmp_path: Path) -> None:

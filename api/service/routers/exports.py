@@ -10,7 +10,7 @@ from fastapi import APIRouter, HTTPException, Query, Response
 
 from scaling import ScalingError
 from sweeper.jobfiles import STATUS_FILE, transfer_version
-from sweeper.transfer import export_from_sweep
+from sweeper.transfer import TransferError, export_from_sweep
 
 from .._cache import file_version
 from .._db import SweepRecord
@@ -45,7 +45,7 @@ def _render(export: Any, fmt: Format, name: str) -> Response:
 def _export(make: Any) -> Any:
     try:
         return make()
-    except ScalingError as exc:
+    except (ScalingError, TransferError) as exc:
         raise HTTPException(409, str(exc)) from None
     except ValueError as exc:  # an unknown rung (trials.models.check_rung)
         raise HTTPException(422, f"rung: {exc}") from None

@@ -11,10 +11,10 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from api.schemas import RunsPublic, TransferCreate, TransferExtend, TransferLinks, TransferPublic, TransfersPublic
-from scaling import ScalingError, TransferError
+from scaling import ScalingError
 from sweeper import SweepSpec, trial_memory
 from sweeper.jobfiles import is_transfer_folder, transfer_version
-from sweeper.transfer import TransferSpec, load_transfer_result, transfer_status, transfer_work
+from sweeper.transfer import TransferError, TransferSpec, load_transfer_result, transfer_status, transfer_work
 
 from .._db import SweepRecord, TransferRecord
 from .._settings import Settings
@@ -42,7 +42,7 @@ def _live(record: TransferRecord) -> dict[str, Any]:
         return {}
     try:
         return transfer_status(folder)
-    except (ScalingError, OSError, ValueError, KeyError):
+    except (ScalingError, TransferError, OSError, ValueError, KeyError):
         return {}
 
 
@@ -64,7 +64,7 @@ def transfer_result(results: ResultsDep, record: TransferRecord, *, started: boo
     try:
         return results.get(f"transfer:{folder}", transfer_version(folder), lambda: load_transfer_result(folder),
                            fresh=fresh)
-    except ScalingError as exc:
+    except (ScalingError, TransferError) as exc:
         raise HTTPException(409, f"transfer {record.id}: {exc}") from None
 
 

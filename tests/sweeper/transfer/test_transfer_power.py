@@ -14,7 +14,7 @@ import pytest
 
 from dashboards import ReportData, build_report
 from scaling import TransferRun
-from sweeper import TransferResult
+from sweeper.transfer import TransferResult
 
 from .test_transfer_controls import HORIZON, RUNGS, SEEDS, _runs, _timing
 

@@ -10,10 +10,12 @@ from typing import Any
 
 import pytest
 
-from scaling import TransferError, TransferRun
-from scaling.rungs import PlateauSpec
+from scaling import TransferRun
+from sweeper.specs import SweepSpec
+from sweeper.transfer import TransferError
 from sweeper.transfer._pilot import PILOT_TAG, run_pilot
 from sweeper.transfer._plan import TransferPlan
+from sweeper.transfer._sections import PlateauSpec
 
 PILOT = {"arm": "muon", "rung": "cpu-xs", "horizon": 40, "seeds": [100, 101], "points": 8, "track_from": 0.1,
          "eval_steps": [27, 33, 40], "lr": 0.02, "horizon_factor": 1.5, "slack": 0.3, "curve": "fd_track",
@@ -28,8 +30,9 @@ class _State:
         self.plan = TransferPlan.model_validate({"rungs": ["cpu-xs"], "horizon": 27, "seeds": [6, 7],
                                                  "arms": ["periodic", "muon"], "searched_arm": "periodic",
                                                  "chosen": {"K": 3, "gamma": 0.15}, "pilot": pilot})
-        self.sweep_spec: dict[str, Any] = {"tags": {}}
-        self.pilot_sweep_spec: dict[str, Any] | None = {"name": "t.pilot"}
+        self.sweep_spec = SweepSpec.model_validate({"name": "t", "rung": "cpu-xs", "horizon": 27, "seeds": [6, 7]})
+        self.pilot_sweep_spec: SweepSpec | None = SweepSpec.model_validate(
+            {"name": "t.pilot", "rung": "cpu-xs", "horizon": 40, "seeds": [100, 101]})
         self.writes = 0
 
     def write(self, path: Path) -> None:
@@ -47,7 +50,7 @@ def _run(seed: int, state: str, fds: list[float]) -> TransferRun:
 def _pilot(state: _State, ended: str, runs: list[TransferRun], tmp_path: Path) -> tuple[str, list[Path]]:
     swept: list[Path] = []
 
-    def run_sweep(spec: dict[str, Any], folder: Path) -> str:
+    def run_sweep(spec: SweepSpec, folder: Path) -> str:
         swept.append(folder)
         return ended
 
@@ -62,7 +65,7 @@ def test_a_pilot_that_did_not_finish_records_no_target_and_says_how_it_ended(end
     how, swept = _pilot(state, ended, [], tmp_path)
     assert how == ended and swept == [tmp_path / "pilot"]
     assert state.plan.pilot is not None and state.plan.pilot["result"] is None  # no target: nothing judged on one
-    assert state.writes == 0 and PILOT_TAG not in state.sweep_spec["tags"]
+    assert state.writes == 0 and PILOT_TAG not in state.sweep_spec.tags
 
 
 def test_a_pilot_with_a_seed_that_failed_is_refused_naming_it(tmp_path: Path) -> None:
@@ -84,7 +87,7 @@ def test_a_finished_pilot_records_its_target_once_and_a_resume_reuses_it(tmp_pat
     plateau = (sum(a[-4:]) / 4 + sum(b[-4:]) / 4) / 2
     assert how == "SUCCEEDED" and state.writes == 1
     assert result["quality"] == pytest.approx(plateau) and result["value"] == pytest.approx(1.3 * plateau)
-    assert result["run_ids"] == ["r100", "r101"] and PILOT_TAG in state.sweep_spec["tags"]
+    assert result["run_ids"] == ["r100", "r101"] and PILOT_TAG in state.sweep_spec.tags
     # resumed: the stored target stands; the pilot's sweep is not run again, whatever the runs now say
     how, swept = _pilot(state, "FAILED", [], tmp_path)
     assert how == "SUCCEEDED" and swept == [] and state.plan.pilot["result"]["value"] == result["value"]

@@ -7,7 +7,7 @@ from sweeper.transfer import size_basis
 from sweeper.transfer._plan import _rung_shape
 from trials import run_trial
 
-from ..conftest import tiny_trial
+from ...conftest import tiny_trial
 
 LEARNED = {"text_encoder": "learned"}
 

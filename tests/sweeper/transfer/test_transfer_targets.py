@@ -13,8 +13,8 @@ import pytest
 from pydantic import ValidationError
 
 from scaling import TransferRun
-from scaling.rungs import HorizonSpec, rung_horizon
-from sweeper import TransferResult, TransferSpec
+from sweeper.transfer import TransferResult, TransferSpec
+from sweeper.transfer._sections import HorizonSpec, rung_horizon
 
 SIZES = {"cpu-xs": 300_000, "cpu-s": 1_000_000, "cpu-m": 2_300_000, "cpu-l": 4_500_000}
 ARMS = ("periodic", "muon", "adamw")
@@ -269,7 +269,7 @@ def test_the_per_step_time_ratio_is_paired_over_timing_rounds_with_its_interval(
 
 
 def test_timing_repeats_are_bounded() -> None:
-    from scaling.rungs import TimingSpec
+    from sweeper.transfer import TimingSpec
 
     assert TimingSpec().repeats == 1 and TimingSpec(repeats=3).repeats == 3
     for bad in (0, 21):
@@ -370,13 +370,14 @@ def test_timing_rounds_that_do_not_pair_give_the_medians_labelled_as_such() -> N
 def test_the_plan_line_gives_the_range_of_horizons_when_rungs_differ() -> None:
     import io
 
-    from sweeper.transfer._job import TransferState, _print_plan
+    from sweeper.transfer._job import _print_plan
+    from sweeper.transfer._state import TransferHead
 
     plan = _result([], ["cpu-xs", "cpu-s"]).plan.to_dict()
 
     def printed(horizons: dict[str, int]) -> str:
-        state = TransferState(transfer_id="t-1", name="t", source={"chosen": {"K": 3}, "sweep_id": "s-1"},
-                              plan={**plan, "horizons": horizons}, sweep_spec={})
+        state = TransferHead(transfer_id="t-1", name="t", source={"chosen": {"K": 3}, "sweep_id": "s-1"},
+                             plan={**plan, "horizons": horizons}, sweep_spec={})
         out = io.StringIO()
         _print_plan(state, out)
         return out.getvalue().splitlines()[0]

@@ -11,12 +11,13 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from scaling import ExtrapolationRefused, ScalingInputError, TransferError, TransferRun
-from sweeper import SweepSpec, TransferResult, TransferSpec, load_transfer_spec
-from sweeper.transfer._job import _default_rungs, _plan, _scaled_eval_steps, _Source
+from scaling import ExtrapolationRefused, ScalingInputError, TransferRun
+from sweeper import SweepSpec
+from sweeper.transfer import TransferError, TransferResult, TransferSpec, load_transfer_spec
 from sweeper.transfer._plan import _rung_shape
+from sweeper.transfer._planning import _default_rungs, _plan, _scaled_eval_steps, _Source
 
-from ..sweeper.conftest import TINY_TRIAL
+from ..conftest import TINY_TRIAL
 
 SIZES = {"cpu-xs": 300_000, "cpu-s": 1_000_000, "cpu-m": 2_300_000, "cpu-l": 4_500_000}
 ARMS = ("periodic", "muon", "adamw")
@@ -170,7 +171,7 @@ def test_spec_is_strict_and_names_fields() -> None:
 
 
 def test_the_example_spec_validates() -> None:
-    spec = load_transfer_spec(Path(__file__).resolve().parents[2] / "examples" / "transfer-tiny.yaml")
+    spec = load_transfer_spec(Path(__file__).resolve().parents[3] / "examples" / "transfer-tiny.yaml")
     assert spec.rungs == ["cpu-xs", "cpu-s", "cpu-m"] and spec.lr_rules["adamw"] == "width"
 
 
@@ -185,7 +186,8 @@ def _source(**spec_fields: Any) -> _Source:
 def test_plan_defaults_rules_eval_shape_and_order() -> None:
     assert _default_rungs("cpu-s") == ["cpu-s", "cpu-m", "cpu-l"] and _default_rungs("paper-9b")[-1] == "paper-15b"
     assert _scaled_eval_steps([20, 25, 30], 30, 60) == [40, 50, 60]
-    plan, sweep = _plan(TransferSpec(name="t", sweep="/w"), _source(), "t-1")
+    plan, typed = _plan(TransferSpec(name="t", sweep="/w"), _source(), "t-1")
+    sweep = typed.model_dump(mode="json")  # as stored
     assert plan["rungs"] == ["cpu-xs", "cpu-s", "cpu-m", "cpu-l"] and plan["horizon"] == 60
     assert plan["eval_steps"] == [40, 50, 60] and plan["seeds"] == [0, 1]
     lr = {(r["rung"], r["arm"]): r["lr"] for r in plan["runs"]}
@@ -202,7 +204,8 @@ def test_plan_defaults_rules_eval_shape_and_order() -> None:
 
     custom = TransferSpec(name="t", sweep="/w", rungs=["cpu-m", "cpu-s"], steps=50, seeds=[7],
                           lr_rules={"adamw": "unchanged", "muon": "sqrt_width"}, trial={"eval": {"fd_samples": 64}})
-    plan, sweep = _plan(custom, _source(), "t-2")
+    plan, typed = _plan(custom, _source(), "t-2")
+    sweep = typed.model_dump(mode="json")  # as stored
     lr = {(r["rung"], r["arm"]): r["lr"] for r in plan["runs"]}
     assert plan["rungs"] == ["cpu-s", "cpu-m"] and plan["horizon"] == 50 and sweep["seeds"] == [7]
     assert lr[("cpu-m", "adamw")] == 0.004 and lr[("cpu-m", "muon")] == pytest.approx(0.02 * math.sqrt(64 / 128))

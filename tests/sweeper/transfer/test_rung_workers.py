@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from scaling import TransferError
-from sweeper import SweepSpec, TransferSpec
+from sweeper import SweepSpec
 from sweeper.specs.checks import check_capacity
+from sweeper.transfer import TransferError, TransferSpec
 
-from .conftest import TINY_TRIAL
+from ..conftest import TINY_TRIAL
 
 
 def _sweep_folder(root: Path, *, batch: int = 12, workers: int | None = None) -> str:
@@ -133,7 +133,7 @@ def _with(spec: TransferSpec, **fields: Any) -> TransferSpec:
 
 
 def _source(**fields: Any) -> Any:
-    from sweeper.transfer._job import _Source
+    from sweeper.transfer._planning import _Source
 
     spec = SweepSpec.model_validate({"name": "s", "rung": "cpu-xs", "horizon": 30, "seeds": [0],
                                      "baselines": ["adamw", "muon"], "trial": dict(TINY_TRIAL), **fields})
@@ -151,12 +151,11 @@ def _trials(sweep: SweepSpec) -> dict[str, dict[str, Any]]:
 
 def test_the_plan_gives_each_rungs_trials_their_workers_and_each_trial_reserves_as_many_bundles() -> None:
     from sweeper.search._workers import resources_by_config
-    from sweeper.transfer._job import _plan
+    from sweeper.transfer._planning import _plan
 
     spec = TransferSpec(name="t", sweep="/w", rungs={"cpu-xs": None, "cpu-s": {"workers": 2}})  # type: ignore[arg-type]
-    plan, compiled = _plan(spec, _source(), "t-1")
-    assert compiled["workers_by_rung"] == {"cpu-s": 2} and plan["workers_by_rung"] == {"cpu-s": 2}
-    sweep = SweepSpec.model_validate(compiled)
+    plan, sweep = _plan(spec, _source(), "t-1")
+    assert sweep.workers_by_rung == {"cpu-s": 2} and plan["workers_by_rung"] == {"cpu-s": 2}
     trials = _trials(sweep)
     assert set(trials) == {"periodic.search", "periodic.cpu-s", "muon.cpu-xs", "muon.cpu-s", "adamw.cpu-xs",
                            "adamw.cpu-s"}
@@ -172,18 +171,17 @@ def test_the_plan_gives_each_rungs_trials_their_workers_and_each_trial_reserves_
 
     # The sweep's own rung (the search point's) on 2 workers, the other on the execution section's 1.
     first, compiled = _plan(_with(spec, rungs={"cpu-xs": {"workers": 2}, "cpu-s": None}), _source(), "t-2")
-    trials = _trials(SweepSpec.model_validate(compiled))
+    trials = _trials(compiled)
     assert trials["periodic.search"]["workers"] == 2 and trials["muon.cpu-xs"]["workers"] == 2
     assert "workers" not in trials["muon.cpu-s"] and first["workers_by_rung"] == {"cpu-xs": 2}
     # A plain list compiles as before: no per-rung counts anywhere.
     _, compiled = _plan(_with(spec, rungs=["cpu-xs", "cpu-s"]), _source(), "t-3")
-    assert compiled["workers_by_rung"] == {} and not any("workers" in t for t in
-                                                         _trials(SweepSpec.model_validate(compiled)).values())
+    assert compiled.workers_by_rung == {} and not any("workers" in t for t in _trials(compiled).values())
 
 
 def test_a_pilot_at_a_rung_on_two_workers_runs_on_two_and_one_elsewhere_on_one() -> None:
-    from sweeper.transfer._job import _plan
     from sweeper.transfer._pilot import pilot_sweep_spec
+    from sweeper.transfer._planning import _plan
 
     def pilot_sweep(rung: str) -> SweepSpec:
         spec = TransferSpec.model_validate({"name": "t", "sweep": "/w",
@@ -200,7 +198,7 @@ def test_a_pilot_at_a_rung_on_two_workers_runs_on_two_and_one_elsewhere_on_one()
 
 def test_the_plan_refuses_the_isolated_timing_where_the_sweeps_count_is_read_only_then() -> None:
     """The spec could not read the sweep's folder (here: none), so the plan checks its count against the timing."""
-    from sweeper.transfer._job import _plan
+    from sweeper.transfer._planning import _plan
 
     spec = TransferSpec(name="t", sweep="/w", rungs=["cpu-xs", "cpu-s"], timing={"method": "isolated"})  # type: ignore[arg-type]
     with pytest.raises(TransferError, match=r"^timing.method 'isolated' times one process; rungs \['cpu-s', "

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from scaling import TransferError
 from scaling.records import TransferRun
-from sweeper import SweepSpec, TransferSpec
-from sweeper.transfer import TransferResult
-from sweeper.transfer._job import _plan, _Source
+from sweeper import SweepSpec
+from sweeper.transfer import TransferError, TransferResult, TransferSpec
+from sweeper.transfer._planning import _plan, _Source
 from sweeper.transfer._verification import is_verification_run
 
-from ..sweeper.conftest import TINY_TRIAL
+from ..conftest import TINY_TRIAL
 
 
 def _source() -> _Source:
@@ -24,7 +23,8 @@ def _source() -> _Source:
 
 def test_the_plan_brackets_the_transferred_point_at_the_largest_rung() -> None:
     spec = TransferSpec(name="t", sweep="/w", rungs=["cpu-xs", "cpu-l"], verify={})
-    plan, sweep = _plan(spec, _source(), "t-1")
+    plan, typed = _plan(spec, _source(), "t-1")
+    sweep = typed.model_dump(mode="json")  # as stored
     v = plan["verification"]
     assert v["rung"] == "cpu-l" and v["center"] == {"K": 3, "gamma": 0.15, "lr": 0.02} and v["tolerance"] == 0.02
     bracket = [b for b in sweep["baselines"] if b["label"].startswith("verify-")]

@@ -18,19 +18,19 @@ import yaml
 from mlflow import MlflowClient
 
 from scalesweep_cli import main
-from scaling import TransferError
 from scaling.export import Export
-from sweeper import (
+from sweeper import run_sweep
+from sweeper.transfer import (
+    TransferError,
     TransferResult,
     cancel_transfer,
     export_from_sweep,
     load_transfer_result,
-    run_sweep,
     run_transfer,
     transfer_status,
 )
 
-from ..sweeper.conftest import TINY_TRIAL
+from ..conftest import TINY_TRIAL
 
 RUNGS = ["cpu-xs", "cpu-s", "cpu-m"]
 WIDTH = {"cpu-xs": 64, "cpu-s": 96, "cpu-m": 128}
@@ -344,7 +344,7 @@ def test_a_transfer_with_one_rung_on_two_workers_times_each_rung_at_its_count(ca
     One transfer for what were three, each a Tune run of its own (seconds in the full run at d56d647): one on 2
     workers at every rung (38 s), one with the count set per rung (68 s) and one with per-parameter horizons (34 s;
     its checks of `timing.steps: 0` are in the rounds test below, which times nothing)."""
-    from sweeper.transfer._job import _where_timed
+    from sweeper.transfer._timing import _where_timed
 
     spec = {"name": "tiny-rung-workers", "sweep": str(case["sweep_dir"]), "seeds": [0],
             "rungs": {"cpu-xs": {"workers": 1}, "cpu-s": None},
@@ -456,7 +456,7 @@ def test_seeds_added_in_rounds_until_shown_or_the_budget_is_spent(case: dict[str
 def test_a_finished_transfer_extended_with_seeds_runs_only_them_and_counts_one_more_look(
         case: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # Two arms on one seed, then one seed more: two Tune runs of one pair each (about 20 s in all).
-    from sweeper import extend_transfer
+    from sweeper.transfer import extend_transfer
 
     spec = {"name": "tiny-extend", "sweep": str(case["sweep_dir"]), "rungs": ["cpu-xs"], "seeds": [1],
             "arms": ["periodic", "muon"], "target": {"rule": "final_mean", "arm": "muon"},
@@ -515,8 +515,7 @@ def test_a_finished_transfer_extended_with_seeds_runs_only_them_and_counts_one_m
 
 
 def _try_extension(spec: dict[str, Any], folder: Path) -> list[int] | str:
-    from sweeper import TransferSpec
-    from sweeper.transfer import apply_transfer_extension
+    from sweeper.transfer import TransferSpec, apply_transfer_extension
 
     try:
         return apply_transfer_extension(TransferSpec.model_validate(spec), folder)

@@ -16,8 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from scaling import TransferRun
-from scaling.rungs import TimingSpec
-from sweeper import TransferResult, TransferSpec
+from sweeper.transfer import TimingSpec, TransferResult, TransferSpec
 
 RUNGS = ("cpu-xs", "cpu-s")
 SEEDS = (0, 1, 2, 3, 4)
@@ -165,7 +164,7 @@ def test_the_timing_stage_on_two_workers_times_the_two_rank_step_and_says_so() -
     every rank's cost and the bytes per rank per step, and its lines say the ratio is a 2-rank one."""
     from sweeper.transfer._timing import measure_interleaved, timing_lines
 
-    from ..conftest import tiny_trial
+    from ...conftest import tiny_trial
 
     trial = tiny_trial(data={"image_size": 8}, batch_size=8)
     arms = {"muon": {"name": "muon", "ns_dtype": "float32"},
@@ -307,13 +306,13 @@ def test_a_null_is_interpretable_only_with_a_detected_positive_control() -> None
 
 
 def test_the_plan_runs_each_control_beside_muon_at_every_rung_with_muons_carried_lr() -> None:
-    from scaling import TransferError
     from sweeper import SweepSpec
     from sweeper.search._planner import Planner
-    from sweeper.transfer._job import _plan, _Source
+    from sweeper.transfer import TransferError
+    from sweeper.transfer._planning import _plan, _Source
     from sweeper.transfer._spec import CONTROL_ORDER_OFFSET
 
-    from .conftest import TINY_TRIAL
+    from ..conftest import TINY_TRIAL
 
     def source(**fields: Any) -> _Source:
         spec = SweepSpec.model_validate({"name": "s", "rung": "cpu-xs", "horizon": 30, "seeds": [0, 1],
@@ -323,7 +322,8 @@ def test_the_plan_runs_each_control_beside_muon_at_every_rung_with_muons_carried
 
     spec = TransferSpec(name="t", sweep="/w", rungs=["cpu-xs", "cpu-s"], controls=["negative", "positive"],
                         lr_rules={"muon": "sqrt_width"})
-    plan, sweep = _plan(spec, source(), "t-1")
+    plan, typed = _plan(spec, source(), "t-1")
+    sweep = typed.model_dump(mode="json")  # as stored
     assert plan.controls == {"negative": {"arm": "muon_twin", "against": "muon", "data_order": "other"},
                              "positive": {"arm": "muon_extra_ns", "against": "muon", "data_order": "other"}}
     assert plan.arms == ["periodic", "muon", "adamw"]  # the controls are never compared with the searched arm
@@ -346,7 +346,7 @@ def test_the_plan_runs_each_control_beside_muon_at_every_rung_with_muons_carried
     assert twin_cfg["order_seed"] == 1_000_004 and twin_cfg["seed"] == 1
     same = spec.model_copy(update={"control_data_order": "same"})
     _, same_sweep = _plan(same, source(), "t-6")
-    assert not any(b.get("order_seed_offset") for b in same_sweep["baselines"])
+    assert not any(b.order_seed_offset for b in same_sweep.baselines)
     before = json.loads(spec.model_dump_json())
     before.pop("control_data_order")
     assert TransferSpec.model_validate({**before, "control_data_order": "same"}).fingerprint() != spec.fingerprint()
@@ -423,10 +423,11 @@ def test_tuning_budgets_per_arm_are_printed_and_compared() -> None:
 
 
 def test_lr_brackets_run_each_multiple_and_judge_each_rungs_arm_at_its_best() -> None:
-    from sweeper import SweepSpec, transfer_work
-    from sweeper.transfer._job import _plan, _Source
+    from sweeper import SweepSpec
+    from sweeper.transfer import transfer_work
+    from sweeper.transfer._planning import _plan, _Source
 
-    from .conftest import TINY_TRIAL
+    from ..conftest import TINY_TRIAL
 
     sweep = SweepSpec.model_validate({"name": "s", "rung": "cpu-xs", "horizon": 30, "seeds": [0, 1],
                                       "baselines": ["adamw", "muon"], "trial": dict(TINY_TRIAL)})
@@ -434,8 +435,8 @@ def test_lr_brackets_run_each_multiple_and_judge_each_rungs_arm_at_its_best() ->
                      experiment="e", spec=sweep, best={"K": 3, "gamma": 0.15}, objectives={}, searched_arm="periodic")
     spec = TransferSpec(name="t", sweep="/w", rungs=["cpu-xs", "cpu-s"],
                         lr_brackets={"periodic": [1, 1.5, 2.3], "muon": [1, 1.5, 2.3]})
-    plan, sweep_spec = _plan(spec, source, "t-1")
-    by_label = {b["label"]: b for b in sweep_spec["baselines"]}
+    plan, sweep = _plan(spec, source, "t-1")
+    by_label = {b["label"]: b for b in sweep.model_dump(mode="json")["baselines"]}
     for rung in ("cpu-xs", "cpu-s"):
         for arm in ("periodic", "muon"):
             carried = next(r.lr for r in plan.runs if r.rung == rung and r.arm == arm)
@@ -480,12 +481,10 @@ def test_lr_brackets_run_each_multiple_and_judge_each_rungs_arm_at_its_best() ->
 
 
 def test_a_per_step_ratio_says_which_step_it_timed_for_every_shape_of_the_timing_document() -> None:
-    from types import SimpleNamespace
-
-    from sweeper.transfer._targets import TargetAnswers
+    from sweeper.transfer._targets import timing_how
 
     def how(timing: dict, rung: str = "cpu-xs") -> tuple[str, str] | None:
-        return TargetAnswers._timing_how(SimpleNamespace(step_timing=timing), rung)  # type: ignore[arg-type]
+        return timing_how(timing, rung)
 
     # one worker, as written now: the document's workers is rung -> count and the digest carries none
     one = how({"method": "interleaved", "clock": "thread", "workers": {"cpu-xs": 1}, "rungs": {"cpu-xs": {}}})

@@ -11,7 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from scaling.targets import pilot_target, plateau
-from sweeper import TransferSpec
+from sweeper.transfer import TransferSpec
 
 from .test_transfer_targets import ARMS, _result, _run
 

@@ -1,4 +1,4 @@
-"""The transfer spec's `timing:` section (`scaling.rungs.TimingSpec`) and what the timing stage runs
+"""The transfer spec's `timing:` section (`sweeper.transfer.TimingSpec`) and what the timing stage runs
 (`trials.steptime.StepTimingConfig`) take each interleaved option's bounds and meaning from one declaration."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from scaling.rungs import TimingSpec
+from sweeper.transfer import TimingSpec
 from trials.steptime import StepTimingConfig
 
 # Field -> (bounds, the transfer's default, the timing stage's default).

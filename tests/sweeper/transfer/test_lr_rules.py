@@ -8,10 +8,11 @@ from pydantic import ValidationError
 from scaling import ScalingInputError
 from scaling.export import WD_RULES, Export, build_export, carry_optimizer, default_lr_rule
 from scaling.export._lr_rules import transfer_weight_decay
-from sweeper import SweepSpec, TransferSpec
-from sweeper.transfer._job import _plan, _Source
+from sweeper import SweepSpec
+from sweeper.transfer import TransferSpec
+from sweeper.transfer._planning import _plan, _Source
 
-from ..sweeper.conftest import TINY_TRIAL
+from ..conftest import TINY_TRIAL
 
 
 def test_the_muon_family_transfers_like_adamw_under_match_rms_adamw() -> None:
@@ -66,7 +67,7 @@ def test_the_transfer_plan_follows_adjust_lr_fn_and_records_the_weight_decay_rul
     assert rows[("cpu-l", "periodic")]["lr_rule"] == "width"
     assert rows[("cpu-l", "periodic")]["lr"] == pytest.approx(4e-3 * 64 / 160)
     assert rows[("cpu-l", "adamw")]["weight_decay"] == pytest.approx(0.25) and plan["weight_decay_rule"] == "keep_lr_wd"
-    cpu_l = next(b for b in spec["baselines"] if b["label"] == "adamw.cpu-l")
+    cpu_l = next(b for b in spec.model_dump(mode="json")["baselines"] if b["label"] == "adamw.cpu-l")
     assert cpu_l["optimizer"]["weight_decay"] == pytest.approx(0.25)
     assert cpu_l["tags"]["scalesweep.wd_rule"] == "keep_lr_wd"
     keep = TransferSpec(name="t", sweep="/w", arms=["periodic", "adamw"], rungs=["cpu-xs", "cpu-l"],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sweeper.transfer._job import _without_credentials
+from sweeper.transfer._planning import _without_credentials
 
 
 def test_a_tracking_uri_loses_its_password_and_keeps_the_rest() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from mlflow import MlflowClient
 
-from sweeper.transfer._job import read_runs
+from sweeper.transfer._reading import read_runs
 from trials.record import LINEAGE, METRIC, TAG, TRIAL_TAG
 
 
