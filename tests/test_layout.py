@@ -306,8 +306,8 @@ def test_the_layout_helpers_see_private_modules_and_cycles() -> None:
 
 # The modules that read the environment, one per process kind: the service, the remote client and the local
 # deployment, the driver, the trial. Everyone else asks them.
-SETTINGS_MODULES = {"api.service._settings", "api.client._settings", "api.deploy_local._settings", "sweeper.settings",
-                    "trials._settings"}
+SETTINGS_MODULES = {"api.service.settings", "api.client._settings", "api.deploy_local._settings", "sweeper.settings",
+                    "trials.core.trial_settings"}
 
 
 def _string_constants() -> dict[str, str]:
@@ -567,7 +567,7 @@ def test_one_settings_mechanism() -> None:
     pydantic-settings or defines its own reader."""
     from api.client._settings import ClientSettings
     from api.deploy_local._settings import DeploySettings
-    from api.service._settings import Settings
+    from api.service.settings import Settings
     from sweeper.settings import DriverSettings
     from trials import TrialSettings
     from trials.core import EnvSettings

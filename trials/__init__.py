@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     from ._commandline import CommandLine
     from ._config import CPU_AUX_LR, DataConfig, EvalConfig, TrialConfig, TrialResult, default_eval_steps
     from ._run import metric_floor, run_trial
-    from ._settings import TrialSettings
     from ._tracking import DEFAULT_EXPERIMENT, DEFAULT_TRACKING_URI, RunLogger, TrackingConfig, ensure_store, flatten
     from .core.errors import TrialError
+    from .core.trial_settings import TrialSettings
 
 __all__, __getattr__, __dir__ = lazy_face(__name__, globals(), fallbacks=(".core", ".core.proctree"))

@@ -32,7 +32,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ._settings import TrialSettings
+from .core.trial_settings import TrialSettings
 
 __all__ = [
     "CANCELLED",
@@ -108,7 +108,8 @@ class LINEAGE:
     SOURCE_SWEEP_NAME, SOURCE_PARENT_RUN_ID) and the carried pair (TRANSFER_CHOSEN), target and horizons; each
     child the rule that carried its learning rate (LR_RULE from LR_BASE at BASE_RUNG of width BASE_WIDTH, and
     WD_RULE); a verification bracket's runs VERIFY_POINT. A confirmation sweep carries CONFIRMS (the sweep it
-    confirms) and CONFIRM_POINT per arm; the confirmed sweep's parent gets CONFIRMATION (JSON)."""
+    confirms) and CONFIRM_POINT per arm; the confirmed sweep's parent gets CONFIRMATION (JSON). A transfer's
+    children carry TRANSFER_ARM, a pilot's runs PILOT_OF, and the parent and the judged runs PILOT."""
 
     TRANSFER_ID = "scalesweep.transfer_id"
     TRANSFER_NAME = "scalesweep.transfer_name"
@@ -128,6 +129,9 @@ class LINEAGE:
     CONFIRMS = "scalesweep.confirms"
     CONFIRM_POINT = "scalesweep.confirm_point"
     CONFIRMATION = "scalesweep.confirmation"
+    TRANSFER_ARM = "scalesweep.transfer.arm"  # on each transfer child: the arm it runs
+    PILOT_OF = "scalesweep.transfer.pilot_of"  # on each pilot run: the transfer's id
+    PILOT = "scalesweep.transfer.pilot"  # on the transfer's parent run and judged runs: the pilot's target (JSON)
 
 
 class TRIAL_TAG:
@@ -136,6 +140,7 @@ class TRIAL_TAG:
     BACKEND = "scalesweep.backend"
     RAY_NODE = "scalesweep.ray_node"
     WORKER_HOST = "scalesweep.worker_host"
+    RANK_RESTARTS = "scalesweep.rank_restarts"  # how many restarts a group of ranks took to finish the trial
     FD_EXTRACTOR = "fd.extractor"
     FD_METRIC_NAME = "fd.metric_name"
     FD_SAMPLES = "fd.samples"

@@ -24,7 +24,7 @@ import yaml
 
 import scalesweep_cli
 from api.service import Settings
-from api.service._db import SweepRecord
+from api.service.db import SweepRecord
 from sweeper import non_dominated
 
 from .conftest import AUTH, TOKEN, LiveServer, wait_job

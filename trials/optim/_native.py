@@ -47,7 +47,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from .._settings import TrialSettings
+from ..core.trial_settings import TrialSettings
 
 __all__ = [
     "kernel_cache_dir",

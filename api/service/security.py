@@ -16,7 +16,7 @@ from sweeper import TRAINERS_ENV, RegisteredTrainer, SweepError, resolve_trainer
 from sweeper.demand import TrialMemory
 from trials.core import SERVICE_SECRET_ENV
 
-from ._settings import Settings
+from .settings import Settings
 
 __all__ = ["TrustedHosts", "check_memory", "check_rest_paths", "check_rest_spec", "check_rungs", "check_work",
            "expand_trainer",
