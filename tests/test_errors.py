@@ -12,7 +12,8 @@ from pydantic import BaseModel, Field, ValidationError
 import scalesweep_cli
 from dashboards import DashboardError, DashboardInputError
 from scaling import ScalingError, ScalingInputError, TransferError
-from sweeper import SweepError, SweepFailedError
+from sweeper import SweepError
+from sweeper.errors import SweepFailedError
 from trials import InputError, JobError, JobFailedError, ScalesweepError, TrialError
 from trials.core.errors import validation_error_message, validation_messages
 from trials.data import DataError

@@ -36,7 +36,7 @@ import yaml
 from sqlalchemy import CursorResult, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from sweeper import SOURCE_SWEEP_ID_ENV, SweepSpec
+from sweeper import SweepSpec
 from sweeper.jobfiles import (
     OUTCOME_FILE,
     STATUS_FILE,
@@ -45,6 +45,7 @@ from sweeper.jobfiles import (
     is_transfer_folder,
     request_cancel,
 )
+from sweeper.settings import SOURCE_SWEEP_ID_ENV
 from trials.core import ScalesweepError, without_credentials
 from trials.core.proctree import JOB_TAG_ENV, end_tagged, process_alive, tag_values
 
@@ -242,7 +243,7 @@ class JobRunner:
         self.sessions = sessions
         self.command = command or self.driver_command
         self.ray_jobs = ray_jobs
-        from sweeper import load_trainers
+        from sweeper.search import load_trainers
 
         self.trainers = load_trainers(settings.trainers) if settings.trainers else {}
         if self.ray_jobs is None and settings.drivers == "ray-job":
@@ -564,7 +565,7 @@ class JobRunner:
         the additions, or None when the sweep is not SUCCEEDED, FAILED or CANCELLED (any more). `SweepError` when
         the spec changes more than an extension may (nothing changed then). Under the queue's lock, so no driver
         starts in between."""
-        from sweeper import apply_extension
+        from sweeper.jobs import apply_extension
 
         with self._lock:
             session.refresh(record)

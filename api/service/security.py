@@ -12,8 +12,10 @@ from typing import Any
 
 from fastapi.exceptions import RequestValidationError
 
-from sweeper import TRAINERS_ENV, RegisteredTrainer, SweepError, resolve_trainer
+from sweeper import SweepError
 from sweeper.demand import TrialMemory
+from sweeper.search import RegisteredTrainer, resolve_trainer
+from sweeper.settings import TRAINERS_ENV
 from trials.core import SERVICE_SECRET_ENV
 
 from .settings import Settings

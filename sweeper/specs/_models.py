@@ -663,9 +663,9 @@ class SelectionSpec(BaseModel):
 
 
 def _default_tracking_uri() -> str:
-    from trials import DEFAULT_TRACKING_URI
+    from trials import TrackingConfig  # the trials' own default store, read where it is set
 
-    return DEFAULT_TRACKING_URI
+    return str(TrackingConfig.model_fields["tracking_uri"].default)
 
 
 def _default_experiment() -> str:

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from trials import TRIAL_TAG_ENV, end_tagged, process_alive, tagged_pids
+from trials.core.proctree import TRIAL_TAG_ENV, end_tagged, process_alive, tagged_pids
 
 TRAINER = Path(__file__).resolve().parents[1] / "api" / "stubborn_trainer.py"
 

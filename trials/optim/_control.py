@@ -26,8 +26,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ._functional import newton_schulz5
 from ._periodic import PeriodicRowMuon, closure_loss
+from .functional import newton_schulz5
 
 __all__ = ["MuonExtraNS", "PeriodicMuonExtraNS", "RedundantNewtonSchulz"]
 

@@ -33,10 +33,10 @@ from torch.optim import Optimizer
 
 from ._arms import ArmName, ControlArmName
 from ._control import MuonExtraNS, PeriodicMuonExtraNS
-from ._functional import fast_ns_dtype
 from ._periodic import PeriodicRowMuon, RowNormMuon
 from ._routing import ParameterRouting, route_parameters
 from ._sharded import ShardedPeriodicRowMuon
+from .functional import fast_ns_dtype
 
 __all__ = [
     "DEFAULT_LR",

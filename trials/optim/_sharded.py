@@ -94,7 +94,6 @@ import torch.distributed as dist
 from torch import Tensor
 
 from ._comm import CommStats, is_dtensor, local_tensor
-from ._functional import _newton_schulz5, adjust_lr, column_sumsq_, normalized_update_, step_scales
 from ._native import (
     native_apply_update_,
     native_column_apply_,
@@ -104,6 +103,7 @@ from ._native import (
 )
 from ._periodic import PeriodicRowMuon, closure_loss
 from ._placement import NS_PLACEMENTS, newton_schulz5_batched, ns_owners, pipeline_slots
+from .functional import _newton_schulz5, adjust_lr, column_sumsq_, normalized_update_, step_scales
 
 __all__ = ["DEFAULT_BUCKET_BYTES", "NS_PLACEMENTS", "ShardedPeriodicRowMuon"]
 

@@ -10,9 +10,10 @@ from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Resp
 from fastapi.responses import HTMLResponse
 
 from api.schemas import Links, SweepPublic, SweepsPublic, TrialPublic, TrialsPublic
-from sweeper import SweepError, SweepSpec, load_sweep_result, redact_spec, sweep_memory, sweep_status, sweep_work
+from sweeper import SweepError, SweepSpec, load_sweep_result, sweep_memory, sweep_status, sweep_work
 from sweeper.analysis import compare_sweeps, write_optuna_study
 from sweeper.jobfiles import STATUS_FILE, is_sweep_folder
+from sweeper.specs import redact_spec
 
 from ..cache import file_version
 from ..db import SweepRecord
