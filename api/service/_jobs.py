@@ -36,7 +36,7 @@ import yaml
 from sqlalchemy import CursorResult, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from sweeper import SweepSpec
+from sweeper import SweepSpec, cancel_sweep, cancel_transfer, sweep_status, transfer_status
 from sweeper.jobfiles import (
     OUTCOME_FILE,
     STATUS_FILE,
@@ -120,30 +120,11 @@ def _status_reader(is_folder: Callable[[Path], bool],
     return lambda folder: read(folder) if is_folder(folder) else None
 
 
-# The sweeper's readers and cancels, imported on first use so the service starts without the drivers' imports.
-
-
-def _sweep_status(folder: Path) -> dict[str, Any]:
-    from sweeper import sweep_status
-
-    return sweep_status(folder)
-
-
-def _transfer_status(folder: Path) -> dict[str, Any]:
-    from sweeper.transfer import transfer_status
-
-    return transfer_status(folder)
-
-
 def _cancel_sweep(folder: Path, grace_s: float) -> None:
-    from sweeper.jobs import cancel_sweep
-
     cancel_sweep(folder, grace_s=grace_s)
 
 
 def _cancel_transfer(folder: Path, grace_s: float) -> None:
-    from sweeper.transfer import cancel_transfer
-
     cancel_transfer(folder, grace_s=grace_s)
 
 
@@ -160,10 +141,10 @@ class JobKind:
 
 
 KINDS: dict[str, JobKind] = {
-    "sweep": JobKind("sweep", SweepRecord, "sweeps", ("sweep", "run"), _status_reader(is_sweep_folder, _sweep_status),
+    "sweep": JobKind("sweep", SweepRecord, "sweeps", ("sweep", "run"), _status_reader(is_sweep_folder, sweep_status),
                      _cancel_sweep),
     "transfer": JobKind("transfer", TransferRecord, "transfers", ("transfer", "run"),
-                        _status_reader(is_transfer_folder, _transfer_status), _cancel_transfer),
+                        _status_reader(is_transfer_folder, transfer_status), _cancel_transfer),
 }
 
 

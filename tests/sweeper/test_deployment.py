@@ -23,7 +23,7 @@ import pytest
 from mlflow import MlflowClient
 
 from sweeper import load_sweep_result
-from trials.core.proctree import free_port
+from trials.core.proctree import free_port, members
 
 from .conftest import REPO, make_spec, write_spec
 
@@ -32,16 +32,11 @@ BIN = Path(sys.executable).parent
 
 def _kill_sessions(sids: list[int]) -> None:
     """SIGKILL every process of the given sessions (the daemons `ray start` and `mlflow server` left behind)."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+    for pid in (pid for sid in sids for pid in members(session=sid)):
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[3]) in sids:
-            try:
-                os.kill(int(stat.parent.name), signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 @pytest.fixture
