@@ -343,7 +343,7 @@ def _grows(megabytes: int) -> str:
 def test_a_page_is_drawn_in_a_worker_with_a_time_and_a_memory_limit() -> None:
     import time
 
-    from api.service._render import RenderFailed, render_bounded
+    from api.service.render import RenderFailed, render_bounded
 
     assert render_bounded(_grows, 8, timeout_s=60, memory_bytes=512 * 2**20) == str(8 * 2**20)
     with pytest.raises(RenderFailed, match="more than its 537 MB"):
@@ -462,7 +462,7 @@ def test_a_page_worker_ends_with_its_killed_parent(tmp_path: Path) -> None:
     root = Path(__file__).resolve().parents[2]
     pid_file = tmp_path / "page.pid"
     parent = subprocess.Popen(
-        [sys.executable, "-c", "from api.service._render import render_bounded; "
+        [sys.executable, "-c", "from api.service.render import render_bounded; "
          "from tests.api.test_bounds import _endless_page; "
          "render_bounded(_endless_page, timeout_s=600, memory_bytes=512 * 2**20)"],
         cwd=root, env={**os.environ, PAGE_PID_FILE: str(pid_file), "PYTHONPATH": str(root)})
