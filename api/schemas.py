@@ -154,7 +154,7 @@ class TransferCreate(BaseModel):
                      "rounds", "lr_brackets")
     @classmethod
     def _bounded_shape(cls, value: Any, info: Any) -> Any:
-        from sweeper import check_shape  # depth, keys and size of free-form data (docs/security.md)
+        from sweeper.specs.checks import check_shape  # depth, keys and size of free-form data (docs/security.md)
 
         if isinstance(value, dict):
             check_shape(value, info.field_name)

@@ -33,7 +33,6 @@ import os
 import platform
 import random
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -44,6 +43,8 @@ from typing import Any
 
 import httpx
 import yaml
+
+from trials.core.proctree import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_P99_MS = 50.0
@@ -60,12 +61,6 @@ STUDY_SWEEP: dict[str, Any] = {
     "execution": {"concurrency": 2, "num_cpus": 2}, "trial": _TINY_TRIAL, "tracking": {"experiment": "api-load"},
 }
 STUDY_TRANSFER: dict[str, Any] = {"rungs": ["cpu-xs", "cpu-s"], "arms": ["periodic", "adamw"], "seeds": [0]}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def cpu_description() -> str:
@@ -86,7 +81,7 @@ def cpu_description() -> str:
 
 
 def start_service(workdir: Path, token: str, port: int | None = None) -> tuple[subprocess.Popen[bytes], str]:
-    port = port or _free_port()
+    port = port or free_port("127.0.0.1")
     env = {**os.environ, "SCALESWEEP_API_TOKEN": token, "SCALESWEEP_WORKDIR": str(workdir),
            "SCALESWEEP_POLL_INTERVAL_S": "0.5"}
     proc = subprocess.Popen([sys.executable, "-m", "scalesweep_cli", "serve", "--port", str(port),

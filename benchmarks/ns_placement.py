@@ -46,8 +46,8 @@ from optimizer_step import block_shapes, cpu_features, too_few_gpus
 from sharded_comm import Stack, gloo_rank
 
 from trials.optim import ShardedPeriodicRowMuon, fast_ns_dtype, logical_bytes_sent
-from trials.optim._functional import NS_COEFFICIENTS, _newton_schulz5
 from trials.optim._placement import ns_flops, ns_owners
+from trials.optim.functional import NS_COEFFICIENTS, _newton_schulz5
 
 # (optimizer, placement) -> refresh_every
 ARMS: dict[tuple[str, str], int] = {

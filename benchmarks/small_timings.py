@@ -35,7 +35,7 @@ def cpu_model() -> str:
 
 
 def time_ns5(repeats: int) -> dict[str, float]:
-    from trials.optim import newton_schulz5
+    from trials.optim.functional import newton_schulz5
 
     torch.set_num_threads(1)
     g = torch.randn(1536, 512, generator=torch.Generator().manual_seed(0))

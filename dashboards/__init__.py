@@ -9,8 +9,8 @@ sweep's or transfer's figures and page for the sweeper, through the figure hook 
 imports nothing of the sweeper).
 
 Each figure on its own is a ``compute_*``/``plot_*`` pair (the heatmap, FD and loss curves, scaling, timing, update
-scale: docs/guide.md's table), importable from here too. Every name loads its module on first use: importing the
-package costs nothing until something is drawn (matplotlib is imported then).
+scale: docs/guide.md's table), in the public module ``dashboards.figures``. Every name loads its module on first
+use: importing the package costs nothing until something is drawn (matplotlib is imported then).
 """
 
 from __future__ import annotations
@@ -29,20 +29,14 @@ _FACE = {
     "._decisions": ("decision_notes",),
     "._jobs": ("JobFigures",),
 }
-# Each figure's compute-then-draw pair, as docs/guide.md shows them: one level below the face.
-_FIGURES = {
-    "._heatmap": ("compute_heatmap", "plot_heatmap"),
-    "._curves": ("compute_fd_curves", "plot_fd_curves", "compute_loss_curves", "plot_loss_curves"),
-    "._scaling": ("compute_scaling_plot", "plot_scaling"),
-    "._timing": ("compute_timing", "plot_timing"),
-    "._updates": ("compute_update_scale", "plot_update_scale"),
-}
-_HOMES = {name: module for table in (_FACE, _FIGURES) for module, names in table.items() for name in names}
+_HOMES = {name: module for module, names in _FACE.items() for name in names}
 
 __all__ = sorted(name for names in _FACE.values() for name in names)
 
 
 def __getattr__(name: str) -> Any:
+    if name == "figures":  # the compute-then-draw pairs, a public module of their own
+        return importlib.import_module(".figures", __name__)
     if name not in _HOMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(_HOMES[name], __name__), name)
@@ -51,4 +45,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_HOMES})
+    return sorted({*globals(), *_HOMES, "figures"})

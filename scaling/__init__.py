@@ -21,10 +21,11 @@ Rooms, one concept each (each face names what the others may use; Optuna's packa
                  which the sweep's selection uses too
     records      `TransferRun`, one trial of a transfer as the analysis reads it; errors: the error classes
 
-This face lists what other packages use from `scaling` itself (the errors and `TransferRun`). Every other name the
-rooms list is still `scaling.<name>` (e.g. `from scaling import time_to_best`, as docs/guide.md shows), loaded from
-its room on first use; code in this project imports it from its room (`from scaling.fits import fit_scaling`).
-Nothing heavy loads with `import scaling`.
+This face lists what other packages use from `scaling` itself (the errors and `TransferRun`) and the functions the
+docs show a user (`from scaling import time_to_best`, as docs/guide.md does). Every other name is imported from its
+room (`from scaling.survival import restricted_ratio`); a name no room lists on its face is not there. Code in this
+project imports from the room too (`from scaling.fits import fit_scaling`). Nothing heavy loads with `import
+scaling`.
 
 The transfer job that produces the runs, its spec (the target, horizon, timing and plateau sections included),
 its error (`TransferError`) and its result over the runs (`TransferResult`, `TransferPlan`) live in `sweeper.transfer`.
@@ -40,10 +41,14 @@ from trials.core import lazy_face
 
 if TYPE_CHECKING:
     from . import claims, controls, export, fits, records, rounds, rungs, stats, survival, targets, verify
+    from .claims import alpha_budget, judge_claims, power_at_alpha
+    from .controls import control_outcome, injection_coverage
     from .errors import ExtrapolationRefused, FitFailed, ScalingError, ScalingInputError
+    from .export import Export, build_export
+    from .fits import fit_scaling
     from .records import TransferRun
+    from .survival import crossings
+    from .targets import plateau, time_to_best, time_to_target
+    from .verify import verification_design, verify_transfer
 
-# The rooms whose `__all__` names stay reachable as `scaling.<name>` without being on this face.
-_ROOMS = (".targets", ".survival", ".controls", ".claims", ".rounds", ".rungs", ".fits", ".export", ".verify")
-
-__all__, __getattr__, __dir__ = lazy_face(__name__, globals(), fallbacks=_ROOMS)
+__all__, __getattr__, __dir__ = lazy_face(__name__, globals())

@@ -53,69 +53,51 @@ Rooms, one concept each (every subpackage's face names what the others may use):
     ledger.py    the sweep's record in MLflow (its layout); jobfiles.py the work folder's files
     errors.py, settings.py, cli.py: the error root, the driver's environment, `scalesweep sweep ...`
 
-This face lists what the other packages use from `sweeper` itself: the sweep's spec, run, status and result, the
-error, the figure hook, the registered trainers and the driver's variables. The service and the command line take a
-comparison, an importance, a front or an Optuna export from `sweeper.analysis` and the transfer's names from
-`sweeper.transfer`; every other public name of the rooms above is still `sweeper.<name>` (as the docs show it),
-loaded from its room on first use.
+This face is what a user and the other packages use from `sweeper` itself: the sweep's spec, run, status, cancel
+and result, the error, the figure hook, the demand estimates, the choice rule, the driver's settings, and the
+transfer's spec, run, status, cancel, extension, result and export (those load on first use: they import `scaling`'s
+analysis). Every other name is imported from the room that owns it (`sweeper.analysis.compare_sweeps`,
+`sweeper.search.load_trainers`, `sweeper.settings.TRAINERS_ENV`, ...); a name not on this face is not here.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from trials.core import homes_of, lazy_attributes
 
 from .analysis import load_sweep_result
-from .demand import sweep_memory, sweep_work, trial_memory
+from .demand import sweep_memory, sweep_work, trial_memory, trial_memory_bytes
 from .errors import SweepError
-from .jobs import FigureHook, apply_extension, run_sweep, set_figure_hook, sweep_status
-from .search import RegisteredTrainer, load_trainers, resolve_trainer
-from .settings import SOURCE_SWEEP_ID_ENV, TRAINERS_ENV
-from .specs import SweepSpec, load_spec, redact_spec
-from .specs.checks import check_shape
+from .jobs import FigureHook, cancel_sweep, run_sweep, set_figure_hook, sweep_status
+from .selection import PairedDifference, paired_difference, select_point
+from .settings import DriverSettings
+from .specs import SweepSpec, load_spec
+
+# The transfer's names, loaded from `sweeper.transfer` on first use, so that a sweep alone does not import the
+# transfer's modules (and `scaling`'s analysis).
+_TRANSFER = ("TransferResult", "TransferSpec", "cancel_transfer", "export_from_sweep", "extend_transfer",
+             "load_transfer_result", "load_transfer_spec", "run_transfer", "transfer_status", "transfer_work")
 
 __all__ = [
-    "SOURCE_SWEEP_ID_ENV",
-    "TRAINERS_ENV",
+    "DriverSettings",
     "FigureHook",
-    "RegisteredTrainer",
+    "PairedDifference",
     "SweepError",
     "SweepSpec",
-    "apply_extension",
-    "check_shape",
+    "cancel_sweep",
     "load_spec",
     "load_sweep_result",
-    "load_trainers",
-    "redact_spec",
-    "resolve_trainer",
+    "paired_difference",
     "run_sweep",
+    "select_point",
     "set_figure_hook",
     "sweep_memory",
     "sweep_status",
     "sweep_work",
     "trial_memory",
+    "trial_memory_bytes",
+    *_TRANSFER,
 ]
 
-# Where a name not imported above is found, in this order: each room's own face. The transfer comes last and
-# loads on first use, so that a sweep alone does not import the transfer's modules (and `scaling`'s analysis).
-_ROOMS = ("specs", "specs.checks", "demand", "selection", "search", "analysis", "jobs", "ledger", "settings", "errors",
-          "transfer")
-
-
-def __getattr__(name: str) -> Any:
-    """`sweeper.<name>` for every public name of the rooms, and the rooms themselves, loaded on first use."""
-    if name.startswith("__"):  # a tool asking for a module dunder: never a reason to load the rooms
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    if name in _ROOMS or name in ("cli", "jobfiles"):
-        return importlib.import_module(f".{name}", __name__)
-    for room in _ROOMS:
-        module = importlib.import_module(f".{room}", __name__)
-        if name in module.__all__:
-            value = getattr(module, name)
-            globals()[name] = value
-            return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+# The rooms that `import sweeper` does not load itself answer as modules (`sweeper.transfer`, `sweeper.cli`, ...).
+__getattr__, __dir__ = lazy_attributes(__name__, globals(), homes_of({".transfer": _TRANSFER}),
+                                       submodules=("transfer", "cli", "jobfiles", "ledger"))

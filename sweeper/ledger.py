@@ -129,8 +129,7 @@ class SweepLedger:
     # -- the parent run -------------------------------------------------------------------------------------------
 
     def create_parent(self, spec: SweepSpec, sweep_id: str, workdir: Path) -> str:
-        from trials import flatten
-        from trials.record import provenance_tags
+        from trials.record import flatten, provenance_tags
 
         tags = {
             **provenance_tags(),

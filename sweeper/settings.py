@@ -19,7 +19,7 @@ from typing import ClassVar
 
 from pydantic import field_validator
 
-from trials import EnvSettings
+from trials.core import EnvSettings
 
 __all__ = ["DEFAULT_GRACE_S", "GRACE_ENV", "SOURCE_SWEEP_ID_ENV", "TRAINERS_ENV", "TRANSFER_ID_ENV", "DriverSettings"]
 

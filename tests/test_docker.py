@@ -88,7 +88,7 @@ def _settings_env_names() -> set[str]:
 
 
 def test_every_scalesweep_variable_is_read_by_the_code() -> None:
-    from trials.metrics import CACHE_DIR_ENV, DINOV2_PATH_ENV
+    from trials.core.trial_settings import CACHE_DIR_ENV, DINOV2_PATH_ENV
 
     known = _settings_env_names() | {CACHE_DIR_ENV, DINOV2_PATH_ENV}  # the service's Settings + the trials' own
     unknown = {
@@ -141,7 +141,7 @@ def test_ray_processes_share_the_token_and_the_work_folder() -> None:
     workdir = _environment(services["api"])["SCALESWEEP_WORKDIR"]
     for name in ("api", *TRIAL_SERVICES):
         assert f"work:{workdir}" in services[name].get("volumes", []), name
-    from trials.metrics import CACHE_DIR_ENV
+    from trials.core.trial_settings import CACHE_DIR_ENV
 
     for name in TRIAL_SERVICES:
         cache = _environment(services[name])[CACHE_DIR_ENV]

@@ -12,7 +12,8 @@ from pydantic import BaseModel, Field, ValidationError
 import scalesweep_cli
 from dashboards import DashboardError, DashboardInputError
 from scaling import ScalingError, ScalingInputError
-from sweeper import SweepError, SweepFailedError
+from sweeper import SweepError
+from sweeper.errors import SweepFailedError
 from sweeper.transfer import TransferError
 from trials import InputError, JobError, JobFailedError, ScalesweepError, TrialError
 from trials.core.errors import validation_error_message, validation_messages
@@ -95,8 +96,8 @@ def test_the_cli_dispatch_words_each_kind_in_one_line(error: Exception, code: in
 
 def test_a_corrupt_transfer_file_does_not_escape_live_status(tmp_path: Path) -> None:
     from api.service import Settings
-    from api.service._db import TransferRecord, make_engine, make_sessionmaker
     from api.service._jobs import JobRunner
+    from api.service.db import TransferRecord, make_engine, make_sessionmaker
 
     folder = tmp_path / "transfer"
     folder.mkdir()

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_the_arms_are_the_optimizer_registry() -> None:
     arms_and_controls = trials.optim.ARMS + trials.optim.CONTROL_ARMS
     assert not set(trials.optim.ARMS) & set(trials.optim.CONTROL_ARMS)
-    assert set(arms_and_controls) == set(trials.optim.OPTIMIZERS) == set(trials.optim.DEFAULT_LR)
+    assert set(arms_and_controls) == set(trials.optim.list_optimizers()) == set(trials.optim.DEFAULT_LR)
     assert set(trials.optim.MUON_FAMILY) == set(trials.optim.ARMS) - {"adamw"}
     assert set(trials.optim.ARMS_WITH_GAMMA) <= set(trials.optim.MUON_FAMILY)
     assert get_args(trials.optim.OptimizerConfig.model_fields["name"].annotation) == arms_and_controls

@@ -7,8 +7,9 @@ and `trials.flow` (rectified-flow objective and sampler). `trials.record` owns t
 metric names, run states, the reader, and the context manager both trial backends open their runs with.
 
 `trials.core` is the small core every package shares (the error root, the settings mechanism, redaction and the
-service's secret variables, the process tree, lazy faces); its names stay importable from `trials` too, where
-other packages imported them before the core had a room of its own, without being on this face.
+service's secret variables, the process tree, lazy faces, the registry of named factories, the trial's settings).
+This face names the error root and its kinds, and `without_credentials`, because the other packages raise and
+redact through `trials`; every other core name is imported from `trials.core` (or `trials.core.proctree`).
 
 The names below load on first use, so `import trials.record` (the sweeper, the dashboards) or `import
 trials.optim` does not pull in torch's training stack, MLflow or the feature extractors.
@@ -26,10 +27,12 @@ if TYPE_CHECKING:
     from . import core, data, flow, metrics, models, optim, record, text
     from ._command import PLACEHOLDERS, CommandConfig, run_command_trial
     from ._commandline import CommandLine
-    from ._config import CPU_AUX_LR, DataConfig, EvalConfig, TrialConfig, TrialResult, default_eval_steps
+    from ._config import CPU_AUX_LR, TrialConfig, TrialResult, default_eval_steps
     from ._run import metric_floor, run_trial
-    from ._settings import TrialSettings
-    from ._tracking import DEFAULT_EXPERIMENT, DEFAULT_TRACKING_URI, RunLogger, TrackingConfig, ensure_store, flatten
-    from .core.errors import TrialError
+    from ._tracking import DEFAULT_EXPERIMENT, TrackingConfig, ensure_store
+    from .core.errors import InputError, JobError, JobFailedError, ScalesweepError, TrialError
+    from .core.redact import without_credentials
+    from .core.trial_settings import TrialSettings
 
-__all__, __getattr__, __dir__ = lazy_face(__name__, globals(), fallbacks=(".core", ".core.proctree"))
+__all__, __getattr__, __dir__ = lazy_face(__name__, globals())
+del lazy_face  # the tool that wrote the face, not a name on it

@@ -8,7 +8,7 @@ progress from a JSON-lines file it appends to. The protocol, from the trainer's 
 - environment: `SCALESWEEP_PROGRESS_FILE` (where to write), `SCALESWEEP_TRIAL_CONFIG` (a JSON file holding the
   whole trial config), `SCALESWEEP_EVAL_STEPS`, and, when the trial is tracked, `MLFLOW_TRACKING_URI` and
   `MLFLOW_RUN_ID` (the run this trial owns: the trainer may log more into it). Of scalesweep's own variables the
-  trainer inherits only the job's tag and the trial settings (`trials._settings`): never a service's paths or
+  trainer inherits only the job's tag and the trial settings (`trials.core.trial_settings`): never a service's paths or
   secrets (SCALESWEEP_WORKDIR, its database and store URLs, its token).
 - working directory: the command's `cwd` when one is given, else a scratch folder of the trial's own (removed with
   the trial), never the directory of the process that runs the trial (a sweep's job folder, its driver lock).
@@ -57,12 +57,20 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ._commandline import PLACEHOLDERS, CommandLine
 from ._config import TrialConfig, TrialResult
-from ._distributed import free_port
 from ._run import summarise_quality
-from ._settings import CACHE_DIR_ENV, DINOV2_PATH_ENV, GIT_SHA_ENV
 from .core.errors import TrialError
-from .core.proctree import JOB_TAG_ENV, TRIAL_TAG_ENV, end_tagged, new_tag, start_reaper, tagged_pids
+from .core.proctree import (
+    JOB_TAG_ENV,
+    TRIAL_TAG_ENV,
+    end_tagged,
+    free_port,
+    new_tag,
+    start_reaper,
+    start_time,
+    tagged_pids,
+)
 from .core.redact import SERVICE_SECRET_ENV  # never handed to a trainer, even where a driver was started with them
+from .core.trial_settings import CACHE_DIR_ENV, DINOV2_PATH_ENV, GIT_SHA_ENV
 from .record import METRIC, TAG, TRIAL_TAG, RunRecorder, trial_run
 
 __all__ = ["PLACEHOLDERS", "CommandConfig", "CommandLine", "run_command_trial"]
@@ -94,8 +102,9 @@ class CommandConfig(BaseModel):
 log = logging.getLogger(__name__)
 
 # Of scalesweep's own variables a trainer inherits these alone: the job's tag (a cancel finds the trainer by it) and
-# the trial settings (`trials._settings`: a trainer may use scalesweep's extractors). The rest are the service's
-# and the drivers' (the work folder, database and store URLs, the trainer registry): a trainer has no use for them.
+# the trial settings (`trials.core.trial_settings`: a trainer may use scalesweep's extractors). The rest are the
+# service's and the drivers' (the work folder, database and store URLs, the trainer registry): a trainer has no use
+# for them.
 PASSED_ON_ENV = frozenset({JOB_TAG_ENV, DINOV2_PATH_ENV, CACHE_DIR_ENV, GIT_SHA_ENV})
 
 # Bounds on what a trainer can make the process running its trial hold or keep (docs/security.md).
@@ -520,17 +529,8 @@ class _Trainer:
 # --- the scratch folders of trials whose process was killed ---------------------------------------------------------
 
 
-def _start_time(pid: int) -> str | None:
-    """When `pid` started (clock ticks since boot, /proc/PID/stat field 22): with the pid, names one process even
-    after the pid is reused. None when it is gone."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[19]
-    except (OSError, IndexError):
-        return None
-
-
 def _write_owner(folder: Path, tag: str) -> None:
-    (folder / _OWNER_FILE).write_text(json.dumps({"pid": os.getpid(), "started": _start_time(os.getpid()),
+    (folder / _OWNER_FILE).write_text(json.dumps({"pid": os.getpid(), "started": start_time(os.getpid()),
                                                   "tag": tag}))
 
 
@@ -562,7 +562,7 @@ def remove_orphaned_folders() -> list[Path]:
         if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or (owner := _owner(folder)) is None:
             continue
         pid, started, tag = owner
-        if started is None or _start_time(pid) == started or tagged_pids(TRIAL_TAG_ENV, tag):
+        if started is None or start_time(pid) == started or tagged_pids(TRIAL_TAG_ENV, tag):
             continue  # no /proc to tell; its trial still runs; or its reaper is still ending the trainer
         shutil.rmtree(folder, ignore_errors=True)
         removed.append(folder)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -47,7 +46,6 @@ __all__ = [
     "CommMeter",
     "ShardedCheckpoint",
     "current_ranks",
-    "free_port",
     "shard_model",
 ]
 
@@ -67,13 +65,6 @@ def current_ranks(workers: int) -> tuple[int, int] | None:
     if dist.get_world_size() != workers:
         raise TrialError(f"workers={workers} but the process group has {dist.get_world_size()} ranks")
     return dist.get_rank(), dist.get_world_size()
-
-
-def free_port() -> int:
-    """A TCP port free on this host now (a rendezvous binds it a moment later)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("", 0))
-        return int(s.getsockname()[1])
 
 
 def shard_model(denoiser: nn.Module, text: nn.Module | None) -> None:

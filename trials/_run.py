@@ -50,7 +50,7 @@ from .metrics import (
     get_extractor,
 )
 from .models import build_model, count_parameters
-from .optim import build_optimizer, stretched_updates, update_stats
+from .optim import build_optimizer, update_stats
 from .record import METRIC, TRIAL_TAG, RunRecorder, trial_run
 from .text import LearnedTextEncoder, get_text_encoder
 
@@ -504,6 +504,13 @@ def _progress_bar(cfg: TrialConfig, start: int, show: bool) -> Iterator[Any]:
         bar.close()
 
 
+def _stretched_updates(step: int, stretch: int | None) -> int:
+    """Real updates among steps 1..`step` of a run whose optimizer has this `stretch` (`step` itself without one):
+    the steps control `muon_stretched` takes a null step every (stretch + 1)-th step, the one where this count does
+    not grow. The warm-up and the EMA read this count, so a stretched run walks Muon's schedules too."""
+    return step if stretch is None else step - step // (stretch + 1)
+
+
 def _train(trial: _Trial, result: TrialResult, run: RunRecorder, checkpoint: _Checkpoint, bar: Any,
            progress: ProgressFn | None) -> None:
     """The loop: a train step; the mean train loss every `log_every` steps; a tracking FD at the tracking steps; at
@@ -514,7 +521,7 @@ def _train(trial: _Trial, result: TrialResult, run: RunRecorder, checkpoint: _Ch
     loss_sum, loss_n = 0.0, 0
     stretch = cfg.optimizer.stretch
     for step in range(start + 1, cfg.steps + 1):
-        if stretched_updates(step, stretch) == stretched_updates(step - 1, stretch):
+        if _stretched_updates(step, stretch) == _stretched_updates(step - 1, stretch):
             trial.step = step  # the steps control's null step: no batch, no noise, no update, no time
         else:
             loss = _train_step(trial, step)
@@ -629,7 +636,7 @@ def _forward_backward_step(trial: _Trial, step: int, batch: Any, cached: tuple[T
     loss.backward()
     if cfg.grad_clip is not None:
         nn.utils.clip_grad_norm_(trial.params, cfg.grad_clip)
-    update = stretched_updates(step, cfg.optimizer.stretch)  # = step but for the steps control's relabelled run
+    update = _stretched_updates(step, cfg.optimizer.stretch)  # = step but for the steps control's relabelled run
     optimizer.set_lr_scale(min(1.0, update / cfg.warmup_steps) if cfg.warmup_steps else 1.0)
     optimizer.step()
     if cfg.eval.ema_decay is not None:

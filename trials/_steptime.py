@@ -28,7 +28,7 @@ import torch
 from torch import Tensor, nn
 
 from ._config import TrialConfig
-from ._distributed import CommMeter, free_port, local_tensors, shard_model
+from ._distributed import CommMeter, local_tensors, shard_model
 from ._run import _Conditioner, _dataset, _encode, _resolve_device, _slice, _TextToImage
 from ._timing import (
     CLOCKS,
@@ -41,7 +41,7 @@ from ._timing import (
     refresh_period,
 )
 from .core.errors import TrialError
-from .core.proctree import die_with_parent
+from .core.proctree import die_with_parent, free_port
 from .data import stream_generator
 from .flow import flow_loss
 from .models import build_model

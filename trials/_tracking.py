@@ -6,7 +6,6 @@ would mix them up. Everything here takes the run id it writes to.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Mapping
@@ -17,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 # `provenance_tags` lives with the tag names it writes; it is re-exported here for the callers that import it
 # from this module.
-from .record import PARENT_TAG, provenance_tags
+from .record import EXPERIMENT_KIND_TAG, PARENT_TAG, flatten, provenance_tags
 
 __all__ = [
     "DEFAULT_EXPERIMENT",
@@ -25,7 +24,6 @@ __all__ = [
     "RunLogger",
     "TrackingConfig",
     "ensure_store",
-    "flatten",
     "provenance_tags",
 ]
 
@@ -61,9 +59,7 @@ def _artifact_root(tracking_uri: str) -> str | None:
     return None
 
 
-# MLflow 3's UI opens an experiment without this tag in its GenAI view (traces, "evaluation runs"); a study's
-# experiment holds training runs, so it is tagged as model development.
-EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+# A study's experiment holds training runs, so it is tagged (`EXPERIMENT_KIND_TAG`) as model development.
 EXPERIMENT_KIND = "custom_model_development"
 
 
@@ -89,20 +85,6 @@ def ensure_store(tracking_uri: str, experiment: str = DEFAULT_EXPERIMENT) -> str
         if found is None:
             raise
         return str(found.experiment_id)
-
-
-def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
-    """`{"optimizer": {"lr": 0.02}}` -> `{"optimizer.lr": "0.02"}`; lists as JSON. MLflow params are strings."""
-    out: dict[str, str] = {}
-    for key, value in config.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            out.update(flatten(value, prefix=f"{name}."))
-        elif isinstance(value, list | tuple):
-            out[name] = json.dumps(list(value))
-        else:
-            out[name] = str(value)
-    return out
 
 
 class RunLogger:

@@ -4,16 +4,18 @@ what a record is; the sweeper's ledger, the transfer job, the dashboards and bot
 
 - **Names.** `TAG` (the sweeper's bookkeeping, which a spec's extra tags may not set), `LINEAGE` (tags a transfer or
   a confirmation passes down through a spec's extra tags), `TRIAL_TAG` (what a trial says about itself),
-  `PROVENANCE` (where a number came from), `METRIC` (metric names), `PARENT_TAG` (MLflow's own nesting tag).
+  `PROVENANCE` (where a number came from), `METRIC` (metric names), `PARENT_TAG` (MLflow's own nesting tag),
+  `EXPERIMENT_KIND_TAG` (an experiment's kind, for MLflow's UI).
 - **States.** A run's state is one of `STATES`, decided by `run_state` from MLflow's run status and the
   `scalesweep.status` tag: MLflow's status says whether the run ended and how (it is what MLflow's UI shows),
   the tag adds what MLflow cannot say (a KILLED run that was PRUNED, a FAILED run that DIVERGED).
 - **Reading.** `read_runs` pages through a search and returns `StoredRun`s, by default only the latest attempt
   of each trial (the sweeper retries a failed trial as a new run with the same trial key and a higher attempt).
   Each package builds its own view (the sweeper's `TrialRecord`, the dashboards' `RunRecord`) from these.
-- **Writing.** `provenance_tags` says where a number came from. `trial_run` opens a trial's run through the
-  tracking config it is given (`TrackingConfig.open_run`), yields a `RunRecorder`, tags the run FAILED (KILLED
-  when interrupted) with the error if the body raises, and `RunRecorder.finish` writes the summary and closes it.
+- **Writing.** `provenance_tags` says where a number came from, `flatten` turns a config into its param names.
+  `trial_run` opens a trial's run through the tracking config it is given (`TrackingConfig.open_run`), yields a
+  `RunRecorder`, tags the run FAILED (KILLED when interrupted) with the error if the body raises, and
+  `RunRecorder.finish` writes the summary and closes it.
 
 MLflow itself is imported only inside the calls that talk to it, and the MLflow writer (`trials._tracking`, which
 imports this module for its names) is reached only through the objects a caller passes in.
@@ -21,6 +23,7 @@ imports this module for its names) is reached only through the objects a caller 
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import platform
@@ -32,11 +35,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ._settings import TrialSettings
+from .core.trial_settings import TrialSettings
 
 __all__ = [
     "CANCELLED",
     "DIVERGED",
+    "EXPERIMENT_KIND_TAG",
     "FAILED",
     "KILLED",
     "LINEAGE",
@@ -53,6 +57,7 @@ __all__ = [
     "TRIAL_TAG",
     "RunRecorder",
     "StoredRun",
+    "flatten",
     "latest_attempts",
     "parse_float",
     "parse_int",
@@ -68,6 +73,9 @@ __all__ = [
 
 # MLflow's tag that nests a run under its parent (a sweep's or a transfer's run).
 PARENT_TAG = "mlflow.parentRunId"
+# MLflow 3's UI opens an experiment without this tag in its GenAI view (traces, "evaluation runs"); on a study's
+# experiment it says the runs are model development.
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 
 
 class TAG:
@@ -108,7 +116,8 @@ class LINEAGE:
     SOURCE_SWEEP_NAME, SOURCE_PARENT_RUN_ID) and the carried pair (TRANSFER_CHOSEN), target and horizons; each
     child the rule that carried its learning rate (LR_RULE from LR_BASE at BASE_RUNG of width BASE_WIDTH, and
     WD_RULE); a verification bracket's runs VERIFY_POINT. A confirmation sweep carries CONFIRMS (the sweep it
-    confirms) and CONFIRM_POINT per arm; the confirmed sweep's parent gets CONFIRMATION (JSON)."""
+    confirms) and CONFIRM_POINT per arm; the confirmed sweep's parent gets CONFIRMATION (JSON). A transfer's
+    children carry TRANSFER_ARM, a pilot's runs PILOT_OF, and the parent and the judged runs PILOT."""
 
     TRANSFER_ID = "scalesweep.transfer_id"
     TRANSFER_NAME = "scalesweep.transfer_name"
@@ -128,6 +137,9 @@ class LINEAGE:
     CONFIRMS = "scalesweep.confirms"
     CONFIRM_POINT = "scalesweep.confirm_point"
     CONFIRMATION = "scalesweep.confirmation"
+    TRANSFER_ARM = "scalesweep.transfer.arm"  # on each transfer child: the arm it runs
+    PILOT_OF = "scalesweep.transfer.pilot_of"  # on each pilot run: the transfer's id
+    PILOT = "scalesweep.transfer.pilot"  # on the transfer's parent run and judged runs: the pilot's target (JSON)
 
 
 class TRIAL_TAG:
@@ -136,6 +148,7 @@ class TRIAL_TAG:
     BACKEND = "scalesweep.backend"
     RAY_NODE = "scalesweep.ray_node"
     WORKER_HOST = "scalesweep.worker_host"
+    RANK_RESTARTS = "scalesweep.rank_restarts"  # how many restarts a group of ranks took to finish the trial
     FD_EXTRACTOR = "fd.extractor"
     FD_METRIC_NAME = "fd.metric_name"
     FD_SAMPLES = "fd.samples"
@@ -192,6 +205,21 @@ class METRIC:
     TRIAL_WALL_S = "trial_wall_s"
     # Written by every trial backend when it finishes (from its `TrialResult`, where set).
     SUMMARY = (OBJECTIVE, BEST_FD, ENDPOINT_FD, TIME_TO_BEST_S, TOTAL_EFFECTIVE_TIME_S)
+
+
+def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    """`{"optimizer": {"lr": 0.02}}` -> `{"optimizer.lr": "0.02"}`; lists as JSON. MLflow params are strings, and
+    these are a run's param names (the trial's and the sweep's alike)."""
+    out: dict[str, str] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(flatten(value, prefix=f"{name}."))
+        elif isinstance(value, list | tuple):
+            out[name] = json.dumps(list(value))
+        else:
+            out[name] = str(value)
+    return out
 
 
 # --- states ------------------------------------------------------------------------------------------------------

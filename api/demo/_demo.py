@@ -32,7 +32,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -40,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from trials.core.proctree import adopt_orphans, descendants, reap_children, tagged_pids
+from trials.core.proctree import adopt_orphans, descendants, free_port, reap_children, tagged_pids
 
 __all__ = ["PROFILES", "DemoError", "DemoProfile", "add_arguments", "demo_sweep_spec", "run"]
 
@@ -267,12 +266,6 @@ def _end_everything_started(run: str, grace_s: float = 10.0, kill_s: float = 10.
                 time.sleep(0.2)
     finally:
         reap_children()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -514,8 +507,8 @@ def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path, run_mar
     db = out / "mlflow.db"
     tracking_uri = f"sqlite:///{db}"
     token = secrets.token_urlsafe(24)
-    api_port = args.port or _free_port()
-    ui_port = args.mlflow_port or _free_port()
+    api_port = args.port or free_port("127.0.0.1")
+    ui_port = args.mlflow_port or free_port("127.0.0.1")
     api_url = f"http://127.0.0.1:{api_port}"
     ui_url = f"http://127.0.0.1:{ui_port}"
     processes: list[_Process] = []

@@ -17,7 +17,6 @@ if TYPE_CHECKING:
         DeployError,
         Deployment,
         Postgres,
-        free_port,
         main,
         pg_bin,
         postgres_server,

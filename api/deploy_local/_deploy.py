@@ -28,7 +28,6 @@ import pwd
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -40,10 +39,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trials.core import SERVICE_SECRET_ENV
+from trials.core.proctree import family, free_port, process_alive
 
 from ._settings import DeploySettings
 
-__all__ = ["Component", "DeployError", "Deployment", "Postgres", "free_port", "main", "pg_bin",
+__all__ = ["Component", "DeployError", "Deployment", "Postgres", "main", "pg_bin",
            "ray_dashboard_missing", "stop_pids"]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,13 +52,6 @@ HOST = "127.0.0.1"
 
 class DeployError(RuntimeError):
     """A component did not start or become healthy; the message names it and ends with the tail of its log."""
-
-
-def free_port() -> int:
-    """A loopback port nothing listens on now."""
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
 
 
 def pg_bin() -> Path:
@@ -88,42 +81,6 @@ def _tail(path: Path, lines: int = 30) -> str:
 # --- processes: groups and trees, by pid ------------------------------------------------------------------------
 
 
-def _proc_table() -> dict[int, tuple[int, int]]:
-    """pid -> (parent pid, process group) of every process, from /proc."""
-    table: dict[int, tuple[int, int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()  # after "pid (comm) ": state ppid pgrp ...
-        table[int(entry.name)] = (int(fields[1]), int(fields[2]))
-    return table
-
-
-def _family(root: int) -> set[int]:
-    """`root`, its process group, and every descendant of any of them (a Ray job's driver runs in its own
-    session under a Ray worker: the tree finds it where the group does not)."""
-    table = _proc_table()
-    found = {root} | {pid for pid, (_, group) in table.items() if group == root}
-    grew = True
-    while grew:
-        more = {pid for pid, (parent, _) in table.items() if parent in found} - found
-        found |= more
-        grew = bool(more)
-    return {pid for pid in found if pid in table}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return state[state.rfind(")") + 2:][:1] != "Z"
-
-
 def stop_pids(pids: set[int], grace_s: float = 20.0) -> set[int]:
     """SIGTERM each of `pids`, wait up to `grace_s` for them to end, SIGKILL what remains; returns the pids that
     still run after that (none, normally)."""
@@ -132,9 +89,9 @@ def stop_pids(pids: set[int], grace_s: float = 20.0) -> set[int]:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
         deadline = time.time() + (grace_s if sig == signal.SIGTERM else 5)
-        while time.time() < deadline and any(_alive(p) for p in pids):
+        while time.time() < deadline and any(process_alive(p) for p in pids):
             time.sleep(0.2)
-    return {p for p in pids if _alive(p)}
+    return {p for p in pids if process_alive(p)}
 
 
 def _http_ok(url: str, timeout: float = 3) -> bool:
@@ -174,7 +131,7 @@ class Component:
         raise DeployError(f"{self.name} not healthy after {timeout_s:.0f} s; {_tail(self.log)}")
 
     def pids(self) -> set[int]:
-        return _family(self.proc.pid) if self.proc is not None and self.proc.poll() is None else set()
+        return family(self.proc.pid) if self.proc is not None and self.proc.poll() is None else set()
 
     def stop(self, grace_s: float = 20.0) -> set[int]:
         if self.proc is None:
@@ -194,7 +151,7 @@ class Postgres:
     run as the `postgres` user, which owns the folder. `start()` / `stop()` / `restart()`; `url(db, user)`."""
 
     folder: Path
-    port: int = field(default_factory=free_port)
+    port: int = field(default_factory=lambda: free_port(HOST))
     bin: Path = field(default_factory=pg_bin)
 
     @property
@@ -261,7 +218,7 @@ class Postgres:
             pid = int((self.data / "postmaster.pid").read_text().split()[0])
         except (OSError, ValueError, IndexError):
             return None
-        return pid if _alive(pid) else None
+        return pid if process_alive(pid) else None
 
     def url(self, database: str = "postgres", user: str = "postgres") -> str:
         return f"postgresql+psycopg://{user}@{HOST}:{self.port}/{database}"
@@ -283,7 +240,7 @@ class Postgres:
         pid = self.pid
         if pid is None:
             return set()
-        return stop_pids(_family(pid), grace_s=30)
+        return stop_pids(family(pid), grace_s=30)
 
 
 @contextlib.contextmanager
@@ -323,7 +280,7 @@ class Deployment:
         self.ray_jobs = ray_dashboard_missing() is None  # else the compose file's default: local drivers
         self.postgres = Postgres(self.folder / "postgres")
         self.components: dict[str, Component] = {}
-        self.ports = {name: free_port() for name in ("mlflow", "ray_gcs", "ray_dashboard", "head_agent", "api")}
+        self.ports = {name: free_port(HOST) for name in ("mlflow", "ray_gcs", "ray_dashboard", "head_agent", "api")}
         self.workdir = self.folder / "work"
         self.database_url = self.postgres.url("scalesweep", "scalesweep")
         self.mlflow_database_url = self.postgres.url("mlflow", "mlflow")
@@ -383,7 +340,7 @@ class Deployment:
                     f"{self.ray_dashboard_url}/api/gcs_healthz"), self.ray_dashboard_url)
             return self._component(name, argv, env, started, self.ray_address)
         argv = [ray, "start", "--address", self.ray_address, "--num-cpus", str(self.worker_cpus),
-                "--dashboard-agent-listen-port", str(self.ports.setdefault(f"{name}_agent", free_port())), *common]
+                "--dashboard-agent-listen-port", str(self.ports.setdefault(f"{name}_agent", free_port(HOST))), *common]
         return self._component(name, argv, env, started)
 
     def start_worker(self, name: str) -> Component:
@@ -460,7 +417,7 @@ class Deployment:
     def pids(self) -> set[int]:
         out = set().union(*(c.pids() for c in self.components.values())) if self.components else set()
         pg = self.postgres.pid
-        return out | (_family(pg) if pg else set())
+        return out | (family(pg) if pg else set())
 
     def stop(self) -> set[int]:
         """Stop every component by pid, the newest first; returns pids that survived (none, normally)."""

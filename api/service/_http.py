@@ -18,7 +18,7 @@ from starlette.requests import Request
 
 from ._problems import problem
 from ._routes import WRITES, route_methods
-from ._settings import Settings
+from .settings import Settings
 
 __all__ = ["HTML_POLICY", "HtmlHeaders", "RedactQuery", "RequestGuard", "redact_access_log"]
 

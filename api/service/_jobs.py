@@ -36,7 +36,7 @@ import yaml
 from sqlalchemy import CursorResult, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from sweeper import SOURCE_SWEEP_ID_ENV, SweepSpec
+from sweeper import SweepSpec, cancel_sweep, cancel_transfer, sweep_status, transfer_status
 from sweeper.jobfiles import (
     OUTCOME_FILE,
     STATUS_FILE,
@@ -45,17 +45,18 @@ from sweeper.jobfiles import (
     is_transfer_folder,
     request_cancel,
 )
+from sweeper.settings import SOURCE_SWEEP_ID_ENV
 from trials.core import ScalesweepError, without_credentials
-from trials.core.proctree import JOB_TAG_ENV, end_tagged, tag_values
+from trials.core.proctree import JOB_TAG_ENV, end_tagged, process_alive, tag_values
 
-from ._db import SweepRecord, TransferRecord
-from ._security import child_env, expand_trainer, scrub_env
-from ._settings import Settings
+from .db import SweepRecord, TransferRecord
+from .security import child_env, expand_trainer, scrub_env
+from .settings import Settings
 
 if TYPE_CHECKING:
     from sweeper.transfer import TransferSpec
 
-__all__ = ["KINDS", "TERMINAL", "JobKind", "JobRunner", "RayJobs", "driver_error", "pid_alive"]
+__all__ = ["KINDS", "TERMINAL", "JobKind", "JobRunner", "RayJobs", "driver_error"]
 
 log = logging.getLogger("scalesweep.api.jobs")
 
@@ -70,23 +71,6 @@ TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
 Record = SweepRecord | TransferRecord
 
 
-def pid_alive(pid: int | None) -> bool:
-    """Whether a process with this pid exists and is not a zombie."""
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
-        return state != "Z"
-    except OSError:
-        return True
-
-
 def _kill_group(pid: int, grace_s: float = 10.0) -> None:
     """SIGTERM the driver's process group (Ray workers included), then SIGKILL what is left."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -95,9 +79,9 @@ def _kill_group(pid: int, grace_s: float = 10.0) -> None:
         except ProcessLookupError:
             return
         deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline and pid_alive(pid):
+        while time.monotonic() < deadline and process_alive(pid):
             time.sleep(0.1)
-        if not pid_alive(pid):
+        if not process_alive(pid):
             return
 
 
@@ -130,29 +114,18 @@ def driver_error(log_text: str, code: int | None) -> str:
 # --- what differs between sweeps and transfers ---------------------------------------------------------------
 
 
-def _status_reader(is_folder: Callable[[Path], bool], reader: str) -> Callable[[Path], dict[str, Any] | None]:
-    """A kind's status reader: None while its driver has not written the folder, else `sweeper.<reader>(folder)`
-    (the sweeper is imported on first use, so the service starts without the drivers' imports)."""
-
-    def read(folder: Path) -> dict[str, Any] | None:
-        if not is_folder(folder):
-            return None
-        import sweeper
-
-        return getattr(sweeper, reader)(folder)
-
-    return read
+def _status_reader(is_folder: Callable[[Path], bool],
+                   read: Callable[[Path], dict[str, Any]]) -> Callable[[Path], dict[str, Any] | None]:
+    """A kind's status reader: None while its driver has not written the folder, else `read(folder)`."""
+    return lambda folder: read(folder) if is_folder(folder) else None
 
 
-def _canceller(name: str) -> Callable[[Path, float], None]:
-    """A kind's local cancel: `sweeper.<name>(folder, grace_s=...)`, imported on first use."""
+def _cancel_sweep(folder: Path, grace_s: float) -> None:
+    cancel_sweep(folder, grace_s=grace_s)
 
-    def cancel(folder: Path, grace_s: float) -> None:
-        import sweeper
 
-        getattr(sweeper, name)(folder, grace_s=grace_s)
-
-    return cancel
+def _cancel_transfer(folder: Path, grace_s: float) -> None:
+    cancel_transfer(folder, grace_s=grace_s)
 
 
 @dataclass(frozen=True)
@@ -168,10 +141,10 @@ class JobKind:
 
 
 KINDS: dict[str, JobKind] = {
-    "sweep": JobKind("sweep", SweepRecord, "sweeps", ("sweep", "run"), _status_reader(is_sweep_folder, "sweep_status"),
-                     _canceller("cancel_sweep")),
+    "sweep": JobKind("sweep", SweepRecord, "sweeps", ("sweep", "run"), _status_reader(is_sweep_folder, sweep_status),
+                     _cancel_sweep),
     "transfer": JobKind("transfer", TransferRecord, "transfers", ("transfer", "run"),
-                        _status_reader(is_transfer_folder, "transfer_status"), _canceller("cancel_transfer")),
+                        _status_reader(is_transfer_folder, transfer_status), _cancel_transfer),
 }
 
 
@@ -251,7 +224,7 @@ class JobRunner:
         self.sessions = sessions
         self.command = command or self.driver_command
         self.ray_jobs = ray_jobs
-        from sweeper import load_trainers
+        from sweeper.search import load_trainers
 
         self.trainers = load_trainers(settings.trainers) if settings.trainers else {}
         if self.ray_jobs is None and settings.drivers == "ray-job":
@@ -302,7 +275,7 @@ class JobRunner:
             status = self.live_status(record)
             if "driver_alive" in status:
                 return bool(status["driver_alive"])
-        return pid_alive(record.pid)
+        return process_alive(record.pid) if record.pid else False
 
     def _driver_sweep_spec(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """A sweep's spec as its driver gets it: the service's tracking store, the registry's trainer command."""
@@ -552,7 +525,7 @@ class JobRunner:
                             kind.local_cancel(folder, self.cancel_grace_s)
                         except (OSError, ValueError, RuntimeError) as exc:
                             log.warning("%s %s: %s", kind.name, record.id, exc)
-                    if record.pid and pid_alive(record.pid):
+                    if record.pid and process_alive(record.pid):
                         _kill_group(record.pid)
                     proc = self._procs.pop(record.id, None)
                     if proc is not None:
@@ -573,7 +546,7 @@ class JobRunner:
         the additions, or None when the sweep is not SUCCEEDED, FAILED or CANCELLED (any more). `SweepError` when
         the spec changes more than an extension may (nothing changed then). Under the queue's lock, so no driver
         starts in between."""
-        from sweeper import apply_extension
+        from sweeper.jobs import apply_extension
 
         with self._lock:
             session.refresh(record)

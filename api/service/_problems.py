@@ -16,8 +16,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from trials.core import field_location, validation_messages, validation_text
 
-from ._gate import ANALYSIS_RETRY_AFTER_S, AnalysisBusy
 from ._routes import route_methods
+from .gate import ANALYSIS_RETRY_AFTER_S, AnalysisBusy
 
 __all__ = ["PROBLEM_JSON", "install_problem_handlers", "problem"]
 
@@ -94,7 +94,7 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(AnalysisBusy)
     async def _analysis_busy(request: Request, exc: AnalysisBusy) -> JSONResponse:
-        # Every analysis slot computes something: refused at once rather than queued on a route thread (_gate).
+        # Every analysis slot computes something: refused at once rather than queued on a route thread (`gate`).
         return problem(503, "every analysis slot is computing (importance, reports); retry shortly",
                        instance=request.url.path, headers={"Retry-After": str(ANALYSIS_RETRY_AFTER_S)})
 

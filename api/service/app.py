@@ -14,17 +14,17 @@ from fastapi import FastAPI
 
 from api.schemas import Problem
 
-from ._cache import ResultCache
-from ._db import make_engine, make_sessionmaker, migrate
 from ._docs import install_docs
-from ._gate import AnalysisGate
 from ._http import HtmlHeaders, RequestGuard, redact_access_log
 from ._jobs import JobRunner
 from ._leader import LeaderError, WorkdirLock
 from ._problems import PROBLEM_JSON, install_problem_handlers
-from ._security import install_log_redaction
-from ._settings import Settings, get_settings
+from .cache import ResultCache
+from .db import make_engine, make_sessionmaker, migrate
+from .gate import AnalysisGate
 from .routers import exports, fits, health, sweeps, transfers
+from .security import install_log_redaction
+from .settings import Settings, get_settings
 
 __all__ = ["create_app"]
 
@@ -137,7 +137,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(RequestGuard, settings=settings, fastapi_app=app)
     app.add_middleware(HtmlHeaders)  # outermost but for the Host check: every answer, refusals included
     if settings.host_list != ["*"]:  # a browser on the same machine must not reach us under a rebound DNS name
-        from ._security import TrustedHosts
+        from .security import TrustedHosts
 
         app.add_middleware(TrustedHosts, hosts=settings.host_list)
     app.include_router(health.router, prefix=API_PREFIX)

@@ -12,10 +12,10 @@ from fastapi import Depends, HTTPException, Request
 from fastapi.routing import APIRoute
 from sqlalchemy.orm import Session
 
-from ._cache import ResultCache
-from ._gate import AnalysisGate
 from ._jobs import JobRunner
-from ._settings import Settings
+from .cache import ResultCache
+from .gate import AnalysisGate
+from .settings import Settings
 
 __all__ = ["AnalysisDep", "JobsDep", "Owner", "ReadAccess", "ResultsDep", "SessionDep", "SessionRoute", "SettingsDep",
            "release"]

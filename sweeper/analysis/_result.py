@@ -124,11 +124,11 @@ class SweepResult:
         return out
 
     def importance(self, *, evaluator: str = "fanova", n_boot: int = 100, seed: int = 0) -> SweepImportance:
-        """Which searched parameter mattered (`sweeper._importance.sweep_importance` on the points)."""
+        """Which searched parameter mattered (`sweeper.analysis._importance.sweep_importance` on the points)."""
         return sweep_importance(self.points, evaluator=evaluator, n_boot=n_boot, seed=seed)
 
     def front(self) -> QualityCostFront:
-        """The points on the quality-cost plane, non-dominated ones marked (`sweeper._front`)."""
+        """The points on the quality-cost plane, non-dominated ones marked (`sweeper.analysis._front`)."""
         return quality_cost_front(self.points, self.baselines, self.selection)
 
     def table(self) -> str:

@@ -4,11 +4,13 @@ the processes the driver started, lets the driver close its MLflow runs, and end
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
 from collections.abc import Callable
-from pathlib import Path
+
+from trials.core.proctree import members
 
 from ..settings import DriverSettings
 
@@ -24,18 +26,15 @@ def kill_own_processes() -> None:
     its process group when it leads that. Otherwise nothing: the session or group may be a user's shell."""
     me = os.getpid()
     if os.getsid(0) == me:
-        field_index = 3  # session id, in /proc/<pid>/stat after the command name
+        own = members(session=me)
     elif os.getpgrp() == me:
-        field_index = 2  # process group id
+        own = members(group=me)
     else:
         return
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            pid, owner = int(stat.parent.name), int(stat.read_text().rsplit(")", 1)[1].split()[field_index])
-            if owner == me and pid != me:
+    for pid in own:
+        if pid != me:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
-        except (OSError, ValueError, IndexError):
-            continue
 
 
 class CancelDeadline:

@@ -28,7 +28,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from trials import CommandLine, validation_messages
+from trials import CommandLine
+from trials.core import validation_messages
 
 from ..errors import SweepError
 from ..settings import TRAINERS_ENV, DriverSettings

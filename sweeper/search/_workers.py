@@ -17,16 +17,17 @@ actors are owned by the trainable, so Ray ends them too if the trainable's proce
 from __future__ import annotations
 
 import contextlib
-import socket
 from collections.abc import Callable
 from typing import Any
+
+from trials.core.proctree import free_port
+from trials.record import TRIAL_TAG
 
 from ..specs import ExecutionSpec
 
 __all__ = [
     "MAX_RANK_RESTARTS",
     "RANK_RESTARTS",
-    "free_port",
     "init_ranks",
     "launch_placeholders",
     "rank_bundles",
@@ -39,7 +40,7 @@ __all__ = [
 # most one eval interval of training. Three covers a flaky node without looping forever on a broken one.
 MAX_RANK_RESTARTS = 3
 # Tag on a trial's run that finished after restarting its ranks: how many restarts it took.
-RANK_RESTARTS = "scalesweep.rank_restarts"
+RANK_RESTARTS = TRIAL_TAG.RANK_RESTARTS
 
 
 def rank_bundles(execution: ExecutionSpec, workers: int | None = None) -> list[dict[str, float]]:
@@ -104,13 +105,6 @@ def launch_placeholders(command: dict[str, Any], trial: dict[str, Any]) -> dict[
         argv.append(arg)
     env = {"OMP_NUM_THREADS": str(int(trial.get("threads", 1))), **dict(command.get("env") or {})}
     return {**command, "command": argv, "env": env}
-
-
-def free_port() -> int:
-    """A TCP port free on this node now (the rendezvous binds it a moment later)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("", 0))
-        return int(s.getsockname()[1])
 
 
 def _rank_actor() -> Any:

@@ -523,7 +523,7 @@ class CommandBackend(BaseModel):
     """Trials launch an external trainer (`trials.run_command_trial`); see trials' command protocol.
 
     Either a free-form `command` (the local CLI only) or the name of a `trainer` the operator registered
-    (`sweeper._trainers`: the only form the service accepts over REST)."""
+    (`sweeper.search._trainers`: the only form the service accepts over REST)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
@@ -567,7 +567,7 @@ class CommandBackend(BaseModel):
             if self.trainer is None:
                 raise ValueError("give backend.trainer (a trainer registered with SCALESWEEP_TRAINERS) or, from "
                                  "the local CLI, backend.command (a command template)")
-            return self  # resolved against the registry where it runs (`sweeper._trainers.resolve_trainer`)
+            return self  # resolved against the registry where it runs (`sweeper.search.resolve_trainer`)
         try:
             CommandConfig.model_validate(self.model_dump(exclude={"name", "trainer"}))
         except ValidationError as exc:
@@ -665,9 +665,9 @@ class SelectionSpec(BaseModel):
 
 
 def _default_tracking_uri() -> str:
-    from trials import DEFAULT_TRACKING_URI
+    from trials import TrackingConfig  # the trials' own default store, read where it is set
 
-    return DEFAULT_TRACKING_URI
+    return str(TrackingConfig.model_fields["tracking_uri"].default)
 
 
 def _default_experiment() -> str:

@@ -35,8 +35,8 @@ from ._sections import PlateauSpec, TargetSpec
 __all__ = ["PILOT_FOLDER", "PILOT_OF_TAG", "PILOT_TAG", "pilot_seeds", "plan_pilot", "run_pilot"]
 
 PILOT_FOLDER = "pilot"  # the pilot sweep's work folder inside the transfer's
-PILOT_OF_TAG = "scalesweep.transfer.pilot_of"  # on each pilot run: the transfer's id
-PILOT_TAG = "scalesweep.transfer.pilot"  # on the transfer's parent run and judged runs: the pilot's target (JSON)
+PILOT_OF_TAG = LINEAGE.PILOT_OF  # on each pilot run: the transfer's id
+PILOT_TAG = LINEAGE.PILOT  # on the transfer's parent run and judged runs: the pilot's target (JSON)
 # The pilot's first tracking point, as a fraction of its horizon: early enough that the curve shows the fall and
 # the flattening, not only the last stretch the judged runs' tracking (from 1/3) covers.
 PILOT_TRACK_FROM = 0.1

@@ -38,7 +38,7 @@ __all__ = ["ARM_TAG", "effective_step_factor", "load_source"]
 
 # The arm a run is analysed as where its optimizer's name does not say it: a control or diagnostic arm (the negative
 # control's optimizer is `muon`), or an lr bracket's setting (`periodic@lr_x1.5`).
-ARM_TAG = "scalesweep.transfer.arm"
+ARM_TAG = LINEAGE.TRANSFER_ARM
 
 
 def _without_credentials(uri: str) -> str:

@@ -21,8 +21,8 @@ import yaml
 from fastapi.testclient import TestClient
 
 from api.client import ScalesweepClient
-from api.deploy_local import free_port
 from api.service import Settings, create_app
+from trials.core.proctree import free_port
 
 from ..conftest import TINY_TRIAL
 

@@ -97,7 +97,7 @@ def test_the_default_limit_is_half_this_hosts_memory(settings: Settings) -> None
 
 
 def test_an_extend_is_checked_like_a_submission(api: TestClient) -> None:
-    from api.service._db import SweepRecord
+    from api.service.db import SweepRecord
 
     sweep = api.post("/v1/sweeps", json=SPEC, headers=AUTH).json()["id"]
     with api.app.state.sessionmaker() as session:  # type: ignore[attr-defined]
@@ -109,7 +109,7 @@ def test_an_extend_is_checked_like_a_submission(api: TestClient) -> None:
 
 
 def test_a_transfer_to_a_rung_not_offered_is_refused(api: TestClient, tmp_path: Path) -> None:
-    from api.service._db import SweepRecord
+    from api.service.db import SweepRecord
 
     sweep = api.post("/v1/sweeps", json=SPEC, headers=AUTH).json()["id"]
     with api.app.state.sessionmaker() as session:  # type: ignore[attr-defined]
@@ -248,7 +248,7 @@ def test_a_resume_queued_before_a_restart_is_launched_with_resume_after_it(setti
     import time
 
     from api.service import create_app
-    from api.service._db import SweepRecord
+    from api.service.db import SweepRecord
 
     before = create_app(settings)  # a service without its queue started: what it queues stays PENDING
     api = TestClient(before, raise_server_exceptions=False)
@@ -294,7 +294,7 @@ def test_a_resume_queued_before_a_restart_is_launched_with_resume_after_it(setti
 
 
 def test_n_boot_is_one_of_three_levels_and_a_full_gate_refuses_at_once() -> None:
-    from api.service._gate import AnalysisBusy, AnalysisGate
+    from api.service.gate import AnalysisBusy, AnalysisGate
     from api.service.routers.sweeps import _n_boot_level
 
     assert [_n_boot_level(n) for n in (0, 1, 30, 100, 101, 133, 1000)] == [0, 100, 100, 100, 1000, 1000, 1000]
@@ -343,7 +343,7 @@ def _grows(megabytes: int) -> str:
 def test_a_page_is_drawn_in_a_worker_with_a_time_and_a_memory_limit() -> None:
     import time
 
-    from api.service._render import RenderFailed, render_bounded
+    from api.service.render import RenderFailed, render_bounded
 
     assert render_bounded(_grows, 8, timeout_s=60, memory_bytes=512 * 2**20) == str(8 * 2**20)
     with pytest.raises(RenderFailed, match="more than its 537 MB"):
@@ -402,7 +402,7 @@ def _slots_free_within(gate: Any, timeout_s: float) -> None:
     """Both analysis slots can be taken at once within `timeout_s`; fails past it."""
     import time
 
-    from api.service._gate import AnalysisBusy
+    from api.service.gate import AnalysisBusy
 
     started = time.monotonic()
     while True:
@@ -422,7 +422,7 @@ def test_a_report_whose_client_left_stops_drawing(settings: Settings, tmp_path: 
     import socket
     from types import SimpleNamespace
 
-    from api.service._render import POLL_S
+    from api.service.render import POLL_S
     from api.service.routers import sweeps
 
     from .conftest import LiveServer
@@ -462,7 +462,7 @@ def test_a_page_worker_ends_with_its_killed_parent(tmp_path: Path) -> None:
     root = Path(__file__).resolve().parents[2]
     pid_file = tmp_path / "page.pid"
     parent = subprocess.Popen(
-        [sys.executable, "-c", "from api.service._render import render_bounded; "
+        [sys.executable, "-c", "from api.service.render import render_bounded; "
          "from tests.api.test_bounds import _endless_page; "
          "render_bounded(_endless_page, timeout_s=600, memory_bytes=512 * 2**20)"],
         cwd=root, env={**os.environ, PAGE_PID_FILE: str(pid_file), "PYTHONPATH": str(root)})
@@ -484,7 +484,7 @@ def test_a_transfer_rung_on_its_own_workers_is_accepted_and_refused_when_wider_t
     that rung's own count."""
     import os
 
-    from api.service._db import SweepRecord
+    from api.service.db import SweepRecord
 
     cpus = os.cpu_count() or 1
     sweep = api.post("/v1/sweeps", json=SPEC, headers=AUTH).json()["id"]

@@ -1,4 +1,4 @@
-"""api.service._cache.ResultCache through its public methods: one load per version, stale-while-revalidate, concurrent
+"""api.service.cache.ResultCache through its public methods: one load per version, stale-while-revalidate, concurrent
 first reads sharing one load, errors reaching every waiting reader, least-recently-used eviction.
 
 Loads are gated by events, and a reader counts as waiting only once its thread is seen blocked inside
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from api.service._cache import ResultCache
+from api.service.cache import ResultCache
 
 TIMEOUT_S = 30.0
 

@@ -17,7 +17,7 @@ import yaml
 from fastapi.testclient import TestClient
 
 from api.service import Settings, create_app
-from trials import JOB_TAG_ENV, process_alive
+from trials.core.proctree import JOB_TAG_ENV, process_alive
 
 from .conftest import AUTH, TOKEN
 

@@ -19,7 +19,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.service import Settings, create_app
-from api.service._db import SweepRecord
+from api.service.db import SweepRecord
 
 from .conftest import AUTH, TOKEN, free_port, postgres_database
 

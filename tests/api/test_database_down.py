@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine
 
 from api.service import Settings, create_app
-from api.service._db import make_sessionmaker
+from api.service.db import make_sessionmaker
 
 from .conftest import AUTH
 

@@ -17,7 +17,7 @@ import yaml
 from fastapi.testclient import TestClient
 
 from api.service import Settings, create_app
-from trials import JOB_TAG_ENV, process_alive
+from trials.core.proctree import JOB_TAG_ENV, process_alive
 
 from .conftest import AUTH, TOKEN
 
@@ -172,7 +172,7 @@ def test_a_failed_drivers_error_is_its_own_last_error_line_not_rays() -> None:
 def test_a_restarted_service_ends_a_gone_drivers_leftovers_before_it_queues_the_resume(tmp_path: Path) -> None:
     # The service was down when the driver died: its record still says RUNNING. At start-up the job is queued to
     # resume, and the new driver will carry the same job tag: what the old one left must be gone first.
-    from api.service._db import SweepRecord
+    from api.service.db import SweepRecord
 
     settings = Settings(workdir=tmp_path / "work", api_token=TOKEN, poll_interval_s=60)  # type: ignore[arg-type]
     app = create_app(settings)

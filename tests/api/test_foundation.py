@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from sqlalchemy import inspect
 
 from api.service import Settings, create_app
-from api.service._db import make_engine, migrate
+from api.service.db import make_engine, migrate
 
 from .conftest import TOKEN
 

@@ -20,7 +20,7 @@ from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
 from api.service import Settings, create_app
-from api.service._db import SweepRecord, TransferRecord
+from api.service.db import SweepRecord, TransferRecord
 from scaling.records import TransferRun
 from sweeper import TransferResult
 

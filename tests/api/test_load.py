@@ -31,7 +31,7 @@ from fastapi.testclient import TestClient
 
 import api
 from api.service import Settings, create_app
-from api.service._db import Base, SweepRecord, TransferRecord, make_engine, make_sessionmaker, migrate
+from api.service.db import Base, SweepRecord, TransferRecord, make_engine, make_sessionmaker, migrate
 from api.service.deps import _session
 from sweeper.jobfiles import ANALYSIS_FILE, read_labelled, stored_transfer_report, transfer_version, write_labelled
 

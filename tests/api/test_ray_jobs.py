@@ -11,8 +11,8 @@ import pytest
 from pydantic import ValidationError
 
 from api.service import Settings
-from api.service._db import SweepRecord, TransferRecord, make_engine, make_sessionmaker, migrate
 from api.service._jobs import JobRunner, RayJobs
+from api.service.db import SweepRecord, TransferRecord, make_engine, make_sessionmaker, migrate
 
 from .conftest import TOKEN
 

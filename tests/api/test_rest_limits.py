@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.service import Settings, create_app
-from api.service._db import SweepRecord
+from api.service.db import SweepRecord
 from sweeper import load_spec
 
 from .conftest import AUTH, TOKEN, seeded_workdir

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from schemathesis.checks import positive_data_acceptance
 
 from api.service import Settings, create_app
-from api.service._db import SweepRecord
+from api.service.db import SweepRecord
 from api.service.routers.sweeps import SPEC_EXAMPLE
 from sweeper import load_spec
 from sweeper.demand import sweep_work

@@ -15,7 +15,7 @@ import yaml
 from fastapi.testclient import TestClient
 
 from api.service import Settings, create_app
-from api.service._db import SweepRecord
+from api.service.db import SweepRecord
 
 from .conftest import AUTH, TOKEN, seeded_workdir
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from api.service._security import forget_secret_env
+from api.service.security import forget_secret_env
 
 from .conftest import free_port
 
@@ -50,7 +50,7 @@ def test_a_running_service_has_no_secret_in_its_proc_environ(tmp_path: Path) -> 
 
 
 def test_forget_secret_env_erases_the_exec_time_block(tmp_path: Path) -> None:
-    code = ("import os, sys; from api.service._security import forget_secret_env; "
+    code = ("import os, sys; from api.service.security import forget_secret_env; "
             "print(forget_secret_env()); "
             "print(b'tok-Zx1' in open('/proc/self/environ', 'rb').read(), 'SCALESWEEP_API_TOKEN' in os.environ)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,

@@ -24,8 +24,8 @@ import yaml
 
 import scalesweep_cli
 from api.service import Settings
-from api.service._db import SweepRecord
-from sweeper import non_dominated
+from api.service.db import SweepRecord
+from sweeper.analysis import non_dominated
 
 from .conftest import AUTH, TOKEN, LiveServer, wait_job
 
@@ -126,7 +126,7 @@ def test_a_sweep_compared_with_itself_over_rest_shows_zero_differences(views: Vi
 
 def test_the_python_client_reads_the_same_views(views: Views) -> None:
     from api.client import ScalesweepClient
-    from sweeper import QualityCostFront, SweepComparison, SweepImportance
+    from sweeper.analysis import QualityCostFront, SweepComparison, SweepImportance
 
     with ScalesweepClient(views.url, token=TOKEN) as client:
         importance = SweepImportance.from_dict(client.sweep_importance(views.sweep, n_boot=30))
@@ -253,8 +253,9 @@ def test_the_driver_stored_the_views_and_their_figures_on_the_parent_run(views: 
 def test_a_search_warm_started_from_the_grid_is_told_its_points(views: Views) -> None:
     """What the driver does for `search.warm_start` (its ledger reads the named sweeps, its planner tells them to the
     sampler), on this sweep's real records; the sampler's use of them is tests/sweeper/test_warm_start.py."""
-    from sweeper import Planner, SweepError, SweepSpec
+    from sweeper import SweepError, SweepSpec
     from sweeper.ledger import SweepLedger
+    from sweeper.search import Planner
 
     tracking_id = httpx.get(f"{views.url}/v1/sweeps/{views.sweep}/best", timeout=60).json()["tracking_id"]
     spec = SweepSpec.model_validate({**SPEC, "name": "warm", "seeds": [0], "baselines": [], "search": {

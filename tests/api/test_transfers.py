@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient
 import scalesweep_cli
 from api.client import ApiError, ScalesweepClient
 from api.service import Settings, create_app
-from api.service._db import SweepRecord
+from api.service.db import SweepRecord
 
 from .conftest import AUTH, TOKEN, ServiceStudy
 

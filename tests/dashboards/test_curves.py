@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from matplotlib.figure import Figure
 
-from dashboards import compute_fd_curves, compute_loss_curves, plot_fd_curves, plot_loss_curves
+from dashboards.figures import compute_fd_curves, compute_loss_curves, plot_fd_curves, plot_loss_curves
 
 
 def _gids(fig: Figure, prefix: str) -> list[str]:

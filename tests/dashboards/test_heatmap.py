@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from dashboards import DashboardInputError, compute_heatmap, plot_heatmap
+from dashboards import DashboardInputError
+from dashboards.figures import compute_heatmap, plot_heatmap
 
 
 def _panels(fig: Figure) -> list[Any]:

@@ -13,16 +13,9 @@ from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunTag
 
 import dashboards._mlflow as mlflow_io
-from dashboards import (
-    DashboardInputError,
-    compute_heatmap,
-    compute_timing,
-    load_runs,
-    log_figures,
-    plot_heatmap,
-    plot_timing,
-)
+from dashboards import DashboardInputError, load_runs, log_figures
 from dashboards._mlflow import load_chosen, load_run
+from dashboards.figures import compute_heatmap, compute_timing, plot_heatmap, plot_timing
 
 EVAL = (800, 1000, 1200)
 

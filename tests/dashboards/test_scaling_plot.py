@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from dashboards import DashboardInputError, compute_scaling_plot, plot_scaling
+from dashboards import DashboardInputError
 from dashboards._scaling import compute_fit_plot, scaling_fit_data
+from dashboards.figures import compute_scaling_plot, plot_scaling
 from scaling.fits import ScalingFit, fit_scaling
 
 ARMS = ("adamw", "muon", "periodic")

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from dashboards import compute_timing, plot_timing
+from dashboards.figures import compute_timing, plot_timing
 
 
 def test_times_per_step_in_ms_with_seed_spread(transfer_records: list[dict[str, Any]], synth: SimpleNamespace) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from matplotlib.figure import Figure
 
-from dashboards import DashboardInputError, build_report, compute_report, compute_update_scale, plot_update_scale
+from dashboards import DashboardInputError, build_report, compute_report
+from dashboards.figures import compute_update_scale, plot_update_scale
 
 
 def _rec(rung: str, seed: int, spec_rownorm: float, status: str = "SUCCEEDED") -> dict:

@@ -19,7 +19,7 @@ from mlflow import MlflowClient
 from sqlalchemy import inspect
 
 from api.deploy_local import Deployment
-from api.service._db import MIGRATIONS, make_engine, migrate
+from api.service.db import MIGRATIONS, make_engine, migrate
 
 from .conftest import SPEC, check_finished, children, sql, submit, wait_for
 

@@ -20,7 +20,8 @@ import httpx
 import pytest
 from mlflow import MlflowClient
 
-from api.deploy_local._deploy import Deployment, _family, stop_pids
+from api.deploy_local import Deployment, stop_pids
+from trials.core.proctree import family
 
 from .conftest import KEYS, check_finished, children, sql, submit, wait_for
 
@@ -180,7 +181,7 @@ def test_a_worker_node_killed_mid_trial_has_its_trial_retried_on_another_node(
         time.sleep(0.5)
     assert _trial_processes(victim.pids()), "no trial started on the first worker node"
     time.sleep(3)  # well inside the trial (16 steps and two evaluations)
-    node = _family(victim.proc.pid)  # type: ignore[union-attr]  # ray start, its raylet, the trial's worker, ...
+    node = family(victim.proc.pid)  # type: ignore[union-attr]  # ray start, its raylet, the trial's worker, ...
     for pid in node:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
@@ -201,8 +202,8 @@ def test_metrics_that_cannot_reach_the_tracking_server_fail_the_trial_loudly(
     from mlflow.exceptions import MlflowException
     from requests.exceptions import RequestException
 
-    from api.deploy_local import free_port
     from trials._tracking import RunLogger, TrackingConfig
+    from trials.core.proctree import free_port
     from trials.record import RunRecorder
 
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")

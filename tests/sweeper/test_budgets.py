@@ -8,9 +8,11 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from sweeper import BaselineSpec, Planner, SweepSpec, TrialRecord, summarise_points
+from sweeper import SweepSpec
 from sweeper.analysis import SweepResult
-from sweeper.search import FINISHED
+from sweeper.search import FINISHED, Planner
+from sweeper.selection import TrialRecord, summarise_points
+from sweeper.specs import BaselineSpec
 
 from .conftest import TINY_TRIAL
 

@@ -3,9 +3,8 @@ significant or not, and P(best) is a probability only from 5 seeds."""
 
 from __future__ import annotations
 
-from sweeper import TrialRecord, summarise_points
 from sweeper.analysis import SweepResult
-from sweeper.selection import select_best
+from sweeper.selection import TrialRecord, select_best, summarise_points
 
 
 def _result(seeds: list[int], search: dict[str, float], baselines: dict[str, float]) -> SweepResult:

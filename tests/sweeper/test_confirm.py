@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from sweeper import SweepSpec, TrialRecord, select_best, summarise_points
+from sweeper import SweepSpec
 from sweeper.analysis import confirmation_spec, controls_of, top_points
 from sweeper.analysis._confirm import apply_confirmation
+from sweeper.selection import TrialRecord, select_best, summarise_points
 
 from .conftest import TINY_TRIAL
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,36 +23,26 @@ import pytest
 from mlflow import MlflowClient
 
 from sweeper import load_sweep_result
+from trials.core.proctree import free_port, members
 
 from .conftest import REPO, make_spec, write_spec
 
 BIN = Path(sys.executable).parent
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _kill_sessions(sids: list[int]) -> None:
     """SIGKILL every process of the given sessions (the daemons `ray start` and `mlflow server` left behind)."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+    for pid in (pid for sid in sids for pid in members(session=sid)):
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[3]) in sids:
-            try:
-                os.kill(int(stat.parent.name), signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[dict[str, str]]:
     env = {**os.environ, "RAY_AUTH_MODE": "token", "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    ray_port, mlflow_port = _free_port(), _free_port()
+    ray_port, mlflow_port = free_port(), free_port()
     sids: list[int] = []
     temp_dir = f"/tmp/ray-sweeper-{os.getpid()}"  # short: Ray's socket paths must stay under 107 bytes
 

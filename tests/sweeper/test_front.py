@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from sweeper import SweepSpec, TrialRecord, select_best, summarise_points
+from sweeper import SweepSpec
 from sweeper.analysis import non_dominated, quality_cost_front
+from sweeper.selection import TrialRecord, select_best, summarise_points
 
 SEEDS = [0, 1, 2]
 SHIFT = {0: 0.0, 1: 0.4, 2: -0.3}  # the same seed shift for every point: paired differences are nearly exact

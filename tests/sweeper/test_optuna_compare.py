@@ -9,8 +9,9 @@ from pathlib import Path
 import optuna
 import pytest
 
-from sweeper import SweepError, SweepResult, TrialRecord, select_best, summarise_points
-from sweeper.analysis import compare_sweeps, default_optuna_storage, optuna_study_name, write_optuna_study
+from sweeper import SweepError
+from sweeper.analysis import SweepResult, compare_sweeps, default_optuna_storage, optuna_study_name, write_optuna_study
+from sweeper.selection import TrialRecord, select_best, summarise_points
 
 SEEDS = [0, 1, 2]
 
@@ -142,10 +143,11 @@ def test_the_comparison_page_draws_each_paired_difference_and_states_the_warning
 
 def test_writing_a_report_without_a_figure_hook_is_a_clear_error() -> None:
     import sweeper
+    from sweeper.jobs import write_sweep_report
 
     previous = sweeper.set_figure_hook(None)
     try:
         with pytest.raises(SweepError, match="no figure hook is registered to write a sweep's report"):
-            sweeper.write_sweep_report(_result(), "unused")
+            write_sweep_report(_result(), "unused")
     finally:
         sweeper.set_figure_hook(previous)

@@ -6,8 +6,9 @@ from typing import Any
 
 from optuna.trial import TrialState
 
-from sweeper import Planner, SweepSpec, TrialRecord, TrialRequest
-from sweeper.search import FINISHED
+from sweeper import SweepSpec
+from sweeper.search import FINISHED, Planner, TrialRequest
+from sweeper.selection import TrialRecord
 
 from .conftest import TINY_TRIAL
 

@@ -14,10 +14,11 @@ import pytest
 from pydantic import ValidationError
 
 from scaling.targets import time_to_target
-from sweeper import Planner, SweepResult, SweepSpec, TrialRecord, load_spec, select_best, summarise_points
-from sweeper.search import FINISHED
+from sweeper import SweepSpec, load_spec
+from sweeper.analysis import SweepResult
+from sweeper.search import FINISHED, Planner
 from sweeper.search._trainable import declared_objective, objective_so_far, trial_objective
-from sweeper.selection import steps_to_target_score, steps_to_target_so_far
+from sweeper.selection import TrialRecord, select_best, steps_to_target_score, steps_to_target_so_far, summarise_points
 from trials import TrialError, TrialResult
 
 from .conftest import TINY_TRIAL

@@ -7,7 +7,8 @@ import statistics
 
 import pytest
 
-from sweeper import SweepResult, TrialRecord, select_best, summarise_points
+from sweeper.analysis import SweepResult
+from sweeper.selection import TrialRecord, select_best, summarise_points
 
 
 def _rec(k: int, gamma: float, seed: int, objective: float | None, status: str = "SUCCEEDED",

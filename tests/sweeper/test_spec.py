@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from sweeper import SweepError, SweepSpec, format_params, load_spec
+from sweeper import SweepError, SweepSpec, load_spec
+from sweeper.specs import format_params
 
 from .conftest import REPO, TINY_TRIAL
 

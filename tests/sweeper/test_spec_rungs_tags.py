@@ -7,7 +7,8 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from sweeper import Planner, SweepSpec
+from sweeper import SweepSpec
+from sweeper.search import Planner
 
 from .conftest import TINY_TRIAL
 

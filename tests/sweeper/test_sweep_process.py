@@ -17,6 +17,7 @@ import pytest
 from mlflow import MlflowClient
 
 from sweeper import cancel_sweep, load_sweep_result, sweep_status
+from trials.core.proctree import members, process_alive
 
 from .conftest import REPO, fake_backend, make_spec, write_spec
 
@@ -48,15 +49,7 @@ def _wait(what: str, condition: Callable[[], bool], timeout: float, log: Path) -
 
 def _session_alive(sid: int) -> list[int]:
     """Live (non-zombie) processes of a session."""
-    alive = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[3]) == sid and fields[0] != "Z":  # fields after the name: state, ppid, pgrp, session
-            alive.append(int(stat.parent.name))
-    return alive
+    return [pid for pid in members(session=sid) if process_alive(pid)]
 
 
 # Stays long (about 90-180 s): the kill must land after one trial finished and while the next is past a

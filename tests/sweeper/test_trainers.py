@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from sweeper import SweepError, SweepSpec, load_trainers, resolve_trainer
+from sweeper import SweepError, SweepSpec
 from sweeper.jobs._driver import _with_trainer
+from sweeper.search import load_trainers, resolve_trainer
 
 BASE = {"name": "t", "rung": "cpu-xs", "horizon": 12, "search": {"space": {"K": [3]}}, "baselines": []}
 

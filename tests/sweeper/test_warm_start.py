@@ -9,7 +9,9 @@ import itertools
 import pytest
 from pydantic import ValidationError
 
-from sweeper import Planner, SweepSpec, TrialRecord
+from sweeper import SweepSpec
+from sweeper.search import Planner
+from sweeper.selection import TrialRecord
 
 KS, GAMMAS = [1, 2, 3, 4, 5, 6], [0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4]
 

@@ -27,8 +27,9 @@ from typing import Any
 import pytest
 from mlflow import MlflowClient
 
-from trials import TRIAL_TAG_ENV, TrialError, process_alive, run_command_trial, tagged_pids
+from trials import TrialError, run_command_trial
 from trials._command import MAX_FD, MAX_LINE_BYTES, MAX_METRICS, STDERR_FILE_BYTES
+from trials.core.proctree import TRIAL_TAG_ENV, process_alive, tagged_pids
 from trials.record import METRIC, TAG
 
 pytestmark = pytest.mark.integration  # every test starts a trainer process

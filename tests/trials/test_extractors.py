@@ -8,21 +8,23 @@ import numpy as np
 import pytest
 import torch
 
+from trials.core.trial_settings import DINOV2_PATH_ENV
 from trials.metrics import (
-    DINOV2_PATH_ENV,
     ExtractorUnavailableError,
     FeatureError,
-    LabelCNN,
-    ShapesCNNExtractor,
     UnknownExtractorError,
     frechet_distance,
     get_extractor,
-    label_cnn_cache_key,
     list_extractors,
+)
+from trials.metrics import _label_cnn as label_cnn_module
+from trials.metrics._label_cnn import (
+    LabelCNN,
+    ShapesCNNExtractor,
+    label_cnn_cache_key,
     load_or_train_label_cnn,
     train_label_cnn,
 )
-from trials.metrics import _label_cnn as label_cnn_module
 
 # Tiny labelled shapes, drawn with numpy: 3 shapes x 4 colours x 4 positions (quadrants) on 16x16, in [-1, 1].
 _MASKS = [

@@ -14,13 +14,11 @@ from trials.optim import (
     OptimizerConfig,
     PeriodicRowMuon,
     RowNormMuon,
-    adjust_lr,
     build_optimizer,
     list_optimizers,
-    newton_schulz5,
     route_parameters,
-    unit_rows_or_columns,
 )
+from trials.optim.functional import adjust_lr, newton_schulz5, unit_rows_or_columns
 
 SHAPES = [(48, 48), (32, 80), (96, 40)]  # square, wide, tall
 

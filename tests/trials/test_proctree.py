@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from trials import TRIAL_TAG_ENV, end_tagged, process_alive, tagged_pids
+from trials.core.proctree import TRIAL_TAG_ENV, end_tagged, process_alive, tagged_pids
 
 TRAINER = Path(__file__).resolve().parents[1] / "api" / "stubborn_trainer.py"
 
@@ -126,3 +126,33 @@ def test_a_spawned_timing_rank_dies_with_a_sigkilled_starter(tmp_path: Path) -> 
     time.sleep(1)
     assert process_alive(pids["unarmed"][0])  # the control: multiprocessing alone leaves it running
     os.kill(pids["unarmed"][0], signal.SIGKILL)
+
+
+def test_a_group_a_session_and_a_family_are_found_by_pid() -> None:
+    """`members` finds a new session's processes by session and by group, `family` its leader's descendants in a
+    session of their own too (where a group kill does not reach), `start_time` tells a pid's process from a later
+    one, and `free_port` gives a port that can be bound."""
+    import socket
+
+    from trials.core.proctree import family, free_port, members, start_time
+
+    code = ("import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import os, time; os.setsid(); "
+            "time.sleep(60)']); time.sleep(60)")
+    leader = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while len(family(leader.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        found = family(leader.pid)
+        assert leader.pid in found and len(found) == 2
+        (child,) = found - {leader.pid}
+        assert members(session=leader.pid) == [leader.pid] == members(group=leader.pid)  # the child left both
+        assert os.getsid(child) == child
+        assert int(start_time(child) or -1) >= int(start_time(leader.pid) or 0) > 0  # the child started later
+    finally:
+        for pid in family(leader.pid):
+            os.kill(pid, signal.SIGKILL)
+        leader.wait()
+    assert start_time(leader.pid) is None and not process_alive(leader.pid)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", free_port("127.0.0.1")))

@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from trials import TRIAL_TAG_ENV, TrialError, end_tagged, process_alive, run_command_trial, tagged_pids
+from trials import TrialError, run_command_trial
+from trials.core.proctree import TRIAL_TAG_ENV, end_tagged, process_alive, tagged_pids
 
 STUBBORN = Path(__file__).resolve().parents[1] / "api" / "stubborn_trainer.py"
 # The trainer's own interpreter: the test's virtual environment may sit in a folder only root can enter.

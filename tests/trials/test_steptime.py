@@ -18,7 +18,8 @@ import torch
 from pydantic import ValidationError
 
 from trials.models import build_model
-from trials.optim import CONTROL_ARMS, MuonExtraNS, PeriodicMuonExtraNS, build_optimizer, route_parameters
+from trials.optim import CONTROL_ARMS, build_optimizer, route_parameters
+from trials.optim._control import MuonExtraNS, PeriodicMuonExtraNS
 from trials.steptime import (
     PHASES,
     StepTimingConfig,

@@ -9,15 +9,9 @@ import pytest
 import torch
 
 from trials.models import build_model
-from trials.optim import (
-    MATRIX_KINDS,
-    build_optimizer,
-    matrix_kind,
-    newton_schulz5,
-    spectral_norm,
-    unit_rows_or_columns,
-    update_stats,
-)
+from trials.optim import build_optimizer, matrix_kind, update_stats
+from trials.optim._update_stats import MATRIX_KINDS, spectral_norm
+from trials.optim.functional import newton_schulz5, unit_rows_or_columns
 
 from ..conftest import tiny_trial
 

@@ -23,29 +23,22 @@ def lazy_attributes(
     namespace: dict[str, Any],
     homes: Mapping[str, str],
     submodules: Iterable[str] = (),
-    fallbacks: Iterable[str] = (),
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """Return `(__getattr__, __dir__)` for `package`.
 
     `homes` maps each deferred name to the module it lives in (relative to `package`, or absolute); the first
     lookup imports that module and stores the value in `namespace`, so the next lookup is a plain attribute.
-    `submodules` are subpackage names returned as modules. `fallbacks` are modules whose `__all__` names resolve
-    here too without being on this package's face (names that moved and stay importable from their old home).
+    `submodules` are subpackage names returned as modules. Nothing else answers: a name that is not on the face is
+    imported from the module that owns it (tests/test_layout.py checks every package).
     """
     subs = tuple(submodules)
-    moved = tuple(fallbacks)
 
     def __getattr__(name: str) -> Any:
-        if name in homes:
-            value = getattr(importlib.import_module(homes[name], package), name)
-        elif name in subs:
+        if name in subs:
             return importlib.import_module(f".{name}", package)
-        else:
-            home = next((m for m in (importlib.import_module(f, package) for f in moved)
-                         if name in getattr(m, "__all__", ())), None)
-            if home is None:
-                raise AttributeError(f"module {package!r} has no attribute {name!r}")
-            value = getattr(home, name)
+        if name not in homes:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(homes[name], package), name)
         namespace[name] = value
         return value
 
@@ -61,13 +54,13 @@ def homes_of(table: Mapping[str, Iterable[str]]) -> dict[str, str]:
 
 
 def lazy_face(
-    package: str, namespace: dict[str, Any], fallbacks: Iterable[str] = ()
+    package: str, namespace: dict[str, Any]
 ) -> tuple[list[str], Callable[[str], Any], Callable[[], list[str]]]:
     """`(__all__, __getattr__, __dir__)` of `package` from the imports in its `__init__`'s `if TYPE_CHECKING:`
     block: `from .mod import a, b` puts `a` and `b` on the face, loaded from `.mod` on first use; `from . import
     sub` makes the subpackage `sub` an attribute (not on the face)."""
     homes, subs = _checking_imports(Path(namespace["__file__"]))
-    getattr_, dir_ = lazy_attributes(package, namespace, homes, subs, fallbacks)
+    getattr_, dir_ = lazy_attributes(package, namespace, homes, subs)
     return sorted(homes), getattr_, dir_
 
 

@@ -23,14 +23,16 @@ import ctypes
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
 
-__all__ = ["JOB_TAG_ENV", "TRIAL_TAG_ENV", "adopt_orphans", "descendants", "die_with_parent", "end_tagged", "new_tag",
-           "process_alive", "process_table", "reap_children", "start_reaper", "tag_values", "tagged_pids"]
+__all__ = ["JOB_TAG_ENV", "TRIAL_TAG_ENV", "adopt_orphans", "descendants", "die_with_parent", "end_tagged", "family",
+           "free_port", "members", "new_tag", "process_alive", "process_table", "reap_children", "start_reaper",
+           "start_time", "tag_values", "tagged_pids"]
 
 TRIAL_TAG_ENV = "SCALESWEEP_TRIAL_TAG"
 JOB_TAG_ENV = "SCALESWEEP_JOB_TAG"
@@ -73,12 +75,21 @@ def tag_values(name: str) -> set[str]:
     return out
 
 
-def _stat(pid: int) -> tuple[int, str] | None:
-    """(parent pid, state letter) of `pid` from /proc/PID/stat; None when it is gone (or there is no /proc)."""
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state, ppid, pgrp, session, ..., starttime at 19);
+    None when it is gone (or there is no /proc). The name may hold spaces and parentheses: cut at the last `)`."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()  # the name may hold spaces
-        return int(fields[1]), fields[0]
-    except (OSError, IndexError, ValueError):
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
+    except OSError:
+        return None
+
+
+def _stat(pid: int) -> tuple[int, str] | None:
+    """(parent pid, state letter) of `pid`; None when it is gone."""
+    fields = _stat_fields(pid)
+    try:
+        return (int(fields[1]), fields[0]) if fields is not None else None
+    except (IndexError, ValueError):
         return None
 
 
@@ -98,6 +109,29 @@ def process_table() -> dict[int, tuple[int, str]]:
     return table
 
 
+def start_time(pid: int) -> str | None:
+    """When `pid` started (clock ticks since boot, /proc/PID/stat's 22nd field): with the pid, it names one process
+    even after the pid is reused. None when it is gone."""
+    fields = _stat_fields(pid)
+    return fields[19] if fields is not None and len(fields) > 19 else None
+
+
+def members(*, group: int | None = None, session: int | None = None) -> list[int]:
+    """The processes (zombies included) in process group `group`, or in session `session`: what a signal to a
+    group reaches, and what a session leader started whatever groups its children made."""
+    if (group is None) == (session is None):
+        raise ValueError("members() takes one of group= or session=")
+    index, wanted = (2, group) if group is not None else (3, session)
+    found = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit() and (fields := _stat_fields(int(entry.name))) is not None:
+                with contextlib.suppress(IndexError, ValueError):
+                    if int(fields[index]) == wanted:
+                        found.append(int(entry.name))
+    return sorted(found)
+
+
 def descendants(root: int, table: dict[int, tuple[int, str]] | None = None) -> list[int]:
     """The live (not zombie) processes below `root` in the process tree. Unlike a tag, this holds for a process
     that rewrote its environment block, but an orphan leaves the tree unless an ancestor is its subreaper
@@ -114,6 +148,24 @@ def descendants(root: int, table: dict[int, tuple[int, str]] | None = None) -> l
             found.add(pid)
             todo.extend(children.get(pid, []))
     return sorted(pid for pid in found if table[pid][1] not in ("Z", "X"))
+
+
+def family(root: int) -> set[int]:
+    """`root` while it lives, the live members of its process group, and every live descendant of any of them (a
+    Ray job's driver runs in a session of its own under a Ray worker: the tree finds it where the group does not)."""
+    table = process_table()
+    found = {root} | set(members(group=root))
+    for pid in list(found):
+        found.update(descendants(pid, table))
+    return {pid for pid in found if pid in table and table[pid][1] not in ("Z", "X")}
+
+
+def free_port(host: str = "") -> int:
+    """A TCP port nothing listens on now on `host` ("" binds every interface, as a rendezvous a moment later
+    does; "127.0.0.1" a loopback service)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
 
 
 def adopt_orphans() -> bool:

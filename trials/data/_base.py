@@ -10,8 +10,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .._registry import Registry
 from ..core.errors import InputError
+from ..core.registry import Registry
 
 __all__ = [
     "DataError",

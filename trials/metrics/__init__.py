@@ -6,8 +6,8 @@ embedded default, trained on the generated set's labels) and ``pixels`` are name
 
 The face below is what the train loop and the docs use: the distance, the extractors' registry and base class, the
 errors. The extractors themselves and the label CNN's cache (``ShapesCNNExtractor``, ``Dinov2Extractor``,
-``PixelExtractor``, ``train_label_cnn``, ...) stay ``trials.metrics.<name>``; every name loads its module (torch) on
-first use.
+``PixelExtractor``, ``train_label_cnn``, ...) are reached by name through the registry (``get_extractor``), not from
+this face; every name loads its module (torch) on first use.
 """
 
 # ruff: noqa: F401  (the TYPE_CHECKING imports below are this package's face: `lazy_face` reads them)
@@ -37,7 +37,4 @@ if TYPE_CHECKING:
     )
     from ._registry import get_extractor, list_extractors, register_extractor
 
-# Where the names below the face are found: the extractors and the label CNN's cache.
-_PARTS = ("._extractors", "._label_cnn", "._dinov2")
-
-__all__, __getattr__, __dir__ = lazy_face(__name__, globals(), fallbacks=_PARTS)
+__all__, __getattr__, __dir__ = lazy_face(__name__, globals())

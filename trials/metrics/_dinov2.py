@@ -9,7 +9,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .._settings import DINOV2_PATH_ENV, TrialSettings
+from ..core.trial_settings import DINOV2_PATH_ENV, TrialSettings
 from ._errors import ExtractorUnavailableError, FeatureError
 from ._extractors import FeatureExtractor, _check_batch_size
 

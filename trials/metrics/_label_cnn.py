@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._settings import CACHE_DIR_ENV, TrialSettings
+from ..core.trial_settings import CACHE_DIR_ENV, TrialSettings
 from ._errors import FeatureError
 from ._extractors import FeatureExtractor, _check_batch_size, as_image_batch
 

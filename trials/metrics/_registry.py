@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._registry import Registry
+from ..core.registry import Registry
 from ._dinov2 import Dinov2Extractor
 from ._errors import FeatureError, UnknownExtractorError
 from ._extractors import FeatureExtractor, PixelExtractor

@@ -17,13 +17,13 @@ expects beside the one it measures.
 The Newton-Schulz input is the gradient (the same shape, so the same floating-point work, as the momentum update
 Muon orthogonalises), in the arm's Newton-Schulz dtype, with the arm's coefficients and iteration count.
 
-`muon_stretched` tests the other half of a saving, the steps. It is vanilla Muon whose training loop takes a null
-step after every `stretch` steps (8 by default): no batch drawn, no noise drawn, no update, no EMA update, and the
-warm-up and EMA schedules read the count of real updates. Its recorded curve is Muon's relabelled: what Muon shows
-at step r, the stretched run shows at the step s with `stretched_updates(s, stretch) == r` (s = r + (r - 1) //
-stretch once r >= 1), so its steps-to-target ratio against Muon on the same seed is exactly (stretch + 1) / stretch
-(9/8 at the default) up to the granularity of the crossing, and its per-step time is Muon's (a null step costs
-nothing and is not timed). The loop asks `stretched_updates`; the arm's optimizer is Muon's own.
+`muon_stretched` tests the other half of a saving, the steps. It is vanilla Muon whose training loop (`trials._run`)
+takes a null step after every `stretch` steps (8 by default): no batch drawn, no noise drawn, no update, no EMA
+update, and the warm-up and EMA schedules read the count of real updates. Its recorded curve is Muon's relabelled:
+what Muon shows at step r, the stretched run shows at the step s whose count of real updates is r (s = r + (r - 1)
+// stretch once r >= 1), so its steps-to-target ratio against Muon on the same seed is exactly (stretch + 1) /
+stretch (9/8 at the default) up to the granularity of the crossing, and its per-step time is Muon's (a null step
+costs nothing and is not timed). The arm's optimizer is Muon's own.
 """
 
 from __future__ import annotations
@@ -35,17 +35,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ._functional import newton_schulz5
 from ._periodic import PeriodicRowMuon, closure_loss
+from .functional import newton_schulz5
 
-__all__ = ["MuonExtraNS", "PeriodicMuonExtraNS", "RedundantNewtonSchulz", "stretched_updates"]
-
-
-def stretched_updates(step: int, stretch: int | None) -> int:
-    """Real updates among steps 1..`step` of a run with this `stretch` (`step` itself without one): every
-    (stretch + 1)-th step is a null step, the one where this count does not grow. The warm-up and the EMA read
-    this count, so a stretched run walks Muon's schedules too."""
-    return step if stretch is None else step - step // (stretch + 1)
+__all__ = ["MuonExtraNS", "PeriodicMuonExtraNS", "RedundantNewtonSchulz"]
 
 
 class RedundantNewtonSchulz:

@@ -35,10 +35,10 @@ from torch.optim import Optimizer
 
 from ._arms import ArmName, ControlArmName
 from ._control import MuonExtraNS, PeriodicMuonExtraNS
-from ._functional import fast_ns_dtype
 from ._periodic import PeriodicRowMuon, RowNormMuon
 from ._routing import ParameterRouting, route_parameters
 from ._sharded import ShardedPeriodicRowMuon
+from .functional import fast_ns_dtype
 
 __all__ = [
     "DEFAULT_LR",
@@ -201,7 +201,7 @@ OPTIMIZERS: dict[str, Callable[[list[Tensor], OptimizerConfig, torch.dtype], Opt
     "periodic": _build_periodic,
     "rownorm": _build_rownorm,
     "muon_extra_ns": _build_muon_extra_ns,
-    "muon_stretched": _build_muon,  # Muon's own optimizer: the null steps are the trial loop's (`stretched_updates`)
+    "muon_stretched": _build_muon,  # Muon's own optimizer: the null steps are the trial loop's
 }
 
 

@@ -1,6 +1,6 @@
 """The row-norm step as one compiled CPU kernel: each matrix read and written once, at the cost of its memory traffic.
 
-The streamed step in `_functional.py` keeps U in cache, but it still runs five or six torch operations per chunk,
+The streamed step in `functional.py` keeps U in cache, but it still runs five or six torch operations per chunk,
 and on a CPU each of them is a pass over the chunk (about 2x the time of two element-wise passes over the matrices,
 measured). Here the whole step is two loops of plain C per matrix:
 
@@ -47,7 +47,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from .._settings import TrialSettings
+from ..core.trial_settings import TrialSettings
 
 __all__ = [
     "kernel_cache_dir",
@@ -356,7 +356,7 @@ def _weights(momentum: float) -> tuple[float, float]:
 
 def native_rownorm_update_(param: Tensor, grad: Tensor, buf: Tensor, *, momentum: float, nesterov: bool,
                            decay: float, step_size: float, eps: float) -> None:
-    """`_functional.rownorm_update_` in the compiled kernel: one whole non-refresh step of one contiguous float32
+    """`functional.rownorm_update_` in the compiled kernel: one whole non-refresh step of one contiguous float32
     CPU matrix, in place (unit rows when m <= n, unit columns when m > n, in two sweeps)."""
     rows, cols = _check({"param": param, "grad": grad, "momentum buffer": buf}, {})
     if rows <= cols:
@@ -370,7 +370,7 @@ def native_rownorm_update_(param: Tensor, grad: Tensor, buf: Tensor, *, momentum
 
 
 def native_column_sumsq_(grad: Tensor, buf: Tensor, out: Tensor, *, momentum: float, nesterov: bool) -> None:
-    """`_functional.column_sumsq_` in the compiled kernel (`out`: n contiguous float32 values)."""
+    """`functional.column_sumsq_` in the compiled kernel (`out`: n contiguous float32 values)."""
     rows, cols = _check({"grad": grad, "momentum buffer": buf}, {"out": out})
     _kernel().column_sumsq(grad.data_ptr(), buf.data_ptr(), out.data_ptr(), rows, cols, *_weights(momentum),
                            nesterov)
@@ -378,7 +378,7 @@ def native_column_sumsq_(grad: Tensor, buf: Tensor, out: Tensor, *, momentum: fl
 
 def native_column_apply_(param: Tensor, grad: Tensor, buf: Tensor, scales: Tensor, *, momentum: float,
                          nesterov: bool, decay: float) -> None:
-    """`_functional.normalized_update_` in the compiled kernel (`scales`: n float32 values, as from
+    """`functional.normalized_update_` in the compiled kernel (`scales`: n float32 values, as from
     `step_scales`)."""
     rows, cols = _check({"param": param, "grad": grad, "momentum buffer": buf}, {"scales": scales})
     _kernel().column_apply(param.data_ptr(), grad.data_ptr(), buf.data_ptr(), scales.data_ptr(), rows, cols,

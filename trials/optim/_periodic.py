@@ -22,7 +22,8 @@ from torch import Tensor
 from torch.optim import Optimizer
 
 from ._comm import is_dtensor
-from ._functional import (
+from ._native import native_applies, native_kernel, native_kernel_error, native_rownorm_update_
+from .functional import (
     ADJUST_LR_FNS,
     NS_COEFFICIENTS,
     _newton_schulz5,
@@ -32,14 +33,13 @@ from ._functional import (
     rownorm_update_many_,
     stream_chunk_for,
 )
-from ._native import native_applies, native_kernel, native_kernel_error, native_rownorm_update_
 
 __all__ = ["ROWNORM_KERNELS", "PeriodicRowMuon", "RowNormMuon"]
 
 # How the non-refresh step runs. "native": contiguous float32 CPU matrices through the compiled kernel (`_native`:
 # each matrix read and written once, at the cost of its memory traffic), the rest streamed; an error when the kernel
 # cannot be built here. "auto" (the default): the same, falling back to "streamed" where the kernel cannot be
-# built. "streamed": torch operations in cache-sized chunks (`_functional.rownorm_update_`). "unfused": the
+# built. "streamed": torch operations in cache-sized chunks (`functional.rownorm_update_`). "unfused": the
 # implementation before 2026-12-03, whole-matrix operations with a full-size temporary, kept as the reference that
 # tests and `benchmarks/` compare against. All four give the same update up to float rounding.
 ROWNORM_KERNELS: tuple[str, ...] = ("auto", "native", "streamed", "unfused")

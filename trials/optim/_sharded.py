@@ -94,7 +94,6 @@ import torch.distributed as dist
 from torch import Tensor
 
 from ._comm import CommStats, local_tensor
-from ._functional import _newton_schulz5, adjust_lr, column_sumsq_, normalized_update_, step_scales
 from ._native import (
     native_column_apply_,
     native_column_sumsq_,
@@ -103,6 +102,7 @@ from ._native import (
 from ._periodic import PeriodicRowMuon, closure_loss
 from ._placement import NS_PLACEMENTS, newton_schulz5_batched, ns_owners, pipeline_slots
 from ._shard_items import _Item, _Layout, _layout_of, _numel_of_rows
+from .functional import _newton_schulz5, adjust_lr, column_sumsq_, normalized_update_, step_scales
 
 __all__ = ["DEFAULT_BUCKET_BYTES", "NS_PLACEMENTS", "ShardedPeriodicRowMuon"]
 

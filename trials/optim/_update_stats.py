@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 
 from ._comm import is_dtensor
-from ._functional import NS_COEFFICIENTS, adjust_lr, newton_schulz5, normalize_rows_or_columns
+from .functional import NS_COEFFICIENTS, adjust_lr, newton_schulz5, normalize_rows_or_columns
 
 __all__ = ["MATRIX_KINDS", "STEP_KINDS", "matrix_kind", "spectral_norm", "update_rms", "update_stats"]
 

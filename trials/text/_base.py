@@ -7,8 +7,8 @@ from typing import Protocol, runtime_checkable
 
 from torch import Tensor
 
-from .._registry import Registry
 from ..core.errors import InputError
+from ..core.registry import Registry
 
 __all__ = [
     "TextEncoder",

@@ -1,14 +1,14 @@
-"""Alembic environment: runs on the connection `api.service._db.migrate` passes in."""
+"""Alembic environment: runs on the connection and the tables' metadata that `api.service.db.migrate` passes
+in (so this file imports nothing of the service)."""
 
 from __future__ import annotations
 
 from alembic import context
 
-from api.service._db import Base
-
 connection = context.config.attributes.get("connection")
-if connection is None:  # pragma: no cover - always called through api.service._db.migrate
-    raise RuntimeError("run migrations through api.service._db.migrate(engine)")
-context.configure(connection=connection, target_metadata=Base.metadata, render_as_batch=True)
+metadata = context.config.attributes.get("metadata")
+if connection is None or metadata is None:  # pragma: no cover - always called through api.service.db.migrate
+    raise RuntimeError("run migrations through api.service.db.migrate(engine)")
+context.configure(connection=connection, target_metadata=metadata, render_as_batch=True)
 with context.begin_transaction():
     context.run_migrations()

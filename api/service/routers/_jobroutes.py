@@ -19,11 +19,11 @@ from sqlalchemy.exc import IntegrityError
 
 from sweeper.demand import TrialMemory
 
-from .._db import SweepRecord, TransferRecord, new_id
-from .._render import ClientLeft, RenderFailed, client_left, render_bounded
-from .._security import check_capacity_at_submission, check_memory, check_rest_spec, check_rungs, check_work
-from .._settings import Settings
+from ..db import SweepRecord, TransferRecord, new_id
 from ..deps import JobsDep, Owner, SessionDep, SettingsDep
+from ..render import ClientLeft, RenderFailed, client_left, render_bounded
+from ..security import check_capacity_at_submission, check_memory, check_rest_spec, check_rungs, check_work
+from ..settings import Settings
 
 __all__ = [
     "HTML_PAGE",
@@ -60,7 +60,7 @@ Public = TypeVar("Public")
 
 def draw_page(settings: Settings, request: Any, what: str, fn: Callable[..., str], *args: Any,
               conflict: str | None = None) -> str:
-    """An HTML report drawn by `fn(*args)` in a bounded worker (`api.service._render`), killed when `request`'s
+    """An HTML report drawn by `fn(*args)` in a bounded worker (`api.service.render`), killed when `request`'s
     client leaves; 503 naming the limit it passed, 409 when the page raised the exception class named `conflict`
     (its reason: nothing to draw yet)."""
     try:

@@ -12,8 +12,8 @@ from scaling import ScalingError
 from sweeper.jobfiles import STATUS_FILE, transfer_version
 from sweeper.transfer import TransferError, export_from_sweep
 
-from .._cache import file_version
-from .._db import SweepRecord
+from ..cache import file_version
+from ..db import SweepRecord
 from ..deps import ReadAccess, ResultsDep, SessionDep, SessionRoute, release
 from .transfers import get_transfer_record, started_folder, transfer_result
 

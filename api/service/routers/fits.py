@@ -16,9 +16,9 @@ from api.schemas import Prediction
 from scaling import ExtrapolationRefused, ScalingError
 from sweeper.jobfiles import ANALYSIS_FILE, read_labelled, stored_transfer_report, transfer_version
 
-from .._gate import AnalysisGate
-from .._render import transfer_page
 from ..deps import AnalysisDep, ReadAccess, ResultsDep, SessionDep, SessionRoute, SettingsDep, release
+from ..gate import AnalysisGate
+from ..render import transfer_page
 from ._jobroutes import HTML_PAGE, draw_page
 from .transfers import get_transfer_record, started_folder, transfer_result
 

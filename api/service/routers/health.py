@@ -12,8 +12,8 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
 
-from .._settings import Settings
 from ..deps import SessionDep, SessionRoute, SettingsDep
+from ..settings import Settings
 
 router = APIRouter(tags=["health"], route_class=SessionRoute)
 

@@ -10,15 +10,16 @@ from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Resp
 from fastapi.responses import HTMLResponse
 
 from api.schemas import Links, SweepPublic, SweepsPublic, TrialPublic, TrialsPublic
-from sweeper import SweepError, SweepSpec, load_sweep_result, redact_spec, sweep_memory, sweep_status, sweep_work
+from sweeper import SweepError, SweepSpec, load_sweep_result, sweep_memory, sweep_status, sweep_work
 from sweeper.analysis import compare_sweeps, write_optuna_study
 from sweeper.jobfiles import STATUS_FILE, is_sweep_folder
+from sweeper.specs import redact_spec
 
-from .._cache import file_version
-from .._db import SweepRecord
-from .._render import comparison_page, sweep_page
-from .._settings import Settings
+from ..cache import file_version
+from ..db import SweepRecord
 from ..deps import AnalysisDep, JobsDep, Owner, ReadAccess, ResultsDep, SessionDep, SessionRoute, SettingsDep, release
+from ..render import comparison_page, sweep_page
+from ..settings import Settings
 from . import _jobroutes as jobs
 
 router = APIRouter(prefix="/sweeps", tags=["sweeps"], route_class=SessionRoute)
@@ -125,7 +126,7 @@ def _result_source(record: SweepRecord) -> tuple[str, Any, Any] | None:
 
 
 def _result(results: ResultsDep, record: SweepRecord) -> Any:
-    """The sweep's result from MLflow, read again only when the driver's status file changed (`api.service._cache`)."""
+    """The sweep's result from MLflow, read again only when the driver's status file changed (`api.service.cache`)."""
     source = _result_source(record)
     if source is None:
         return None
@@ -179,7 +180,7 @@ def _scored(sweep_id: str, results: ResultsDep, session: Any) -> tuple[SweepReco
 
 def _derived(results: ResultsDep, gate: AnalysisDep, record: SweepRecord, what: str, compute: Any) -> Any:
     """A figure's numbers computed from the sweep's result, cached under the same version as the result: a stored
-    value at once, else computed in one of the analysis slots (503 when every one is taken: `api.service._gate`)."""
+    value at once, else computed in one of the analysis slots (503 when every one is taken: `api.service.gate`)."""
     folder = Path(str(record.storage_path))
     key, version = f"{what}:{folder}", file_version(folder / STATUS_FILE)
     found, value = results.current(key, version)

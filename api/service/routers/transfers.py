@@ -16,9 +16,9 @@ from sweeper import SweepSpec, trial_memory
 from sweeper.jobfiles import is_transfer_folder, transfer_version
 from sweeper.transfer import TransferError, TransferSpec, load_transfer_result, transfer_status, transfer_work
 
-from .._db import SweepRecord, TransferRecord
-from .._settings import Settings
+from ..db import SweepRecord, TransferRecord
 from ..deps import JobsDep, Owner, ReadAccess, ResultsDep, SessionDep, SessionRoute, SettingsDep, release
+from ..settings import Settings
 from . import _jobroutes as jobs
 
 router = APIRouter(prefix="/transfers", tags=["transfers"], route_class=SessionRoute)
@@ -57,7 +57,7 @@ def started_folder(record: TransferRecord) -> Path:
 def transfer_result(results: ResultsDep, record: TransferRecord, *, started: bool = True, fresh: bool = False) -> Any:
     """The transfer's runs and analysis source (`sweeper.TransferResult`), read from MLflow again only when the
     driver's files changed; None before the driver planned it. With `started`, a 409 instead of None. With
-    `fresh`, never a value older than the driver's files (`api.service._cache`)."""
+    `fresh`, never a value older than the driver's files (`api.service.cache`)."""
     folder = started_folder(record) if started else _folder(record)
     if folder is None:
         return None

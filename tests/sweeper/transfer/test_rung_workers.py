@@ -246,8 +246,8 @@ def test_a_sweeps_workers_by_rung_is_checked_and_the_widest_trial_must_fit_the_c
 def test_over_rest_a_rung_too_wide_for_the_cluster_is_a_422_naming_that_rungs_field() -> None:
     from fastapi.exceptions import RequestValidationError
 
-    from api.service._security import check_capacity_at_submission
     from api.service.routers.sweeps import _demand
+    from api.service.security import check_capacity_at_submission
 
     spec = SweepSpec.model_validate({"name": "s", "baselines": ["adamw", {"arm": "muon", "rung": "cpu-s"}],
                                      "trial": {"batch_size": 12}, "workers_by_rung": {"cpu-s": 4}})

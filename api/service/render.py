@@ -9,7 +9,7 @@ its time limit, or as soon as the route sees its client gone (`client_left`, ask
 draws); the page is then kept per version of the job's files (`ResultCache`), so it is drawn once. The worker asks
 the kernel for SIGKILL when its parent dies (`PR_SET_PDEATHSIG`), so a SIGKILLed service leaves no worker drawing.
 What the worker held goes back to the system with it, and the service's own memory does not grow with a figure.
-Only `Settings.analysis_workers` draw at once (`api.service._gate`).
+Only `Settings.analysis_workers` draw at once (`api.service.gate`).
 """
 
 from __future__ import annotations

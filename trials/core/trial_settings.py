@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import ClassVar
 
-from .core.settings import EnvSettings
+from .settings import EnvSettings
 
 __all__ = ["CACHE_DIR_ENV", "CC_ENV", "DINOV2_PATH_ENV", "GIT_SHA_ENV", "TrialSettings"]
 

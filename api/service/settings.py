@@ -194,7 +194,7 @@ class Settings(EnvSettings):
     @classmethod
     def _trainers(cls, path: Path | None) -> Path | None:
         if path is not None:
-            from sweeper import load_trainers
+            from sweeper.search import load_trainers
 
             try:
                 load_trainers(path)  # read again by the job runner; checked here so a bad file stops start-up

@@ -12,11 +12,13 @@ from typing import Any
 
 from fastapi.exceptions import RequestValidationError
 
-from sweeper import TRAINERS_ENV, RegisteredTrainer, SweepError, resolve_trainer
+from sweeper import SweepError
 from sweeper.demand import TrialMemory
+from sweeper.search import RegisteredTrainer, resolve_trainer
+from sweeper.settings import TRAINERS_ENV
 from trials.core import SERVICE_SECRET_ENV
 
-from ._settings import Settings
+from .settings import Settings
 
 __all__ = ["TrustedHosts", "check_memory", "check_rest_paths", "check_rest_spec", "check_rungs", "check_work",
            "expand_trainer",

@@ -114,4 +114,5 @@ def migrate(engine: Engine) -> None:
     cfg.set_main_option("script_location", str(MIGRATIONS))
     with engine.begin() as connection:
         cfg.attributes["connection"] = connection
+        cfg.attributes["metadata"] = Base.metadata  # what env.py compares the database against
         command.upgrade(cfg, "head")
