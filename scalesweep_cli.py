@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -20,7 +19,7 @@ def _cmd_optimizers(args: argparse.Namespace) -> int:
     from trials.optim import DEFAULT_LR, OptimizerConfig, list_optimizers
 
     for name in list_optimizers():
-        cfg = OptimizerConfig(name=name)  # type: ignore[arg-type]
+        cfg = OptimizerConfig(name=name)
         extra = f", K={cfg.refresh_every}, gamma={cfg.gamma}" if name == "periodic" else ""
         extra += f", a null step after every {cfg.stretch}" if cfg.stretch is not None else ""
         print(f"{name:14s} lr={DEFAULT_LR[name]:g}{extra}, aux AdamW lr={cfg.aux_lr:g}")
@@ -28,23 +27,10 @@ def _cmd_optimizers(args: argparse.Namespace) -> int:
 
 
 def _load_mapping(path: str) -> dict:
-    """A YAML or JSON file holding one mapping."""
+    """A YAML or JSON file holding one mapping (one line naming the file and where when it is not one)."""
+    from trials.core import read_mapping
 
-    import yaml
-
-    file = Path(path)
-    if not file.is_file():
-        raise FileNotFoundError(f"no such file: {path}")
-    try:
-        data = yaml.safe_load(file.read_text())  # YAML is a superset of JSON
-    except yaml.YAMLError as exc:  # one line naming the file and where, not the parser's traceback
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or type(exc).__name__
-        raise ValueError(f"{path}: not valid YAML/JSON{where}: {problem}") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a mapping of config fields, got {type(data).__name__}")
-    return data
+    return read_mapping(path, what="a mapping of config fields")
 
 
 def _set_path(config: dict, dotted: str, raw: str) -> None:

@@ -32,7 +32,7 @@ from api.schemas import (
     TransfersPublic,
     TrialsPublic,
 )
-from trials.core import ScalesweepError
+from trials.core import ScalesweepError, read_mapping
 
 __all__ = ["DEFAULT_SERVER", "TERMINAL", "ApiError", "ScalesweepClient"]
 
@@ -78,18 +78,11 @@ def _load_spec(spec: Mapping[str, Any] | str | Path) -> dict[str, Any]:
     """A spec mapping, or a YAML/JSON file holding one."""
     if isinstance(spec, Mapping):
         return dict(spec)
-    import yaml
 
-    path = Path(spec)
-    try:
-        data = yaml.safe_load(path.read_text())  # YAML is a superset of JSON
-    except OSError as exc:
-        raise ApiError("Invalid Spec", None, f"cannot read {path}: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise ApiError("Invalid Spec", None, f"{path} is not YAML/JSON: {' '.join(str(exc).split())}") from None
-    if not isinstance(data, dict):
-        raise ApiError("Invalid Spec", None, f"{path}: expected a mapping, got {type(data).__name__}")
-    return data
+    def invalid(message: str) -> ApiError:
+        return ApiError("Invalid Spec", None, message)
+
+    return read_mapping(spec, what="a spec (a mapping of fields)", error=invalid, missing=invalid)
 
 
 class ScalesweepClient:

@@ -499,8 +499,56 @@ def _sweep_title(profile: DemoProfile, spec: dict[str, Any]) -> str:
             f"(profile {profile.name}: {profile.about})")
 
 
+def _study(client: Any, profile: DemoProfile, out: Path, times: list[tuple[str, float]], api_url: str,
+           ui_url: str, token: str) -> None:
+    """Stages 2-4 through the service: the sweep, the transfer, then the fits, the export and the report."""
+    from api.client import watch_sweep, watch_transfer
+
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    spec = demo_sweep_spec(profile, f"demo-{profile.name}-{stamp}")
+    _stage(_sweep_title(profile, spec), times)
+    sweep = client.submit_sweep(spec, idempotency_key=f"demo-{stamp}")
+    final = watch_sweep(client, sweep.id)
+    if final.state != "SUCCEEDED":
+        raise DemoError(f"sweep {sweep.id} ended {final.state}: {final.error or ''}")
+    best = client.sweep_best(sweep.id)
+    print(f"chosen: {best.get('best')}", flush=True)
+    for warning in [best.get("choice_warning"), *(best.get("warnings") or [])]:  # worse than the baselines
+        if warning:
+            print(f"WARNING: {warning}", flush=True)
+
+    _stage(f"3/4 transfer to {', '.join(profile.rungs)} with periodic, Muon and AdamW "
+           f"({profile.horizon_factor:g}x the horizon)", times)
+    transfer = client.submit_transfer(sweep.id, list(profile.rungs), arms=["periodic", "muon", "adamw"],
+                                      horizon_factor=profile.horizon_factor,
+                                      seeds=list(profile.transfer_seeds or profile.seeds),
+                                      idempotency_key=f"demo-transfer-{stamp}", **profile.transfer)
+    final_t = watch_transfer(client, transfer.id)
+    if final_t.state != "SUCCEEDED":
+        raise DemoError(f"transfer {transfer.id} ended {final_t.state}: {final_t.error or ''}")
+
+    _stage("4/4 fits, export and report", times)
+    target = profile.rungs[-1]
+    fits, built, report = _save_outcome(client, transfer.id, target, out)
+    print("\n".join(_summary(best.get("best"), fits, best)))
+    print(f"\nexport ({target}) builds: {'; '.join(built)}")
+    from scaling.export import Export
+
+    for warning in Export.from_text((out / "export.yaml").read_text()).provenance.get("warnings") or []:
+        print(f"export WARNING: {warning}")
+    print(f"\n{_stage_times(times, time.monotonic())}")
+    print("\nOpen:\n"
+          f"  report      {report}\n"
+          f"  export      {out / 'export.yaml'} (and .json)\n"
+          f"  records     {out / 'records'}   (scalesweep fit {out / 'records'})\n"
+          f"  MLflow UI   {ui_url}\n"
+          f"  service     {api_url}/docs   (token: SCALESWEEP_API_TOKEN={token})\n"
+          f"  sweep       {api_url}/v1/sweeps/{sweep.id}\n"
+          f"  transfer    {api_url}/v1/transfers/{transfer.id}", flush=True)
+
+
 def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path, run_mark: str) -> int:
-    from api.client import ApiError, ScalesweepClient, watch_sweep, watch_transfer
+    from api.client import ApiError, ScalesweepClient
 
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -532,47 +580,7 @@ def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path, run_mar
 
         # fits bootstrap several hundred replicates per metric on first request: allow minutes, not seconds
         with ScalesweepClient(api_url, token=token, timeout=600.0) as client:
-            stamp = time.strftime("%Y%m%d-%H%M%S")
-            spec = demo_sweep_spec(profile, f"demo-{profile.name}-{stamp}")
-            _stage(_sweep_title(profile, spec), times)
-            sweep = client.submit_sweep(spec, idempotency_key=f"demo-{stamp}")
-            final = watch_sweep(client, sweep.id)
-            if final.state != "SUCCEEDED":
-                raise DemoError(f"sweep {sweep.id} ended {final.state}: {final.error or ''}")
-            best = client.sweep_best(sweep.id)
-            print(f"chosen: {best.get('best')}", flush=True)
-            for warning in [best.get("choice_warning"), *(best.get("warnings") or [])]:  # worse than the baselines
-                if warning:
-                    print(f"WARNING: {warning}", flush=True)
-
-            _stage(f"3/4 transfer to {', '.join(profile.rungs)} with periodic, Muon and AdamW "
-                   f"({profile.horizon_factor:g}x the horizon)", times)
-            transfer = client.submit_transfer(sweep.id, list(profile.rungs), arms=["periodic", "muon", "adamw"],
-                                              horizon_factor=profile.horizon_factor,
-                                              seeds=list(profile.transfer_seeds or profile.seeds),
-                                              idempotency_key=f"demo-transfer-{stamp}", **profile.transfer)
-            final_t = watch_transfer(client, transfer.id)
-            if final_t.state != "SUCCEEDED":
-                raise DemoError(f"transfer {transfer.id} ended {final_t.state}: {final_t.error or ''}")
-
-            _stage("4/4 fits, export and report", times)
-            target = profile.rungs[-1]
-            fits, built, report = _save_outcome(client, transfer.id, target, out)
-            print("\n".join(_summary(best.get("best"), fits, best)))
-            print(f"\nexport ({target}) builds: {'; '.join(built)}")
-            from scaling.export import Export
-
-            for warning in Export.from_text((out / "export.yaml").read_text()).provenance.get("warnings") or []:
-                print(f"export WARNING: {warning}")
-            print(f"\n{_stage_times(times, time.monotonic())}")
-            print("\nOpen:\n"
-                  f"  report      {report}\n"
-                  f"  export      {out / 'export.yaml'} (and .json)\n"
-                  f"  records     {out / 'records'}   (scalesweep fit {out / 'records'})\n"
-                  f"  MLflow UI   {ui_url}\n"
-                  f"  service     {api_url}/docs   (token: SCALESWEEP_API_TOKEN={token})\n"
-                  f"  sweep       {api_url}/v1/sweeps/{sweep.id}\n"
-                  f"  transfer    {api_url}/v1/transfers/{transfer.id}", flush=True)
+            _study(client, profile, out, times, api_url, ui_url, token)
         _wait_http(ui, ui_url, 60)
         if not args.no_wait:
             _stay_up(processes)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import importlib
 import logging
 from collections.abc import AsyncIterator
@@ -61,6 +62,36 @@ def _import_read_paths() -> None:
     importlib.import_module("dashboards").build_report  # noqa: B018
 
 
+# What each error status means, shown in the OpenAPI schema beside every route.
+_ERROR_RESPONSES = {code: {"model": Problem, "description": desc} for code, desc in (
+    (400, "malformed request (e.g. a body that is not UTF-8 JSON)"),
+    (401, "missing or invalid bearer token"), (404, "no such resource"),
+    (413, "the body is larger than SCALESWEEP_MAX_BODY_BYTES"),
+    (415, "a body that is not JSON (Content-Type: application/json)"),
+    (422, "invalid input: each field and what is allowed"),
+    (429, "too many jobs queued (in all, or of this owner); retry after Retry-After seconds"),
+    (500, "internal error"),
+    (503, "busy: no database connection free within the pool timeout, or every analysis slot taken "
+          "(importance, reports); retry after Retry-After seconds"))}
+
+
+def _wire(app: FastAPI, settings: Settings) -> None:
+    """The problem handlers, the self-hosted docs, the middleware and the routers."""
+    install_problem_handlers(app)
+    install_docs(app)
+    # HEAD as GET; for writes: the token before the body is read, JSON only (415), bounded size (413).
+    app.add_middleware(RequestGuard, settings=settings, fastapi_app=app)
+    app.add_middleware(HtmlHeaders)  # outermost but for the Host check: every answer, refusals included
+    if settings.host_list != ["*"]:  # a browser on the same machine must not reach us under a rebound DNS name
+        from .security import TrustedHosts
+
+        app.add_middleware(TrustedHosts, hosts=settings.host_list)
+    app.include_router(health.router, prefix=API_PREFIX)
+    app.include_router(sweeps.router, prefix=API_PREFIX)
+    for router in (transfers.router, fits.router, exports.router):
+        app.include_router(router, prefix=API_PREFIX)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the app; `settings` default to the environment (`SCALESWEEP_*`)."""
     settings = settings or get_settings()
@@ -106,18 +137,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         yield
         await anyio.to_thread.run_sync(shutdown)
 
-    errors = {code: {"model": Problem, "description": desc} for code, desc in (
-        (400, "malformed request (e.g. a body that is not UTF-8 JSON)"),
-        (401, "missing or invalid bearer token"), (404, "no such resource"),
-        (413, "the body is larger than SCALESWEEP_MAX_BODY_BYTES"),
-        (415, "a body that is not JSON (Content-Type: application/json)"),
-        (422, "invalid input: each field and what is allowed"),
-        (429, "too many jobs queued (in all, or of this owner); retry after Retry-After seconds"),
-        (500, "internal error"),
-        (503, "busy: no database connection free within the pool timeout, or every analysis slot taken "
-              "(importance, reports); retry after Retry-After seconds"))}
     app = FastAPI(
-        responses=errors,  # type: ignore[arg-type]
+        responses=copy.deepcopy(_ERROR_RESPONSES),  # type: ignore[arg-type]  # one per app: FastAPI may add to it
         title="scalesweep",
         version="0.1.0",
         summary="Sweeps and scaling studies for Periodic Row-wise Muon on diffusion transformers.",
@@ -131,19 +152,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.jobs = jobs
     app.state.results = results
     app.state.analysis = AnalysisGate(settings.analysis_workers)
-    install_problem_handlers(app)
-    install_docs(app)
-    # HEAD as GET; for writes: the token before the body is read, JSON only (415), bounded size (413).
-    app.add_middleware(RequestGuard, settings=settings, fastapi_app=app)
-    app.add_middleware(HtmlHeaders)  # outermost but for the Host check: every answer, refusals included
-    if settings.host_list != ["*"]:  # a browser on the same machine must not reach us under a rebound DNS name
-        from .security import TrustedHosts
-
-        app.add_middleware(TrustedHosts, hosts=settings.host_list)
-    app.include_router(health.router, prefix=API_PREFIX)
-    app.include_router(sweeps.router, prefix=API_PREFIX)
-    for router in (transfers.router, fits.router, exports.router):
-        app.include_router(router, prefix=API_PREFIX)
+    _wire(app, settings)
     _document_problems(app)
     return app
 

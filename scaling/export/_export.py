@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from trials.core import parse_mapping
+
 from ..errors import ScalingInputError
 from ._lr_rules import WD_RULES, carry_optimizer
 
@@ -74,11 +76,8 @@ class Export:
     @classmethod
     def from_text(cls, text: str) -> Export:
         """Read back a YAML or JSON export (JSON first: YAML 1.1 reads JSON's `1e-08` as a string)."""
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError:
-            data = yaml.safe_load(text)
-        return cls.from_dict(data)
+        return cls.from_dict(parse_mapping(text, "export", what="an export (target, arms, provenance)",
+                                           error=ScalingInputError))
 
 
 def refuse_losing_choice(warnings: Sequence[str], allow_losing: bool) -> None:

@@ -21,7 +21,6 @@ user already owns the shell.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trials import CommandLine
-from trials.core import validation_messages
+from trials.core import read_mapping, validation_messages
 
 from ..errors import SweepError
 from ..settings import TRAINERS_ENV, DriverSettings
@@ -64,20 +63,9 @@ def load_trainers(source: str | Path | None = None) -> dict[str, RegisteredTrain
         where = f"{TRAINERS_ENV}={source}"
     else:
         where = str(source)
-    path = Path(source)
-    if not path.is_file():
-        raise SweepError(f"{where}: no trainer registry file there")
-    try:
-        text = path.read_text(encoding="utf-8")
-        if path.suffix.lower() == ".json":
-            data = json.loads(text)
-        else:
-            import yaml
-
-            data = yaml.safe_load(text)
-    except Exception as exc:  # JSON and YAML raise different types; the first line of the message is what matters
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise SweepError(f"{where}: not valid YAML/JSON: {first}") from None
+    data: Any = read_mapping(source, what="a trainer registry (trainer names -> {command, env, cwd, timeout_s})",
+                             error=lambda m: SweepError(m.replace(str(source), where, 1)),
+                             missing=lambda _: SweepError(f"{where}: no trainer registry file there"), empty={})
     if isinstance(data, Mapping) and set(data) == {"trainers"}:
         data = data["trainers"]
     if data is None:

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from trials import CommandLine
+from trials.core import read_mapping
 from trials.optim import ArmName, ControlArmName
 from trials.record import TAG
 
@@ -1008,21 +1009,6 @@ def read_spec(source: str | Path | Mapping[str, Any], model: type[M], what: str,
     `error` for a file that is not a mapping of fields."""
     if isinstance(source, Mapping):
         return model.model_validate(dict(source))
-    path = Path(source)
-    if not path.is_file():
-        raise FileNotFoundError(f"no {what} spec at {path}")
-    text = path.read_text(encoding="utf-8")
-    kind = "JSON" if path.suffix.lower() == ".json" else "YAML"
-    try:
-        if kind == "JSON":
-            data = json.loads(text)
-        else:
-            import yaml
-
-            data = yaml.safe_load(text)  # YAML is a superset of JSON
-    except Exception as exc:  # JSON and YAML raise different types; the message is what matters
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise error(f"{path}: not valid {kind}: {first}") from None
-    if not isinstance(data, dict):
-        raise error(f"{path}: a {what} spec is a mapping of fields, got {type(data).__name__}")
+    data = read_mapping(source, what=f"a {what} spec (a mapping of fields)", error=error,
+                        missing=lambda _: FileNotFoundError(f"no {what} spec at {source}"))
     return model.model_validate(data)

@@ -151,7 +151,7 @@ def test_remote_cli_submits_follows_and_cancels(server: str, tmp_path: Path, cap
         (["cancel", "tr-nope"], "404 Not Found"),
         (["export", "--sweep", "sw-x"], "--sweep needs --rung"),
         (["export"], "give a TRANSFER_ID or --sweep SWEEP_ID"),
-        (["submit", "no-such-file.yaml"], "cannot read no-such-file.yaml"),
+        (["submit", "no-such-file.yaml"], "no such file: no-such-file.yaml"),
         (["transfer", "sw-nope", "--rungs", "cpu-s", "--timing-steps", "10001"],
          "--timing-steps: Input should be less than or equal to 10000 (given 10001)"),
         (["transfer", "sw-nope", "--rungs", "cpu-s", "--timing-warmup", "0"],

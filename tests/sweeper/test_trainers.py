@@ -40,7 +40,7 @@ def test_a_registry_loads_and_a_named_trainer_resolves(tmp_path: Path) -> None:
         ("mine: {command: [train], shell: true}", "mine.shell: Extra inputs are not permitted"),
         ("'bad name!': {command: [train]}", "trainer name 'bad name!' must match"),
         ("mine: [train", "not valid YAML/JSON"),
-        ("[train]", "a trainer registry maps trainer names"),
+        ("[train]", "expected a trainer registry (trainer names -> {command, env, cwd, timeout_s}), got list"),
     ],
 )
 def test_a_bad_registry_is_one_line_naming_the_file(tmp_path: Path, text: str, message: str) -> None:

@@ -1,9 +1,11 @@
 """The small core every package shares: the error root and its kinds (`trials.core.errors`), the one settings
 mechanism (`EnvSettings`), redaction and the one list of the service's secret variables, the process tree
-(`trials.core.proctree`: tagged processes, ending them, adopting orphans) and lazy faces (`lazy_face`).
+(`trials.core.proctree`: tagged processes, ending them, adopting orphans), the one YAML/JSON reader
+(`read_mapping`) and lazy faces (`lazy_face`).
 
 It sits under `trials` because `trials` is the lowest layer (imports point api -> sweeper -> trials), so every
-package can use it; it imports nothing but the standard library and pydantic. Names load on first use.
+package can use it; it imports nothing but the standard library, pydantic and (to read YAML) pyyaml. Names load on
+first use.
 """
 
 # ruff: noqa: F401  (the TYPE_CHECKING imports below are this package's face: `lazy_face` reads them)
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
         validation_messages,
         validation_text,
     )
+    from .files import parse_mapping, read_mapping
     from .lazy import homes_of, lazy_attributes, lazy_face
     from .redact import SERVICE_SECRET_ENV, uri_secrets, without_credentials
     from .settings import EnvSettings
