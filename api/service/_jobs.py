@@ -45,6 +45,7 @@ from sweeper.jobfiles import (
     is_transfer_folder,
     request_cancel,
 )
+from sweeper.jobs import drop_extension_undo, save_extension_undo, undo_extension
 from trials.core import ScalesweepError, without_credentials
 from trials.core.proctree import JOB_TAG_ENV, end_tagged, tag_values
 
@@ -173,6 +174,11 @@ KINDS: dict[str, JobKind] = {
     "transfer": JobKind("transfer", TransferRecord, "transfers", ("transfer", "run"),
                         _status_reader(is_transfer_folder, "transfer_status"), _canceller("cancel_transfer")),
 }
+
+
+def _as_was(record: Record) -> dict[str, Any]:
+    """What an extension changes on a job's record, as it was: restored when the queued extension is cancelled."""
+    return {"state": record.state, "spec": record.spec, "error": record.error}
 
 
 def kind_of(record: Record) -> JobKind:
@@ -536,7 +542,16 @@ class JobRunner:
         with self._lock:  # the queue's pass cannot start or reap this job meanwhile
             session.refresh(record)
             previous = record.state
-            if previous in TERMINAL or not self._claim(session, record, previous, state="CANCELLED"):
+            folder = Path(record.storage_path) if record.storage_path else None
+            if previous == "PENDING" and folder is not None and (kept := undo_extension(folder)) is not None:
+                # a queued extension, cancelled before it ran: the job as it was before it (issue 64, N5)
+                return self._claim(session, record, "PENDING", state=kept["state"], spec=kept["spec"],
+                                   error=kept.get("error"), resume=False)
+            extension = previous == "RUNNING" and folder is not None and drop_extension_undo(folder)
+            error = ("its extension was cancelled while running: the runs it finished are kept; POST "
+                     f"/v1/{kind.folder}/{record.id}/resume runs the rest") if extension else None
+            if previous in TERMINAL or not self._claim(session, record, previous, state="CANCELLED",
+                                                       **({"error": error} if error else {})):
                 return False  # already finished, or another request cancelled it first
             if previous == "RUNNING":
                 folder = self.job_dir(record)
@@ -579,8 +594,10 @@ class JobRunner:
             session.refresh(record)
             if record.state not in ("SUCCEEDED", "FAILED", "CANCELLED") or not record.storage_path:
                 return None
+            save_extension_undo(record.storage_path, _as_was(record))
             added = apply_extension(self._driver_spec(spec), record.storage_path)
             if not added:
+                drop_extension_undo(record.storage_path)
                 return added
             if not self._claim(session, record, "SUCCEEDED", "FAILED", "CANCELLED", state="PENDING", pid=None,
                                error=None, spec=spec.model_dump(mode="json"), resume=True):
@@ -597,7 +614,10 @@ class JobRunner:
             session.refresh(record)
             if record.state not in ("SUCCEEDED", "FAILED", "CANCELLED") or not record.storage_path:
                 return None
+            save_extension_undo(record.storage_path, _as_was(record))
             added = apply_transfer_extension(spec, record.storage_path)
+            if not added:
+                drop_extension_undo(record.storage_path)
             if added and not self._claim(session, record, "SUCCEEDED", "FAILED", "CANCELLED", state="PENDING",
                                          pid=None, error=None, spec=spec.model_dump(mode="json"), resume=True):
                 return None

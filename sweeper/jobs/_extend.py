@@ -5,8 +5,10 @@ what is missing, in the same work folder and MLflow parent run, with the selecti
 
 An extension may only add: `seeds` (the old ones kept), values to a grid's `search.space` lists (the old ones
 kept, no new parameter), a larger `search.budget` for tpe/random (the same space), and `baselines` (the old ones
-kept); `execution` and `retries` may change as on any resume. Anything else changed (rung, horizon, eval steps,
-optimizer, trial, selection, ...) would make the old trials measure something else: refused, naming the field.
+kept); `execution` (but its `workers_per_trial`) and `retries` may change as on any resume. `workers_per_trial`
+stays: one selection would otherwise mix trials trained on one worker and on several (issue 64, N10). Anything else
+changed (rung, horizon, eval steps, optimizer, trial, selection, ...) would make the old trials measure something
+else: refused, naming the field.
 A sweep with a confirmation (`confirm.top > 0`) is refused too: its choice was made on fresh seeds numbered after
 the sweep's, which added seeds would reuse; run a new sweep with `search.warm_start` instead.
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -30,7 +33,8 @@ from ..specs import SweepSpec, load_spec
 if TYPE_CHECKING:
     from ..analysis import SweepResult
 
-__all__ = ["apply_extension", "changed_paths", "check_extension", "extend_held", "extend_sweep"]
+__all__ = ["apply_extension", "changed_paths", "check_extension", "drop_extension_undo", "extend_held", "extend_sweep",
+           "save_extension_undo", "undo_extension"]
 
 # What an extension may change; every other field must be equal.
 _EXTENSIBLE = ("seeds", "baselines", "execution", "retries")
@@ -59,6 +63,11 @@ def check_extension(old: SweepSpec, new: SweepSpec) -> list[str]:
     if old.confirm.top > 0:
         raise SweepError(f"sweep {old.name} confirmed its choice on fresh seeds (confirm.top={old.confirm.top}): "
                          "it cannot be extended; start a new sweep with search.warm_start instead")
+    if new.execution.workers_per_trial != old.execution.workers_per_trial:
+        raise SweepError(f"execution.workers_per_trial: an extension keeps the sweep's "
+                         f"{old.execution.workers_per_trial} (got {new.execution.workers_per_trial}); its selection "
+                         "compares trials run alike; start a new sweep with search.warm_start to train on another "
+                         "worker count")
     changed = changed_paths(_rest(old), _rest(new))
     if changed:
         raise SweepError(f"an extension may only add seeds, grid values, search budget or baselines; "
@@ -158,3 +167,71 @@ def extend_sweep(spec: SweepSpec | str | Path | Mapping[str, Any], workdir: str 
         print(f"extending {Path(workdir)}: " + ("; ".join(added) if added else "nothing to add"), file=out,
               flush=True)
     return run_sweep(new, workdir=workdir, resume=True, show_progress=show_progress, stream=stream)
+
+
+# A queued extension is applied to the folder at once (its spec, state and MLflow parent run say what it is now) and
+# run later; cancelling it before it runs must give the job back as it was (issue 64, N5). The folder's own files
+# and the parent run's tags are kept here until the driver starts (`drop_extension_undo`) or the cancel restores
+# them (`undo_extension`), with what the caller needs to restore its own record (`keep`).
+UNDO_DIR = ".extension-undo"
+_UNDO_FILE = "undo.json"
+
+
+def save_extension_undo(folder: str | Path, keep: Mapping[str, Any]) -> None:
+    """Before an extension is applied to the job in `folder`: keep its top-level files and its parent run's spec
+    tags, and `keep` (the caller's record as it was: state, spec)."""
+    from trials.record import TAG
+
+    from ..ledger import SweepLedger
+
+    folder = Path(folder)
+    undo = folder / UNDO_DIR
+    shutil.rmtree(undo, ignore_errors=True)
+    undo.mkdir()
+    files = sorted(f.name for f in folder.glob("*.json") if f.is_file())
+    for name in files:
+        shutil.copy2(folder / name, undo / name)
+    tags: dict[str, str | None] = {}
+    state = read_state(folder)
+    if state is not None and state.get("parent_run_id"):
+        run_tags = SweepLedger(state["tracking_uri"], state["experiment"]).client.get_run(
+            state["parent_run_id"]).data.tags
+        tags = {name: run_tags.get(name) for name in (TAG.FINGERPRINT, TAG.EXTENSIONS)}
+    write_json(undo / _UNDO_FILE, {"keep": dict(keep), "files": files, "tags": tags})
+
+
+def undo_extension(folder: str | Path) -> dict[str, Any] | None:
+    """Give the job in `folder` back as it was before its queued extension (`save_extension_undo`): its files, its
+    parent run's spec and tags; returns what the caller kept, or None when no extension is waiting there."""
+    from ..ledger import SweepLedger
+
+    folder = Path(folder)
+    undo = folder / UNDO_DIR
+    saved = read_json(undo / _UNDO_FILE)
+    if saved is None:
+        return None
+    for name in saved["files"]:
+        shutil.copy2(undo / name, folder / name)
+    state = read_state(folder)
+    stored = read_json(folder / SPEC_FILE)
+    if state is not None and state.get("parent_run_id") and saved["tags"]:
+        ledger = SweepLedger(state["tracking_uri"], state["experiment"])
+        run_id = state["parent_run_id"]
+        if stored is not None:
+            ledger.log_spec(run_id, SweepSpec.model_validate(stored))
+        for name, value in saved["tags"].items():
+            if value is None:
+                ledger.client.delete_tag(run_id, name)
+            else:
+                ledger.client.set_tag(run_id, name, value)
+    shutil.rmtree(undo, ignore_errors=True)
+    return dict(saved["keep"])
+
+
+def drop_extension_undo(folder: str | Path) -> bool:
+    """The extension in `folder` is running (or was cancelled while running): it can no longer be undone, only
+    resumed. True when one was waiting."""
+    undo = Path(folder) / UNDO_DIR
+    found = undo.is_dir()
+    shutil.rmtree(undo, ignore_errors=True)
+    return found

@@ -24,6 +24,7 @@ from typing import IO, Protocol, TypeVar
 from trials import JobFailedError
 
 from ..jobfiles import driver_lock
+from ._extend import drop_extension_undo
 
 __all__ = ["Job", "JobRun", "check_resumable", "run_locked_job", "run_stages"]
 
@@ -113,6 +114,7 @@ def run_stages(job: Job[R], run: JobRun, *, resume: bool) -> R:
     stored = job.stored(run.workdir)
     if stored is not None:
         check_resumable(job, run.workdir, stored, resume)
+    drop_extension_undo(run.workdir)  # a queued extension runs now: from here a cancel keeps what it ran
     try:
         result = job.run(run)
     except JobFailedError as exc:
