@@ -87,6 +87,8 @@ class TrialPublic(BaseModel):
     metric_name: str | None = Field(None, description="What the FD was computed on, e.g. fd_shapes_cnn.")
     error: str | None = Field(None, description="Why the trial FAILED (e.g. its trainer's exit code and the last "
                               "lines of its stderr); null otherwise.")
+    rank_restarts: int = Field(0, description="Restarts of a multi-worker trial's ranks after a lost rank, each from "
+                               "its last checkpoint; a trial whose ranks are restarting reads RUNNING with this count.")
 
 
 class TrialsPublic(BaseModel):

@@ -207,12 +207,26 @@ def _tag_worker(job: dict[str, Any]) -> None:
 
 
 def _drop_checkpoints(checkpoint_dir: str | None) -> None:
-    """Remove an attempt's checkpoints once it can no longer resume (and the trial's folder when empty)."""
+    """Remove an attempt's checkpoints once it can no longer resume, with those of the trial's earlier attempts
+    (an attempt whose process was killed never removed its own; a retry starts afresh, so none is read again:
+    issue 64, N4), and the trial's folder when empty."""
     if not checkpoint_dir:
         return
-    shutil.rmtree(checkpoint_dir, ignore_errors=True)
+    path = Path(checkpoint_dir)
+    shutil.rmtree(path, ignore_errors=True)
+    number = _attempt_number(path)
+    if number is not None:
+        for earlier in path.parent.glob("attempt-*"):
+            if (n := _attempt_number(earlier)) is not None and n < number:
+                shutil.rmtree(earlier, ignore_errors=True)
     with contextlib.suppress(OSError):
-        Path(checkpoint_dir).parent.rmdir()
+        path.parent.rmdir()
+
+
+def _attempt_number(folder: Path) -> int | None:
+    """`attempt-3` -> 3 (`checkpoint_path`'s names); None for any other folder."""
+    match = re.fullmatch(r"attempt-(\d+)", folder.name)
+    return int(match.group(1)) if match else None
 
 
 def _relabel_if_pruned(job: dict[str, Any]) -> bool:

@@ -37,6 +37,7 @@ from typing import Any
 
 from trials import TrialError
 
+from ..ledger import RANK_RESTARTS  # the run's tag: restarts so far (read back by the ledger)
 from ..specs import ExecutionSpec
 
 __all__ = [
@@ -58,8 +59,6 @@ __all__ = [
 # Restarts of a trial's rank group after a lost rank: each resumes from the last checkpoint, so a restart costs at
 # most one eval interval of training. Three covers a flaky node without looping forever on a broken one.
 MAX_RANK_RESTARTS = 3
-# Tag on a trial's run that finished after restarting its ranks: how many restarts it took.
-RANK_RESTARTS = "scalesweep.rank_restarts"
 
 # The defaults of execution.rendezvous_timeout_s and stall_timeout_s. Ranks start in seconds (a Ray actor, torch's
 # import), so five minutes to meet is generous and still ends a broken start well before the 30 minutes torch
@@ -390,6 +389,7 @@ def run_on_workers(trial: dict[str, Any], run_rank0: Callable[[dict[str, Any]], 
             lost = _lost_rank(runs)
             if lost is None or attempt == restarts or not trial.get("checkpoint_dir"):
                 raise  # rank 0's own error (the others are stuck in a collective), or out of restarts
+            _mark_restarting(trial, attempt + 1)
         finally:
             if beating is not None:
                 beating.set()
@@ -397,6 +397,26 @@ def run_on_workers(trial: dict[str, Any], run_rank0: Callable[[dict[str, Any]], 
             for actor in actors:
                 ray.kill(actor, no_restart=True)
     raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def _mark_restarting(trial: dict[str, Any], restarts: int) -> None:
+    """While the group restarts: the run reads RUNNING (rank 0 closed it FAILED with the lost rank's error when its
+    collective broke) with the restarts so far (tag RANK_RESTARTS), so the trial never reads FAILED meanwhile, and
+    a cancel during the restart closes it CANCELLED like any running trial (issue 64, N9)."""
+    tracking = trial.get("tracking") or {}
+    if not tracking.get("run_id"):
+        return
+    with contextlib.suppress(Exception):  # the resumed run_trial reopens the run either way
+        from mlflow import MlflowClient
+
+        from trials.record import RUNNING, TAG
+
+        client = MlflowClient(tracking_uri=tracking["tracking_uri"])
+        client.update_run(tracking["run_id"], status="RUNNING")
+        client.set_tag(tracking["run_id"], TAG.STATUS, RUNNING)
+        client.set_tag(tracking["run_id"], RANK_RESTARTS, str(restarts))
+        if TAG.ERROR in client.get_run(tracking["run_id"]).data.tags:
+            client.delete_tag(tracking["run_id"], TAG.ERROR)
 
 
 def _record_restarts(trial: dict[str, Any], restarts: int) -> None:

@@ -115,6 +115,68 @@ def test_a_stopped_rank_ends_the_trial_within_the_stall_timeout_naming_it(live: 
     assert not process_alive(pid) and not _rank_pids()
 
 
+def _after_first_checkpoint(workdir: Path, timeout: float = 240) -> None:
+    deadline = time.monotonic() + timeout
+    while not any(workdir.rglob("attempt-*/latest")):
+        assert time.monotonic() < deadline, "no checkpoint was written"
+        time.sleep(0.1)
+
+
+def _titled(prefix: bytes) -> list[int]:
+    pids = []
+    for pid in descendants(os.getpid()):
+        try:
+            if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(prefix):
+                pids.append(pid)
+        except OSError:
+            continue
+    return pids
+
+
+@pytest.mark.integration
+def test_a_restarting_trial_reads_running_with_its_restarts_never_failed(live: LiveServer, settings: Settings) -> None:
+    """N9: while its ranks restarted after a lost rank, the trial read FAILED with the lost rank's error."""
+    with httpx.Client(base_url=live.url, timeout=30) as http:
+        created = http.post("/v1/sweeps", json=_two_worker_sweep("n9"), headers=AUTH)
+        assert created.status_code == 201, created.text
+        sweep = created.json()["id"]
+        pid = _first_rank()
+        _after_first_checkpoint(Path(settings.workdir))
+        os.kill(pid, signal.SIGKILL)
+        seen: list[tuple[str, int]] = []
+        while http.get(f"/v1/sweeps/{sweep}").json()["state"] in ("PENDING", "RUNNING"):
+            trial = _trial(http, sweep)
+            seen.append((trial["state"], trial["rank_restarts"]))
+            time.sleep(0.1)
+        trial = _trial(http, sweep)
+    assert seen and all(state == "RUNNING" for state, _ in seen), seen
+    assert ("RUNNING", 1) in seen  # read during the restart: RUNNING, with its count
+    assert trial["state"] == "SUCCEEDED" and trial["rank_restarts"] == 1 and trial["error"] is None, trial
+
+
+@pytest.mark.integration
+def test_a_killed_attempts_checkpoint_is_removed_when_its_retry_finishes(live: LiveServer,
+                                                                         settings: Settings) -> None:
+    """N4: rank 0 (the trainable) SIGKILLed after a checkpoint: the retry succeeded and attempt-0's distributed
+    checkpoint stayed in the work folder."""
+    spec = {**_two_worker_sweep("n4"), "retries": {"max_retries": 1}}
+    with httpx.Client(base_url=live.url, timeout=30) as http:
+        created = http.post("/v1/sweeps", json=spec, headers=AUTH)
+        assert created.status_code == 201, created.text
+        sweep = created.json()["id"]
+        _first_rank()
+        workdir = Path(settings.workdir)
+        _after_first_checkpoint(workdir)
+        rank0 = _titled(b"ray::ImplicitFunc")
+        assert rank0, "rank 0's trainable was not found"
+        os.kill(rank0[0], signal.SIGKILL)
+        done = wait_job(http, f"/v1/sweeps/{sweep}", timeout=400)
+        trials = http.get(f"/v1/sweeps/{sweep}/trials").json()["data"]
+    assert done["state"] == "SUCCEEDED", done
+    assert sorted((t["attempt"], t["state"]) for t in trials)[-1] == (1, "SUCCEEDED"), trials
+    assert not list(workdir.rglob("attempt-*")), list(workdir.rglob("attempt-*"))
+
+
 # --- refused at submission: what can never be scheduled (N3), counts that are not integers (N7), an extension that
 # changes the worker count (N10) ------------------------------------------------------------------------------------
 
