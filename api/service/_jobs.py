@@ -46,6 +46,7 @@ from sweeper.jobfiles import (
     request_cancel,
 )
 from sweeper.jobs import drop_extension_undo, save_extension_undo, undo_extension
+from sweeper.search import remove_left_sessions
 from trials.core import ScalesweepError, without_credentials
 from trials.core.proctree import JOB_TAG_ENV, end_tagged, tag_values
 
@@ -402,6 +403,9 @@ class JobRunner:
         """At start-up: a RUNNING job whose driver is gone is resumed (or marked FAILED, by setting); processes of
         jobs that ended meanwhile are ended (`end_leftovers`)."""
         self.end_leftovers()
+        for kind in KINDS.values():  # the Ray sessions of jobs whose drivers died while no service ran
+            for folder in sorted((self.settings.workdir.resolve() / kind.folder).glob("*/")):
+                self._remove_sessions(folder)
         with self.sessions() as session:
             for record in self._records(session, "RUNNING"):
                 if self.driver_alive(record):
@@ -516,6 +520,17 @@ class JobRunner:
         if ended := end_tagged(JOB_TAG_ENV, record.id, self.kill_grace_s):
             log.warning("%s %s: its driver ended; ended %d process(es) it left", kind_of(record).name, record.id,
                         ended)
+        self._remove_sessions(self.job_dir(record))
+
+    def _remove_sessions(self, folder: Path) -> None:
+        """The local Ray session folders the job's ended drivers left (a driver killed, or cancelled mid-trial)."""
+        try:
+            removed = remove_left_sessions(folder)
+        except OSError as exc:  # clean-up only: never fail the queue's pass over it
+            log.warning("%s: could not remove the Ray sessions it left: %s", folder.name, exc)
+            return
+        if removed:
+            log.warning("%s: removed %d Ray session folder(s) its driver left", folder.name, len(removed))
 
     def _failure(self, record: Record, code: int | None) -> str:
         """Why a job FAILED: the cause its driver recorded (e.g. every trial's trainer exited 3, with its stderr),
@@ -573,8 +588,9 @@ class JobRunner:
                     if proc is not None:
                         proc.wait(timeout=30)
                     # Whatever the driver's cancel left (a trainer in a session of its own, its children): SIGTERM,
-                    # the grace period, SIGKILL.
+                    # the grace period, SIGKILL; then the Ray session folder it had no time to remove.
                     end_tagged(JOB_TAG_ENV, record.id, self.kill_grace_s)
+                    self._remove_sessions(self.job_dir(record))
             return True
 
     def resume(self, session: Session, record: Record) -> bool:

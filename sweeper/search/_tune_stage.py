@@ -25,7 +25,7 @@ from ._hooks import DriverHooks
 from ._trainable import make_trainable
 from ._workers import resources_by_config
 
-__all__ = ["run_tune"]
+__all__ = ["remove_left_sessions", "run_tune"]
 
 
 def run_tune(spec: SweepSpec, driver: DriverHooks, workdir: Path) -> dict[str, float]:
@@ -37,6 +37,8 @@ def run_tune(spec: SweepSpec, driver: DriverHooks, workdir: Path) -> dict[str, f
     }.items():
         os.environ.setdefault(var, value)
     started_ray, ray_init_s, session = _init_ray(spec)
+    if session is not None:  # named in the job's folder until removed: a driver killed before then leaves it
+        _note_session(workdir, session)
     try:
         with _signals_cancel(driver):  # after ray.init, which installs its own SIGTERM handler
             return _tune(spec, driver, workdir, started_ray, ray_init_s)
@@ -193,6 +195,38 @@ def _remove_session(session: Path, workdir: Path) -> None:
     with contextlib.suppress(OSError):
         if os.readlink(latest) == str(session):
             latest.unlink()
+    with contextlib.suppress(OSError):
+        (workdir / SESSION_NOTE).unlink()
+
+
+SESSION_NOTE = Path("ray") / "session"  # in a job's folder: the local Ray session its driver started, until removed
+
+
+def _note_session(workdir: Path, session: Path) -> None:
+    with contextlib.suppress(OSError):  # the note serves the clean-up only: never fail a sweep over it
+        (workdir / SESSION_NOTE).parent.mkdir(parents=True, exist_ok=True)
+        (workdir / SESSION_NOTE).write_text(str(session))
+
+
+def remove_left_sessions(folder: Path) -> list[Path]:
+    """Remove the Ray session folders that drivers of the job in `folder` started and did not remove (a driver
+    SIGKILLed, or cancelled mid-trial: issue 64, N8), once no driver runs there; their worker logs are kept in the
+    job's folder as at a normal end. Returns the sessions removed. For the service, when a job ends however it
+    ends, and at its start for jobs that died while it was down."""
+    from ..jobfiles import driver_running
+
+    if driver_running(folder):
+        return []
+    removed = []
+    for note in folder.glob(f"**/{SESSION_NOTE}"):
+        with contextlib.suppress(OSError):
+            session = Path(note.read_text().strip())
+            workdir = note.parent.parent
+            if session.is_dir():
+                _remove_session(session, workdir)
+                removed.append(session)
+            note.unlink(missing_ok=True)
+    return removed
 
 
 def _concurrency(spec: SweepSpec) -> int:
