@@ -73,6 +73,8 @@ def draw_page(settings: Settings, request: Any, what: str, fn: Callable[..., str
     except RenderFailed as exc:
         if conflict is not None and exc.error == conflict:
             raise HTTPException(409, str(exc).removeprefix(f"{conflict}: ")) from None
+        if exc.error is not None:  # the page's own error, not a limit: said as it is (issue 64, N6)
+            raise HTTPException(503, f"{what} was not drawn: {exc}; its JSON views answer") from None
         raise HTTPException(503, f"{what} was not drawn: {exc} (SCALESWEEP_REPORT_TIMEOUT_S, "
                             "SCALESWEEP_REPORT_MEMORY_MB); its JSON views answer") from None
 
