@@ -61,6 +61,7 @@ def _tune(spec: SweepSpec, driver: DriverHooks, workdir: Path, started_ray: bool
         logging.getLogger(name).setLevel(logging.CRITICAL)
     from ._tune import tune_parts
 
+    _wait_for_capacity(spec, grows=not started_ray)
     searcher, scheduler, stopper, monitor = tune_parts(driver)
     # one worker: one bundle; N workers: a placement group of N bundles, packed (`_workers`), read per trial from
     # its config: the rungs of one sweep (a transfer's) may run on different worker counts
@@ -101,6 +102,52 @@ def _tune(spec: SweepSpec, driver: DriverHooks, workdir: Path, started_ray: bool
         driver.close_leftovers()
         driver.reconcile()
     return {"ray_init_s": ray_init_s, "fit_wall_s": fit_s, "concurrency": float(concurrency)}
+
+
+# How long a job on a cluster it attached to waits for the cluster to grow (an autoscaler adds nodes in minutes)
+# before it fails for a trial that does not fit; a Ray started by the driver never grows, so it fails at once.
+PLACEMENT_WAIT_S = 600.0
+
+
+def _wait_for_capacity(spec: SweepSpec, grows: bool, poll_s: float = 5.0) -> None:
+    """Fail the job (its reason naming the field and the figures) rather than hold its slot with a trial Ray can
+    never place: its widest trial's bundles (`workers` x `cpus_per_trial` CPUs and GPUs) against the live nodes,
+    in all and, for a trial packed on one node (a command trainer's torchrun), the largest. On a cluster that may
+    grow (`grows`: attached, not started here) it waits PLACEMENT_WAIT_S for one that fits (issue 64, N3)."""
+    import ray
+
+    execution = spec.execution
+    workers = max(spec.workers_at(rung) for rung in spec.rungs_run())
+    one_node = spec.backend.name == "command" and workers > 1
+    deadline = time.monotonic() + (PLACEMENT_WAIT_S if grows else 0.0)
+    while True:
+        nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+        problem = _unplaceable(nodes, workers, execution.cpus_per_trial, execution.gpus_per_trial, one_node)
+        if problem is None:
+            return
+        if time.monotonic() >= deadline:
+            waited = f"; waited {PLACEMENT_WAIT_S:g} s for the cluster to grow" if grows else ""
+            raise RuntimeError(f"execution.workers_per_trial {workers}: {problem}{waited}")
+        time.sleep(poll_s)
+
+
+def _unplaceable(nodes: list[dict[str, float]], workers: int, cpus: float, gpus: float,
+                 one_node: bool) -> str | None:
+    """Why a trial of `workers` bundles of (`cpus`, `gpus`) cannot be placed on `nodes` (Ray's resources per live
+    node), or None when it can be."""
+    need = {"CPU": workers * cpus, "GPU": workers * gpus}
+    total = {k: sum(n.get(k, 0.0) for n in nodes) for k in need}
+    largest = {k: max((n.get(k, 0.0) for n in nodes), default=0.0) for k in need}
+    for kind in ("CPU", "GPU"):
+        bundle = need[kind] / workers
+        if not need[kind]:
+            continue
+        if one_node and need[kind] > largest[kind]:
+            return (f"one trial needs {need[kind]:g} {kind}s on one node; the largest node has {largest[kind]:g}")
+        if need[kind] > total[kind] or bundle > largest[kind]:
+            return (f"one trial needs {need[kind]:g} {kind}s ({bundle:g} per worker); the cluster has "
+                    f"{total[kind]:g} in all, {largest[kind]:g} on its largest node")
+    return None
 
 
 def _trial_dirname(trial: Any) -> str:
