@@ -611,7 +611,11 @@ class JobRunner:
             if record.state not in ("SUCCEEDED", "FAILED", "CANCELLED") or not record.storage_path:
                 return None
             save_extension_undo(record.storage_path, _as_was(record))
-            added = apply_extension(self._driver_spec(spec), record.storage_path)
+            try:
+                added = apply_extension(self._driver_spec(spec), record.storage_path)
+            except BaseException:  # refused: nothing was changed, nothing to undo
+                drop_extension_undo(record.storage_path)
+                raise
             if not added:
                 drop_extension_undo(record.storage_path)
                 return added
@@ -631,7 +635,11 @@ class JobRunner:
             if record.state not in ("SUCCEEDED", "FAILED", "CANCELLED") or not record.storage_path:
                 return None
             save_extension_undo(record.storage_path, _as_was(record))
-            added = apply_transfer_extension(spec, record.storage_path)
+            try:
+                added = apply_transfer_extension(spec, record.storage_path)
+            except BaseException:
+                drop_extension_undo(record.storage_path)
+                raise
             if not added:
                 drop_extension_undo(record.storage_path)
             if added and not self._claim(session, record, "SUCCEEDED", "FAILED", "CANCELLED", state="PENDING",
@@ -653,6 +661,8 @@ class JobRunner:
         return bool(changed)
 
     def start(self) -> None:
+        # what ends a job's processes (issue 64, item 7: a cgroup per job is not built; docs/security.md)
+        log.info("job containment: process tags (%s) and process groups; no cgroup per job", JOB_TAG_ENV)
         self.reconcile()
         self._thread = threading.Thread(target=self._loop, name="scalesweep-jobs", daemon=True)
         self._thread.start()
