@@ -23,8 +23,8 @@ from .conftest import AUTH, LiveServer, wait_job
 
 
 def _two_worker_sweep(name: str, **execution: Any) -> dict[str, Any]:
-    """One trial (one point, no baselines, no retry) on 2 ranks of 1 CPU each, checkpointing at steps 8, 16, 24."""
-    return {"name": name, "rung": "cpu-xs", "horizon": 24, "eval_steps": [8, 16, 24], "baselines": [],
+    """One trial (one point, no baselines, no retry) on 2 ranks of 1 CPU each, checkpointing at steps 8 and 16."""
+    return {"name": name, "rung": "cpu-xs", "horizon": 16, "eval_steps": [8, 16], "baselines": [],
             "search": {"space": {"K": [3], "gamma": [0.15]}}, "retries": {"max_retries": 0},
             "backend": {"name": "builtin", "checkpoints": True}, "trial": TINY_TRIAL,
             "execution": {"workers_per_trial": 2, "cpus_per_trial": 1, "num_cpus": 2, **execution}}
