@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from ..analysis import SweepResult
 
 __all__ = ["apply_extension", "changed_paths", "check_extension", "drop_extension_undo", "extend_held", "extend_sweep",
-           "save_extension_undo", "undo_extension"]
+           "extension_started", "save_extension_undo", "undo_extension"]
 
 # What an extension may change; every other field must be equal.
 _EXTENSIBLE = ("seeds", "baselines", "execution", "retries")
@@ -171,10 +171,11 @@ def extend_sweep(spec: SweepSpec | str | Path | Mapping[str, Any], workdir: str 
 
 # A queued extension is applied to the folder at once (its spec, state and MLflow parent run say what it is now) and
 # run later; cancelling it before it runs must give the job back as it was (issue 64, N5). The folder's own files
-# and the parent run's tags are kept here until the driver starts (`drop_extension_undo`) or the cancel restores
+# and the parent run's tags are kept here until the driver starts (`extension_started`) or the cancel restores
 # them (`undo_extension`), with what the caller needs to restore its own record (`keep`).
 UNDO_DIR = ".extension-undo"
 _UNDO_FILE = "undo.json"
+_RUNNING_FILE = "running"  # the extension's driver has started
 
 
 def save_extension_undo(folder: str | Path, keep: Mapping[str, Any]) -> None:
@@ -228,9 +229,21 @@ def undo_extension(folder: str | Path) -> dict[str, Any] | None:
     return dict(saved["keep"])
 
 
+def extension_started(folder: str | Path) -> bool:
+    """A driver starts the queued extension in `folder`: it can no longer be undone, only resumed. What was kept
+    for the undo goes; a mark stays while the driver runs, so that a cancel meanwhile says how to resume
+    (`drop_extension_undo`). True when an extension was waiting."""
+    undo = Path(folder) / UNDO_DIR
+    if not (undo / _UNDO_FILE).is_file():
+        return False
+    shutil.rmtree(undo, ignore_errors=True)
+    undo.mkdir()
+    (undo / _RUNNING_FILE).write_text("")
+    return True
+
+
 def drop_extension_undo(folder: str | Path) -> bool:
-    """The extension in `folder` is running (or was cancelled while running): it can no longer be undone, only
-    resumed. True when one was waiting."""
+    """Forget the extension in `folder` (queued or running): True when there was one."""
     undo = Path(folder) / UNDO_DIR
     found = undo.is_dir()
     shutil.rmtree(undo, ignore_errors=True)

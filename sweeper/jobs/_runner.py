@@ -24,7 +24,7 @@ from typing import IO, Protocol, TypeVar
 from trials import JobFailedError
 
 from ..jobfiles import driver_lock
-from ._extend import drop_extension_undo
+from ._extend import drop_extension_undo, extension_started
 
 __all__ = ["Job", "JobRun", "check_resumable", "run_locked_job", "run_stages"]
 
@@ -114,12 +114,16 @@ def run_stages(job: Job[R], run: JobRun, *, resume: bool) -> R:
     stored = job.stored(run.workdir)
     if stored is not None:
         check_resumable(job, run.workdir, stored, resume)
-    drop_extension_undo(run.workdir)  # a queued extension runs now: from here a cancel keeps what it ran
+    # a queued extension runs now: from here a cancel keeps what it ran (and says so), until this run ends
+    extension = extension_started(run.workdir)
     try:
         result = job.run(run)
     except JobFailedError as exc:
         job.failed(run, exc)
         raise
+    finally:
+        if extension:
+            drop_extension_undo(run.workdir)
     if run.stream is not None and run.show_table:
         try:
             print(result.table(), file=run.stream, flush=True)

@@ -277,7 +277,8 @@ def test_a_job_cancelled_or_killed_mid_trial_leaves_no_ray_session(live: LiveSer
 
 @pytest.mark.integration
 def test_cancelling_a_queued_extension_gives_the_sweep_back_as_it_was(settings: Settings) -> None:
-    """N5: `extend` then `cancel` while PENDING turned a SUCCEEDED sweep CANCELLED, with /best and /export 409."""
+    """N5: `extend` then `cancel` while PENDING turned a SUCCEEDED sweep CANCELLED, with /best and /export 409. A
+    cancel once the extension runs keeps what it finished and says how to resume."""
     server = LiveServer(settings.model_copy(update={"poll_interval_s": 0.3}), lifespan="on")
     try:
         with httpx.Client(base_url=server.url, timeout=60) as http:
@@ -306,5 +307,20 @@ def test_cancelling_a_queued_extension_gives_the_sweep_back_as_it_was(settings: 
             again = http.post(f"/v1/sweeps/{sweep}/extend", json={**_one_trial_sweep("n5"), "seeds": [0, 1]},
                               headers=AUTH)
             assert again.status_code == 202 and again.json()["added"] == ["seeds [1]"], again.text
+    finally:
+        server.stop()
+    # with its queue: the extension runs, and a cancel then keeps the runs it finished and says how to resume
+    server = LiveServer(settings.model_copy(update={"poll_interval_s": 0.3}), lifespan="on")
+    try:
+        with httpx.Client(base_url=server.url, timeout=60) as http:
+            deadline = time.monotonic() + 120
+            while http.get(f"/v1/sweeps/{sweep}").json()["state"] != "RUNNING":
+                assert time.monotonic() < deadline, "the extension never started"
+                time.sleep(0.2)
+            assert http.post(f"/v1/sweeps/{sweep}/cancel", headers=AUTH).status_code == 202
+            job = http.get(f"/v1/sweeps/{sweep}").json()
+            assert job["state"] == "CANCELLED" and f"/v1/sweeps/{sweep}/resume" in job["error"], job
+            trials = http.get(f"/v1/sweeps/{sweep}/trials").json()["data"]
+            assert [t["state"] for t in trials if t["seed"] == 0] == ["SUCCEEDED"], trials
     finally:
         server.stop()
