@@ -558,7 +558,7 @@ class JobRunner:
             session.refresh(record)
             previous = record.state
             folder = Path(record.storage_path) if record.storage_path else None
-            if previous == "PENDING" and folder is not None and (kept := undo_extension(folder)) is not None:
+            if previous == "PENDING" and folder is not None and (kept := self._undo(folder)) is not None:
                 # a queued extension, cancelled before it ran: the job as it was before it (issue 64, N5)
                 return self._claim(session, record, "PENDING", state=kept["state"], spec=kept["spec"],
                                    error=kept.get("error"), resume=False)
@@ -592,6 +592,14 @@ class JobRunner:
                     end_tagged(JOB_TAG_ENV, record.id, self.kill_grace_s)
                     self._remove_sessions(self.job_dir(record))
             return True
+
+    def _undo(self, folder: Path) -> dict[str, Any] | None:
+        """`undo_extension`, or None (a plain cancel) when what it kept cannot be put back: said in the log."""
+        try:
+            return undo_extension(folder)
+        except Exception as exc:  # MLflow unreachable, a file gone: the job is cancelled as any queued job
+            log.warning("%s: its queued extension could not be undone (%s); cancelled instead", folder.name, exc)
+            return None
 
     def resume(self, session: Session, record: Record) -> bool:
         """Queue a FAILED or CANCELLED job again; False when it is in neither state (any more)."""
