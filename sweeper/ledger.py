@@ -333,11 +333,6 @@ class SweepLedger:
         return [trial_record(run) for run in runs]
 
 
-# Tag on a multi-worker trial's run: how many times its rank group was restarted after a lost rank (set at each
-# restart, so a trial restarting now reads RUNNING with its count; sweeper.search._workers).
-RANK_RESTARTS = "scalesweep.rank_restarts"
-
-
 def trial_record(run: StoredRun) -> TrialRecord:
     """The sweeper's view of one attempt's run."""
     tags, metrics = run.tags, run.metrics
@@ -363,5 +358,5 @@ def trial_record(run: StoredRun) -> TrialRecord:
         metric_name=tags.get(TRIAL_TAG.FD_METRIC_NAME),
         optimizer_step_time_s=metrics.get(METRIC.OPTIMIZER_STEP_TIME_S),
         ns5_calls=metrics.get(METRIC.NS5_CALLS),
-        rank_restarts=parse_int(tags.get(RANK_RESTARTS)) or 0,
+        rank_restarts=parse_int(tags.get(TRIAL_TAG.RANK_RESTARTS)) or 0,
     )

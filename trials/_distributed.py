@@ -51,6 +51,7 @@ from .optim import logical_bytes_sent
 __all__ = [
     "BEACON",
     "COMM_METRICS",
+    "JOINED_KEY",
     "Beacon",
     "CommMeter",
     "ShardedCheckpoint",
@@ -59,6 +60,8 @@ __all__ = [
     "read_beat",
     "shard_model",
     "start_heartbeat",
+    "trial_store",
+    "watch_evaluations",
 ]
 
 # What a distributed trial logs at each eval step (rank 0's run), per rank per training step, averaged over the

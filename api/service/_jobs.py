@@ -45,7 +45,7 @@ from sweeper.jobfiles import (
     is_transfer_folder,
     request_cancel,
 )
-from sweeper.jobs import drop_extension_undo, save_extension_undo, undo_extension
+from sweeper.jobs import ExtensionUndo
 from sweeper.search import remove_left_sessions
 from trials.core import ScalesweepError, without_credentials
 from trials.core.proctree import JOB_TAG_ENV, end_tagged, tag_values
@@ -562,7 +562,7 @@ class JobRunner:
                 # a queued extension, cancelled before it ran: the job as it was before it (issue 64, N5)
                 return self._claim(session, record, "PENDING", state=kept["state"], spec=kept["spec"],
                                    error=kept.get("error"), resume=False)
-            extension = previous == "RUNNING" and folder is not None and drop_extension_undo(folder)
+            extension = previous == "RUNNING" and folder is not None and ExtensionUndo(folder).drop()
             error = ("its extension was cancelled while running: the runs it finished are kept; POST "
                      f"/v1/{kind.folder}/{record.id}/resume runs the rest") if extension else None
             if previous in TERMINAL or not self._claim(session, record, previous, state="CANCELLED",
@@ -594,9 +594,9 @@ class JobRunner:
             return True
 
     def _undo(self, folder: Path) -> dict[str, Any] | None:
-        """`undo_extension`, or None (a plain cancel) when what it kept cannot be put back: said in the log."""
+        """`ExtensionUndo.undo`, or None (a plain cancel) when what it kept cannot be put back: said in the log."""
         try:
-            return undo_extension(folder)
+            return ExtensionUndo(folder).undo()
         except Exception as exc:  # MLflow unreachable, a file gone: the job is cancelled as any queued job
             log.warning("%s: its queued extension could not be undone (%s); cancelled instead", folder.name, exc)
             return None
@@ -614,23 +614,8 @@ class JobRunner:
         starts in between."""
         from sweeper import apply_extension
 
-        with self._lock:
-            session.refresh(record)
-            if record.state not in ("SUCCEEDED", "FAILED", "CANCELLED") or not record.storage_path:
-                return None
-            save_extension_undo(record.storage_path, _as_was(record))
-            try:
-                added = apply_extension(self._driver_spec(spec), record.storage_path)
-            except BaseException:  # refused: nothing was changed, nothing to undo
-                drop_extension_undo(record.storage_path)
-                raise
-            if not added:
-                drop_extension_undo(record.storage_path)
-                return added
-            if not self._claim(session, record, "SUCCEEDED", "FAILED", "CANCELLED", state="PENDING", pid=None,
-                               error=None, spec=spec.model_dump(mode="json"), resume=True):
-                return None
-            return added
+        return self._queue_extension(session, record, spec.model_dump(mode="json"),
+                                     lambda folder: apply_extension(self._driver_spec(spec), folder))
 
     def extend_transfer(self, session: Session, record: TransferRecord, spec: TransferSpec) -> list[int] | None:
         """`extend` for a finished transfer: its seeds grown to `spec`'s (`sweeper.apply_transfer_extension`), queued
@@ -638,20 +623,30 @@ class JobRunner:
         more). `TransferError` when the spec changes more than seeds and execution (nothing changed then)."""
         from sweeper.transfer import apply_transfer_extension
 
+        return self._queue_extension(session, record, spec.model_dump(mode="json"),
+                                     lambda folder: apply_transfer_extension(spec, folder))
+
+    def _queue_extension(self, session: Session, record: Record, spec: dict[str, Any],
+                         apply: Callable[[str], list[Any]]) -> list[Any] | None:
+        """`apply(folder)` to a finished job and queue it, keeping what a cancel before it runs puts back
+        (`sweeper.jobs.ExtensionUndo`, issue 64 N5): what was added, [] for nothing, None when the job is not
+        finished (any more)."""
         with self._lock:
             session.refresh(record)
             if record.state not in ("SUCCEEDED", "FAILED", "CANCELLED") or not record.storage_path:
                 return None
-            save_extension_undo(record.storage_path, _as_was(record))
+            undo = ExtensionUndo(record.storage_path)
+            undo.save(_as_was(record))
             try:
-                added = apply_transfer_extension(spec, record.storage_path)
-            except BaseException:
-                drop_extension_undo(record.storage_path)
+                added = apply(record.storage_path)
+            except BaseException:  # refused: nothing was changed, nothing to undo
+                undo.drop()
                 raise
             if not added:
-                drop_extension_undo(record.storage_path)
-            if added and not self._claim(session, record, "SUCCEEDED", "FAILED", "CANCELLED", state="PENDING",
-                                         pid=None, error=None, spec=spec.model_dump(mode="json"), resume=True):
+                undo.drop()
+                return added
+            if not self._claim(session, record, "SUCCEEDED", "FAILED", "CANCELLED", state="PENDING", pid=None,
+                               error=None, spec=spec, resume=True):
                 return None
             return added
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -33,8 +32,7 @@ from ..specs import SweepSpec, load_spec
 if TYPE_CHECKING:
     from ..analysis import SweepResult
 
-__all__ = ["apply_extension", "changed_paths", "check_extension", "drop_extension_undo", "extend_held", "extend_sweep",
-           "extension_started", "save_extension_undo", "undo_extension"]
+__all__ = ["apply_extension", "changed_paths", "check_extension", "extend_held", "extend_sweep"]
 
 # What an extension may change; every other field must be equal.
 _EXTENSIBLE = ("seeds", "baselines", "execution", "retries")
@@ -167,84 +165,3 @@ def extend_sweep(spec: SweepSpec | str | Path | Mapping[str, Any], workdir: str 
         print(f"extending {Path(workdir)}: " + ("; ".join(added) if added else "nothing to add"), file=out,
               flush=True)
     return run_sweep(new, workdir=workdir, resume=True, show_progress=show_progress, stream=stream)
-
-
-# A queued extension is applied to the folder at once (its spec, state and MLflow parent run say what it is now) and
-# run later; cancelling it before it runs must give the job back as it was (issue 64, N5). The folder's own files
-# and the parent run's tags are kept here until the driver starts (`extension_started`) or the cancel restores
-# them (`undo_extension`), with what the caller needs to restore its own record (`keep`).
-UNDO_DIR = ".extension-undo"
-_UNDO_FILE = "undo.json"
-_RUNNING_FILE = "running"  # the extension's driver has started
-
-
-def save_extension_undo(folder: str | Path, keep: Mapping[str, Any]) -> None:
-    """Before an extension is applied to the job in `folder`: keep its top-level files and its parent run's spec
-    tags, and `keep` (the caller's record as it was: state, spec)."""
-    from trials.record import TAG
-
-    from ..ledger import SweepLedger
-
-    folder = Path(folder)
-    undo = folder / UNDO_DIR
-    shutil.rmtree(undo, ignore_errors=True)
-    undo.mkdir()
-    files = sorted(f.name for f in folder.glob("*.json") if f.is_file())
-    for name in files:
-        shutil.copy2(folder / name, undo / name)
-    tags: dict[str, str | None] = {}
-    state = read_state(folder)
-    if state is not None and state.get("parent_run_id"):
-        run_tags = SweepLedger(state["tracking_uri"], state["experiment"]).client.get_run(
-            state["parent_run_id"]).data.tags
-        tags = {name: run_tags.get(name) for name in (TAG.FINGERPRINT, TAG.EXTENSIONS)}
-    write_json(undo / _UNDO_FILE, {"keep": dict(keep), "files": files, "tags": tags})
-
-
-def undo_extension(folder: str | Path) -> dict[str, Any] | None:
-    """Give the job in `folder` back as it was before its queued extension (`save_extension_undo`): its files, its
-    parent run's spec and tags; returns what the caller kept, or None when no extension is waiting there."""
-    from ..ledger import SweepLedger
-
-    folder = Path(folder)
-    undo = folder / UNDO_DIR
-    saved = read_json(undo / _UNDO_FILE)
-    if saved is None:
-        return None
-    for name in saved["files"]:
-        shutil.copy2(undo / name, folder / name)
-    state = read_state(folder)
-    stored = read_json(folder / SPEC_FILE)
-    if state is not None and state.get("parent_run_id") and saved["tags"]:
-        ledger = SweepLedger(state["tracking_uri"], state["experiment"])
-        run_id = state["parent_run_id"]
-        if stored is not None:
-            ledger.log_spec(run_id, SweepSpec.model_validate(stored))
-        for name, value in saved["tags"].items():
-            if value is None:
-                ledger.client.delete_tag(run_id, name)
-            else:
-                ledger.client.set_tag(run_id, name, value)
-    shutil.rmtree(undo, ignore_errors=True)
-    return dict(saved["keep"])
-
-
-def extension_started(folder: str | Path) -> bool:
-    """A driver starts the queued extension in `folder`: it can no longer be undone, only resumed. What was kept
-    for the undo goes; a mark stays while the driver runs, so that a cancel meanwhile says how to resume
-    (`drop_extension_undo`). True when an extension was waiting."""
-    undo = Path(folder) / UNDO_DIR
-    if not (undo / _UNDO_FILE).is_file():
-        return False
-    shutil.rmtree(undo, ignore_errors=True)
-    undo.mkdir()
-    (undo / _RUNNING_FILE).write_text("")
-    return True
-
-
-def drop_extension_undo(folder: str | Path) -> bool:
-    """Forget the extension in `folder` (queued or running): True when there was one."""
-    undo = Path(folder) / UNDO_DIR
-    found = undo.is_dir()
-    shutil.rmtree(undo, ignore_errors=True)
-    return found

@@ -24,7 +24,7 @@ from typing import IO, Protocol, TypeVar
 from trials import JobFailedError
 
 from ..jobfiles import driver_lock
-from ._extend import drop_extension_undo, extension_started
+from ._undo import ExtensionUndo
 
 __all__ = ["Job", "JobRun", "check_resumable", "run_locked_job", "run_stages"]
 
@@ -115,7 +115,8 @@ def run_stages(job: Job[R], run: JobRun, *, resume: bool) -> R:
     if stored is not None:
         check_resumable(job, run.workdir, stored, resume)
     # a queued extension runs now: from here a cancel keeps what it ran (and says so), until this run ends
-    extension = extension_started(run.workdir)
+    undo = ExtensionUndo(run.workdir)
+    extension = undo.started()
     try:
         result = job.run(run)
     except JobFailedError as exc:
@@ -123,7 +124,7 @@ def run_stages(job: Job[R], run: JobRun, *, resume: bool) -> R:
         raise
     finally:
         if extension:
-            drop_extension_undo(run.workdir)
+            undo.drop()
     if run.stream is not None and run.show_table:
         try:
             print(result.table(), file=run.stream, flush=True)

@@ -10,7 +10,7 @@ run and reports to Tune, exactly as a one-worker trial does.
 Nothing waits without a limit (issue 64). Rank 0 waits for the others to reach the store in short rounds, watching
 their actors: a rank that dies before it joins ends the wait at once (a lost rank, restarted below), and one that
 never joins ends it at `execution.rendezvous_timeout_s`, which also bounds every collective (the process group's
-timeout). While the trial trains, every rank beats in the store (`trials._distributed.start_heartbeat`: its step
+timeout). While the trial trains, every rank beats in the store (`trials.ranks.start_heartbeat`: its step
 and the collective it waits in) and a watchdog beside rank 0 (`_Watchdog`) ends the trial when a rank sends no beat,
 or every rank has waited in a collective, for `execution.stall_timeout_s`: all ranks are killed and the trial fails
 with a reason naming the rank and what it waited for, to be retried under the spec's retry policy.
@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from trials import TrialError
+from trials.record import TRIAL_TAG
 
-from ..ledger import RANK_RESTARTS  # the run's tag: restarts so far (read back by the ledger)
 from ..specs import ExecutionSpec
 
 __all__ = [
@@ -59,6 +59,8 @@ __all__ = [
 # Restarts of a trial's rank group after a lost rank: each resumes from the last checkpoint, so a restart costs at
 # most one eval interval of training. Three covers a flaky node without looping forever on a broken one.
 MAX_RANK_RESTARTS = 3
+# Tag on a trial's run: how many times its ranks were restarted so far (the ledger reads it back).
+RANK_RESTARTS = TRIAL_TAG.RANK_RESTARTS
 
 # The defaults of execution.rendezvous_timeout_s and stall_timeout_s. Ranks start in seconds (a Ray actor, torch's
 # import), so five minutes to meet is generous and still ends a broken start well before the 30 minutes torch
@@ -218,7 +220,7 @@ def init_ranks(rank: int, world: int, master_addr: str, master_port: int, device
     import torch
     import torch.distributed as dist
 
-    from trials._distributed import JOINED_KEY, start_heartbeat, trial_store, watch_evaluations
+    from trials.ranks import JOINED_KEY, start_heartbeat, trial_store, watch_evaluations
 
     backend = "nccl" if device == "cuda" else "gloo"
     if backend == "nccl":
@@ -238,7 +240,7 @@ def _wait_for_ranks(store: Any, world: int, runs: list[Any], timeout_s: float) -
     actor ended first (died, or failed to start) raises at once, one missing at `timeout_s` raises naming it."""
     import ray
 
-    from trials._distributed import JOINED_KEY
+    from trials.ranks import JOINED_KEY
 
     deadline = time.monotonic() + timeout_s
     while True:
@@ -275,7 +277,7 @@ class _Watchdog:
         self._stop.set()
 
     def _watch(self) -> None:
-        from trials._distributed import BEACON, read_beat, trial_store
+        from trials.ranks import BEACON, read_beat, trial_store
 
         try:
             store = trial_store(self.addr, self.port, self.limits.rendezvous_s)
@@ -311,7 +313,7 @@ class _Watchdog:
                 os.kill(int(beat["pid"]), signal.SIGKILL)  # a stopped (SIGSTOP) process never hears ray.kill
 
     def _beats_here(self, host: str) -> list[dict[str, Any]]:
-        from trials._distributed import read_beat, trial_store
+        from trials.ranks import read_beat, trial_store
 
         with contextlib.suppress(Exception):
             store = trial_store(self.addr, self.port, 5.0)
@@ -401,52 +403,46 @@ def run_on_workers(trial: dict[str, Any], run_rank0: Callable[[dict[str, Any]], 
 
 def _mark_restarting(trial: dict[str, Any], restarts: int) -> None:
     """While the group restarts: the run reads RUNNING (rank 0 closed it FAILED with the lost rank's error when its
-    collective broke) with the restarts so far (tag RANK_RESTARTS), so the trial never reads FAILED meanwhile, and
-    a cancel during the restart closes it CANCELLED like any running trial (issue 64, N9)."""
-    tracking = trial.get("tracking") or {}
-    if not tracking.get("run_id"):
-        return
-    with contextlib.suppress(Exception):  # the resumed run_trial reopens the run either way
-        from mlflow import MlflowClient
+    collective broke) with the restarts so far, so the trial never reads FAILED meanwhile, and a cancel during the
+    restart closes it CANCELLED like any running trial (issue 64, N9)."""
+    from trials.record import RUNNING, TAG
 
-        from trials.record import RUNNING, TAG
-
-        client = MlflowClient(tracking_uri=tracking["tracking_uri"])
-        client.update_run(tracking["run_id"], status="RUNNING")
-        client.set_tag(tracking["run_id"], TAG.STATUS, RUNNING)
-        client.set_tag(tracking["run_id"], RANK_RESTARTS, str(restarts))
-        if TAG.ERROR in client.get_run(tracking["run_id"]).data.tags:
-            client.delete_tag(tracking["run_id"], TAG.ERROR)
+    _tag_run(trial, {TAG.STATUS: RUNNING, RANK_RESTARTS: str(restarts)}, reopen=True, drop_error=True)
 
 
 def _record_restarts(trial: dict[str, Any], restarts: int) -> None:
-    """On the trial's run after it finished on a restarted group: how many restarts it took (tag RANK_RESTARTS),
-    and no longer the lost rank's error, which closing the interrupted group left in `scalesweep.error`."""
-    tracking = trial.get("tracking") or {}
-    if not tracking.get("run_id"):
-        return
-    with contextlib.suppress(Exception):  # bookkeeping must never fail a finished trial
-        from mlflow import MlflowClient
-
-        from trials.record import TAG
-
-        client = MlflowClient(tracking_uri=tracking["tracking_uri"])
-        client.set_tag(tracking["run_id"], RANK_RESTARTS, str(restarts))
-        if TAG.ERROR in client.get_run(tracking["run_id"]).data.tags:
-            client.delete_tag(tracking["run_id"], TAG.ERROR)
+    """On the trial's run after it finished on a restarted group: how many restarts it took, and no longer the
+    lost rank's error, which closing the interrupted group left in `scalesweep.error`."""
+    _tag_run(trial, {RANK_RESTARTS: str(restarts)}, drop_error=True)
 
 
 def _record_error(trial: dict[str, Any], reason: str) -> None:
     """The watchdog's reason as the run's error, in place of the broken collective's that rank 0 closed it with."""
+    from trials.record import TAG
+
+    _tag_run(trial, {TAG.ERROR: reason[:500]})
+
+
+def _tag_run(trial: dict[str, Any], tags: Mapping[str, str], *, reopen: bool = False,
+             drop_error: bool = False) -> None:
+    """Set `tags` on the trial's run (`reopen`: its MLflow status back to RUNNING first; `drop_error`: without its
+    `scalesweep.error`). Bookkeeping only: it never fails the trial (the raised error, the resumed run and the
+    driver's close say the same)."""
     tracking = trial.get("tracking") or {}
     if not tracking.get("run_id"):
         return
-    with contextlib.suppress(Exception):  # the raised error carries the reason to Tune either way
+    with contextlib.suppress(Exception):
         from mlflow import MlflowClient
 
         from trials.record import TAG
 
-        MlflowClient(tracking_uri=tracking["tracking_uri"]).set_tag(tracking["run_id"], TAG.ERROR, reason[:500])
+        client, run_id = MlflowClient(tracking_uri=tracking["tracking_uri"]), tracking["run_id"]
+        if reopen:
+            client.update_run(run_id, status="RUNNING")
+        for name, value in tags.items():
+            client.set_tag(run_id, name, value)
+        if drop_error and TAG.ERROR in client.get_run(run_id).data.tags:
+            client.delete_tag(run_id, TAG.ERROR)
 
 
 def _lost_rank(runs: list[Any]) -> BaseException | None:
