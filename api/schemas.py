@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, StrictInt, field_validator
 
 __all__ = [
     "FieldError", "Links", "Prediction", "Problem", "RunsPublic", "SweepPublic", "SweepsPublic", "TransferCreate",
@@ -87,6 +87,8 @@ class TrialPublic(BaseModel):
     metric_name: str | None = Field(None, description="What the FD was computed on, e.g. fd_shapes_cnn.")
     error: str | None = Field(None, description="Why the trial FAILED (e.g. its trainer's exit code and the last "
                               "lines of its stderr); null otherwise.")
+    rank_restarts: int = Field(0, description="Restarts of a multi-worker trial's ranks after a lost rank, each from "
+                               "its last checkpoint; a trial whose ranks are restarting reads RUNNING with this count.")
 
 
 class TrialsPublic(BaseModel):
@@ -110,7 +112,7 @@ class TransferCreate(BaseModel):
     horizon_factor: float | None = Field(None, gt=0, le=100, description="Training steps = factor x the sweep's.")
     steps: int | None = Field(None, ge=1, le=10_000_000,
                               description="Training steps per run (overrides horizon_factor).")
-    seeds: list[int] | None = Field(None, min_length=1, max_length=100, description="Seeds per arm and rung.")
+    seeds: list[StrictInt] | None = Field(None, min_length=1, max_length=100, description="Seeds per arm and rung.")
     lr_rules: dict[str, Any] | None = Field(None, description="Per-arm learning-rate transfer rule.")
     execution: dict[str, Any] | None = Field(None, description="Concurrency and CPUs (as in a sweep spec).")
     trial: dict[str, Any] | None = Field(None, description="TrialConfig overrides shared by every run.")
@@ -167,7 +169,7 @@ class TransferExtend(BaseModel):
 
     model_config = {"extra": "forbid"}
 
-    seeds: list[int] = Field(min_length=1, max_length=100, description="The transfer's seeds (all kept) and the "
+    seeds: list[StrictInt] = Field(min_length=1, max_length=100, description="The transfer's seeds (all kept) and the "
                              "seeds to add, e.g. [6, 7, 8, 9, 10, 11, 12]; fresh ones: not the sweep's selection "
                              "seeds or the pilot's.")
     execution: dict[str, Any] | None = Field(None, description="Concurrency and CPUs for the new runs (as in a "

@@ -150,14 +150,25 @@ def _scaling_panels(recs: Records, fits: Mapping[str, ScalingFit]) -> tuple[tupl
 
 def report_figures(data: ReportData) -> dict[str, Figure]:
     """name -> figure for each section present, in page order (names are safe artifact file names, see
-    ``log_figures``)."""
-    figures = {}
+    ``log_figures``); a figure that cannot be drawn is left out (`_draw_figures` says why)."""
+    return _draw_figures(data)[0]
+
+
+def _draw_figures(data: ReportData) -> tuple[dict[str, Figure], dict[str, str]]:
+    """`report_figures`, and name -> why for each figure that could not be drawn: one broken figure (an interval
+    whose mean lies outside it: matplotlib refuses a negative error bar) costs its own section's picture, said
+    there, never the page (issue 64, N6)."""
+    figures, failed = {}, {}
     for section in _SECTIONS:
         source = getattr(data, section.figure_field or section.field)
-        figure = section.plot(source) if _present(source) else None
+        try:
+            figure = section.plot(source) if _present(source) else None
+        except (ArithmeticError, ValueError, TypeError, KeyError, IndexError) as exc:
+            failed[section.name] = f"{type(exc).__name__}: {str(exc)[:200]}"
+            continue
         if figure is not None:
             figures[section.name] = figure
-    return figures
+    return figures, failed
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -450,13 +461,16 @@ def build_report(data: ReportData, *, figures: Mapping[str, Figure] | None = Non
     """The report as one HTML string. ``figures`` replaces the figures drawn from ``data`` (default:
     ``report_figures(data)``), e.g. to reuse figures already logged; figures without a section of their own go
     at the end."""
-    figs = dict(report_figures(data) if figures is None else figures)
+    figs, failed = _draw_figures(data) if figures is None else (dict(figures), {})
     info = data.fd_info
     body: list[str] = []
     for section in _SECTIONS:
-        if not _present(getattr(data, section.field)) or (section.figure_only and section.name not in figs):
+        drawn = section.name in figs or section.name in failed
+        if not _present(getattr(data, section.field)) or (section.figure_only and not drawn):
             continue
         img = _img(section.name, figs.pop(section.name), dpi) if section.name in figs else ""
+        if section.name in failed:
+            img = f'<p class="error">figure not drawn ({_e(failed[section.name])})</p>'
         tables = section.html(getattr(data, section.field))
         if not img and not tables:  # nothing of this section in the data (e.g. a transfer without diagnostics)
             continue

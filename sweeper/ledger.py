@@ -67,6 +67,7 @@ from trials.record import (
     TERMINAL_STATUS,
     TRIAL_TAG,
     StoredRun,
+    parse_int,
     quote,
     read_runs,
     trials_tagged,
@@ -356,4 +357,5 @@ def trial_record(run: StoredRun) -> TrialRecord:
         metric_name=tags.get(TRIAL_TAG.FD_METRIC_NAME),
         optimizer_step_time_s=metrics.get(METRIC.OPTIMIZER_STEP_TIME_S),
         ns5_calls=metrics.get(METRIC.NS5_CALLS),
+        rank_restarts=parse_int(tags.get(TRIAL_TAG.RANK_RESTARTS)) or 0,
     )

@@ -187,8 +187,12 @@ def run_command_trial(
             # explained; tests/sweeper/test_workers.py, 3 of 6 runs against 0 of 4 without it).
             values["master_port"] = str(free_port())
         argv = [arg.format_map(values) for arg in cmd.command]
+        (folder / "tmp").mkdir()
         env = {
             **trainer_environ(os.environ),
+            # its temporary files in its scratch folder, removed with it however the trial ends (torchrun leaves a
+            # torchelastic_* folder per run in the system's: issue 64, N8)
+            "TMPDIR": str(folder / "tmp"),
             **cmd.env,
             "SCALESWEEP_PROGRESS_FILE": str(progress_file),
             "SCALESWEEP_TRIAL_CONFIG": str(config_file),

@@ -21,6 +21,11 @@ Communication is metered per rank (`CommMeter`): every collective this process i
 (FSDP2's all-gathers and reduce-scatters, the optimizer's, the loss all-reduce) adds its logical bytes (nccl-tests'
 convention, `trials.optim.logical_bytes_sent`) and the wall time the rank spent in it (the call, and the wait on an
 asynchronous one): the exposed communication time, not overlapped compute.
+
+Every rank also keeps a beacon (`BEACON`: its training step, the collective it is in and since when) that a
+heartbeat thread publishes in the trial's TCP store every second (`start_heartbeat`); the trial's stall watchdog
+(`sweeper.search._workers`) reads them, so a rank that stops, or a group stuck in a collective, is named and ended
+within `execution.stall_timeout_s` instead of waiting out the process group's timeout.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -42,11 +49,18 @@ from .core.errors import TrialError
 from .optim import logical_bytes_sent
 
 __all__ = [
+    "BEACON",
     "COMM_METRICS",
+    "JOINED_KEY",
+    "Beacon",
     "CommMeter",
     "ShardedCheckpoint",
     "current_ranks",
+    "read_beat",
     "shard_model",
+    "start_heartbeat",
+    "trial_store",
+    "watch_evaluations",
 ]
 
 # What a distributed trial logs at each eval step (rank 0's run), per rank per training step, averaged over the
@@ -65,6 +79,131 @@ def current_ranks(workers: int) -> tuple[int, int] | None:
     if dist.get_world_size() != workers:
         raise TrialError(f"workers={workers} but the process group has {dist.get_world_size()} ranks")
     return dist.get_rank(), dist.get_world_size()
+
+
+# --- the beacon a stall watchdog reads ---------------------------------------------------------------------------
+
+# Keys in the trial's TCP store (beside torch's own, which sit under their group's prefix).
+JOINED_KEY = "scalesweep/joined/{rank}"  # set by a rank once it reached the store: it joined the rendezvous
+BEAT_KEY = "scalesweep/beat/{rank}"  # the rank's beacon, rewritten every HEARTBEAT_S
+EVALUATED_KEY = "scalesweep/evaluated/{n}"  # set by rank 0 when its n-th evaluation is done
+HEARTBEAT_S = 1.0  # a second between beats: a stall timeout is minutes, and a beat is one small store write
+
+
+@dataclass
+class Beacon:
+    """What this rank is doing: training steps done in this attempt, and the collective it waits in (None while it
+    computes). A heartbeat thread publishes it; a stopped process stops beating, a stuck one keeps `op` set."""
+
+    step: int = 0
+    op: str | None = None
+    op_since: float = 0.0
+    first_step_at: float = 0.0
+    last_step_at: float = 0.0
+    beats: int = 0
+
+    def enter(self, op: str) -> None:
+        self.op, self.op_since = op, time.monotonic()
+
+    def leave(self) -> None:
+        self.op = None
+
+    def stepped(self) -> None:
+        now = time.monotonic()
+        if not self.step:
+            self.first_step_at = now
+        self.step, self.last_step_at = self.step + 1, now
+
+    @contextlib.contextmanager
+    def waiting(self, op: str) -> Iterator[None]:
+        self.enter(op)
+        try:
+            yield
+        finally:
+            self.leave()
+
+    def state(self, rank: int) -> dict[str, Any]:
+        """The beat a watchdog reads: counters and durations only (no clock is compared across nodes)."""
+        now = time.monotonic()
+        step_s = ((self.last_step_at - self.first_step_at) / (self.step - 1)) if self.step > 1 else None
+        return {"rank": rank, "beats": self.beats, "step": self.step, "op": self.op,
+                "op_for_s": round(now - self.op_since, 3) if self.op else 0.0, "step_s": step_s,
+                "pid": os.getpid(), "host": socket.gethostname()}
+
+
+BEACON = Beacon()  # this process's rank (one rank per process)
+
+
+def trial_store(addr: str, port: int, timeout_s: float, *, master: bool = False) -> Any:
+    """A connection to the trial's TCP store at rank 0 (`master`: the store itself, waiting for nobody: the caller
+    waits for the ranks' JOINED_KEY with its own checks)."""
+    import datetime
+
+    return dist.TCPStore(addr, port, is_master=master, wait_for_workers=False,
+                         timeout=datetime.timedelta(seconds=timeout_s))
+
+
+def start_heartbeat(addr: str, port: int, rank: int, timeout_s: float) -> threading.Event:
+    """Publish this rank's beacon every HEARTBEAT_S in the trial's store, on a connection of its own (the main
+    thread may be blocked in a collective meanwhile); set the returned event to stop."""
+    stop = threading.Event()
+    BEACON.beats = 0
+    store = trial_store(addr, port, timeout_s)
+
+    def beat() -> None:
+        while not stop.is_set():
+            BEACON.beats += 1
+            with contextlib.suppress(Exception):  # the store goes with rank 0: the trial is ending anyway
+                store.set(BEAT_KEY.format(rank=rank), json.dumps(BEACON.state(rank)))
+            stop.wait(HEARTBEAT_S)
+
+    threading.Thread(target=beat, name=f"scalesweep-heartbeat-{rank}", daemon=True).start()
+    return stop
+
+
+def read_beat(store: Any, rank: int) -> dict[str, Any] | None:
+    """A rank's latest beat in the trial's store; None before its first."""
+    key = BEAT_KEY.format(rank=rank)
+    if not store.check([key]):
+        return None
+    return dict(json.loads(store.get(key)))
+
+
+class _Watch:
+    """The store and stall window the ranks above 0 wait on rank 0's evaluation with (set by `watch_evaluations`)."""
+
+    store: Any = None
+    stall_s: float = 0.0
+    evaluations: int = 0
+
+
+def watch_evaluations(store: Any, stall_s: float) -> None:
+    """Before the all-gather that follows rank 0's lone evaluation, ranks above 0 wait for it on the store while
+    rank 0 beats (`_wait_for_rank0`), not in a collective bounded by the process group's timeout: an evaluation
+    may take longer than a rendezvous timeout, and a rank 0 that stops beating ends the wait within `stall_s`."""
+    _Watch.store, _Watch.stall_s, _Watch.evaluations = store, stall_s, 0
+
+
+def _wait_for_rank0() -> None:
+    store, n = _Watch.store, _Watch.evaluations
+    _Watch.evaluations += 1
+    if store is None:
+        return
+    key = EVALUATED_KEY.format(n=n)
+    if dist.get_rank() == 0:
+        store.set(key, "1")
+        return
+    with BEACON.waiting("rank 0's evaluation"):
+        seen, seen_at = None, time.monotonic()
+        while not store.check([key]):
+            beat = read_beat(store, 0)
+            beats = beat["beats"] if beat else None
+            if beats != seen:
+                seen, seen_at = beats, time.monotonic()
+            elif time.monotonic() - seen_at > _Watch.stall_s:
+                raise TrialError(f"rank 0 sent no heartbeat for {_Watch.stall_s:g} s during its evaluation "
+                                 "(execution.stall_timeout_s)")
+            time.sleep(0.2)
 
 
 def shard_model(denoiser: nn.Module, text: nn.Module | None) -> None:
@@ -117,6 +256,7 @@ class CommMeter:
         finally:
             self.active = False
             self.steps += 1
+            BEACON.stepped()
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[CommMeter]:
@@ -134,14 +274,16 @@ class CommMeter:
             self._saved.clear()
 
     def _wrap(self, fn: Callable[..., Any], kind: str, index: int) -> Callable[..., Any]:
-        meter = self
+        meter, name = self, getattr(fn, "__name__", kind)
 
         def timed(*args: Any, **kwargs: Any) -> Any:
             if not meter.active:
-                return fn(*args, **kwargs)
+                with BEACON.waiting(name):
+                    return fn(*args, **kwargs)
             buffer = args[index] if len(args) > index else next(iter(kwargs.values()))
             start = time.perf_counter()
-            work = fn(*args, **kwargs)
+            with BEACON.waiting(name):
+                work = fn(*args, **kwargs)
             meter.time_s += time.perf_counter() - start
             meter.calls += 1
             if isinstance(buffer, Tensor):
@@ -152,7 +294,8 @@ class CommMeter:
                 def timed_wait(*a: Any, **k: Any) -> Any:  # the wait may come after the step: counted then too
                     t0 = time.perf_counter()
                     try:
-                        return wait(*a, **k)
+                        with BEACON.waiting(f"{name} (wait)"):
+                            return wait(*a, **k)
                     finally:
                         meter.time_s += time.perf_counter() - t0
 
@@ -165,15 +308,18 @@ class CommMeter:
 
 def gather_rank_metrics(values: dict[str, float]) -> list[dict[str, float]]:
     """Every rank's `values`, on every rank (an all-gather of small objects, outside the meter's count)."""
+    _wait_for_rank0()  # called right after rank 0's lone evaluation: the others wait for it on the store
     out: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(out, values)
+    with BEACON.waiting("all_gather_object (rank metrics)"):
+        dist.all_gather_object(out, values)
     return out
 
 
 def broadcast_flag(flag: bool) -> bool:
     """Rank 0's `flag`, on every rank."""
     box = [flag]
-    dist.broadcast_object_list(box, src=0)
+    with BEACON.waiting("broadcast_object_list (rank 0's flag)"):
+        dist.broadcast_object_list(box, src=0)
     return bool(box[0])
 
 

@@ -160,6 +160,7 @@ class TRIAL_TAG:
     ROWNORM_KERNEL = "optimizer.rownorm_kernel"  # the row-norm kernels that ran: native, streamed, unfused or none
     PARAMETERS = "model.parameters"
     MUON_PARAMETERS = "model.muon_parameters"
+    RANK_RESTARTS = "scalesweep.rank_restarts"  # restarts of a multi-worker trial's ranks after a lost rank
 
 
 class PROVENANCE:

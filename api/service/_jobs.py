@@ -45,6 +45,8 @@ from sweeper.jobfiles import (
     is_transfer_folder,
     request_cancel,
 )
+from sweeper.jobs import ExtensionUndo
+from sweeper.search import remove_left_sessions
 from sweeper.settings import SOURCE_SWEEP_ID_ENV
 from trials.core import ScalesweepError, without_credentials
 from trials.core.proctree import JOB_TAG_ENV, end_tagged, process_alive, tag_values
@@ -146,6 +148,11 @@ KINDS: dict[str, JobKind] = {
     "transfer": JobKind("transfer", TransferRecord, "transfers", ("transfer", "run"),
                         _status_reader(is_transfer_folder, transfer_status), _cancel_transfer),
 }
+
+
+def _as_was(record: Record) -> dict[str, Any]:
+    """What an extension changes on a job's record, as it was: restored when the queued extension is cancelled."""
+    return {"state": record.state, "spec": record.spec, "error": record.error}
 
 
 def kind_of(record: Record) -> JobKind:
@@ -369,6 +376,9 @@ class JobRunner:
         """At start-up: a RUNNING job whose driver is gone is resumed (or marked FAILED, by setting); processes of
         jobs that ended meanwhile are ended (`end_leftovers`)."""
         self.end_leftovers()
+        for kind in KINDS.values():  # the Ray sessions of jobs whose drivers died while no service ran
+            for folder in sorted((self.settings.workdir.resolve() / kind.folder).glob("*/")):
+                self._remove_sessions(folder)
         with self.sessions() as session:
             for record in self._records(session, "RUNNING"):
                 if self.driver_alive(record):
@@ -483,6 +493,17 @@ class JobRunner:
         if ended := end_tagged(JOB_TAG_ENV, record.id, self.kill_grace_s):
             log.warning("%s %s: its driver ended; ended %d process(es) it left", kind_of(record).name, record.id,
                         ended)
+        self._remove_sessions(self.job_dir(record))
+
+    def _remove_sessions(self, folder: Path) -> None:
+        """The local Ray session folders the job's ended drivers left (a driver killed, or cancelled mid-trial)."""
+        try:
+            removed = remove_left_sessions(folder)
+        except OSError as exc:  # clean-up only: never fail the queue's pass over it
+            log.warning("%s: could not remove the Ray sessions it left: %s", folder.name, exc)
+            return
+        if removed:
+            log.warning("%s: removed %d Ray session folder(s) its driver left", folder.name, len(removed))
 
     def _failure(self, record: Record, code: int | None) -> str:
         """Why a job FAILED: the cause its driver recorded (e.g. every trial's trainer exited 3, with its stderr),
@@ -509,7 +530,16 @@ class JobRunner:
         with self._lock:  # the queue's pass cannot start or reap this job meanwhile
             session.refresh(record)
             previous = record.state
-            if previous in TERMINAL or not self._claim(session, record, previous, state="CANCELLED"):
+            folder = Path(record.storage_path) if record.storage_path else None
+            if previous == "PENDING" and folder is not None and (kept := self._undo(folder)) is not None:
+                # a queued extension, cancelled before it ran: the job as it was before it (issue 64, N5)
+                return self._claim(session, record, "PENDING", state=kept["state"], spec=kept["spec"],
+                                   error=kept.get("error"), resume=False)
+            extension = previous == "RUNNING" and folder is not None and ExtensionUndo(folder).drop()
+            error = ("its extension was cancelled while running: the runs it finished are kept; POST "
+                     f"/v1/{kind.folder}/{record.id}/resume runs the rest") if extension else None
+            if previous in TERMINAL or not self._claim(session, record, previous, state="CANCELLED",
+                                                       **({"error": error} if error else {})):
                 return False  # already finished, or another request cancelled it first
             if previous == "RUNNING":
                 folder = self.job_dir(record)
@@ -531,9 +561,18 @@ class JobRunner:
                     if proc is not None:
                         proc.wait(timeout=30)
                     # Whatever the driver's cancel left (a trainer in a session of its own, its children): SIGTERM,
-                    # the grace period, SIGKILL.
+                    # the grace period, SIGKILL; then the Ray session folder it had no time to remove.
                     end_tagged(JOB_TAG_ENV, record.id, self.kill_grace_s)
+                    self._remove_sessions(self.job_dir(record))
             return True
+
+    def _undo(self, folder: Path) -> dict[str, Any] | None:
+        """`ExtensionUndo.undo`, or None (a plain cancel) when what it kept cannot be put back: said in the log."""
+        try:
+            return ExtensionUndo(folder).undo()
+        except Exception as exc:  # MLflow unreachable, a file gone: the job is cancelled as any queued job
+            log.warning("%s: its queued extension could not be undone (%s); cancelled instead", folder.name, exc)
+            return None
 
     def resume(self, session: Session, record: Record) -> bool:
         """Queue a FAILED or CANCELLED job again; False when it is in neither state (any more)."""
@@ -548,17 +587,8 @@ class JobRunner:
         starts in between."""
         from sweeper.jobs import apply_extension
 
-        with self._lock:
-            session.refresh(record)
-            if record.state not in ("SUCCEEDED", "FAILED", "CANCELLED") or not record.storage_path:
-                return None
-            added = apply_extension(self._driver_spec(spec), record.storage_path)
-            if not added:
-                return added
-            if not self._claim(session, record, "SUCCEEDED", "FAILED", "CANCELLED", state="PENDING", pid=None,
-                               error=None, spec=spec.model_dump(mode="json"), resume=True):
-                return None
-            return added
+        return self._queue_extension(session, record, spec.model_dump(mode="json"),
+                                     lambda folder: apply_extension(self._driver_spec(spec), folder))
 
     def extend_transfer(self, session: Session, record: TransferRecord, spec: TransferSpec) -> list[int] | None:
         """`extend` for a finished transfer: its seeds grown to `spec`'s (`sweeper.apply_transfer_extension`), queued
@@ -566,13 +596,30 @@ class JobRunner:
         more). `TransferError` when the spec changes more than seeds and execution (nothing changed then)."""
         from sweeper.transfer import apply_transfer_extension
 
+        return self._queue_extension(session, record, spec.model_dump(mode="json"),
+                                     lambda folder: apply_transfer_extension(spec, folder))
+
+    def _queue_extension(self, session: Session, record: Record, spec: dict[str, Any],
+                         apply: Callable[[str], list[Any]]) -> list[Any] | None:
+        """`apply(folder)` to a finished job and queue it, keeping what a cancel before it runs puts back
+        (`sweeper.jobs.ExtensionUndo`, issue 64 N5): what was added, [] for nothing, None when the job is not
+        finished (any more)."""
         with self._lock:
             session.refresh(record)
             if record.state not in ("SUCCEEDED", "FAILED", "CANCELLED") or not record.storage_path:
                 return None
-            added = apply_transfer_extension(spec, record.storage_path)
-            if added and not self._claim(session, record, "SUCCEEDED", "FAILED", "CANCELLED", state="PENDING",
-                                         pid=None, error=None, spec=spec.model_dump(mode="json"), resume=True):
+            undo = ExtensionUndo(record.storage_path)
+            undo.save(_as_was(record))
+            try:
+                added = apply(record.storage_path)
+            except BaseException:  # refused: nothing was changed, nothing to undo
+                undo.drop()
+                raise
+            if not added:
+                undo.drop()
+                return added
+            if not self._claim(session, record, "SUCCEEDED", "FAILED", "CANCELLED", state="PENDING", pid=None,
+                               error=None, spec=spec, resume=True):
                 return None
             return added
 
@@ -590,6 +637,8 @@ class JobRunner:
         return bool(changed)
 
     def start(self) -> None:
+        # what ends a job's processes (issue 64, item 7: a cgroup per job is not built; docs/security.md)
+        log.info("job containment: process tags (%s) and process groups; no cgroup per job", JOB_TAG_ENV)
         self.reconcile()
         self._thread = threading.Thread(target=self._loop, name="scalesweep-jobs", daemon=True)
         self._thread.start()

@@ -127,13 +127,14 @@ def check_memory(estimates: Mapping[tuple[str | int, ...], TrialMemory], limit: 
     raise RequestValidationError([{"loc": ("body", *f), "msg": message, "type": "value_error"} for f in fields])
 
 
-def check_capacity_at_submission(spec: Any, cpus: float, gpus: float) -> None:
+def check_capacity_at_submission(spec: Any, cpus: float, gpus: float, local_ray: bool = False) -> None:
     """Refuse (422 naming `execution.workers_per_trial`) a job whose one trial needs more CPUs or GPUs than the
-    workers have (`SCALESWEEP_MAX_TRIAL_CPUS` / `_GPUS`): its placement group would never be scheduled."""
+    workers have (`SCALESWEEP_MAX_TRIAL_CPUS` / `_GPUS`), or than the Ray it starts for itself has
+    (`execution.num_cpus`, with `local_ray`): its placement group would never be scheduled."""
     from sweeper.specs.checks import check_capacity
 
     try:
-        check_capacity(spec, cpus, gpus)
+        check_capacity(spec, cpus, gpus, local_ray=local_ray)
     except ValueError as exc:  # the field that sets the widest trial's workers (a rung's own, e.g. paper-1.3b)
         field = (getattr(spec, "widest_trial", None) or ("execution.workers_per_trial", 0))[0]
         # the field's location where the job gives it (a rung's name may hold a dot: paper-1.3b), else the

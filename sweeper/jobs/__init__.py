@@ -7,7 +7,8 @@
 - `_heartbeat`: the live status the driver writes; `_emergency`: the cancel's deadline, when a grace runs out;
 - `_figures`: the finish stage's figures through the hook the layer above registers (`set_figure_hook`,
   `FigureHook`, typed by protocols: it imports no result class);
-- `_extend`: extending a finished sweep in place (`extend_sweep`, `apply_extension`, `check_extension`).
+- `_extend`: extending a finished sweep in place (`extend_sweep`, `apply_extension`, `check_extension`);
+- `_undo`: giving a job back as it was when its queued extension is cancelled before it runs (`ExtensionUndo`).
 
 The work folder's files are `sweeper.jobfiles`; the MLflow record is `sweeper.ledger`.
 """
@@ -18,8 +19,10 @@ from ._driver import SweepJob, cancel_sweep, default_workdir, run_sweep, sweep_s
 from ._extend import apply_extension, changed_paths, check_extension, extend_held, extend_sweep
 from ._figures import FigureHook, log_transfer_figures, set_figure_hook, write_comparison_report, write_sweep_report
 from ._runner import JobRun, run_locked_job, run_stages
+from ._undo import ExtensionUndo
 
 __all__ = [
+    "ExtensionUndo",
     "FigureHook",
     "JobRun",
     "SweepJob",

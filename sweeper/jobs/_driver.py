@@ -151,6 +151,7 @@ class _Driver:
             "eval_steps": req.eval_steps or spec.resolved_eval_steps,
             "objective": spec.selection.trial_objective(),
             "threads": spec.execution.threads,
+            "limits": spec.execution.model_dump(include={"rendezvous_timeout_s", "stall_timeout_s"}),
         }
 
     def on_result(self, trial_id: str, result: dict[str, Any]) -> None:

@@ -5,8 +5,10 @@ what is missing, in the same work folder and MLflow parent run, with the selecti
 
 An extension may only add: `seeds` (the old ones kept), values to a grid's `search.space` lists (the old ones
 kept, no new parameter), a larger `search.budget` for tpe/random (the same space), and `baselines` (the old ones
-kept); `execution` and `retries` may change as on any resume. Anything else changed (rung, horizon, eval steps,
-optimizer, trial, selection, ...) would make the old trials measure something else: refused, naming the field.
+kept); `execution` (but its `workers_per_trial`) and `retries` may change as on any resume. `workers_per_trial`
+stays: one selection would otherwise mix trials trained on one worker and on several (issue 64, N10). Anything else
+changed (rung, horizon, eval steps, optimizer, trial, selection, ...) would make the old trials measure something
+else: refused, naming the field.
 A sweep with a confirmation (`confirm.top > 0`) is refused too: its choice was made on fresh seeds numbered after
 the sweep's, which added seeds would reuse; run a new sweep with `search.warm_start` instead.
 
@@ -59,6 +61,11 @@ def check_extension(old: SweepSpec, new: SweepSpec) -> list[str]:
     if old.confirm.top > 0:
         raise SweepError(f"sweep {old.name} confirmed its choice on fresh seeds (confirm.top={old.confirm.top}): "
                          "it cannot be extended; start a new sweep with search.warm_start instead")
+    if new.execution.workers_per_trial != old.execution.workers_per_trial:
+        raise SweepError(f"execution.workers_per_trial: an extension keeps the sweep's "
+                         f"{old.execution.workers_per_trial} (got {new.execution.workers_per_trial}); its selection "
+                         "compares trials run alike; start a new sweep with search.warm_start to train on another "
+                         "worker count")
     changed = changed_paths(_rest(old), _rest(new))
     if changed:
         raise SweepError(f"an extension may only add seeds, grid values, search budget or baselines; "

@@ -24,6 +24,7 @@ from typing import IO, Protocol, TypeVar
 from trials import JobFailedError
 
 from ..jobfiles import driver_lock
+from ._undo import ExtensionUndo
 
 __all__ = ["Job", "JobRun", "check_resumable", "run_locked_job", "run_stages"]
 
@@ -113,11 +114,17 @@ def run_stages(job: Job[R], run: JobRun, *, resume: bool) -> R:
     stored = job.stored(run.workdir)
     if stored is not None:
         check_resumable(job, run.workdir, stored, resume)
+    # a queued extension runs now: from here a cancel keeps what it ran (and says so), until this run ends
+    undo = ExtensionUndo(run.workdir)
+    extension = undo.started()
     try:
         result = job.run(run)
     except JobFailedError as exc:
         job.failed(run, exc)
         raise
+    finally:
+        if extension:
+            undo.drop()
     if run.stream is not None and run.show_table:
         try:
             print(result.table(), file=run.stream, flush=True)

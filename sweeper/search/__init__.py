@@ -18,7 +18,7 @@ from ._hooks import DriverHooks
 from ._planner import FINISHED, SAMPLERS, Planner, TrialRequest, list_search_methods
 from ._trainable import BACKENDS, checkpoint_path, list_backends
 from ._trainers import RegisteredTrainer, load_trainers, resolve_trainer
-from ._tune_stage import run_tune
+from ._tune_stage import remove_left_sessions, run_tune
 
 __all__ = [
     "BACKENDS",
@@ -32,6 +32,7 @@ __all__ = [
     "list_backends",
     "list_search_methods",
     "load_trainers",
+    "remove_left_sessions",
     "resolve_trainer",
     "run_tune",
 ]

@@ -31,9 +31,10 @@ def _builtin(trial: dict[str, Any], backend: dict[str, Any], progress: ProgressF
     from trials import run_trial
 
     if int(trial.get("workers", 1)) > 1:  # FSDP2 on the trial's placement group; this process is rank 0
-        from ._workers import run_on_workers
+        from ._workers import TrialLimits, run_on_workers
 
-        return run_on_workers(trial, lambda cfg: run_trial(cfg, progress=progress))
+        return run_on_workers(trial, lambda cfg: run_trial(cfg, progress=progress),
+                              limits=TrialLimits.of(backend.get("limits")))
     return run_trial(trial, progress=progress)
 
 
@@ -42,7 +43,7 @@ def _command(trial: dict[str, Any], backend: dict[str, Any], progress: ProgressF
 
     from ._workers import launch_placeholders
 
-    command = {k: v for k, v in backend.items() if k not in ("name", "trainer")}
+    command = {k: v for k, v in backend.items() if k not in ("name", "trainer", "limits")}
     return run_command_trial(trial, launch_placeholders(command, trial), progress=progress)
 
 
@@ -101,7 +102,10 @@ def run_trial_attempt(job: dict[str, Any]) -> None:
     _tag_worker(job)
     checkpoint_dir = job["trial"].get("checkpoint_dir")
     try:
-        result = BACKENDS[job["backend"]["name"]](job["trial"], job["backend"], progress)
+        # the execution's limits on waiting (a multi-worker trial's rendezvous and stall timeouts) ride with the
+        # backend's settings; a job built before them has none and takes the defaults
+        backend = {**job["backend"], "limits": job.get("limits") or {}}
+        result = BACKENDS[job["backend"]["name"]](job["trial"], backend, progress)
     except SystemExit:
         if stopped and _relabel_if_pruned(job):
             _drop_checkpoints(checkpoint_dir)
@@ -203,12 +207,26 @@ def _tag_worker(job: dict[str, Any]) -> None:
 
 
 def _drop_checkpoints(checkpoint_dir: str | None) -> None:
-    """Remove an attempt's checkpoints once it can no longer resume (and the trial's folder when empty)."""
+    """Remove an attempt's checkpoints once it can no longer resume, with those of the trial's earlier attempts
+    (an attempt whose process was killed never removed its own; a retry starts afresh, so none is read again:
+    issue 64, N4), and the trial's folder when empty."""
     if not checkpoint_dir:
         return
-    shutil.rmtree(checkpoint_dir, ignore_errors=True)
+    path = Path(checkpoint_dir)
+    shutil.rmtree(path, ignore_errors=True)
+    number = _attempt_number(path)
+    if number is not None:
+        for earlier in path.parent.glob("attempt-*"):
+            if (n := _attempt_number(earlier)) is not None and n < number:
+                shutil.rmtree(earlier, ignore_errors=True)
     with contextlib.suppress(OSError):
-        Path(checkpoint_dir).parent.rmdir()
+        path.parent.rmdir()
+
+
+def _attempt_number(folder: Path) -> int | None:
+    """`attempt-3` -> 3 (`checkpoint_path`'s names); None for any other folder."""
+    match = re.fullmatch(r"attempt-(\d+)", folder.name)
+    return int(match.group(1)) if match else None
 
 
 def _relabel_if_pruned(job: dict[str, Any]) -> bool:

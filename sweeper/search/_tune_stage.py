@@ -25,7 +25,7 @@ from ._hooks import DriverHooks
 from ._trainable import make_trainable
 from ._workers import resources_by_config
 
-__all__ = ["run_tune"]
+__all__ = ["remove_left_sessions", "run_tune"]
 
 
 def run_tune(spec: SweepSpec, driver: DriverHooks, workdir: Path) -> dict[str, float]:
@@ -37,6 +37,8 @@ def run_tune(spec: SweepSpec, driver: DriverHooks, workdir: Path) -> dict[str, f
     }.items():
         os.environ.setdefault(var, value)
     started_ray, ray_init_s, session = _init_ray(spec)
+    if session is not None:  # named in the job's folder until removed: a driver killed before then leaves it
+        _note_session(workdir, session)
     try:
         with _signals_cancel(driver):  # after ray.init, which installs its own SIGTERM handler
             return _tune(spec, driver, workdir, started_ray, ray_init_s)
@@ -59,6 +61,7 @@ def _tune(spec: SweepSpec, driver: DriverHooks, workdir: Path, started_ray: bool
         logging.getLogger(name).setLevel(logging.CRITICAL)
     from ._tune import tune_parts
 
+    _wait_for_capacity(spec, grows=not started_ray)
     searcher, scheduler, stopper, monitor = tune_parts(driver)
     # one worker: one bundle; N workers: a placement group of N bundles, packed (`_workers`), read per trial from
     # its config: the rungs of one sweep (a transfer's) may run on different worker counts
@@ -99,6 +102,52 @@ def _tune(spec: SweepSpec, driver: DriverHooks, workdir: Path, started_ray: bool
         driver.close_leftovers()
         driver.reconcile()
     return {"ray_init_s": ray_init_s, "fit_wall_s": fit_s, "concurrency": float(concurrency)}
+
+
+# How long a job on a cluster it attached to waits for the cluster to grow (an autoscaler adds nodes in minutes)
+# before it fails for a trial that does not fit; a Ray started by the driver never grows, so it fails at once.
+PLACEMENT_WAIT_S = 600.0
+
+
+def _wait_for_capacity(spec: SweepSpec, grows: bool, poll_s: float = 5.0) -> None:
+    """Fail the job (its reason naming the field and the figures) rather than hold its slot with a trial Ray can
+    never place: its widest trial's bundles (`workers` x `cpus_per_trial` CPUs and GPUs) against the live nodes,
+    in all and, for a trial packed on one node (a command trainer's torchrun), the largest. On a cluster that may
+    grow (`grows`: attached, not started here) it waits PLACEMENT_WAIT_S for one that fits (issue 64, N3)."""
+    import ray
+
+    execution = spec.execution
+    workers = max(spec.workers_at(rung) for rung in spec.rungs_run())
+    one_node = spec.backend.name == "command" and workers > 1
+    deadline = time.monotonic() + (PLACEMENT_WAIT_S if grows else 0.0)
+    while True:
+        nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+        problem = _unplaceable(nodes, workers, execution.cpus_per_trial, execution.gpus_per_trial, one_node)
+        if problem is None:
+            return
+        if time.monotonic() >= deadline:
+            waited = f"; waited {PLACEMENT_WAIT_S:g} s for the cluster to grow" if grows else ""
+            raise RuntimeError(f"execution.workers_per_trial {workers}: {problem}{waited}")
+        time.sleep(poll_s)
+
+
+def _unplaceable(nodes: list[dict[str, float]], workers: int, cpus: float, gpus: float,
+                 one_node: bool) -> str | None:
+    """Why a trial of `workers` bundles of (`cpus`, `gpus`) cannot be placed on `nodes` (Ray's resources per live
+    node), or None when it can be."""
+    need = {"CPU": workers * cpus, "GPU": workers * gpus}
+    total = {k: sum(n.get(k, 0.0) for n in nodes) for k in need}
+    largest = {k: max((n.get(k, 0.0) for n in nodes), default=0.0) for k in need}
+    for kind in ("CPU", "GPU"):
+        bundle = need[kind] / workers
+        if not need[kind]:
+            continue
+        if one_node and need[kind] > largest[kind]:
+            return (f"one trial needs {need[kind]:g} {kind}s on one node; the largest node has {largest[kind]:g}")
+        if need[kind] > total[kind] or bundle > largest[kind]:
+            return (f"one trial needs {need[kind]:g} {kind}s ({bundle:g} per worker); the cluster has "
+                    f"{total[kind]:g} in all, {largest[kind]:g} on its largest node")
+    return None
 
 
 def _trial_dirname(trial: Any) -> str:
@@ -193,6 +242,38 @@ def _remove_session(session: Path, workdir: Path) -> None:
     with contextlib.suppress(OSError):
         if os.readlink(latest) == str(session):
             latest.unlink()
+    with contextlib.suppress(OSError):
+        (workdir / SESSION_NOTE).unlink()
+
+
+SESSION_NOTE = Path("ray") / "session"  # in a job's folder: the local Ray session its driver started, until removed
+
+
+def _note_session(workdir: Path, session: Path) -> None:
+    with contextlib.suppress(OSError):  # the note serves the clean-up only: never fail a sweep over it
+        (workdir / SESSION_NOTE).parent.mkdir(parents=True, exist_ok=True)
+        (workdir / SESSION_NOTE).write_text(str(session))
+
+
+def remove_left_sessions(folder: Path) -> list[Path]:
+    """Remove the Ray session folders that drivers of the job in `folder` started and did not remove (a driver
+    SIGKILLed, or cancelled mid-trial: issue 64, N8), once no driver runs there; their worker logs are kept in the
+    job's folder as at a normal end. Returns the sessions removed. For the service, when a job ends however it
+    ends, and at its start for jobs that died while it was down."""
+    from ..jobfiles import driver_running
+
+    if driver_running(folder):
+        return []
+    removed = []
+    for note in folder.glob(f"**/{SESSION_NOTE}"):
+        with contextlib.suppress(OSError):
+            session = Path(note.read_text().strip())
+            workdir = note.parent.parent
+            if session.is_dir():
+                _remove_session(session, workdir)
+                removed.append(session)
+            note.unlink(missing_ok=True)
+    return removed
 
 
 def _concurrency(spec: SweepSpec) -> int:

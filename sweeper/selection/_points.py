@@ -69,6 +69,7 @@ class TrialRecord:
     metric_name: str | None = None  # what the FD was computed on (the run's fd.metric_name tag), e.g. fd_pixels
     optimizer_step_time_s: float | None = None  # measured optimizer time per step, at the run's last eval step
     ns5_calls: float | None = None  # Newton-Schulz orthogonalisations the optimizer ran, at the last eval step
+    rank_restarts: int = 0  # restarts of a multi-worker trial's rank group after a lost rank (RUNNING meanwhile)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -445,6 +445,7 @@ class ExecutionSpec(BaseModel):
         None,
         ge=1,
         le=10_000,
+        strict=True,
         description="Trials at once; None = as many as the Ray cluster's CPUs/GPUs fit per trial.",
     )
     cpus_per_trial: float = Field(
@@ -464,12 +465,28 @@ class ExecutionSpec(BaseModel):
         None,
         ge=1,
         le=100_000,
+        strict=True,
         description="CPUs of the local Ray instance (None = this machine's); not used when attaching to a cluster.",
     )
     ray_address: str | None = Field(
         None,
         description="Ray cluster to attach to (host:port or ray://...); None = $RAY_ADDRESS when set, else a "
         "local Ray instance for this sweep only.",
+    )
+    rendezvous_timeout_s: float | None = Field(
+        None,
+        ge=5,
+        le=86_400,
+        description="Seconds a multi-worker trial's ranks may take to meet, and may wait in any one collective; a "
+        "rank that dies before it joins ends the wait at once. None = 300 (or stall_timeout_s when larger).",
+    )
+    stall_timeout_s: float | None = Field(
+        None,
+        ge=5,
+        le=86_400,
+        description="Seconds without progress after which a multi-worker trial is ended (all its ranks killed) and "
+        "failed with the stalled rank named, then retried under `retries`: a rank that sends no heartbeat, or every "
+        "rank waiting in a collective, that long. None = max(120, 20 x the trial's measured step time).",
     )
 
     @property

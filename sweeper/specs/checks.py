@@ -66,9 +66,10 @@ _TRIAL_MAX: dict[str, float] = {
     "eval.val_samples": 1_000_000, "eval.sample_steps": 10_000, "eval.batch_size": 65_536,
     "eval.track_samples": 1_000_000, "eval.track_sample_steps": 10_000,
 }
-Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
-Step = Annotated[int, Field(ge=1, le=MAX_HORIZON)]
-Workers = Annotated[int, Field(ge=1, le=MAX_WORKERS)]
+# Counts are integers only (strict): `true` or "2" is refused naming the field, never read as 1 or 2 (issue 64, N7).
+Seed = Annotated[int, Field(ge=0, le=MAX_SEED, strict=True)]
+Step = Annotated[int, Field(ge=1, le=MAX_HORIZON, strict=True)]
+Workers = Annotated[int, Field(ge=1, le=MAX_WORKERS, strict=True)]
 _ANY_NUMBER_MAX = 2**53  # beyond this JSON numbers lose integer precision; nothing in a trial config needs more
 
 
@@ -161,25 +162,31 @@ def check_batch_split(workers: int, trial: Mapping[str, Any], field: str = "exec
                          f"trains on batch_size / workers_per_trial samples; use a worker count that divides {batch}")
 
 
-def check_capacity(spec: Any, cluster_cpus: float, cluster_gpus: float = 0.0) -> None:
+def check_capacity(spec: Any, cluster_cpus: float, cluster_gpus: float = 0.0, local_ray: bool = False) -> None:
     """Refuse a spec (a sweep's or a transfer's: anything with an `execution` section) whose one trial needs more
     than the cluster has: `workers_per_trial` x `cpus_per_trial` CPUs (and GPUs), reserved together as one
     placement group, would never be scheduled and the job would wait forever. Where rungs run on their own worker
     counts the widest trial is checked (the spec's `widest_trial`: the field that sets it and its count). Raises
-    ValueError naming the field and what the cluster has; the service answers it with a 422."""
+    ValueError naming the field and what the cluster has; the service answers it with a 422.
+
+    With `local_ray` (the job starts a Ray of its own, sized by `execution.num_cpus` when set) the cluster is that
+    instance: a spec asking 2 workers of 1 CPU on `num_cpus: 1` would wait forever (issue 64, N3)."""
     execution = getattr(spec, "execution", None)
     if execution is None:  # a transfer without its own execution section runs with its sweep's (checked there)
         return
     field, workers = getattr(spec, "widest_trial", None) or ("execution.workers_per_trial",
                                                              execution.workers_per_trial)
     cpus, gpus = execution.cpus_per_trial, execution.gpus_per_trial
+    sized = ""
+    if local_ray and execution.num_cpus is not None and execution.num_cpus < cluster_cpus:
+        cluster_cpus, sized = float(execution.num_cpus), " (execution.num_cpus: the Ray this job starts)"
     if workers * cpus > cluster_cpus or workers * gpus > cluster_gpus:
         fit = int(min(cluster_cpus // cpus, cluster_gpus // gpus if gpus else math.inf))
         raise ValueError(
             f"{field} {workers} needs {workers * cpus:g} CPUs"
             + (f" and {workers * gpus:g} GPUs" if gpus else "")
             + f" ({cpus:g} CPUs" + (f", {gpus:g} GPUs" if gpus else "") + " per worker); the cluster has "
-            + f"{cluster_cpus:g} CPUs" + (f" and {cluster_gpus:g} GPUs" if gpus else "")
+            + f"{cluster_cpus:g} CPUs{sized}" + (f" and {cluster_gpus:g} GPUs" if gpus else "")
             + f": at most {fit} workers per trial at these resources"
         )
 

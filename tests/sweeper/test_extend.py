@@ -68,3 +68,10 @@ def test_the_example_extension_adds_a_seed_and_k4_to_the_tiny_sweep() -> None:
 
     old, new = load_spec("examples/sweep-tiny.yaml"), load_spec("examples/sweep-tiny-more-seeds.yaml")
     assert check_extension(old, new) == ["seeds [1]", "K values [4]"]
+
+
+def test_an_extension_keeps_the_worker_count() -> None:
+    """Issue 64, N10: an extension on 2 workers of a 1-worker sweep would mix the two in one selection."""
+    with pytest.raises(SweepError, match=r"^execution.workers_per_trial: an extension keeps the sweep's 1 \(got 2\)"):
+        check_extension(_spec(), _spec(execution={"workers_per_trial": 2}, seeds=[0, 1, 2]))
+    assert check_extension(_spec(), _spec(execution={"num_cpus": 2}, seeds=[0, 1, 2])) == ["seeds [2]"]

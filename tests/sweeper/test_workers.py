@@ -160,3 +160,18 @@ def test_a_command_trainer_runs_torchrun_on_the_workers_ray_reserved(ray_local: 
     assert "{master_port}" not in run.data.params["command"]
     # both ranks trained: rank 1's communication reached rank 0's report
     assert run.data.metrics["comm_bytes_per_step_rank1"] > 1e5
+
+
+def test_a_trial_that_no_cluster_can_place_is_said_with_its_figures() -> None:
+    """Issue 64, N3 at run time: what the driver checks against the live nodes before Tune holds a trial."""
+    from sweeper.search._tune_stage import _unplaceable
+
+    two = [{"CPU": 2.0}, {"CPU": 2.0}]
+    assert _unplaceable(two, 4, 1.0, 0.0, one_node=False) is None  # packed where it fits, spread where it must
+    assert _unplaceable(two, 4, 1.0, 0.0, one_node=True) == ("one trial needs 4 CPUs on one node; the largest node "
+                                                             "has 2")
+    assert _unplaceable(two, 2, 3.0, 0.0, one_node=False) == ("one trial needs 6 CPUs (3 per worker); the cluster "
+                                                              "has 4 in all, 2 on its largest node")
+    assert _unplaceable(two, 2, 1.0, 1.0, one_node=False) == ("one trial needs 2 GPUs (1 per worker); the cluster "
+                                                              "has 0 in all, 0 on its largest node")
+

@@ -448,3 +448,35 @@ def test_a_torchrun_command_runs_outside_a_sweep_on_this_hosts_defaults(tmp_path
            "poll_s": 0.1, "kill_grace_s": 1.0, "timeout_s": 300}
     result = run_command_trial({**HORIZON2, "workers": 2}, cmd)
     assert result.status == "SUCCEEDED" and result.fd == {1: 3.0, 2: 3.0}
+
+
+TORCHRUN_TEMP = """
+import tempfile
+import torch.distributed as dist
+dist.init_process_group("gloo")
+if dist.get_rank() == 0:
+    dump(tmp=tempfile.gettempdir(), elastic=os.environ.get("TORCHELASTIC_ERROR_FILE"))
+    report(step=1, fd=1.0)
+    report(step=2, fd=1.0)
+dist.destroy_process_group()
+"""
+
+
+def test_a_torchrun_trials_temporary_files_go_with_its_scratch_folder(tmp_path: Path) -> None:
+    """Issue 64, N8: torchrun left one torchelastic_* folder per trial in the system's temporary folder. The trainer's
+    TMPDIR is now its scratch folder, removed when the trial ends: torchrun's folder (where its ranks' error files
+    go) is made there."""
+    script = tmp_path / "rank.py"
+    script.write_text(PREAMBLE + TORCHRUN_TEMP)
+    cmd = {"command": [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "{workers}",
+                       "--master-addr", "{master_addr}", "--master-port", "{master_port}", str(script),
+                       str(tmp_path / "dump.json")],
+           "poll_s": 0.1, "kill_grace_s": 1.0, "timeout_s": 300}
+    result = run_command_trial({**HORIZON2, "workers": 2}, cmd)
+    assert result.status == "SUCCEEDED"
+    seen = _dumped(tmp_path)
+    folder = Path(seen["folder"])
+    assert Path(seen["tmp"]).is_relative_to(folder), seen
+    if seen["elastic"]:  # torchrun's own folder, where it is named to the ranks
+        assert Path(seen["elastic"]).is_relative_to(folder) and "torchelastic_" in seen["elastic"], seen
+    assert not folder.exists()

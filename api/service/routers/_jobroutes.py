@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import datetime as dt
+import os
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -72,6 +73,8 @@ def draw_page(settings: Settings, request: Any, what: str, fn: Callable[..., str
     except RenderFailed as exc:
         if conflict is not None and exc.error == conflict:
             raise HTTPException(409, str(exc).removeprefix(f"{conflict}: ")) from None
+        if exc.error is not None:  # the page's own error, not a limit: said as it is (issue 64, N6)
+            raise HTTPException(503, f"{what} was not drawn: {exc}; its JSON views answer") from None
         raise HTTPException(503, f"{what} was not drawn: {exc} (SCALESWEEP_REPORT_TIMEOUT_S, "
                             "SCALESWEEP_REPORT_MEMORY_MB); its JSON views answer") from None
 
@@ -199,7 +202,9 @@ def admit(spec: dict[str, Any], demand: Demand, queue: JobsDep, settings: Settin
     check_rungs(demand.rungs, settings.rest_rung_list)
     check_work(demand.work, settings.max_work, noun)
     check_memory(demand.memory, settings.max_trial_memory_bytes, noun)
-    check_capacity_at_submission(demand, settings.trial_cpus, settings.max_trial_gpus)
+    # a job's own local Ray (no cluster to attach to) is as large as its execution.num_cpus says
+    local_ray = settings.drivers == "local" and not (settings.ray_address or os.environ.get("RAY_ADDRESS"))
+    check_capacity_at_submission(demand, settings.trial_cpus, settings.max_trial_gpus, local_ray=local_ray)
 
 
 QUEUE_RETRY_AFTER_S = 60  # a queued job leaves the queue when a driver slot frees: minutes, not seconds

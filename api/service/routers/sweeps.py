@@ -148,7 +148,7 @@ def get_trials(sweep_id: str, settings: SettingsDep, results: ResultsDep, sessio
         TrialPublic(key=t.trial_key, role=t.role, arm=t.arm, params=t.params, seed=t.seed, state=t.status,
                     attempt=t.attempt, fd=t.fd, objective=t.objective, run_id=t.run_id or "",
                     error=jobs.shown(settings, t.error),
-                    metric_name=t.metric_name)
+                    metric_name=t.metric_name, rank_restarts=t.rank_restarts)
         for t in result.trials
     ]
     return TrialsPublic(data=data, count=len(data))
