@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, Field, StrictInt, field_validator
 
 __all__ = [
-    "FieldError", "Links", "Prediction", "Problem", "RunsPublic", "SweepPublic", "SweepsPublic", "TransferCreate",
-    "TransferLinks", "TransferPublic", "TransfersPublic", "TrialPublic", "TrialsPublic",
+    "FieldError", "Links", "Page", "Prediction", "Problem", "RunsPublic", "SweepPublic", "SweepsPublic",
+    "TransferCreate", "TransferLinks", "TransferPublic", "TransfersPublic", "TrialPublic", "TrialsPublic",
 ]
+
+ItemT = TypeVar("ItemT")  # a page's item schema
 
 
 class FieldError(BaseModel):
@@ -67,10 +69,16 @@ class SweepPublic(JobPublic):
     links: Links
 
 
-class SweepsPublic(BaseModel):
-    data: list[SweepPublic]
-    count: int = Field(description="Sweeps on this page.")
+class Page(BaseModel, Generic[ItemT]):
+    """One page of a list resource, newest first: its items, how many, and the cursor of the next page."""
+
+    data: list[ItemT]
+    count: int = Field(description="Items on this page.")
     next_cursor: str | None = Field(None, description="Pass as ?cursor= for the next page; null on the last.")
+
+
+class SweepsPublic(Page[SweepPublic]):
+    """A page of sweeps."""
 
 
 class TrialPublic(BaseModel):
@@ -192,10 +200,8 @@ class TransferPublic(JobPublic):
     links: TransferLinks
 
 
-class TransfersPublic(BaseModel):
-    data: list[TransferPublic]
-    count: int = Field(description="Transfers on this page.")
-    next_cursor: str | None = Field(None, description="Pass as ?cursor= for the next page; null on the last.")
+class TransfersPublic(Page[TransferPublic]):
+    """A page of transfers."""
 
 
 class RunsPublic(BaseModel):

@@ -32,6 +32,7 @@ from .checks import (
     MAX_SEED,
     MAX_SEEDS,
     MIN_CROSSING_POINTS,
+    Rung,
     Seeds,
     Step,
     TrialSection,
@@ -329,7 +330,7 @@ class BaselineSpec(BaseModel):
     optimizer: dict[str, Any] = Field(
         default_factory=dict, description="Other OptimizerConfig fields of this arm (e.g. {lr: 0.001})."
     )
-    rung: str | None = Field(
+    rung: Rung | None = Field(
         None,
         description="Rung of this arm's runs; None = the sweep's rung. Lets one sweep hold reference runs at "
         "several rungs (a transfer runs its whole rung x arm table as one sweep).",
@@ -373,13 +374,6 @@ class BaselineSpec(BaseModel):
         if factors is not None and (any(not f > 0 for f in factors) or len(set(factors)) != len(factors)):
             raise ValueError(f"lr_factors must be distinct numbers > 0, e.g. [0.5, 1, 2]; got {factors}")
         return factors
-
-    @field_validator("rung")
-    @classmethod
-    def _known_rung(cls, rung: str | None) -> str | None:
-        from trials.models import check_rung
-
-        return None if rung is None else check_rung(rung)
 
     @model_validator(mode="before")
     @classmethod
@@ -739,7 +733,7 @@ class SweepSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     name: str = Field(..., pattern=_NAME_PATTERN, description="Sweep name (run names, work folder, Ray names).")
-    rung: str = Field("cpu-xs", description="Model rung (trials.models.list_rungs()); the paper sweeps the smallest.")
+    rung: Rung = Field("cpu-xs", description="Model rung (trials.models.list_rungs()); the paper sweeps the smallest.")
     horizon: int = Field(
         1800,
         ge=1,
@@ -788,27 +782,13 @@ class SweepSpec(BaseModel):
         description="Extra MLflow tags on the parent run and every trial run (lineage, e.g. the transfer and the "
         "sweep it comes from); an arm's own `tags` win over these.",
     )
-    workers_by_rung: dict[str, Workers] = Field(
+    workers_by_rung: dict[Rung, Workers] = Field(
         default_factory=dict,
         description="Processes (ranks) per trial at the named rungs (the sweep's `rung` or a baseline's), in place "
         "of execution.workers_per_trial there, e.g. {cpu-l: 2}: a transfer's per-rung worker counts (its rung x arm "
         "table is one sweep). Each reserves its own placement group; {} = every rung on execution.workers_per_trial.",
     )
 
-    @field_validator("rung")
-    @classmethod
-    def _known_rung(cls, rung: str) -> str:
-        from trials.models import check_rung
-
-        return check_rung(rung)
-
-
-    @field_validator("workers_by_rung")
-    @classmethod
-    def _known_rungs(cls, widths: dict[str, int]) -> dict[str, int]:
-        from trials.models import check_rung
-
-        return {check_rung(rung): workers for rung, workers in widths.items()}
 
     @field_validator("baselines")
     @classmethod

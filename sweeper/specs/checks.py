@@ -18,6 +18,7 @@ __all__ = [
     "MAX_HORIZON",
     "MAX_SEEDS",
     "MIN_CROSSING_POINTS",
+    "Rung",
     "Seeds",
     "Step",
     "TrialSection",
@@ -45,6 +46,16 @@ MAX_WORKERS = 1024
 # track_from of 1/3; the three default deciding checkpoints are 1/6 apart, and a crossing before the first of them
 # (at 2/3) is only an upper bound.
 MIN_CROSSING_POINTS = 6
+
+
+def _known_rung(name: str) -> str:
+    from trials.models import check_rung  # torch-free, but the models package loads only when a spec names a rung
+
+    return check_rung(name)
+
+
+# A model rung's name, checked against the ladder (`trials.models.list_rungs()`): the one rung check every spec uses.
+Rung = Annotated[str, AfterValidator(_known_rung)]
 
 # TrialConfig fields the sweep sets itself; a `trial` section may not override them.
 _OWNED_TRIAL_FIELDS = {

@@ -24,7 +24,7 @@ from scaling.targets import DEFAULT_PLATEAU_MAX_DROP, DEFAULT_PLATEAU_WINDOW
 from trials.optim import ArmName
 from trials.steptime import BlockSteps, LocalBatch, MaxRounds, TargetHalfwidth, TimedRounds, TimingClock, WarmupRounds
 
-from ..specs.checks import MAX_HORIZON
+from ..specs.checks import MAX_HORIZON, Rung
 
 __all__ = ["HorizonSpec", "PilotSpec", "PlateauSpec", "TargetSpec", "TimingSpec", "rung_horizon"]
 
@@ -35,7 +35,7 @@ class PilotSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    rung: str | None = Field(
+    rung: Rung | None = Field(
         None, description="Rung of the pilot, one of the transfer's rungs; None = the transfer's smallest rung."
     )
     horizon_factor: float = Field(
@@ -61,13 +61,6 @@ class PilotSpec(BaseModel):
         if len(set(seeds)) != len(seeds):
             raise ValueError(f"target.pilot.seeds must be distinct, got {seeds}")
         return seeds
-
-    @field_validator("rung")
-    @classmethod
-    def _known_rung(cls, rung: str | None) -> str | None:
-        from trials.models import check_rung
-
-        return None if rung is None else check_rung(rung)
 
 
 class TargetSpec(BaseModel):
