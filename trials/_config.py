@@ -71,6 +71,13 @@ class DataConfig(BaseModel):
             raise ValueError(f"unknown dataset {name!r}; allowed: {list_datasets()}")
         return name
 
+    @model_validator(mode="after")
+    def _options_fit(self) -> DataConfig:
+        from .data import check_dataset_options
+
+        check_dataset_options(self.name, self.image_size, dict(self.options))  # a DataError is a ValueError
+        return self
+
 
 class EvalConfig(BaseModel):
     """How quality is measured at each eval step."""
@@ -184,6 +191,11 @@ class TrialConfig(BaseModel):
         "the spread of a real comparison). None = seed.",
     )
     data: DataConfig = Field(default_factory=lambda: DataConfig())
+    patch: int | None = Field(
+        None, ge=1, le=64,
+        description="Patch side in pixels (1 to 64; data.image_size must divide by it); None = the rung's (2 on "
+        "every rung). scenes at 32x32 takes 4: 64 image tokens, as shapes at 16x16 with patch 2.",
+    )
     text_encoder: Literal["minilm", "learned"] = Field(
         "minilm", description="Frozen all-MiniLM-L6-v2 (offline) or a learned embedding fallback."
     )
@@ -244,11 +256,28 @@ class TrialConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _patches_tile(self) -> TrialConfig:
+        patch = self.resolved_patch
+        if self.data.image_size % patch:
+            allowed = [p for p in range(1, 65) if self.data.image_size % p == 0]
+            raise ValueError(f"patch: data.image_size {self.data.image_size} does not divide into {patch}-px patches"
+                             f"{'' if self.patch else f' (rung {self.rung} patch; set patch)'}; allowed patches at "
+                             f"this image_size: {allowed}")
+        return self
+
+    @model_validator(mode="after")
     def _batch_splits(self) -> TrialConfig:
         if self.batch_size % self.workers:
             raise ValueError(f"batch_size {self.batch_size} (the global batch) does not split evenly across "
                              f"workers={self.workers}; use a multiple of {self.workers}")
         return self
+
+    @property
+    def resolved_patch(self) -> int:
+        """The patch side the model is built with: `patch`, else the rung's."""
+        from .models import get_rung
+
+        return self.patch or get_rung(self.rung).config.patch
 
     @property
     def data_order_seed(self) -> int:

@@ -199,7 +199,7 @@ def _config_fingerprint(cfg: TrialConfig) -> str:
     step is computed (its kernels give the same update up to float rounding)."""
     dumped = cfg.model_dump(exclude={"tracking": True, "checkpoint_dir": True, "threads": True,
                                      "optimizer": {"rownorm_kernel"}})
-    for key, default in (("precision", "fp32"), ("workers", 1)):  # added later: older checkpoints still resume
+    for key, default in (("precision", "fp32"), ("workers", 1), ("patch", None)):  # added later: old ones resume
         if dumped[key] == default:
             dumped.pop(key)
     return json.dumps(dumped, sort_keys=True, default=str)
@@ -400,8 +400,8 @@ def _build(cfg: TrialConfig) -> _Trial:
     dataset = _dataset(cfg)
     cond = _Conditioner(cfg, dataset, device)
     torch.manual_seed(cfg.seed)  # model init is a function of the seed
-    denoiser = build_model(cfg.rung, image_size=cfg.data.image_size, in_channels=dataset.channels,
-                           context_dim=cond.context_dim, pooled_dim=cond.pooled_dim)
+    denoiser = build_model(cfg.rung, image_size=cfg.data.image_size, patch=cfg.resolved_patch,
+                           in_channels=dataset.channels, context_dim=cond.context_dim, pooled_dim=cond.pooled_dim)
     module = _TextToImage(denoiser, cond.learned).to(device)
     place = current_ranks(cfg.workers)
     shard = None
