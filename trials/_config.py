@@ -253,6 +253,10 @@ class TrialConfig(BaseModel):
                 raise ValueError(f"eval_steps must be a non-empty list of steps in [1, steps={self.steps}], got {bad}")
         if self.eval.extractor not in list_extractors():
             raise ValueError(f"unknown eval.extractor {self.eval.extractor!r}; allowed: {list_extractors()}")
+        if self.eval.extractor == "scenes-cnn" and self.data.name != "scenes":
+            raise ValueError(f"eval.extractor 'scenes-cnn' reads the scenes set's per-cell labels; data.name is "
+                             f"{self.data.name!r}: allowed extractors there: "
+                             f"{[e for e in list_extractors() if e != 'scenes-cnn']}")
         return self
 
     @model_validator(mode="after")
@@ -328,6 +332,9 @@ class TrialResult:
     track_effective_time_s: dict[int, float] = field(default_factory=dict)
     track_samples: int = 0
     track_sample_steps: int = 0
+    # With the scenes-cnn extractor: step -> {"alignment": all-correct share, "alignment.<attribute>": ...} (not
+    # carried by a checkpoint: after a resume the earlier steps' shares are in MLflow only).
+    alignment: dict[int, dict[str, float]] = field(default_factory=dict)
     eval_time_s: float = 0.0  # wall time in the full (deciding) evaluations
     track_eval_time_s: float = 0.0  # wall time in the tracking evaluations
 

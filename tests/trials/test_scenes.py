@@ -8,17 +8,9 @@ import pytest
 import torch
 
 from trials import TrialConfig
-from trials.data import (
-    KINDS,
-    RELATIONS,
-    DataError,
-    ImageTextBatch,
-    ScenesDataset,
-    get_dataset,
-    stream_generator,
-)
+from trials.data import DataError, ImageTextBatch, ScenesDataset, get_dataset, stream_generator
 from trials.data import _scenes as scenes_module
-from trials.data._scenes import SCENE_COLOURS
+from trials.data._scenes import KINDS, RELATIONS, SCENE_COLOURS
 from trials.data._shapes import BACKGROUND
 
 
@@ -181,3 +173,11 @@ def test_rendering_is_vectorised(monkeypatch: pytest.MonkeyPatch) -> None:
     assert images.shape == (4096, 3, 32, 32)
     assert len(calls) == len(KINDS) and sum(calls) > 4096 * 1.9  # about two objects an image, in 21 calls
     assert scenes_module._masks.cache_info().currsize >= 1
+
+
+def test_the_scenes_network_needs_the_scenes_set() -> None:
+    with pytest.raises(ValueError, match=r"eval.extractor 'scenes-cnn' reads the scenes set's per-cell labels; "
+                                         r"data.name is 'shapes'"):
+        TrialConfig.model_validate({"eval": {"extractor": "scenes-cnn"}})
+    TrialConfig.model_validate({"eval": {"extractor": "scenes-cnn"}, "data": {"name": "scenes", "image_size": 32},
+                                "patch": 4})

@@ -21,7 +21,7 @@ from ._base import (
     stream_seed,
 )
 from ._folder import FolderDataset
-from ._scenes import GLYPHS, KINDS, RELATIONS, SceneBatch, ScenesDataset, ScenesOptions
+from ._scenes import ScenesDataset, cell_relation
 from ._shapes import COLOURS, POSITIONS, SHAPES, SIZES, ShapesDataset
 
 register_dataset("shapes", ShapesDataset)
@@ -31,20 +31,16 @@ register_dataset("scenes", ScenesDataset)
 __all__ = [
     "COLOURS",
     "DATASETS",
-    "GLYPHS",
-    "KINDS",
     "POSITIONS",
-    "RELATIONS",
     "SHAPES",
     "SIZES",
     "DataError",
     "FolderDataset",
     "ImageTextBatch",
     "ImageTextDataset",
-    "SceneBatch",
     "ScenesDataset",
-    "ScenesOptions",
     "ShapesDataset",
+    "cell_relation",
     "check_dataset_options",
     "get_dataset",
     "list_datasets",

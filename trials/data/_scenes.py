@@ -50,6 +50,7 @@ __all__ = [
     "SceneBatch",
     "ScenesDataset",
     "ScenesOptions",
+    "cell_relation",
 ]
 
 # Digits and capitals that stay distinct from each other and from the five shapes at 6-8 px (no 0/O next to the
@@ -215,10 +216,10 @@ class SceneBatch:
 
     def relation(self, grid: int) -> Tensor:
         """(N,) index into RELATIONS of the first object against the second; -1 for one object."""
-        return _relation(self.cell[:, 0], self.cell[:, 1], grid)
+        return cell_relation(self.cell[:, 0], self.cell[:, 1], grid)
 
 
-def _relation(first: Tensor, second: Tensor, grid: int) -> Tensor:
+def cell_relation(first: Tensor, second: Tensor, grid: int) -> Tensor:
     """RELATIONS index of cell `first` against a later cell `second` (reading order): the axis of the larger
     offset, ties to the horizontal; -1 where either is empty."""
     dy = second // grid - first // grid  # >= 0: the second is never above the first

@@ -36,8 +36,9 @@ if TYPE_CHECKING:
         frechet_distance_infinity,
     )
     from ._registry import get_extractor, list_extractors, register_extractor
+    from ._scenes_cnn import ALIGNMENT_ATTRIBUTES, ScenesCNNExtractor, scene_alignment
 
 # Where the names below the face are found: the extractors and the label CNN's cache.
-_PARTS = ("._extractors", "._label_cnn", "._dinov2")
+_PARTS = ("._extractors", "._label_cnn", "._scenes_cnn", "._dinov2")
 
 __all__, __getattr__, __dir__ = lazy_face(__name__, globals(), fallbacks=_PARTS)
