@@ -11,7 +11,7 @@ FD-infinity and the alignment shares at the last eval step) from those files alo
 
 The compute rule: steps = base_steps * (N / N_smallest) ** steps_exponent, rounded up to a multiple of 10, N the
 rung's Muon-group (block 2-D) parameters, so larger rungs get more steps (at exponent 0.5 the largest of the six
-rungs trains 14x the smallest's steps: 600 -> 8,290). Everything else is one fixed trial: the scenes set at 32 x 32
+rungs trains 13.7x the smallest's steps: 600 -> 8,250). Everything else is one fixed trial: the scenes set at 32 x 32
 with patch 4 (64 image tokens), default options, batch 32, Muon at its default lr, the learned text encoder (MiniLM
 encodes each distinct caption once and keeps it, and nearly every scenes caption is new: its cache would grow by
 about 75 kB a caption), 1024 FD samples with FD-infinity, the default scenes-cnn feature network.

@@ -64,8 +64,8 @@ ProgressFn = Callable[[dict[str, Any]], None]
 RESUMED_FROM_STEP = "resumed_from_step"
 
 # Images the label CNN behind the "shapes-cnn" (default) and "scenes-cnn" extractors is trained on (once, then cached
-# by content hash): scenes has 50 per-cell labels to learn against shapes' 4.
-_FEATURE_NET_IMAGES = {"shapes-cnn": 8192, "scenes-cnn": 16384}
+# by content hash).
+_FEATURE_NET_IMAGES = {"shapes-cnn": 8192, "scenes-cnn": 8192}
 
 
 class _TextToImage(nn.Module):

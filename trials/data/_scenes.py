@@ -20,10 +20,11 @@ the font's outline, 4x supersampled) and cached; each object is resampled into i
 `grid_sample` per kind at 2x supersampling, averaged down, then composited. 4096 images at 32 x 32 take about
 0.3-0.5 s on one core.
 
-Image size and cost: at 32 x 32 use patch 4 (`TrialConfig.patch`), 64 image tokens like 16 x 16 at patch 2: a
-training step of cpu-xs (batch 32) then costs what a `shapes` step does, about 40 ms with 2 threads (the patch
-projection is 48 -> 64 wide instead of 12 -> 64; measured 2026-12-07 on a 2-core Xeon, see trials.models' ladder).
-16 x 16 works with grid 4 (4-px cells), but glyphs at 3 px are barely legible: use shapes only there.
+Image size and cost: at 32 x 32 use patch 4 (`TrialConfig.patch`), 64 image tokens like shapes at 16 x 16 with patch
+2, so a training step costs about what a shapes step does. Measured 2026-12-07 (2-core AMX-BF16 Xeon shared with
+other jobs at load 7-10, so these are upper bounds; process CPU per step, batch 32, Muon, 1 thread): cpu-xs 178 ms
+on scenes at 32 x 32 / patch 4 against 166 ms on 16 x 16 / patch 2, back to back. 16 x 16 works with grid 4 (4-px
+cells), but glyphs at 3 px are barely legible: use shapes only there.
 """
 
 from __future__ import annotations

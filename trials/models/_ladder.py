@@ -31,10 +31,11 @@ the N of a scaling fit, which do not depend on the image size or patch:
 
     cpu-3xs 22,528   cpu-2xs 59,392   cpu-xs 237,568   cpu-s 866,304   cpu-m 2,129,920   cpu-l 4,249,600
 
-so cpu-2xs .. cpu-l are 5 rungs over 1.85 decades (cpu-3xs .. cpu-l: 6 over 2.28). Cost of a training step of
-the new rungs at the scenes set's 32 x 32, patch 4, batch 32, 48 caption tokens, Muon (process CPU per step;
-2026-12-07, 2-core AMX-BF16 Xeon shared with other jobs at load ~7, so wall time was 4x this and both are upper
-bounds): cpu-3xs 49 ms, cpu-2xs 97 ms, cpu-xs 171 ms at 1 thread; at 2 threads see `benchmarks/headroom.py`.
+so cpu-2xs .. cpu-l are 5 rungs over 1.85 decades (cpu-3xs .. cpu-l: 6 over 2.28). Cost of a training step at the
+scenes set's 32 x 32, patch 4, batch 32, 48 caption tokens, Muon, in process CPU per step (2026-12-07, a 2-core
+AMX-BF16 Xeon shared with other jobs at load 7-10, so upper bounds): 1 thread cpu-3xs 45-49 ms, cpu-2xs 86-97 ms,
+cpu-xs 171-178 ms (two runs). At 2 threads the same machine gave 0.56 / 1.4 / 1.8 s, pure oversubscription: the
+2-thread figures need an idle machine (`benchmarks/headroom.py` records each run's own step time).
 """
 
 from __future__ import annotations
