@@ -64,7 +64,7 @@ def trial_config(rung: str, seed: int, steps: int, threads: int, smoke: bool) ->
                       "sample_steps": 4, "val_samples": 32, "fd_bias": False,
                       "extractor_options": {"training_images": 1024, "training": {"epochs": 1}}}
     return {"rung": rung, "seed": seed, "steps": steps, "batch_size": 32, "threads": threads,
-            "optimizer": {"name": "muon"}, "text_encoder": "learned", "text_max_length": 32, "patch": 4,
+            "optimizer": {"name": "muon"}, "text_encoder": "learned", "text_max_length": 34, "patch": 4,
             "data": {"name": "scenes", "image_size": 32}, "eval": evaluation}
 
 

@@ -105,7 +105,7 @@ def test_serve_when_the_app_cannot_start(tmp_path: Path, capsys: pytest.CaptureF
 ])
 def test_a_scenes_set_that_cannot_be_drawn_is_one_line(sets: list[str], words: list[str],
                                                        capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["trial", "--set", "data.name=scenes", "--set", "data.image_size=32"]
+    argv = ["trial", "--set", "data.name=scenes", "--set", "data.image_size=32", "--set", "text_max_length=34"]
     code, err = _run(capsys, *argv, *(a for s in sets for a in ("--set", s)))
     assert code == 2 and len(err.splitlines()) == 1, err
     assert err.startswith("scalesweep trial: error: invalid trial config: "), err

@@ -270,6 +270,18 @@ class TrialConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _captions_fit(self) -> TrialConfig:
+        if self.data.name == "scenes":  # a truncated caption would no longer say every object it shows
+            from .data._scenes import ScenesOptions
+
+            need = ScenesOptions.model_validate(self.data.options).caption_tokens()
+            if self.text_max_length < need:
+                raise ValueError(f"text_max_length: {self.text_max_length} tokens cut scenes captions of up to "
+                                 f"{self.data.options.get('max_objects', 3)} objects, which take up to {need}; "
+                                 f"allowed: {need} to 4096")
+        return self
+
+    @model_validator(mode="after")
     def _batch_splits(self) -> TrialConfig:
         if self.batch_size % self.workers:
             raise ValueError(f"batch_size {self.batch_size} (the global batch) does not split evenly across "

@@ -154,8 +154,11 @@ def test_options_that_cannot_work_are_refused(image_size: int, options: dict[str
 
 
 def test_patch_must_tile_the_image() -> None:
-    assert TrialConfig.model_validate({"data": {"name": "scenes", "image_size": 32}, "patch": 4}).resolved_patch == 4
-    assert TrialConfig.model_validate({"data": {"name": "scenes", "image_size": 32}}).resolved_patch == 2  # the rung's
+    fits = {"text_max_length": 34}
+    assert TrialConfig.model_validate({"data": {"name": "scenes", "image_size": 32}, "patch": 4,
+                                       **fits}).resolved_patch == 4
+    assert TrialConfig.model_validate({"data": {"name": "scenes", "image_size": 32},
+                                       **fits}).resolved_patch == 2  # the rung's
     with pytest.raises(ValueError, match=r"patch: data.image_size 32 does not divide into 3-px patches.*"
                                          r"\[1, 2, 4, 8, 16, 32\]"):
         TrialConfig.model_validate({"data": {"name": "scenes", "image_size": 32}, "patch": 3})
@@ -180,4 +183,13 @@ def test_the_scenes_network_needs_the_scenes_set() -> None:
                                          r"data.name is 'shapes'"):
         TrialConfig.model_validate({"eval": {"extractor": "scenes-cnn"}})
     TrialConfig.model_validate({"eval": {"extractor": "scenes-cnn"}, "data": {"name": "scenes", "image_size": 32},
-                                "patch": 4})
+                                "patch": 4, "text_max_length": 34})
+
+
+def test_captions_must_fit_the_text_tokens() -> None:
+    # The bound is MiniLM's longest tokenisation: 34 tokens at 3 objects (measured over every object phrase).
+    with pytest.raises(ValueError, match=r"text_max_length: 16 tokens cut scenes captions of up to 3 objects, which "
+                                         r"take up to 34; allowed: 34 to 4096"):
+        TrialConfig.model_validate({"data": {"name": "scenes", "image_size": 32}, "patch": 4})
+    one = {"data": {"name": "scenes", "image_size": 32, "options": {"max_objects": 1}}, "patch": 4}
+    assert TrialConfig.model_validate(one).text_max_length == 16  # one object: 9 + 2 tokens fit the default

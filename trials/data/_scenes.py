@@ -111,6 +111,13 @@ class ScenesOptions(BaseModel):
             raise ValueError(f"unknown or empty {info.field_name} {unknown or names}; allowed: {list(catalogue)}")
         return list(dict.fromkeys(names))
 
+    def caption_tokens(self) -> int:
+        """The most tokens a caption can take: 9 an object (8 words, "a small red 7 at top far left", and one more
+        where MiniLM splits a word: the most over every object, counted with its tokenizer), "left of" and "and",
+        a comma between objects, and MiniLM's [CLS] and [SEP]. 34 at 3 objects, as the longest of 2,000 drawn."""
+        m = self.max_objects
+        return 9 * m + (2 if m > 1 else 0) + (1 if m > 2 else 0) + (m - 1) + 2
+
     def check(self, image_size: int) -> None:
         """Refuse what cannot be drawn at `image_size`: a DataError naming the option and what is allowed."""
         if image_size % self.grid or image_size // self.grid < _MIN_CELL_PIXELS:
