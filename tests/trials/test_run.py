@@ -291,3 +291,22 @@ def test_a_checkpoint_resumes_under_another_row_norm_kernel_but_not_another_gamm
 
     assert fingerprint(rownorm_kernel="streamed") == fingerprint() == fingerprint(rownorm_kernel="unfused")
     assert fingerprint(gamma=0.3) != fingerprint()
+
+
+def test_a_scenes_trial_logs_alignment_beside_fd_at_every_eval_step(tracking: dict[str, str]) -> None:
+    # The scenes set at 32 x 32 / patch 4 with its own feature network (trained briefly here: the numbers are not
+    # the point, that they are measured and logged at every eval step under the record's names is).
+    cfg = _tiny(tracking=tracking, patch=4, text_max_length=34, data={"name": "scenes", "image_size": 32},
+                eval={"extractor": "scenes-cnn", "fd_samples": 64, "reference_samples": 128,
+                      "extractor_options": {"training_images": 256, "training": {"epochs": 1}}})
+    result = run_trial(cfg)
+    assert result.status == "SUCCEEDED" and result.metric_name == "fd_scenes_cnn"
+    assert sorted(result.alignment) == [12, 24]
+    names = {"alignment", *(f"alignment.{a}" for a in ("count", "position", "kind", "colour", "size", "relation"))}
+    assert set(result.alignment[24]) == names and all(0 <= v <= 1 for v in result.alignment[24].values())
+    client = MlflowClient(tracking["tracking_uri"])
+    for name in (*names, "fd_scenes_cnn", "val_loss"):
+        history = {m.step: m.value for m in client.get_metric_history(result.run_id, name)}
+        assert sorted(history) == [12, 24], name
+        if name.startswith("alignment"):
+            assert history[24] == pytest.approx(result.alignment[24][name])
