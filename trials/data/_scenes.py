@@ -23,8 +23,8 @@ the font's outline, 4x supersampled) and cached; each object is resampled into i
 Image size and cost: at 32 x 32 use patch 4 (`TrialConfig.patch`), 64 image tokens like shapes at 16 x 16 with patch
 2, so a training step costs about what a shapes step does. Measured 2026-12-07 (2-core AMX-BF16 Xeon shared with
 other jobs at load 7-10, so these are upper bounds; process CPU per step, batch 32, Muon, 1 thread): cpu-xs 178 ms
-on scenes at 32 x 32 / patch 4 against 166 ms on 16 x 16 / patch 2, back to back. 16 x 16 works with grid 4 (4-px
-cells), but glyphs at 3 px are barely legible: use shapes only there.
+on scenes at 32 x 32 / patch 4 against 166 ms on 16 x 16 / patch 2, back to back. At 16 x 16 take grid 2 (8-px
+cells, the objects of 32 px / grid 4 on 4 positions) or grid 4 with shapes only (glyphs at 3 px are barely legible).
 """
 
 from __future__ import annotations
