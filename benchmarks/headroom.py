@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
             tmp = path.with_suffix(".tmp")
             tmp.write_text(json.dumps(record, indent=1, default=str))
             tmp.replace(path)
-            last = max(result.val_loss) if result.val_loss else None
+            last = max(result.val_loss, default=0)
             print(f"{rung} seed {seed}: {steps[rung]} steps, val_loss {result.val_loss.get(last)}, "
                   f"FD {result.fd.get(last)}, alignment {result.alignment.get(last, {}).get('alignment')}, "
                   f"{time.time() - start:.0f} s", flush=True)

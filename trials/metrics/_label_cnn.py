@@ -200,7 +200,7 @@ class SceneCNN(LabelCNN):
         """Label name -> (B, cardinality) logits, from `features`."""
         n, g = features.shape[0], self.grid
         cells = features.reshape(n, g, g, -1).permute(0, 3, 1, 2)  # (B, e, G, G)
-        out = {}
+        out: dict[str, torch.Tensor] = {}
         for attribute, head in self.cell_heads.items():
             logits = head(cells)  # (B, k, G, G)
             out |= {f"{attribute}_{r}_{c}": logits[:, :, r, c] for r in range(g) for c in range(g)}

@@ -63,7 +63,7 @@ class Rung:
 
 
 def _family(width_per_depth: int, in_channels: int, image_size: int, context_dim: int, pooled_dim: int,
-            data: str) -> Callable[[str, int, str], Rung]:
+            data: str) -> Callable[..., Rung]:
     """A rung family: width and heads grow with depth (one head per block), everything else is the family's."""
 
     def rung(name: str, depth: int, mirrors: str, width: int | None = None, heads: int | None = None) -> Rung:
