@@ -28,14 +28,6 @@ from trials.record import METRIC
 SMALL = {"kinds": ["circle", "square", "cross", "7", "A"], "colours": ["red", "green", "blue"], "sizes": ["large"]}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 @pytest.fixture(scope="module")
 def data() -> ScenesDataset:
     return ScenesDataset(image_size=16, seed=0, grid=2, **SMALL)  # 8-px cells, as the default 32 px / grid 4
