@@ -26,6 +26,17 @@ def _cmd_optimizers(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_rungs(args: argparse.Namespace) -> int:
+    from trials.models import RUNGS, build_model, count_parameters
+
+    print(f"{'rung':11s} {'width':>5s} {'depth':>5s} {'heads':>5s} {'parameters':>14s} {'Muon group':>14s}  mirrors")
+    for name, rung in RUNGS.items():
+        c, count = rung.config, count_parameters(build_model(name, device="meta"))
+        print(f"{name:11s} {c.width:5d} {c.depth:5d} {c.heads:5d} {count.total:14,d} {count.block_matrix:14,d}  "
+              f"{rung.mirrors}")
+    return 0
+
+
 def _load_mapping(path: str) -> dict:
     """A YAML or JSON file holding one mapping (one line naming the file and where when it is not one)."""
     from trials.core import read_mapping
@@ -125,6 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("optimizers", help="list the optimizer arms and their default hyperparameters")
     p.set_defaults(func=_cmd_optimizers)
+    p = sub.add_parser("rungs", help="list the model rungs: shape, parameters, the Muon group, the paper size mirrored")
+    p.set_defaults(func=_cmd_rungs)
 
     p = sub.add_parser("trial", help="train and score one trial from a YAML/JSON config (fields: trials.TrialConfig)")
     p.add_argument("config", nargs="?", help="config file; omitted = all defaults (cpu-xs, periodic K=3, 1800 steps)")

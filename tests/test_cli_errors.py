@@ -96,3 +96,17 @@ def test_serve_when_the_app_cannot_start(tmp_path: Path, capsys: pytest.CaptureF
     code, err = _run(capsys, "serve", "--port", "1")
     assert code == 2 and len(err.splitlines()) == 1, err
     assert err.startswith("scalesweep serve: error: could not start the service (OSError: database is locked)"), err
+
+
+@pytest.mark.parametrize(("sets", "words"), [
+    (["data.options.kinds=[hexagon]"], ["data: options.kinds: unknown", "'hexagon'", "allowed: ['circle'"]),
+    (["data.options.max_objects=20"], ["options.max_objects: 20 objects cannot fit", "allowed: 1 to 16"]),
+    (["patch=5"], ["patch: data.image_size 32 does not divide", "allowed patches at this image_size"]),
+])
+def test_a_scenes_set_that_cannot_be_drawn_is_one_line(sets: list[str], words: list[str],
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["trial", "--set", "data.name=scenes", "--set", "data.image_size=32", "--set", "text_max_length=34"]
+    code, err = _run(capsys, *argv, *(a for s in sets for a in ("--set", s)))
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith("scalesweep trial: error: invalid trial config: "), err
+    assert all(w in err for w in words), err

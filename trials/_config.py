@@ -71,6 +71,13 @@ class DataConfig(BaseModel):
             raise ValueError(f"unknown dataset {name!r}; allowed: {list_datasets()}")
         return name
 
+    @model_validator(mode="after")
+    def _options_fit(self) -> DataConfig:
+        from .data import check_dataset_options
+
+        check_dataset_options(self.name, self.image_size, dict(self.options))  # a DataError is a ValueError
+        return self
+
 
 class EvalConfig(BaseModel):
     """How quality is measured at each eval step."""
@@ -184,6 +191,11 @@ class TrialConfig(BaseModel):
         "the spread of a real comparison). None = seed.",
     )
     data: DataConfig = Field(default_factory=lambda: DataConfig())
+    patch: int | None = Field(
+        None, ge=1, le=64,
+        description="Patch side in pixels (1 to 64; data.image_size must divide by it); None = the rung's (2 on "
+        "every rung). scenes at 32x32 takes 4: 64 image tokens, as shapes at 16x16 with patch 2.",
+    )
     text_encoder: Literal["minilm", "learned"] = Field(
         "minilm", description="Frozen all-MiniLM-L6-v2 (offline) or a learned embedding fallback."
     )
@@ -241,6 +253,32 @@ class TrialConfig(BaseModel):
                 raise ValueError(f"eval_steps must be a non-empty list of steps in [1, steps={self.steps}], got {bad}")
         if self.eval.extractor not in list_extractors():
             raise ValueError(f"unknown eval.extractor {self.eval.extractor!r}; allowed: {list_extractors()}")
+        if self.eval.extractor == "scenes-cnn" and self.data.name != "scenes":
+            raise ValueError(f"eval.extractor 'scenes-cnn' reads the scenes set's per-cell labels; data.name is "
+                             f"{self.data.name!r}: allowed extractors there: "
+                             f"{[e for e in list_extractors() if e != 'scenes-cnn']}")
+        return self
+
+    @model_validator(mode="after")
+    def _patches_tile(self) -> TrialConfig:
+        patch = self.resolved_patch
+        if self.data.image_size % patch:
+            allowed = [p for p in range(1, 65) if self.data.image_size % p == 0]
+            raise ValueError(f"patch: data.image_size {self.data.image_size} does not divide into {patch}-px patches"
+                             f"{'' if self.patch else f' (rung {self.rung} patch; set patch)'}; allowed patches at "
+                             f"this image_size: {allowed}")
+        return self
+
+    @model_validator(mode="after")
+    def _captions_fit(self) -> TrialConfig:
+        if self.data.name == "scenes":  # a truncated caption would no longer say every object it shows
+            from .data import ScenesOptions
+
+            need = ScenesOptions.model_validate(self.data.options).caption_tokens()
+            if self.text_max_length < need:
+                raise ValueError(f"text_max_length: {self.text_max_length} tokens cut scenes captions of up to "
+                                 f"{self.data.options.get('max_objects', 3)} objects, which take up to {need}; "
+                                 f"allowed: {need} to 4096")
         return self
 
     @model_validator(mode="after")
@@ -249,6 +287,13 @@ class TrialConfig(BaseModel):
             raise ValueError(f"batch_size {self.batch_size} (the global batch) does not split evenly across "
                              f"workers={self.workers}; use a multiple of {self.workers}")
         return self
+
+    @property
+    def resolved_patch(self) -> int:
+        """The patch side the model is built with: `patch`, else the rung's."""
+        from .models import get_rung
+
+        return self.patch or get_rung(self.rung).config.patch
 
     @property
     def data_order_seed(self) -> int:
@@ -299,6 +344,9 @@ class TrialResult:
     track_effective_time_s: dict[int, float] = field(default_factory=dict)
     track_samples: int = 0
     track_sample_steps: int = 0
+    # With the scenes-cnn extractor: step -> {"alignment": all-correct share, "alignment.<attribute>": ...} (not
+    # carried by a checkpoint: after a resume the earlier steps' shares are in MLflow only).
+    alignment: dict[int, dict[str, float]] = field(default_factory=dict)
     eval_time_s: float = 0.0  # wall time in the full (deciding) evaluations
     track_eval_time_s: float = 0.0  # wall time in the tracking evaluations
 

@@ -44,10 +44,12 @@ from .metrics import (
     FeatureError,
     FeatureExtractor,
     FeatureStats,
+    ScenesCNNExtractor,
     feature_statistics,
     frechet_distance_from_stats,
     frechet_distance_infinity,
     get_extractor,
+    scene_alignment,
 )
 from .models import build_model, count_parameters
 from .optim import build_optimizer, update_stats
@@ -61,8 +63,9 @@ ProgressFn = Callable[[dict[str, Any]], None]
 # Logged when a run resumes from a checkpoint (the value and step: the step it resumed after), once per resume.
 RESUMED_FROM_STEP = "resumed_from_step"
 
-# Images the label CNN behind the default "shapes-cnn" extractor is trained on (once, then cached by content hash).
-_FEATURE_NET_IMAGES = 8192
+# Images the label CNN behind the "shapes-cnn" (default) and "scenes-cnn" extractors is trained on (once, then cached
+# by content hash).
+_FEATURE_NET_IMAGES = {"shapes-cnn": 8192, "scenes-cnn": 8192}
 
 
 class _TextToImage(nn.Module):
@@ -98,14 +101,15 @@ def _extractor(cfg: TrialConfig, dataset: ImageTextDataset) -> FeatureExtractor:
     if key in _EXTRACTORS:
         return _EXTRACTORS[key]
     options = dict(cfg.eval.extractor_options)
-    if cfg.eval.extractor == "shapes-cnn" and "network" not in options:
+    if cfg.eval.extractor in _FEATURE_NET_IMAGES and "network" not in options:
         cards = dataset.label_cardinalities()
         if not cards:
             raise TrialError(
-                f"extractor 'shapes-cnn' trains on dataset labels, and dataset {cfg.data.name!r} has none; "
+                f"extractor {cfg.eval.extractor!r} trains on dataset labels, and dataset {cfg.data.name!r} has none; "
                 "use eval.extractor 'dinov2' (with a local weights path) or 'pixels'"
             )
-        train = dataset.sample(_FEATURE_NET_IMAGES, stream_generator(cfg.data.seed, "feature-net"))
+        count = int(options.pop("training_images", _FEATURE_NET_IMAGES[cfg.eval.extractor]))  # fewer: smoke runs
+        train = dataset.sample(count, stream_generator(cfg.data.seed, "feature-net"))
         options = {
             "images": train.images,
             "labels": train.labels,
@@ -199,7 +203,7 @@ def _config_fingerprint(cfg: TrialConfig) -> str:
     step is computed (its kernels give the same update up to float rounding)."""
     dumped = cfg.model_dump(exclude={"tracking": True, "checkpoint_dir": True, "threads": True,
                                      "optimizer": {"rownorm_kernel"}})
-    for key, default in (("precision", "fp32"), ("workers", 1)):  # added later: older checkpoints still resume
+    for key, default in (("precision", "fp32"), ("workers", 1), ("patch", None)):  # added later: old ones resume
         if dumped[key] == default:
             dumped.pop(key)
     return json.dumps(dumped, sort_keys=True, default=str)
@@ -400,8 +404,8 @@ def _build(cfg: TrialConfig) -> _Trial:
     dataset = _dataset(cfg)
     cond = _Conditioner(cfg, dataset, device)
     torch.manual_seed(cfg.seed)  # model init is a function of the seed
-    denoiser = build_model(cfg.rung, image_size=cfg.data.image_size, in_channels=dataset.channels,
-                           context_dim=cond.context_dim, pooled_dim=cond.pooled_dim)
+    denoiser = build_model(cfg.rung, image_size=cfg.data.image_size, patch=cfg.resolved_patch,
+                           in_channels=dataset.channels, context_dim=cond.context_dim, pooled_dim=cond.pooled_dim)
     module = _TextToImage(denoiser, cond.learned).to(device)
     place = current_ranks(cfg.workers)
     shard = None
@@ -693,6 +697,8 @@ def _evaluate_step(trial: _Trial, result: TrialResult, step: int) -> tuple[dict[
     record.update(update_stats(optimizer))  # Muon family: update RMS / spectral norm per kind
     result.fd[step] = record[METRIC.FD]
     result.val_loss[step] = record[METRIC.VAL_LOSS]
+    if METRIC.ALIGNMENT in record:
+        result.alignment[step] = {k: v for k, v in record.items() if k.split(".")[0] == METRIC.ALIGNMENT}
     result.effective_time_s[step] = effective
     if METRIC.FD_INFINITY in record:
         result.fd_infinity[step] = record[METRIC.FD_INFINITY]
@@ -853,6 +859,9 @@ def _evaluate(
             "samples": samples,
             "features": features,
         }
+        if isinstance(extractor, ScenesCNNExtractor):  # what the samples show, read back against their captions
+            shares = scene_alignment(extractor.predict_from_features(features), fd_batch.labels)
+            record |= {METRIC.alignment(attribute): share for attribute, share in shares.items()}
         # FD-infinity needs subsets of at least 2d samples: asked for explicitly it refuses below that (a clear
         # error); as the default bias estimate it is simply not made there.
         n, dim = features.shape

@@ -183,7 +183,8 @@ class METRIC:
     VAL_LOSS, EFFECTIVE_TIME_S (cumulative training time), OPTIMIZER_TIME_S, STEP_TIME_S, OPTIMIZER_STEP_TIME_S,
     FD_INFINITY and FD_BIAS where estimated; LOSS every `log_every` steps; FD_TRACK with TRACK_EFFECTIVE_TIME_S
     at the dense tracking points; the run's summary (`SUMMARY`) at the last step; TRIAL_WALL_S, set by the sweep
-    driver when it closes an attempt."""
+    driver when it closes an attempt. With the `scenes-cnn` extractor also ALIGNMENT (the share of samples whose
+    every attribute matches the caption) and `alignment(attribute)` per attribute, at each eval step."""
 
     FD = "fd"
     VAL_LOSS = "val_loss"
@@ -204,6 +205,13 @@ class METRIC:
     TIME_TO_BEST_S = "time_to_best_s"
     TOTAL_EFFECTIVE_TIME_S = "total_effective_time_s"
     TRIAL_WALL_S = "trial_wall_s"
+    ALIGNMENT = "alignment"
+
+    @staticmethod
+    def alignment(attribute: str) -> str:
+        """One attribute's alignment share, e.g. `alignment.colour` (attributes: trials.metrics.ALIGNMENT_ATTRIBUTES);
+        "all" is ALIGNMENT itself."""
+        return METRIC.ALIGNMENT if attribute == "all" else f"{METRIC.ALIGNMENT}.{attribute}"
     # Written by every trial backend when it finishes (from its `TrialResult`, where set).
     SUMMARY = (OBJECTIVE, BEST_FD, ENDPOINT_FD, TIME_TO_BEST_S, TOTAL_EFFECTIVE_TIME_S)
 

@@ -67,7 +67,7 @@ def trial_memory(trial: Mapping[str, Any]) -> TrialMemory:
     params = _parameters(cfg.rung)
     per_param = 4 + 4 + 8 + (4 if cfg.eval.ema_decay is not None else 0)  # weights, grads, AdamW moments, EMA
     state = params * per_param
-    side = cfg.data.image_size // model.patch
+    side = cfg.data.image_size // cfg.resolved_patch  # the trial may set its own patch
     tokens = side * side + cfg.text_max_length
     train = cfg.batch_size * tokens * model.width * model.depth * TRAIN_VALUES_PER_TOKEN * FLOAT_BYTES
     sample = cfg.eval.batch_size * tokens * model.width * SAMPLE_VALUES_PER_TOKEN * FLOAT_BYTES

@@ -222,3 +222,25 @@ def test_a_transfers_free_form_fields_are_bounded(api: TestClient, tmp_path: Pat
                      headers=AUTH)
         assert r.status_code == 422, r.text[:500]
         assert r.json()["errors"][0]["field"] == name and "nested more than 16 levels" in r.text
+
+
+# --- the scenes set's options are checked at submission -------------------------------------------------------------
+
+@pytest.mark.parametrize(("trial", "words"), [
+    ({"data": {"name": "scenes", "image_size": 32, "options": {"kinds": ["hexagon"]}}, "patch": 4},
+     ["options.kinds", "hexagon", "'circle'", "'7'"]),
+    ({"data": {"name": "scenes", "image_size": 32, "options": {"max_objects": 17}}, "patch": 4},
+     ["options.max_objects", "cannot fit on a 4x4 grid", "1 to 16"]),
+    ({"data": {"name": "scenes", "image_size": 32}, "patch": 5}, ["patch", "allowed patches", "[1, 2, 4, 8, 16, 32]"]),
+    ({"data": {"name": "scenes", "image_size": 30}}, ["options.grid", "allowed at this image_size: [2, 3, 5, 6]"]),
+])
+def test_a_scenes_set_that_cannot_be_drawn_is_refused(api: TestClient, trial: dict[str, Any],
+                                                      words: list[str]) -> None:
+    r = api.post("/v1/sweeps", json={**SPEC, "trial": trial}, headers=AUTH)
+    assert r.status_code == 422, r.text
+    assert r.headers["content-type"] == "application/problem+json"
+    assert r.json()["errors"][0]["field"].startswith("trial"), r.json()
+    assert all(w in r.json()["detail"] for w in words), r.json()["detail"]
+    assert api.get("/v1/sweeps").json()["count"] == 0
+    ok = {**SPEC, "trial": {"data": {"name": "scenes", "image_size": 32}, "patch": 4, "text_max_length": 48}}
+    assert api.post("/v1/sweeps", json=ok, headers=AUTH).status_code == 201

@@ -40,9 +40,9 @@ def _coverage(images: torch.Tensor) -> torch.Tensor:
 
 
 def test_registry() -> None:
-    assert list_datasets() == ["folder", "shapes"]
+    assert list_datasets() == ["folder", "scenes", "shapes"]
     assert isinstance(get_dataset("shapes", image_size=16), ShapesDataset)
-    with pytest.raises(DataError, match=r"valid datasets: \['folder', 'shapes'\]"):
+    with pytest.raises(DataError, match=r"valid datasets: \['folder', 'scenes', 'shapes'\]"):
         get_dataset("mnist")
 
 

@@ -68,7 +68,7 @@ def make_shapes(
 
 def test_registry_lists_and_rejects_unknown_names() -> None:
     assert {"dinov2", "pixels", "shapes-cnn"} <= set(list_extractors())
-    with pytest.raises(UnknownExtractorError, match="valid names: dinov2, pixels, shapes-cnn"):
+    with pytest.raises(UnknownExtractorError, match="valid names: dinov2, pixels, scenes-cnn, shapes-cnn"):
         get_extractor("inception")
 
 

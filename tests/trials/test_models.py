@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from torch import nn
@@ -14,7 +16,8 @@ from trials.models import (
     list_rungs,
 )
 
-CPU_RUNGS = ["cpu-xs", "cpu-s", "cpu-m", "cpu-l"]
+CPU_RUNGS = ["cpu-xs", "cpu-s", "cpu-m", "cpu-l"]  # the rungs that mirror the paper's four
+SMALL_RUNGS = ["cpu-3xs", "cpu-2xs"]  # below them: the scenes ladder's first decade
 PAPER_RUNGS = ["paper-1.3b", "paper-4b", "paper-9b", "paper-15b"]
 
 
@@ -37,15 +40,15 @@ def _randomise_zeroed(model: nn.Module, seed: int = 0) -> None:
 
 
 def test_registry_lists_rungs_in_size_order() -> None:
-    assert list_rungs() == CPU_RUNGS + PAPER_RUNGS
-    assert list_rungs("cpu") == CPU_RUNGS
+    assert list_rungs() == SMALL_RUNGS + CPU_RUNGS + PAPER_RUNGS
+    assert list_rungs("cpu") == SMALL_RUNGS + CPU_RUNGS
     assert list_rungs("paper") == PAPER_RUNGS
 
 
 def test_unknown_rung_lists_the_valid_names() -> None:
     with pytest.raises(ModelError, match="valid rungs") as info:
         get_rung("cpu-xxl")
-    for name in CPU_RUNGS + PAPER_RUNGS:
+    for name in SMALL_RUNGS + CPU_RUNGS + PAPER_RUNGS:
         assert name in str(info.value)
 
 
@@ -88,7 +91,7 @@ def _formula(cfg: MMDiTConfig) -> tuple[int, int]:
     return blocks + outside, block_matrices
 
 
-@pytest.mark.parametrize("name", CPU_RUNGS + PAPER_RUNGS)
+@pytest.mark.parametrize("name", SMALL_RUNGS + CPU_RUNGS + PAPER_RUNGS)
 def test_cpu_parameter_counts_and_block_share(name: str) -> None:
     """The parameter counts are the N of every scaling fit: each equals the architecture's formula exactly."""
     cfg = get_rung(name).config
@@ -110,6 +113,18 @@ def test_paper_parameter_counts_on_meta_device() -> None:
         count = count_parameters(model)
         assert count.total == pytest.approx(target, rel=0.15)  # the paper's rounded sizes; exact counts above
         assert count.block_matrix_share > 0.985
+
+
+def test_the_cpu_ladder_spans_more_than_a_decade_and_a_half_at_the_scenes_size() -> None:
+    # The headroom ladder (issue 62): at least 5 rungs over at least 1.5 decades of Muon-group parameters, at the
+    # scenes set's 32 x 32 with patch 4; the small rungs keep the family's head dim of 32.
+    blocks = [count_parameters(build_model(n, image_size=32, patch=4)).block_matrix for n in list_rungs("cpu")]
+    assert blocks == sorted(blocks) and len(blocks) >= 5
+    assert blocks == [22_528, 59_392, 237_568, 866_304, 2_129_920, 4_249_600]
+    assert math.log10(blocks[-1] / blocks[1]) >= 1.5  # cpu-2xs .. cpu-l alone: 1.85 decades over 5 rungs
+    for name, (width, depth) in zip(SMALL_RUNGS, [(32, 1), (32, 2)], strict=True):
+        cfg = get_rung(name).config
+        assert (cfg.width, cfg.depth, cfg.head_dim, cfg.patch) == (width, depth, 32, 2)
 
 
 def test_cpu_ladder_mirrors_paper_ratios() -> None:
@@ -211,3 +226,13 @@ def test_overrides_and_config_validation() -> None:
         MMDiTConfig(width=64, heads=3)
     with pytest.raises(ValueError, match="divisible by patch"):
         MMDiTConfig(image_size=15)
+
+
+def test_scalesweep_rungs_lists_every_rung(capsys: pytest.CaptureFixture[str]) -> None:
+    import scalesweep_cli
+
+    assert scalesweep_cli.main(["rungs"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines[1:]] == list_rungs()
+    row = next(line.split() for line in lines if line.startswith("cpu-2xs"))
+    assert row[1:6] == ["32", "2", "1", "99,084", "59,392"]

@@ -115,10 +115,11 @@ def test_default_extractor_and_frozen_text_encoder(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"rung": "huge"}, "unknown rung 'huge'; allowed: ['cpu-xs'"),
+        ({"rung": "huge"}, "unknown rung 'huge'; allowed: ['cpu-3xs', 'cpu-2xs', 'cpu-xs'"),
         ({"eval_steps": [10, 99]}, "eval_steps must be a non-empty list of steps in [1, steps=24]"),
         ({"eval": {"extractor": "inception"}}, "unknown eval.extractor 'inception'; allowed: ['dinov2'"),
-        ({"optimizer": {"name": "sgd"}}, "'adamw', 'muon', 'periodic', 'rownorm', 'muon_extra_ns' or 'muon_stretched'"),
+        ({"optimizer": {"name": "sgd"}},
+         "'adamw', 'muon', 'periodic', 'rownorm', 'muon_extra_ns' or 'muon_stretched'"),
         ({"text_encoder": "t5"}, "'minilm' or 'learned'"),
         ({"bogus": 1}, "Extra inputs are not permitted"),
         ({"order_seed": -1}, "order_seed\n  Input should be greater than or equal to 0"),
@@ -322,3 +323,22 @@ def test_a_bad_stretch_is_refused_naming_the_field(optimizer: dict[str, Any], fi
     with pytest.raises(ValidationError) as info:
         TrialConfig.model_validate(_tiny(optimizer=optimizer))
     assert field in str(info.value) and says in str(info.value)
+
+
+def test_a_scenes_trial_logs_alignment_beside_fd_at_every_eval_step(tracking: dict[str, str]) -> None:
+    # The scenes set at 32 x 32 / patch 4 with its own feature network (trained briefly here: the numbers are not
+    # the point, that they are measured and logged at every eval step under the record's names is).
+    cfg = _tiny(tracking=tracking, patch=4, text_max_length=34, data={"name": "scenes", "image_size": 32},
+                eval={"extractor": "scenes-cnn", "fd_samples": 64, "reference_samples": 128,
+                      "extractor_options": {"training_images": 256, "training": {"epochs": 1}}})
+    result = run_trial(cfg)
+    assert result.status == "SUCCEEDED" and result.metric_name == "fd_scenes_cnn"
+    assert sorted(result.alignment) == [12, 24]
+    names = {"alignment", *(f"alignment.{a}" for a in ("count", "position", "kind", "colour", "size", "relation"))}
+    assert set(result.alignment[24]) == names and all(0 <= v <= 1 for v in result.alignment[24].values())
+    client = MlflowClient(tracking["tracking_uri"])
+    for name in (*names, "fd_scenes_cnn", "val_loss"):
+        history = {m.step: m.value for m in client.get_metric_history(result.run_id, name)}
+        assert sorted(history) == [12, 24], name
+        if name.startswith("alignment"):
+            assert history[24] == pytest.approx(result.alignment[24][name])

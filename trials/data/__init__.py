@@ -1,7 +1,7 @@
 """Captioned image sets for text-to-image trials, behind a registry.
 
 from trials.data import get_dataset, stream_generator
-data = get_dataset("shapes", image_size=16, seed=0)     # or get_dataset("folder", root="my_set")
+data = get_dataset("shapes", image_size=16, seed=0)     # or get_dataset("folder", root="my_set"), ("scenes", ...)
 batch = data.sample(32, stream_generator(0, "train"))   # images (32, 3, 16, 16) in [-1, 1], captions, labels
 reference = data.reference_set(4096)                    # fixed, for FD statistics
 """
@@ -13,6 +13,7 @@ from ._base import (
     DataError,
     ImageTextBatch,
     ImageTextDataset,
+    check_dataset_options,
     get_dataset,
     list_datasets,
     register_dataset,
@@ -20,10 +21,12 @@ from ._base import (
     stream_seed,
 )
 from ._folder import FolderDataset
+from ._scenes import ScenesDataset, ScenesOptions, cell_relation
 from ._shapes import COLOURS, POSITIONS, SHAPES, SIZES, ShapesDataset
 
 register_dataset("shapes", ShapesDataset)
 register_dataset("folder", FolderDataset)
+register_dataset("scenes", ScenesDataset)
 
 __all__ = [
     "COLOURS",
@@ -35,7 +38,11 @@ __all__ = [
     "FolderDataset",
     "ImageTextBatch",
     "ImageTextDataset",
+    "ScenesDataset",
+    "ScenesOptions",
     "ShapesDataset",
+    "cell_relation",
+    "check_dataset_options",
     "get_dataset",
     "list_datasets",
     "register_dataset",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import zlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -17,6 +18,7 @@ __all__ = [
     "DataError",
     "ImageTextBatch",
     "ImageTextDataset",
+    "check_dataset_options",
     "get_dataset",
     "list_datasets",
     "register_dataset",
@@ -109,3 +111,12 @@ DATASETS: Registry[ImageTextDataset] = Registry(
 register_dataset = DATASETS.register  # register_dataset(name, factory): get_dataset(name, **kw) calls factory(**kw)
 list_datasets = DATASETS.names
 get_dataset = DATASETS.build  # an unknown name raises DataError listing the valid ones
+
+
+def check_dataset_options(name: str, image_size: int, options: dict[str, Any]) -> None:
+    """Refuse a registered dataset's options that cannot work at `image_size` before anything is built: a DataError
+    naming the option and the allowed values. A dataset opts in with a static `check_options(image_size, options)`
+    (scenes does); the others are checked when built."""
+    check = getattr(DATASETS.factory(name), "check_options", None)
+    if check is not None:
+        check(image_size, options)

@@ -36,5 +36,6 @@ if TYPE_CHECKING:
         frechet_distance_infinity,
     )
     from ._registry import get_extractor, list_extractors, register_extractor
+    from ._scenes_cnn import ALIGNMENT_ATTRIBUTES, ScenesCNNExtractor, scene_alignment
 
 __all__, __getattr__, __dir__ = lazy_face(__name__, globals())

@@ -11,6 +11,8 @@ CPU rungs: width = 32 * depth (head dim 32), 16 x 16 RGB pixels with patch 2 (64
 staying minutes-on-a-CPU: 4 / 6 / 8 / 9 would give 1 : 3.3 : 7.9 : 11.3, at up to 26M parameters.
 
     name         width  depth  heads      params   block 2-D share (the Muon group)
+    cpu-3xs         32      1      1      61,132   0.369
+    cpu-2xs         32      2      1      99,084   0.599
     cpu-xs          64      2      2     324,908   0.731
     cpu-s           96      3      3   1,012,492   0.856
     cpu-m          128      4      4   2,345,068   0.908
@@ -20,8 +22,20 @@ staying minutes-on-a-CPU: 4 / 6 / 8 / 9 would give 1 : 3.3 : 7.9 : 11.3, at up t
     paper-9b      2560     40     40    9.391e9    0.995
     paper-15b     3008     47     47   15.243e9    0.996
 
-cpu-xs has the lowest block share: at width 64 the MiniLM input projection and the conditioning MLPs (all
-AdamW) are a quarter of the model.
+cpu-xs has the lowest block share of the four that mirror the paper: at width 64 the MiniLM input projection and the
+conditioning MLPs (all AdamW) are a quarter of the model.
+
+Below them, cpu-3xs and cpu-2xs (head dim 32 as the family; cpu-2xs keeps depth 2 at width 32 with one head) stand
+for no paper model: they give the scenes set's headroom ladder its first decade. Muon-group (block 2-D) parameters,
+the N of a scaling fit, which do not depend on the image size or patch:
+
+    cpu-3xs 22,528   cpu-2xs 59,392   cpu-xs 237,568   cpu-s 866,304   cpu-m 2,129,920   cpu-l 4,249,600
+
+so cpu-2xs .. cpu-l are 5 rungs over 1.85 decades (cpu-3xs .. cpu-l: 6 over 2.28). Cost of a training step at the
+scenes set's 32 x 32, patch 4, batch 32, 48 caption tokens, Muon, in process CPU per step (2026-12-07, a 2-core
+AMX-BF16 Xeon shared with other jobs at load 7-10, so upper bounds): 1 thread cpu-3xs 45-49 ms, cpu-2xs 86-97 ms,
+cpu-xs 171-178 ms (two runs). At 2 threads the same machine gave 0.56 / 1.4 / 1.8 s, pure oversubscription: the
+2-thread figures need an idle machine (`benchmarks/headroom.py` records each run's own step time).
 """
 
 from __future__ import annotations
@@ -49,11 +63,11 @@ class Rung:
 
 
 def _family(width_per_depth: int, in_channels: int, image_size: int, context_dim: int, pooled_dim: int,
-            data: str) -> Callable[[str, int, str], Rung]:
+            data: str) -> Callable[..., Rung]:
     """A rung family: width and heads grow with depth (one head per block), everything else is the family's."""
 
-    def rung(name: str, depth: int, mirrors: str) -> Rung:
-        config = MMDiTConfig(width=width_per_depth * depth, depth=depth, heads=depth, patch=2,
+    def rung(name: str, depth: int, mirrors: str, width: int | None = None, heads: int | None = None) -> Rung:
+        config = MMDiTConfig(width=width or width_per_depth * depth, depth=depth, heads=heads or depth, patch=2,
                              in_channels=in_channels, image_size=image_size, context_dim=context_dim,
                              pooled_dim=pooled_dim)
         return Rung(name, config, mirrors, data)
@@ -70,6 +84,8 @@ _paper = _family(64, 16, 128, 4096, 2048,
 RUNGS: dict[str, Rung] = {
     rung.name: rung
     for rung in (
+        _cpu("cpu-3xs", 1, "none"),
+        _cpu("cpu-2xs", 2, "none", width=32, heads=1),
         _cpu("cpu-xs", 2, "1.3B"),
         _cpu("cpu-s", 3, "4B"),
         _cpu("cpu-m", 4, "9B"),

@@ -22,7 +22,7 @@ BASE = {"name": "t", "sweep": "out/sweeps/none-here", "seeds": [0, 1, 2], "rungs
     ({"rule": "pilot", "pilot": {"seeds": [2, 100]}}, "target", "disjoint from the transfer's judged seeds"),
     ({"rule": "pilot", "pilot": {"horizon_factor": 1.2}}, "target.pilot.horizon_factor", "or equal to 1.5"),
     ({"rule": "pilot", "pilot": {"rung": "cpu-m"}}, "target", "must be one of the transfer's rungs"),
-    ({"rule": "pilot", "pilot": {"rung": "cpu-huge"}}, "target.pilot.rung", "allowed: ['cpu-xs'"),
+    ({"rule": "pilot", "pilot": {"rung": "cpu-huge"}}, "target.pilot.rung", "allowed: ['cpu-3xs', 'cpu-2xs', 'cpu-xs'"),
     ({"rule": "pilot", "pilot": {"seeds": []}}, "target.pilot.seeds", "at least 1"),
     ({"rule": "pilot", "pilot": {"seeds": [5, 5]}}, "target.pilot.seeds", "distinct"),
     ({"rule": "pilot", "pilot": {"points": 3}}, "target.pilot.points", "greater than or equal to 6"),

@@ -592,7 +592,8 @@ def test_cli(case: dict[str, Any], capsys: pytest.CaptureFixture[str], tmp_path:
     assert yaml.safe_load(capsys.readouterr().out)["target"]["rung"] == "paper-1.3b"
 
     for argv, needle in [
-        (["export", d, "--rung", "cpu-xxl"], "--rung: unknown rung 'cpu-xxl'; allowed: ['cpu-xs'"),
+        (["export", d, "--rung", "cpu-xxl"],
+         "--rung: unknown rung 'cpu-xxl'; allowed: ['cpu-3xs', 'cpu-2xs', 'cpu-xs'"),
         (["export", d, "--rung", "cpu-s", "--format", "xml"], "--format: unknown format 'xml'; allowed: ['yaml'"),
         (["fit", d, "--metric", "fid"], "--metric: unknown metric 'fid'; allowed: ['time_to_best'"),
         (["transfer", "status", str(tmp_path)], "not a transfer work folder"),
