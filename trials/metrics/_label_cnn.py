@@ -338,17 +338,8 @@ def train_label_cnn(
     ``seed``, is held out; the per-label accuracy on it is stored in ``network.heldout_accuracy``. The
     caller's global RNG state is left untouched.
     """
-    hp = _hyperparameters(
-        seed=seed,
-        epochs=epochs,
-        batch_size=batch_size,
-        lr=lr,
-        width=width,
-        feature_dim=feature_dim,
-        val_fraction=val_fraction,
-        noise_std=noise_std,
-        architecture=architecture,
-    )
+    hp = _hyperparameters(seed=seed, epochs=epochs, batch_size=batch_size, lr=lr, width=width, feature_dim=feature_dim,
+                          val_fraction=val_fraction, noise_std=noise_std, architecture=architecture)
     x = as_image_batch(images)
     cards = _check_cardinalities(cardinalities)
     y = _check_labels(labels, cards, x.shape[0])
