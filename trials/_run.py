@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import json
 import math
-import os
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -23,22 +21,21 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from ._checkpoint import Checkpoint
 from ._config import TrialConfig, TrialResult
 from ._distributed import (
     CommMeter,
-    ShardedCheckpoint,
     broadcast_flag,
     current_ranks,
     full_weights,
     gather_rank_metrics,
     load_weights,
     local_tensors,
-    records_blob,
-    records_from_blob,
     shard_model,
 )
+from ._parts import Conditioner, TextToImage, dataset_of, encode, extractor_of, reference_stats
 from .core.errors import TrialError
-from .data import ImageTextDataset, get_dataset, stream_generator, stream_seed
+from .data import ImageTextDataset, stream_generator, stream_seed
 from .flow import flow_loss, sample_euler, validation_loss
 from .metrics import (
     FeatureError,
@@ -48,13 +45,11 @@ from .metrics import (
     feature_statistics,
     frechet_distance_from_stats,
     frechet_distance_infinity,
-    get_extractor,
     scene_alignment,
 )
 from .models import build_model, count_parameters
 from .optim import build_optimizer, update_stats
 from .record import METRIC, TRIAL_TAG, RunRecorder, trial_run
-from .text import LearnedTextEncoder, get_text_encoder
 
 __all__ = ["metric_floor", "run_trial", "summarise_quality"]
 
@@ -63,120 +58,19 @@ ProgressFn = Callable[[dict[str, Any]], None]
 # Logged when a run resumes from a checkpoint (the value and step: the step it resumed after), once per resume.
 RESUMED_FROM_STEP = "resumed_from_step"
 
-# Images the label CNN behind the "shapes-cnn" (default) and "scenes-cnn" extractors is trained on (once, then cached
-# by content hash).
-_FEATURE_NET_IMAGES = {"shapes-cnn": 8192, "scenes-cnn": 8192}
-
-
-class _TextToImage(nn.Module):
-    """The trained modules: the denoiser and, with the learned fallback, its text encoder (trained with it)."""
-
-    def __init__(self, denoiser: nn.Module, text: LearnedTextEncoder | None) -> None:
-        super().__init__()
-        self.denoiser = denoiser
-        self.text = text
-
-
-def _dataset(cfg: TrialConfig) -> ImageTextDataset:
-    return get_dataset(cfg.data.name, image_size=cfg.data.image_size, seed=cfg.data.seed, **cfg.data.options)
-
-
-# Extractors and reference statistics are reused across trials of one process (Ray reuses actors): both depend only
-# on the dataset and the extractor settings, never on the trial.
-_EXTRACTORS: dict[str, FeatureExtractor] = {}
-_REFERENCE: dict[str, FeatureStats] = {}
-_FROZEN_ENCODERS: dict[tuple[int, str], Any] = {}
-
-
-def _extractor_key(cfg: TrialConfig) -> str:
-    return json.dumps(
-        {"data": cfg.data.model_dump(), "name": cfg.eval.extractor, "options": cfg.eval.extractor_options},
-        sort_keys=True,
-        default=str,
-    )
-
-
-def _extractor(cfg: TrialConfig, dataset: ImageTextDataset) -> FeatureExtractor:
-    key = _extractor_key(cfg)
-    if key in _EXTRACTORS:
-        return _EXTRACTORS[key]
-    options = dict(cfg.eval.extractor_options)
-    if cfg.eval.extractor in _FEATURE_NET_IMAGES and "network" not in options:
-        cards = dataset.label_cardinalities()
-        if not cards:
-            raise TrialError(
-                f"extractor {cfg.eval.extractor!r} trains on dataset labels, and dataset {cfg.data.name!r} has none; "
-                "use eval.extractor 'dinov2' (with a local weights path) or 'pixels'"
-            )
-        count = int(options.pop("training_images", _FEATURE_NET_IMAGES[cfg.eval.extractor]))  # fewer: smoke runs
-        train = dataset.sample(count, stream_generator(cfg.data.seed, "feature-net"))
-        options = {
-            "images": train.images,
-            "labels": train.labels,
-            "cardinalities": cards,
-            "training": {"seed": cfg.data.seed, **options.pop("training", {})},
-            **options,
-        }
-    extractor = get_extractor(cfg.eval.extractor, **options)
-    _EXTRACTORS[key] = extractor
-    return extractor
-
-
-def _reference_stats(cfg: TrialConfig, dataset: ImageTextDataset, extractor: FeatureExtractor) -> FeatureStats:
-    key = _extractor_key(cfg) + f"|{cfg.eval.reference_samples}"
-    if key not in _REFERENCE:
-        reference = dataset.reference_set(cfg.eval.reference_samples)
-        _REFERENCE[key] = feature_statistics(extractor.extract(reference.images), extractor=extractor.name)
-    return _REFERENCE[key]
-
 
 def metric_floor(config: TrialConfig | Mapping[str, Any], redraws: int = 5) -> list[float]:
     """FD of real images (never trained on) against the fixed reference statistics, over `redraws` independent
     draws of `eval.fd_samples` images: the best FD a perfect model could score, and the metric's own noise."""
     cfg = config if isinstance(config, TrialConfig) else TrialConfig.model_validate(dict(config))
-    dataset = _dataset(cfg)
-    extractor = _extractor(cfg, dataset)
-    reference = _reference_stats(cfg, dataset, extractor)
+    dataset = dataset_of(cfg)
+    extractor = extractor_of(cfg, dataset)
+    reference = reference_stats(cfg, dataset, extractor)
     values = []
     for i in range(redraws):
         real = dataset.sample(cfg.eval.fd_samples, stream_generator(cfg.data.seed, f"floor-{i}"))
         values.append(frechet_distance_from_stats(feature_statistics(extractor.extract(real.images)), reference))
     return values
-
-
-class _Conditioner:
-    """Captions -> (context, pooled): the frozen encoder's cache, or the learned encoder with grad."""
-
-    def __init__(self, cfg: TrialConfig, dataset: ImageTextDataset, device: torch.device) -> None:
-        self.device = device
-        self.frozen: Any = None
-        self.learned: LearnedTextEncoder | None = None
-        if cfg.text_encoder == "minilm":
-            key = (cfg.text_max_length, str(device))
-            if key not in _FROZEN_ENCODERS:  # loading MiniLM takes seconds; its caption cache is worth keeping
-                _FROZEN_ENCODERS[key] = get_text_encoder("minilm", max_length=cfg.text_max_length, device=device)
-            self.frozen = _FROZEN_ENCODERS[key]
-            self.context_dim, self.pooled_dim = int(self.frozen.context_dim), int(self.frozen.pooled_dim)
-        else:
-            self.learned = LearnedTextEncoder(
-                max_length=cfg.text_max_length, captions=dataset.captions(), seed=cfg.seed
-            ).to(device)
-            self.context_dim, self.pooled_dim = self.learned.context_dim, self.learned.pooled_dim
-
-    def frozen_embeddings(self, captions: list[str]) -> tuple[Tensor, Tensor] | None:
-        if self.frozen is None:
-            return None
-        with torch.no_grad():
-            context, pooled = self.frozen.encode(captions)
-        return context.to(self.device), pooled.to(self.device)
-
-
-def _encode(module: _TextToImage, cond: _Conditioner, captions: list[str], cached: tuple[Tensor, Tensor] | None):
-    if cached is not None:
-        return cached
-    if module.text is None:
-        raise TrialError("no text embeddings: neither a frozen encoder nor a learned one is configured")
-    return module.text.encode(captions)
 
 
 def _sample_grid(images: Tensor, path: Path, columns: int = 8) -> None:
@@ -196,28 +90,6 @@ def _sample_grid(images: Tensor, path: Path, columns: int = 8) -> None:
     scale = max(1, 256 // grid.shape[1])
     grid = grid.repeat(scale, axis=0).repeat(scale, axis=1)
     matplotlib.image.imsave(path, grid)
-
-
-def _config_fingerprint(cfg: TrialConfig) -> str:
-    """What a checkpoint must match to be resumed: everything but where it is logged or saved, and how the row-norm
-    step is computed (its kernels give the same update up to float rounding)."""
-    dumped = cfg.model_dump(exclude={"tracking": True, "checkpoint_dir": True, "threads": True,
-                                     "optimizer": {"rownorm_kernel"}})
-    for key, default in (("precision", "fp32"), ("workers", 1), ("patch", None)):  # added later: old ones resume
-        if dumped[key] == default:
-            dumped.pop(key)
-    return json.dumps(dumped, sort_keys=True, default=str)
-
-
-def _save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as handle:
-        tmp = Path(handle.name)
-    try:
-        torch.save(payload, tmp)
-        os.replace(tmp, path)  # atomic: a crash mid-save leaves the previous checkpoint intact
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _resolve_device(name: str) -> torch.device:
@@ -275,7 +147,7 @@ def run_trial(
     torch.set_num_threads(cfg.threads)
     trial = _build(cfg)
     result = _new_result(trial)
-    checkpoint = _Checkpoint(cfg, trial.shard)
+    checkpoint = Checkpoint(cfg, trial.shard)
     checkpoint.restore(trial, result)
     params = cfg.model_dump(exclude={"tracking", "checkpoint_dir"})
     lead = trial.shard is None or trial.shard.rank == 0  # the rank that logs the run and reports progress
@@ -331,9 +203,9 @@ class _Trial:
     cfg: TrialConfig
     sync: Callable[[], None]
     dataset: ImageTextDataset
-    cond: _Conditioner
-    module: _TextToImage
-    ema: _TextToImage | None
+    cond: Conditioner
+    module: TextToImage
+    ema: TextToImage | None
     optimizer: Any
     parameters: int
     extractor: FeatureExtractor
@@ -351,7 +223,7 @@ class _Trial:
     shard: _Shard | None = None  # a multi-worker trial's rank (trials._distributed)
 
     @property
-    def scored(self) -> _TextToImage:
+    def scored(self) -> TextToImage:
         """The weights evaluations score: the EMA average, or the raw weights without one (on a multi-worker
         trial, the unsharded copy rank 0 evaluates, filled by `_Shard.gather` first)."""
         if self.shard is not None:
@@ -382,7 +254,7 @@ class _Shard:
 
     rank: int
     world: int
-    eval_module: _TextToImage
+    eval_module: TextToImage
     meter: CommMeter
     ema_shards: list[Tensor]  # DTensors (checkpointed as such)
     ema_local: list[Tensor]
@@ -401,12 +273,12 @@ def _build(cfg: TrialConfig) -> _Trial:
     FD-infinity request the sample count cannot serve before any training."""
     device = _resolve_device(cfg.device)
     check_precision(cfg, device)
-    dataset = _dataset(cfg)
-    cond = _Conditioner(cfg, dataset, device)
+    dataset = dataset_of(cfg)
+    cond = Conditioner(cfg, dataset, device)
     torch.manual_seed(cfg.seed)  # model init is a function of the seed
     denoiser = build_model(cfg.rung, image_size=cfg.data.image_size, patch=cfg.resolved_patch,
                            in_channels=dataset.channels, context_dim=cond.context_dim, pooled_dim=cond.pooled_dim)
-    module = _TextToImage(denoiser, cond.learned).to(device)
+    module = TextToImage(denoiser, cond.learned).to(device)
     place = current_ranks(cfg.workers)
     shard = None
     if place is not None:
@@ -425,8 +297,8 @@ def _build(cfg: TrialConfig) -> _Trial:
                        meter=CommMeter(world=place[1]), ema_shards=ema_shards,
                        ema_local=local_tensors(ema_shards), param_local=local_tensors(params))
 
-    extractor = _extractor(cfg, dataset)
-    reference = _reference_stats(cfg, dataset, extractor)
+    extractor = extractor_of(cfg, dataset)
+    reference = reference_stats(cfg, dataset, extractor)
     if cfg.eval.fd_infinity and cfg.eval.fd_samples <= 2 * reference.dim:
         raise FeatureError(f"eval.fd_infinity: FD-infinity needs subsets of at least 2d = {2 * reference.dim} "
                            f"samples (d = {reference.dim} {extractor.metric_name} features); eval.fd_samples is "
@@ -515,7 +387,7 @@ def _stretched_updates(step: int, stretch: int | None) -> int:
     return step if stretch is None else step - step // (stretch + 1)
 
 
-def _train(trial: _Trial, result: TrialResult, run: RunRecorder, checkpoint: _Checkpoint, bar: Any,
+def _train(trial: _Trial, result: TrialResult, run: RunRecorder, checkpoint: Checkpoint, bar: Any,
            progress: ProgressFn | None) -> None:
     """The loop: a train step; the mean train loss every `log_every` steps; a tracking FD at the tracking steps; at
     each eval step the full evaluation, its sample grid, a checkpoint and the caller's `progress`. Stops at the
@@ -627,7 +499,7 @@ def _forward_backward_step(trial: _Trial, step: int, batch: Any, cached: tuple[T
     cfg, module, optimizer, shard = trial.cfg, trial.module, trial.optimizer, trial.shard
     optimizer.zero_grad()
     with autocast(cfg, trial.cond.device):  # backward runs in the dtypes autocast chose for the forward
-        context, pooled = _encode(module, trial.cond, batch.captions, cached)
+        context, pooled = encode(module, trial.cond, batch.captions, cached)
         loss = flow_loss(module.denoiser, batch.images, context, pooled, trial.noise_gen,
                          cond_dropout=cfg.cond_dropout)
     seen = loss.detach()
@@ -721,119 +593,11 @@ def _log_samples(run: RunRecorder, samples: Tensor, step: int) -> None:
         run.log_artifact(str(grid), "samples")
 
 
-# What a checkpoint holds of the result: everything measured per step so far.
-_RECORDS = ("fd", "val_loss", "effective_time_s", "fd_infinity", "fd_track", "track_effective_time_s")
-
-
-class _Checkpoint:
-    """`checkpoint_dir/last.pt`: the weights, optimizer state, random streams and the result so far, written
-    atomically at each eval step; restored only by a trial with the same config (nothing to do without a dir).
-    A multi-worker trial writes the same through `torch.distributed.checkpoint` instead, each rank its shards
-    (`trials._distributed.ShardedCheckpoint`)."""
-
-    def __init__(self, cfg: TrialConfig, shard: _Shard | None = None) -> None:
-        self.path = Path(cfg.checkpoint_dir) / "last.pt" if cfg.checkpoint_dir else None
-        self.fingerprint = _config_fingerprint(cfg)
-        self.sharded = (ShardedCheckpoint(Path(cfg.checkpoint_dir), shard.rank)
-                        if cfg.checkpoint_dir and shard is not None else None)
-
-    def restore(self, trial: _Trial, result: TrialResult) -> None:
-        if self.sharded is not None:
-            self._restore_sharded(trial, result)
-            return
-        if self.path is None or not self.path.is_file():
-            return
-        saved = torch.load(self.path, map_location=trial.cond.device, weights_only=False)
-        if saved["fingerprint"] != self.fingerprint:
-            raise TrialError(f"checkpoint {self.path} was written by a different trial config; refusing to resume")
-        trial.module.load_state_dict(saved["module"])
-        if trial.ema is not None:
-            trial.ema.load_state_dict(saved["ema"])
-        trial.optimizer.load_state_dict(saved["optimizer"])
-        trial.train_gen.set_state(saved["train_gen"])
-        trial.noise_gen.set_state(saved["noise_gen"])
-        trial.step, trial.effective = saved["step"], saved["effective"]
-        for name in _RECORDS:
-            getattr(result, name).update(saved["records"].get(name, {}))
-
-    def save(self, trial: _Trial, result: TrialResult, step: int) -> None:
-        if self.sharded is not None:
-            self.sharded.save(step, self._sharded_state(trial, result, step))
-            return
-        if self.path is None:
-            return
-        _save_checkpoint(self.path, {
-            "fingerprint": self.fingerprint,
-            "step": step,
-            "effective": trial.effective,
-            "module": trial.module.state_dict(),
-            "ema": trial.ema.state_dict() if trial.ema is not None else None,
-            "optimizer": trial.optimizer.state_dict(),
-            "train_gen": trial.train_gen.get_state(),
-            "noise_gen": trial.noise_gen.get_state(),
-            "records": {name: getattr(result, name) for name in _RECORDS},
-        })
-
-    def _sharded_state(self, trial: _Trial, result: TrialResult, step: int) -> dict[str, Any]:
-        """What every rank writes: the model and optimizer state as DTensors (torch's `get_state_dict`, which
-        first fills an empty optimizer's state with a zero step, so a fresh trial can load in place), the EMA
-        shards, and under this rank's own key what differs per rank (its noise stream, the counters, and on
-        rank 0 the records)."""
-        from torch.distributed.checkpoint.state_dict import get_state_dict
-
-        assert trial.shard is not None  # only built for a multi-worker trial
-        optimizer = trial.optimizer
-        model_state, optim_state = get_state_dict(trial.module, optimizer.optimizers)
-        own = {
-            "noise_gen": trial.noise_gen.get_state(),
-            "meta": json.dumps({
-                "fingerprint": self.fingerprint, "step": step, "effective": trial.effective,
-                "counters": optimizer.state_dict()["counters"],
-            }),
-            "records": records_blob({name: getattr(result, name) for name in _RECORDS}),
-        }
-        return {
-            "model": model_state,
-            "optim": optim_state,
-            "ema": {str(i): t for i, t in enumerate(trial.shard.ema_shards)},
-            "train_gen": trial.train_gen.get_state(),
-            f"rank{trial.shard.rank}": own,
-        }
-
-    def _restore_sharded(self, trial: _Trial, result: TrialResult) -> None:
-        from torch.distributed.checkpoint.state_dict import set_state_dict
-
-        assert self.sharded is not None and trial.shard is not None
-        if not self.sharded.available():  # before `_sharded_state`, whose zero step a fresh run must not take
-            return
-        state = self._sharded_state(trial, result, 0)
-        own = state[f"rank{trial.shard.rank}"]
-        own["meta"], own["records"] = "", ""
-        self.sharded.load(state)
-        own = state[f"rank{trial.shard.rank}"]
-        meta = json.loads(own["meta"])
-        if meta["fingerprint"] != self.fingerprint:
-            raise TrialError(f"checkpoint in {self.sharded.root} was written by a different trial config; refusing "
-                             "to resume")
-        optimizer = trial.optimizer
-        set_state_dict(trial.module, optimizer.optimizers, model_state_dict=state["model"],
-                       optim_state_dict=state["optim"])
-        counters = meta["counters"]
-        optimizer.steps, optimizer.total_step_time_s = int(counters["steps"]), float(counters["total_step_time_s"])
-        optimizer.matrix.ns5_calls = int(counters["ns5_calls"])
-        optimizer.matrix.rownorm_calls = int(counters["rownorm_calls"])
-        trial.train_gen.set_state(state["train_gen"])
-        trial.noise_gen.set_state(own["noise_gen"])
-        trial.step, trial.effective = int(meta["step"]), float(meta["effective"])
-        for name, values in records_from_blob(own["records"]).items():
-            getattr(result, name).update(values)
-
-
 @torch.no_grad()
 def _evaluate(
     cfg: TrialConfig,
-    model: _TextToImage,
-    cond: _Conditioner,
+    model: TextToImage,
+    cond: Conditioner,
     validation: Any,
     fd_batch: Any,
     fd_noise: Tensor,
@@ -845,7 +609,7 @@ def _evaluate(
     was_training = model.training
     model.eval()
     try:
-        context, pooled = _encode(model, cond, validation.captions, cond.frozen_embeddings(validation.captions))
+        context, pooled = encode(model, cond, validation.captions, cond.frozen_embeddings(validation.captions))
         val = validation_loss(
             model.denoiser, validation.images, context, pooled, seed=stream_seed(cfg.data.seed, "val")
         )
@@ -873,14 +637,14 @@ def _evaluate(
         model.train(was_training)
 
 
-def _generate(cfg: TrialConfig, model: _TextToImage, cond: _Conditioner, fd_batch: Any, fd_noise: Tensor, n: int,
+def _generate(cfg: TrialConfig, model: TextToImage, cond: Conditioner, fd_batch: Any, fd_noise: Tensor, n: int,
               steps: int) -> Tensor:
     """The first `n` images of the fixed FD captions and noise, `steps` Euler steps, in eval-batch chunks."""
     chunks = []
     for start in range(0, n, cfg.eval.batch_size):
         stop = min(n, start + cfg.eval.batch_size)
         captions = fd_batch.captions[start:stop]
-        ctx, pool = _encode(model, cond, captions, cond.frozen_embeddings(captions))
+        ctx, pool = encode(model, cond, captions, cond.frozen_embeddings(captions))
         chunks.append(sample_euler(model.denoiser, ctx, pool, noise=fd_noise[start:stop].to(ctx.device), steps=steps,
                                    guidance_scale=cfg.eval.guidance_scale).cpu())
     return torch.cat(chunks)
@@ -889,8 +653,8 @@ def _generate(cfg: TrialConfig, model: _TextToImage, cond: _Conditioner, fd_batc
 @torch.no_grad()
 def _track(
     cfg: TrialConfig,
-    model: _TextToImage,
-    cond: _Conditioner,
+    model: TextToImage,
+    cond: Conditioner,
     fd_batch: Any,
     fd_noise: Tensor,
     extractor: FeatureExtractor,

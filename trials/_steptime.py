@@ -29,7 +29,8 @@ from torch import Tensor, nn
 
 from ._config import TrialConfig
 from ._distributed import CommMeter, local_tensors, shard_model
-from ._run import _Conditioner, _dataset, _encode, _resolve_device, _slice, _TextToImage
+from ._parts import Conditioner, TextToImage, dataset_of, encode
+from ._run import _resolve_device, _slice
 from ._timing import (
     CLOCKS,
     PHASES,
@@ -55,9 +56,9 @@ class _Arm:
     """One arm's model, optimizer, EMA copy and noise stream."""
 
     cfg: TrialConfig
-    module: _TextToImage
+    module: TextToImage
     optimizer: HybridOptimizer
-    ema: _TextToImage | None
+    ema: TextToImage | None
     params: list[Tensor]
     ema_params: list[Tensor]
     noise_gen: torch.Generator
@@ -66,7 +67,7 @@ class _Arm:
     ema_src: list[Tensor] | None = None  # on N ranks: the parameters' local shards the EMA follows
 
 
-def _build_arm(cfg: TrialConfig, cond: _Conditioner, channels: int, device: torch.device,
+def _build_arm(cfg: TrialConfig, cond: Conditioner, channels: int, device: torch.device,
                ranks: tuple[int, int] | None = None) -> _Arm:
     """The arm as `trials._run._build` builds a trial's model and optimizer (the same seed: the same weights); on
     `ranks` (rank, world), FSDP2-sharded with the sharded optimizer and EMA as the N-rank trial has them."""
@@ -74,7 +75,7 @@ def _build_arm(cfg: TrialConfig, cond: _Conditioner, channels: int, device: torc
     denoiser = build_model(cfg.rung, image_size=cfg.data.image_size, in_channels=channels,
                            context_dim=cond.context_dim, pooled_dim=cond.pooled_dim)
     text = copy.deepcopy(cond.learned) if cond.learned is not None else None  # each arm trains its own
-    module = _TextToImage(denoiser, text).to(device)
+    module = TextToImage(denoiser, text).to(device)
     if ranks is not None:
         shard_model(denoiser, text)
     optimizer = build_optimizer(module, cfg.optimizer, block_prefixes=("denoiser.blocks",))
@@ -101,7 +102,7 @@ def _rank_clocks() -> tuple[int, int]:
     return time.process_time_ns(), time.perf_counter_ns()
 
 
-def _step(arm: _Arm, cond: _Conditioner, images: Tensor, captions: list[str],
+def _step(arm: _Arm, cond: Conditioner, images: Tensor, captions: list[str],
           cached: tuple[Tensor, Tensor] | None, sync: Callable[[], None],
           clocks: Callable[[], tuple[int, int]] = _clocks) -> tuple[tuple[int, int], ...]:
     """One training step of `arm` (as the trial's `_train_step`), with both clocks read at the phase bounds."""
@@ -109,7 +110,7 @@ def _step(arm: _Arm, cond: _Conditioner, images: Tensor, captions: list[str],
     sync()
     t0 = clocks()
     optimizer.zero_grad()
-    context, pooled = _encode(module, cond, captions, cached)
+    context, pooled = encode(module, cond, captions, cached)
     loss = flow_loss(module.denoiser, images, context, pooled, arm.noise_gen, cond_dropout=cfg.cond_dropout)
     seen = loss.detach()
     if arm.world > 1:  # the trial's global mean, which every rank's divergence check reads
@@ -180,7 +181,7 @@ def _check_timing(spec: StepTimingConfig, cfg: TrialConfig, device: torch.device
     return local_batch
 
 
-def _round_batches(dataset: Any, cond: _Conditioner, data_gen: torch.Generator, block_steps: int, local_batch: int,
+def _round_batches(dataset: Any, cond: Conditioner, data_gen: torch.Generator, block_steps: int, local_batch: int,
                    batch_size: int, ranks: tuple[int, int] | None, device: torch.device) -> list[tuple[Any, ...]]:
     """A round's batches (and cached frozen embeddings), drawn before any clock runs: every arm trains on them; on N
     ranks the global batch is drawn whole on every rank and each keeps its slice, as the trial does."""
@@ -264,8 +265,8 @@ def interleaved_step_times(
     ranks = (torch.distributed.get_rank(), cfg.workers) if cfg.workers > 1 else None
 
     torch.set_num_threads(cfg.threads)
-    dataset = _dataset(cfg)
-    cond = _Conditioner(cfg, dataset, device)
+    dataset = dataset_of(cfg)
+    cond = Conditioner(cfg, dataset, device)
     built = {label: _build_arm(c, cond, dataset.channels, device, ranks) for label, c in configs.items()}
     sync: Callable[[], None] = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     data_gen = stream_generator(cfg.seed, "train")
@@ -319,7 +320,7 @@ class _Block:
     comm_bytes: float
 
 
-def _run_block(arm: _Arm, cond: _Conditioner, batches: list[tuple[Tensor, list[str], Any]],
+def _run_block(arm: _Arm, cond: Conditioner, batches: list[tuple[Tensor, list[str], Any]],
                sync: Callable[[], None], clocks: Callable[[], tuple[int, int]], meter: CommMeter | None) -> _Block:
     """`block_steps` steps of one arm on the round's batches, with their per-step phase costs."""
     sums = {c: dict.fromkeys(PHASES, 0) for c in CLOCKS}

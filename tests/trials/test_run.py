@@ -285,7 +285,7 @@ def test_a_checkpoint_resumes_under_another_row_norm_kernel_but_not_another_gamm
     """The kernels compute the same update up to float rounding, so a checkpoint made before the compiled kernel
     became the default (or with another kernel) still resumes; a change to the update itself does not."""
     from trials import TrialConfig
-    from trials._run import _config_fingerprint
+    from trials._checkpoint import config_fingerprint as _config_fingerprint
 
     def fingerprint(**optimizer: Any) -> str:
         return _config_fingerprint(TrialConfig.model_validate(tiny_trial(optimizer={"name": "periodic", **optimizer})))
