@@ -1,6 +1,7 @@
 """The typed, strict sweep spec: what to search, on which rung and horizon, how to run it, where to record it.
 
-- `_models`: `SweepSpec` and its sections (validated; `load_spec`, `read_spec`), `format_params`, `redact_spec`;
+- `_models`: `SweepSpec` (validated; `load_spec`, `read_spec`) and `redact_spec`; `_sections` its sections;
+  `_values` the searchable parameters, their caps and text (`format_params`, `canonical_value`) and the tags;
 - `checks`: the checks every job spec shares (a transfer's too): the caps, free-form data's shape and numbers,
   seeds and the `trial` section, as functions and as field types;
 What a job asks of the workers (work, memory) is estimated from the typed spec in `sweeper.demand`.
@@ -10,8 +11,8 @@ A spec is validated once, where it enters (a file, a mapping, a request); everyt
 
 from __future__ import annotations
 
-from ._models import (
-    SEARCH_PARAMS,
+from ._models import SweepSpec, load_spec, read_spec, redact_spec
+from ._sections import (
     BaselineSpec,
     BuiltinBackend,
     CommandBackend,
@@ -22,14 +23,9 @@ from ._models import (
     RetrySpec,
     SearchSpec,
     SelectionSpec,
-    SweepSpec,
     SweepTracking,
-    canonical_value,
-    format_params,
-    load_spec,
-    read_spec,
-    redact_spec,
 )
+from ._values import SEARCH_PARAMS, canonical_value, format_params
 
 __all__ = [
     "SEARCH_PARAMS",

@@ -11,7 +11,7 @@ import pytest
 from sweeper import SweepSpec, TransferSpec
 from trials import TrialConfig
 
-# OptimizerConfig (trials.optim) is capped by the sweeper where a spec sets it (`sweeper.specs._models._PARAM_MAX`).
+# OptimizerConfig (trials.optim) is capped by the sweeper where a spec sets it (`sweeper.specs._values._PARAM_MAX`).
 OPTIMIZER = "OptimizerConfig"
 
 
@@ -54,7 +54,7 @@ def test_every_numeric_field_has_a_range(model: Any) -> None:
 
 
 def test_every_numeric_optimizer_field_is_capped_by_the_sweeper() -> None:
-    from sweeper.specs._models import _PARAM_MAX
+    from sweeper.specs._values import _PARAM_MAX
     from trials.optim import OptimizerConfig
 
     schema = OptimizerConfig.model_json_schema()
