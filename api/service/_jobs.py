@@ -18,6 +18,7 @@ Where a driver runs (`Settings.drivers`):
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import os
 import re
@@ -32,7 +33,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-import yaml
 from sqlalchemy import CursorResult, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -45,7 +45,7 @@ from sweeper.jobfiles import (
     is_transfer_folder,
     request_cancel,
 )
-from sweeper.jobs import ExtensionUndo
+from sweeper.jobs import ExtensionUndo, driver_command
 from sweeper.search import remove_left_sessions
 from sweeper.settings import SOURCE_SWEEP_ID_ENV
 from trials.core import ScalesweepError, without_credentials
@@ -137,16 +137,14 @@ class JobKind:
     name: str
     record: type[SweepRecord] | type[TransferRecord]
     folder: str
-    cli: tuple[str, ...]  # after `python -m scalesweep_cli`
     read_status: Callable[[Path], dict[str, Any] | None]
     local_cancel: Callable[[Path, float], None]
 
 
 KINDS: dict[str, JobKind] = {
-    "sweep": JobKind("sweep", SweepRecord, "sweeps", ("sweep", "run"), _status_reader(is_sweep_folder, sweep_status),
-                     _cancel_sweep),
-    "transfer": JobKind("transfer", TransferRecord, "transfers", ("transfer", "run"),
-                        _status_reader(is_transfer_folder, transfer_status), _cancel_transfer),
+    "sweep": JobKind("sweep", SweepRecord, "sweeps", _status_reader(is_sweep_folder, sweep_status), _cancel_sweep),
+    "transfer": JobKind("transfer", TransferRecord, "transfers", _status_reader(is_transfer_folder, transfer_status),
+                        _cancel_transfer),
 }
 
 
@@ -255,9 +253,7 @@ class JobRunner:
     def driver_command(self, record: Record, resume: bool) -> list[str]:
         folder = self.job_dir(record)
         python = "python" if self.ray_jobs is not None else sys.executable  # a cluster node has its own
-        cmd = [python, "-m", "scalesweep_cli", *kind_of(record).cli, str(folder / "spec.yaml"),
-               "--workdir", str(folder)]
-        return [*cmd, "--resume"] if resume else cmd
+        return driver_command(kind_of(record).name, folder / "spec.yaml", folder, resume=resume, python=python)
 
     def live_status(self, record: Record) -> dict[str, Any]:
         """The driver's own status document ({} before it wrote one, or when it cannot be read)."""
@@ -303,7 +299,9 @@ class JobRunner:
     def _write_spec(self, record: Record, folder: Path) -> None:
         # A transfer logs where its sweep did, unless it says otherwise.
         spec = self._driver_sweep_spec(record.spec) if isinstance(record, SweepRecord) else dict(record.spec)
-        (folder / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+        # JSON in the file the driver reads (`spec.yaml`: YAML is a superset of JSON, and the reader tries JSON
+        # first): YAML 1.1 would read a dumped 1e-08 back as a string.
+        (folder / "spec.yaml").write_text(json.dumps(spec, indent=1))
 
     def _launch(self, session: Session, record: Record) -> None:
         kind = kind_of(record)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from ._driver import SweepJob, cancel_sweep, default_workdir, run_sweep, sweep_status
 from ._extend import apply_extension, changed_paths, check_extension, extend_held, extend_sweep
 from ._figures import FigureHook, log_transfer_figures, set_figure_hook, write_comparison_report, write_sweep_report
-from ._runner import JobRun, run_locked_job, run_stages
+from ._runner import JobRun, driver_command, run_locked_job, run_stages
 from ._undo import ExtensionUndo
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "changed_paths",
     "check_extension",
     "default_workdir",
+    "driver_command",
     "extend_held",
     "extend_sweep",
     "log_transfer_figures",

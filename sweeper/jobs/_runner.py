@@ -26,7 +26,20 @@ from trials import JobFailedError
 from ..jobfiles import driver_lock
 from ._undo import ExtensionUndo
 
-__all__ = ["Job", "JobRun", "check_resumable", "run_locked_job", "run_stages"]
+__all__ = ["Job", "JobRun", "check_resumable", "driver_command", "run_locked_job", "run_stages"]
+
+# The command line that runs a job's driver in a process of its own, by the job's kind (`scalesweep <verb> run`).
+_DRIVER_VERBS = {"sweep": ("sweep", "run"), "transfer": ("transfer", "run")}
+
+
+def driver_command(kind: str, spec: Path, workdir: Path, *, resume: bool = False,
+                   python: str = sys.executable) -> list[str]:
+    """The argv of a job's driver: `python -m scalesweep_cli sweep run SPEC --workdir DIR [--resume]` (or `transfer
+    run`). `python` is the interpreter on the machine that runs it (`python` on a Ray cluster's node)."""
+    if kind not in _DRIVER_VERBS:
+        raise ValueError(f"unknown job kind {kind!r}; allowed: {sorted(_DRIVER_VERBS)}")
+    cmd = [python, "-m", "scalesweep_cli", *_DRIVER_VERBS[kind], str(spec), "--workdir", str(workdir)]
+    return [*cmd, "--resume"] if resume else cmd
 
 
 class Finished(Protocol):
