@@ -252,7 +252,7 @@ def _gone(path: Path, timeout: float = 60) -> bool:
 @pytest.mark.integration
 def test_a_job_cancelled_or_killed_mid_trial_leaves_no_ray_session(live: LiveServer, settings: Settings) -> None:
     """N8: a Ray session_* folder stayed per job cancelled mid-trial or whose driver was SIGKILLed."""
-    from api.service._db import SweepRecord
+    from api.service.db import SweepRecord
 
     workdir = Path(settings.workdir).resolve()
     with httpx.Client(base_url=live.url, timeout=30) as http:

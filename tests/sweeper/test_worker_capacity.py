@@ -18,7 +18,7 @@ from .conftest import make_spec
 def test_a_sweep_whose_trial_its_own_ray_cannot_hold_fails_at_once(store_uri: str, tmp_path: Path) -> None:
     """The local CLI on `num_cpus: 1` with 2 workers of 1 CPU: Tune would hold the trial PENDING forever (Ray's
     "insufficient resources" every 60 s); the driver fails the sweep at once with the figures."""
-    from sweeper import SweepFailedError
+    from sweeper.errors import SweepFailedError
 
     spec = load_spec(make_spec("too-wide", store_uri, search={"space": {"K": [3], "gamma": [0.15]}}, baselines=[],
                                execution={"workers_per_trial": 2, "cpus_per_trial": 1, "num_cpus": 1}))

@@ -73,7 +73,7 @@ def test_faces_are_derived_from_their_type_checking_imports() -> None:
     assert ran.returncode == 0, ran.stderr[-2000:]
     faces = json.loads(ran.stdout)
     assert len(faces["trials"]) == 20 and {"run_trial", "ScalesweepError"} <= set(faces["trials"])
-    assert faces["core"] == 17 and faces["api"] == ["Settings", "create_app", "forget_secret_env"]
+    assert faces["core"] == 19 and faces["api"] == ["Settings", "create_app", "forget_secret_env"]
     assert {"ScalesweepClient", "watch_sweep", "watch_transfer"} <= set(faces["client"])
     assert faces["before"] == []
     assert (faces["moved"], faces["orphans"]) == ("trials.core.errors", False)  # trials answers its face alone
