@@ -1,6 +1,7 @@
 """A trial's checkpoint: `checkpoint_dir/last.pt` (the weights, the optimizer state, the random streams and the result
 so far, written atomically at each eval step), or on several workers the same through `torch.distributed.checkpoint`
-(each rank its shards); restored only by a trial with the same config."""
+(each rank its shards); restored only by a trial with the same config. The trial and its shard are `trials._run`'s
+(`_Trial`, `_Shard`), typed `Any` here so that the two modules do not import each other."""
 
 from __future__ import annotations
 
@@ -8,16 +9,13 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from ._config import TrialConfig, TrialResult
 from ._distributed import ShardedCheckpoint, records_blob, records_from_blob
 from .core.errors import TrialError
-
-if TYPE_CHECKING:
-    from ._run import _Shard, _Trial
 
 __all__ = ["Checkpoint", "config_fingerprint"]
 
@@ -54,13 +52,13 @@ class Checkpoint:
     A multi-worker trial writes the same through `torch.distributed.checkpoint` instead, each rank its shards
     (`trials._distributed.ShardedCheckpoint`)."""
 
-    def __init__(self, cfg: TrialConfig, shard: _Shard | None = None) -> None:
+    def __init__(self, cfg: TrialConfig, shard: Any = None) -> None:
         self.path = Path(cfg.checkpoint_dir) / "last.pt" if cfg.checkpoint_dir else None
         self.fingerprint = config_fingerprint(cfg)
         self.sharded = (ShardedCheckpoint(Path(cfg.checkpoint_dir), shard.rank)
                         if cfg.checkpoint_dir and shard is not None else None)
 
-    def restore(self, trial: _Trial, result: TrialResult) -> None:
+    def restore(self, trial: Any, result: TrialResult) -> None:
         if self.sharded is not None:
             self._restore_sharded(trial, result)
             return
@@ -79,7 +77,7 @@ class Checkpoint:
         for name in _RECORDS:
             getattr(result, name).update(saved["records"].get(name, {}))
 
-    def save(self, trial: _Trial, result: TrialResult, step: int) -> None:
+    def save(self, trial: Any, result: TrialResult, step: int) -> None:
         if self.sharded is not None:
             self.sharded.save(step, self._sharded_state(trial, result, step))
             return
@@ -97,7 +95,7 @@ class Checkpoint:
             "records": {name: getattr(result, name) for name in _RECORDS},
         })
 
-    def _sharded_state(self, trial: _Trial, result: TrialResult, step: int) -> dict[str, Any]:
+    def _sharded_state(self, trial: Any, result: TrialResult, step: int) -> dict[str, Any]:
         """What every rank writes: the model and optimizer state as DTensors (torch's `get_state_dict`, which
         first fills an empty optimizer's state with a zero step, so a fresh trial can load in place), the EMA
         shards, and under this rank's own key what differs per rank (its noise stream, the counters, and on
@@ -123,7 +121,7 @@ class Checkpoint:
             f"rank{trial.shard.rank}": own,
         }
 
-    def _restore_sharded(self, trial: _Trial, result: TrialResult) -> None:
+    def _restore_sharded(self, trial: Any, result: TrialResult) -> None:
         from torch.distributed.checkpoint.state_dict import set_state_dict
 
         assert self.sharded is not None and trial.shard is not None
