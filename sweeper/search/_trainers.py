@@ -64,7 +64,7 @@ def load_trainers(source: str | Path | None = None) -> dict[str, RegisteredTrain
     else:
         where = str(source)
     data: Any = read_mapping(source, what="a trainer registry (trainer names -> {command, env, cwd, timeout_s})",
-                             error=lambda m: SweepError(m.replace(str(source), where, 1)),
+                             error=SweepError, where=where,
                              missing=lambda _: SweepError(f"{where}: no trainer registry file there"), empty={})
     if isinstance(data, Mapping) and set(data) == {"trainers"}:
         data = data["trainers"]

@@ -52,15 +52,18 @@ def parse_mapping(text: str, where: str, *, what: str = "a mapping", error: Erro
 
 
 def read_mapping(path: str | Path, *, what: str = "a mapping", error: ErrorFactory = ValueError,
-                 missing: ErrorFactory | None = None, empty: dict[str, Any] | None = None) -> dict[str, Any]:
+                 missing: ErrorFactory | None = None, empty: dict[str, Any] | None = None,
+                 where: str | None = None) -> dict[str, Any]:
     """The mapping a YAML or JSON file holds (`parse_mapping` on its text; a `.json` file is JSON only). A file that
-    is not there raises `missing(message)` (default `FileNotFoundError`), one that cannot be read `error`."""
+    is not there raises `missing(message)` (default `FileNotFoundError`), one that cannot be read `error`; messages
+    name the file as `where` (default: its path)."""
+    where = str(path) if where is None else where
     file = Path(path)
     if not file.is_file():
         raise (missing or FileNotFoundError)(f"no such file: {path}")
     try:
         text = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise error(f"{path}: cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
-    return parse_mapping(text, str(path), what=what, error=error, json_only=file.suffix.lower() == ".json",
+        raise error(f"{where}: cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
+    return parse_mapping(text, where, what=what, error=error, json_only=file.suffix.lower() == ".json",
                          empty=empty)
