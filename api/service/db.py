@@ -16,7 +16,8 @@ from sqlalchemy.engine import Dialect, Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 from sqlalchemy.pool import QueuePool
 
-__all__ = ["Base", "SweepRecord", "TransferRecord", "make_engine", "make_sessionmaker", "migrate", "new_id"]
+__all__ = ["Base", "SweepRecord", "TransferRecord", "make_engine", "make_sessionmaker", "migrate", "migration_config",
+           "new_id"]
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
@@ -105,14 +106,21 @@ def make_sessionmaker(engine: Engine) -> sessionmaker:
     return sessionmaker(engine, expire_on_commit=False)
 
 
-def migrate(engine: Engine) -> None:
-    """Upgrade the database behind `engine` to the newest schema revision."""
-    from alembic import command
+def migration_config(connection: Any) -> Any:
+    """Alembic's configuration for the migrations on `connection`, with the tables' metadata that `env.py` needs:
+    what `migrate` runs, and what a test stepping down and up again uses."""
     from alembic.config import Config
 
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
+    cfg.attributes["connection"] = connection
+    cfg.attributes["metadata"] = Base.metadata  # what env.py compares the database against
+    return cfg
+
+
+def migrate(engine: Engine) -> None:
+    """Upgrade the database behind `engine` to the newest schema revision."""
+    from alembic import command
+
     with engine.begin() as connection:
-        cfg.attributes["connection"] = connection
-        cfg.attributes["metadata"] = Base.metadata  # what env.py compares the database against
-        command.upgrade(cfg, "head")
+        command.upgrade(migration_config(connection), "head")

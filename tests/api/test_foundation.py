@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from sqlalchemy import inspect
 
 from api.service import Settings, create_app
-from api.service.db import make_engine, migrate
+from api.service.db import make_engine, migrate, migration_config
 
 from .conftest import TOKEN
 
@@ -40,6 +40,19 @@ def test_migrations_create_the_schema_and_are_idempotent(tmp_path: Path) -> None
     migrate(engine)
     tables = set(inspect(engine).get_table_names())
     assert {"sweeps", "transfers", "alembic_version"} <= tables
+
+
+def test_migrations_step_down_one_revision_and_up_again_on_sqlite(tmp_path: Path) -> None:
+    """The same step down and up that tests/deploy runs on PostgreSQL, here in the main suite."""
+    from alembic import command
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    migrate(engine)
+    with engine.begin() as connection:
+        command.downgrade(migration_config(connection), "-1")
+    migrate(engine)
+    assert {"sweeps", "transfers"} <= set(inspect(engine).get_table_names())
+    engine.dispose()
 
 
 def test_health_and_ready(client: TestClient) -> None:

@@ -14,12 +14,11 @@ import time
 import httpx
 import pytest
 from alembic import command
-from alembic.config import Config
 from mlflow import MlflowClient
 from sqlalchemy import inspect
 
 from api.deploy_local import Deployment
-from api.service.db import MIGRATIONS, make_engine, migrate
+from api.service.db import MIGRATIONS, make_engine, migrate, migration_config
 
 from .conftest import SPEC, check_finished, children, sql, submit, wait_for
 
@@ -121,12 +120,9 @@ def test_the_migrations_run_on_postgresql_from_an_empty_database_down_and_up_aga
         migrate(engine)  # what the service does at start-up
         assert {"sweeps", "transfers", "alembic_version"} <= set(inspect(engine).get_table_names())
         revisions = sorted(p.stem for p in (MIGRATIONS / "versions").glob("*.py"))
-        cfg = Config()
-        cfg.set_main_option("script_location", str(MIGRATIONS))
         with engine.begin() as connection:
-            cfg.attributes["connection"] = connection
             # Back one revision (the previous schema; with a single revision, the empty database) and up again.
-            command.downgrade(cfg, "-1")
+            command.downgrade(migration_config(connection), "-1")
         remaining = set(inspect(engine).get_table_names())
         if len(revisions) == 1:
             assert not {"sweeps", "transfers"} & remaining, remaining
