@@ -1,20 +1,28 @@
-"""Headroom on the scenes set: Muon at every CPU rung, several seeds, steps growing with size (issue 62, item 3).
+"""Headroom on the scenes set: Muon at every CPU rung, several seeds, steps growing with size.
 
     python benchmarks/headroom.py run   [--out DIR] [--rungs R,R,...] [--seeds 0,1,2] [--base-steps 600]
-                                        [--steps-exponent 0.5] [--threads 1] [--smoke]
+                                        [--steps-exponent 0.25] [--threads 1] [--smoke]
     python benchmarks/headroom.py table [--out DIR]
 
 `run` trains one trial per (rung, seed) and writes each result as `<out>/<rung>-seed<seed>.json` (its config, the
 TrialResult, the compute rule and the machine), skipping those already written, so a killed study resumes where it
-stopped. `table` re-derives the per-rung table (mean and seed spread of validation loss, FD on `fd_scenes_cnn`, its
-FD-infinity and the alignment shares at the last eval step) from those files alone.
+stopped; two processes on disjoint rungs or seeds fill two cores. `table` derives the study's tables from those
+files alone (`headroom_tables`, which `make rederive` checks the printed tables against): per rung the mean and 95 %
+t interval over seeds of validation loss, FD on `fd_scenes_cnn`, its FD-infinity and the alignment shares at the
+last eval step; each rung against the one below, paired over seeds; and L(N) = E + A*N^-alpha per metric fitted
+on every rung but the largest, which it predicts.
 
 The compute rule: steps = base_steps * (N / N_smallest) ** steps_exponent, rounded up to a multiple of 10, N the
-rung's Muon-group (block 2-D) parameters, so larger rungs get more steps (at exponent 0.5 the largest of the six
-rungs trains 13.7x the smallest's steps: 600 -> 8,250). Everything else is one fixed trial: the scenes set at 32 x 32
-with patch 4 (64 image tokens), default options, batch 32, Muon at its default lr, the learned text encoder (MiniLM
-encodes each distinct caption once and keeps it, and nearly every scenes caption is new: its cache would grow by
-about 75 kB a caption), 1024 FD samples with FD-infinity, the default scenes-cnn feature network.
+rung's Muon-group (block 2-D) parameters, so larger rungs get more steps (at the default exponent 0.25 the largest
+of the five rungs, 94.5x the smallest's parameters, trains 3.1x its steps: 600 -> 1,880). The rule is chosen for
+cost: cpu-l (1.24 s a step on one thread, about twice cpu-m) and exponent 0.5 (cpu-m 5,840 steps) would put one
+arm's three seeds past ten hours of this 2-core machine, and the ladder study that follows runs every arm over
+this ladder in about ten hours. Full evaluations run at 1/2, 2/3, 5/6 and the end of each horizon.
+
+Everything else is one fixed trial: the scenes set at 32 x 32 with patch 4 (64 image tokens), default options,
+batch 32, Muon at its default lr, the learned text encoder (MiniLM encodes each distinct caption once and keeps it,
+and nearly every scenes caption is new: its cache would grow by about 75 kB a caption), 1024 FD samples with
+FD-infinity, the default scenes-cnn feature network.
 
 `--smoke` runs two rungs, one seed, 40 steps, with a feature network trained briefly on 1024 images: a check that
 the script works (about a minute), not a measurement.
@@ -23,6 +31,7 @@ the script works (about a minute), not a measurement.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import platform
@@ -34,7 +43,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "benchmarks" / "studies" / "headroom" / "records"
-DEFAULT_RUNGS = "cpu-3xs,cpu-2xs,cpu-xs,cpu-s,cpu-m,cpu-l"
+DEFAULT_RUNGS = "cpu-3xs,cpu-2xs,cpu-xs,cpu-s,cpu-m"
+# Full evaluations at these fractions of each trial's horizon: the last three are the default (2/3, 5/6, end);
+# half-way adds a point for the steps to plateau.
+EVAL_FRACTIONS = (1 / 2, 2 / 3, 5 / 6, 1.0)
 # Read from every record at its last eval step: (column, where in the result, how many decimals).
 COLUMNS = (("val_loss", "val_loss", 4), ("fd_scenes_cnn", "fd", 1), ("fd_infinity", "fd_infinity", 1),
            ("alignment", "alignment", 3), ("alignment.count", "alignment.count", 3),
@@ -64,6 +76,7 @@ def trial_config(rung: str, seed: int, steps: int, threads: int, smoke: bool) ->
                       "sample_steps": 4, "val_samples": 32, "fd_bias": False,
                       "extractor_options": {"training_images": 1024, "training": {"epochs": 1}}}
     return {"rung": rung, "seed": seed, "steps": steps, "batch_size": 32, "threads": threads,
+            "eval_steps": sorted({max(1, round(steps * f)) for f in EVAL_FRACTIONS}),
             "optimizer": {"name": "muon"}, "text_encoder": "learned", "text_max_length": 34, "patch": 4,
             "data": {"name": "scenes", "image_size": 32}, "eval": evaluation}
 
@@ -121,9 +134,15 @@ def _last(record: dict[str, Any], where: str) -> float | None:
     return (result.get(where) or {}).get(step)
 
 
+def _records(where: Path | list[Path]) -> list[dict[str, Any]]:
+    """The records of a folder (every `*.json`), or exactly the files listed."""
+    files = sorted(where.glob("*.json")) if isinstance(where, Path) else where
+    return [json.loads(p.read_text()) for p in files]
+
+
 def derive_table(folder: Path) -> list[dict[str, Any]]:
     """One row per rung (smallest first): seeds, steps, and mean / sample SD per column over the seeds."""
-    records = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+    records = _records(folder)
     rows = []
     for rung in sorted({r["rung"] for r in records}, key=lambda r: block_parameters(r)):
         mine = [r for r in records if r["rung"] == rung]
@@ -137,17 +156,170 @@ def derive_table(folder: Path) -> list[dict[str, Any]]:
     return rows
 
 
+# ----------------------------------------------------------------------------------------------------------
+# The printed tables: every cell is (its values at full precision, its text), so `make rederive`
+# (benchmarks/rederive.py) compares a page's figures with these at the page's printed digits.
+
+Cell = tuple[tuple[float, ...], str]
+# What each rung is judged on, lower is better: (name printed, where in the result, digits, sign). Alignment is a
+# share that grows with quality, so its error (1 - alignment) is what the fit takes; the tables print the share.
+JUDGED = (("val loss", "val_loss", 4), ("FD", "fd", 1), ("alignment", "alignment", 3))
+FITTED = (("val loss", "val_loss", 4, False), ("FD", "fd", 1, False), ("FD-infinity", "fd_infinity", 1, False),
+          ("1 − alignment", "alignment", 3, True))
+
+
+def _interval_cell(values: list[float], digits: int, signed: bool = False) -> Cell:
+    from scaling.stats import t_interval
+
+    p = t_interval(values)
+    sign = "+" if signed else ""
+    if p.interval is None:
+        return (p.mean,), f"{p.mean:{sign}.{digits}f} (one run)"
+    lo, hi = p.interval
+    return (p.mean, lo, hi), f"{p.mean:{sign}.{digits}f} [{lo:{sign}.{digits}f}, {hi:{sign}.{digits}f}]"
+
+
+def _by_rung(records: list[dict[str, Any]]) -> dict[str, dict[int, dict[str, Any]]]:
+    """rung -> seed -> record, rungs smallest first."""
+    out: dict[str, dict[int, dict[str, Any]]] = {}
+    for r in sorted(records, key=lambda r: (r["block_parameters"], r["seed"])):
+        out.setdefault(r["rung"], {})[int(r["seed"])] = r
+    return out
+
+
+def _values(mine: dict[int, dict[str, Any]], where: str, seeds: list[int] | None = None) -> list[float]:
+    picked = [mine[s] for s in (seeds if seeds is not None else sorted(mine))]
+    return [v for v in (_last(r, where) for r in picked) if v is not None]
+
+
+Table = tuple[tuple[str, ...], tuple[str, ...], dict[tuple[str, ...], dict[str, Cell]]]
+
+
+def headroom_tables(records: Path | list[Path]) -> dict[str, Table]:
+    """The study's tables from its records alone, each (key columns, value columns, rows): `rungs` (mean and 95 %
+    t interval over seeds at the last eval step), `attributes` (alignment per attribute), `steps` (each rung against
+    the one below, paired over the seeds both hold) and `fits` (L(N) = E + A*N^-alpha per metric with the largest
+    rung held out). `records` is the records' folder or the list of their files."""
+    by_rung = _by_rung(_records(records))
+    rung_cols = ("Muon group", "steps", "seeds", "val loss", "FD (scenes-cnn, 1024)", "FD-infinity",
+                 "alignment (all correct)")
+    rungs: dict[tuple[str, ...], dict[str, Cell]] = {}
+    attrs = ("count", "position", "kind", "colour", "size", "relation")
+    attributes: dict[tuple[str, ...], dict[str, Cell]] = {}
+    for rung, mine in by_rung.items():
+        first = next(iter(mine.values()))
+        row: dict[str, Cell] = {"Muon group": ((first["block_parameters"],), f"{first['block_parameters']:,}"),
+                                "steps": ((first["config"]["steps"],), str(first["config"]["steps"])),
+                                "seeds": ((len(mine),), str(len(mine)))}
+        for column, where, digits in (("val loss", "val_loss", 4), ("FD (scenes-cnn, 1024)", "fd", 1),
+                                      ("FD-infinity", "fd_infinity", 1), ("alignment (all correct)", "alignment", 3)):
+            values = _values(mine, where)
+            if values:
+                row[column] = _interval_cell(values, digits)
+        rungs[(rung,)] = row
+        attributes[(rung,)] = {a: _interval_cell(v, 3) for a in attrs if (v := _values(mine, f"alignment.{a}"))}
+    steps = _steps_table(by_rung)
+    fits = _fits_table(by_rung)
+    return {"rungs": (("rung",), rung_cols, rungs), "attributes": (("rung",), attrs, attributes),
+            "steps": (("rung", "below"), (*(f"{n} Δ" for n, _, _ in JUDGED), "n", "better beyond the spread"),
+                      steps),
+            "fits": (("metric",), FIT_COLUMNS, fits)}
+
+
+def _steps_table(by_rung: dict[str, dict[int, dict[str, Any]]]) -> dict[tuple[str, ...], dict[str, Cell]]:
+    """Each rung minus the one below, paired over their common seeds. A rung is better beyond the spread on a metric
+    when the paired interval excludes zero on the better side and the mean gap exceeds both rungs' seed SDs."""
+    from scaling.stats import t_interval
+
+    out: dict[tuple[str, ...], dict[str, Cell]] = {}
+    names = list(by_rung)
+    for below, rung in itertools.pairwise(names):
+        seeds = sorted(set(by_rung[rung]) & set(by_rung[below]))
+        row: dict[str, Cell] = {"n": ((len(seeds),), str(len(seeds)))}
+        better = []
+        for name, where, digits in JUDGED:
+            a, b = _values(by_rung[rung], where, seeds), _values(by_rung[below], where, seeds)
+            if len(a) != len(seeds) or len(b) != len(seeds) or not seeds:
+                continue
+            diff = [x - y for x, y in zip(a, b, strict=True)]
+            row[f"{name} Δ"] = _interval_cell(diff, digits, signed=True)
+            p = t_interval(diff)
+            gain = -p.mean if where != "alignment" else p.mean  # positive when the larger rung is better
+            spread = max(statistics.stdev(x) if len(x) > 1 else math.inf for x in (a, b))
+            excludes = p.interval is not None and (p.interval[1] < 0 if where != "alignment" else p.interval[0] > 0)
+            if excludes and gain > spread:
+                better.append(name)
+        verdict = ", ".join(better) if better else "none"
+        row["better beyond the spread"] = ((), verdict)
+        out[(rung, below)] = row
+    return out
+
+
+FIT_COLUMNS = ("alpha [95 %]", "E [95 %]", "held out", "predicted [95 %]", "observed [95 %]", "prediction", "flags")
+
+
+def _fits_table(by_rung: dict[str, dict[int, dict[str, Any]]]) -> dict[tuple[str, ...], dict[str, Cell]]:
+    """L(N) = E + A*N^-alpha per metric on every rung but the largest (every seed a replicate, seed bootstrap), and
+    the held-out rung's observed mean against the fitted curve's interval there: "pass" when inside, "MISS" when
+    not. Needs at least 4 rungs (3 fitted)."""
+    from scaling.fits import fit_scaling
+
+    names = list(by_rung)
+    out: dict[tuple[str, ...], dict[str, Cell]] = {}
+    if len(names) < 4:
+        return out
+    held, fitted = names[-1], names[:-1]
+    size = {r: float(next(iter(by_rung[r].values()))["block_parameters"]) for r in names}
+    for name, where, digits, error in FITTED:
+        sizes: list[float] = []
+        values: list[float] = []
+        for r in fitted:
+            v = [1 - x if error else x for x in _values(by_rung[r], where)]
+            sizes += [size[r]] * len(v)
+            values += v
+        observed = [1 - x if error else x for x in _values(by_rung[held], where)]
+        if len({s for s in sizes}) < 3 or not observed or min(values, default=0) <= 0:
+            continue
+        fit = fit_scaling({"muon": (sizes, values)}, form="E+A*N^-alpha")
+        alpha, (alo, ahi) = fit.params["muon"]["alpha"], fit.intervals["muon"]["alpha"]
+        e, (elo, ehi) = fit.params["muon"]["E"], fit.intervals["muon"]["E"]
+        point, lo, hi = fit.predict("muon", size[held], allow_extrapolation=True)
+        mean = statistics.fmean(observed)
+        inside = lo <= mean <= hi
+        out[(name,)] = {
+            "alpha [95 %]": ((alpha, alo, ahi), f"{alpha:.2f} [{alo:.2f}, {ahi:.2f}]"),
+            "E [95 %]": ((e, elo, ehi), f"{e:.{digits}f} [{elo:.{digits}f}, {ehi:.{digits}f}]"),
+            "held out": ((), held),
+            "predicted [95 %]": ((point, lo, hi), f"{point:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"),
+            "observed [95 %]": _interval_cell(observed, digits),
+            "prediction": ((), "pass" if inside else "MISS"),
+            "flags": ((), ", ".join(sorted(fit.flags)) or "none"),
+        }
+    return out
+
+
+def markdown(table: Table) -> list[str]:
+    keys, columns, rows = table
+    header = [*keys, *columns]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for key, cells in rows.items():
+        lines.append("| " + " | ".join([*key, *(cells[c][1] if c in cells else "—" for c in columns)]) + " |")
+    return lines
+
+
+TITLES = {"rungs": "Headroom per rung: Muon, mean [95 % t interval] over seeds at the last eval step",
+          "attributes": "Alignment per attribute (share of generated images right on it)",
+          "steps": "Each rung against the one below, paired over seeds",
+          "fits": "L(N) = E + A·N^−α per metric, the largest rung held out"}
+
+
 def table(args: argparse.Namespace) -> int:
-    rows = derive_table(Path(args.out))
-    header = ["rung", "Muon group", "steps", "seeds", *(c for c, _, _ in COLUMNS)]
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header))
-    for row in rows:
-        cells = [row["rung"], f"{row['block_parameters']:,}", str(row["steps"]), str(row["seeds"])]
-        for column, _, digits in COLUMNS:
-            value = row[column]
-            cells.append("–" if value is None else f"{value[0]:.{digits}f} ± {value[1]:.{digits}f}")
-        print("| " + " | ".join(cells) + " |")
+    for name, t in headroom_tables(Path(args.out)).items():
+        print(f"## {TITLES[name]}")
+        print()
+        for line in markdown(t):
+            print(line)
+        print()
     return 0
 
 
@@ -159,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rungs", default=DEFAULT_RUNGS)
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--base-steps", type=int, default=600, help="steps at the smallest rung")
-    p.add_argument("--steps-exponent", type=float, default=0.5, help="steps grow as (N / N_smallest) ** this")
+    p.add_argument("--steps-exponent", type=float, default=0.25, help="steps grow as (N / N_smallest) ** this")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--smoke", action="store_true", help="2 rungs, 1 seed, 40 steps: does the script work")
     p.set_defaults(func=run)

@@ -291,7 +291,29 @@ def derive_transfer(records: Sequence[Path]) -> dict[str, DerivedTable]:
     return {"controls": controls, "comparisons": comparisons, "budgets": budgets, "targets": targets}
 
 
-DERIVERS: dict[str, Deriver] = {"step_ratio": derive_step_ratio, "transfer": derive_transfer}
+# ----------------------------------------------------------------------------------------------------------
+# The headroom study (benchmarks/headroom.py): its records' tables, derived by the script that printed them
+
+def derive_headroom(records: Sequence[Path]) -> dict[str, DerivedTable]:
+    """`rungs`, `attributes`, `steps` and `fits`, from exactly the record files the manifest lists."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("benchmarks_headroom", ROOT / "benchmarks" / "headroom.py")
+    assert spec is not None and spec.loader is not None
+    headroom = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(spec.name, headroom)
+    spec.loader.exec_module(headroom)
+    out = {}
+    for name, (keys, columns, rows) in headroom.headroom_tables(list(records)).items():
+        table = DerivedTable(keys=keys, columns=columns)
+        for key, cells in rows.items():
+            table.rows[key] = {column: Figure(values, text) for column, (values, text) in cells.items()}
+        out[name] = table
+    return out
+
+
+DERIVERS: dict[str, Deriver] = {"step_ratio": derive_step_ratio, "transfer": derive_transfer,
+                                "headroom": derive_headroom}
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -26,7 +26,8 @@ def headroom() -> Any:
 
 
 def test_steps_grow_with_size_and_every_trial_validates(headroom: Any) -> None:
-    rungs = headroom.DEFAULT_RUNGS.split(",")
+    assert headroom.rung_steps(headroom.DEFAULT_RUNGS.split(","), 600, 0.25)["cpu-m"] == 1880  # the study's rule
+    rungs = [*headroom.DEFAULT_RUNGS.split(","), "cpu-l"]
     steps = headroom.rung_steps(rungs, 600, 0.5)
     assert list(steps.values()) == sorted(steps.values()) and steps["cpu-3xs"] == 600 and steps["cpu-l"] == 8250
     assert all(s % 10 == 0 for s in steps.values())
@@ -35,6 +36,7 @@ def test_steps_grow_with_size_and_every_trial_validates(headroom: Any) -> None:
         cfg = TrialConfig.model_validate(headroom.trial_config("cpu-l", 2, 8240, 1, smoke))
         assert (cfg.data.name, cfg.data.image_size, cfg.resolved_patch, cfg.eval.extractor) == (
             "scenes", 32, 4, "scenes-cnn")
+        assert cfg.resolved_eval_steps == [4120, 5493, 6867, 8240]  # 1/2, 2/3, 5/6 and the end
 
 
 def test_the_table_is_the_mean_and_spread_over_seeds_at_the_last_eval_step(headroom: Any, tmp_path: Path) -> None:
@@ -54,3 +56,51 @@ def test_the_table_is_the_mean_and_spread_over_seeds_at_the_last_eval_step(headr
     assert xs["seeds"] == 2 and xs["val_loss"][0] == pytest.approx(0.11) and xs["fd_scenes_cnn"][0] == 52.0
     assert xs["fd_scenes_cnn"][1] == pytest.approx(2 * 2**0.5) and xs["alignment"][0] == pytest.approx(0.3)
     assert rows[0]["fd_scenes_cnn"] == (90.0, 0.0, 1) and xs["fd_infinity"] is None
+
+
+def _ladder(headroom: Any, folder: Path, values: Any, seeds: int = 3) -> None:
+    """Records for the five default rungs: values(n, seed) -> (val loss, FD, alignment) at the last eval step."""
+    for rung in headroom.DEFAULT_RUNGS.split(","):
+        n = headroom.block_parameters(rung)
+        for seed in range(seeds):
+            val, fd, share = values(n, seed)
+            result = {"val_loss": {"5": 9.0, "10": val}, "fd": {"10": fd}, "fd_infinity": {"10": fd - 1},
+                      "alignment": {"10": {"alignment": share, "alignment.count": min(1.0, share + 0.1)}}}
+            (folder / f"{rung}-seed{seed}.json").write_text(json.dumps(
+                {"rung": rung, "seed": seed, "block_parameters": n, "config": {"steps": 10}, "result": result}))
+
+
+def test_a_ladder_on_a_known_power_law_is_better_at_every_rung_and_its_held_out_rung_is_predicted(
+        headroom: Any, tmp_path: Path) -> None:
+    noise = (0.99, 1.0, 1.01)  # per seed, multiplicative: a spread far below the gaps between rungs
+    _ladder(headroom, tmp_path, lambda n, s: ((0.05 + 30 * n ** -0.5) * noise[s], (20 + 4e4 * n ** -0.6) * noise[s],
+                                              1 - (0.1 + 50 * n ** -0.4) * noise[s]))
+    tables = headroom.headroom_tables(tmp_path)
+    steps = tables["steps"][2]
+    assert len(steps) == 4 and all(row["better beyond the spread"][1] == "val loss, FD, alignment"
+                                   for row in steps.values())
+    assert steps[("cpu-2xs", "cpu-3xs")]["val loss Δ"][0][0] < 0 and steps[("cpu-2xs", "cpu-3xs")]["n"][0] == (3,)
+    fits = tables["fits"][2]
+    assert set(fits) == {("val loss",), ("FD",), ("FD-infinity",), ("1 − alignment",)}
+    val = fits[("val loss",)]
+    alpha, lo, hi = val["alpha [95 %]"][0]
+    assert lo <= 0.5 <= hi and lo > 0 and abs(alpha - 0.5) < 0.1  # the exponent put in, identifiable
+    assert val["held out"][1] == "cpu-m" and val["prediction"][1] == "pass"
+    assert "| rung | Muon group |" in headroom.markdown(tables["rungs"])[0]
+
+
+def test_a_flat_top_rung_fails_the_step_and_misses_its_prediction(headroom: Any, tmp_path: Path) -> None:
+    """A ladder whose largest rung is no better than the one below: the table says so, and the fit on the
+    four smaller rungs misses it (reported as a miss, not hidden)."""
+    top = headroom.block_parameters("cpu-m")
+    below = headroom.block_parameters("cpu-s")
+    noise = (0.99, 1.0, 1.01)
+
+    def values(n: int, s: int) -> tuple[float, float, float]:
+        m = below if n == top else n
+        return (0.05 + 30 * m ** -0.5) * noise[s], (20 + 4e4 * m ** -0.6) * noise[s], 0.5
+
+    _ladder(headroom, tmp_path, values)
+    tables = headroom.headroom_tables(tmp_path)
+    assert tables["steps"][2][("cpu-m", "cpu-s")]["better beyond the spread"][1] == "none"
+    assert tables["fits"][2][("val loss",)]["prediction"][1] == "MISS"
