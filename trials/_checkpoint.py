@@ -42,8 +42,9 @@ def _save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
         tmp.unlink(missing_ok=True)
 
 
-# What a checkpoint holds of the result: everything measured per step so far.
-_RECORDS = ("fd", "val_loss", "effective_time_s", "fd_infinity", "fd_track", "track_effective_time_s")
+# What a checkpoint holds of the result: everything measured per step so far (`alignment`: step -> share per name,
+# with the scenes-cnn extractor; a checkpoint written before it was kept resumes with none).
+_RECORDS = ("fd", "val_loss", "effective_time_s", "fd_infinity", "fd_track", "track_effective_time_s", "alignment")
 
 
 class Checkpoint:

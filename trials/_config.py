@@ -344,8 +344,8 @@ class TrialResult:
     track_effective_time_s: dict[int, float] = field(default_factory=dict)
     track_samples: int = 0
     track_sample_steps: int = 0
-    # With the scenes-cnn extractor: step -> {"alignment": all-correct share, "alignment.<attribute>": ...} (not
-    # carried by a checkpoint: after a resume the earlier steps' shares are in MLflow only).
+    # With the scenes-cnn extractor: step -> {"alignment": all-correct share, "alignment.<attribute>": ...}, carried by
+    # the checkpoint like FD (a resumed trial has every eval step's shares).
     alignment: dict[int, dict[str, float]] = field(default_factory=dict)
     eval_time_s: float = 0.0  # wall time in the full (deciding) evaluations
     track_eval_time_s: float = 0.0  # wall time in the tracking evaluations

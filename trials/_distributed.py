@@ -399,5 +399,9 @@ def records_blob(records: dict[str, Any]) -> str:
     return json.dumps({k: {str(s): v for s, v in d.items()} for k, d in records.items()})
 
 
-def records_from_blob(blob: str) -> dict[str, dict[int, float]]:
-    return {k: {int(s): float(v) for s, v in d.items()} for k, d in json.loads(blob).items()} if blob else {}
+def records_from_blob(blob: str) -> dict[str, dict[int, Any]]:
+    """`records_blob` read back: step -> a number, or step -> name -> a number (the alignment shares)."""
+    def value(v: Any) -> Any:
+        return {name: float(x) for name, x in v.items()} if isinstance(v, dict) else float(v)
+
+    return {k: {int(s): value(v) for s, v in d.items()} for k, d in json.loads(blob).items()} if blob else {}

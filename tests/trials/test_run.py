@@ -325,13 +325,17 @@ def test_a_bad_stretch_is_refused_naming_the_field(optimizer: dict[str, Any], fi
     assert field in str(info.value) and says in str(info.value)
 
 
+def _tiny_scenes(**overrides: Any) -> dict[str, Any]:
+    """A tiny scenes trial: 32 x 32 / patch 4 with its own feature network, trained briefly (the numbers are not the
+    point; one network per test session, shared by every test that asks for the same options)."""
+    return _tiny(patch=4, text_max_length=34, data={"name": "scenes", "image_size": 32},
+                 eval={"extractor": "scenes-cnn", "fd_samples": 64, "reference_samples": 128,
+                       "extractor_options": {"training_images": 256, "training": {"epochs": 1}}}, **overrides)
+
+
 def test_a_scenes_trial_logs_alignment_beside_fd_at_every_eval_step(tracking: dict[str, str]) -> None:
-    # The scenes set at 32 x 32 / patch 4 with its own feature network (trained briefly here: the numbers are not
-    # the point, that they are measured and logged at every eval step under the record's names is).
-    cfg = _tiny(tracking=tracking, patch=4, text_max_length=34, data={"name": "scenes", "image_size": 32},
-                eval={"extractor": "scenes-cnn", "fd_samples": 64, "reference_samples": 128,
-                      "extractor_options": {"training_images": 256, "training": {"epochs": 1}}})
-    result = run_trial(cfg)
+    # That alignment is measured and logged at every eval step under the record's names.
+    result = run_trial(_tiny_scenes(tracking=tracking))
     assert result.status == "SUCCEEDED" and result.metric_name == "fd_scenes_cnn"
     assert sorted(result.alignment) == [12, 24]
     names = {"alignment", *(f"alignment.{a}" for a in ("count", "position", "kind", "colour", "size", "relation"))}
@@ -342,3 +346,30 @@ def test_a_scenes_trial_logs_alignment_beside_fd_at_every_eval_step(tracking: di
         assert sorted(history) == [12, 24], name
         if name.startswith("alignment"):
             assert history[24] == pytest.approx(result.alignment[24][name])
+
+
+def test_a_resumed_scenes_trial_keeps_its_alignment(tmp_path: Path) -> None:
+    # The checkpoint carries the alignment shares measured before the crash: the resumed result has the alignment
+    # of the uninterrupted one at every eval step, not only at the steps it ran after resuming.
+    straight = run_trial(_tiny_scenes(steps=12, eval_steps=[6, 12]))
+    cfg = _tiny_scenes(steps=12, eval_steps=[6, 12], checkpoint_dir=str(tmp_path / "ckpt"))
+
+    def crash_after_6(record: dict[str, Any]) -> None:
+        if record["step"] == 6:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_trial(cfg, progress=crash_after_6)
+    steps_seen: list[int] = []
+    resumed = run_trial(cfg, progress=lambda r: steps_seen.append(r["step"]))
+    assert steps_seen == [12]
+    assert sorted(straight.alignment) == [6, 12] and len(straight.alignment[6]) == 7
+    assert resumed.alignment == straight.alignment and resumed.fd == straight.fd
+
+
+def test_the_sharded_checkpoint_blob_carries_alignment() -> None:
+    # A multi-worker trial keeps its records as one JSON blob: the alignment's step -> name -> share reads back.
+    from trials._distributed import records_blob, records_from_blob
+
+    records = {"fd": {6: 3.5}, "alignment": {6: {"alignment": 0.25, "alignment.colour": 0.75}}}
+    assert records_from_blob(records_blob(records)) == records
