@@ -21,8 +21,8 @@ that long), each group's loss interpolated linearly in time.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -37,10 +37,15 @@ __all__ = [
     "LossCurves",
     "Ranking",
     "RunSeries",
+    "band",
     "compute_fd_curves",
     "compute_loss_curves",
+    "group_label",
+    "group_series",
+    "groups_of",
     "plot_fd_curves",
     "plot_loss_curves",
+    "rung_panels",
 ]
 
 
@@ -83,6 +88,9 @@ class FDCurves:
     rungs: tuple[str, ...]
     runs: tuple[RunSeries, ...]
     groups: tuple[GroupSeries, ...]
+    # (rung, arm label) -> the mean over succeeded seeds of the all-correct alignment share at each seed's last eval
+    # step, for the groups whose runs carry alignment (shown beside the FD; empty for other extractors)
+    alignment: Mapping[tuple[str, str], float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -118,7 +126,8 @@ def _time_at(record: RunRecord, steps: Sequence[int]) -> list[float]:
     return [float(np.interp(s, xs, ts)) if s <= last else math.nan for s in steps]
 
 
-def _groups(records: Records) -> list[tuple[str, str, list[RunRecord]]]:
+def groups_of(records: Records) -> list[tuple[str, str, list[RunRecord]]]:
+    """(rung, arm label, its records by seed) per group, smallest rung first, arms in `ARMS` order."""
     by_key: dict[tuple[str, str], list[RunRecord]] = {}
     for r in records:
         by_key.setdefault((r.rung, r.label), []).append(r)
@@ -127,7 +136,8 @@ def _groups(records: Records) -> list[tuple[str, str, list[RunRecord]]]:
     return [(rung, label, sorted(by_key[(rung, label)], key=lambda r: (r.seed, r.run_id))) for rung, label in keys]
 
 
-def _group_series(rung: str, label: str, members: Sequence[RunRecord], series: str, interpolate: bool) -> GroupSeries:
+def group_series(rung: str, label: str, members: Sequence[RunRecord], series: str, interpolate: bool) -> GroupSeries:
+    """One group's `series` over its succeeded seeds (mean, min–max), with the mean effective time at each step."""
     ok = [r for r in members if r.succeeded]
     values = [dict(getattr(r, series)) for r in ok]
     stats = seed_stats(values)
@@ -156,7 +166,7 @@ def _group_series(rung: str, label: str, members: Sequence[RunRecord], series: s
 def compute_fd_curves(records: RecordsLike) -> FDCurves:
     """FD per trial and per group (rung, arm label) from trial records with an ``fd`` series."""
     recs = as_records(records).where(lambda r: bool(r.fd))
-    groups = _groups(recs)
+    groups = groups_of(recs)
     runs = tuple(
         RunSeries(label=r.label, arm=r.arm, rung=r.rung, run_id=r.run_id, seed=r.seed, status=r.status,
                   steps=tuple(r.fd), values=tuple(r.fd.values()),
@@ -165,11 +175,16 @@ def compute_fd_curves(records: RecordsLike) -> FDCurves:
         for r in members
     )
     means = tuple(
-        _group_series(rung, label, members, "fd", interpolate=False)
+        group_series(rung, label, members, "fd", interpolate=False)
         for rung, label, members in groups
         if any(r.succeeded for r in members)
     )
-    return FDCurves(fd=recs.fd, rungs=recs.rungs, runs=runs, groups=means)
+    alignment = {}
+    for rung, label, members in groups:
+        shares = [a for r in members if r.succeeded and (a := r.endpoint_alignment) is not None]
+        if shares:
+            alignment[(rung, label)] = float(np.mean(shares))
+    return FDCurves(fd=recs.fd, rungs=recs.rungs, runs=runs, groups=means, alignment=alignment)
 
 
 def _ranking_by_step(rung: str, groups: Sequence[GroupSeries]) -> Ranking | None:
@@ -204,13 +219,13 @@ def compute_loss_curves(records: RecordsLike) -> LossCurves:
     recs = as_records(records).where(lambda r: bool(r.loss or r.val_loss))
     train: list[GroupSeries] = []
     val: list[GroupSeries] = []
-    for rung, label, members in _groups(recs):
+    for rung, label, members in groups_of(recs):
         if not any(r.succeeded for r in members):
             continue
         if any(r.loss for r in members):
-            train.append(_group_series(rung, label, members, "loss", interpolate=True))
+            train.append(group_series(rung, label, members, "loss", interpolate=True))
         if any(r.val_loss for r in members):
-            val.append(_group_series(rung, label, members, "val_loss", interpolate=False))
+            val.append(group_series(rung, label, members, "val_loss", interpolate=False))
     rungs = recs.rungs
     by_step: list[Ranking] = []
     by_time: list[Ranking] = []
@@ -229,7 +244,7 @@ def compute_loss_curves(records: RecordsLike) -> LossCurves:
 # Drawing
 
 
-def _band(ax: Any, x: Sequence[float], g: GroupSeries, color: str, label: str, **line: Any) -> None:
+def band(ax: Any, x: Sequence[float], g: GroupSeries, color: str, label: str, **line: Any) -> None:
     s = g.stats
     keep = [i for i, v in enumerate(x) if math.isfinite(v)]
     xs = [x[i] for i in keep]
@@ -246,22 +261,28 @@ def _band(ax: Any, x: Sequence[float], g: GroupSeries, color: str, label: str, *
         )
 
 
-def _group_label(g: GroupSeries) -> str:
+def group_label(g: GroupSeries) -> str:
     seeds = f"{len(g.seeds)} seed{'s' if len(g.seeds) != 1 else ''}"
     failed = f", {g.n_failed} failed" if g.n_failed else ""
     return f"{g.label} ({seeds}{failed})"
 
 
-def plot_fd_curves(data: FDCurves) -> Figure:
-    """One panel per rung: each trial as a thin line (a failed one ends in an ×), each group as its mean over
-    succeeded seeds with a min–max band."""
-    rungs = data.rungs or ("",)
+def rung_panels(rungs: Sequence[str]) -> tuple[Figure, list[tuple[Any, str]]]:
+    """A figure with one panel per rung (smallest first; one unnamed panel without rungs): (figure, [(axes, rung)])."""
+    rungs = tuple(rungs) or ("",)
     rows, cols = grid_shape(len(rungs))
     fig = new_figure(5.2 * cols, 4.0 * rows)
     grid = fig.subplots(rows, cols, squeeze=False).ravel()
     for ax in grid[len(rungs) :]:
         fig.delaxes(ax)
-    for ax, rung in zip(grid, rungs, strict=False):
+    return fig, list(zip(grid, rungs, strict=False))
+
+
+def plot_fd_curves(data: FDCurves) -> Figure:
+    """One panel per rung: each trial as a thin line (a failed one ends in an ×), each group as its mean over
+    succeeded seeds with a min–max band."""
+    fig, panels = rung_panels(data.rungs)
+    for ax, rung in panels:
         groups = [g for g in data.groups if g.rung == rung]
         runs = [r for r in data.runs if r.rung == rung]
         colors = colors_for(sorted({g.label for g in groups} | {r.label for r in runs}, key=arm_key))
@@ -272,7 +293,7 @@ def plot_fd_curves(data: FDCurves) -> Figure:
                 if finite:
                     ax.plot(*finite[-1], marker="x", color=colors[r.label], markersize=8, gid=f"failed:{r.run_id}")
         for g in groups:
-            _band(ax, g.stats.x, g, colors[g.label], _group_label(g), linewidth=2.0, marker="o", markersize=3)
+            band(ax, g.stats.x, g, colors[g.label], group_label(g), linewidth=2.0, marker="o", markersize=3)
         ax.set_xlabel("training step")
         ax.set_ylabel(f"{data.fd.label} (lower is better)")
         ax.set_title(f"FD vs step{' — ' + rung if rung else ''}", fontsize=10)
@@ -294,8 +315,8 @@ def plot_loss_curves(data: LossCurves) -> Figure:
         colors = colors_for(sorted({g.label for g in train + val}, key=arm_key))
         ax_step, ax_time = row
         for g in train:
-            _band(ax_step, g.stats.x, g, colors[g.label], f"{_group_label(g)} train", linewidth=1.5)
-            _band(ax_time, g.time_s, g, colors[g.label], f"{_group_label(g)} train", linewidth=1.5)
+            band(ax_step, g.stats.x, g, colors[g.label], f"{group_label(g)} train", linewidth=1.5)
+            band(ax_time, g.time_s, g, colors[g.label], f"{group_label(g)} train", linewidth=1.5)
         for g in val:
             keep = [i for i, t in enumerate(g.time_s) if math.isfinite(t)]
             timed = ([g.time_s[i] for i in keep], [g.stats.mean[i] for i in keep])

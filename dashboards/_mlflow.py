@@ -2,9 +2,10 @@
 
 Names are the README's ("MLflow names"): params ``optimizer.name``, ``optimizer.refresh_every``,
 ``optimizer.gamma``, ``seed``, ``rung``, ``eval.fd_samples``; metrics at step ``fd``, ``val_loss``, ``loss``,
-``effective_time_s``, ``optimizer_time_s``, ``step_time_s``, ``optimizer_step_time_s``, and ``objective`` at the
-end; tags ``fd.metric_name``, ``fd.samples``, ``model.parameters``, ``scalesweep.status``; and the sweeper's
-``scalesweep.trial_key``/``scalesweep.attempt`` on children and ``scalesweep.best.K``/``.gamma`` on the parent.
+``effective_time_s``, ``optimizer_time_s``, ``step_time_s``, ``optimizer_step_time_s``, ``alignment`` and
+``alignment.<attribute>`` (scenes-cnn runs), and ``objective`` at the end; tags ``fd.metric_name``,
+``fd.samples``, ``model.parameters``, ``scalesweep.status``; and the sweeper's ``scalesweep.trial_key``/
+``scalesweep.attempt`` on children and ``scalesweep.best.K``/``.gamma`` on the parent.
 Everything goes through an explicit ``MlflowClient`` and run id, never a global active run (trials/_tracking.py
 says why).
 """
@@ -21,7 +22,18 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from trials.optim import ARMS_WITH_GAMMA
-from trials.record import LINEAGE, PARENT_TAG, TAG, TRIAL_TAG, StoredRun, parse_float, parse_int, read_run, read_runs
+from trials.record import (
+    LINEAGE,
+    METRIC,
+    PARENT_TAG,
+    TAG,
+    TRIAL_TAG,
+    StoredRun,
+    parse_float,
+    parse_int,
+    read_run,
+    read_runs,
+)
 
 from ._draw import png_bytes
 from ._errors import DashboardInputError
@@ -64,6 +76,9 @@ def _record(run: StoredRun) -> RunRecord:
         fd_samples=parse_int(tags.get(TRIAL_TAG.FD_SAMPLES) or params.get("eval.fd_samples")),
         eval_steps=_eval_steps(params.get("eval_steps")),
         updates={k: float(v) for k, v in run.metrics.items() if k.startswith(("update_rms.", "update_spec."))},
+        # each attribute's latest share: the last eval step's (MLflow keeps a metric's value at its largest step)
+        alignment_attributes={k.removeprefix(f"{METRIC.ALIGNMENT}."): float(v) for k, v in run.metrics.items()
+                              if k.startswith(f"{METRIC.ALIGNMENT}.")},
         **{key: run.history(key) for key in SERIES if key in run.histories},
     )
 

@@ -40,7 +40,7 @@ __all__ = [
 
 # The per-step series a trial logs (`trials.record.METRIC`) that the dashboards draw.
 SERIES = (METRIC.FD, METRIC.VAL_LOSS, METRIC.LOSS, METRIC.EFFECTIVE_TIME_S, METRIC.OPTIMIZER_TIME_S,
-          METRIC.STEP_TIME_S, METRIC.OPTIMIZER_STEP_TIME_S)
+          METRIC.STEP_TIME_S, METRIC.OPTIMIZER_STEP_TIME_S, METRIC.ALIGNMENT)
 # The only extractor whose FD is FD-DINO (trials.metrics); every other number is FD on other features.
 _DINO_METRIC = "fd_dinov2"
 
@@ -77,6 +77,15 @@ class RunRecord:
     optimizer_step_time_s: Mapping[int, float] = field(default_factory=dict)
     # `update_rms.<kind>.<step kind>` / `update_spec.<kind>.<step kind>` at the last eval step (Muon family)
     updates: Mapping[str, float] = field(default_factory=dict)
+    # The alignment score (scenes-cnn runs; empty elsewhere): the all-correct share at each eval step, and each
+    # attribute's share (count, position, kind, colour, size, relation) at the last eval step. Higher is better.
+    alignment: Mapping[int, float] = field(default_factory=dict)
+    alignment_attributes: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def endpoint_alignment(self) -> float | None:
+        """The all-correct share at the last eval step with one; None without alignment."""
+        return self.alignment[max(self.alignment)] if self.alignment else None
 
     @property
     def succeeded(self) -> bool:
@@ -164,10 +173,11 @@ def _from_mapping(item: Mapping[str, Any], index: int) -> RunRecord:
         if isinstance(steps, str | bytes | Mapping) or not isinstance(steps, Iterable):
             raise DashboardInputError(f"record {run}: eval_steps must be a list of steps, got {steps!r}")
         values["eval_steps"] = tuple(_step("eval_steps", run, s) for s in steps)
-    if "updates" in values:
-        if not isinstance(values["updates"], Mapping):
-            raise DashboardInputError(f"record {run}: updates must map metric name -> value")
-        values["updates"] = {str(k): float(v) for k, v in values["updates"].items()}
+    for name in ("updates", "alignment_attributes"):
+        if name in values:
+            if not isinstance(values[name], Mapping):
+                raise DashboardInputError(f"record {run}: {name} must map name -> value")
+            values[name] = {str(k): float(v) for k, v in values[name].items()}
     if "seed" in values:
         values["seed"] = _optional_number("seed", run, values["seed"], int)
         if values["seed"] is None:
@@ -193,6 +203,7 @@ def _checked(item: RunRecord | Mapping[str, Any], index: int) -> RunRecord:
         # FD at a step the trial never declared is a trainer's extra, not an evaluation the sweep asked for: one
         # that reported 20,000 of them once made a report of 20,000 heatmap panels.
         series[METRIC.FD] = {s: v for s, v in series[METRIC.FD].items() if s in declared}
+        series[METRIC.ALIGNMENT] = {s: v for s, v in series[METRIC.ALIGNMENT].items() if s in declared}
     return replace(item, eval_steps=tuple(sorted(declared)), **series)
 
 

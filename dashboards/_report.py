@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from matplotlib.figure import Figure
 
+from ._alignment import AlignmentCurves, alignment_html, compute_alignment, plot_alignment
 from ._analysis import (
     budgets_html,
     claims_html,
@@ -66,6 +67,7 @@ class ReportData:
     title: str = "scalesweep report"
     heatmap: HeatmapData | None = None
     fd_curves: FDCurves | None = None
+    alignment: AlignmentCurves | None = None  # the alignment score beside FD: scenes-cnn runs only
     loss: LossCurves | None = None
     scaling: tuple[ScalingPlotData, ...] = ()
     timing: TimingData | None = None
@@ -114,13 +116,15 @@ def compute_report(
     if len(cells) >= 2 or ks or gammas or chosen:
         heatmap = compute_heatmap(recs, ks=ks, gammas=gammas, chosen=chosen)
     fd_curves = compute_fd_curves(recs) if any(r.fd for r in recs) else None
+    alignment = compute_alignment(recs)  # None for runs without an alignment score: no section, no column
     loss = compute_loss_curves(recs) if any(r.loss or r.val_loss for r in recs) else None
     timed = any(r.succeeded and (r.step_time_s or r.optimizer_time_s or r.optimizer_step_time_s) for r in recs)
     timing = compute_timing(recs) if timed else None
     scaling, notes = _scaling_panels(recs, fits or {})
     updates = compute_update_scale(recs) if any(r.succeeded and r.updates for r in recs) else None
-    return ReportData(title=title, heatmap=heatmap, fd_curves=fd_curves, loss=loss, scaling=scaling, timing=timing,
-                      updates=updates, fd=recs.fd, context=dict(context or {}), notes=tuple(notes))
+    return ReportData(title=title, heatmap=heatmap, fd_curves=fd_curves, alignment=alignment, loss=loss,
+                      scaling=scaling, timing=timing, updates=updates, fd=recs.fd, context=dict(context or {}),
+                      notes=tuple(notes))
 
 
 def _scaling_panels(recs: Records, fits: Mapping[str, ScalingFit]) -> tuple[tuple[ScalingPlotData, ...], list[str]]:
@@ -139,7 +143,8 @@ def _scaling_panels(recs: Records, fits: Mapping[str, ScalingFit]) -> tuple[tupl
     if not any(len(s) >= 2 for s in sizes.values()):
         return (), notes
     panels: list[ScalingPlotData] = []
-    for metric in ("time_to_best_s", "best_fd"):
+    metrics = ("time_to_best_s", "best_fd", *(("alignment_error",) if any(r.alignment for r in recs) else ()))
+    for metric in metrics:
         try:
             panels.append(compute_scaling_plot(recs, metric))
         except DashboardError as exc:
@@ -235,6 +240,8 @@ def _fd_curves_html(c: FDCurves) -> str:
                 _fmt(g.stats.mean[-1]) if g.stats.mean else "—",
                 str(int(g.stats.x[-1])) if g.stats.x else "—",
             ]
+            # the alignment score beside FD where the runs carry it (scenes-cnn): no column otherwise
+            + ([_fmt(c.alignment.get((g.rung, g.label)), 3)] if c.alignment else [])
         )
     failed = [r for r in c.runs if r.status != "SUCCEEDED"]
     note = ""
@@ -245,6 +252,7 @@ def _fd_curves_html(c: FDCurves) -> str:
             + ".</p>"
         )
     header = ["rung", "arm", "seeds", "failed", "best mean FD", "at step", "endpoint mean FD", "at step"]
+    header += ["endpoint mean alignment"] if c.alignment else []
     return _table(header, rows, "FD of the mean over succeeded seeds") + note
 
 
@@ -410,6 +418,8 @@ _SECTIONS = (
     _Section("front", "Quality against optimizer cost", "front", front_html, plot_front),
     _Section("parallel", "Trials: parallel coordinates and slices", "trials_view", trials_view_html, plot_parallel),
     _Section("fd_curves", "FD versus step", "fd_curves", _fd_curves_html, plot_fd_curves),
+    _Section("alignment", "Alignment: does the image show what its caption says?", "alignment", alignment_html,
+             plot_alignment),
     _Section("loss", "Loss versus step and effective training time", "loss", _loss_html, plot_loss_curves),
     _Section("scaling", "Scaling with model size", "scaling", _scaling_html, plot_scaling),
     _Section("targets", "Time to the declared target", "targets", _targets_html, plot_scaling,

@@ -12,7 +12,7 @@ answer instead of a line that looks like a prediction.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -38,12 +38,14 @@ __all__ = [
     "scaling_fit_data",
 ]
 
-# metric name -> how it is read from one run's TimeToBest
-SCALING_METRICS = {
+# metric name -> how it is read from one run's TimeToBest; `alignment_error` (1 - the all-correct alignment share at
+# the run's last eval step, lower is better: what the transfer's `alignment` fit is fitted on) from its alignment.
+SCALING_METRICS: dict[str, Callable[[Any], float] | None] = {
     "best_fd": lambda t: t.best_fd,
     "endpoint_fd": lambda t: t.endpoint_fd,
     "time_to_best_s": lambda t: t.best_time_s,
     "robust_time_to_best_s": lambda t: t.robust_time_s,
+    "alignment_error": None,
 }
 _GRID_POINTS = 120
 
@@ -120,6 +122,13 @@ def _run_value(r: RunRecord, metric: str) -> tuple[float | None, str | None]:
     from scaling import ScalingInputError
     from scaling.targets import time_to_best
 
+    if metric == "alignment_error":
+        share = r.endpoint_alignment
+        if share is None:
+            return None, f"run {r.run_id or r.label}: no alignment score logged"
+        if not math.isfinite(share) or share >= 1:
+            return None, f"run {r.run_id or r.label}: alignment {share} leaves no error to draw on a log axis"
+        return 1.0 - share, None
     steps = [s for s in r.fd if s in r.effective_time_s]
     if not steps:
         return None, f"run {r.run_id or r.label}: no checkpoint with both FD and effective time"
@@ -127,7 +136,8 @@ def _run_value(r: RunRecord, metric: str) -> tuple[float | None, str | None]:
         ttb = time_to_best(steps, [r.effective_time_s[s] for s in steps], [r.fd[s] for s in steps])
     except ScalingInputError as exc:
         return None, f"run {r.run_id or r.label}: {exc}"
-    value = float(SCALING_METRICS[metric](ttb))
+    read = SCALING_METRICS[metric]
+    value = float(read(ttb)) if read is not None else math.nan
     if not math.isfinite(value) or value <= 0:
         return None, f"run {r.run_id or r.label}: {metric} is {value} (diverged endpoint or zero time)"
     return value, None
@@ -242,6 +252,7 @@ def _ylabel(metric: str, fd: FDInfo) -> str:
         "endpoint_fd": f"endpoint {fd.label}",
         "time_to_best_s": "time to best FD (effective s)",
         "robust_time_to_best_s": f"time to within {DEFAULT_TOL:.0%} of best FD (effective s)",
+        "alignment_error": "1 − alignment at the endpoint (all attributes correct; lower is better)",
     }[metric]
 
 

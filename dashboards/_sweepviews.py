@@ -164,8 +164,10 @@ class TrialsView:
     """One row per finished periodic trial: its parameters and objective (parallel coordinates and slices)."""
 
     params: tuple[str, ...]
-    rows: tuple[Mapping[str, float], ...]  # param -> value, plus "objective"
+    rows: tuple[Mapping[str, float], ...]  # param -> value, plus "objective" (and "alignment" where logged)
     slices: Mapping[str, tuple[tuple[float, float, int], ...]] = field(default_factory=dict)  # value, mean, n
+    # The same slices of the endpoint alignment score (scenes-cnn trials; empty elsewhere)
+    alignment_slices: Mapping[str, tuple[tuple[float, float, int], ...]] = field(default_factory=dict)
 
 
 def compute_trials_view(records: RecordsLike) -> TrialsView | None:
@@ -175,17 +177,27 @@ def compute_trials_view(records: RecordsLike) -> TrialsView | None:
         objective = r.objective_value()
         if r.arm != "periodic" or not r.succeeded or objective is None or r.K is None or r.gamma is None:
             continue
-        rows.append({"K": float(r.K), "gamma": float(r.gamma), "seed": float(r.seed), "objective": objective})
+        row = {"K": float(r.K), "gamma": float(r.gamma), "seed": float(r.seed), "objective": objective}
+        if r.endpoint_alignment is not None:
+            row["alignment"] = r.endpoint_alignment
+        rows.append(row)
     if len(rows) < 2:
         return None
     params = ("K", "gamma", "seed")
-    slices = {}
-    for p in params:
-        by_value: dict[float, list[float]] = {}
-        for row in rows:
-            by_value.setdefault(row[p], []).append(row["objective"])
-        slices[p] = tuple((v, statistics.fmean(objs), len(objs)) for v, objs in sorted(by_value.items()))
-    return TrialsView(params=params, rows=tuple(rows), slices=slices)
+
+    def slices_of(name: str) -> dict[str, tuple[tuple[float, float, int], ...]]:
+        out = {}
+        for p in params:
+            by_value: dict[float, list[float]] = {}
+            for row in rows:
+                if name in row:
+                    by_value.setdefault(row[p], []).append(row[name])
+            out[p] = tuple((v, statistics.fmean(vs), len(vs)) for v, vs in sorted(by_value.items()))
+        return out
+
+    aligned = any("alignment" in row for row in rows)
+    return TrialsView(params=params, rows=tuple(rows), slices=slices_of("objective"),
+                      alignment_slices=slices_of("alignment") if aligned else {})
 
 
 def plot_parallel(view: TrialsView) -> Figure:
@@ -225,9 +237,14 @@ def plot_parallel(view: TrialsView) -> Figure:
 
 
 def trials_view_html(view: TrialsView) -> str:
-    rows = [[_e(name), ", ".join(f"{v:g}: {m:.4g} (n={n})" for v, m, n in view.slices[name])]
-            for name in view.params]
-    return _table(["parameter", "mean objective at each value (trials)"], rows,
+    def cells(slices: Mapping[str, Any], name: str, digits: str) -> str:
+        return ", ".join(f"{v:g}: {m:{digits}} (n={n})" for v, m, n in slices[name])
+
+    rows = [[_e(name), cells(view.slices, name, ".4g"),
+             *([cells(view.alignment_slices, name, ".3f")] if view.alignment_slices else [])] for name in view.params]
+    header = ["parameter", "mean objective at each value (trials)"]
+    header += ["mean endpoint alignment at each value (trials; higher is better)"] if view.alignment_slices else []
+    return _table(header, rows,
                   _e(f"{len(view.rows)} finished periodic trials; a slice averages over the other parameters, "
                      "so read it beside the heatmap. MLflow's own compare view: select the sweep's child runs in "
                      "the experiment's runs table and press Compare."))

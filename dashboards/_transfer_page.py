@@ -20,8 +20,10 @@ from ._study import transfer_report
 
 __all__ = ["analysis_sections", "transfer_page", "transfer_page_data"]
 
-# The report's scaling panels, keyed by the names the dashboards give the run record's fields.
-_REPORT_METRIC = {"time_to_best": "time_to_best_s", "best_fd": "best_fd", "endpoint_fd": "endpoint_fd"}
+# The report's scaling panels, keyed by the names the dashboards give the run record's fields; `alignment` (fitted on
+# 1 - alignment) only for a transfer whose runs carry it (`fit_metrics`): a shapes transfer's page says nothing of it.
+_REPORT_METRIC = {"time_to_best": "time_to_best_s", "best_fd": "best_fd", "endpoint_fd": "endpoint_fd",
+                  "alignment": "alignment_error"}
 
 
 def transfer_page(result: Any, *, transfer_id: str | None = None, sweep_id: str | None = None) -> str:
@@ -43,7 +45,10 @@ def transfer_page_data(result: Any, *, transfer_id: str | None = None, sweep_id:
     notes: list[str] = [result.seeds_note] if getattr(result, "seeds_note", None) else []
     notes += [f"Seeds added in rounds: {line}" for line in getattr(result, "rounds_lines", ())]
     notes += [f"Seeds added after the transfer ended: {line}" for line in getattr(result, "extension_lines", ())]
+    fittable = result.fit_metrics()
     for metric, name in _REPORT_METRIC.items():
+        if metric not in fittable:
+            continue
         try:
             fits[name] = result.fits(metric)
         except ScalingError as exc:

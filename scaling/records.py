@@ -5,7 +5,8 @@ The MLflow names behind each field are the sweeper's and the trials' (README, "M
 `rung`, `seed`, `optimizer.name`, `optimizer.lr`, `optimizer.refresh_every`, `optimizer.gamma`, `steps`; metrics
 at step `fd` and `effective_time_s`, and the dense tracking curve `fd_track` with `track_effective_time_s`; tags
 `scalesweep.trial_key`, `scalesweep.attempt`, `scalesweep.status`, `model.parameters`, `fd.metric_name`,
-`fd.samples`, and the transfer's own `scalesweep.lr_rule`, `scalesweep.lr_base`. Of a retried
+`fd.samples`, and the transfer's own `scalesweep.lr_rule`, `scalesweep.lr_base`; with the scenes-cnn extractor also
+`alignment` (the share of samples whose every attribute matches the caption) at each eval step. Of a retried
 trial only its last attempt counts.
 """
 
@@ -46,6 +47,14 @@ class TransferRun:
     track_samples: int | None = None
     # FD - FD-infinity at the deciding checkpoints (step, bias): the small-sample bias, where the trial estimated it.
     fd_bias: tuple[tuple[int, float], ...] = ()
+    # The alignment score at the eval steps (step, effective_time_s, all-correct share; higher is better), empty for
+    # runs whose extractor does not read captions (every set but scenes).
+    alignment: tuple[tuple[int, float, float], ...] = ()
+
+    @property
+    def endpoint_alignment(self) -> float | None:
+        """The all-correct share at the last eval step with one; None without alignment."""
+        return self.alignment[-1][2] if self.alignment else None
 
     def to_dict(self) -> dict[str, Any]:
         return {

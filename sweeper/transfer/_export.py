@@ -11,7 +11,7 @@ from scaling import ScalingError, ScalingInputError
 from scaling.export import Export, build_export
 from scaling.fits import ScalingFit
 
-from ._fits import FIT_METRICS, fit_docs_of, fits_or_errors_of, level_fits_of, rung_targets_of, targets_differ_of
+from ._fits import fit_docs_of, fit_metrics_of, fits_or_errors_of, level_fits_of, rung_targets_of, targets_differ_of
 from ._plan import _clean, _rung_shape
 from ._record import ResultRecord
 from ._savings import common_targets_of, savings_of, time_to_best_of
@@ -43,9 +43,11 @@ def analysis_of(result: ResultRecord, *, n_boot: int | None = None) -> dict[str,
                      "steps_to_target": hit.get("steps"), "time_to_target_s": hit.get("time_s"),
                      "plateau_drop": drops.get(run.run_id), "fd_samples": run.fd_samples,
                      # FD - FD-infinity at the last deciding checkpoint: how much of endpoint_fd is sample bias
-                     "fd_bias_estimate": run.fd_bias[-1][1] if run.fd_bias else None})
+                     "fd_bias_estimate": run.fd_bias[-1][1] if run.fd_bias else None,
+                     # the all-correct alignment share at the last eval step (scenes-cnn runs; None elsewhere)
+                     "endpoint_alignment": run.endpoint_alignment})
     undertrained = [r for r, e in report["rungs"].items() if e["plateau"]["undertrained"]]
-    fits = fit_docs_of(result, FIT_METRICS, n_boot, undertrained)
+    fits = fit_docs_of(result, fit_metrics_of(result), n_boot, undertrained)  # alignment only where runs carry it
     metric_names = sorted({r.metric_name for r in result.runs if r.metric_name})
     samples = sorted({r.fd_samples for r in result.runs if r.fd_samples})
     return _clean({

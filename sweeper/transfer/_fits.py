@@ -2,7 +2,12 @@
 result and form, predictions from them, and the fits as documents (marked where fitted over undertrained rungs).
 Where the rungs' declared targets differ, steps to target is fitted per target level (`scaling.fits.fit_target_levels`:
 every run's crossing of each level, censored runs kept) and the headline level's first-crossing fit is the
-`steps_to_target` fit; time to target is not fitted across rungs then."""
+`steps_to_target` fit; time to target is not fitted across rungs then.
+
+Metric `alignment` fits the alignment score's error, 1 - alignment (the share of samples whose every attribute matches
+the caption, at each run's last eval step): lower is better and positive, as FD, so it takes FD's form. Only runs
+scored by an extractor that reads captions (scenes-cnn) carry alignment; on others the metric is refused, naming the
+metrics those runs can fit (`fit_metrics_of`)."""
 
 from __future__ import annotations
 
@@ -17,11 +22,14 @@ from ._record import ResultRecord, memo
 from ._savings import succeeded_of
 from ._targets import targets_of, undertrained_rungs_of
 
-__all__ = ["FIT_METRICS", "fit_data_of", "fit_docs_of", "fits_of", "fits_or_errors_of", "level_fits_of", "predict_of",
-           "rung_targets_of", "targets_differ_of", "undertrained_fitted_of"]
+__all__ = ["ALIGNMENT_FIT", "FIT_METRICS", "fit_data_of", "fit_docs_of", "fit_metrics_of", "fits_of",
+           "fits_or_errors_of", "level_fits_of", "predict_of", "rung_targets_of", "targets_differ_of",
+           "undertrained_fitted_of"]
 
 
-FIT_METRICS = ("time_to_best", "best_fd", "endpoint_fd", "steps_to_target", "time_to_target")
+FIT_METRICS = ("time_to_best", "best_fd", "endpoint_fd", "steps_to_target", "time_to_target", "alignment")
+# What the `alignment` fit is fitted on, said wherever the fit is shown.
+ALIGNMENT_FIT = "1 - alignment (the all-correct share at each run's last eval step; lower is better)"
 # Fitted against size like time to best (A*N^-alpha, exponent of either sign): they grow with size at a fixed horizon.
 _COST_METRICS = ("time_to_best", "steps_to_target", "time_to_target")
 # Read against the declared target: their fits say whether the rungs' targets differ.
@@ -37,6 +45,7 @@ def fit_data_of(result: ResultRecord, metric: str = "time_to_best") -> dict[str,
     target has no data."""
     if metric not in FIT_METRICS:
         raise ScalingInputError(f"unknown metric {metric!r}; allowed: {list(FIT_METRICS)}")
+    _check_alignment(result, metric)
     if metric in ("steps_to_target", "time_to_target") and targets_differ_of(result):
         if metric == "time_to_target":
             return {}  # not fitted across targets of different difficulty (`fits` says why)
@@ -53,6 +62,9 @@ def fit_data_of(result: ResultRecord, metric: str = "time_to_best") -> dict[str,
             hit = hits.get(run.run_id)
             value = math.nan if not hit or not hit["reached"] else (
                 hit["steps"] if metric == "steps_to_target" else hit["time_s"])
+        elif metric == "alignment":
+            share = run.endpoint_alignment
+            value = math.nan if share is None else 1.0 - share  # a run with every sample right (0) is left out
         else:
             value = {"time_to_best": ttb.best_time_s, "best_fd": ttb.best_fd,
                      "endpoint_fd": ttb.endpoint_fd}.get(metric, math.nan)
@@ -64,11 +76,26 @@ def fit_data_of(result: ResultRecord, metric: str = "time_to_best") -> dict[str,
     return {arm: d for arm, d in data.items() if len(set(d[0])) >= 2}
 
 
+def fit_metrics_of(result: ResultRecord) -> tuple[str, ...]:
+    """The metrics these runs can be fitted on: `FIT_METRICS`, without `alignment` where no run carries it."""
+    carried = any(run.alignment for run in result.runs)
+    return tuple(m for m in FIT_METRICS if m != "alignment" or carried)
+
+
+def _check_alignment(result: ResultRecord, metric: str) -> None:
+    if metric == "alignment" and "alignment" not in fit_metrics_of(result):
+        raise ScalingInputError(
+            "metric 'alignment': no run of this transfer carries an alignment score (only an extractor that reads "
+            f"captions logs one: eval.extractor scenes-cnn on data scenes); allowed: {list(fit_metrics_of(result))}")
+
+
 def fits_of(result: ResultRecord, metric: str = "time_to_best", form: str | None = None, share: Sequence[str] = (),
         **kwargs: Any) -> ScalingFit:
-    """`fit_scaling` over the arms for `metric` (time_to_best | best_fd | endpoint_fd) against parameter
-    count. Default form: `A*N^-alpha` for time to best (with alpha in (-3, 3): it grows with size), `E+A*N^-alpha`
-    for FD. Other keyword arguments go to `fit_scaling` (n_boot, seed, allow_extrapolation, ...)."""
+    """`fit_scaling` over the arms for `metric` (time_to_best | best_fd | endpoint_fd | alignment, ...) against
+    parameter count. Default form: `A*N^-alpha` for time to best (with alpha in (-3, 3): it grows with size),
+    `E+A*N^-alpha` for FD and for alignment's error (1 - alignment: `ALIGNMENT_FIT`). Other keyword arguments go to
+    `fit_scaling` (n_boot, seed, allow_extrapolation, ...)."""
+    _check_alignment(result, metric)
     share_t = (share,) if isinstance(share, str) else tuple(share)
     if metric in ("steps_to_target", "time_to_target") and targets_differ_of(result):
         if metric == "time_to_target":
@@ -150,6 +177,8 @@ def fit_docs_of(result: ResultRecord, metrics: Sequence[str], n_boot: int | None
         metric: {"error": str(fit)} if isinstance(fit, ScalingError)
         else _mark_undertrained(_fit_doc(fit), undertrained_fitted_of(result, fit, undertrained))
         for metric, fit in fits_or_errors_of(result, metrics, n_boot).items()}
+    if "alignment" in docs:
+        docs["alignment"]["fitted_on"] = ALIGNMENT_FIT
     if "steps_to_target" in docs and targets_differ_of(result):
         extra: dict[str, Any] = {} if n_boot is None else {"n_boot": n_boot}
         try:

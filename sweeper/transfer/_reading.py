@@ -25,7 +25,8 @@ from ._verification import is_verification_run
 __all__ = ["export_from_sweep", "load_transfer_result", "read_runs", "stored_uri"]
 
 # The step series a transfer's analysis reads from each run.
-_HISTORIES = (METRIC.FD, METRIC.EFFECTIVE_TIME_S, METRIC.FD_TRACK, METRIC.TRACK_EFFECTIVE_TIME_S, METRIC.FD_BIAS)
+_HISTORIES = (METRIC.FD, METRIC.EFFECTIVE_TIME_S, METRIC.FD_TRACK, METRIC.TRACK_EFFECTIVE_TIME_S, METRIC.FD_BIAS,
+              METRIC.ALIGNMENT)
 
 
 def load_transfer_result(workdir: str | Path, tracking_uri: str | None = None) -> TransferResult:
@@ -98,6 +99,7 @@ def _transfer_run(run: StoredRun) -> TransferRun:
     track_fd, track_times = run.history(METRIC.FD_TRACK), run.history(METRIC.TRACK_EFFECTIVE_TIME_S)
     track = tuple((int(s), float(track_times[s]), float(track_fd[s])) for s in sorted(track_fd) if s in track_times)
     bias = run.history(METRIC.FD_BIAS)
+    aligned = run.history(METRIC.ALIGNMENT)  # read as FD is: at the eval steps, with their effective time
     return TransferRun(
         rung=params.get("rung", ""),
         parameters=parse_int(tags.get(TRIAL_TAG.PARAMETERS)),
@@ -121,6 +123,7 @@ def _transfer_run(run: StoredRun) -> TransferRun:
         horizon=parse_int(params.get("steps")),
         track_samples=parse_int(tags.get(TRIAL_TAG.FD_TRACK_SAMPLES)) or None,
         fd_bias=tuple((int(s), float(bias[s])) for s in sorted(bias)),
+        alignment=tuple((int(s), float(times[s]), float(aligned[s])) for s in sorted(aligned) if s in times),
     )
 
 

@@ -3,8 +3,9 @@ repository so every headline number re-derives without the MLflow store that pro
 
     <folder>/transfer_record.json  identity, plan (as stored), source, the sweep's objectives, the timing record
     <folder>/runs.csv              one row per run (its last attempt): rung, arm, seed, lr, K, gamma, state, ...
-    <folder>/curves.csv            one row per recorded point: run_id, series (checkpoint | track | fd_bias),
-                                   step, effective_time_s, value (FD, tracking FD or FD bias)
+    <folder>/curves.csv            one row per recorded point: run_id, series (checkpoint | track | fd_bias |
+                                   alignment), step, effective_time_s, value (FD, tracking FD, FD bias or the
+                                   all-correct alignment share)
 
 Floats are written at full precision (Python's shortest round-trip repr), so the analysis of the transfer read back
 equals the analysis of the transfer read from MLflow, number for number (a test checks it). `scalesweep transfer
@@ -31,9 +32,10 @@ __all__ = ["RECORD_FILES", "is_records_folder", "read_transfer_records", "write_
 RECORD_FILES = ("transfer_record.json", "runs.csv", "curves.csv")
 RECORDS_FORMAT = 1
 
-# TransferRun's point series, each a tuple of tuples: (step, effective_time_s, value), fd_bias (step, value).
-_SERIES = ("checkpoints", "track", "fd_bias")
-_SERIES_NAME = {"checkpoints": "checkpoint", "track": "track", "fd_bias": "fd_bias"}
+# TransferRun's point series, each a tuple of tuples: (step, effective_time_s, value), fd_bias (step, value). Records
+# written before alignment was kept have no alignment rows and read back without it.
+_SERIES = ("checkpoints", "track", "fd_bias", "alignment")
+_SERIES_NAME = {"checkpoints": "checkpoint", "track": "track", "fd_bias": "fd_bias", "alignment": "alignment"}
 _SCALARS = tuple(f.name for f in dataclasses.fields(TransferRun) if f.name not in _SERIES)
 _INTS = {"parameters", "seed", "attempt", "fd_samples", "horizon", "track_samples", "K"}
 _FLOATS = {"lr", "lr_base", "gamma"}

@@ -28,6 +28,7 @@ from ._export import analysis_of, export_of, target_summary_of
 from ._fits import (
     FIT_METRICS,
     fit_data_of,
+    fit_metrics_of,
     fits_of,
     fits_or_errors_of,
     level_fits_of,
@@ -126,6 +127,10 @@ class TransferResult(ResultRecord):
     # ------------------------------------------------------------------------------------------------------
     # Scaling fits (`_fits`)
 
+    def fit_metrics(self) -> tuple[str, ...]:
+        """The metrics these runs can be fitted on: `FIT_METRICS`, without `alignment` where no run carries it."""
+        return fit_metrics_of(self)
+
     def fit_data(self, metric: str = "time_to_best") -> dict[str, tuple[list[float], list[float]]]:
         """Arm -> (sizes, values): one entry per succeeded run (sizes repeat over seeds), arms with fewer than two
         rungs left out (`_fits.fit_data_of`)."""
@@ -134,8 +139,10 @@ class TransferResult(ResultRecord):
     def fits(self, metric: str = "time_to_best", form: str | None = None, share: Sequence[str] = (),
              **kwargs: Any) -> ScalingFit:
         """`fit_scaling` over the arms for `metric` against parameter count. Default form: `A*N^-alpha` for time to
-        best (with alpha in (-3, 3): it grows with size), `E+A*N^-alpha` for FD. Other keyword arguments go to
-        `fit_scaling` (n_boot, seed, allow_extrapolation, ...). Fitted once per result and settings."""
+        best (with alpha in (-3, 3): it grows with size), `E+A*N^-alpha` for FD and for `alignment`, which is fitted
+        on 1 - alignment at each run's last eval step (refused where no run carries alignment). Other keyword
+        arguments go to `fit_scaling` (n_boot, seed, allow_extrapolation, ...). Fitted once per result and
+        settings."""
         return fits_of(self, metric, form, share, **kwargs)
 
     def level_fits(self, form: str | None = None, share: Sequence[str] = (), **kwargs: Any) -> TargetLevelFits:

@@ -11,9 +11,10 @@
     scalesweep transfer records DIR --out FOLDER
                                           the transfer's raw records (plan, timing, runs, curves) as plain files
                                           that `scalesweep fit FOLDER` reads back without the MLflow store
-    scalesweep fit DIR [--metric time_to_best|best_fd|endpoint_fd|steps_to_target|time_to_target] [--form F]
-                       [--share P ...] [--n-boot N] [--json]
+    scalesweep fit DIR [--metric time_to_best|best_fd|endpoint_fd|steps_to_target|time_to_target|alignment]
+                       [--form F] [--share P ...] [--n-boot N] [--json]
                                           fits with intervals, flags and the savings table of a transfer
+                                          (alignment: fitted on 1 - alignment, for runs that carry it)
     scalesweep export DIR --rung RUNG [--format yaml|json] [--out FILE] [--from-sweep]
                                           the transferred hyperparameters for RUNG (DIR a transfer folder, or a
                                           sweep folder with --from-sweep: rules only, not verified)
@@ -56,8 +57,9 @@ def add_commands(sub: Any) -> None:
 
     p = sub.add_parser("fit", help="scaling fits, intervals, flags and savings of a transfer")
     p.add_argument("workdir", help="the transfer's work folder, or a folder of its records (transfer records)")
-    p.add_argument("--metric", help="time_to_best (default), best_fd, endpoint_fd, steps_to_target or "
-                   "time_to_target; all of them with --json")
+    p.add_argument("--metric", help="time_to_best (default), best_fd, endpoint_fd, steps_to_target, "
+                   "time_to_target or alignment (fitted on 1 - alignment at each run's last eval step; scenes-cnn "
+                   "runs only); all of them with --json")
     p.add_argument("--form", help="A*N^-alpha or E+A*N^-alpha (default: A*N^-alpha for time, E+A*N^-alpha for FD)")
     p.add_argument("--share", nargs="*", default=[], help="parameters tied across arms, e.g. alpha E")
     p.add_argument("--n-boot", type=int, help="bootstrap replicates (default 500)")
@@ -151,6 +153,7 @@ def _num(value: float | None, fmt: str = ".4g") -> str:
 def _fit(args: argparse.Namespace) -> int:
     from scaling import ScalingError, ScalingInputError
 
+    from ._fits import ALIGNMENT_FIT
     from ._result import FIT_METRICS
 
     if args.metric is not None and args.metric not in FIT_METRICS:
@@ -158,6 +161,11 @@ def _fit(args: argparse.Namespace) -> int:
     if args.n_boot is not None and args.n_boot < 0:
         raise ScalingInputError(f"--n-boot: must be >= 0, got {args.n_boot}")
     result = _load(args)
+    if args.metric is not None and args.metric not in result.fit_metrics():  # alignment on runs without it
+        try:
+            result.fits(args.metric)
+        except ScalingInputError as exc:  # the refusal, naming the metrics these runs can fit
+            raise ScalingInputError(f"--{exc}") from None
     extra: dict[str, Any] = {} if args.n_boot is None else {"n_boot": args.n_boot}
     if args.json:
         doc = result.analysis(**extra)
@@ -168,7 +176,7 @@ def _fit(args: argparse.Namespace) -> int:
         return 0
     print(result.table())
     undertrained = result.undertrained_rungs()
-    metrics = [args.metric] if args.metric else list(FIT_METRICS)
+    metrics = [args.metric] if args.metric else list(result.fit_metrics())
     for metric in metrics:
         print(f"\n{metric} vs parameter count:")
         try:
@@ -181,6 +189,8 @@ def _fit(args: argparse.Namespace) -> int:
         except ScalingError as exc:
             print(f"  no fit: {exc}")
             continue
+        if metric == "alignment":
+            print(f"  fitted on {ALIGNMENT_FIT}")
         share = f", shared {list(fit.share)}" if fit.share else ""
         print(f"  form {fit.form}{share}; {fit.level:.0%} intervals ({fit.bootstrap} bootstrap, "
               f"{fit.n_boot_ok} replicates); loss {fit.loss_reason or fit.loss_function}")

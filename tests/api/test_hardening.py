@@ -95,6 +95,34 @@ def test_fits_follow_the_transfer_as_it_changes(api: TestClient, tmp_path: Path,
     assert html.status_code == 409  # no MLflow parent run in this hand-made result: said, not a stale page
 
 
+def test_alignment_fits_are_refused_by_name_for_runs_without_alignment(api: TestClient, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shapes transfer's runs carry no alignment score: `metric=alignment` is a 422 naming the metrics they can
+    fit, on /fits and /predict; with alignment on its runs the same request answers."""
+    import dataclasses
+
+    transfer_id, folder = _transfer_folder(api, tmp_path)
+    runs = {"now": [_run("cpu-xs", "SUCCEEDED")]}
+    monkeypatch.setattr("api.service.routers.transfers.load_transfer_result",
+                        lambda f: _result("RUNNING", folder, runs["now"]))
+    fits = api.get(f"/v1/transfers/{transfer_id}/fits", params={"metric": "alignment"})
+    assert fits.status_code == 422 and fits.headers["content-type"] == "application/problem+json"
+    assert "no run of this transfer carries an alignment score" in fits.json()["detail"]
+    assert "allowed: ['best_fd', 'endpoint_fd', 'steps_to_target', 'time_to_best', 'time_to_target']" in \
+        fits.json()["detail"]
+    predict = api.get(f"/v1/transfers/{transfer_id}/predict",
+                      params={"size": "cpu-s", "arm": "periodic", "metric": "alignment"})
+    assert predict.status_code == 422 and "no run of this transfer carries an alignment score" in predict.text
+
+    runs["now"] = [dataclasses.replace(_run("cpu-xs", "SUCCEEDED"), alignment=((4, 1.0, 0.2), (8, 2.0, 0.3)))]
+    (folder / "status.json").write_text(json.dumps({"state": "RUNNING", "changed": 1}))  # a new version
+    fits = api.get(f"/v1/transfers/{transfer_id}/fits", params={"metric": "alignment"})
+    assert fits.status_code == 200, fits.text
+    # one rung is one size: the alignment fit is refused for that reason, not for want of alignment
+    assert "two rungs or more to fit alignment" in fits.json()["fits"]["alignment"]["error"]
+    assert fits.json()["runs"][0]["endpoint_alignment"] == 0.3
+
+
 def test_runs_without_a_rung_are_left_out_of_the_analysis(api: TestClient, tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     transfer_id, folder = _transfer_folder(api, tmp_path)

@@ -25,7 +25,8 @@ from .transfers import get_transfer_record, started_folder, transfer_result
 router = APIRouter(prefix="/transfers", tags=["fits"], route_class=SessionRoute)
 
 T = TypeVar("T")
-Metric = Literal["time_to_best", "best_fd", "endpoint_fd", "steps_to_target", "time_to_target"]
+# `alignment` is fitted on 1 - alignment (sweeper.transfer's fits), for transfers whose runs carry it.
+Metric = Literal["time_to_best", "best_fd", "endpoint_fd", "steps_to_target", "time_to_target", "alignment"]
 
 
 def _current(results: ResultsDep, record: Any) -> tuple[Any, Any]:
@@ -82,14 +83,19 @@ def get_fits(transfer_id: str, results: ResultsDep, session: SessionDep, _reader
     """The transfer's analysis (`sweeper.TransferResult.analysis()`): every run's time to best, best and endpoint
     FD and volatile checkpoints; savings of the searched arm against each baseline per rung (%, seed spread);
     fits of each metric with bootstrap intervals, flags (at_bound, non_identifiable, misspecified, ...) and
-    leave-one-rung-out errors. With `metric`, only that fit under `fits`."""
+    leave-one-rung-out errors. With `metric`, only that fit under `fits`; `alignment` (fitted on 1 - alignment at each
+    run's last eval step) is refused with 422 where no run carries an alignment score."""
     record = get_transfer_record(session, transfer_id)
     release(session)
     doc = dict(_stored_or_computed(results, record, "analysis",
                                    lambda folder, version: read_labelled(folder / ANALYSIS_FILE, version),
                                    lambda result: dict(result.analysis())))
     if metric is not None:
-        doc["fits"] = {metric: doc.get("fits", {}).get(metric)}
+        fits = doc.get("fits", {})
+        if metric == "alignment" and metric not in fits:  # the runs carry no alignment score (shapes, pixels)
+            raise HTTPException(422, "metric: 'alignment': no run of this transfer carries an alignment score (only "
+                                f"eval.extractor scenes-cnn logs one); allowed: {sorted(fits)}")
+        doc["fits"] = {metric: fits.get(metric)}
     # The service's id, not the transfer's own (its MLflow tag scalesweep.transfer_id), kept as tracking_id.
     return {**doc, "transfer_id": record.id, "tracking_id": doc.get("transfer_id")}
 
