@@ -102,6 +102,14 @@ def test_serve_when_the_app_cannot_start(tmp_path: Path, capsys: pytest.CaptureF
     (["data.options.kinds=[hexagon]"], ["data: options.kinds: unknown", "'hexagon'", "allowed: ['circle'"]),
     (["data.options.max_objects=20"], ["options.max_objects: 20 objects cannot fit", "allowed: 1 to 16"]),
     (["patch=5"], ["patch: data.image_size 32 does not divide", "allowed patches at this image_size"]),
+    # an unknown attribute, as a value of one the set varies or as an option it does not have
+    (["data.options.colours=[mauve]"], ["options.colours: unknown", "'mauve'", "allowed: ['red', 'green'"]),
+    (["data.options.sizes=[huge]"], ["options.sizes: unknown", "'huge'", "allowed: ['small', 'large']"]),
+    (["data.options.textures=[striped]"], ["options.textures: not an option of scenes", "allowed: ['kinds'"]),
+    # a count past the field's own bound is said as the canvas says it, not as a bare number
+    (["data.options.max_objects=100"], ["options.max_objects: 100 objects cannot fit on a 4x4 grid", "1 to 16"]),
+    (["data.options.min_objects=5"], ["options.min_objects: 5 is above max_objects 3", "allowed: 1 to 3"]),
+    (["data.image_size=30"], ["options.grid: 4 cells per side do not tile a 30-px image", "[2, 3, 5, 6]"]),
 ])
 def test_a_scenes_set_that_cannot_be_drawn_is_one_line(sets: list[str], words: list[str],
                                                        capsys: pytest.CaptureFixture[str]) -> None:
@@ -109,4 +117,22 @@ def test_a_scenes_set_that_cannot_be_drawn_is_one_line(sets: list[str], words: l
     code, err = _run(capsys, *argv, *(a for s in sets for a in ("--set", s)))
     assert code == 2 and len(err.splitlines()) == 1, err
     assert err.startswith("scalesweep trial: error: invalid trial config: "), err
+    assert all(w in err for w in words), err
+
+
+@pytest.mark.parametrize(("trial", "words"), [
+    ("{patch: 4, data: {name: scenes, image_size: 32, options: {kinds: [hexagon]}}}",
+     ["trial.data: options.kinds: unknown", "'hexagon'", "allowed: ['circle'"]),
+    ("{patch: 4, data: {name: scenes, image_size: 32, options: {max_objects: 17}}}",
+     ["options.max_objects: 17 objects cannot fit on a 4x4 grid", "allowed: 1 to 16"]),
+    ("{patch: 5, data: {name: scenes, image_size: 32}}",
+     ["patch: data.image_size 32 does not divide into 5-px patches", "[1, 2, 4, 8, 16, 32]"]),
+])
+def test_a_sweep_whose_scenes_trial_cannot_be_drawn_is_one_line(trial: str, words: list[str], tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(f"name: s\nrung: cpu-xs\nhorizon: 20\ntrial: {trial}\n")
+    code, err = _run(capsys, "sweep", "validate", str(spec))
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith("scalesweep sweep validate: error: invalid sweep spec: trial: "), err
     assert all(w in err for w in words), err

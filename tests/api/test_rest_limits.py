@@ -233,6 +233,12 @@ def test_a_transfers_free_form_fields_are_bounded(api: TestClient, tmp_path: Pat
      ["options.max_objects", "cannot fit on a 4x4 grid", "1 to 16"]),
     ({"data": {"name": "scenes", "image_size": 32}, "patch": 5}, ["patch", "allowed patches", "[1, 2, 4, 8, 16, 32]"]),
     ({"data": {"name": "scenes", "image_size": 30}}, ["options.grid", "allowed at this image_size: [2, 3, 5, 6]"]),
+    ({"data": {"name": "scenes", "image_size": 32, "options": {"colours": ["mauve"]}}, "patch": 4},
+     ["options.colours", "'mauve'", "allowed: ['red'"]),
+    ({"data": {"name": "scenes", "image_size": 32, "options": {"textures": ["striped"]}}, "patch": 4},
+     ["options.textures: not an option of scenes", "allowed: ['kinds'"]),
+    ({"data": {"name": "scenes", "image_size": 32, "options": {"max_objects": 100}}, "patch": 4},
+     ["options.max_objects: 100 objects cannot fit on a 4x4 grid", "1 to 16"]),
 ])
 def test_a_scenes_set_that_cannot_be_drawn_is_refused(api: TestClient, trial: dict[str, Any],
                                                       words: list[str]) -> None:

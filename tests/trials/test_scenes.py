@@ -136,6 +136,8 @@ def test_16_and_32_pixels_and_the_options(data: ScenesDataset) -> None:
     (32, {"colours": []}, ["options.colours", "allowed: ['red'"]),
     (32, {"sizes": ["huge"]}, ["options.sizes", "allowed: ['small', 'large']"]),
     (32, {"max_objects": 17}, ["options.max_objects", "cannot fit on a 4x4 grid", "allowed: 1 to 16"]),
+    # past the field's own bound (64, an 8 x 8 grid): said for the grid asked for, not as a bare number
+    (32, {"max_objects": 65, "grid": 2}, ["options.max_objects: 65 objects cannot fit on a 2x2 grid", "1 to 4"]),
     (16, {"grid": 8}, ["options.grid", "at least 4 px", "allowed at this image_size: [2, 4]"]),
     (18, {}, ["options.grid", "allowed at this image_size: [2, 3]"]),
     (32, {"min_objects": 3, "max_objects": 2}, ["options.min_objects", "allowed: 1 to 2"]),

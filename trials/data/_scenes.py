@@ -133,6 +133,13 @@ class ScenesOptions(BaseModel):
                             f"allowed: 1 to {self.max_objects}")
 
 
+def _too_many(count: Any, grid: Any) -> str:
+    """An object count past the field's bound, said as the canvas says it: one object per cell of the grid (the
+    given one where it is a grid, else the default)."""
+    side = grid if isinstance(grid, int) and 2 <= grid <= 8 else ScenesOptions.model_fields["grid"].default
+    return f"{count} objects cannot fit on a {side}x{side} grid (one per cell); allowed: 1 to {side * side}"
+
+
 def check_scenes_options(image_size: int, options: dict[str, Any]) -> ScenesOptions:
     """`options` validated for `image_size`; a DataError whose one line names the field and the allowed values."""
     try:
@@ -143,6 +150,8 @@ def check_scenes_options(image_size: int, options: dict[str, Any]) -> ScenesOpti
         message = first["msg"].removeprefix("Value error, ")
         if first["type"] == "extra_forbidden":
             message = f"not an option of scenes; allowed: {list(ScenesOptions.model_fields)}"
+        elif field in ("min_objects", "max_objects") and first["type"] == "less_than_equal":
+            message = _too_many(first["input"], options.get("grid"))
         raise DataError(f"options.{field}: {message}") from None
     parsed.check(image_size)
     return parsed
