@@ -107,3 +107,25 @@ def test_alignment_is_read_from_the_run_record_and_checked() -> None:
         as_records([{"run_id": "x", "alignment_attributes": [0.5]}])
     with pytest.raises(DashboardInputError, match="alignment has a non-numeric entry"):
         as_records([{"run_id": "x", "alignment": {6: "high"}}])
+
+
+def test_the_transfer_page_fits_alignment_only_where_the_runs_carry_it(
+        monkeypatch: Any, transfer_records: list[dict[str, Any]]) -> None:
+    """`transfer_page_data` over a real result (test_transfer_study's way: only MLflow's reads replaced): a transfer
+    whose runs carry alignment is fitted on it (here refused for its one size, said in a note), one whose runs do
+    not says nothing of alignment."""
+    import dataclasses
+
+    from dashboards import _study
+    from dashboards._transfer_page import transfer_page_data
+
+    from ..sweeper.transfer.test_transfer_controls import _result
+
+    monkeypatch.setattr(_study, "load_runs", lambda uri, run: transfer_records)
+    plain = _result(extra_cost=1.3)
+    notes = transfer_page_data(plain).notes
+    assert not any("alignment" in n for n in notes), notes
+    aligned = dataclasses.replace(plain, runs=[dataclasses.replace(r, alignment=((60, 1.0, 0.5),))
+                                               for r in plain.runs], _fits={})
+    notes = transfer_page_data(aligned).notes
+    assert "no alignment fit: no arm has succeeded runs at two rungs or more to fit alignment on" in notes
