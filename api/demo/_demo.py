@@ -9,7 +9,7 @@ Stages, each checked before the next starts (the exit status is 0 only when ever
 2. the sweep, submitted over REST: the paper's 12-point K x gamma grid plus the AdamW and vanilla Muon arms at the
    smallest rung, followed with a progress line;
 3. the transfer of the chosen pair to the profile's rungs (the sweep's and larger ones: cpu-xs, cpu-s and cpu-m
-   for quick; full adds cpu-l) with all three arms, at twice the sweep's horizon;
+   for quick; cpu-2xs to cpu-m for full) with all three arms, at twice the sweep's horizon;
 4. the fits, the export (YAML and JSON, checked by building the optimizer from it) and the HTML report, written to
    the output folder; a summary (chosen pair, FD table, time-to-best savings, fit flags), each stage's time and
    the addresses to open.
@@ -18,10 +18,11 @@ Then it keeps the service and the MLflow UI up until Ctrl-C (or exits at once wi
 point by Ctrl-C (SIGINT) or SIGTERM, it ends everything it started before it exits: the service, the MLflow UI,
 the drivers the service started and their Ray processes (`_end_everything_started`).
 
-The numbers are real at every profile; only their size changes. `quick` (the default) has short horizons and fewer
-FD samples, so its FD ranks are noisy and it does not reproduce the paper's choice. `full` doubles the steps and
-runs 3 seeds, so every number carries a seed spread. How long each took, and on what machine: docs/guide.md, "The
-demo" (the one place those durations are kept).
+The numbers are real at every profile; only their size changes. `quick` (the default) runs the shapes set with short
+horizons, fewer FD samples and one seed, so its FD ranks are noisy, it does not reproduce the paper's choice and its
+fits are a smoke test of the pipeline. `full` and `evidence` run the scenes set (FD and the alignment score on its
+own feature network), `full` with twice quick's steps and 3 seeds, so every number carries a seed spread. How long
+each took, and on what machine: docs/guide.md, "The demo" (the one place those durations are kept).
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ class DemoProfile:
     transfer: dict[str, Any] = field(default_factory=dict)  # other TransferCreate fields (target, horizon, timing)
     baseline_lr_factors: tuple[float, ...] = ()  # each baseline run at these multiples of its lr (equal budgets)
     transfer_seeds: tuple[int, ...] | None = None  # the transfer's own seeds (None: the sweep's)
+    fits_note: str = ""  # printed above the scaling fits in the summary: what they can and cannot be read as
 
 
 # Half the default batch, a quarter of the FD samples, 8 Euler steps: what the quick and full profiles share.
@@ -74,6 +76,23 @@ _SMALL_TRIAL: dict[str, Any] = {
     "eval": {"fd_samples": 256, "reference_samples": 1024, "sample_steps": 8, "val_samples": 64},
 }
 
+# The study's task for the full and evidence profiles: the scenes set (1-3 objects on a 4 x 4 grid with colour, size,
+# position and a relation) at 32 x 32 with 4-px patches (64 image tokens, as shapes at 16 x 16 with patch 2);
+# captions of up to 3 objects take 34 tokens. FD and the alignment score on the set's own feature network
+# (scenes-cnn: trained once per machine, then cached). Its features are 256-d, so an FD needs more than 256 samples
+# (at 256 the covariance is singular and FD is estimation error): 512 at every deciding evaluation and tracking
+# point, 1024 where a bias estimate is wanted (> 2d). The learned text encoder, not MiniLM: nearly every scenes
+# caption is new, and MiniLM encodes one in 29 ms (one thread, on a loaded 2-core Xeon, 2026-12-07): 0.47 s of every
+# batch-16 step, several times the step itself at these rungs.
+_SCENES_TRIAL: dict[str, Any] = {
+    "data": {"name": "scenes", "image_size": 32},
+    "patch": 4,
+    "text_max_length": 34,
+    "text_encoder": "learned",
+}
+_SCENES_EVAL: dict[str, Any] = {**_SMALL_TRIAL["eval"], "extractor": "scenes-cnn", "fd_samples": 512,
+                                "track_samples": 512}
+
 PROFILES: dict[str, DemoProfile] = {
     # Enough for every stage to produce real numbers in minutes, not enough for FD to rank the 12 grid points
     # reliably. Sized by measured cost so that `make demo` from a fresh clone fits in 15 minutes on 2 cores. On one
@@ -82,7 +101,8 @@ PROFILES: dict[str, DemoProfile] = {
     # evaluations, not steps, dominated (12 tracking evaluations beside the 3 deciding ones). The sweep therefore
     # tracks nothing (its objective is the 3 deciding FDs), the transfer tracks 4 points (enough to place the
     # declared target), and it stops at cpu-m: cpu-l's three 240-step runs alone took about 5 minutes each on a
-    # 2-core Xeon, a third of the budget. The `full` and `evidence` profiles keep cpu-l, dense tracking and seeds.
+    # 2-core Xeon, a third of the budget. It stays on the shapes set (the `full` and `evidence` profiles move to
+    # scenes): at one seed and 240 steps its fits are a smoke test of the pipeline, not a measurement.
     "quick": DemoProfile(
         name="quick",
         horizon=120,
@@ -90,8 +110,12 @@ PROFILES: dict[str, DemoProfile] = {
         rungs=("cpu-xs", "cpu-s", "cpu-m"),
         trial={**_SMALL_TRIAL, "warmup_steps": 10, "eval": {**_SMALL_TRIAL["eval"], "track_points": 0}},
         transfer={"trial": {"eval": {"track_points": 4}}},
-        about="120 steps at the sweep, 240 after the transfer to cpu-xs, cpu-s and cpu-m, batch 16, 256 FD "
-        "samples, 4 tracking evaluations per transfer run, one seed",
+        about="shapes, 120 steps at the sweep, 240 after the transfer to cpu-xs, cpu-s and cpu-m, batch 16, 256 FD "
+        "samples, 4 tracking evaluations per transfer run, one seed; its fits are a smoke test of the pipeline "
+        "(one seed, short horizons), not a measurement",
+        fits_note="a smoke test of the pipeline, not a measurement: one seed, 240 steps, the shapes set; read its "
+        "exponents and flags only as proof that the fits ran (profiles full and evidence run the scenes set on "
+        "several seeds)",
     ),
     # The test suite's profile: every stage through the real service, sized to run in a few minutes (learned
     # text embeddings and pooled-pixel features, so nothing is trained or loaded before the first step). As in
@@ -116,21 +140,37 @@ PROFILES: dict[str, DemoProfile] = {
         transfer={"trial": {"eval": {"track_points": 4}}, "timing": {"steps": 4, "warmup": 1}},
         about="12 steps, a 2 x 2 grid, two rungs, FD on pooled pixels: checks the pipeline, measures nothing",
     ),
-    # Twice the quick profile's steps and three seeds: every FD, saving and fitted curve gets a seed spread. Sized
-    # to be timed on 2 cores (see the README); the trial defaults (1800 / 3600 steps, batch 32, 512 FD samples)
-    # at 3 seeds over four rungs would take several hours here.
+    # Twice the quick profile's steps and three seeds on the scenes set: every FD, alignment share, saving and fitted
+    # curve gets a seed spread. The sweep at cpu-2xs, the transfer from cpu-2xs to cpu-m (cpu-l's runs would cost
+    # about as much as the other rungs together); the trial defaults (1800 / 3600 steps, batch 32) at 3 seeds over
+    # four rungs would take several hours here. One trial, measured on one thread of a 2-core Intel Xeon at load
+    # average 8-10 (2026-12-07; the feature network already cached, run_trial on the profile's trial): the sweep's
+    # (cpu-2xs, 240 steps) 68 s, of which training 27 s and its 3 evaluations 29 s; the transfer's largest
+    # (cpu-m, 480 steps) 779 s: training 313 s, its 3 evaluations 85 s, its 12 tracking evaluations 365 s. At these
+    # horizons a scenes model is barely trained (that sweep trial: FD 24,310, all-correct alignment 0): the
+    # profile shows the pipeline on scenes, not a scaling law.
     "full": DemoProfile(
         name="full",
         horizon=240,
         seeds=(0, 1, 2),
-        trial={**_SMALL_TRIAL, "warmup_steps": 20},
-        about="240 steps at the sweep, 480 after the transfer, batch 16, 256 FD samples, seeds 0, 1, 2; the top "
-        "3 points confirmed on fresh seeds 3, 4, 5 (with the baselines' best settings as controls)",
+        rungs=("cpu-2xs", "cpu-xs", "cpu-s", "cpu-m"),
+        # The sweep decides on its 3 deciding FDs and tracks nothing (as quick and evidence); the transfer tracks
+        # at the trial's default 12 points, where the crossings of a target are.
+        trial={**_SMALL_TRIAL, **_SCENES_TRIAL, "warmup_steps": 20, "eval": {**_SCENES_EVAL, "track_points": 0}},
+        transfer={"trial": {"eval": {"track_points": 12}}},
+        about="scenes (32 x 32, FD and alignment on scenes-cnn), 240 steps at the sweep at cpu-2xs, 480 after the "
+        "transfer to cpu-2xs, cpu-xs, cpu-s and cpu-m, batch 16, 512 FD samples, 12 tracking evaluations per "
+        "transfer run, seeds 0, 1, 2; the top 3 points confirmed on fresh seeds 3, 4, 5 (with the baselines' best "
+        "settings as controls)",
         confirm_top=3,  # a study's choice is confirmed on fresh seeds (the winner's curse, measured)
     ),
     # A study whose answer is evidence (docs/targets.md, docs/decisions.md), sized from measured step and
-    # evaluation times on 2 cores (about 2 hours on a 2-core Intel Xeon with AMX-BF16: the sweep 13.9 minutes and the
-    # transfer 66.8 on seeds 6-10 plus about 45 for seeds 11-14, measured on 2026-12-06).
+    # evaluation times on 2 cores on the shapes set (about 2 hours on a 2-core Intel Xeon with AMX-BF16: the sweep
+    # 13.9 minutes and the transfer 66.8 on seeds 6-10 plus about 45 for seeds 11-14, measured on 2026-12-06), and
+    # moved to the scenes set with its target rule, horizons and seeds unchanged (not yet measured there). On
+    # scenes one sweep trial (cpu-xs, 240 steps) took 100 s on one thread of a 2-core Xeon at load average 8-10
+    # (training 43 s, evaluations 37 s at 512 samples; 2026-12-07); the transfer's deciding evaluations take 1024
+    # samples (> 2 x scenes-cnn's 256-d features, so each carries a bias estimate), its tracking 512.
     # Every arm is tuned alike, at the sweep and only there, then carried to the larger rungs by the lr rules with
     # no re-tuning (the paper's protocol): 9 settings each at cpu-xs, 240 steps, seeds 0-2: periodic at K in
     # {2, 3, 4} with the paper's gamma 0.15 and its lr at x1, x1.5 and x2.3 of Muon's default (x2.3 gives it
@@ -159,7 +199,7 @@ PROFILES: dict[str, DemoProfile] = {
         space={"K": [2, 3, 4], "gamma": [0.15], "lr": [0.02, 0.03, 0.046]},
         confirm_top=2,
         baseline_lr_factors=(0.35, 0.5, 0.7, 1.0, 1.4, 2.0, 2.8, 4.0, 5.6),
-        trial={**_SMALL_TRIAL, "warmup_steps": 20, "eval": {**_SMALL_TRIAL["eval"], "track_points": 0}},
+        trial={**_SMALL_TRIAL, **_SCENES_TRIAL, "warmup_steps": 20, "eval": {**_SCENES_EVAL, "track_points": 0}},
         # Seeds nobody chose on: the sweep selected on 0-2 and confirmed on 3-5. Nine: at five (6-10) the
         # positive control's known 13-15 % saving was seen at cpu-s only, through the spread a data order gives the
         # steps ratio; at nine it is seen at every rung (the 2026-12-06 run: 6-10, then 11-14 by `transfer extend`).
@@ -180,13 +220,14 @@ PROFILES: dict[str, DemoProfile] = {
                   "controls": ["negative", "positive"],
                   # Muon at the periodic arm's mean update RMS: is a steps penalty the step size or the direction?
                   "diagnostics": ["effective_step"],
-                  "trial": {"eval": {"fd_samples": 512, "reference_samples": 1024, "track_points": 10,
-                                     "track_from": 0.25, "track_samples": 256, "track_sample_steps": 8}}},
-        about="9 settings per arm at the sweep (periodic: K 2-4 at gamma 0.15 x lr 0.02/0.03/0.046; each baseline "
-        "at 9 lr multiples), 240 steps, seeds 0-2, top 2 confirmed on seeds 3-5; transfer without re-tuning to "
-        "cpu-xs, cpu-s and cpu-m at 320 steps on fresh seeds 6-10, one target for every rung (1.3 x Muon's plateau "
-        "in a pilot at cpu-xs, 480 steps, seeds 100-101, run first), 10 tracking evaluations from step 80, 512 FD "
-        "samples, per-step timing interleaved to +-2 %, negative and positive controls on another data order, the "
+                  "trial": {"eval": {"fd_samples": 1024, "reference_samples": 1024, "track_points": 10,
+                                     "track_from": 0.25, "track_samples": 512, "track_sample_steps": 8}}},
+        about="scenes (32 x 32, FD and alignment on scenes-cnn); 9 settings per arm at the sweep (periodic: K 2-4 at "
+        "gamma 0.15 x lr 0.02/0.03/0.046; each baseline at 9 lr multiples), 240 steps, seeds 0-2, top 2 confirmed on "
+        "seeds 3-5; transfer without re-tuning to cpu-xs, cpu-s and cpu-m at 320 steps on fresh seeds 6-14, one "
+        "target for every rung (1.3 x Muon's plateau in a pilot at cpu-xs, 480 steps, seeds 100-101, run first), "
+        "10 tracking evaluations from step 80 (512 samples), 1024 FD samples at the deciding checkpoints, per-step "
+        "timing interleaved to +-2 %, negative and positive controls on another data order, the "
         "effective-step diagnostic",
     ),
 }
@@ -362,11 +403,11 @@ def _decision_lines(selection_doc: dict[str, Any] | None, fits: dict[str, Any]) 
 
 
 def _summary(chosen: dict[str, Any] | None, fits: dict[str, Any],
-             selection_doc: dict[str, Any] | None = None) -> list[str]:
+             selection_doc: dict[str, Any] | None = None, fits_note: str = "") -> list[str]:
     """The short printed summary from the fits document (`sweeper.TransferResult.analysis()`): the controls'
     outcomes first (before any saving), the chosen pair, the decisions with their uncertainty (P(best) only from 5
-    seeds; a choice worse than every baseline warned of), the effective-step verdicts, per-run FD table,
-    time-to-best savings and fit flags."""
+    seeds; a choice worse than every baseline warned of), the effective-step verdicts, per-run FD table (with the
+    endpoint alignment where the runs carry it), time-to-best savings and fit flags, `fits_note` above them."""
     controls = fits.get("controls")
     # Whether the pipeline would have seen a saving decides how every number below reads.
     lines = [*controls["summary"], ""] if controls and controls.get("summary") else [
@@ -376,13 +417,19 @@ def _summary(chosen: dict[str, Any] | None, fits: dict[str, Any],
     for doc in (fits.get("diagnostics") or {}).values():
         lines += ["", *doc.get("lines", [])]
     metric, samples = fits.get("metric_name") or "fd", fits.get("fd_samples")
-    lines += [f"\nafter the transfer: FD on {metric} features ({samples} samples), best-seen and endpoint, and time "
-              "to best (effective training seconds)",
-              "| rung | parameters | arm | seed | state | best FD | endpoint FD | time to best s |",
-              "|---|---|---|---|---|---|---|---|"]
-    for r in sorted(fits.get("runs") or [], key=lambda r: (r.get("parameters") or 0, r["arm"], r["seed"])):
+    runs = fits.get("runs") or []
+    aligned = any(r.get("endpoint_alignment") is not None for r in runs)  # scenes-cnn runs: alignment beside FD
+    lines += [f"\nafter the transfer: FD on {metric} features ({samples} samples), best-seen and endpoint, "
+              + ("the endpoint alignment (all attributes correct), " if aligned else "")
+              + "and time to best (effective training seconds)",
+              "| rung | parameters | arm | seed | state | best FD | endpoint FD | "
+              + ("endpoint alignment | " if aligned else "") + "time to best s |",
+              "|---|---|---|---|---|---|---|" + ("---|" if aligned else "") + "---|"]
+    for r in sorted(runs, key=lambda r: (r.get("parameters") or 0, r["arm"], r["seed"])):
+        alignment = f"{_fmt(r.get('endpoint_alignment'), 3)} | " if aligned else ""
         lines.append(f"| {r['rung']} | {r.get('parameters') or '-'} | {r['arm']} | {r['seed']} | {r['state']} "
-                     f"| {_fmt(r.get('best_fd'))} | {_fmt(r.get('endpoint_fd'))} | {_fmt(r.get('time_to_best_s'))} |")
+                     f"| {_fmt(r.get('best_fd'))} | {_fmt(r.get('endpoint_fd'))} | {alignment}"
+                     f"{_fmt(r.get('time_to_best_s'))} |")
     savings = fits.get("savings") or {}
     if savings:
         lines.append("\ntime-to-best savings of periodic versus each baseline "
@@ -401,11 +448,14 @@ def _summary(chosen: dict[str, Any] | None, fits: dict[str, Any],
         lines += ["\nseeds added in rounds:", *(f"  {look_line(look, i)}" for i, look in enumerate(looks, start=1))]
     lines.append("\nscaling fits (flags; hold-out error at the largest size against carrying the previous size "
                  "forward, per arm):")
+    if fits_note:
+        lines.append(f"  NOTE: {fits_note}")
     for metric_name, doc in (fits.get("fits") or {}).items():
         if "error" in doc:
             lines.append(f"  {metric_name}: not fitted ({doc['error']})")
             continue
-        lines.append(f"  {metric_name} {_fit_text(doc)}")
+        label = f"{metric_name} (fitted on 1 - alignment)" if doc.get("fitted_on") else metric_name
+        lines.append(f"  {label} {_fit_text(doc)}")
         if doc.get("alternative"):  # the simpler fit the counting rule passes (e.g. alpha shared by the arms)
             lines.append(f"    alternative {_fit_text(doc['alternative'])}")
     return lines
@@ -530,7 +580,7 @@ def _study(client: Any, profile: DemoProfile, out: Path, times: list[tuple[str, 
     _stage("4/4 fits, export and report", times)
     target = profile.rungs[-1]
     fits, built, report = _save_outcome(client, transfer.id, target, out)
-    print("\n".join(_summary(best.get("best"), fits, best)))
+    print("\n".join(_summary(best.get("best"), fits, best, fits_note=profile.fits_note)))
     print(f"\nexport ({target}) builds: {'; '.join(built)}")
     from scaling.export import Export
 
@@ -598,8 +648,9 @@ def _pipeline(args: argparse.Namespace, profile: DemoProfile, out: Path, run_mar
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", choices=sorted(PROFILES), default="quick",
-                        help="quick (default), full (twice the steps, 3 seeds) or smoke (the test suite's; "
-                        "measures nothing); measured durations: docs/guide.md, 'The demo'")
+                        help="quick (default: shapes, its fits a smoke test), full (scenes, twice the steps, 3 "
+                        "seeds), evidence (scenes, the controlled study) or smoke (the test suite's; measures "
+                        "nothing); measured durations: docs/guide.md, 'The demo'")
     parser.add_argument("--out", default="out/demo", help="output folder (report, export, logs, stores)")
     parser.add_argument("--no-wait", action="store_true", help="exit when done instead of keeping the UI up")
     parser.add_argument("--port", type=int, default=0, help="service port (default: a free one)")

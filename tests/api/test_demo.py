@@ -28,12 +28,49 @@ def test_demo_sweep_is_the_papers_grid_with_both_baselines() -> None:
     assert sorted(spec.search.space["K"]) == [2, 3, 4]
     assert sorted(spec.search.space["gamma"]) == [0.10, 0.15, 0.25, 0.35]
     assert sorted(b.arm for b in spec.baselines) == ["adamw", "muon"]
-    # quick transfers to three rungs (cpu-l's runs cost a third of its 15-minute budget); full keeps all four
+    # quick transfers to three rungs (cpu-l's runs cost a third of its 15-minute budget); full sweeps at cpu-2xs and
+    # transfers to cpu-2xs..cpu-m
     full, quick = PROFILES["full"], PROFILES["quick"]
-    assert quick.rungs == ("cpu-xs", "cpu-s", "cpu-m") and full.rungs == (*quick.rungs, "cpu-l")
+    assert quick.rungs == ("cpu-xs", "cpu-s", "cpu-m") and full.rungs == ("cpu-2xs", "cpu-xs", "cpu-s", "cpu-m")
     assert full.seeds == (0, 1, 2) and full.horizon > quick.horizon
     # quick's evaluations are what it saves on: no tracking in the sweep, 4 tracking points in the transfer
     assert spec.trial["eval"]["track_points"] == 0 and quick.transfer == {"trial": {"eval": {"track_points": 4}}}
+
+
+@pytest.mark.parametrize("name", ["full", "evidence"])
+def test_the_full_and_evidence_profiles_run_the_scenes_set(name: str) -> None:
+    from sweeper import TransferSpec
+    from trials import TrialConfig
+    from trials.models import list_rungs
+
+    p = PROFILES[name]
+    sweep = SweepSpec.model_validate(demo_sweep_spec(p, f"demo-{name}"))
+    trial = sweep.trial
+    assert trial["data"] == {"name": "scenes", "image_size": 32} and trial["patch"] == 4
+    assert trial["text_max_length"] == 34 and trial["eval"]["extractor"] == "scenes-cnn"
+    # scenes' captions are nearly all new: the learned encoder, not MiniLM's one forward pass per caption
+    assert trial["text_encoder"] == "learned"
+    cpu = [r for r in list_rungs() if r.startswith("cpu-")]
+    assert set(p.rungs) <= set(cpu) and p.rungs[0] in ("cpu-2xs", "cpu-xs") and sweep.rung == p.rungs[0]
+    spec = TransferSpec.model_validate({"name": name, "sweep": "x", "rungs": list(p.rungs), **p.transfer})
+    # every FD above scenes-cnn's 256-d features (at 256 samples the covariance is singular), the sweep's and the
+    # transfer's; each trial a valid config at every rung (the caption fits its tokens, the patch tiles the image)
+    judged = {**trial, **spec.trial, "eval": {**trial["eval"], **spec.trial.get("eval", {})}}
+    for cfg in (trial, judged):
+        assert cfg["eval"]["fd_samples"] > 256 and cfg["eval"].get("track_samples", 256) > 256
+        for rung in p.rungs:
+            assert TrialConfig.model_validate({**cfg, "rung": rung, "steps": p.horizon}).resolved_patch == 4
+
+
+def test_quick_stays_on_shapes_and_says_its_fits_are_a_smoke_test() -> None:
+    quick = PROFILES["quick"]
+    assert "data" not in quick.trial and quick.trial["eval"].get("extractor", "shapes-cnn") == "shapes-cnn"
+    assert "smoke test" in quick.about and "smoke test" in quick.fits_note
+    doc = {"fits": {"best_fd": {"form": "E+A*N^-alpha", "flags": []}}}
+    lines = _summary({"K": 3, "gamma": 0.15}, doc, fits_note=quick.fits_note)
+    note = lines.index(f"  NOTE: {quick.fits_note}")
+    assert lines[note - 1].startswith("\nscaling fits") and lines[note + 1].startswith("  best_fd")
+    assert not any("NOTE" in line for line in _summary(None, doc, fits_note=PROFILES["full"].fits_note))
 
 
 def test_the_demo_prints_each_stages_time() -> None:
@@ -92,8 +129,8 @@ def test_evidence_profile_decides_with_uncertainty_and_declares_its_target() -> 
     # Three sizes: A*N^-alpha per arm leaves 1 residual degree of freedom (flagged); alpha shared by the 3 arms
     # leaves 3 - 1 - 1/3 = 1.67 (not flagged), the alternative the fit offers.
     assert p.rungs == ("cpu-xs", "cpu-s", "cpu-m")
-    # the transfer's deciding FDs carry a bias estimate (> 2d samples; shapes-cnn: 128-d), tracking finds the target
-    assert spec.trial["eval"]["fd_samples"] > 2 * 128 and spec.trial["eval"]["track_points"] >= 6
+    # the transfer's deciding FDs carry a bias estimate (> 2d samples; scenes-cnn: 256-d), tracking finds the target
+    assert spec.trial["eval"]["fd_samples"] > 2 * 256 and spec.trial["eval"]["track_points"] >= 6
     # the descent, where the crossings are, sampled from step 80 every 27 steps
     from trials import TrialConfig
 
@@ -175,6 +212,14 @@ def test_summary_reports_table_savings_and_flags() -> None:
     assert "| cpu-s | 1000 | muon | 0 | SUCCEEDED | 12.5 | 13 | 4.25 |" in text
     assert "vs muon 21 +- -" in text
     assert "non_identifiable" in text and "not fitted (needs two sizes)" in text
+    assert "alignment" not in text  # FD-only runs: no column, no word of it
+    # scenes runs: the endpoint alignment beside FD, and the alignment fit named for what it is fitted on
+    doc["runs"][0]["endpoint_alignment"] = 0.125
+    doc["fits"]["alignment"] = {"form": "E+A*N^-alpha", "flags": [], "fitted_on": "1 - alignment (...)"}
+    text = "\n".join(_summary({"K": 3, "gamma": 0.15}, doc))
+    assert "| best FD | endpoint FD | endpoint alignment | time to best s |" in text
+    assert "| cpu-s | 1000 | muon | 0 | SUCCEEDED | 12.5 | 13 | 0.125 | 4.25 |" in text
+    assert "  alignment (fitted on 1 - alignment) (E+A*N^-alpha" in text
 
 
 # Stays long (minutes): the whole demo through a real service, sized by the product's smoke profile
