@@ -593,7 +593,7 @@ def test_cli(case: dict[str, Any], capsys: pytest.CaptureFixture[str], tmp_path:
 
     for argv, needle in [
         (["export", d, "--rung", "cpu-xxl"],
-         "--rung: unknown rung 'cpu-xxl'; allowed: ['cpu-3xs', 'cpu-2xs', 'cpu-xs'"),
+         "--rung: unknown rung 'cpu-xxl'; allowed: ['cpu-3xs', 'cpu-2xs', 'cpu-xs1', 'cpu-xs'"),
         (["export", d, "--rung", "cpu-s", "--format", "xml"], "--format: unknown format 'xml'; allowed: ['yaml'"),
         (["fit", d, "--metric", "fid"], "--metric: unknown metric 'fid'; allowed: ['time_to_best'"),
         (["transfer", "status", str(tmp_path)], "not a transfer work folder"),
