@@ -34,12 +34,12 @@ scaling fit, which do not depend on the image size or patch:
 
 The scenes set's headroom ladder is cpu-xs1 .. cpu-l: 5 rungs over 1.67 decades. Width 32 does not learn that
 set: cpu-3xs and cpu-2xs stay at a validation loss near 0.45 with FD near 25,000 and no image right (2026-12-07,
-Muon, 600 and 770 steps, one seed each), where cpu-xs reaches 0.028 and FD 358 in 1,090 steps. A likely reason,
-not tested apart: at 32 x 32 with patch 4 a token carries 48 pixel values, more than a width-32 model's hidden
-size. On 16 x 16 with patch 2 (12 values a token) they train as the rest of the family. Cost of a training step at
-the scenes set's 32 x 32, patch 4, batch 32, Muon, one thread: cpu-3xs 0.03 s, cpu-xs 0.12 s, cpu-m 0.63 s, cpu-l
-1.24 s (2026-12-07, a 2-core AMX-BF16 Xeon, 30-step runs, one each; `benchmarks/headroom.py costs` measures them
-interleaved).
+Muon, 600 and 770 steps, one seed each; cpu-3xs still 0.42 after 3,000), where cpu-xs reaches 0.028 and FD 358 in
+1,090 steps and cpu-xs1 0.038 and FD 625 in 1,000. A likely reason, not tested apart: at 32 x 32 with patch 4 a
+token carries 48 pixel values, more than a width-32 model's hidden size. On 16 x 16 with patch 2 (12 values a
+token) they train as the rest of the family. Cost of a training step at the scenes set's 32 x 32, patch 4, batch
+32, Muon, one thread: cpu-3xs 0.03 s, cpu-xs 0.12 s, cpu-m 0.63 s, cpu-l 1.24 s (2026-12-07, a 2-core AMX-BF16
+Xeon, 30-step runs, one each; `benchmarks/headroom.py costs` measures them interleaved).
 """
 
 from __future__ import annotations
