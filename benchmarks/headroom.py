@@ -32,6 +32,7 @@ the script works (about a minute), not a measurement.
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import math
@@ -56,6 +57,7 @@ COLUMNS = (("val_loss", "val_loss", 4), ("fd_scenes_cnn", "fd", 1), ("fd_infinit
            ("alignment.relation", "alignment.relation", 3))
 
 
+@functools.cache
 def block_parameters(rung: str) -> int:
     from trials.models import build_model, count_parameters
 
@@ -197,11 +199,12 @@ def _values(mine: dict[int, dict[str, Any]], where: str, seeds: list[int] | None
 Table = tuple[tuple[str, ...], tuple[str, ...], dict[tuple[str, ...], dict[str, Cell]]]
 
 
-def headroom_tables(records: Path | list[Path]) -> dict[str, Table]:
+def headroom_tables(records: Path | list[Path], n_boot: int = 500) -> dict[str, Table]:
     """The study's tables from its records alone, each (key columns, value columns, rows): `rungs` (mean and 95 %
     t interval over seeds at the last eval step), `attributes` (alignment per attribute), `steps` (each rung against
     the one below, paired over the seeds both hold) and `fits` (L(N) = E + A*N^-alpha per metric with the largest
-    rung held out). `records` is the records' folder or the list of their files."""
+    rung held out). `records` is the records' folder or the list of their files; `n_boot` the fits' bootstrap
+    replicates."""
     by_rung = _by_rung(_records(records))
     rung_cols = ("Muon group", "steps", "seeds", "val loss", "FD (scenes-cnn, 1024)", "FD-infinity",
                  "alignment (all correct)")
@@ -221,7 +224,7 @@ def headroom_tables(records: Path | list[Path]) -> dict[str, Table]:
         rungs[(rung,)] = row
         attributes[(rung,)] = {a: _interval_cell(v, 3) for a in attrs if (v := _values(mine, f"alignment.{a}"))}
     steps = _steps_table(by_rung)
-    fits = _fits_table(by_rung)
+    fits = _fits_table(by_rung, n_boot)
     return {"rungs": (("rung",), rung_cols, rungs), "attributes": (("rung",), attrs, attributes),
             "steps": (("rung", "below"), (*(f"{n} Δ" for n, _, _ in JUDGED), "n", "better beyond the spread"),
                       steps),
@@ -260,7 +263,7 @@ def _steps_table(by_rung: dict[str, dict[int, dict[str, Any]]]) -> dict[tuple[st
 FIT_COLUMNS = ("alpha [95 %]", "E [95 %]", "held out", "predicted [95 %]", "observed [95 %]", "prediction", "flags")
 
 
-def _fits_table(by_rung: dict[str, dict[int, dict[str, Any]]]) -> dict[tuple[str, ...], dict[str, Cell]]:
+def _fits_table(by_rung: dict[str, dict[int, dict[str, Any]]], n_boot: int) -> dict[tuple[str, ...], dict[str, Cell]]:
     """L(N) = E + A*N^-alpha per metric on every rung but the largest (every seed a replicate, seed bootstrap), and
     the held-out rung's observed mean against the fitted curve's interval there: "pass" when inside, "MISS" when
     not. Needs at least 4 rungs (3 fitted)."""
@@ -282,7 +285,7 @@ def _fits_table(by_rung: dict[str, dict[int, dict[str, Any]]]) -> dict[tuple[str
         observed = [1 - x if error else x for x in _values(by_rung[held], where)]
         if len({s for s in sizes}) < 3 or not observed or min(values, default=0) <= 0:
             continue
-        fit = fit_scaling({"muon": (sizes, values)}, form="E+A*N^-alpha")
+        fit = fit_scaling({"muon": (sizes, values)}, form="E+A*N^-alpha", n_boot=n_boot)
         alpha, (alo, ahi) = fit.params["muon"]["alpha"], fit.intervals["muon"]["alpha"]
         e, (elo, ehi) = fit.params["muon"]["E"], fit.intervals["muon"]["E"]
         point, lo, hi = fit.predict("muon", size[held], allow_extrapolation=True)

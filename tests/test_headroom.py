@@ -77,7 +77,7 @@ def test_a_ladder_on_a_known_power_law_is_better_at_every_rung_and_its_held_out_
     noise = (0.99, 1.0, 1.01)  # per seed, multiplicative: a spread far below the gaps between rungs
     _ladder(headroom, tmp_path, lambda n, s: ((0.05 + 30 * n ** -0.5) * noise[s], (20 + 4e4 * n ** -0.6) * noise[s],
                                               1 - (0.1 + 50 * n ** -0.4) * noise[s]))
-    tables = headroom.headroom_tables(tmp_path)
+    tables = headroom.headroom_tables(tmp_path, n_boot=100)
     steps = tables["steps"][2]
     assert len(steps) == 4 and all(row["better beyond the spread"][1] == "val loss, FD, alignment"
                                    for row in steps.values())
@@ -103,6 +103,6 @@ def test_a_flat_top_rung_fails_the_step_and_misses_its_prediction(headroom: Any,
         return (0.05 + 30 * m ** -0.5) * noise[s], (20 + 4e4 * m ** -0.6) * noise[s], 0.5
 
     _ladder(headroom, tmp_path, values)
-    tables = headroom.headroom_tables(tmp_path)
+    tables = headroom.headroom_tables(tmp_path, n_boot=100)
     assert tables["steps"][2][("cpu-l", "cpu-m")]["better beyond the spread"][1] == "none"
     assert tables["fits"][2][("val loss",)]["prediction"][1] == "MISS"
