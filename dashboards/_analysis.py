@@ -82,6 +82,10 @@ _ENDPOINT_HEADER = ["steps-to-target ratio [95 % interval] (n)", "seeds per arm 
                     "time saving [95 % interval] (n)", "per-step time ratio [95 % interval]"]
 
 
+def _level(alpha: Any) -> str:
+    return f"{alpha:.3g}" if isinstance(alpha, float) else str(alpha)
+
+
 def controls_html(analysis: Mapping[str, Any]) -> str:
     """Each control at each rung: its outcome, the checks behind it (value, interval, p, what it must show) and
     the comparison it was judged on, at the controls' endpoint."""
@@ -90,7 +94,7 @@ def controls_html(analysis: Mapping[str, Any]) -> str:
         return f"<p>{_NO_CONTROLS}</p>"
     endpoint = controls.get("endpoint", "first")
     rows = []
-    for kind in ("negative", "positive"):
+    for kind in ("negative", "positive", "steps"):
         section = controls.get(kind)
         if not section:
             continue
@@ -104,8 +108,9 @@ def controls_html(analysis: Mapping[str, Any]) -> str:
             rows.append([_e(kind), pair, _e(rung), state, *_endpoint_cells(doc), checks, _e(outcome.get("verdict"))])
     searched = _e(analysis.get("searched_arm") or "the searched arm")
     return (_table(["control", "arms", "rung", "outcome", *_ENDPOINT_HEADER, "checks", "verdict"], rows,
-                   f"each control at each rung, at the {endpoint} crossing (alpha {controls.get('alpha')}): the "
-                   "negative control must come out null, the positive control's known saving must be detected")
+                   f"each control at each rung, at the {endpoint} crossing (alpha {_level(controls.get('alpha'))}, the "
+                   "level the strongest claim must pass): the negative control must come out null, the positive "
+                   "control's known saving and the steps control's known steps ratio must be detected")
             + f"<p>A null on {searched} is read as evidence of no saving only where the positive control's saving was "
               "detected at that rung (each comparison's reading in the next table).</p>")
 

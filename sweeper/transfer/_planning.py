@@ -30,7 +30,7 @@ from ._pilot import plan_pilot
 from ._plan import TransferPlan, _rung_shape, size_basis
 from ._rounds import planned_rounds
 from ._sections import rung_horizon
-from ._spec import CONTROL_ARMS, CONTROL_ORDER_OFFSET, DIAGNOSTIC_ARMS, ArmName, LrRuleName, TransferSpec
+from ._spec import CONTROL_ARMS, CONTROL_ORDER_OFFSETS, DIAGNOSTIC_ARMS, ArmName, LrRuleName, TransferSpec
 from ._state import validated_sweep
 from ._verification import plan_verification
 
@@ -176,18 +176,21 @@ def _carried_rows(spec: TransferSpec, rungs: list[str], study_trial: Mapping[str
 
 def _control_rows(spec: TransferSpec, rows: Sequence[Mapping[str, Any]], searched_arm: str) -> list[dict[str, Any]]:
     """One row per (rung, control or diagnostic): Muon's row at that rung again, under the extra arm's name. The
-    controls keep Muon's carried lr and weight decay (the positive control's optimizer is `muon_extra_ns`, the same
-    settings); the effective-step diagnostic is Muon at the searched arm's lr at that rung x (1 + (K - 1) gamma) / K
-    (the searched arm's mean update RMS relative to Muon's at the same lr), with the searched arm's weight decay /
-    that factor, so its mean update size and its per-step decay lr x wd are the searched arm's."""
+    controls keep Muon's carried lr and weight decay (the positive control's optimizer is `muon_extra_ns`, the steps
+    control's `muon_stretched` with the spec's stretch, the same settings), each control on a data order of its own
+    (`control_data_order: other`), so no two controls train one run; the effective-step diagnostic is Muon at the
+    searched arm's lr at that rung x (1 + (K - 1) gamma) / K (the searched arm's mean update RMS relative to Muon's
+    at the same lr), with the searched arm's weight decay / that factor, so its mean update size and its per-step
+    decay lr x wd are the searched arm's."""
     out = []
     muon_rows = [r for r in rows if r["arm"] == "muon"]
-    order = {"order_seed_offset": CONTROL_ORDER_OFFSET} if spec.control_data_order == "other" else {}
     for kind in spec.controls:
         arm = CONTROL_ARMS[kind]
+        order = {"order_seed_offset": CONTROL_ORDER_OFFSETS[kind]} if spec.control_data_order == "other" else {}
+        stretch = {"stretch": spec.control_stretch} if kind == "steps" else {}
         for row in muon_rows:
             name = "muon" if kind == "negative" else arm
-            out.append({**row, "arm": arm, "optimizer": {**row["optimizer"], "name": name}, **order})
+            out.append({**row, "arm": arm, "optimizer": {**row["optimizer"], "name": name, **stretch}, **order})
     for diagnostic in spec.diagnostics:
         if searched_arm != "periodic":
             raise TransferError(f"diagnostics {list(spec.diagnostics)} need a periodic searched arm (its K and gamma "
@@ -417,7 +420,12 @@ def _extra_sections(spec: TransferSpec, source: _Source, rows: Sequence[Mapping[
     """The plan's sections for the controls, diagnostics and lr brackets, where the spec asks for them."""
     out: dict[str, Any] = {}
     if spec.controls:
-        out["controls"] = {kind: {"arm": CONTROL_ARMS[kind], "against": "muon", "data_order": spec.control_data_order}
+        out["controls"] = {kind: {"arm": CONTROL_ARMS[kind], "against": "muon", "data_order": spec.control_data_order,
+                                  **({"order_seed_offset": CONTROL_ORDER_OFFSETS[kind]}
+                                     if spec.control_data_order == "other" else {}),
+                                  **({"stretch": spec.control_stretch,
+                                      "expected_steps_ratio": spec.control_stretch / (spec.control_stretch + 1)}
+                                     if kind == "steps" else {})}
                            for kind in spec.controls}
     if spec.diagnostics:
         first_searched = next(r for r in rows if r["arm"] == source.searched_arm)["optimizer"]
