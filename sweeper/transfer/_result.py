@@ -202,8 +202,9 @@ class TransferResult(ResultRecord):
         controls = self.controls()
         # A target from a pilot that had not plateaued first, then the controls: whether the line and the instrument
         # can be trusted decides how the rest reads.
-        flag = (self.targets().get("pilot") or {}).get("flag")
-        lines = [flag, ""] if flag else []
+        pilot = self.targets().get("pilot") or {}
+        flags = [pilot[k] for k in ("flag", "horizon_flag") if pilot.get(k)]
+        lines = [*flags, ""] if flags else []
         lines += [*controls["summary"], ""] if controls else []
         for doc in (self.diagnostics() or {}).values():
             lines += [*doc["lines"], ""]
