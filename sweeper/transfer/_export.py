@@ -15,7 +15,15 @@ from ._fits import FIT_METRICS, fit_docs_of, fits_or_errors_of, level_fits_of, r
 from ._plan import _clean, _rung_shape
 from ._record import ResultRecord
 from ._savings import common_targets_of, savings_of, time_to_best_of
-from ._targets import claims_of, controls_of, diagnostics_of, targets_of, tuning_budgets_of, undertrained_rungs_of
+from ._targets import (
+    claims_of,
+    controls_of,
+    diagnostics_of,
+    fixed_arms_of,
+    targets_of,
+    tuning_budgets_of,
+    undertrained_rungs_of,
+)
 from ._time_ratio import time_ratio_of
 from ._verification import verification_doc_of
 
@@ -75,6 +83,7 @@ def analysis_of(result: ResultRecord, *, n_boot: int | None = None) -> dict[str,
         "rounds": result.plan.rounds,
         "extensions": result.plan.get("extensions"),
         "diagnostics": diagnostics_of(result),
+        "fixed_arms": fixed_arms_of(result),
         "tuning_budgets": tuning_budgets_of(result),
         "claims": claims_of(result),
         "lr_brackets": {"multiples": result.plan.lr_brackets, "choices": result.lr_choices,

@@ -102,6 +102,8 @@ class TransferPlan(_Keyed):
     # The diagnostics (`TransferSpec.diagnostics`): kind -> {arm, against, reference, lr_factor}; their rows are
     # in `control_runs` beside the controls'.
     diagnostics: dict[str, dict[str, Any]] | None = None
+    # The fixed arms (`TransferSpec.fixed_arms`): kind -> {arm, of, refresh_every, gamma}; rows in `control_runs`.
+    fixed_arms: dict[str, dict[str, Any]] | None = None
     control_runs: list[PlanRow] = []
     # Equal tuning (`TransferSpec.lr_brackets`): arm -> multiples of its carried lr; the rows of the multiples other
     # than 1, arms named `<arm>@lr_x<multiple>`.

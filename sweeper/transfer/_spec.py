@@ -38,8 +38,9 @@ from ._errors import TransferError
 from ._sections import HorizonSpec, PlateauSpec, TargetSpec, TimingSpec
 from ._verification import VerifySpec
 
-__all__ = ["ARMS", "CONTROL_ARMS", "CONTROL_ORDER_OFFSET", "CONTROL_ORDER_OFFSETS", "DIAGNOSTIC_ARMS", "ControlName",
-           "DiagnosticName", "RungOptions", "TransferSpec", "default_transfer_workdir", "load_transfer_spec"]
+__all__ = ["ARMS", "CONTROL_ARMS", "CONTROL_ORDER_OFFSET", "CONTROL_ORDER_OFFSETS", "DIAGNOSTIC_ARMS", "FIXED_ARMS",
+           "ControlName", "DiagnosticName", "FixedArmName", "RungOptions", "TransferSpec", "default_transfer_workdir",
+           "load_transfer_spec"]
 
 _ARMS = ARMS
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
@@ -48,6 +49,12 @@ ArmName = Literal["periodic", "muon", "adamw", "rownorm"]
 LrRuleName = LrRule
 ControlName = Literal["negative", "positive", "steps"]
 DiagnosticName = Literal["effective_step"]
+FixedArmName = Literal["paper_default"]
+# The fixed arms: the searched periodic arm at a stated point instead of the chosen one, at every rung beside it
+# (paper_default: the paper's K=3, gamma=0.15, chosen on its smallest model and never re-tuned), its lr the chosen
+# point's as carried: arm name and the optimizer fields it fixes.
+FIXED_ARMS: dict[str, tuple[str, dict[str, Any]]] = {"paper_default": ("periodic_paper",
+                                                                       {"refresh_every": 3, "gamma": 0.15})}
 # Each control's arm, run beside Muon at every rung: the negative control a second, identical Muon under another
 # name; the positive control Muon plus one discarded Newton-Schulz per matrix per step; the steps control Muon with
 # a null step after every `control_stretch` steps (trials.optim, control arms).
@@ -226,6 +233,15 @@ class TransferSpec(BaseModel):
         "periodic searched arm and the builtin trainer. Default: none.",
     )
 
+    fixed_arms: list[FixedArmName] = Field(
+        default_factory=list,
+        max_length=1,
+        description="Fixed arms trained beside the arms at every rung and compared with each of them at the first "
+        "crossing (reported, not among the judged claims): paper_default (periodic_paper: the periodic arm at the "
+        "paper's K=3, gamma=0.15 with the chosen point's carried lr), so the chosen pair is seen against the pair "
+        "the paper would have carried untuned. Needs a periodic searched arm. Default: none.",
+    )
+
     @field_validator("rungs")
     @classmethod
     def _known_rungs(cls, rungs: list[str] | dict[str, RungOptions | None] | None
@@ -320,6 +336,17 @@ class TransferSpec(BaseModel):
                              "allowed: [] with this sweep")
         return names
 
+    @field_validator("fixed_arms")
+    @classmethod
+    def _fixed_arms_need_periodic(cls, names: list[str], info: ValidationInfo) -> list[str]:
+        if len(set(names)) != len(names):
+            raise ValueError(f"fixed_arms must be distinct; got {names}")
+        facts = _source_facts(info.data.get("sweep"), info.data.get("trial") or {})
+        if names and facts.period == 1:
+            raise ValueError(f"fixed_arms {names} fix the periodic arm's K and gamma: the sweep must search "
+                             "periodic; allowed: [] with this sweep")
+        return names
+
     @field_validator("lr_brackets")
     @classmethod
     def _brackets(cls, brackets: dict[str, list[float]]) -> dict[str, list[float]]:
@@ -406,7 +433,7 @@ class TransferSpec(BaseModel):
         for later in ("verify", "rounds"):  # added later: older transfers resume
             if payload.get(later, 0) is None:
                 payload.pop(later)
-        for later in ("controls", "diagnostics", "lr_brackets"):  # added later, empty by default: older ones resume
+        for later in ("controls", "diagnostics", "lr_brackets", "fixed_arms"):  # added later, empty by default
             if not payload.get(later):
                 payload.pop(later, None)
         if payload.get("control_data_order") == "same" or not payload.get("controls"):  # as before it existed

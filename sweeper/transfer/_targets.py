@@ -37,8 +37,8 @@ from ._timing import round_log_ratios
 CONTROL_ENDPOINT = "first"
 CONTROL_ALPHA = 0.05  # the family-wise alpha of a study without a rounds rule
 
-__all__ = ["claims_of", "controls_of", "controls_summary", "diagnostics_of", "targets_of", "timing_how",
-           "tuning_budgets_of", "undertrained_rungs_of"]
+__all__ = ["claims_of", "controls_of", "controls_summary", "diagnostics_of", "fixed_arms_of", "targets_of",
+           "timing_how", "tuning_budgets_of", "undertrained_rungs_of"]
 
 
 def _sd_seed_log(comp: CrossingComparison, endpoint: str) -> float | None:
@@ -332,14 +332,61 @@ def tuning_budgets_of(result: ResultRecord) -> dict[str, Any]:
     if chosen:
         sweep_settings[result.searched_arm] = int(chosen)
     brackets = result.plan.lr_brackets or {}
+    seeds = len(result.source.get("selection_seeds") or [])
     per_arm = {arm: {"sweep_settings": sweep_settings.get(arm),
+                     # trials at the tuning rung: settings x the sweep's seeds (None where the seeds are not recorded)
+                     "sweep_trials": sweep_settings[arm] * seeds if arm in sweep_settings and seeds else None,
                      "transfer_settings_per_rung": len(brackets.get(arm, [1])),
                      "runs_per_rung": len(brackets.get(arm, [1])) * len(result.plan.seeds)}
                for arm in result.plan.arms}
     transfer_equal = len({a["runs_per_rung"] for a in per_arm.values()}) == 1
     known = [a["sweep_settings"] for a in per_arm.values() if a["sweep_settings"] is not None]
+    selection = dict(result.source.get("selection") or {})
+    if selection:
+        # the transfer judges steps (and time) to the target: tuning on it is tuning on the judged quantity
+        selection["on_judged_quantity"] = selection.get("objective") == "steps_to_target"
     return {"arms": per_arm, "equal_in_transfer": transfer_equal,
-            "equal_in_sweep": (len(set(known)) <= 1) if len(known) == len(per_arm) else None}
+            "equal_in_sweep": (len(set(known)) <= 1) if len(known) == len(per_arm) else None,
+            "selection": selection or None}
+
+
+def fixed_arms_of(result: ResultRecord) -> dict[str, Any] | None:
+    """The fixed arms' section (None without): per fixed arm (paper_default: periodic at K=3, gamma=0.15) and rung,
+    it against every arm at the first crossing (steps ratio, time saving where timed), reported beside the claims,
+    not among them."""
+    plan = result.plan.get("fixed_arms")
+    if not plan:
+        return None
+    rungs = rung_report_of(result)["rungs"]
+    out: dict[str, Any] = {}
+    for kind, d in plan.items():
+        per: dict[str, Any] = {}
+        lines = []
+        for rung in result.plan.rungs:
+            per[rung] = {}
+            for other in result.plan.arms:
+                comp = crossing_of(result, rung, d["arm"], other, rungs[rung]["target"])
+                per[rung][other] = comp.to_dict() if isinstance(comp, CrossingComparison) else {"error": comp}
+                lines.append(f"{rung}: {d['arm']} (K={d.get('refresh_every')}, gamma={d.get('gamma')}) against "
+                             f"{other}: {_first_text(comp)}")
+        out[kind] = {**d, "endpoint": CONTROL_ENDPOINT, "judged": False, "rungs": per, "lines": lines}
+    return out
+
+
+def _first_text(comp: CrossingComparison | str) -> str:
+    """The first crossing's steps ratio and time saving in words (or why there is none)."""
+    if not isinstance(comp, CrossingComparison):
+        return f"not compared: {comp}"
+    steps = comp.steps.get(CONTROL_ENDPOINT)
+    if steps is None:
+        return f"not compared: {comp.refused.get(CONTROL_ENDPOINT, 'no ratio')}"
+    ci = f" [{steps.lo:.3g}, {steps.hi:.3g}]" if steps.lo is not None else ""
+    text = f"steps ratio {steps.ratio:.3g}{ci} (n={steps.n})"
+    saving = comp.savings.get(CONTROL_ENDPOINT)
+    if saving is not None:
+        sci = f" [{saving.lo:+.1f}, {saving.hi:+.1f}]" if saving.lo is not None else ""
+        text += f", time saving {saving.pct:+.1f}{sci} %"
+    return text + " (reported, not judged)"
 
 
 def effective_step_verdict(vs_muon: Any, vs_effective: Any) -> str:
