@@ -161,6 +161,9 @@ class TransferCreate(BaseModel):
     diagnostics: list[Literal["effective_step"]] | None = Field(
         None, max_length=1, description="effective_step: Muon at lr x the periodic arm's mean update-RMS ratio, to "
         "tell a steps penalty of the step size from one of the direction.")
+    fixed_arms: list[Literal["paper_default"]] | None = Field(
+        None, max_length=1, description="paper_default: the periodic arm at the paper's K=3, gamma=0.15 beside the "
+        "chosen pair at every rung, compared with every arm and reported, not judged (docs/targets.md).")
     lr_brackets: dict[str, Any] | None = Field(
         None, description="Per-arm lr multiples run at every rung, e.g. {periodic: [1, 1.5, 2.3]}; each (rung, arm) "
         "is judged at its best multiple.")

@@ -118,3 +118,12 @@ def test_each_arms_budget_the_objective_the_selection_se_and_the_winners_curse_a
     result.source.update(selection=unconfirmed)
     line = next(x for x in result.table().splitlines() if x.startswith("  the sweep tuned on"))
     assert line.startswith("  the sweep tuned on mean_fd: NOT the judged quantity") and "not measured" in line
+
+
+def test_the_controls_example_transfer_validates_with_every_new_section() -> None:
+    from sweeper.transfer import load_transfer_spec
+
+    spec = load_transfer_spec(Path(__file__).parents[3] / "examples" / "transfer-controls.yaml")
+    assert spec.controls == ["negative", "positive", "steps"] and spec.control_stretch == 8
+    assert spec.fixed_arms == ["paper_default"]
+    assert spec.target.rule == "pilot" and spec.target.per_rung and spec.target.slack == 0.05

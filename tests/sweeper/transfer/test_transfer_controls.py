@@ -145,6 +145,10 @@ def test_a_bad_timing_value_is_a_422_naming_the_field_over_rest(tmp_path: Path) 
     ok = _spec(TransferCreate.model_validate({"sweep_id": "sw-1", "rungs": ["cpu-s"], "controls": ["steps"],
                                               "control_stretch": 4}), sweep)  # type: ignore[arg-type]
     assert (ok.controls, ok.control_stretch) == (["steps"], 4)
+    body = {"sweep_id": "sw-1", "rungs": ["cpu-s"], "fixed_arms": ["paper_default"],
+            "target": {"rule": "pilot", "per_rung": True}}
+    fixed = _spec(TransferCreate.model_validate(body), sweep)  # type: ignore[arg-type]
+    assert fixed.fixed_arms == ["paper_default"] and fixed.target.per_rung
 
 
 def test_a_transfer_on_n_workers_is_refused_where_it_cannot_run_naming_the_field(tmp_path: Path) -> None:
