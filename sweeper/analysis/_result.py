@@ -205,15 +205,15 @@ class SweepResult:
             lines.append("tuning budget per arm: " + "; ".join(
                 f"{arm} {b['settings']} setting(s), {b['trials']} trials" for arm, b in budgets.items())
                 + f" ({equal})")
-        s = self.selection
-        if s is not None:
+        picked = self.selection
+        if picked is not None:
             # the noise of one point's mean objective: the scale a choice between points is made on
-            n = len(s.point.seed_objectives)
-            se = s.pooled_seed_std / math.sqrt(n) if s.pooled_seed_std and n else None
-            lines.append(f"selected on {s.objective}; selection standard error "
+            n = len(picked.point.seed_objectives)
+            se = picked.pooled_seed_std / math.sqrt(n) if picked.pooled_seed_std and n else None
+            lines.append(f"selected on {picked.objective}; selection standard error "
                          + (f"{_num(se)} (pooled seed std / sqrt({n}))" if se is not None else "- (one seed)")
-                         + ("" if s.confirmation else "; winner's curse not measured (no confirmation on fresh "
-                                                      "seeds: confirm.top 0)"))
+                         + ("" if picked.confirmation else "; winner's curse not measured (no confirmation on fresh "
+                                                           "seeds: confirm.top 0)"))
         return "\n".join(lines)
 
 
