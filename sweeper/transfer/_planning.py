@@ -499,7 +499,7 @@ def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[Transf
         if names and base.backend.name != "builtin":
             raise TransferError(f"{section} {list(names)} cannot be built for the sweep's {base.backend.name!r} "
                                 "trainer: their arms are optimizers of the builtin trial; allowed: []")
-    _check_timing(spec, study.batch, rows)
+    _check_timing(spec, study.batch, [*rows, *control_rows])  # a fixed arm's K counts in the blocks too
     verification = None
     if spec.verify is not None:  # the bracket's runs join the one sweep as settings of their own
         try:

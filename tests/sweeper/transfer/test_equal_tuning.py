@@ -54,6 +54,11 @@ def test_the_plan_carries_the_paper_default_beside_the_chosen_pair_at_every_rung
         assert (fixed.optimizer["refresh_every"], fixed.optimizer["gamma"]) == (3, 0.15)
         assert fixed.optimizer["lr"] == pytest.approx(chosen.lr)  # the chosen point's carried lr
     assert plan.planned_runs() == (6 + 2) * 2
+    # timed beside the arms in blocks of whole refresh periods: the chosen K=4 and the paper's K=3 make 12
+    from sweeper.transfer import TransferError
+
+    with pytest.raises(TransferError, match=r"a multiple of 12, got 4"):
+        _plan(spec.model_copy(update={"timing": spec.timing.model_copy(update={"block_steps": 4})}), source, "t-2")
 
 
 def _with_fixed_arm(scale: float) -> Any:
