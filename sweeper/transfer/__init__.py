@@ -14,14 +14,17 @@ arms, and read what happened.
 - `_job`: the job: `run_transfer` (plan, timing, one multi-rung sweep as an inner job of the sweeper's runner) and
   `cancel_transfer`;
 - `_reading`: the reader of its runs (`load_transfer_result`, `read_runs`) and `export_from_sweep`;
-- `_pilot`: the pilot of target rule `pilot` (the reference arm trained to a plateau before the judged runs);
+- `_pilot`: the pilot of target rule `pilot` (the reference arm trained to a plateau before the judged runs, at one
+  rung or at every rung with `per_rung`);
+- `_time_ratio`: the fits' `time_ratio` section (the time ratio at equal quality per rung against size, the largest
+  rung held out, the extrapolation to the paper's rungs);
 - `_timing`: the timing stage (short runs of the real trial per rung and arm);
 - `_extend`: more seeds for a finished transfer (`extend_transfer`), each extension one more look;
 - `_verification`: the verification stage (the bracket it plans, the verdict over its runs);
 - `_records`: a transfer's raw records as plain files, and the transfer read back from them
   (`write_transfer_records`, `read_transfer_records`: what a study keeps in a repository);
 - `_work`: what a transfer asks of the cluster, in training-step units (`transfer_work`);
-- `cli`: `scalesweep transfer run|status|cancel`, `scalesweep fit` and `scalesweep export`.
+- `cli`: `scalesweep transfer run|status|cancel|extend|records|fits`, `scalesweep fit` and `scalesweep export`.
 
 Why here: a transfer is one multi-rung sweep, run by the sweeper's driver with its lock, state, ledger, resume and
 cancel (docs/design.md, "Package map"). The public names are also `sweeper`'s (`sweeper.run_transfer`, ...), loaded

@@ -11,6 +11,10 @@
     scalesweep transfer records DIR --out FOLDER
                                           the transfer's raw records (plan, timing, runs, curves) as plain files
                                           that `scalesweep fit FOLDER` reads back without the MLflow store
+    scalesweep transfer fits DIR [--against ARM] [--n-boot N] [--json]
+                                          the time ratio at equal quality per rung, its line against size, the
+                                          largest rung held out (pass/MISS) and the extrapolation to the paper's
+                                          rungs; exit 2 when the fit is refused (fewer than 3 rungs), with why
     scalesweep fit DIR [--metric time_to_best|best_fd|endpoint_fd|steps_to_target|time_to_target] [--form F]
                        [--share P ...] [--n-boot N] [--json]
                                           fits with intervals, flags and the savings table of a transfer
@@ -52,6 +56,12 @@ def add_commands(sub: Any) -> None:
     r.add_argument("workdir", help="the transfer's work folder")
     r.add_argument("--out", required=True, help="folder for transfer_record.json, runs.csv and curves.csv")
     r.add_argument("--tracking-uri", help="MLflow tracking URI, when the store moved")
+    f = tsub.add_parser("fits", help="the time ratio at equal quality against size: held-out rung, extrapolation")
+    f.add_argument("workdir", help="the transfer's work folder, or a folder of its records (transfer records)")
+    f.add_argument("--against", help="the baseline arm (default: muon where it ran, else the first baseline)")
+    f.add_argument("--n-boot", type=int, help="seed-bootstrap replicates of the fit (default 2000; 0: residual only)")
+    f.add_argument("--json", action="store_true", help="print the time_ratio section as JSON")
+    f.add_argument("--tracking-uri", help="MLflow tracking URI, when the store moved")
     p.set_defaults(func=run)
 
     p = sub.add_parser("fit", help="scaling fits, intervals, flags and savings of a transfer")
@@ -141,6 +151,33 @@ def _records(args: argparse.Namespace) -> int:
     runs = len(result.runs) + len(result.tuning_runs) + len(result.verification_runs)
     print(f"wrote {', '.join(str(p) for p in paths)} ({result.transfer_id}: {result.state}, {runs} runs); "
           f"re-read with `scalesweep fit {args.out}`")
+    return 0
+
+
+def _fits(args: argparse.Namespace) -> int:
+    from scaling import ScalingInputError
+
+    from ._time_ratio import time_ratio_of
+
+    if args.n_boot is not None and args.n_boot < 0:
+        raise ScalingInputError(f"--n-boot: must be >= 0, got {args.n_boot}")
+    doc = time_ratio_of(_load(args), against=args.against, n_boot=args.n_boot)
+    if args.json:
+        print(json.dumps(doc, indent=2, allow_nan=False))
+    else:
+        rows = doc.get("per_rung") or {}
+        if rows:
+            print(f"time ratio at equal quality, {doc['searched']} / {doc['against']} (steps to the target x per "
+                  "step):")
+        for rung, row in rows.items():
+            print(f"  {rung:<10} {row['block_parameters']:>14,} block parameters  ratio {row['ratio_mean']:.3f} "
+                  f"(n={len(row['seeds'])})")
+        for rung, why in (doc.get("rungs_without_ratio") or {}).items():
+            print(f"  {rung:<10} no ratio: {why}")
+        for line in doc.get("lines") or []:
+            print(line)
+    if "error" in doc:
+        raise ScalingInputError(doc["error"])
     return 0
 
 
@@ -247,6 +284,7 @@ _COMMANDS: dict[str, Any] = {
     "transfer status": _status,
     "transfer cancel": _cancel,
     "transfer records": _records,
+    "transfer fits": _fits,
     "fit": _fit,
     "export": _export,
 }
