@@ -139,6 +139,7 @@ def step_cost(trial: Mapping[str, Any], *, measure: bool = True) -> StepCost | N
     if not measure:
         return None
     cost = _measure(cfg, key, parts["shape"])
+    cost = StepCost(**{**cost.to_dict(), "track_s": cost.eval_s * _track_ratio(cfg)})
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps({**cost.to_dict(), "machine": parts["machine"]}, indent=2, default=str))

@@ -71,9 +71,10 @@ def transfer_stages(spec: TransferSpec, base: SweepSpec) -> list[PlanStage]:
         rung = pilot.rung or min(rungs, key=list_rungs().index)
         steps = max(1, round(pilot.horizon_factor * rung_horizon(spec.horizon, _rung_shape(rung, study)[1], batch,
                                                                  fixed)))
-        trial = at(rung, "muon", steps, eval={**study.get("eval", {}), "track_points": pilot.points,
-                                              "track_from": PILOT_TRACK_FROM})
-        out.append(stage("pilot", rung, "muon", len(pilot.seeds), trial, phase=0))
+        arm = spec.target.arm  # the pilot trains the target's reference arm
+        trial = at(rung, arm, steps, eval={**study.get("eval", {}), "track_points": pilot.points,
+                                           "track_from": PILOT_TRACK_FROM})
+        out.append(stage("pilot", rung, arm, len(pilot.seeds), trial, phase=0))
     controls = [CONTROL_ARMS[k] if k == "positive" else "muon" for k in spec.controls]
     if spec.timing.measured and base.backend.name == "builtin":
         arms = [*spec.arms, *(c for c in controls if c != "muon")]

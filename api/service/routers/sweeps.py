@@ -12,6 +12,7 @@ from fastapi.responses import HTMLResponse
 from api.schemas import Links, SweepPublic, SweepsPublic, TrialPublic, TrialsPublic
 from sweeper import SweepError, SweepSpec, load_sweep_result, sweep_memory, sweep_status, sweep_work
 from sweeper.analysis import compare_sweeps, write_optuna_study
+from sweeper.demand import sweep_estimate
 from sweeper.jobfiles import STATUS_FILE, is_sweep_folder
 from sweeper.specs import redact_spec
 
@@ -64,6 +65,7 @@ def _public(settings: Settings, record: SweepRecord) -> SweepPublic:
         links=Links(self=base, trials=f"{base}/trials", best=f"{base}/best", report=f"{base}/report",
                     mlflow_experiment=meta["mlflow_experiment"], mlflow_parent_run=meta["mlflow_parent_run"]),
         spec=redact_spec(record.spec),
+        estimate=jobs.estimate_of(record),
     )
 
 
@@ -97,6 +99,23 @@ def create_sweep(
     return jobs.create_job(response, session, queue, settings, SweepRecord, spec=spec.model_dump(mode="json"),
                            demand=_demand(spec), owner=owner, fields={"name": spec.name},
                            idempotency_key=idempotency_key, public=_public, what="sweep spec")
+
+
+@router.post(
+    "/plan",
+    summary="Price a sweep before it runs: its trials, machine-hours, peak memory, smallest detectable saving",
+    responses={422: {"description": "a bad spec, a trial over the machine's memory, an estimate over budget_hours"},
+               503: {"description": "every analysis slot is taken"}},
+)
+def plan_sweep(session: SessionDep, settings: SettingsDep, queue: JobsDep, gate: AnalysisDep, _owner: Owner,
+               spec: Annotated[SweepSpec, Body(openapi_examples={"tiny": {"summary": "a 2x2 grid",
+                                                                          "value": SPEC_EXAMPLE}})],
+               budget_hours: jobs.BudgetQuery = None, prior: jobs.PriorQuery = None) -> dict[str, Any]:
+    # The create route's refusals first (what a token may ask for, the work and memory caps): a plan of a sweep
+    # the service would refuse is refused alike. Nothing is stored and nothing starts.
+    jobs.admit(spec.model_dump(mode="json"), _demand(spec), queue, settings, "sweep")
+    return jobs.plan_job(session, gate, prior,
+                         lambda spread: sweep_estimate(spec, budget_hours=budget_hours, spread=spread))
 
 
 @router.get("", response_model=SweepsPublic, summary="List sweeps, newest first")
