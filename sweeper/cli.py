@@ -1,7 +1,7 @@
 """`scalesweep sweep ...`: run, resume, watch, cancel and read sweeps from the command line.
 
     scalesweep sweep validate SPEC                      check a spec; print it with every default filled in
-    scalesweep sweep plan SPEC [--budget-hours H] [--prior DIR] [--json]
+    scalesweep sweep plan SPEC [--budget-hours H] [--json]
                                                         price it before it runs: its trials, machine-hours on
                                                         this machine, peak memory, smallest detectable saving;
                                                         starts nothing (exit 2: over memory or over budget)
@@ -93,16 +93,15 @@ def _sweep_reference(p: argparse.ArgumentParser, dest: str, metavar: str = "SWEE
     p.add_argument("--experiment", help="MLflow experiment (default: scalesweep)")
 
 
-def add_plan(sub: Any, job: str) -> None:
-    """`plan SPEC [--budget-hours H] [--prior DIR] [--json]` of a sweep or a transfer."""
+def add_plan(sub: Any, job: str) -> Any:
+    """`plan SPEC [--budget-hours H] [--json]` of a sweep or a transfer (the transfer adds `--prior DIR`)."""
     p = sub.add_parser("plan", help=f"price a {job} before it runs (trials, machine-hours, memory, detectable "
                        "saving); starts nothing")
     p.add_argument("spec", help=f"{job} spec file (.yaml, .yml or .json)")
     p.add_argument("--budget-hours", metavar="H",
                    help="refuse (exit 2) a plan whose estimate is over H machine-hours on this machine")
-    p.add_argument("--prior", metavar="DIR", help="a prior transfer's work folder or records folder: the spread "
-                   "over seeds of its time ratios gives the smallest saving this plan's seeds can detect")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    return p
 
 
 def budget_hours(raw: str | None) -> float | None:
@@ -125,14 +124,6 @@ def print_plan(args: argparse.Namespace, estimate: Any) -> int:
     else:
         print("\n".join(estimate.lines()))
     return 0
-
-
-def prior_of(args: argparse.Namespace) -> dict[str, float] | None:
-    if not args.prior:
-        return None
-    from .transfer import prior_spread
-
-    return prior_spread(args.prior)
 
 
 def run_driver_estimate(estimate: Callable[[Any], Any], spec: Any) -> dict[str, Any]:
@@ -261,7 +252,7 @@ def _plan(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.spec)
     hours = budget_hours(args.budget_hours)
-    return print_plan(args, sweep_estimate(spec, budget_hours=hours, spread=prior_of(args)))
+    return print_plan(args, sweep_estimate(spec, budget_hours=hours))
 
 
 def _status(args: argparse.Namespace) -> int:

@@ -10,8 +10,9 @@ step counts are not in it: they do not change what a step costs. A later plan wi
 (`source == "cache"`); a missing one is measured then (`source == "measured now"`).
 
 A trial worker's start (a fresh process importing torch, Ray, MLflow and the trainer before its first trial; Tune
-reuses it for the next ones) is measured once per machine and torch version by timing those imports in a new
-process (`worker_start`), cached beside the rungs' files.
+reuses it for the next ones) is measured once per machine and torch version by timing those imports in as many
+new processes at once as the machine has cores (`worker_start`: a job's workers start together), cached beside the
+rungs' files.
 
 A tracking evaluation is not timed apart: its cost is the full evaluation's scaled by images x sampler steps
 (`track_s`, modelled). The mean training step includes the first step's one-off work (allocations, the first
@@ -171,8 +172,9 @@ _WORKER_IMPORTS = "import ray, ray.tune, torch, mlflow, optuna, trials, trials.m
 
 
 def worker_start(*, measure: bool = True) -> tuple[float | None, Source | None]:
-    """(seconds a trial worker takes to start, where the figure came from): a new Python process importing what a
-    trial worker imports, timed, cached per machine; (None, None) when missing and `measure` is off."""
+    """(seconds a trial worker takes to start, where the figure came from): new Python processes, one per core,
+    importing what a trial worker imports, timed until the last is done, cached per machine; (None, None) when
+    missing and `measure` is off."""
     import subprocess
     import sys
     import time
@@ -186,8 +188,12 @@ def worker_start(*, measure: bool = True) -> tuple[float | None, Source | None]:
         pass
     if not measure:
         return None, None
+    # As many at once as this machine has cores: a job's workers start together, and share the cores while they do.
     clock = time.perf_counter()
-    subprocess.run([sys.executable, "-c", _WORKER_IMPORTS], check=True, capture_output=True, timeout=600)
+    procs = [subprocess.Popen([sys.executable, "-c", _WORKER_IMPORTS], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL) for _ in range(parts["cores"])]
+    for proc in procs:
+        proc.wait(timeout=600)
     seconds = time.perf_counter() - clock
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")

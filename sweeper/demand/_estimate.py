@@ -95,6 +95,7 @@ class JobEstimate:
     missing: list[str] = field(default_factory=list)  # rungs with no cached calibration (measure off)
     worker_start_s: float | None = None  # a trial worker's start, once per slot and phase (`worker_start`)
     worker_start_source: str | None = None
+    job_overhead_s: float = JOB_OVERHEAD_S  # the driver's own time (a transfer's adds reading its source sweep)
     builtin: bool = True  # False: a command trainer, which is not timed here
 
     @property
@@ -126,7 +127,7 @@ class JobEstimate:
             "kind": self.kind, "name": self.name, "machine": self.machine, "slots": self.slots,
             "trials": sum(s.trials for s in self.stages), "steps": sum(s.trials * s.steps for s in self.stages),
             "estimated_wall_s": self.wall_s, "machine_hours": self.machine_hours,
-            "overheads_s": {"job": JOB_OVERHEAD_S, "trial": TRIAL_OVERHEAD_S, "worker_start": self.worker_start_s,
+            "overheads_s": {"job": self.job_overhead_s, "trial": TRIAL_OVERHEAD_S, "worker_start": self.worker_start_s,
                             "worker_start_source": self.worker_start_source},
             "stages": stages,
             "calibration": {k: (c.to_dict() if c else None) for k, c in self.costs.items()},
@@ -175,8 +176,8 @@ class JobEstimate:
         else:
             by_rung = ", ".join(f"{r} {h:.3f}" for r, h in self.rung_hours().items())
             out.append(f"estimate: {self.machine_hours:.3f} machine-hours ({self.wall_s:.0f} s wall on this machine, "
-                       f"overheads {JOB_OVERHEAD_S:g} s a job, {TRIAL_OVERHEAD_S:g} s a trial and the workers' starts "
-                       f"included); trial-hours by rung: {by_rung}")
+                       f"overheads {self.job_overhead_s:g} s a job, {TRIAL_OVERHEAD_S:g} s a trial and the workers' "
+                       f"starts included); trial-hours by rung: {by_rung}")
         avail = "unknown" if self.available_bytes is None else _gib(self.available_bytes)
         for rung, mem in self.memory.items():
             out.append(f"peak memory per trial at {rung}: {_gib(mem.total)} (modelled: parameters, optimizer "
@@ -253,9 +254,11 @@ def _makespan(durations: Sequence[float], slots: int, start: float = 0.0) -> flo
 
 def estimate_job(kind: str, name: str, stages: Sequence[PlanStage], *, slots: int, seeds: int,
                  alpha: float = DEFAULT_ALPHA, spread: Mapping[str, float] | None = None, comparisons: int = 1,
-                 measure: bool = True, builtin: bool = True, budget_hours: float | None = None) -> JobEstimate:
+                 measure: bool = True, builtin: bool = True, budget_hours: float | None = None,
+                 extra_overhead_s: float = 0.0) -> JobEstimate:
     """Price `stages` on this machine (module docstring); refuse a trial over the available memory, and an
-    estimate over `budget_hours`. With `builtin` off (a command trainer) nothing is timed: no estimate."""
+    estimate over `budget_hours`. With `builtin` off (a command trainer) nothing is timed: no estimate. A job
+    kind's own driver time beyond a sweep driver's is `extra_overhead_s`."""
     memory: dict[str, TrialMemory] = {}
     for s in stages:
         mem = trial_memory(s.trial)
@@ -286,7 +289,8 @@ def estimate_job(kind: str, name: str, stages: Sequence[PlanStage], *, slots: in
                       worker_start_s=start_s, worker_start_source=start_source)
     if any(c is None for c in costs.values()) or start_s is None:
         return est
-    wall = JOB_OVERHEAD_S
+    est.job_overhead_s = JOB_OVERHEAD_S + extra_overhead_s
+    wall = est.job_overhead_s
     for phase in sorted({s.phase for s in stages}):
         lanes: dict[tuple[int, bool], list[float]] = {}
         for i, s in enumerate(stages):

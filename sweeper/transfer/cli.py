@@ -45,7 +45,9 @@ def add_commands(sub: Any) -> None:
 
     p = sub.add_parser("transfer", help="carry a sweep's chosen (K, gamma) to larger rungs beside the baselines")
     tsub = p.add_subparsers(dest="transfer_command", required=True)
-    add_plan(tsub, "transfer")
+    p = add_plan(tsub, "transfer")
+    p.add_argument("--prior", metavar="DIR", help="a prior transfer's work folder or records folder: the spread "
+                   "over seeds of its time ratios gives the smallest saving this plan's seeds can detect")
     add_run_and_status(tsub, "transfer")
     add_cancel(tsub, "transfer")
     e = tsub.add_parser("extend", help="add seeds to a finished transfer and run only the new seeds' runs")
@@ -98,13 +100,14 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from ..cli import budget_hours, print_plan, prior_of
-    from ._estimate import transfer_estimate
+    from ..cli import budget_hours, print_plan
+    from ._estimate import prior_spread, transfer_estimate
     from ._spec import load_transfer_spec
 
     spec = load_transfer_spec(args.spec)
     hours = budget_hours(args.budget_hours)
-    return print_plan(args, transfer_estimate(spec, budget_hours=hours, spread=prior_of(args)))
+    spread = prior_spread(args.prior) if args.prior else None
+    return print_plan(args, transfer_estimate(spec, budget_hours=hours, spread=spread))
 
 
 def _extend(args: argparse.Namespace) -> int:

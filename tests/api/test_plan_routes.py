@@ -70,7 +70,6 @@ def test_bad_specs_and_budgets_are_422_problems_and_store_nothing(api: TestClien
     _problem(api.post("/v1/sweeps/plan?budget_hours=-1", json=SPEC, headers=AUTH), "budget_hours")
     _problem(api.post("/v1/sweeps/plan?budget_hours=0.0001", json=SPEC, headers=AUTH),
              "rung cpu-xs", "over budget_hours 0.0001", "nothing started")
-    _problem(api.post("/v1/sweeps/plan?prior=tr-nope", json=SPEC, headers=AUTH), "prior", "tr-nope")
     assert api.post("/v1/sweeps/plan", json=SPEC).status_code == 401  # a plan measures: a token holder's act
     assert _jobs(api) == (0, 0)
 
@@ -90,6 +89,7 @@ def test_a_transfer_plan_reads_the_sweep_record_and_stores_nothing(api: TestClie
     _problem(api.post("/v1/transfers/plan", json={**body, "sweep_id": "sw-none"}, headers=AUTH), "sweep_id")
     _problem(api.post("/v1/transfers/plan?budget_hours=0.00001", json=body, headers=AUTH), "over budget_hours")
     _problem(api.post("/v1/transfers/plan", json={**body, "rungs": ["cpu-9000"]}, headers=AUTH), "rungs")
+    _problem(api.post("/v1/transfers/plan?prior=tr-nope", json=body, headers=AUTH), "prior", "tr-nope")
     assert _jobs(api) == (1, 0)  # the sweep put there by the test, and no transfer
 
 

@@ -158,6 +158,21 @@ def test_transfer_plan_prices_every_stage(measured: list[dict[str, Any]], tmp_pa
     out = capsys.readouterr().out
     assert "pilot      cpu-xs" in out and "timing     cpu-s" in out and "verify     cpu-s" in out
     _one_line(capsys, ["transfer", "plan", str(path), "--budget-hours", "0.00001"], "transfer plan: error: rung ")
+    # A prior study's records: each comparison's spread over seeds, at this plan's 2 seeds and alpha over its 2
+    # comparisons (periodic vs muon at two rungs).
+    from scaling.claims import power_at_alpha
+    from sweeper.transfer import prior_spread
+
+    records = Path(__file__).resolve().parents[1] / "data" / "transfer_records"
+    spread = prior_spread(records)
+    assert set(spread) == {"periodic vs muon at cpu-xs", "periodic vs adamw at cpu-xs"}
+    assert main(["transfer", "plan", str(path), "--prior", str(records), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    sd = spread["periodic vs adamw at cpu-xs"]
+    pct = power_at_alpha(sd_seed_log=sd, n=2, alpha=0.05 / 2).detectable_pct
+    assert f"periodic vs adamw at cpu-xs: {pct:.0f} % (seed sd of the log ratio {sd:.3f}, from the prior study)" in \
+        doc["detectable_saving"]
+    _one_line(capsys, ["transfer", "plan", str(path), "--prior", str(tmp_path / "none")], "--prior: no folder")
     nowhere = write_spec(tmp_path / "n.yaml", {"name": "n", "sweep": str(tmp_path / "missing")})
     _one_line(capsys, ["transfer", "plan", str(nowhere)], "sweep:", "holds no sweep spec")
 

@@ -110,12 +110,11 @@ def create_sweep(
 def plan_sweep(session: SessionDep, settings: SettingsDep, queue: JobsDep, gate: AnalysisDep, _owner: Owner,
                spec: Annotated[SweepSpec, Body(openapi_examples={"tiny": {"summary": "a 2x2 grid",
                                                                           "value": SPEC_EXAMPLE}})],
-               budget_hours: jobs.BudgetQuery = None, prior: jobs.PriorQuery = None) -> dict[str, Any]:
+               budget_hours: jobs.BudgetQuery = None) -> dict[str, Any]:
     # The create route's refusals first (what a token may ask for, the work and memory caps): a plan of a sweep
     # the service would refuse is refused alike. Nothing is stored and nothing starts.
     jobs.admit(spec.model_dump(mode="json"), _demand(spec), queue, settings, "sweep")
-    return jobs.plan_job(session, gate, prior,
-                         lambda spread: sweep_estimate(spec, budget_hours=budget_hours, spread=spread))
+    return jobs.plan_job(session, gate, None, lambda spread: sweep_estimate(spec, budget_hours=budget_hours))
 
 
 @router.get("", response_model=SweepsPublic, summary="List sweeps, newest first")
