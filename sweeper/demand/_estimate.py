@@ -6,10 +6,11 @@ trial costs the calibration's setup + steps x step + evaluations x evaluation (`
 and trial shape, cached). The stages run in phases (a transfer's pilot, then its timing, then its runs; a sweep's
 search and baselines, then its confirmation); within a phase the trials are packed largest first on the job's
 trial slots (its concurrency, else the CPUs it is given over the CPUs per trial), so a phase takes its makespan.
-The driver's own time (Ray's start, MLflow's parent run, the selection, the finish stage's figures) and each
-trial's (a Ray task, its imports, its MLflow child run) are fixed overheads, measured on this project's 2-core
-machine (docs/benchmarks.md, "The planner's calibration"). Machine-hours are the job's estimated wall-clock hours
-on this machine, the whole machine counted.
+Each slot's worker starts once a phase (its imports: `worker_start`, measured once per machine). The driver's own
+time (Ray's start, MLflow's parent run, the selection, the finish stage's figures) and each trial's on a started
+worker (a Tune step, its MLflow child run) are fixed overheads, measured on this project's 2-core machine
+(docs/benchmarks.md, "The planner's calibration"). Machine-hours are the job's estimated wall-clock hours on this
+machine, the whole machine counted.
 
 Refused (a `SweepError`, one line): a trial whose modelled memory (`trial_memory`) exceeds this machine's
 available memory, and an estimate over a stated budget of hours.

@@ -45,9 +45,9 @@ def add_commands(sub: Any) -> None:
 
     p = sub.add_parser("transfer", help="carry a sweep's chosen (K, gamma) to larger rungs beside the baselines")
     tsub = p.add_subparsers(dest="transfer_command", required=True)
-    p = add_plan(tsub, "transfer")
-    p.add_argument("--prior", metavar="DIR", help="a prior transfer's work folder or records folder: the spread "
-                   "over seeds of its time ratios gives the smallest saving this plan's seeds can detect")
+    plan = add_plan(tsub, "transfer")
+    plan.add_argument("--prior", metavar="DIR", help="a prior transfer's work folder or records folder: the "
+                      "spread over seeds of its time ratios gives the smallest saving this plan's seeds can detect")
     add_run_and_status(tsub, "transfer")
     add_cancel(tsub, "transfer")
     e = tsub.add_parser("extend", help="add seeds to a finished transfer and run only the new seeds' runs")

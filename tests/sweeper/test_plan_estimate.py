@@ -174,6 +174,8 @@ def test_transfer_plan_prices_every_stage(measured: list[dict[str, Any]], tmp_pa
         doc["detectable_saving"]
     _one_line(capsys, ["transfer", "plan", str(path), "--prior", str(tmp_path / "none")], "--prior: no folder")
     nowhere = write_spec(tmp_path / "n.yaml", {"name": "n", "sweep": str(tmp_path / "missing")})
+    # `plan` beside the transfer's other commands: each still reaches its own (status of a folder that is none)
+    _one_line(capsys, ["transfer", "status", str(tmp_path)], "transfer status: error:", "not a transfer work folder")
     _one_line(capsys, ["transfer", "plan", str(nowhere)], "sweep:", "holds no sweep spec")
 
 
