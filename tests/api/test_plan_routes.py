@@ -1,5 +1,6 @@
-"""`POST /v1/sweeps/plan` and `POST /v1/transfers/plan`: the planner's estimate over REST, nothing stored; bad specs
-and budgets are 422 problem+json; a finished job's view shows its estimate beside the actual."""
+"""`POST /v1/plans/sweeps` and `POST /v1/plans/transfers`: the planner's estimate over REST from the cached
+calibration, nothing stored and nothing trained; bad specs and budgets are 422 problem+json; a finished job's view
+shows its estimate beside the actual."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ SPEC = {"name": "tiny", "rung": "cpu-xs", "horizon": 20, "seeds": [0, 1],
 @pytest.fixture
 def api(settings: Settings, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[TestClient]:
     """The service without its lifespan (nothing launched), with a stand-in for the calibration's training steps
-    (tests/sweeper/test_plan_real.py times the real ones)."""
+    (tests/sweeper/test_plan_real.py times the real ones): the tests calibrate as `scalesweep sweep plan` on the
+    service's host would, the service itself never does."""
     import sweeper.demand._calibration as calibration
     import sweeper.demand._estimate as estimate
 
@@ -50,27 +52,35 @@ def _problem(r: Any, *needles: str) -> None:
 
 
 def test_a_sweep_plan_answers_the_estimate_and_stores_nothing(api: TestClient) -> None:
-    r = api.post("/v1/sweeps/plan", json=SPEC, headers=AUTH)
+    from sweeper.demand import calibration_dir, sweep_estimate
+    from sweeper.specs import load_spec
+
+    r = api.post("/v1/plans/sweeps", json=SPEC, headers=AUTH)
     assert r.status_code == 200, r.text
-    doc = r.json()
-    assert doc["kind"] == "sweep" and doc["trials"] == 6 and doc["machine_hours"] > 0
+    doc = r.json()  # nothing cached: the plan without machine-hours, saying why; nothing trained
+    assert doc["kind"] == "sweep" and doc["trials"] == 6 and doc["machine_hours"] is None
+    assert "no cached calibration for rung cpu-xs" in doc["no_estimate"] and not calibration_dir().exists()
     assert [(s["stage"], s["arm"], s["trials"]) for s in doc["stages"]] == [("search", "periodic", 4),
                                                                             ("baseline", "adamw", 2)]
-    assert {c["source"] for c in doc["calibration"].values()} == {"measured now"}
     assert doc["memory"]["cpu-xs"]["how"] == "modelled" and doc["detectable_saving"] == ["unknown until a pilot"]
-    again = api.post("/v1/sweeps/plan", json=SPEC, headers=AUTH).json()
-    assert {c["source"] for c in again["calibration"].values()} == {"cache"}
-    assert again["estimated_wall_s"] == pytest.approx(doc["estimated_wall_s"])
+    planned = sweep_estimate(load_spec(SPEC))  # as `scalesweep sweep plan` on the service's host calibrates
+    again = api.post("/v1/plans/sweeps", json=SPEC, headers=AUTH).json()
+    assert {c["source"] for c in again["calibration"].values()} == {"cache"} and again["no_estimate"] is None
+    assert again["estimated_wall_s"] == pytest.approx(planned.wall_s) and again["machine_hours"] > 0
     assert _jobs(api) == (0, 0) and api.get("/v1/sweeps").json()["count"] == 0
 
 
 def test_bad_specs_and_budgets_are_422_problems_and_store_nothing(api: TestClient) -> None:
-    _problem(api.post("/v1/sweeps/plan", json={**SPEC, "rung": "huge"}, headers=AUTH), "rung", "cpu-xs")
-    _problem(api.post("/v1/sweeps/plan", json={**SPEC, "colour": 1}, headers=AUTH), "colour")
-    _problem(api.post("/v1/sweeps/plan?budget_hours=-1", json=SPEC, headers=AUTH), "budget_hours")
-    _problem(api.post("/v1/sweeps/plan?budget_hours=0.0001", json=SPEC, headers=AUTH),
+    from sweeper.demand import sweep_estimate
+    from sweeper.specs import load_spec
+
+    sweep_estimate(load_spec(SPEC))  # calibrated, so that a budget can be judged
+    _problem(api.post("/v1/plans/sweeps", json={**SPEC, "rung": "huge"}, headers=AUTH), "rung", "cpu-xs")
+    _problem(api.post("/v1/plans/sweeps", json={**SPEC, "colour": 1}, headers=AUTH), "colour")
+    _problem(api.post("/v1/plans/sweeps?budget_hours=-1", json=SPEC, headers=AUTH), "budget_hours")
+    _problem(api.post("/v1/plans/sweeps?budget_hours=0.0001", json=SPEC, headers=AUTH),
              "rung cpu-xs", "over budget_hours 0.0001", "nothing started")
-    assert api.post("/v1/sweeps/plan", json=SPEC).status_code == 401  # a plan measures: a token holder's act
+    assert api.post("/v1/plans/sweeps", json=SPEC).status_code == 401  # a plan measures: a token holder's act
     assert _jobs(api) == (0, 0)
 
 
@@ -80,16 +90,21 @@ def test_a_transfer_plan_reads_the_sweep_record_and_stores_nothing(api: TestClie
         session.commit()
     body = {"sweep_id": "sw-plan", "rungs": ["cpu-xs", "cpu-s"], "arms": ["periodic", "adamw"], "seeds": [0, 1],
             "timing": {"steps": 0}}
-    r = api.post("/v1/transfers/plan", json=body, headers=AUTH)
+    from sweeper.specs import load_spec
+    from sweeper.transfer import TransferSpec, transfer_estimate
+
+    fields = {k: v for k, v in body.items() if k != "sweep_id"}
+    transfer_estimate(TransferSpec.model_validate({**fields, "name": "t", "sweep": "sw-plan"}), load_spec(SPEC))
+    r = api.post("/v1/plans/transfers", json=body, headers=AUTH)
     assert r.status_code == 200, r.text
     doc = r.json()
     assert doc["kind"] == "transfer" and {(s["stage"], s["rung"]) for s in doc["stages"]} == {
         ("run", "cpu-xs"), ("run", "cpu-s")}
     assert doc["trials"] == 2 * 2 * 2 and doc["machine_hours"] > 0
-    _problem(api.post("/v1/transfers/plan", json={**body, "sweep_id": "sw-none"}, headers=AUTH), "sweep_id")
-    _problem(api.post("/v1/transfers/plan?budget_hours=0.00001", json=body, headers=AUTH), "over budget_hours")
-    _problem(api.post("/v1/transfers/plan", json={**body, "rungs": ["cpu-9000"]}, headers=AUTH), "rungs")
-    _problem(api.post("/v1/transfers/plan?prior=tr-nope", json=body, headers=AUTH), "prior", "tr-nope")
+    _problem(api.post("/v1/plans/transfers", json={**body, "sweep_id": "sw-none"}, headers=AUTH), "sweep_id")
+    _problem(api.post("/v1/plans/transfers?budget_hours=0.00001", json=body, headers=AUTH), "over budget_hours")
+    _problem(api.post("/v1/plans/transfers", json={**body, "rungs": ["cpu-9000"]}, headers=AUTH), "rungs")
+    _problem(api.post("/v1/plans/transfers?prior=tr-nope", json=body, headers=AUTH), "prior", "tr-nope")
     assert _jobs(api) == (1, 0)  # the sweep put there by the test, and no transfer
 
 

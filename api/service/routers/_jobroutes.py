@@ -121,11 +121,13 @@ PriorQuery = Annotated[str | None, Query(max_length=40, description="A transfer 
                                          "ratios' spread over seeds gives the smallest saving the plan can detect")]
 
 
-def plan_job(session: Any, gate: Any, prior: str | None, price: Callable[[dict[str, float] | None], JobEstimate],
+def plan_job(session: Any, prior: str | None, price: Callable[[dict[str, float] | None], JobEstimate],
              ) -> dict[str, Any]:
-    """A job priced without starting it (`POST /v1/<jobs>/plan`): `price(spread)` in an analysis slot (a missing
-    calibration is measured: seconds of training), from the prior transfer's spread where `prior` names one; a
-    refusal (a trial over the machine's memory, an estimate over the budget) is a 422. Nothing is stored."""
+    """A job priced without starting it (`POST /v1/plans/<jobs>`): `price(spread)` from the cached calibration
+    only, from the prior transfer's spread where `prior` names one; a refusal (a trial over the machine's memory,
+    an estimate over the budget) is a 422. Nothing is stored, and nothing trains: a missing calibration is named in
+    the answer's `no_estimate` (training it here would run work on the service's host outside the job queue and
+    its limits; `scalesweep sweep plan SPEC` on that host measures it)."""
     from sweeper.transfer import TransferError, prior_spread
 
     spread = None
@@ -138,8 +140,7 @@ def plan_job(session: Any, gate: Any, prior: str | None, price: Callable[[dict[s
         except TransferError as exc:
             raise HTTPException(422, f"prior: {exc}".replace("prior: --prior: ", "prior: ")) from None
     try:
-        with gate.slot():
-            return price(spread).to_dict()
+        return price(spread).to_dict()
     except SweepError as exc:
         raise HTTPException(422, str(exc)) from None
 

@@ -24,6 +24,8 @@ from ..settings import Settings
 from . import _jobroutes as jobs
 
 router = APIRouter(prefix="/sweeps", tags=["sweeps"], route_class=SessionRoute)
+# A sweep priced before it exists: under /plans, not /sweeps, where `/sweeps/plan` would also be `/sweeps/{id}`.
+plans = APIRouter(prefix="/plans", tags=["plans"], route_class=SessionRoute)
 
 STATES = ("PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED")
 
@@ -101,20 +103,20 @@ def create_sweep(
                            idempotency_key=idempotency_key, public=_public, what="sweep spec")
 
 
-@router.post(
-    "/plan",
+@plans.post(
+    "/sweeps",
     summary="Price a sweep before it runs: its trials, machine-hours, peak memory, smallest detectable saving",
-    responses={422: {"description": "a bad spec, a trial over the machine's memory, an estimate over budget_hours"},
-               503: {"description": "every analysis slot is taken"}},
+    responses={422: {"description": "a bad spec, a trial over the machine's memory, an estimate over budget_hours"}},
 )
-def plan_sweep(session: SessionDep, settings: SettingsDep, queue: JobsDep, gate: AnalysisDep, _owner: Owner,
+def plan_sweep(session: SessionDep, settings: SettingsDep, queue: JobsDep, _owner: Owner,
                spec: Annotated[SweepSpec, Body(openapi_examples={"tiny": {"summary": "a 2x2 grid",
                                                                           "value": SPEC_EXAMPLE}})],
                budget_hours: jobs.BudgetQuery = None) -> dict[str, Any]:
     # The create route's refusals first (what a token may ask for, the work and memory caps): a plan of a sweep
     # the service would refuse is refused alike. Nothing is stored and nothing starts.
     jobs.admit(spec.model_dump(mode="json"), _demand(spec), queue, settings, "sweep")
-    return jobs.plan_job(session, gate, None, lambda spread: sweep_estimate(spec, budget_hours=budget_hours))
+    return jobs.plan_job(session, None, lambda spread: sweep_estimate(spec, measure=False,
+                                                                       budget_hours=budget_hours))
 
 
 @router.get("", response_model=SweepsPublic, summary="List sweeps, newest first")

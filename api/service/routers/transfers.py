@@ -24,11 +24,12 @@ from sweeper.transfer import (
 )
 
 from ..db import SweepRecord, TransferRecord
-from ..deps import AnalysisDep, JobsDep, Owner, ReadAccess, ResultsDep, SessionDep, SessionRoute, SettingsDep, release
+from ..deps import JobsDep, Owner, ReadAccess, ResultsDep, SessionDep, SessionRoute, SettingsDep, release
 from ..settings import Settings
 from . import _jobroutes as jobs
 
 router = APIRouter(prefix="/transfers", tags=["transfers"], route_class=SessionRoute)
+plans = APIRouter(prefix="/plans", tags=["plans"], route_class=SessionRoute)  # a transfer priced before it exists
 
 CREATE_EXAMPLE = {"sweep_id": "sw-0123456789ab", "rungs": ["cpu-xs", "cpu-s"], "arms": ["periodic", "adamw"],
                   "horizon_factor": 2.0, "seeds": [0]}
@@ -168,14 +169,14 @@ def create_transfer(
                            fields={"sweep_id": sweep.id}, idempotency_key=idempotency_key, public=public)
 
 
-@router.post(
-    "/plan",
+@plans.post(
+    "/transfers",
     summary="Price a transfer before it runs: pilot, timing, runs, controls, verification; machine-hours, peak "
     "memory, smallest detectable saving",
     responses={422: {"description": "a bad body, no such sweep, a trial over the machine's memory, an estimate over "
-                     "budget_hours"}, 503: {"description": "every analysis slot is taken"}},
+                     "budget_hours"}},
 )
-def plan_transfer(session: SessionDep, settings: SettingsDep, queue: JobsDep, gate: AnalysisDep, _owner: Owner,
+def plan_transfer(session: SessionDep, settings: SettingsDep, queue: JobsDep, _owner: Owner,
                   body: Annotated[TransferCreate, Body(openapi_examples={"two rungs": {
                       "summary": "periodic vs AdamW on two rungs", "value": CREATE_EXAMPLE}})],
                   budget_hours: jobs.BudgetQuery = None, prior: jobs.PriorQuery = None) -> dict[str, Any]:
@@ -185,8 +186,8 @@ def plan_transfer(session: SessionDep, settings: SettingsDep, queue: JobsDep, ga
                                        "type": "not_found"}])
     spec, base = _spec(body, sweep), SweepSpec.model_validate(sweep.spec)
     jobs.admit(spec.model_dump(mode="json"), _demand(spec, base), queue, settings, "transfer")
-    return jobs.plan_job(session, gate, prior, lambda spread: transfer_estimate(spec, base, budget_hours=budget_hours,
-                                                                                 spread=spread))
+    return jobs.plan_job(session, prior, lambda spread: transfer_estimate(spec, base, measure=False,
+                                                                          budget_hours=budget_hours, spread=spread))
 
 
 @router.get("", response_model=TransfersPublic, summary="List transfers, newest first")
