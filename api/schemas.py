@@ -55,6 +55,9 @@ class JobPublic(BaseModel):
     mlflow_experiment_id: str | None = None
     mlflow_parent_run_id: str | None = None
     spec: dict[str, Any]
+    estimate: dict[str, Any] | None = Field(
+        None, description="Machine-hours: the plan's estimate (from the cached calibration, as the driver started) "
+        "beside the actual wall time of its driver runs; null until a driver ended.")
 
 
 class SweepPublic(JobPublic):

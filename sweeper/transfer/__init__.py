@@ -23,8 +23,9 @@ arms, and read what happened.
 - `_verification`: the verification stage (the bracket it plans, the verdict over its runs);
 - `_records`: a transfer's raw records as plain files, and the transfer read back from them
   (`write_transfer_records`, `read_transfer_records`: what a study keeps in a repository);
-- `_work`: what a transfer asks of the cluster, in training-step units (`transfer_work`);
-- `cli`: `scalesweep transfer run|status|cancel|extend|records|fits`, `scalesweep fit` and `scalesweep export`.
+- `_work`: what a transfer asks of the cluster, in training-step units (`transfer_work`); `_estimate`: the transfer
+  priced on this machine before it runs (`transfer_estimate`, `prior_spread`: `scalesweep transfer plan`);
+- `cli`: `scalesweep transfer run|plan|status|cancel|extend|records|fits`, `scalesweep fit` and `scalesweep export`.
 
 Why here: a transfer is one multi-rung sweep, run by the sweeper's driver with its lock, state, ledger, resume and
 cancel (docs/design.md, "Package map"). The public names are also `sweeper`'s (`sweeper.run_transfer`, ...), loaded
@@ -34,19 +35,19 @@ on first use so that `import sweeper` stays light.
 from __future__ import annotations
 
 from ._errors import TransferError
+from ._estimate import prior_spread, transfer_estimate
 from ._extend import apply_transfer_extension, extend_transfer
 from ._job import cancel_transfer, run_transfer
 from ._reading import export_from_sweep, load_transfer_result
 from ._records import read_transfer_records, write_transfer_records
-from ._result import FIT_METRICS, TransferPlan, TransferResult, size_basis
+from ._result import TransferPlan, TransferResult, size_basis
 from ._sections import TimingSpec
-from ._spec import TransferSpec, default_transfer_workdir, load_transfer_spec
+from ._spec import TransferSpec, load_transfer_spec
 from ._state import transfer_status
 from ._verification import verification_line
 from ._work import transfer_work
 
 __all__ = [
-    "FIT_METRICS",
     "TimingSpec",
     "TransferError",
     "TransferPlan",
@@ -54,14 +55,15 @@ __all__ = [
     "TransferSpec",
     "apply_transfer_extension",
     "cancel_transfer",
-    "default_transfer_workdir",
     "export_from_sweep",
     "extend_transfer",
     "load_transfer_result",
     "load_transfer_spec",
+    "prior_spread",
     "read_transfer_records",
     "run_transfer",
     "size_basis",
+    "transfer_estimate",
     "transfer_status",
     "transfer_work",
     "verification_line",

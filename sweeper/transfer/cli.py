@@ -1,5 +1,8 @@
 """`scalesweep transfer ...`, `scalesweep fit` and `scalesweep export`: the transfer from the command line.
 
+    scalesweep transfer plan SPEC [--budget-hours H] [--prior DIR] [--json]
+                                          price it before it runs (pilot, timing, runs, controls, verification;
+                                          machine-hours, memory, smallest detectable saving); starts nothing
     scalesweep transfer run SPEC [--workdir DIR] [--resume] [--quiet]
                                           run (or resume) a transfer in this process; exit 0 when it succeeded,
                                           1 when it failed, 130 when it was cancelled
@@ -42,10 +45,13 @@ _FORMATS = ("yaml", "json")
 
 def add_commands(sub: Any) -> None:
     """Add `transfer`, `fit` and `export` to the top-level subparsers (argparse only: nothing heavy imported)."""
-    from ..cli import add_cancel, add_run_and_status  # the transfer job's driver is the sweeper's
+    from ..cli import add_cancel, add_plan, add_run_and_status  # the transfer job's driver is the sweeper's
 
     p = sub.add_parser("transfer", help="carry a sweep's chosen (K, gamma) to larger rungs beside the baselines")
     tsub = p.add_subparsers(dest="transfer_command", required=True)
+    plan = add_plan(tsub, "transfer")
+    plan.add_argument("--prior", metavar="DIR", help="a prior transfer's work folder or records folder: the "
+                      "spread over seeds of its time ratios gives the smallest saving this plan's seeds can detect")
     add_run_and_status(tsub, "transfer")
     add_cancel(tsub, "transfer")
     e = tsub.add_parser("extend", help="add seeds to a finished transfer and run only the new seeds' runs")
@@ -95,10 +101,23 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from ..cli import run_job_command
+    from ._estimate import transfer_estimate
     from ._job import run_transfer
+    from ._spec import default_transfer_workdir, load_transfer_spec
+
+    return run_job_command(args, load_transfer_spec, run_transfer,
+                           lambda spec: transfer_estimate(spec, measure=False), default_transfer_workdir)
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from ..cli import budget_hours, print_plan
+    from ._estimate import prior_spread, transfer_estimate
     from ._spec import load_transfer_spec
 
-    return run_job_command(args, load_transfer_spec, run_transfer)
+    spec = load_transfer_spec(args.spec)
+    hours = budget_hours(args.budget_hours)
+    spread = prior_spread(args.prior) if args.prior else None
+    return print_plan(args, transfer_estimate(spec, budget_hours=hours, spread=spread))
 
 
 def _extend(args: argparse.Namespace) -> int:
@@ -279,6 +298,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 _COMMANDS: dict[str, Any] = {
+    "transfer plan": _plan,
     "transfer run": _run,
     "transfer extend": _extend,
     "transfer status": _status,
