@@ -55,6 +55,9 @@ class JobPublic(BaseModel):
     mlflow_experiment_id: str | None = None
     mlflow_parent_run_id: str | None = None
     spec: dict[str, Any]
+    estimate: dict[str, Any] | None = Field(
+        None, description="Machine-hours: the plan's estimate (from the cached calibration, as the driver started) "
+        "beside the actual wall time of its driver runs; null until a driver ended.")
 
 
 class SweepPublic(JobPublic):
@@ -145,10 +148,15 @@ class TransferCreate(BaseModel):
     rounds: dict[str, Any] | None = Field(
         None, description="Seeds added in rounds until the saving is shown or the budget is spent: {against: muon, "
         "measure: time_saving_pct, add: 3, max_seeds: 9, alpha: 0.05} (docs/guide.md).")
-    controls: list[Literal["negative", "positive"]] | None = Field(
-        None, max_length=2, description="Controls run through the whole pipeline beside the arms: negative (a "
-        "second Muon arm: everything must come out null), positive (Muon plus one discarded Newton-Schulz per "
-        "step: Muon's updates, a known per-step cost) (docs/targets.md).")
+    controls: list[Literal["negative", "positive", "steps"]] | None = Field(
+        None, max_length=3, description="Controls run through the whole pipeline beside the arms, each on runs of "
+        "its own and judged at the level the strongest claim must pass: negative (a second Muon arm: everything "
+        "must come out null), positive (Muon plus one discarded Newton-Schulz per step: Muon's updates, a known "
+        "per-step cost), steps (Muon with a null step after every control_stretch steps: a known steps ratio, 9/8 "
+        "at the default) (docs/targets.md).")
+    control_stretch: StrictInt | None = Field(
+        None, ge=1, le=1000,
+        description="The steps control's stretch, an integer 1 to 1000 (default 8: 9/8 of Muon's steps).")
     control_data_order: Literal["other", "same"] | None = Field(
         None, description="The controls' data order: other (default: batches and noise from another stream than "
         "Muon's, so the controls' steps ratio has a real comparison's spread) or same (Muon's: bit-identical "
@@ -156,6 +164,9 @@ class TransferCreate(BaseModel):
     diagnostics: list[Literal["effective_step"]] | None = Field(
         None, max_length=1, description="effective_step: Muon at lr x the periodic arm's mean update-RMS ratio, to "
         "tell a steps penalty of the step size from one of the direction.")
+    fixed_arms: list[Literal["paper_default"]] | None = Field(
+        None, max_length=1, description="paper_default: the periodic arm at the paper's K=3, gamma=0.15 beside the "
+        "chosen pair at every rung, compared with every arm and reported, not judged (docs/targets.md).")
     lr_brackets: dict[str, Any] | None = Field(
         None, description="Per-arm lr multiples run at every rung, e.g. {periodic: [1, 1.5, 2.3]}; each (rung, arm) "
         "is judged at its best multiple.")

@@ -1,7 +1,7 @@
-"""Headroom on the scenes set: Muon at every CPU rung, several seeds, steps growing with size.
+"""Headroom on the scenes set: Muon at every rung of a CPU ladder, several seeds, under a stated compute rule.
 
-    python benchmarks/headroom.py run   [--out DIR] [--rungs R,R,...] [--seeds 0,1,2] [--base-steps 600]
-                                        [--steps-exponent 0.25] [--threads 1] [--smoke]
+    python benchmarks/headroom.py run   [--out DIR] [--rungs R,R,...] [--seeds 0,1,2] [--base-steps 1000]
+                                        [--steps-exponent 0] [--threads 1] [--smoke]
     python benchmarks/headroom.py table [--out DIR]
 
 `run` trains one trial per (rung, seed) and writes each result as `<out>/<rung>-seed<seed>.json` (its config, the
@@ -12,12 +12,13 @@ t interval over seeds of validation loss, FD on `fd_scenes_cnn`, its FD-infinity
 last eval step; each rung against the one below, paired over seeds; and L(N) = E + A*N^-alpha per metric fitted
 on every rung but the largest, which it predicts.
 
-The compute rule: steps = base_steps * (N / N_smallest) ** steps_exponent, rounded up to a multiple of 10, N the
-rung's Muon-group (block 2-D) parameters, so larger rungs get more steps (at the default exponent 0.25 the largest
-of the five rungs, 94.5x the smallest's parameters, trains 3.1x its steps: 600 -> 1,880). The rule is chosen for
-cost: cpu-l (1.24 s a step on one thread, about twice cpu-m) and exponent 0.5 (cpu-m 5,840 steps) would put one
-arm's three seeds past ten hours of this 2-core machine, and the ladder study that follows runs every arm over
-this ladder in about ten hours. Full evaluations run at 1/2, 2/3, 5/6 and the end of each horizon.
+The compute rule: steps = base_steps * (N / N_reference) ** steps_exponent, rounded up to a multiple of 10, N the
+rung's Muon-group (block 2-D) parameters and the reference the ladder's smallest rung. The study's is the default:
+1,000 steps at every rung (exponent 0: every model sees the same 32,000 images). It is chosen for cost: the ladder
+study that follows trains every arm over this ladder within about ten hours of this 2-core machine, and cpu-l's step
+(1.24 s on one thread) with its evaluations is most of it. A rule that gave small rungs fewer steps would stop them
+before they learn: cpu-xs is still at a validation loss of 0.75 after 300 steps and reaches 0.044 by 545. Full
+evaluations run at 1/2, 3/4 and the end of each horizon.
 
 Everything else is one fixed trial: the scenes set at 32 x 32 with patch 4 (64 image tokens), default options,
 batch 32, Muon at its default lr, the learned text encoder (MiniLM encodes each distinct caption once and keeps it,
@@ -31,6 +32,7 @@ the script works (about a minute), not a measurement.
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import math
@@ -43,10 +45,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "benchmarks" / "studies" / "headroom" / "records"
-DEFAULT_RUNGS = "cpu-3xs,cpu-2xs,cpu-xs,cpu-s,cpu-m"
-# Full evaluations at these fractions of each trial's horizon: the last three are the default (2/3, 5/6, end);
-# half-way adds a point for the steps to plateau.
-EVAL_FRACTIONS = (1 / 2, 2 / 3, 5 / 6, 1.0)
+DEFAULT_RUNGS = "cpu-xs1,cpu-xs,cpu-s,cpu-m,cpu-l"
+# Full evaluations at these fractions of each trial's horizon: the end decides, the two before it show whether the
+# run still improves (the steps to plateau).
+EVAL_FRACTIONS = (1 / 2, 3 / 4, 1.0)
 # Read from every record at its last eval step: (column, where in the result, how many decimals).
 COLUMNS = (("val_loss", "val_loss", 4), ("fd_scenes_cnn", "fd", 1), ("fd_infinity", "fd_infinity", 1),
            ("alignment", "alignment", 3), ("alignment.count", "alignment.count", 3),
@@ -55,17 +57,18 @@ COLUMNS = (("val_loss", "val_loss", 4), ("fd_scenes_cnn", "fd", 1), ("fd_infinit
            ("alignment.relation", "alignment.relation", 3))
 
 
+@functools.cache
 def block_parameters(rung: str) -> int:
     from trials.models import build_model, count_parameters
 
     return count_parameters(build_model(rung, device="meta")).block_matrix
 
 
-def rung_steps(rungs: list[str], base_steps: int, exponent: float) -> dict[str, int]:
-    """The compute rule: steps grow as (N / N_smallest) ** exponent, in multiples of 10."""
-    sizes = {r: block_parameters(r) for r in rungs}
-    smallest = min(sizes.values())
-    return {r: int(math.ceil(base_steps * (n / smallest) ** exponent / 10) * 10) for r, n in sizes.items()}
+def rung_steps(rungs: list[str], base_steps: int, exponent: float, reference: str | None = None) -> dict[str, int]:
+    """The compute rule: steps = base_steps * (N / N_reference) ** exponent, in multiples of 10; the reference is
+    the smallest rung of the default ladder, whichever rungs one process runs."""
+    n_ref = block_parameters(reference or DEFAULT_RUNGS.split(",")[0])
+    return {r: int(math.ceil(base_steps * (block_parameters(r) / n_ref) ** exponent / 10) * 10) for r in rungs}
 
 
 def trial_config(rung: str, seed: int, steps: int, threads: int, smoke: bool) -> dict[str, Any]:
@@ -101,7 +104,8 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(args.threads)
-    rule = {"base_steps": args.base_steps, "steps_exponent": args.steps_exponent, "smoke": args.smoke}
+    rule = {"base_steps": args.base_steps, "steps_exponent": args.steps_exponent,
+            "reference_rung": DEFAULT_RUNGS.split(",")[0], "smoke": args.smoke}
     for seed in seeds:  # seed-major: a partial study already holds every rung at its first seeds
         for rung in rungs:
             path = out / f"{rung}-seed{seed}.json"
@@ -195,11 +199,12 @@ def _values(mine: dict[int, dict[str, Any]], where: str, seeds: list[int] | None
 Table = tuple[tuple[str, ...], tuple[str, ...], dict[tuple[str, ...], dict[str, Cell]]]
 
 
-def headroom_tables(records: Path | list[Path]) -> dict[str, Table]:
+def headroom_tables(records: Path | list[Path], n_boot: int = 500) -> dict[str, Table]:
     """The study's tables from its records alone, each (key columns, value columns, rows): `rungs` (mean and 95 %
     t interval over seeds at the last eval step), `attributes` (alignment per attribute), `steps` (each rung against
     the one below, paired over the seeds both hold) and `fits` (L(N) = E + A*N^-alpha per metric with the largest
-    rung held out). `records` is the records' folder or the list of their files."""
+    rung held out). `records` is the records' folder or the list of their files; `n_boot` the fits' bootstrap
+    replicates."""
     by_rung = _by_rung(_records(records))
     rung_cols = ("Muon group", "steps", "seeds", "val loss", "FD (scenes-cnn, 1024)", "FD-infinity",
                  "alignment (all correct)")
@@ -219,7 +224,7 @@ def headroom_tables(records: Path | list[Path]) -> dict[str, Table]:
         rungs[(rung,)] = row
         attributes[(rung,)] = {a: _interval_cell(v, 3) for a in attrs if (v := _values(mine, f"alignment.{a}"))}
     steps = _steps_table(by_rung)
-    fits = _fits_table(by_rung)
+    fits = _fits_table(by_rung, n_boot)
     return {"rungs": (("rung",), rung_cols, rungs), "attributes": (("rung",), attrs, attributes),
             "steps": (("rung", "below"), (*(f"{n} Δ" for n, _, _ in JUDGED), "n", "better beyond the spread"),
                       steps),
@@ -258,7 +263,7 @@ def _steps_table(by_rung: dict[str, dict[int, dict[str, Any]]]) -> dict[tuple[st
 FIT_COLUMNS = ("alpha [95 %]", "E [95 %]", "held out", "predicted [95 %]", "observed [95 %]", "prediction", "flags")
 
 
-def _fits_table(by_rung: dict[str, dict[int, dict[str, Any]]]) -> dict[tuple[str, ...], dict[str, Cell]]:
+def _fits_table(by_rung: dict[str, dict[int, dict[str, Any]]], n_boot: int) -> dict[tuple[str, ...], dict[str, Cell]]:
     """L(N) = E + A*N^-alpha per metric on every rung but the largest (every seed a replicate, seed bootstrap), and
     the held-out rung's observed mean against the fitted curve's interval there: "pass" when inside, "MISS" when
     not. Needs at least 4 rungs (3 fitted)."""
@@ -280,7 +285,7 @@ def _fits_table(by_rung: dict[str, dict[int, dict[str, Any]]]) -> dict[tuple[str
         observed = [1 - x if error else x for x in _values(by_rung[held], where)]
         if len({s for s in sizes}) < 3 or not observed or min(values, default=0) <= 0:
             continue
-        fit = fit_scaling({"muon": (sizes, values)}, form="E+A*N^-alpha")
+        fit = fit_scaling({"muon": (sizes, values)}, form="E+A*N^-alpha", n_boot=n_boot)
         alpha, (alo, ahi) = fit.params["muon"]["alpha"], fit.intervals["muon"]["alpha"]
         e, (elo, ehi) = fit.params["muon"]["E"], fit.intervals["muon"]["E"]
         point, lo, hi = fit.predict("muon", size[held], allow_extrapolation=True)
@@ -323,6 +328,69 @@ def table(args: argparse.Namespace) -> int:
     return 0
 
 
+# ----------------------------------------------------------------------------------------------------------
+# Costs per rung, for budgeting the study that follows: step time at the full batch and at a local batch of 8
+# (thread-CPU, Muon and periodic interleaved as benchmarks/step_ratio.py does), Muon's optimizer share, a trial's
+# peak memory, and (from the records) the steps to plateau and the evaluations' time.
+
+MUON = {"name": "muon"}
+PERIODIC = {"name": "periodic", "refresh_every": 3, "gamma": 0.15}  # the paper's pair
+PEAK = """
+import json, resource, sys
+import torch
+from trials import run_trial
+torch.set_num_threads(1)
+run_trial(json.loads(sys.argv[1]))
+print("PEAK_KB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def _peak_rss_mb(config: dict[str, Any]) -> float:
+    """Peak resident memory of a fresh process that runs `config` (a short trial with one full evaluation)."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", PEAK, json.dumps(config)], capture_output=True, text=True,
+                          check=True, cwd=ROOT)
+    kb = next(line.split()[1] for line in done.stdout.splitlines() if line.startswith("PEAK_KB"))
+    return int(kb) / 1024
+
+
+def costs(args: argparse.Namespace) -> int:
+    from trials.steptime import interleaved_step_times
+
+    rungs = args.rungs.split(",")
+    steps = rung_steps(rungs, args.base_steps, args.steps_exponent)
+    path = Path(args.out) / "costs.json"
+    doc = json.loads(path.read_text()) if path.exists() else {"machine": _machine(), "rungs": {}}
+    for rung in rungs:
+        if rung in doc["rungs"]:
+            continue
+        trial = trial_config(rung, 0, steps[rung], 1, False)
+        row: dict[str, Any] = {"block_parameters": block_parameters(rung), "steps": steps[rung]}
+        for local in (trial["batch_size"], 8):
+            timing = {"local_batch": local, "rounds": args.rounds, "target_halfwidth": args.target,
+                      "max_rounds": args.max_rounds, "warmup_rounds": 2}
+            start = time.time()
+            res = interleaved_step_times(trial, {"muon": MUON, "periodic": PERIODIC}, timing, reference="muon")
+            ratio = res.ratio("periodic")
+            row[f"local_batch_{local}"] = {
+                "muon_step_s": res.step("muon"), "periodic_step_s": res.step("periodic"),
+                "muon_optimizer_share": res.optimizer_share("muon"),
+                "periodic_over_muon": [ratio.mean, ratio.lo, ratio.hi], "rounds": res.rounds,
+                "stopped": res.stopped, "load_before": res.load_before, "load_after": res.load_after}
+            print(f"{rung} local batch {local}: Muon {1e3 * statistics.median(res.step('muon')):.1f} ms a step, "
+                  f"optimizer share {100 * res.optimizer_share('muon'):.1f} %, periodic / Muon {ratio.mean:.3f} "
+                  f"[{ratio.lo:.3f}, {ratio.hi:.3f}], {res.rounds} rounds, {time.time() - start:.0f} s", flush=True)
+        short = {**trial, "steps": 10, "eval_steps": [10]}
+        row["peak_rss_mb"] = _peak_rss_mb(short)
+        print(f"{rung}: peak memory of a trial {row['peak_rss_mb']:.0f} MB", flush=True)
+        doc["rungs"][rung] = row
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc, indent=1))
+        tmp.replace(path)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -330,11 +398,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=str(DEFAULT_OUT))
     p.add_argument("--rungs", default=DEFAULT_RUNGS)
     p.add_argument("--seeds", default="0,1,2")
-    p.add_argument("--base-steps", type=int, default=600, help="steps at the smallest rung")
-    p.add_argument("--steps-exponent", type=float, default=0.25, help="steps grow as (N / N_smallest) ** this")
+    p.add_argument("--base-steps", type=int, default=1000, help="steps at the reference (smallest) rung")
+    p.add_argument("--steps-exponent", type=float, default=0.0, help="steps grow as (N / N_reference) ** this")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--smoke", action="store_true", help="2 rungs, 1 seed, 40 steps: does the script work")
     p.set_defaults(func=run)
+    p = sub.add_parser("costs", help="per-rung step costs and peak memory, into <out>/costs.json")
+    p.add_argument("--out", default=str(DEFAULT_OUT.parent))
+    p.add_argument("--rungs", default=DEFAULT_RUNGS)
+    p.add_argument("--base-steps", type=int, default=1000)
+    p.add_argument("--steps-exponent", type=float, default=0.0)
+    p.add_argument("--rounds", type=int, default=6, help="timed rounds at least")
+    p.add_argument("--max-rounds", type=int, default=30)
+    p.add_argument("--target", type=float, default=0.03, help="half-width every ratio's interval must reach")
+    p.set_defaults(func=costs)
     p = sub.add_parser("table", help="the per-rung table from the records")
     p.add_argument("--out", default=str(DEFAULT_OUT))
     p.set_defaults(func=table)

@@ -1,7 +1,8 @@
 """The transfer report's sections on how far its answer can be trusted: the controls (first on the page, before
 any saving), every comparison at the first crossing, in steps above the target and at the sustained crossing with
 its censoring counts (which endpoints are co-primary, which reported only), the claims in one alpha budget, the
-effective-step diagnostic's verdict, and the tuning budget per arm.
+effective-step diagnostic's verdict with the fixed arms' comparisons, the time ratio against size (held out, then
+extrapolated), and the tuning budget per arm with what the sweep tuned on.
 
 It renders the plain data of the transfer's analysis (`sweeper.TransferResult.analysis()`, the JSON behind
 `GET /v1/transfers/{id}/fits`: its `controls`, `targets`, `claims`, `diagnostics`, `tuning_budgets` and
@@ -22,7 +23,7 @@ from ._html import number as _f
 from ._html import text_table as _table
 
 __all__ = ["budgets_html", "claims_html", "controls_html", "controls_lead_html", "crossings_html",
-           "diagnostics_html"]
+           "diagnostics_html", "time_ratio_html"]
 
 _LABELS = {"first": "first crossing", "steps_above": "steps above the target", "sustained": "sustained crossing"}
 # An analysis judged before the steps above the target were an endpoint carries no `co_primary`: it judged these.
@@ -82,6 +83,10 @@ _ENDPOINT_HEADER = ["steps-to-target ratio [95 % interval] (n)", "seeds per arm 
                     "time saving [95 % interval] (n)", "per-step time ratio [95 % interval]"]
 
 
+def _level(alpha: Any) -> str:
+    return f"{alpha:.3g}" if isinstance(alpha, float) else str(alpha)
+
+
 def controls_html(analysis: Mapping[str, Any]) -> str:
     """Each control at each rung: its outcome, the checks behind it (value, interval, p, what it must show) and
     the comparison it was judged on, at the controls' endpoint."""
@@ -90,7 +95,7 @@ def controls_html(analysis: Mapping[str, Any]) -> str:
         return f"<p>{_NO_CONTROLS}</p>"
     endpoint = controls.get("endpoint", "first")
     rows = []
-    for kind in ("negative", "positive"):
+    for kind in ("negative", "positive", "steps"):
         section = controls.get(kind)
         if not section:
             continue
@@ -104,8 +109,9 @@ def controls_html(analysis: Mapping[str, Any]) -> str:
             rows.append([_e(kind), pair, _e(rung), state, *_endpoint_cells(doc), checks, _e(outcome.get("verdict"))])
     searched = _e(analysis.get("searched_arm") or "the searched arm")
     return (_table(["control", "arms", "rung", "outcome", *_ENDPOINT_HEADER, "checks", "verdict"], rows,
-                   f"each control at each rung, at the {endpoint} crossing (alpha {controls.get('alpha')}): the "
-                   "negative control must come out null, the positive control's known saving must be detected")
+                   f"each control at each rung, at the {endpoint} crossing (alpha {_level(controls.get('alpha'))}, the "
+                   "level the strongest claim must pass): the negative control must come out null, the positive "
+                   "control's known saving and the steps control's known steps ratio must be detected")
             + f"<p>A null on {searched} is read as evidence of no saving only where the positive control's saving was "
               "detected at that rung (each comparison's reading in the next table).</p>")
 
@@ -226,6 +232,27 @@ def diagnostics_html(analysis: Mapping[str, Any]) -> str:
             f"{kind.replace('_', '-')} diagnostic: {d.get('against')} against {reference}, and against {arm} ("
             f"{reference} at lr x {d.get('lr_factor')}, the {d.get('against')} arm's mean update size), at the "
             f"{endpoint} crossing"))
+    for kind, d in (analysis.get("fixed_arms") or {}).items():
+        parts.append(f"<p>{_e(kind.replace('_', ' '))} ({_e(d.get('arm'))}, reported, not judged):</p><ul>"
+                     + "".join(f"<li>{_e(line)}</li>" for line in d.get("lines") or []) + "</ul>")
+    return "".join(parts)
+
+
+def time_ratio_html(analysis: Mapping[str, Any]) -> str:
+    """The time ratio at equal quality per rung, the line against size, the largest rung held out (pass or MISS)
+    and the extrapolation to the paper's rungs beside the paper's figures; or why there is no fit."""
+    doc = analysis.get("time_ratio") or {}
+    if not doc:
+        return ""
+    rows = [[_e(rung), f"{row.get('block_parameters'):,}", _f(row.get("ratio_mean")),
+             str(len(row.get("seeds") or []))] for rung, row in (doc.get("per_rung") or {}).items()]
+    rows += [[_e(rung), "—", f"no ratio: {_e(why)}", "0"]
+             for rung, why in (doc.get("rungs_without_ratio") or {}).items()]
+    parts = [_table(["rung", "block parameters", f"time ratio {doc.get('searched')} / {doc.get('against')}", "seeds"],
+                    rows, str(doc.get("definition", "")))]
+    if doc.get("error"):
+        parts.append(f"<p><strong>{_e(doc['error'])}</strong></p>")
+    parts.append("<ul>" + "".join(f"<li>{_e(line)}</li>" for line in doc.get("lines") or []) + "</ul>")
     return "".join(parts)
 
 
@@ -250,6 +277,14 @@ def budgets_html(analysis: Mapping[str, Any]) -> str:
              f"<p>Budgets in the sweep: {words[budgets.get('equal_in_sweep')]}; in the transfer: "
              f"{words[budgets.get('equal_in_transfer')]}. A searched arm tuned on more settings than the baselines "
              "has an advantage no test sees.</p>"]
+    sel = budgets.get("selection") or {}
+    if sel:
+        curse = (sel.get("winners_curse") or {}).get("winners_curse")
+        judged = ("the judged quantity" if sel.get("on_judged_quantity") else
+                  "<strong>not</strong> the judged steps to target")
+        cursed = _f(curse) if curse is not None else _e(sel.get("winners_curse_note", "—"))
+        parts.append(f"<p>The sweep tuned on {_e(sel.get('objective'))} ({judged}); selection standard error "
+                     f"{_f(sel.get('selection_se'))}; winner's curse {cursed}.</p>")
     choice_rows = []
     for rung, per in (brackets.get("choices") or {}).items():
         for arm, choice in per.items():

@@ -27,6 +27,7 @@ from ._analysis import (
     controls_lead_html,
     crossings_html,
     diagnostics_html,
+    time_ratio_html,
 )
 from ._curves import FDCurves, LossCurves, compute_fd_curves, compute_loss_curves, plot_fd_curves, plot_loss_curves
 from ._draw import png_bytes
@@ -429,6 +430,8 @@ _SECTIONS = (
     _Section("crossings", "Every seed kept: each endpoint, co-primary or reported", "analysis", crossings_html,
              _no_figure),
     _Section("claims", "Claims in one alpha budget", "analysis", claims_html, _no_figure),
+    _Section("time_ratio", "The time ratio against size: held out, then extrapolated", "analysis", time_ratio_html,
+             _no_figure),
     _Section("diagnostics", "A steps penalty: the step size or the direction?", "analysis", diagnostics_html,
              _no_figure),
     _Section("budgets", "Tuning budget per arm", "analysis", budgets_html, _no_figure),

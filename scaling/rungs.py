@@ -111,7 +111,7 @@ def _targets(target: TargetRule, by_rung: Mapping[str, list[TransferRun]],
     for rung, runs in by_rung.items():
         curve = _curve_name(runs)
         if target.rule == "pilot":
-            out[rung] = _pilot_entry(pilot, curve)
+            out[rung] = _pilot_entry(pilot, curve, rung)
             continue
         if target.rule == "fixed":
             value = target.values.get(rung)
@@ -132,9 +132,12 @@ def _targets(target: TargetRule, by_rung: Mapping[str, list[TransferRun]],
     return out
 
 
-def _pilot_entry(pilot: Mapping[str, Any] | None, curve: str) -> dict[str, Any]:
-    """A rung's target under rule `pilot`: the pilot's one value, on the curve the rung's runs are judged on."""
+def _pilot_entry(pilot: Mapping[str, Any] | None, curve: str, rung: str) -> dict[str, Any]:
+    """A rung's target under rule `pilot`: the pilot's one value (per rung: that rung's pilot's), on the curve the
+    rung's runs are judged on."""
     derived = (pilot or {}).get("result") or {}
+    if derived.get("per_rung"):
+        derived = {**(derived.get("rungs") or {}).get(rung, {}), "curve": derived.get("curve")}
     if derived.get("value") is None:
         return {"value": None, "curve": curve, "source": "the pilot has not set the target (it has not finished)"}
     if derived.get("curve") != curve:
@@ -441,6 +444,12 @@ def rung_report(
             out["pilot"]["flag"] = (f"PILOT NOT AT A PLATEAU: its curve still fell by more than "
                                     f"{100 * derived['max_drop']:.0f}% over the last {derived['window']:.2g} of its "
                                     f"horizon on some seed (drops {derived.get('drops')})")
+        if derived and derived.get("horizon_short"):
+            # The judged runs at such a rung would be censored for want of steps, not of quality.
+            short = ", ".join(f"{r} (reached at {derived['horizon_check'][r]['reached_at']}, judged horizon "
+                              f"{derived['horizon_check'][r]['judged_horizon']})" for r in derived["horizon_short"])
+            out["pilot"]["horizon_flag"] = (f"HORIZON SHORT: a pilot seed reached its rung's target only after the "
+                                            f"judged horizon at {short}")
     for rung in rungs:
         at = [r for r in ok if r.rung == rung]
         t = targets.get(rung, {"value": None, "curve": _curve_name(at), "source": "no succeeded runs"})
@@ -614,6 +623,12 @@ def pilot_lines(report: Mapping[str, Any]) -> list[str]:
     derived = pilot.get("result")
     if not derived:
         return ["  pilot: not finished, so no target yet"]
+    if derived.get("per_rung"):
+        lines = [f"  pilot at {rung}: {pilot.get('arm')}, {(pilot.get('horizons') or {}).get(rung)} steps, seeds "
+                 f"{pilot.get('seeds')}: plateau quality {d['quality']:.4g} -> target {d['value']:.4g}"
+                 + (" (plateaued)" if d.get("plateaued") else " (NOT at a plateau)")
+                 for rung, d in (derived.get("rungs") or {}).items()]
+        return lines + [f"  {pilot[k]}" for k in ("flag", "horizon_flag") if pilot.get(k)]
     head = (f"  pilot: {pilot.get('arm')} at {pilot.get('rung')}, {pilot.get('horizon')} steps, seeds "
             f"{pilot.get('seeds')} (runs {', '.join(derived.get('run_ids') or [])}): plateau quality "
             f"{derived['quality']:.4g} -> target {derived['value']:.4g} at every rung")

@@ -1,6 +1,10 @@
 """`scalesweep sweep ...`: run, resume, watch, cancel and read sweeps from the command line.
 
     scalesweep sweep validate SPEC                      check a spec; print it with every default filled in
+    scalesweep sweep plan SPEC [--budget-hours H] [--json]
+                                                        price it before it runs: its trials, machine-hours on
+                                                        this machine, peak memory, smallest detectable saving;
+                                                        starts nothing (exit 2: over memory or over budget)
     scalesweep sweep run SPEC [--workdir DIR] [--resume] [--quiet]
                                                         run (or resume) a sweep in this process; exit 0 when it
                                                         succeeded, 1 when it failed, 130 when it was cancelled
@@ -31,7 +35,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 __all__ = ["add_arguments", "run"]
@@ -46,6 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="sweep_command", required=True)
     p = sub.add_parser("validate", help="check a sweep spec and print it with its defaults")
     p.add_argument("spec", help="sweep spec file (.yaml, .yml or .json)")
+    add_plan(sub, "sweep")
     add_run_and_status(sub, "sweep")
     p = sub.add_parser("result", help="the rank table and the chosen point, from MLflow")
     _sweep_reference(p, "sweep")
@@ -86,6 +93,78 @@ def _sweep_reference(p: argparse.ArgumentParser, dest: str, metavar: str = "SWEE
     p.add_argument("--experiment", help="MLflow experiment (default: scalesweep)")
 
 
+def add_plan(sub: Any, job: str) -> Any:
+    """`plan SPEC [--budget-hours H] [--json]` of a sweep or a transfer (the transfer adds `--prior DIR`)."""
+    p = sub.add_parser("plan", help=f"price a {job} before it runs (trials, machine-hours, memory, detectable "
+                       "saving); starts nothing")
+    p.add_argument("spec", help=f"{job} spec file (.yaml, .yml or .json)")
+    p.add_argument("--budget-hours", metavar="H",
+                   help="refuse (exit 2) a plan whose estimate is over H machine-hours on this machine")
+    p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    return p
+
+
+def budget_hours(raw: str | None) -> float | None:
+    """`--budget-hours`: a positive number of hours (ValueError in one line otherwise)."""
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not (value > 0 and value != float("inf")):
+        raise ValueError(f"--budget-hours: expected a positive number of machine-hours, got {raw!r}")
+    return value
+
+
+def print_plan(args: argparse.Namespace, estimate: Any) -> int:
+    """A priced plan as JSON (--json) or as text lines."""
+    if args.json:
+        print(json.dumps(estimate.to_dict(), indent=2, default=str))
+    else:
+        print("\n".join(estimate.lines()))
+    return 0
+
+
+def run_driver_estimate(estimate: Callable[[Any], Any], spec: Any) -> dict[str, Any]:
+    """The plan's estimate of a job as its driver starts, from the cached calibration only (a missing one is said,
+    not measured: measuring would hold the job); never fails the job."""
+    try:
+        est = estimate(spec)
+    except Exception as exc:  # e.g. a trial over this machine's memory: the service admitted it elsewhere
+        return {"estimated_wall_s": None, "machine_hours": None, "no_estimate": " ".join(str(exc).split())}
+    doc = est.to_dict()
+    return {"estimated_wall_s": doc["estimated_wall_s"], "machine_hours": doc["machine_hours"],
+            "no_estimate": doc["no_estimate"], "machine": doc["machine"], "trials": doc["trials"],
+            "calibration": sorted({c["source"] for c in doc["calibration"].values() if c})}
+
+
+def record_actual(workdir: Path, started: dict[str, Any], actual_s: float) -> dict[str, Any]:
+    """The estimate (the first driver run's, kept on resume) and every driver run's actual wall time, stored in the
+    work folder's estimate file; the document returned."""
+    from .jobfiles import ESTIMATE_FILE, read_json, write_json
+
+    path = workdir / ESTIMATE_FILE
+    doc = read_json(path) or started
+    runs = [*doc.get("driver_runs_s", []), round(actual_s, 3)]
+    doc = {**doc, "driver_runs_s": runs, "actual_wall_s": round(sum(runs), 3),
+           "actual_machine_hours": sum(runs) / 3600}
+    if workdir.is_dir():
+        write_json(path, doc)
+    return doc
+
+
+def estimate_line(doc: dict[str, Any]) -> str:
+    """'machine-hours: estimated E (plan), actual A (...)': a finished job's estimate beside its actual."""
+    actual = f"actual {doc['actual_machine_hours']:.4f} ({doc['actual_wall_s']:.0f} s wall"
+    actual += f" over {len(doc['driver_runs_s'])} driver runs)" if len(doc["driver_runs_s"]) > 1 else ")"
+    if doc.get("machine_hours") is None:
+        return f"machine-hours: {actual}; no estimate: {doc.get('no_estimate')}"
+    ratio = doc["actual_wall_s"] / doc["estimated_wall_s"] if doc.get("estimated_wall_s") else float("nan")
+    return (f"machine-hours: estimated {doc['machine_hours']:.4f} ({doc['estimated_wall_s']:.0f} s, the plan's, "
+            f"from the cached calibration), {actual}; actual / estimate {ratio:.2f}")
+
+
 def add_run_and_status(sub: Any, job: str) -> None:
     """`run SPEC` and `status WORKDIR` of a job the driver runs in this process (a sweep, a transfer)."""
     p = sub.add_parser("run", help=f"run or resume a {job} (the driver runs in this process)")
@@ -121,14 +200,21 @@ def _validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_job_command(args: argparse.Namespace, load: Callable[[Any], Any], run: Callable[..., Any]) -> int:
-    """`scalesweep sweep run` and `scalesweep transfer run`: load the spec (validated before anything starts), run
-    the job's driver, print its table under --quiet (else the driver's progress was the output); the exit status
-    says how it ended (0 succeeded, 1 failed, 130 cancelled)."""
+def run_job_command(args: argparse.Namespace, load: Callable[[Any], Any], run: Callable[..., Any],
+                    estimate: Callable[[Any], Any], default_workdir: Callable[[str], Path]) -> int:
+    """`scalesweep sweep run` and `scalesweep transfer run`: load the spec (validated before anything starts), price
+    it from the cached calibration (`estimate`), run the job's driver, print its table under --quiet (else the
+    driver's progress was the output), then its estimate beside the actual machine-hours (stored in the work
+    folder's estimate file); the exit status says how it ended (0 succeeded, 1 failed, 130 cancelled)."""
     spec = load(args.spec)
+    started = run_driver_estimate(estimate, spec)
+    clock = time.perf_counter()
     result = run(spec, workdir=args.workdir, resume=args.resume, show_progress=not args.quiet)
+    actual = time.perf_counter() - clock
     if args.quiet:
         print(result.table())
+    workdir = Path(args.workdir or default_workdir(spec.name)).resolve()
+    print(estimate_line(record_actual(workdir, started, actual)))
     return EXIT_STATUS.get(result.state, 1)
 
 
@@ -152,10 +238,21 @@ def print_status(args: argparse.Namespace, status: dict[str, Any], *, headline: 
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .jobs import run_sweep
+    from .demand import sweep_estimate
+    from .jobs import default_workdir, run_sweep
     from .specs import load_spec
 
-    return run_job_command(args, load_spec, run_sweep)
+    return run_job_command(args, load_spec, run_sweep, lambda spec: sweep_estimate(spec, measure=False),
+                           default_workdir)
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from .demand import sweep_estimate
+    from .specs import load_spec
+
+    spec = load_spec(args.spec)
+    hours = budget_hours(args.budget_hours)
+    return print_plan(args, sweep_estimate(spec, budget_hours=hours))
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -271,6 +368,7 @@ def _cancel(args: argparse.Namespace) -> int:
 
 _COMMANDS: dict[str, Any] = {
     "validate": _validate,
+    "plan": _plan,
     "run": _run,
     "status": _status,
     "result": _result,

@@ -15,6 +15,8 @@ A driver runs in a process of its own and keeps its state in a work folder:
                     ended, with the version of the job files it was computed from (`transfer_version`)
     report.html     a finished transfer's report page, stored by its driver when it ended
     report.json     the version of the job files (`transfer_version`) that page was built from
+    estimate.json   the plan's estimate (`sweeper.demand`), written by the driver as it starts from the cached
+                    calibration, and the actual wall time of each driver run, added as it ends
 
 JSON files are written whole to a temporary name and renamed into place, so a reader in another process or thread
 never sees half a file; a reader that finds no file, or one it cannot parse, gets None.
@@ -35,6 +37,7 @@ from typing import Any
 __all__ = [
     "ANALYSIS_FILE",
     "CANCEL_FILE",
+    "ESTIMATE_FILE",
     "LOCK_FILE",
     "OUTCOME_FILE",
     "REPORT_FILE",
@@ -73,6 +76,7 @@ OUTCOME_FILE = "outcome.json"
 ANALYSIS_FILE = "analysis.json"
 REPORT_FILE = "report.html"
 REPORT_LABEL_FILE = "report.json"
+ESTIMATE_FILE = "estimate.json"
 
 
 def write_json(path: Path, data: Mapping[str, Any]) -> None:

@@ -26,17 +26,19 @@ def headroom() -> Any:
 
 
 def test_steps_grow_with_size_and_every_trial_validates(headroom: Any) -> None:
-    assert headroom.rung_steps(headroom.DEFAULT_RUNGS.split(","), 600, 0.25)["cpu-m"] == 1880  # the study's rule
-    rungs = [*headroom.DEFAULT_RUNGS.split(","), "cpu-l"]
+    rungs = headroom.DEFAULT_RUNGS.split(",")
+    assert headroom.rung_steps(rungs, 1000, 0.0) == dict.fromkeys(rungs, 1000)  # the study's rule
     steps = headroom.rung_steps(rungs, 600, 0.5)
-    assert list(steps.values()) == sorted(steps.values()) and steps["cpu-3xs"] == 600 and steps["cpu-l"] == 8250
+    assert list(steps.values()) == sorted(steps.values()) and steps["cpu-xs1"] == 600 and steps["cpu-l"] == 4130
+    # the reference is the ladder's smallest rung whichever rungs one process runs
+    assert headroom.rung_steps(["cpu-l"], 600, 0.5) == {"cpu-l": 4130}
     assert all(s % 10 == 0 for s in steps.values())
     assert headroom.rung_steps(rungs, 300, 0.0) == dict.fromkeys(rungs, 300)
     for smoke in (False, True):
         cfg = TrialConfig.model_validate(headroom.trial_config("cpu-l", 2, 8240, 1, smoke))
         assert (cfg.data.name, cfg.data.image_size, cfg.resolved_patch, cfg.eval.extractor) == (
             "scenes", 32, 4, "scenes-cnn")
-        assert cfg.resolved_eval_steps == [4120, 5493, 6867, 8240]  # 1/2, 2/3, 5/6 and the end
+        assert cfg.resolved_eval_steps == [4120, 6180, 8240]  # 1/2, 3/4 and the end
 
 
 def test_the_table_is_the_mean_and_spread_over_seeds_at_the_last_eval_step(headroom: Any, tmp_path: Path) -> None:
@@ -75,25 +77,25 @@ def test_a_ladder_on_a_known_power_law_is_better_at_every_rung_and_its_held_out_
     noise = (0.99, 1.0, 1.01)  # per seed, multiplicative: a spread far below the gaps between rungs
     _ladder(headroom, tmp_path, lambda n, s: ((0.05 + 30 * n ** -0.5) * noise[s], (20 + 4e4 * n ** -0.6) * noise[s],
                                               1 - (0.1 + 50 * n ** -0.4) * noise[s]))
-    tables = headroom.headroom_tables(tmp_path)
+    tables = headroom.headroom_tables(tmp_path, n_boot=100)
     steps = tables["steps"][2]
     assert len(steps) == 4 and all(row["better beyond the spread"][1] == "val loss, FD, alignment"
                                    for row in steps.values())
-    assert steps[("cpu-2xs", "cpu-3xs")]["val loss Δ"][0][0] < 0 and steps[("cpu-2xs", "cpu-3xs")]["n"][0] == (3,)
+    assert steps[("cpu-xs", "cpu-xs1")]["val loss Δ"][0][0] < 0 and steps[("cpu-xs", "cpu-xs1")]["n"][0] == (3,)
     fits = tables["fits"][2]
     assert set(fits) == {("val loss",), ("FD",), ("FD-infinity",), ("1 − alignment",)}
     val = fits[("val loss",)]
     alpha, lo, hi = val["alpha [95 %]"][0]
     assert lo <= 0.5 <= hi and lo > 0 and abs(alpha - 0.5) < 0.1  # the exponent put in, identifiable
-    assert val["held out"][1] == "cpu-m" and val["prediction"][1] == "pass"
+    assert val["held out"][1] == "cpu-l" and val["prediction"][1] == "pass"
     assert "| rung | Muon group |" in headroom.markdown(tables["rungs"])[0]
 
 
 def test_a_flat_top_rung_fails_the_step_and_misses_its_prediction(headroom: Any, tmp_path: Path) -> None:
     """A ladder whose largest rung is no better than the one below: the table says so, and the fit on the
     four smaller rungs misses it (reported as a miss, not hidden)."""
-    top = headroom.block_parameters("cpu-m")
-    below = headroom.block_parameters("cpu-s")
+    top = headroom.block_parameters("cpu-l")
+    below = headroom.block_parameters("cpu-m")
     noise = (0.99, 1.0, 1.01)
 
     def values(n: int, s: int) -> tuple[float, float, float]:
@@ -101,6 +103,6 @@ def test_a_flat_top_rung_fails_the_step_and_misses_its_prediction(headroom: Any,
         return (0.05 + 30 * m ** -0.5) * noise[s], (20 + 4e4 * m ** -0.6) * noise[s], 0.5
 
     _ladder(headroom, tmp_path, values)
-    tables = headroom.headroom_tables(tmp_path)
-    assert tables["steps"][2][("cpu-m", "cpu-s")]["better beyond the spread"][1] == "none"
+    tables = headroom.headroom_tables(tmp_path, n_boot=100)
+    assert tables["steps"][2][("cpu-l", "cpu-m")]["better beyond the spread"][1] == "none"
     assert tables["fits"][2][("val loss",)]["prediction"][1] == "MISS"

@@ -90,6 +90,8 @@ def _wire(app: FastAPI, settings: Settings) -> None:
     app.include_router(sweeps.router, prefix=API_PREFIX)
     for router in (transfers.router, fits.router, exports.router):
         app.include_router(router, prefix=API_PREFIX)
+    for router in (sweeps.plans, transfers.plans):  # /v1/plans/...: a job priced before it exists
+        app.include_router(router, prefix=API_PREFIX)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

@@ -127,7 +127,7 @@ class Settings(EnvSettings):
         "set it to a worker's memory on a cluster.",
     )
     rest_rungs: str = Field(
-        "cpu-3xs,cpu-2xs,cpu-xs,cpu-s,cpu-m,cpu-l",
+        "cpu-3xs,cpu-2xs,cpu-xs1,cpu-xs,cpu-s,cpu-m,cpu-l",
         description="Comma-separated rungs a REST sweep or transfer may name (trials.models.list_rungs()); "
         "default: the CPU rungs. Add the paper rungs on a cluster that can hold them.",
     )

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..controls import ControlKind, control_outcome
+from ..controls import CONTROL_KINDS, ControlKind, control_outcome
 from ..errors import ScalingInputError
 from ..records import TransferRun
 from ..stats import LEVEL
@@ -131,28 +131,36 @@ def control_not_judged(kind: str, why: str) -> dict[str, Any]:
 
 def controls_section(comparisons: Mapping[ControlKind, Sequence[CrossingComparison]], *,
                      endpoint: ComparisonEndpoint = "first", alpha: float = 0.05,
-                     expected_step_time_ratio: Mapping[str, float] | None = None) -> dict[str, Any]:
+                     expected_step_time_ratio: Mapping[str, float] | None = None,
+                     expected_steps_ratio: float | None = None) -> dict[str, Any]:
     """The analysis' `controls` section from each control's comparisons, one per rung (negative: Muon against an
-    identical Muon; positive: Muon as the searched arm against Muon with redundant work): each control's outcome per
-    rung at `endpoint` (`judged` false where it could not be judged, which is not a pass), `passed` when it came out
-    as it must at every rung, and `lines`, the verdicts in the order
-    the report prints them first. `expected_step_time_ratio` maps a rung to the positive control's per-step ratio
-    measured apart. A comparison without timing cannot be judged (the saving needs the per-step ratio) and says so."""
+    identical Muon; positive: Muon as the searched arm against Muon with redundant work; steps: Muon against Muon
+    stretched by null steps): each control's outcome per rung at `endpoint`, every check at `alpha` (give the level
+    the strongest claim must pass) (`judged` false where it could not be judged, which is not a pass), `passed`
+    when it came out as it must at every rung, and `lines`, the verdicts in the order the report prints them first.
+    `expected_step_time_ratio` maps a rung to the positive control's per-step ratio measured apart;
+    `expected_steps_ratio` is the steps control's known Muon / stretched ratio (stretch / (stretch + 1)). A
+    negative or positive comparison without timing cannot be judged (the saving needs the per-step ratio) and says
+    so; the steps control is judged on its steps ratio, its saving added where timed."""
     out: dict[str, Any] = {"endpoint": endpoint, "alpha": alpha, "lines": []}
-    kinds: tuple[ControlKind, ...] = ("negative", "positive")
-    for kind in kinds:
+    for kind in CONTROL_KINDS:
         comps = comparisons.get(kind) or []
         if not comps:
             continue
         rungs: dict[str, Any] = {}
         for comp in comps:
             saving = comp.savings.get(endpoint)
-            if saving is None:
-                rungs[comp.rung] = control_not_judged(kind, "its comparison has no per-step timing")
+            judged_on = saving if saving is not None or kind != "steps" else comp.steps.get(endpoint)
+            if judged_on is None:
+                why = ("its comparison has no per-step timing" if kind != "steps" else
+                       f"its comparison has no steps ratio at the {endpoint} crossing")
+                rungs[comp.rung] = control_not_judged(kind, why)
             else:
                 expected = (expected_step_time_ratio or {}).get(comp.rung) if kind == "positive" else None
-                rungs[comp.rung] = {**control_outcome(kind, saving, alpha=alpha,
-                                                      expected_step_time_ratio=expected).to_dict(), "judged": True}
+                rungs[comp.rung] = {**control_outcome(kind, judged_on, alpha=alpha,
+                                                      expected_step_time_ratio=expected,
+                                                      expected_steps_ratio=expected_steps_ratio).to_dict(),
+                                    "judged": True}
             out["lines"].append(f"{comp.rung}: {rungs[comp.rung]['verdict']}")
         out[kind] = {"passed": all(r["passed"] for r in rungs.values()), "rungs": rungs}
     return out

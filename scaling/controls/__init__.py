@@ -1,10 +1,11 @@
-"""The controls' expected outcomes (`control_outcome`: did the negative control show nothing and the positive one
-its known saving) and the injection simulation that measures how often the analysis's intervals cover a known
-truth injected into recorded curves (`injection_coverage`, `control_simulation`)."""
+"""The controls' expected outcomes (`control_outcome`: did the negative control show nothing, the positive one its
+known saving and the steps control its known steps ratio, each at the level it is given) and the injection
+simulation that measures how often the analysis's intervals cover a known truth injected into recorded curves
+(`injection_coverage`, `control_simulation`)."""
 
 from __future__ import annotations
 
-from ._controls import ControlCheck, ControlKind, ControlOutcome, control_outcome, null_reading
+from ._controls import CONTROL_KINDS, ControlCheck, ControlKind, ControlOutcome, control_outcome, null_reading
 from ._injection import (
     ControlSimulation,
     InjectionCoverage,
@@ -16,6 +17,7 @@ from ._injection import (
 )
 
 __all__ = [
+    "CONTROL_KINDS",
     "ControlCheck",
     "ControlKind",
     "ControlOutcome",

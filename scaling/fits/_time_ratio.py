@@ -129,7 +129,10 @@ class TimeRatioFit:
 
 def _seed_bootstrap_var(data: Mapping[str, tuple[float, np.ndarray]], names: Sequence[str], log_n0: float,
                         xs: Sequence[float], n_boot: int, seed: int) -> tuple[float, np.ndarray]:
-    """Variance of the slope, and of the line at each of `xs`, when each rung's seeds are resampled and refitted."""
+    """Variance of the slope, and of the line at each of `xs`, when each rung's seeds are resampled and refitted
+    (0 with fewer than 2 replicates: the residual alone then sets every standard error)."""
+    if n_boot < 2:
+        return 0.0, np.zeros(len(xs))
     rng = np.random.default_rng(seed)
     x = np.array([math.log10(data[n][0]) - log_n0 for n in names])
     # (n_boot, R): each rung's mean over its seeds drawn with replacement
@@ -190,9 +193,10 @@ def fit_time_ratio(
     """Fit log ratio against log10 size over `rungs` ({name: (block-matrix parameters, per-seed log ratios)}).
 
     `holdout="largest"` (the default) first fits every rung but the largest and predicts it; None skips the test.
-    `extrapolate` ({name: parameters}) asks for the refitted line's value at other sizes, each plus `offsets[name]`
-    (a log ratio, e.g. a per-step ratio from a cost model) where given. The fit needs at least 3 rungs (4 with a
-    hold-out): fewer is refused with `ScalingInputError`, as is a non-finite value or a repeated size.
+    `n_boot` below 2 skips the seed bootstrap (the residual alone sets the standard errors: `se_source`
+    "residual"). `extrapolate` ({name: parameters}) asks for the refitted line's value at other sizes, each plus
+    `offsets[name]` (a log ratio, e.g. a per-step ratio from a cost model) where given. The fit needs at least 3
+    rungs (4 with a hold-out): fewer is refused with `ScalingInputError`, as is a non-finite value or a repeated size.
     """
     data = _check(rungs)
     names = list(data)

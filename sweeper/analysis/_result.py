@@ -201,8 +201,19 @@ class SweepResult:
             lines += ["", "no point was scored on every seed yet"]
         budgets = self.budgets()
         if budgets:
+            equal = "equal" if len({b["trials"] for b in budgets.values()}) == 1 else "NOT equal"
             lines.append("tuning budget per arm: " + "; ".join(
-                f"{arm} {b['settings']} setting(s), {b['trials']} trials" for arm, b in budgets.items()))
+                f"{arm} {b['settings']} setting(s), {b['trials']} trials" for arm, b in budgets.items())
+                + f" ({equal})")
+        picked = self.selection
+        if picked is not None:
+            # the noise of one point's mean objective: the scale a choice between points is made on
+            n = len(picked.point.seed_objectives)
+            se = picked.pooled_seed_std / math.sqrt(n) if picked.pooled_seed_std and n else None
+            lines.append(f"selected on {picked.objective}; selection standard error "
+                         + (f"{_num(se)} (pooled seed std / sqrt({n}))" if se is not None else "- (one seed)")
+                         + ("" if picked.confirmation else "; winner's curse not measured (no confirmation on fresh "
+                                                           "seeds: confirm.top 0)"))
         return "\n".join(lines)
 
 

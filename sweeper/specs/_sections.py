@@ -255,13 +255,15 @@ class BaselineSpec(BaseModel):
         "(seed + this offset) mod 2^31 (its model init still from the seed), as a transfer's controls do. None = "
         "the seed's own order, as every other arm.",
     )
+    # Up to 36: the paper's whole grid (K in {2, 3, 4} x gamma in four values) with a 3-point lr bracket is 36
+    # settings of the searched arm, and an equal budget gives each baseline as many lr multiples.
     lr_factors: list[Annotated[float, Field(gt=0, le=1000)]] | None = Field(
         None,
         min_length=1,
-        max_length=9,
+        max_length=36,
         description="Equal tuning budgets: run this arm at each multiple of its lr (its `optimizer.lr`, else the "
-        "arm's default), e.g. [0.5, 1, 2], on the sweep's seeds; each is a baseline named '<name>.lr_x<factor>', "
-        "and the best (lowest mean objective) is the lr a transfer carries. None = the one lr.",
+        "arm's default), 1 to 36 of them, e.g. [0.5, 1, 2], on the sweep's seeds; each is a baseline named "
+        "'<name>.lr_x<factor>', and the best (lowest mean objective) is the lr a transfer carries. None = the one lr.",
     )
 
     @field_validator("lr_factors")

@@ -15,7 +15,16 @@ from ._fits import fit_docs_of, fit_metrics_of, fits_or_errors_of, level_fits_of
 from ._plan import _clean, _rung_shape
 from ._record import ResultRecord
 from ._savings import common_targets_of, savings_of, time_to_best_of
-from ._targets import claims_of, controls_of, diagnostics_of, targets_of, tuning_budgets_of, undertrained_rungs_of
+from ._targets import (
+    claims_of,
+    controls_of,
+    diagnostics_of,
+    fixed_arms_of,
+    targets_of,
+    tuning_budgets_of,
+    undertrained_rungs_of,
+)
+from ._time_ratio import time_ratio_of
 from ._verification import verification_doc_of
 
 __all__ = ["analysis_of", "export_of", "target_summary_of"]
@@ -52,6 +61,8 @@ def analysis_of(result: ResultRecord, *, n_boot: int | None = None) -> dict[str,
     samples = sorted({r.fd_samples for r in result.runs if r.fd_samples})
     return _clean({
         "transfer_id": result.transfer_id, "name": result.name, "state": result.state,
+        # the controls first: whether the instrument saw what it must decides how everything after it reads
+        "controls": controls_of(result),
         "chosen": result.chosen, "searched_arm": result.searched_arm, "source": result.source,
         "metric_name": metric_names[0] if len(metric_names) == 1 else metric_names,
         "fd_samples": samples[0] if len(samples) == 1 else samples,
@@ -68,12 +79,13 @@ def analysis_of(result: ResultRecord, *, n_boot: int | None = None) -> dict[str,
         "step_timing": result.step_timing, "undertrained_rungs": undertrained,
         "track_samples": sorted({r.track_samples for r in result.runs if r.track_samples}),
         "fits": fits,
+        "time_ratio": time_ratio_of(result, n_boot=n_boot),
         "verification": verification_doc_of(result),
         "seeds_note": result.seeds_note,
         "rounds": result.plan.rounds,
         "extensions": result.plan.get("extensions"),
-        "controls": controls_of(result),
         "diagnostics": diagnostics_of(result),
+        "fixed_arms": fixed_arms_of(result),
         "tuning_budgets": tuning_budgets_of(result),
         "claims": claims_of(result),
         "lr_brackets": {"multiples": result.plan.lr_brackets, "choices": result.lr_choices,

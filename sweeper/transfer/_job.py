@@ -233,8 +233,12 @@ def _print_plan(state: TransferHead, out: IO[str]) -> None:
         print(f"  horizons per rung: {plan.horizons}; target: {plan.target_text}", file=out, flush=True)
     if plan.pilot is not None:
         p = plan.pilot
-        print(f"  pilot: {p['arm']} at {p['rung']}, {p['horizon']} steps, seeds {p['seeds']}, {p['points']} tracking "
-              "points: one target for every rung, derived before the judged runs", file=out, flush=True)
+        if p.get("per_rung"):
+            print(f"  pilot: {p['arm']} at every rung ({p['horizons']} steps), seeds {p['seeds']}, {p['points']} "
+                  "tracking points: each rung's own target, derived before the judged runs", file=out, flush=True)
+        else:
+            print(f"  pilot: {p['arm']} at {p['rung']}, {p['horizon']} steps, seeds {p['seeds']}, {p['points']} "
+                  "tracking points: one target for every rung, derived before the judged runs", file=out, flush=True)
 
 
 

@@ -95,12 +95,15 @@ class TransferPlan(_Keyed):
     # Seeds added in rounds: the rule (`scaling.RoundsSpec`), the deciding rung, the first round's seeds and each
     # look so far (`scaling.rounds_look`); `seeds` above grows with the rounds.
     rounds: dict[str, Any] | None = None
-    # The controls (`TransferSpec.controls`): kind -> {arm, against}; their (rung, arm) rows, Muon's carried again.
+    # The controls (`TransferSpec.controls`): kind -> {arm, against, data_order, order_seed_offset?; the steps
+    # control's stretch and expected_steps_ratio (Muon / stretched)}; their (rung, arm) rows, Muon's carried again.
     # Kept apart from `arms` and `runs`: the searched arm is never compared with a control.
-    controls: dict[str, dict[str, str]] | None = None
+    controls: dict[str, dict[str, Any]] | None = None
     # The diagnostics (`TransferSpec.diagnostics`): kind -> {arm, against, reference, lr_factor}; their rows are
     # in `control_runs` beside the controls'.
     diagnostics: dict[str, dict[str, Any]] | None = None
+    # The fixed arms (`TransferSpec.fixed_arms`): kind -> {arm, of, refresh_every, gamma}; rows in `control_runs`.
+    fixed_arms: dict[str, dict[str, Any]] | None = None
     control_runs: list[PlanRow] = []
     # Equal tuning (`TransferSpec.lr_brackets`): arm -> multiples of its carried lr; the rows of the multiples other
     # than 1, arms named `<arm>@lr_x<multiple>`.

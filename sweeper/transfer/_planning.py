@@ -30,7 +30,7 @@ from ._pilot import plan_pilot
 from ._plan import TransferPlan, _rung_shape, size_basis
 from ._rounds import planned_rounds
 from ._sections import rung_horizon
-from ._spec import CONTROL_ARMS, CONTROL_ORDER_OFFSET, DIAGNOSTIC_ARMS, ArmName, LrRuleName, TransferSpec
+from ._spec import CONTROL_ARMS, CONTROL_ORDER_OFFSETS, DIAGNOSTIC_ARMS, FIXED_ARMS, ArmName, LrRuleName, TransferSpec
 from ._state import validated_sweep
 from ._verification import plan_verification
 
@@ -86,6 +86,7 @@ class _Source:
     objectives: dict[str, Any]  # arm -> {objective, run_ids} at the sweep's rung
     searched_arm: str
     warnings: list[str] = field(default_factory=list)  # the choice loses to a baseline with confidence
+    selection: dict[str, Any] = field(default_factory=dict)  # how the choice was made (`_selection_doc`)
 
     def base_optimizers(self) -> dict[str, dict[str, Any]]:
         """Each arm's full optimizer config at the sweep's rung, as the trials ran it (aux lr resolved)."""
@@ -112,7 +113,8 @@ class _Source:
                 "sweep_workdir": self.workdir, "sweep_rung": self.spec.rung, "sweep_horizon": self.spec.horizon,
                 "chosen": dict(self.best), "tracking_uri": _without_credentials(self.tracking_uri),
                 "experiment": self.experiment, "warnings": list(self.warnings),
-                "selection_seeds": list(self.spec.seeds), "selection_points": self._points()}
+                "selection_seeds": list(self.spec.seeds), "selection_points": self._points(),
+                "selection": dict(self.selection)}
 
     def _points(self) -> int | None:
         """Settings the sweep tried for its searched arm: its grid, else its budget of sampled points."""
@@ -147,7 +149,27 @@ def load_source(workdir: str | Path, tracking_uri: str | None = None) -> _Source
     return _Source(workdir=str(path), sweep_id=result.sweep_id, name=result.name,
                    parent_run_id=result.parent_run_id, tracking_uri=result.tracking_uri,
                    experiment=result.experiment, spec=spec, best=dict(result.best), objectives=objectives,
-                   searched_arm=spec.search.arm, warnings=list(result.selection.warnings))
+                   searched_arm=spec.search.arm, warnings=list(result.selection.warnings),
+                   selection=_selection_doc(result.selection, len(spec.seeds)))
+
+
+def _selection_doc(selection: Any, seeds: int) -> dict[str, Any]:
+    """How the sweep chose, as the transfer's tuning report states it: the objective every trial scored (the
+    transfer judges steps to target: equal tuning on the judged quantity is `steps_to_target`), the selection's
+    standard error (the pooled seed sd over sqrt(seeds): the noise of one point's mean, the margin the rule
+    reads), and the chosen point's winner's curse where fresh seeds confirmed it (confirmed - selected objective,
+    relative, and against the controls' shift), else why it is not measured."""
+    std = selection.pooled_seed_std
+    doc: dict[str, Any] = {"objective": selection.objective, "objective_definition": selection.objective_definition,
+                           "target": selection.target, "seeds": seeds, "pooled_seed_std": std,
+                           "selection_se": std / math.sqrt(seeds) if std is not None and seeds > 0 else None}
+    confirmation = selection.confirmation or {}
+    row = (confirmation.get("points") or {}).get(confirmation.get("chosen_before") or selection.point.point_key)
+    doc["winners_curse"] = ({k: row.get(k) for k in ("selected_objective", "confirmed_objective", "winners_curse",
+                                                     "relative_curse", "controlled_curse")} if row else None)
+    if row is None:
+        doc["winners_curse_note"] = "not measured: the sweep confirmed no point on fresh seeds (confirm.top 0)"
+    return doc
 
 
 def _rule(lr_rules: Mapping[ArmName, LrRuleName], arm: str, adjust_lr_fn: str | None = None) -> str:
@@ -176,18 +198,28 @@ def _carried_rows(spec: TransferSpec, rungs: list[str], study_trial: Mapping[str
 
 def _control_rows(spec: TransferSpec, rows: Sequence[Mapping[str, Any]], searched_arm: str) -> list[dict[str, Any]]:
     """One row per (rung, control or diagnostic): Muon's row at that rung again, under the extra arm's name. The
-    controls keep Muon's carried lr and weight decay (the positive control's optimizer is `muon_extra_ns`, the same
-    settings); the effective-step diagnostic is Muon at the searched arm's lr at that rung x (1 + (K - 1) gamma) / K
-    (the searched arm's mean update RMS relative to Muon's at the same lr), with the searched arm's weight decay /
-    that factor, so its mean update size and its per-step decay lr x wd are the searched arm's."""
+    controls keep Muon's carried lr and weight decay (the positive control's optimizer is `muon_extra_ns`, the steps
+    control's `muon_stretched` with the spec's stretch, the same settings), each control on a data order of its own
+    (`control_data_order: other`), so no two controls train one run; the effective-step diagnostic is Muon at the
+    searched arm's lr at that rung x (1 + (K - 1) gamma) / K (the searched arm's mean update RMS relative to Muon's
+    at the same lr), with the searched arm's weight decay / that factor, so its mean update size and its per-step
+    decay lr x wd are the searched arm's."""
     out = []
     muon_rows = [r for r in rows if r["arm"] == "muon"]
-    order = {"order_seed_offset": CONTROL_ORDER_OFFSET} if spec.control_data_order == "other" else {}
     for kind in spec.controls:
         arm = CONTROL_ARMS[kind]
+        order = {"order_seed_offset": CONTROL_ORDER_OFFSETS[kind]} if spec.control_data_order == "other" else {}
+        stretch = {"stretch": spec.control_stretch} if kind == "steps" else {}
         for row in muon_rows:
             name = "muon" if kind == "negative" else arm
-            out.append({**row, "arm": arm, "optimizer": {**row["optimizer"], "name": name}, **order})
+            out.append({**row, "arm": arm, "optimizer": {**row["optimizer"], "name": name, **stretch}, **order})
+    for fixed in spec.fixed_arms:
+        if searched_arm != "periodic":
+            raise TransferError(f"fixed_arms {list(spec.fixed_arms)} fix the periodic arm's K and gamma: the sweep "
+                                f"must search periodic, not {searched_arm!r}; allowed: []")
+        name, point = FIXED_ARMS[fixed]
+        for row in (r for r in rows if r["arm"] == searched_arm):
+            out.append({**row, "arm": name, "optimizer": {**row["optimizer"], **point}})
     for diagnostic in spec.diagnostics:
         if searched_arm != "periodic":
             raise TransferError(f"diagnostics {list(spec.diagnostics)} need a periodic searched arm (its K and gamma "
@@ -417,13 +449,21 @@ def _extra_sections(spec: TransferSpec, source: _Source, rows: Sequence[Mapping[
     """The plan's sections for the controls, diagnostics and lr brackets, where the spec asks for them."""
     out: dict[str, Any] = {}
     if spec.controls:
-        out["controls"] = {kind: {"arm": CONTROL_ARMS[kind], "against": "muon", "data_order": spec.control_data_order}
+        out["controls"] = {kind: {"arm": CONTROL_ARMS[kind], "against": "muon", "data_order": spec.control_data_order,
+                                  **({"order_seed_offset": CONTROL_ORDER_OFFSETS[kind]}
+                                     if spec.control_data_order == "other" else {}),
+                                  **({"stretch": spec.control_stretch,
+                                      "expected_steps_ratio": spec.control_stretch / (spec.control_stretch + 1)}
+                                     if kind == "steps" else {})}
                            for kind in spec.controls}
     if spec.diagnostics:
         first_searched = next(r for r in rows if r["arm"] == source.searched_arm)["optimizer"]
         out["diagnostics"] = {kind: {"arm": DIAGNOSTIC_ARMS[kind], "against": source.searched_arm,
                                      "reference": "muon", "lr_factor": effective_step_factor(first_searched)}
                               for kind in spec.diagnostics}
+    if spec.fixed_arms:
+        out["fixed_arms"] = {kind: {"arm": FIXED_ARMS[kind][0], "of": source.searched_arm, **FIXED_ARMS[kind][1]}
+                             for kind in spec.fixed_arms}
     if control_rows:
         out["control_runs"] = _without_optimizer(control_rows)
     if spec.lr_brackets:
@@ -459,7 +499,7 @@ def _plan(spec: TransferSpec, source: _Source, transfer_id: str) -> tuple[Transf
         if names and base.backend.name != "builtin":
             raise TransferError(f"{section} {list(names)} cannot be built for the sweep's {base.backend.name!r} "
                                 "trainer: their arms are optimizers of the builtin trial; allowed: []")
-    _check_timing(spec, study.batch, rows)
+    _check_timing(spec, study.batch, [*rows, *control_rows])  # a fixed arm's K counts in the blocks too
     verification = None
     if spec.verify is not None:  # the bracket's runs join the one sweep as settings of their own
         try:

@@ -47,6 +47,7 @@ from ._targets import (
     claims_of,
     controls_of,
     diagnostics_of,
+    fixed_arms_of,
     targets_of,
     tuning_budgets_of,
     undertrained_rungs_of,
@@ -114,6 +115,11 @@ class TransferResult(ResultRecord):
         """The diagnostics' section (None without): effective_step per rung: the searched arm against Muon and
         against Muon at the searched arm's mean update size, at the first crossing, and the verdict."""
         return diagnostics_of(self)
+
+    def fixed_arms(self) -> dict[str, Any] | None:
+        """The fixed arms' section (None without): paper_default (periodic at K=3, gamma=0.15) against every arm
+        per rung at the first crossing, reported beside the claims."""
+        return fixed_arms_of(self)
 
     def tuning_budgets(self) -> dict[str, Any]:
         """Per arm, the settings tried before the transfer carried one and the settings and runs per rung in the
@@ -209,8 +215,9 @@ class TransferResult(ResultRecord):
         controls = self.controls()
         # A target from a pilot that had not plateaued first, then the controls: whether the line and the instrument
         # can be trusted decides how the rest reads.
-        flag = (self.targets().get("pilot") or {}).get("flag")
-        lines = [flag, ""] if flag else []
+        pilot = self.targets().get("pilot") or {}
+        flags = [pilot[k] for k in ("flag", "horizon_flag") if pilot.get(k)]
+        lines = [*flags, ""] if flags else []
         lines += [*controls["summary"], ""] if controls else []
         for doc in (self.diagnostics() or {}).values():
             lines += [*doc["lines"], ""]
@@ -234,6 +241,8 @@ class TransferResult(ResultRecord):
                     spread = f" ± {s.std_pct:.1f}" if s.std_pct is not None else ""
                     lines.append(f"  {rung:<10} vs {b:<8} {s.mean_pct:+.1f}%{spread} (n={s.n})")
         lines.append(budget_line(self.tuning_budgets()))
+        for doc in (self.fixed_arms() or {}).values():
+            lines += [f"  {line}" for line in doc["lines"]]
         for rung, choices in self.lr_choices.items():
             for arm, choice in choices.items():
                 tried = ", ".join(f"x{f} {d['mean_final']:.4g}" if d["mean_final"] is not None else f"x{f} -"
@@ -286,13 +295,28 @@ def crossing_lines(report: Mapping[str, Any], searched_arm: str) -> list[str]:
 
 
 def budget_line(budgets: Mapping[str, Any]) -> str:
-    """The tuning budget per arm in one line: settings tried in the sweep and runs per rung in the transfer."""
-    arms = "; ".join(f"{arm} {b['sweep_settings'] if b['sweep_settings'] is not None else '?'} in the sweep, "
+    """The tuning budget per arm in one line: settings tried in the sweep and runs per rung in the transfer; then,
+    where the sweep recorded it, what it tuned on, the selection's standard error and the winner's curse."""
+    arms = "; ".join(f"{arm} {b['sweep_settings'] if b['sweep_settings'] is not None else '?'} in the sweep"
+                     + (f" ({b['sweep_trials']} trials)" if b.get("sweep_trials") else "") + ", "
                      f"{b['transfer_settings_per_rung']} x {b['runs_per_rung'] // b['transfer_settings_per_rung']} "
                      "runs per rung" for arm, b in budgets["arms"].items())
     words = {True: "equal", False: "NOT equal", None: "not known"}
-    return (f"tuning budget per arm (settings tried in the sweep; settings x seeds per rung here): {arms} (sweep "
+    line = (f"tuning budget per arm (settings tried in the sweep; settings x seeds per rung here): {arms} (sweep "
             f"{words[budgets['equal_in_sweep']]}, transfer {words[budgets['equal_in_transfer']]})")
+    sel = budgets.get("selection")
+    if sel:
+        on = ("the judged quantity" if sel.get("on_judged_quantity") else
+              "NOT the judged quantity (the transfer judges steps to target)")
+        se = f"{sel['selection_se']:.4g}" if sel.get("selection_se") is not None else "none (one seed)"
+        curse = sel.get("winners_curse")
+        cursed = (f"{curse['winners_curse']:+.4g} (confirmed - selected"
+                  + (f"; {100 * curse['controlled_curse']:+.1f} % against the controls' shift)"
+                     if curse.get("controlled_curse") is not None else ")")
+                  if curse and curse.get("winners_curse") is not None else sel.get("winners_curse_note", "-"))
+        line += (f"\n  the sweep tuned on {sel.get('objective')}: {on}; selection standard error {se}; winner's "
+                 f"curse {cursed}")
+    return line
 
 
 def claim_lines(claims: Mapping[str, Any]) -> list[str]:

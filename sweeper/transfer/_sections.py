@@ -73,7 +73,13 @@ class TargetSpec(BaseModel):
         description="final_mean: (1 + slack) x the mean over seeds of `arm`'s final quality at each rung; "
         "fixed: `values[rung]` (lower is better, on the tracking FD's scale when runs track, else FD's); "
         "pilot: one target for every rung, (1 + slack) x the plateau quality of `arm`'s pilot (see `pilot`), "
-        "derived before any judged run starts.",
+        "derived before any judged run starts; with per_rung, a pilot at each rung and each rung's own target.",
+    )
+    per_rung: bool = Field(
+        False,
+        description="pilot only: a pilot at every rung (the reference arm, pilot.horizon_factor x that rung's horizon, "
+        "on the pilot's seeds, before any judged run), each rung's target (1 + slack) x its own plateau quality "
+        "(False: one pilot at pilot.rung, one target for every rung).",
     )
     arm: ArmName = Field("adamw", description="Reference arm of final_mean and pilot (AdamW: the baseline the paper "
                          "beats).")
@@ -99,6 +105,8 @@ class TargetSpec(BaseModel):
         data: dict[str, Any] = handler(self)
         if data.get("pilot") is None:
             data.pop("pilot", None)
+        if not data.get("per_rung"):  # as before per-rung pilots existed
+            data.pop("per_rung", None)
         return data
 
     @model_validator(mode="before")
@@ -117,6 +125,11 @@ class TargetSpec(BaseModel):
             raise ValueError("target.values is only for target.rule 'fixed'")
         if self.rule != "pilot" and self.pilot is not None:
             raise ValueError(f"target.pilot is only for target.rule 'pilot', not {self.rule!r}")
+        if self.per_rung and self.rule != "pilot":
+            raise ValueError(f"target.per_rung is only for target.rule 'pilot', not {self.rule!r}")
+        if self.per_rung and self.pilot is not None and self.pilot.rung is not None:
+            raise ValueError(f"target.pilot.rung ({self.pilot.rung!r}) is for one pilot; with target.per_rung every "
+                             "rung runs its own: allowed: null")
         bad = {r: v for r, v in self.values.items() if not (math.isfinite(v) and v > 0)}
         if bad:
             raise ValueError(f"target.values must be finite and > 0, got {bad}")
@@ -125,6 +138,11 @@ class TargetSpec(BaseModel):
     def describe(self) -> str:
         if self.rule == "fixed":
             return f"fixed per rung: {dict(sorted(self.values.items()))}"
+        if self.rule == "pilot" and self.pilot is not None and self.per_rung:
+            p = self.pilot
+            return (f"a target per rung: (1 + {self.slack:g}) x {self.arm}'s plateau quality in a pilot at that rung, "
+                    f"{p.horizon_factor:g} x the rung's horizon, seeds {p.seeds} (the mean over seeds of the mean "
+                    "quality over the last third of the pilot's curve)")
         if self.rule == "pilot" and self.pilot is not None:
             p = self.pilot
             return (f"one target for every rung: (1 + {self.slack:g}) x {self.arm}'s plateau quality in a pilot at "

@@ -20,6 +20,7 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
+    StrictInt,
     Tag,
     ValidationInfo,
     field_validator,
@@ -37,24 +38,38 @@ from ._errors import TransferError
 from ._sections import HorizonSpec, PlateauSpec, TargetSpec, TimingSpec
 from ._verification import VerifySpec
 
-__all__ = ["ARMS", "CONTROL_ARMS", "CONTROL_ORDER_OFFSET", "DIAGNOSTIC_ARMS", "ControlName", "DiagnosticName",
-           "RungOptions", "TransferSpec", "default_transfer_workdir", "load_transfer_spec"]
+__all__ = ["ARMS", "CONTROL_ARMS", "CONTROL_ORDER_OFFSET", "CONTROL_ORDER_OFFSETS", "DIAGNOSTIC_ARMS", "FIXED_ARMS",
+           "ControlName", "DiagnosticName", "FixedArmName", "RungOptions", "TransferSpec", "default_transfer_workdir",
+           "load_transfer_spec"]
 
 _ARMS = ARMS
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 
 ArmName = Literal["periodic", "muon", "adamw", "rownorm"]
 LrRuleName = LrRule
-ControlName = Literal["negative", "positive"]
+ControlName = Literal["negative", "positive", "steps"]
 DiagnosticName = Literal["effective_step"]
+FixedArmName = Literal["paper_default"]
+# The fixed arms: the searched periodic arm at a stated point instead of the chosen one, at every rung beside it
+# (paper_default: the paper's K=3, gamma=0.15, chosen on its smallest model and never re-tuned), its lr the chosen
+# point's as carried: arm name and the optimizer fields it fixes.
+FIXED_ARMS: dict[str, tuple[str, dict[str, Any]]] = {"paper_default": ("periodic_paper",
+                                                                       {"refresh_every": 3, "gamma": 0.15})}
 # Each control's arm, run beside Muon at every rung: the negative control a second, identical Muon under another
-# name; the positive control Muon plus one discarded Newton-Schulz per matrix per step (trials.optim, control arm).
-CONTROL_ARMS: dict[str, str] = {"negative": "muon_twin", "positive": "muon_extra_ns"}
-# A control's run on seed s draws batches and noise from seed s + this (control_data_order: other): any fixed offset
-# gives another order; a large one keeps it apart from the orders of nearby judged seeds.
+# name; the positive control Muon plus one discarded Newton-Schulz per matrix per step; the steps control Muon with
+# a null step after every `control_stretch` steps (trials.optim, control arms).
+CONTROL_ARMS: dict[str, str] = {"negative": "muon_twin", "positive": "muon_extra_ns", "steps": "muon_stretched"}
+# A control's run on seed s draws batches and noise from seed s + its offset (control_data_order: other): any fixed
+# offset gives another order; a large one keeps it apart from the orders of nearby judged seeds. Each control has
+# its own, so no two controls train one run (the positive control's discarded Newton-Schulz changes nothing: on
+# the negative control's order it would repeat the negative control's curve, and the two would not be independent).
 CONTROL_ORDER_OFFSET = 1_000_003
+CONTROL_ORDER_OFFSETS: dict[str, int] = {"negative": CONTROL_ORDER_OFFSET, "positive": 2 * CONTROL_ORDER_OFFSET,
+                                         "steps": 3 * CONTROL_ORDER_OFFSET}
 # The diagnostic arms: Muon at the searched arm's mean update size (lr x (1 + (K - 1) gamma) / K for periodic).
 DIAGNOSTIC_ARMS: dict[str, str] = {"effective_step": "muon_effective_step"}
+# The steps control's default stretch (trials.optim's): a null step after every 8th, a true steps ratio of 9/8.
+_DEFAULT_STRETCH = 8
 # The timing fields a transfer had before the interleaved method: the others are left out of the fingerprint at
 # their defaults.
 _FIRST_TIMING_FIELDS = ("steps", "warmup", "repeats")
@@ -178,11 +193,20 @@ class TransferSpec(BaseModel):
     )
     controls: list[ControlName] = Field(
         default_factory=list,
-        max_length=2,
-        description="Control arms trained, timed and analysed beside the arms at every rung, each against Muon: "
-        "negative (a second Muon arm, muon_twin: the steps ratio, per-step ratio and saving must come out null) "
-        "and positive (muon_extra_ns: Muon plus one discarded Newton-Schulz per step, the same updates rule, so a "
-        "known per-step saving that must be detected). Needs the muon arm and the builtin trainer. Default: none.",
+        max_length=3,
+        description="Control arms trained, timed and analysed beside the arms at every rung, each against Muon and on "
+        "runs of its own: negative (a second Muon arm, muon_twin: the steps ratio, per-step ratio and saving must "
+        "come out null), positive (muon_extra_ns: Muon plus one discarded Newton-Schulz per step, the same updates "
+        "rule, so a known per-step saving that must be detected) and steps (muon_stretched: Muon with a null step "
+        "after every control_stretch steps, so a known steps ratio, (stretch + 1) / stretch of Muon's steps, that "
+        "must be detected). Each is judged at the level the strongest claim must pass. Needs the muon arm and the "
+        "builtin trainer. Default: none.",
+    )
+    control_stretch: StrictInt = Field(
+        _DEFAULT_STRETCH, ge=1, le=1000,
+        description="The steps control's stretch: a null step (no batch, no update) after every this many steps, an "
+        "integer 1 to 1000 (8: the stretched arm needs 9/8 of Muon's steps, the size of the steps penalties the "
+        "evidence study measured). Only with controls including steps.",
     )
     control_data_order: Literal["other", "same"] = Field(
         "other",
@@ -207,6 +231,15 @@ class TransferSpec(BaseModel):
         "Muon at lr x the periodic arm's mean update-RMS ratio (1 + (K - 1) gamma) / K), whose verdict says whether "
         "a steps penalty of periodic against Muon is its smaller step or its direction. Needs the muon arm, a "
         "periodic searched arm and the builtin trainer. Default: none.",
+    )
+
+    fixed_arms: list[FixedArmName] = Field(
+        default_factory=list,
+        max_length=1,
+        description="Fixed arms trained beside the arms at every rung and compared with each of them at the first "
+        "crossing (reported, not among the judged claims): paper_default (periodic_paper: the periodic arm at the "
+        "paper's K=3, gamma=0.15 with the chosen point's carried lr), so the chosen pair is seen against the pair "
+        "the paper would have carried untuned. Needs a periodic searched arm. Default: none.",
     )
 
     @field_validator("rungs")
@@ -303,6 +336,17 @@ class TransferSpec(BaseModel):
                              "allowed: [] with this sweep")
         return names
 
+    @field_validator("fixed_arms")
+    @classmethod
+    def _fixed_arms_need_periodic(cls, names: list[str], info: ValidationInfo) -> list[str]:
+        if len(set(names)) != len(names):
+            raise ValueError(f"fixed_arms must be distinct; got {names}")
+        facts = _source_facts(info.data.get("sweep"), info.data.get("trial") or {})
+        if names and facts.period == 1:
+            raise ValueError(f"fixed_arms {names} fix the periodic arm's K and gamma: the sweep must search "
+                             "periodic; allowed: [] with this sweep")
+        return names
+
     @field_validator("lr_brackets")
     @classmethod
     def _brackets(cls, brackets: dict[str, list[float]]) -> dict[str, list[float]]:
@@ -330,6 +374,9 @@ class TransferSpec(BaseModel):
             if self.seeds is not None and len(self.seeds) > self.rounds.max_seeds:
                 raise ValueError(f"rounds.max_seeds ({self.rounds.max_seeds}) is below the {len(self.seeds)} "
                                  "seeds the first round runs")
+        if self.control_stretch != _DEFAULT_STRETCH and "steps" not in self.controls:  # a dumped spec re-reads
+            raise ValueError(f"control_stretch is the steps control's: controls must include 'steps', got "
+                             f"{self.controls}")
         if self.rungs is not None and self.target.rule == "fixed":
             missing = [r for r in self.rungs if r not in self.target.values]
             if missing:
@@ -386,11 +433,13 @@ class TransferSpec(BaseModel):
         for later in ("verify", "rounds"):  # added later: older transfers resume
             if payload.get(later, 0) is None:
                 payload.pop(later)
-        for later in ("controls", "diagnostics", "lr_brackets"):  # added later, empty by default: older ones resume
+        for later in ("controls", "diagnostics", "lr_brackets", "fixed_arms"):  # added later, empty by default
             if not payload.get(later):
                 payload.pop(later, None)
         if payload.get("control_data_order") == "same" or not payload.get("controls"):  # as before it existed
             payload.pop("control_data_order", None)
+        if "steps" not in (payload.get("controls") or []):  # added with the steps control
+            payload.pop("control_stretch", None)
         timing_default = TimingSpec().model_dump(mode="json")
         payload["timing"] = {k: v for k, v in payload["timing"].items()
                              if k in _FIRST_TIMING_FIELDS or v != timing_default[k]}

@@ -160,6 +160,8 @@ def _pilot_status(path: Path, plan: TransferPlan) -> dict[str, Any]:
     state = status.get("state", "PENDING")
     if state == "RUNNING" and not driver_running(path):  # its driver is the transfer's
         state = "INTERRUPTED"
-    return {"pilot": {"state": state, "counts": status.get("counts") or {},
-                      "target": (plan.pilot.get("result") or {}).get("value")}}
+    result = plan.pilot.get("result") or {}
+    # per rung: rung -> its target; else the one target of every rung
+    target = result.get("values") if plan.pilot.get("per_rung") else result.get("value")
+    return {"pilot": {"state": state, "counts": status.get("counts") or {}, "target": target}}
 

@@ -56,7 +56,8 @@ def step_timing(timing: TimingSpec, plan: TransferPlan, sweep: SweepSpec, out: I
         return {"measured": False, "reason": "timing.steps is 0"}
     if sweep.backend.name != "builtin":
         return {"measured": False, "reason": "the command backend's trainer cannot be timed in isolation here"}
-    timed_controls = {c["arm"] for c in (plan.controls or {}).values()}  # a diagnostic costs as Muon does
+    # a diagnostic costs as Muon does; a fixed arm as periodic at its own K
+    timed_controls = {c["arm"] for c in [*(plan.controls or {}).values(), *(plan.get("fixed_arms") or {}).values()]}
     control_rows = [r for r in plan.control_runs if r.arm in timed_controls]
     rows = [(r.rung, r.arm, opt) for r in [*plan.runs, *control_rows]
             for opt in [_row_optimizer(sweep, r.rung, r.arm)] if opt is not None]

@@ -27,18 +27,20 @@ def transfer_work(spec: TransferSpec, base: SweepSpec) -> int:
         steps = rung_horizon(spec.horizon, _rung_shape(rung, trial)[1], int(trial.get("batch_size", 32)), fixed)
         eval_steps = _scaled_eval_steps(base.resolved_eval_steps, base.horizon, steps)
         per_rung[rung] = trial_work({**trial, "rung": rung, "steps": steps, "eval_steps": eval_steps})
-    arms = (len(spec.arms) + len(spec.controls) + len(spec.diagnostics)
+    arms = (len(spec.arms) + len(spec.controls) + len(spec.diagnostics) + len(spec.fixed_arms)
             + sum(len(factors) - 1 for factors in spec.lr_brackets.values()))
     total = sum(arms * seeds * work for work in per_rung.values())
     pilot = spec.target.pilot
     if spec.target.rule == "pilot" and pilot is not None:  # the reference arm, longer, on the pilot's seeds
-        rung = pilot.rung or min(rungs, key=_rung_order().index)
-        steps = max(1, round(pilot.horizon_factor * rung_horizon(
-            spec.horizon, _rung_shape(rung, trial)[1], int(trial.get("batch_size", 32)), fixed)))
-        eval_steps = _scaled_eval_steps(base.resolved_eval_steps, base.horizon, steps)
-        total += len(pilot.seeds) * trial_work({**trial, "rung": rung, "steps": steps, "eval_steps": eval_steps,
-                                                "eval": {**trial.get("eval", {}), "track_points": pilot.points,
-                                                         "track_from": PILOT_TRACK_FROM}})
+        # at every rung with per_rung, else at the pilot's one rung
+        pilot_rungs = rungs if spec.target.per_rung else [pilot.rung or min(rungs, key=_rung_order().index)]
+        for rung in pilot_rungs:
+            steps = max(1, round(pilot.horizon_factor * rung_horizon(
+                spec.horizon, _rung_shape(rung, trial)[1], int(trial.get("batch_size", 32)), fixed)))
+            eval_steps = _scaled_eval_steps(base.resolved_eval_steps, base.horizon, steps)
+            total += len(pilot.seeds) * trial_work({**trial, "rung": rung, "steps": steps, "eval_steps": eval_steps,
+                                                    "eval": {**trial.get("eval", {}), "track_points": pilot.points,
+                                                             "track_from": PILOT_TRACK_FROM}})
     if spec.verify is not None:
         rung = spec.verify.rung or rungs[-1]
         total += 2 * len(spec.verify.knobs) * seeds * per_rung.get(rung, max(per_rung.values()))

@@ -1,5 +1,8 @@
 """`scalesweep transfer ...`, `scalesweep fit` and `scalesweep export`: the transfer from the command line.
 
+    scalesweep transfer plan SPEC [--budget-hours H] [--prior DIR] [--json]
+                                          price it before it runs (pilot, timing, runs, controls, verification;
+                                          machine-hours, memory, smallest detectable saving); starts nothing
     scalesweep transfer run SPEC [--workdir DIR] [--resume] [--quiet]
                                           run (or resume) a transfer in this process; exit 0 when it succeeded,
                                           1 when it failed, 130 when it was cancelled
@@ -11,6 +14,10 @@
     scalesweep transfer records DIR --out FOLDER
                                           the transfer's raw records (plan, timing, runs, curves) as plain files
                                           that `scalesweep fit FOLDER` reads back without the MLflow store
+    scalesweep transfer fits DIR [--against ARM] [--n-boot N] [--json]
+                                          the time ratio at equal quality per rung, its line against size, the
+                                          largest rung held out (pass/MISS) and the extrapolation to the paper's
+                                          rungs; exit 2 when the fit is refused (fewer than 3 rungs), with why
     scalesweep fit DIR [--metric time_to_best|best_fd|endpoint_fd|steps_to_target|time_to_target|alignment]
                        [--form F] [--share P ...] [--n-boot N] [--json]
                                           fits with intervals, flags and the savings table of a transfer
@@ -39,10 +46,13 @@ _FORMATS = ("yaml", "json")
 
 def add_commands(sub: Any) -> None:
     """Add `transfer`, `fit` and `export` to the top-level subparsers (argparse only: nothing heavy imported)."""
-    from ..cli import add_cancel, add_run_and_status  # the transfer job's driver is the sweeper's
+    from ..cli import add_cancel, add_plan, add_run_and_status  # the transfer job's driver is the sweeper's
 
     p = sub.add_parser("transfer", help="carry a sweep's chosen (K, gamma) to larger rungs beside the baselines")
     tsub = p.add_subparsers(dest="transfer_command", required=True)
+    plan = add_plan(tsub, "transfer")
+    plan.add_argument("--prior", metavar="DIR", help="a prior transfer's work folder or records folder: the "
+                      "spread over seeds of its time ratios gives the smallest saving this plan's seeds can detect")
     add_run_and_status(tsub, "transfer")
     add_cancel(tsub, "transfer")
     e = tsub.add_parser("extend", help="add seeds to a finished transfer and run only the new seeds' runs")
@@ -53,6 +63,12 @@ def add_commands(sub: Any) -> None:
     r.add_argument("workdir", help="the transfer's work folder")
     r.add_argument("--out", required=True, help="folder for transfer_record.json, runs.csv and curves.csv")
     r.add_argument("--tracking-uri", help="MLflow tracking URI, when the store moved")
+    f = tsub.add_parser("fits", help="the time ratio at equal quality against size: held-out rung, extrapolation")
+    f.add_argument("workdir", help="the transfer's work folder, or a folder of its records (transfer records)")
+    f.add_argument("--against", help="the baseline arm (default: muon where it ran, else the first baseline)")
+    f.add_argument("--n-boot", type=int, help="seed-bootstrap replicates of the fit (default 2000; 0: residual only)")
+    f.add_argument("--json", action="store_true", help="print the time_ratio section as JSON")
+    f.add_argument("--tracking-uri", help="MLflow tracking URI, when the store moved")
     p.set_defaults(func=run)
 
     p = sub.add_parser("fit", help="scaling fits, intervals, flags and savings of a transfer")
@@ -87,10 +103,23 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from ..cli import run_job_command
+    from ._estimate import transfer_estimate
     from ._job import run_transfer
+    from ._spec import default_transfer_workdir, load_transfer_spec
+
+    return run_job_command(args, load_transfer_spec, run_transfer,
+                           lambda spec: transfer_estimate(spec, measure=False), default_transfer_workdir)
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from ..cli import budget_hours, print_plan
+    from ._estimate import prior_spread, transfer_estimate
     from ._spec import load_transfer_spec
 
-    return run_job_command(args, load_transfer_spec, run_transfer)
+    spec = load_transfer_spec(args.spec)
+    hours = budget_hours(args.budget_hours)
+    spread = prior_spread(args.prior) if args.prior else None
+    return print_plan(args, transfer_estimate(spec, budget_hours=hours, spread=spread))
 
 
 def _extend(args: argparse.Namespace) -> int:
@@ -143,6 +172,33 @@ def _records(args: argparse.Namespace) -> int:
     runs = len(result.runs) + len(result.tuning_runs) + len(result.verification_runs)
     print(f"wrote {', '.join(str(p) for p in paths)} ({result.transfer_id}: {result.state}, {runs} runs); "
           f"re-read with `scalesweep fit {args.out}`")
+    return 0
+
+
+def _fits(args: argparse.Namespace) -> int:
+    from scaling import ScalingInputError
+
+    from ._time_ratio import time_ratio_of
+
+    if args.n_boot is not None and args.n_boot < 0:
+        raise ScalingInputError(f"--n-boot: must be >= 0, got {args.n_boot}")
+    doc = time_ratio_of(_load(args), against=args.against, n_boot=args.n_boot)
+    if args.json:
+        print(json.dumps(doc, indent=2, allow_nan=False))
+    else:
+        rows = doc.get("per_rung") or {}
+        if rows:
+            print(f"time ratio at equal quality, {doc['searched']} / {doc['against']} (steps to the target x per "
+                  "step):")
+        for rung, row in rows.items():
+            print(f"  {rung:<10} {row['block_parameters']:>14,} block parameters  ratio {row['ratio_mean']:.3f} "
+                  f"(n={len(row['seeds'])})")
+        for rung, why in (doc.get("rungs_without_ratio") or {}).items():
+            print(f"  {rung:<10} no ratio: {why}")
+        for line in doc.get("lines") or []:
+            print(line)
+    if "error" in doc:
+        raise ScalingInputError(doc["error"])
     return 0
 
 
@@ -252,11 +308,13 @@ def _export(args: argparse.Namespace) -> int:
 
 
 _COMMANDS: dict[str, Any] = {
+    "transfer plan": _plan,
     "transfer run": _run,
     "transfer extend": _extend,
     "transfer status": _status,
     "transfer cancel": _cancel,
     "transfer records": _records,
+    "transfer fits": _fits,
     "fit": _fit,
     "export": _export,
 }

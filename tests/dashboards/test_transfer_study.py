@@ -40,7 +40,10 @@ def test_the_controls_open_the_page_before_any_saving_with_their_figures() -> No
     page = _page(analysis, result.target_summary(n_boot=0))
     lead = page.index('<div class="controls">')
     assert lead < page.index('class="fd"') < page.index("<section")
-    assert re.findall(r'<section id="(\w+)"', page) == ["controls", "targets", "crossings", "claims", "budgets"]
+    assert re.findall(r'<section id="(\w+)"', page) == ["controls", "targets", "crossings", "claims", "time_ratio",
+                                                        "budgets"]
+    # two rungs: the time ratio's line is refused with its reason, said on the page
+    assert "time_ratio fit refused: a size trend needs at least 3 rungs" in html.unescape(_section(page, "time_ratio"))
     # No saving of the searched arm before the controls have been stated, in the header and in their section.
     saving = _iv(analysis["targets"]["rungs"]["cpu-xs"]["comparisons"]["muon"]["first"]["time_saving_pct"], " %")
     end_of_controls = page.index("</section>", page.index('<section id="controls">'))
@@ -60,7 +63,7 @@ def test_the_controls_open_the_page_before_any_saving_with_their_figures() -> No
         assert neg["lo"] < 0 < neg["hi"] and _iv(neg, " %") in controls  # null, as it must be
     checks = [c for r in analysis["controls"]["positive"]["rungs"].values() for c in r["checks"]]
     assert len(checks) == 6 and all(html.escape(c["text"]) in controls for c in checks)
-    assert any(c["text"].endswith("above 0 (the known saving detected) -> ok") for c in checks)
+    assert any(c["text"].endswith("shown at p < 0.0125 (the known saving detected) -> ok") for c in checks)
     # periodic needs 1 / 0.85 x Muon's steps at 0.85 x its step time: no saving, a null read as interpretable.
     comp = analysis["targets"]["rungs"]["cpu-xs"]["comparisons"]["muon"]
     crossings = _section(page, "crossings")

@@ -100,3 +100,37 @@ def test_a_control_without_an_interval_shows_nothing_and_a_wrong_kind_is_refused
         control_outcome("sham", saving)  # type: ignore[arg-type]
     with pytest.raises(ScalingInputError, match="positive control's outcome"):
         null_reading(saving, control_outcome("negative", saving))
+
+
+def _shifted(shift: float) -> tuple[dict[int, Crossing], dict[int, Crossing]]:
+    """Arm a's crossings exp(-shift) of arm b's over six seeds, with a fixed per-seed spread."""
+    noise = [0.05, -0.04, 0.06, -0.03, 0.02, -0.05]
+    b = {s: Crossing(200.0 + 10 * s, "reached") for s in range(6)}
+    a = {s: Crossing((200.0 + 10 * s) * math.exp(-shift + noise[s]), "reached") for s in range(6)}
+    return a, b
+
+
+def test_the_steps_control_must_show_the_known_ratio_and_is_judged_at_the_level_it_is_given() -> None:
+    # Muon against Muon stretched by a null step after every 16th: a steps ratio near 16/17 = 0.941. Its p (0.025)
+    # lies between 0.05 and a claim's level 0.05 / 4: detected at the family's alpha, not at the claim's.
+    steps = restricted_ratio(*_shifted(0.06), horizon=HORIZON)
+    assert 0.05 / 4 < steps.p_value < 0.05  # the premise: a p between the two levels
+    loose = control_outcome("steps", steps, alpha=0.05, expected_steps_ratio=16 / 17)
+    strict = control_outcome("steps", steps, alpha=0.05 / 4, expected_steps_ratio=16 / 17)
+    assert loose.passed and not strict.passed
+    assert [c.passed for c in strict.checks] == [False, True]  # not shown below 1; the known ratio still inside
+    assert strict.verdict.startswith("steps control FAILED (steps_ratio) at alpha 0.0125")
+    # Each check's interval is at 1 - alpha: wider at the claim's level, and said so.
+    assert strict.checks[0].lo < loose.checks[0].lo and strict.checks[0].level == pytest.approx(1 - 0.0125)
+    assert "(98.75 %)" in strict.checks[0].text()
+    # The positive control's saving flips the same way (one timing round per ratio, no spread: the steps' alone).
+    saving = restricted_saving(steps, [0.0, 0.0])
+    assert control_outcome("positive", saving, alpha=0.05).checks[1].passed
+    assert not control_outcome("positive", saving, alpha=0.05 / 4).checks[1].passed
+    # A steps ratio the size of the known one, never shown: identical arms fail the steps control.
+    a, _ = _shifted(0.0)
+    assert not control_outcome("steps", restricted_ratio(a, dict(a), horizon=HORIZON)).passed
+    with pytest.raises(ScalingInputError, match="judged on a time saving"):
+        control_outcome("positive", steps)
+    with pytest.raises(ScalingInputError, match=r"expected_steps_ratio must be in \(0, 1\)"):
+        control_outcome("steps", steps, expected_steps_ratio=9 / 8)

@@ -56,4 +56,20 @@ def test_the_planner_runs_every_lr_on_every_seed_and_the_result_states_the_budge
                          baselines=summarise_points(records, [0, 1], "baseline"), trials=records)
     assert result.budgets() == {"adamw": {"settings": 3, "trials": 6}, "muon": {"settings": 1, "trials": 2},
                                 "periodic": {"settings": 2, "trials": 4}}
-    assert "adamw 3 setting(s), 6 trials" in result.table()
+    assert "adamw 3 setting(s), 6 trials" in result.table() and "4 trials (NOT equal)" in result.table()
+
+
+def test_the_equal_tuning_example_gives_every_arm_the_papers_grid_budget_on_steps_to_target() -> None:
+    # examples/sweep-equal-tuning.yaml: periodic over the paper's whole grid (K in {2, 3, 4} x gamma in {0.10,
+    # 0.15, 0.25, 0.35}) x a 3-point lr bracket = 36 settings; Muon and AdamW 36 lr multiples each; every trial
+    # scored on steps to target, the quantity the transfer judges.
+    from pathlib import Path
+
+    from sweeper import load_spec
+
+    spec = load_spec(Path(__file__).parents[2] / "examples" / "sweep-equal-tuning.yaml")
+    space = spec.search.space
+    assert (space["K"], space["gamma"]) == ([2, 3, 4], [0.10, 0.15, 0.25, 0.35]) and len(space["lr"]) == 3
+    assert spec.search.grid_size == 36
+    assert {b.arm: len(b.variants()) for b in spec.baselines} == {"adamw": 36, "muon": 36}
+    assert spec.selection.objective == "steps_to_target" and spec.confirm.top >= 1

@@ -90,7 +90,7 @@ def test_fingerprint_ignores_what_may_change_on_resume() -> None:
          "'muon_extra_ns' or 'muon_stretched'"),
         ({"baselines": ["adamw", "adamw"]}, "baseline names must be distinct"),
         ({"seeds": [0, 0]}, "seeds must be distinct"),
-        ({"rung": "huge"}, "unknown rung 'huge'; allowed: ['cpu-3xs', 'cpu-2xs', 'cpu-xs'"),
+        ({"rung": "huge"}, "unknown rung 'huge'; allowed: ['cpu-3xs', 'cpu-2xs', 'cpu-xs1', 'cpu-xs'"),
         ({"eval_steps": [10, 5000]}, "eval_steps must be distinct steps in [1, horizon=1800]"),
         ({"trial": {"steps": 10}}, "trial.steps is set by the sweep (horizon)"),
         ({"trial": {"batch_size": 0}}, "trial.batch_size: Input should be greater than or equal to 1"),

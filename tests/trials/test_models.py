@@ -17,7 +17,7 @@ from trials.models import (
 )
 
 CPU_RUNGS = ["cpu-xs", "cpu-s", "cpu-m", "cpu-l"]  # the rungs that mirror the paper's four
-SMALL_RUNGS = ["cpu-3xs", "cpu-2xs"]  # below them: the scenes ladder's first decade
+SMALL_RUNGS = ["cpu-3xs", "cpu-2xs", "cpu-xs1"]  # below the paper's mirrors
 PAPER_RUNGS = ["paper-1.3b", "paper-4b", "paper-9b", "paper-15b"]
 
 
@@ -120,9 +120,10 @@ def test_the_cpu_ladder_spans_more_than_a_decade_and_a_half_at_the_scenes_size()
     # scenes set's 32 x 32 with patch 4; the small rungs keep the family's head dim of 32.
     blocks = [count_parameters(build_model(n, image_size=32, patch=4)).block_matrix for n in list_rungs("cpu")]
     assert blocks == sorted(blocks) and len(blocks) >= 5
-    assert blocks == [22_528, 59_392, 237_568, 866_304, 2_129_920, 4_249_600]
-    assert math.log10(blocks[-1] / blocks[1]) >= 1.5  # cpu-2xs .. cpu-l alone: 1.85 decades over 5 rungs
-    for name, (width, depth) in zip(SMALL_RUNGS, [(32, 1), (32, 2)], strict=True):
+    assert blocks == [22_528, 59_392, 90_112, 237_568, 866_304, 2_129_920, 4_249_600]
+    # the scenes ladder, cpu-xs1 .. cpu-l: 5 rungs over 1.67 decades, every one at least as wide as a patch's 48 values
+    assert math.log10(blocks[-1] / blocks[2]) >= 1.5 and len(blocks[2:]) == 5
+    for name, (width, depth) in zip(SMALL_RUNGS, [(32, 1), (32, 2), (64, 1)], strict=True):
         cfg = get_rung(name).config
         assert (cfg.width, cfg.depth, cfg.head_dim, cfg.patch) == (width, depth, 32, 2)
 

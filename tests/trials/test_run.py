@@ -115,7 +115,7 @@ def test_default_extractor_and_frozen_text_encoder(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"rung": "huge"}, "unknown rung 'huge'; allowed: ['cpu-3xs', 'cpu-2xs', 'cpu-xs'"),
+        ({"rung": "huge"}, "unknown rung 'huge'; allowed: ['cpu-3xs', 'cpu-2xs', 'cpu-xs1', 'cpu-xs'"),
         ({"eval_steps": [10, 99]}, "eval_steps must be a non-empty list of steps in [1, steps=24]"),
         ({"eval": {"extractor": "inception"}}, "unknown eval.extractor 'inception'; allowed: ['dinov2'"),
         ({"optimizer": {"name": "sgd"}},

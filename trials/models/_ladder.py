@@ -26,16 +26,20 @@ cpu-xs has the lowest block share of the four that mirror the paper: at width 64
 conditioning MLPs (all AdamW) are a quarter of the model.
 
 Below them, cpu-3xs and cpu-2xs (head dim 32 as the family; cpu-2xs keeps depth 2 at width 32 with one head) stand
-for no paper model: they give the scenes set's headroom ladder its first decade. Muon-group (block 2-D) parameters,
-the N of a scaling fit, which do not depend on the image size or patch:
+for no paper model; nor does cpu-xs1, cpu-xs's width 64 at depth 1. Muon-group (block 2-D) parameters, the N of a
+scaling fit, which do not depend on the image size or patch:
 
-    cpu-3xs 22,528   cpu-2xs 59,392   cpu-xs 237,568   cpu-s 866,304   cpu-m 2,129,920   cpu-l 4,249,600
+    cpu-3xs 22,528   cpu-2xs 59,392   cpu-xs1 90,112   cpu-xs 237,568   cpu-s 866,304   cpu-m 2,129,920
+    cpu-l 4,249,600
 
-so cpu-2xs .. cpu-l are 5 rungs over 1.85 decades (cpu-3xs .. cpu-l: 6 over 2.28). Cost of a training step at the
-scenes set's 32 x 32, patch 4, batch 32, 48 caption tokens, Muon, in process CPU per step (2026-12-07, a 2-core
-AMX-BF16 Xeon shared with other jobs at load 7-10, so upper bounds): 1 thread cpu-3xs 45-49 ms, cpu-2xs 86-97 ms,
-cpu-xs 171-178 ms (two runs). At 2 threads the same machine gave 0.56 / 1.4 / 1.8 s, pure oversubscription: the
-2-thread figures need an idle machine (`benchmarks/headroom.py` records each run's own step time).
+The scenes set's headroom ladder is cpu-xs1 .. cpu-l: 5 rungs over 1.67 decades. Width 32 does not learn that
+set: cpu-3xs and cpu-2xs stay at a validation loss near 0.45 with FD near 25,000 and no image right (2026-12-07,
+Muon, 600 and 770 steps, one seed each; cpu-3xs still 0.42 after 3,000), where cpu-xs reaches 0.028 and FD 358 in
+1,090 steps and cpu-xs1 0.038 and FD 625 in 1,000. A likely reason, not tested apart: at 32 x 32 with patch 4 a
+token carries 48 pixel values, more than a width-32 model's hidden size. On 16 x 16 with patch 2 (12 values a
+token) they train as the rest of the family. Cost of a training step at the scenes set's 32 x 32, patch 4, batch
+32, Muon, one thread: cpu-3xs 0.03 s, cpu-xs 0.12 s, cpu-m 0.63 s, cpu-l 1.24 s (2026-12-07, a 2-core AMX-BF16
+Xeon, 30-step runs, one each; `benchmarks/headroom.py costs` measures them interleaved).
 """
 
 from __future__ import annotations
@@ -86,6 +90,7 @@ RUNGS: dict[str, Rung] = {
     for rung in (
         _cpu("cpu-3xs", 1, "none"),
         _cpu("cpu-2xs", 2, "none", width=32, heads=1),
+        _cpu("cpu-xs1", 1, "none", width=64, heads=2),
         _cpu("cpu-xs", 2, "1.3B"),
         _cpu("cpu-s", 3, "4B"),
         _cpu("cpu-m", 4, "9B"),

@@ -11,6 +11,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Response, status
@@ -18,7 +19,9 @@ from fastapi import Path as PathParam
 from sqlalchemy import Select, and_, func, or_, select
 from sqlalchemy.exc import IntegrityError
 
-from sweeper.demand import TrialMemory
+from sweeper import SweepError
+from sweeper.demand import JobEstimate, TrialMemory
+from sweeper.jobfiles import ESTIMATE_FILE, read_json
 
 from ..db import SweepRecord, TransferRecord, new_id
 from ..deps import JobsDep, Owner, SessionDep, SettingsDep
@@ -29,9 +32,11 @@ from ..settings import Settings
 __all__ = [
     "HTML_PAGE",
     "STATE_PATTERN",
+    "BudgetQuery",
     "Demand",
     "PageDep",
     "PageQuery",
+    "PriorQuery",
     "add_state_routes",
     "admit",
     "cancel_job",
@@ -39,11 +44,13 @@ __all__ = [
     "create_job",
     "create_responses",
     "draw_page",
+    "estimate_of",
     "extend_job",
     "get_job",
     "list_page",
     "live_meta",
     "mlflow_links",
+    "plan_job",
     "progress",
     "queue_room",
     "resume_job",
@@ -94,6 +101,48 @@ def mlflow_links(settings: Any, experiment_id: str | None, run_id: str | None) -
     # nested under each sweep's parent run.
     runs = f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs"
     return runs, (f"{runs}/{run_id}" if run_id else None)
+
+
+def estimate_of(record: SweepRecord | TransferRecord) -> dict[str, Any] | None:
+    """The job's estimate beside its actual machine-hours, from its work folder (written as each driver run ends)."""
+    if not record.storage_path:
+        return None
+    doc = read_json(Path(record.storage_path) / ESTIMATE_FILE)
+    if doc is None:
+        return None
+    keep = ("estimated_wall_s", "machine_hours", "no_estimate", "actual_wall_s", "actual_machine_hours",
+            "driver_runs_s", "trials", "calibration")
+    return {k: doc.get(k) for k in keep}
+
+
+BudgetQuery = Annotated[float | None, Query(gt=0, le=1_000_000, description="Refuse (422) a plan whose estimate is "
+                                            "over this many machine-hours on the service's machine")]
+PriorQuery = Annotated[str | None, Query(max_length=40, description="A transfer of this service whose time "
+                                         "ratios' spread over seeds gives the smallest saving the plan can detect")]
+
+
+def plan_job(session: Any, prior: str | None, price: Callable[[dict[str, float] | None], JobEstimate],
+             ) -> dict[str, Any]:
+    """A job priced without starting it (`POST /v1/plans/<jobs>`): `price(spread)` from the cached calibration
+    only, from the prior transfer's spread where `prior` names one; a refusal (a trial over the machine's memory,
+    an estimate over the budget) is a 422. Nothing is stored, and nothing trains: a missing calibration is named in
+    the answer's `no_estimate` (training it here would run work on the service's host outside the job queue and
+    its limits; `scalesweep sweep plan SPEC` on that host measures it)."""
+    from sweeper.transfer import TransferError, prior_spread
+
+    spread = None
+    if prior is not None:
+        record = session.get(TransferRecord, prior)
+        if record is None or not record.storage_path:
+            raise HTTPException(422, f"prior: no started transfer {prior!r}")
+        try:
+            spread = prior_spread(record.storage_path)
+        except TransferError as exc:
+            raise HTTPException(422, f"prior: {exc}".replace("prior: --prior: ", "prior: ")) from None
+    try:
+        return price(spread).to_dict()
+    except SweepError as exc:
+        raise HTTPException(422, str(exc)) from None
 
 
 def live_meta(settings: Settings, record: SweepRecord | TransferRecord, live: dict[str, Any]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from fastapi.responses import HTMLResponse
 from api.schemas import Links, SweepPublic, SweepsPublic, TrialPublic, TrialsPublic
 from sweeper import SweepError, SweepSpec, load_sweep_result, sweep_memory, sweep_status, sweep_work
 from sweeper.analysis import compare_sweeps, write_optuna_study
+from sweeper.demand import sweep_estimate
 from sweeper.jobfiles import STATUS_FILE, is_sweep_folder
 from sweeper.specs import redact_spec
 
@@ -23,6 +24,8 @@ from ..settings import Settings
 from . import _jobroutes as jobs
 
 router = APIRouter(prefix="/sweeps", tags=["sweeps"], route_class=SessionRoute)
+# A sweep priced before it exists: under /plans, not /sweeps, where `/sweeps/plan` would also be `/sweeps/{id}`.
+plans = APIRouter(prefix="/plans", tags=["plans"], route_class=SessionRoute)
 
 STATES = ("PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED")
 
@@ -64,6 +67,7 @@ def _public(settings: Settings, record: SweepRecord) -> SweepPublic:
         links=Links(self=base, trials=f"{base}/trials", best=f"{base}/best", report=f"{base}/report",
                     mlflow_experiment=meta["mlflow_experiment"], mlflow_parent_run=meta["mlflow_parent_run"]),
         spec=redact_spec(record.spec),
+        estimate=jobs.estimate_of(record),
     )
 
 
@@ -97,6 +101,22 @@ def create_sweep(
     return jobs.create_job(response, session, queue, settings, SweepRecord, spec=spec.model_dump(mode="json"),
                            demand=_demand(spec), owner=owner, fields={"name": spec.name},
                            idempotency_key=idempotency_key, public=_public, what="sweep spec")
+
+
+@plans.post(
+    "/sweeps",
+    summary="Price a sweep before it runs: its trials, machine-hours, peak memory, smallest detectable saving",
+    responses={422: {"description": "a bad spec, a trial over the machine's memory, an estimate over budget_hours"}},
+)
+def plan_sweep(session: SessionDep, settings: SettingsDep, queue: JobsDep, _owner: Owner,
+               spec: Annotated[SweepSpec, Body(openapi_examples={"tiny": {"summary": "a 2x2 grid",
+                                                                          "value": SPEC_EXAMPLE}})],
+               budget_hours: jobs.BudgetQuery = None) -> dict[str, Any]:
+    # The create route's refusals first (what a token may ask for, the work and memory caps): a plan of a sweep
+    # the service would refuse is refused alike. Nothing is stored and nothing starts.
+    jobs.admit(spec.model_dump(mode="json"), _demand(spec), queue, settings, "sweep")
+    return jobs.plan_job(session, None, lambda spread: sweep_estimate(spec, measure=False,
+                                                                       budget_hours=budget_hours))
 
 
 @router.get("", response_model=SweepsPublic, summary="List sweeps, newest first")

@@ -14,7 +14,14 @@ from api.schemas import RunsPublic, TransferCreate, TransferExtend, TransferLink
 from scaling import ScalingError
 from sweeper import SweepSpec, trial_memory
 from sweeper.jobfiles import is_transfer_folder, transfer_version
-from sweeper.transfer import TransferError, TransferSpec, load_transfer_result, transfer_status, transfer_work
+from sweeper.transfer import (
+    TransferError,
+    TransferSpec,
+    load_transfer_result,
+    transfer_estimate,
+    transfer_status,
+    transfer_work,
+)
 
 from ..db import SweepRecord, TransferRecord
 from ..deps import JobsDep, Owner, ReadAccess, ResultsDep, SessionDep, SessionRoute, SettingsDep, release
@@ -22,6 +29,7 @@ from ..settings import Settings
 from . import _jobroutes as jobs
 
 router = APIRouter(prefix="/transfers", tags=["transfers"], route_class=SessionRoute)
+plans = APIRouter(prefix="/plans", tags=["plans"], route_class=SessionRoute)  # a transfer priced before it exists
 
 CREATE_EXAMPLE = {"sweep_id": "sw-0123456789ab", "rungs": ["cpu-xs", "cpu-s"], "arms": ["periodic", "adamw"],
                   "horizon_factor": 2.0, "seeds": [0]}
@@ -81,6 +89,7 @@ def public(settings: Settings, record: TransferRecord) -> TransferPublic:
                             fits=f"{base}/fits", export=f"{base}/export", report=f"{base}/report",
                             mlflow_experiment=meta["mlflow_experiment"], mlflow_parent_run=meta["mlflow_parent_run"]),
         spec=record.spec,
+        estimate=jobs.estimate_of(record),
     )
 
 
@@ -89,8 +98,8 @@ def _spec(body: TransferCreate, sweep: SweepRecord) -> TransferSpec:
     (known rungs, distinct arms and seeds, lr rules for listed arms) are 422s naming the field."""
     fields = body.model_dump(exclude={"sweep_id"}, exclude_none=True)
     fields.setdefault("name", f"{sweep.name}-transfer")
-    try:
-        return TransferSpec.model_validate({**fields, "sweep": str(sweep.storage_path)})
+    try:  # a sweep not started yet has no folder: a plan reads its spec from the record alone
+        return TransferSpec.model_validate({**fields, "sweep": str(sweep.storage_path or sweep.id)})
     except ValidationError as exc:
         raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from None
 
@@ -158,6 +167,27 @@ def create_transfer(
     return jobs.create_job(response, session, queue, settings, TransferRecord, spec=spec.model_dump(mode="json"),
                            demand=_demand(spec, SweepSpec.model_validate(sweep.spec)), owner=owner,
                            fields={"sweep_id": sweep.id}, idempotency_key=idempotency_key, public=public)
+
+
+@plans.post(
+    "/transfers",
+    summary="Price a transfer before it runs: pilot, timing, runs, controls, verification; machine-hours, peak "
+    "memory, smallest detectable saving",
+    responses={422: {"description": "a bad body, no such sweep, a trial over the machine's memory, an estimate over "
+                     "budget_hours"}},
+)
+def plan_transfer(session: SessionDep, settings: SettingsDep, queue: JobsDep, _owner: Owner,
+                  body: Annotated[TransferCreate, Body(openapi_examples={"two rungs": {
+                      "summary": "periodic vs AdamW on two rungs", "value": CREATE_EXAMPLE}})],
+                  budget_hours: jobs.BudgetQuery = None, prior: jobs.PriorQuery = None) -> dict[str, Any]:
+    sweep = session.get(SweepRecord, body.sweep_id)
+    if sweep is None:
+        raise RequestValidationError([{"loc": ("body", "sweep_id"), "msg": f"no sweep {body.sweep_id!r}",
+                                       "type": "not_found"}])
+    spec, base = _spec(body, sweep), SweepSpec.model_validate(sweep.spec)
+    jobs.admit(spec.model_dump(mode="json"), _demand(spec, base), queue, settings, "transfer")
+    return jobs.plan_job(session, prior, lambda spread: transfer_estimate(spec, base, measure=False,
+                                                                          budget_hours=budget_hours, spread=spread))
 
 
 @router.get("", response_model=TransfersPublic, summary="List transfers, newest first")

@@ -83,7 +83,7 @@ def test_a_bad_rungs_mapping_is_refused_naming_the_field_and_the_allowed_values(
     assert loc == ("rungs",) and msg == "rungs must name at least one rung, got {}"
     [(loc, msg)] = _refused({"sweep": sweep, "rungs": {"cpu-q": {"workers": 2}}})
     assert loc == ("rungs",) and msg.startswith(
-        "unknown rung 'cpu-q'; allowed: ['cpu-3xs', 'cpu-2xs', 'cpu-xs', 'cpu-s', 'cpu-m', 'cpu-l'")
+        "unknown rung 'cpu-q'; allowed: ['cpu-3xs', 'cpu-2xs', 'cpu-xs1', 'cpu-xs', 'cpu-s', 'cpu-m', 'cpu-l'")
     [(loc, msg)] = _refused({"sweep": sweep, "rungs": {"cpu-xs": None}, "rounds": {"rung": "cpu-s"}})
     assert msg == "rounds.rung 'cpu-s' must be one of rungs ['cpu-xs']"
 

@@ -87,6 +87,27 @@ def test_controls_that_cannot_be_built_are_refused_naming_the_field(tmp_path: Pa
         assert err.value.errors()[0]["loc"] == ("baselines", 0, "order_seed_offset")
 
 
+def test_the_steps_control_takes_an_integer_stretch_and_refuses_any_other(tmp_path: Path) -> None:
+    sweep = str(_sweep_folder(tmp_path / "sweep"))
+    spec = TransferSpec.model_validate({"name": "t", "sweep": sweep, "controls": ["negative", "positive", "steps"]})
+    assert spec.controls == ["negative", "positive", "steps"] and spec.control_stretch == 8
+    assert TransferSpec.model_validate({"name": "t", "sweep": sweep, "controls": ["steps"],
+                                        "control_stretch": 4}).control_stretch == 4
+    for bad, says in ((8.5, "Input should be a valid integer"), ("8", "Input should be a valid integer"),
+                      (8.0, "Input should be a valid integer"), (0, "Input should be greater than or equal to 1")):
+        [(loc, msg)] = _refused({"sweep": sweep, "controls": ["steps"], "control_stretch": bad})
+        assert loc == ("control_stretch",) and msg.startswith(says), (bad, msg)
+    [(loc, msg)] = _refused({"sweep": sweep, "controls": ["negative"], "control_stretch": 4})
+    assert "control_stretch is the steps control's: controls must include 'steps'" in msg
+    [(loc, msg)] = _refused({"sweep": sweep, "controls": ["steps", "steps"]})
+    assert loc == ("controls",) and "distinct" in msg
+    # A transfer without the steps control keeps its fingerprint (the stretch left out); a stretch changes it.
+    without = TransferSpec.model_validate({"name": "t", "sweep": sweep, "controls": ["negative"]})
+    payload = without.model_dump(mode="json")
+    assert TransferSpec.model_validate(payload).fingerprint() == without.fingerprint()
+    assert spec.fingerprint() != spec.model_copy(update={"control_stretch": 4}).fingerprint()
+
+
 def test_fingerprint_of_an_earlier_transfer_is_kept_and_new_fields_change_it() -> None:
     def fp(**extra: Any) -> str:
         return TransferSpec.model_validate({"name": "a", "sweep": "/nowhere", **extra}).fingerprint()
@@ -116,6 +137,18 @@ def test_a_bad_timing_value_is_a_422_naming_the_field_over_rest(tmp_path: Path) 
     with pytest.raises(ValidationError) as bad:  # the controls' data order is refused by the body's own schema
         TransferCreate(sweep_id="sw-1", rungs=["cpu-s"], control_data_order="shuffled")  # type: ignore[arg-type]
     assert bad.value.errors()[0]["loc"] == ("control_data_order",)
+    for stretch in (8.5, "8"):  # the steps control's stretch: an integer, by the body's schema as by the spec's
+        with pytest.raises(ValidationError) as bad:
+            TransferCreate.model_validate({"sweep_id": "sw-1", "rungs": ["cpu-s"], "controls": ["steps"],
+                                            "control_stretch": stretch})
+        assert bad.value.errors()[0]["loc"] == ("control_stretch",)
+    ok = _spec(TransferCreate.model_validate({"sweep_id": "sw-1", "rungs": ["cpu-s"], "controls": ["steps"],
+                                              "control_stretch": 4}), sweep)  # type: ignore[arg-type]
+    assert (ok.controls, ok.control_stretch) == (["steps"], 4)
+    body = {"sweep_id": "sw-1", "rungs": ["cpu-s"], "fixed_arms": ["paper_default"],
+            "target": {"rule": "pilot", "per_rung": True}}
+    fixed = _spec(TransferCreate.model_validate(body), sweep)  # type: ignore[arg-type]
+    assert fixed.fixed_arms == ["paper_default"] and fixed.target.per_rung
 
 
 def test_a_transfer_on_n_workers_is_refused_where_it_cannot_run_naming_the_field(tmp_path: Path) -> None:
@@ -210,7 +243,8 @@ def _timing(extra_cost: float, rounds: int = 12) -> dict[str, Any]:
     """Per-round seconds per step: muon 10 ms, its twin the same, periodic 0.85 x, muon_extra_ns `extra_cost` x,
     each with a 1 % log-normal round-to-round spread."""
     rng = np.random.default_rng(1)
-    factor = {"periodic": 0.85, "muon": 1.0, "adamw": 0.7, "muon_twin": 1.0, "muon_extra_ns": extra_cost}
+    factor = {"periodic": 0.85, "muon": 1.0, "adamw": 0.7, "muon_twin": 1.0, "muon_extra_ns": extra_cost,
+              "muon_stretched": 1.0}
     runs = {rung: {arm: [0.01 * f * math.exp(rng.normal(0, 0.01)) for _ in range(rounds)]
                    for arm, f in factor.items()} for rung in RUNGS}
     return {"measured": True, "method": "interleaved", "clock": "thread", "seconds_per_step_runs": runs,
@@ -218,7 +252,8 @@ def _timing(extra_cost: float, rounds: int = 12) -> dict[str, Any]:
             "rungs": {g: {"expected_step_time_ratio": {"muon_extra_ns": 1 / extra_cost}} for g in RUNGS}}
 
 
-def _result(extra_cost: float, periodic_scale: float = 1.0, effective_scale: float | None = None) -> TransferResult:
+def _result(extra_cost: float, periodic_scale: float = 1.0, effective_scale: float | None = None,
+            stretched_scale: float | None = None) -> TransferResult:
     rng = np.random.default_rng(0)
     base = [float(s) for s in 10 * np.exp(rng.normal(0, 0.05, len(SEEDS)))]
     scales = {"periodic": [periodic_scale * s for s in base], "muon": base, "adamw": [1.1 * s for s in base],
@@ -226,14 +261,19 @@ def _result(extra_cost: float, periodic_scale: float = 1.0, effective_scale: flo
     if effective_scale is not None:  # Muon at the periodic arm's update size, its own seed-to-seed spread
         noise = np.exp(rng.normal(0, 0.02, len(SEEDS)))
         scales["muon_effective_step"] = [effective_scale * s * float(n) for s, n in zip(base, noise, strict=True)]
+    controls = {"negative": {"arm": "muon_twin", "against": "muon"},
+                "positive": {"arm": "muon_extra_ns", "against": "muon"}}
+    if stretched_scale is not None:  # the steps control: Muon's curve stretched, its own seed-to-seed spread
+        noise = np.exp(rng.normal(0, 0.02, len(SEEDS)))
+        scales["muon_stretched"] = [stretched_scale * s * float(n) for s, n in zip(base, noise, strict=True)]
+        controls["steps"] = {"arm": "muon_stretched", "against": "muon", "stretch": 8, "expected_steps_ratio": 8 / 9}
     arms = ["periodic", "muon", "adamw"]
     plan = {"rungs": list(RUNGS), "horizon": HORIZON, "seeds": list(SEEDS), "arms": arms, "searched_arm": "periodic",
             "chosen": {"K": 3, "gamma": 0.15}, "eval_steps": [52, 56, 60],
             "runs": [{"rung": g, "arm": a, "parameters": 1000} for g in RUNGS for a in arms],
-            "controls": {"negative": {"arm": "muon_twin", "against": "muon"},
-                         "positive": {"arm": "muon_extra_ns", "against": "muon"}},
-            "control_runs": [{"rung": g, "arm": a, "parameters": 1000} for g in RUNGS
-                             for a in ("muon_twin", "muon_extra_ns")]}
+            "controls": controls,
+            "control_runs": [{"rung": g, "arm": c["arm"], "parameters": 1000} for g in RUNGS
+                             for c in controls.values()]}
     if effective_scale is not None:
         plan["diagnostics"] = {"effective_step": {"arm": "muon_effective_step", "against": "periodic",
                                                   "reference": "muon", "lr_factor": 0.43}}
@@ -281,6 +321,34 @@ def test_controls_come_out_as_they_must_and_a_null_on_periodic_is_interpretable(
     assert lines[1] == "positive control (muon_extra_ns against muon): came out as it must at every rung"
 
 
+def test_the_steps_control_detects_the_stretched_arms_known_ratio_at_the_claims_level() -> None:
+    # muon_stretched needs 9/8 of Muon's steps (its curve stretched, a 2 % seed-to-seed spread of its own)
+    doc = _result(extra_cost=1.3, stretched_scale=9 / 8).analysis(n_boot=0)
+    controls, claims = doc["controls"], doc["claims"]
+    # Every control judged at the level the strongest claim must pass: 0.05 over 4 comparisons, not 0.05.
+    assert controls["alpha"] == pytest.approx(claims["budget"]["first_step"]) == pytest.approx(0.0125)
+    assert "every control judged at alpha 0.0125" in controls["alpha_text"]
+    steps = controls["steps"]
+    assert steps["passed"] and steps["arm"] == "muon_stretched"
+    for rung in RUNGS:
+        ratio = steps["comparisons"][rung]["first"]["steps_to_target_ratio"]
+        assert ratio["mean"] == pytest.approx(8 / 9, rel=0.03)
+        checks = steps["rungs"][rung]["checks"]
+        assert [c["quantity"] for c in checks] == ["steps_ratio", "steps_ratio", "time_saving_pct"]
+        assert all(c["passed"] and c["level"] == pytest.approx(1 - 0.0125) for c in checks)
+        assert "includes 0.8889" in checks[1]["expected"]
+    for kind in ("negative", "positive"):
+        assert all(c["level"] is not None and c["level"] >= 1 - 0.0125 for o in controls[kind]["rungs"].values()
+                   for c in o["checks"])
+    lines = _result(extra_cost=1.3, stretched_scale=9 / 8).table().splitlines()
+    assert lines[2] == "steps control (muon_stretched against muon): came out as it must at every rung"
+    assert lines[3].startswith("every control judged at alpha 0.0125, the level the strongest claim must pass")
+    # The stretched arm walking Muon's own steps: the known penalty is not there, and the report says so first.
+    failed = _result(extra_cost=1.3, stretched_scale=1.0)
+    assert not failed.analysis(n_boot=0)["controls"]["steps"]["passed"]
+    assert failed.table().splitlines()[0].startswith(f"STEPS CONTROL FAILED at {', '.join(RUNGS)}")
+
+
 def test_a_failed_positive_control_still_reports_and_says_so_first() -> None:
     # The redundant work costs nothing measurable: the known saving is not there to detect.
     result = _result(extra_cost=1.0, periodic_scale=1.0)
@@ -310,7 +378,7 @@ def test_the_plan_runs_each_control_beside_muon_at_every_rung_with_muons_carried
     from sweeper.search._planner import Planner
     from sweeper.transfer import TransferError
     from sweeper.transfer._planning import _plan, _Source
-    from sweeper.transfer._spec import CONTROL_ORDER_OFFSET
+    from sweeper.transfer._spec import CONTROL_ORDER_OFFSETS
 
     from ..conftest import TINY_TRIAL
 
@@ -320,12 +388,15 @@ def test_the_plan_runs_each_control_beside_muon_at_every_rung_with_muons_carried
         return _Source(workdir="/w", sweep_id="s-1", name="s", parent_run_id="p-1", tracking_uri="sqlite:///x.db",
                        experiment="e", spec=spec, best={"K": 4, "gamma": 0.25}, objectives={}, searched_arm="periodic")
 
-    spec = TransferSpec(name="t", sweep="/w", rungs=["cpu-xs", "cpu-s"], controls=["negative", "positive"],
+    spec = TransferSpec(name="t", sweep="/w", rungs=["cpu-xs", "cpu-s"], controls=["negative", "positive", "steps"],
                         lr_rules={"muon": "sqrt_width"})
     plan, typed = _plan(spec, source(), "t-1")
     sweep = typed.model_dump(mode="json")  # as stored
-    assert plan.controls == {"negative": {"arm": "muon_twin", "against": "muon", "data_order": "other"},
-                             "positive": {"arm": "muon_extra_ns", "against": "muon", "data_order": "other"}}
+    assert plan.controls == {
+        "negative": {"arm": "muon_twin", "against": "muon", "data_order": "other", "order_seed_offset": 1_000_003},
+        "positive": {"arm": "muon_extra_ns", "against": "muon", "data_order": "other", "order_seed_offset": 2_000_006},
+        "steps": {"arm": "muon_stretched", "against": "muon", "data_order": "other", "order_seed_offset": 3_000_009,
+                  "stretch": 8, "expected_steps_ratio": 8 / 9}}
     assert plan.arms == ["periodic", "muon", "adamw"]  # the controls are never compared with the searched arm
     by_label = {b["label"]: b for b in sweep["baselines"]}
     for rung in ("cpu-xs", "cpu-s"):
@@ -334,13 +405,20 @@ def test_the_plan_runs_each_control_beside_muon_at_every_rung_with_muons_carried
         assert extra["arm"] == "muon_extra_ns" and {**extra["optimizer"], "name": "muon"} == muon["optimizer"]
         assert twin["tags"]["scalesweep.transfer.arm"] == "muon_twin"
         assert extra["tags"]["scalesweep.transfer.arm"] == "muon_extra_ns"
+        stretched = by_label[f"muon_stretched.{rung}"]
+        assert stretched["arm"] == "muon_stretched" and stretched["optimizer"]["stretch"] == 8
+        assert {**stretched["optimizer"], "name": "muon", "stretch": None} == {**muon["optimizer"], "stretch": None}
     assert by_label["muon_twin.cpu-s"]["optimizer"]["lr"] == pytest.approx(0.02 * math.sqrt(64 / 96))
     # The controls run on another data order (each seed's batches and noise from seed + the offset), the arms on
     # their seed's own; `control_data_order: same` keeps Muon's order (and the fingerprint of a transfer without it)
+    # Each control on an order of its own: no two controls train one run.
+    arm_kind = {"muon_twin": "negative", "muon_extra_ns": "positive", "muon_stretched": "steps"}
     assert {b["label"]: b.get("order_seed_offset") for b in sweep["baselines"] if b.get("order_seed_offset")} == {
-        f"{a}.{g}": CONTROL_ORDER_OFFSET for a in ("muon_twin", "muon_extra_ns") for g in ("cpu-xs", "cpu-s")}
+        f"{a}.{g}": CONTROL_ORDER_OFFSETS[k] for a, k in arm_kind.items() for g in ("cpu-xs", "cpu-s")}
+    assert len(set(CONTROL_ORDER_OFFSETS.values())) == 3
     requests = {(r.point_key, r.seed): r for r in Planner(SweepSpec.model_validate(sweep))._baselines()}
-    assert requests[("muon_twin.cpu-s", 1)].order_seed == 1 + CONTROL_ORDER_OFFSET
+    assert requests[("muon_twin.cpu-s", 1)].order_seed == 1 + CONTROL_ORDER_OFFSETS["negative"]
+    assert requests[("muon_extra_ns.cpu-s", 1)].order_seed == 1 + CONTROL_ORDER_OFFSETS["positive"]
     assert requests[("muon.cpu-s", 1)].order_seed is None
     twin_cfg = SweepSpec.model_validate(sweep).trial_config({"name": "muon"}, 1, "cpu-s", order_seed=1_000_004)
     assert twin_cfg["order_seed"] == 1_000_004 and twin_cfg["seed"] == 1
@@ -366,7 +444,7 @@ def test_the_plan_runs_each_control_beside_muon_at_every_rung_with_muons_carried
     if periodic_row.weight_decay:
         assert eff.weight_decay * eff.lr == pytest.approx(periodic_row.weight_decay * periodic_row.lr)
     assert {(r.rung, r.arm) for r in plan.control_runs} == {(g, a) for g in ("cpu-xs", "cpu-s")
-                                                           for a in ("muon_twin", "muon_extra_ns")}
+                                                           for a in ("muon_twin", "muon_extra_ns", "muon_stretched")}
     with pytest.raises(TransferError, match=r"timing.block_steps .* a multiple of 4, got 6"):
         _plan(TransferSpec(name="t", sweep="/w", rungs=["cpu-xs"], timing={"block_steps": 6}), source(), "t-2")
     with pytest.raises(TransferError, match=r"timing.local_batch .* training batch \(16\), got 17"):
