@@ -11,8 +11,8 @@ import pytest
 
 import scalesweep_cli
 from scaling import ScalingInputError, TransferRun
-from sweeper.transfer import FIT_METRICS, TransferResult, read_transfer_records, write_transfer_records
-from sweeper.transfer._fits import fit_docs_of
+from sweeper.transfer import TransferResult, read_transfer_records, write_transfer_records
+from sweeper.transfer._fits import FIT_METRICS, fit_docs_of
 
 from .test_transfer_analysis import ARMS, SIZES, _result, _run
 
