@@ -213,7 +213,7 @@ def headroom_tables(records: Path | list[Path], n_boot: int = 500) -> dict[str, 
     attributes: dict[tuple[str, ...], dict[str, Cell]] = {}
     for rung, mine in by_rung.items():
         first = next(iter(mine.values()))
-        row: dict[str, Cell] = {"Muon group": ((first["block_parameters"],), f"{first['block_parameters']:,}"),
+        row: dict[str, Cell] = {"Muon group": ((first["block_parameters"],), str(first["block_parameters"])),
                                 "steps": ((first["config"]["steps"],), str(first["config"]["steps"])),
                                 "seeds": ((len(mine),), str(len(mine)))}
         for column, where, digits in (("val loss", "val_loss", 4), ("FD (scenes-cnn, 1024)", "fd", 1),

@@ -28,10 +28,10 @@ def test_demo_sweep_is_the_papers_grid_with_both_baselines() -> None:
     assert sorted(spec.search.space["K"]) == [2, 3, 4]
     assert sorted(spec.search.space["gamma"]) == [0.10, 0.15, 0.25, 0.35]
     assert sorted(b.arm for b in spec.baselines) == ["adamw", "muon"]
-    # quick transfers to three rungs (cpu-l's runs cost a third of its 15-minute budget); full sweeps at cpu-2xs and
-    # transfers to cpu-2xs..cpu-m
+    # quick transfers to three rungs (cpu-l's runs cost a third of its 15-minute budget); full sweeps at cpu-xs1 and
+    # transfers to cpu-xs1..cpu-m
     full, quick = PROFILES["full"], PROFILES["quick"]
-    assert quick.rungs == ("cpu-xs", "cpu-s", "cpu-m") and full.rungs == ("cpu-2xs", "cpu-xs", "cpu-s", "cpu-m")
+    assert quick.rungs == ("cpu-xs", "cpu-s", "cpu-m") and full.rungs == ("cpu-xs1", "cpu-xs", "cpu-s", "cpu-m")
     assert full.seeds == (0, 1, 2) and full.horizon > quick.horizon
     # quick's evaluations are what it saves on: no tracking in the sweep, 4 tracking points in the transfer
     assert spec.trial["eval"]["track_points"] == 0 and quick.transfer == {"trial": {"eval": {"track_points": 4}}}
@@ -51,7 +51,7 @@ def test_the_full_and_evidence_profiles_run_the_scenes_set(name: str) -> None:
     # scenes' captions are nearly all new: the learned encoder, not MiniLM's one forward pass per caption
     assert trial["text_encoder"] == "learned"
     cpu = [r for r in list_rungs() if r.startswith("cpu-")]
-    assert set(p.rungs) <= set(cpu) and p.rungs[0] in ("cpu-2xs", "cpu-xs") and sweep.rung == p.rungs[0]
+    assert set(p.rungs) <= set(cpu) and p.rungs[0] in ("cpu-xs1", "cpu-xs") and sweep.rung == p.rungs[0]
     spec = TransferSpec.model_validate({"name": name, "sweep": "x", "rungs": list(p.rungs), **p.transfer})
     # every FD above scenes-cnn's 256-d features (at 256 samples the covariance is singular), the sweep's and the
     # transfer's; each trial a valid config at every rung (the caption fits its tokens, the patch tiles the image)
