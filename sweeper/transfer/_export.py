@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from scaling import ScalingError, ScalingInputError
 from scaling.export import Export, build_export
@@ -15,20 +15,26 @@ from ._fits import FIT_METRICS, fit_docs_of, fits_or_errors_of, level_fits_of, r
 from ._plan import _clean, _rung_shape
 from ._record import ResultRecord
 from ._savings import common_targets_of, savings_of, time_to_best_of
+from ._targets import (
+    claims_of,
+    controls_of,
+    diagnostics_of,
+    fixed_arms_of,
+    targets_of,
+    tuning_budgets_of,
+    undertrained_rungs_of,
+)
 from ._time_ratio import time_ratio_of
 from ._verification import verification_doc_of
-
-if TYPE_CHECKING:
-    from ._result import TransferResult
 
 __all__ = ["analysis_of", "export_of", "target_summary_of"]
 
 
-def analysis_of(result: TransferResult, *, n_boot: int | None = None) -> dict[str, Any]:
+def analysis_of(result: ResultRecord, *, n_boot: int | None = None) -> dict[str, Any]:
     """Everything as JSON-able data: per-run time to best, the savings table, and fits per metric (params,
     intervals, flags, leave-one-rung-out errors) with the chosen pair, FD metric name and sample count."""
     ttb = time_to_best_of(result)
-    report = result.targets()
+    report = targets_of(result)
     hits = report.pop("per_run")
     drops = {rid: d for e in report["rungs"].values() for rid, d in e["plateau"]["runs"].items()}
     runs = []
@@ -54,7 +60,7 @@ def analysis_of(result: TransferResult, *, n_boot: int | None = None) -> dict[st
     return _clean({
         "transfer_id": result.transfer_id, "name": result.name, "state": result.state,
         # the controls first: whether the instrument saw what it must decides how everything after it reads
-        "controls": result.controls(),
+        "controls": controls_of(result),
         "chosen": result.chosen, "searched_arm": result.searched_arm, "source": result.source,
         "metric_name": metric_names[0] if len(metric_names) == 1 else metric_names,
         "fd_samples": samples[0] if len(samples) == 1 else samples,
@@ -76,26 +82,26 @@ def analysis_of(result: TransferResult, *, n_boot: int | None = None) -> dict[st
         "seeds_note": result.seeds_note,
         "rounds": result.plan.rounds,
         "extensions": result.plan.get("extensions"),
-        "diagnostics": result.diagnostics(),
-        "fixed_arms": result.fixed_arms(),
-        "tuning_budgets": result.tuning_budgets(),
-        "claims": result.claims(),
+        "diagnostics": diagnostics_of(result),
+        "fixed_arms": fixed_arms_of(result),
+        "tuning_budgets": tuning_budgets_of(result),
+        "claims": claims_of(result),
         "lr_brackets": {"multiples": result.plan.lr_brackets, "choices": result.lr_choices,
                         "runs": [r.to_dict() for r in result.tuning_runs]} if result.plan.lr_brackets else None,
     })
 
 
-def target_summary_of(result: TransferResult, *, n_boot: int | None = None) -> dict[str, Any]:
+def target_summary_of(result: ResultRecord, *, n_boot: int | None = None) -> dict[str, Any]:
     """The target report (without its per-run rows), the fits of steps and time to target (as in
     `analysis()`), the undertrained rungs and the searched arm: what the HTML report's target section shows."""
-    report = result.targets()
+    report = targets_of(result)
     report.pop("per_run")
-    fits = fit_docs_of(result, ("steps_to_target", "time_to_target"), n_boot, result.undertrained_rungs())
-    return _clean({"report": report, "fits": fits, "undertrained_rungs": result.undertrained_rungs(),
+    fits = fit_docs_of(result, ("steps_to_target", "time_to_target"), n_boot, undertrained_rungs_of(result))
+    return _clean({"report": report, "fits": fits, "undertrained_rungs": undertrained_rungs_of(result),
                    "searched_arm": result.searched_arm})
 
 
-def export_of(result: TransferResult, target_rung: str, *, lr_rules: Mapping[str, str] | None = None,
+def export_of(result: ResultRecord, target_rung: str, *, lr_rules: Mapping[str, str] | None = None,
            allow_losing: bool = False) -> Export:
     """The transferred hyperparameters for `target_rung` (any rung: verified only where this transfer ran
     that arm there and it succeeded), with the rule behind each value and provenance. Refused when the
@@ -123,7 +129,7 @@ def export_of(result: TransferResult, target_rung: str, *, lr_rules: Mapping[str
             ev["time_to_best_s_mean"] = statistics.fmean(ttb[r.run_id].best_time_s for r in at
                                                          if r.run_id in ttb)
         evidence[arm] = _clean(ev)
-    report = result.targets()
+    report = targets_of(result)
     at_rung = report["rungs"].get(target_rung)
     if at_rung is not None:  # against the declared target, where this transfer ran the rung
         for arm in result.plan.arms:
@@ -133,7 +139,7 @@ def export_of(result: TransferResult, target_rung: str, *, lr_rules: Mapping[str
                 "steps_to_target_mean": (a.get("steps_to_target") or {}).get("mean"),
                 "time_to_target_s_mean": (a.get("time_to_target_s") or {}).get("mean"),
                 "undertrained_rung": at_rung["plateau"]["undertrained"]})}
-    under = result.undertrained_rungs()
+    under = undertrained_rungs_of(result)
     # The fitted curve at the target, or why there is none, each at the target level it is read at.
     for metric, (fit, level) in target_fits_of(result, target_rung).items():
         if isinstance(fit, ScalingError):
