@@ -18,7 +18,6 @@ Where a driver runs (`Settings.drivers`):
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import os
 import re
@@ -28,7 +27,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -46,13 +45,13 @@ from sweeper.jobfiles import (
     request_cancel,
 )
 from sweeper.jobs import ExtensionUndo, driver_command
-from sweeper.search import remove_left_sessions
+from sweeper.search import remove_left_sessions, with_trainer
 from sweeper.settings import SOURCE_SWEEP_ID_ENV
 from trials.core import ScalesweepError, without_credentials
 from trials.core.proctree import JOB_TAG_ENV, end_tagged, process_alive, tag_values
 
 from .db import SweepRecord, TransferRecord
-from .security import child_env, expand_trainer, scrub_env
+from .security import check_launch, child_env, scrub_env
 from .settings import Settings
 
 if TYPE_CHECKING:
@@ -67,6 +66,8 @@ _STATUS_FILES = (STATUS_FILE, TRANSFER_FILE, OUTCOME_FILE)
 # A status file written this long before the recorded launch still counts as the launch's: a Ray Job's driver
 # writes on another host, whose clock may run behind the service's. A previous run's files are minutes older.
 STATUS_CLOCK_SLACK_S = 5.0
+# The driver's spec in a job's work folder, written by the service (`JobRunner.write_spec`), read by the driver.
+DRIVER_SPEC = "spec.yaml"
 
 TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
 
@@ -253,7 +254,7 @@ class JobRunner:
     def driver_command(self, record: Record, resume: bool) -> list[str]:
         folder = self.job_dir(record)
         python = "python" if self.ray_jobs is not None else sys.executable  # a cluster node has its own
-        return driver_command(kind_of(record).name, folder / "spec.yaml", folder, resume=resume, python=python)
+        return driver_command(kind_of(record).name, folder / DRIVER_SPEC, folder, resume=resume, python=python)
 
     def live_status(self, record: Record) -> dict[str, Any]:
         """The driver's own status document ({} before it wrote one, or when it cannot be read)."""
@@ -280,34 +281,39 @@ class JobRunner:
                 return bool(status["driver_alive"])
         return process_alive(record.pid) if record.pid else False
 
-    def _driver_sweep_spec(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        """A sweep's spec as its driver gets it: the service's tracking store, the registry's trainer command."""
-        spec = dict(body)
-        spec["tracking"] = {**(spec.get("tracking") or {}), "tracking_uri": self.settings.tracking_uri}
-        return expand_trainer(spec, self.trainers)  # the registry's command, never one from the request
-
     def _driver_spec(self, spec: SweepSpec) -> SweepSpec:
-        """`_driver_sweep_spec` of a typed spec, typed: what is filled in comes from the service's own settings and
-        registry (already valid), so the spec is copied with it rather than validated again."""
+        """A sweep's spec as its driver runs it: the service's tracking store and its registry's trainer command
+        (`sweeper.search.with_trainer`: never a command from the request). Copied rather than validated again:
+        what is filled in comes from the service's own settings and registry."""
         tracking = spec.tracking.model_copy(update={"tracking_uri": self.settings.tracking_uri})
-        backend = spec.backend
-        if backend.name == "command":  # the registry's command, never one from the request
-            resolved = expand_trainer({"backend": backend.model_dump(mode="json")}, self.trainers)["backend"]
-            backend = backend.model_copy(update=resolved)
-        return spec.model_copy(update={"tracking": tracking, "backend": backend})
+        return with_trainer(spec.model_copy(update={"tracking": tracking}), self.trainers)
 
-    def _write_spec(self, record: Record, folder: Path) -> None:
-        # A transfer logs where its sweep did, unless it says otherwise.
-        spec = self._driver_sweep_spec(record.spec) if isinstance(record, SweepRecord) else dict(record.spec)
-        # JSON in the file the driver reads (`spec.yaml`: YAML is a superset of JSON, and the reader tries JSON
-        # first): YAML 1.1 would read a dumped 1e-08 back as a string.
-        (folder / "spec.yaml").write_text(json.dumps(spec, indent=1))
+    def write_spec(self, record: Record, spec: SweepSpec | TransferSpec) -> None:
+        """Write the job's typed spec where its driver reads it (`DRIVER_SPEC` in its work folder): once, when the
+        job is created or extended, from the spec the route validated (a transfer logs where its sweep did,
+        unless it says otherwise)."""
+        folder = self.job_dir(record)
+        folder.mkdir(parents=True, exist_ok=True)
+        driver_spec = self._driver_spec(spec) if isinstance(spec, SweepSpec) else spec
+        # JSON in a `.yaml` file (YAML is a superset of JSON, and the reader tries JSON first): YAML 1.1 would read a
+        # dumped 1e-08 back as a string.
+        (folder / DRIVER_SPEC).write_text(driver_spec.model_dump_json(indent=1))
+
+    def _spec_ready(self, record: Record) -> None:
+        """Before a driver starts: refuse a backend the registry no longer covers (`check_launch`), and write the
+        driver's spec of a job stored without one (queued by an earlier service version: validated here, once)."""
+        check_launch(record.spec, self.trainers)
+        if not (self.job_dir(record) / DRIVER_SPEC).is_file():
+            from sweeper.transfer import TransferSpec as Transfer
+
+            model = Transfer if isinstance(record, TransferRecord) else SweepSpec
+            self.write_spec(record, model.model_validate(record.spec))
 
     def _launch(self, session: Session, record: Record) -> None:
         kind = kind_of(record)
         folder = self.job_dir(record)
         folder.mkdir(parents=True, exist_ok=True)
-        self._write_spec(record, folder)
+        self._spec_ready(record)
         resume = bool(record.resume)  # stored: a resume or extension queued before a restart keeps its intent
         launched = dt.datetime.now(dt.UTC)
         # The job's tag: the driver, its local Ray, Ray's workers and every trainer inherit it, so a cancel (or a
@@ -530,7 +536,9 @@ class JobRunner:
             previous = record.state
             folder = Path(record.storage_path) if record.storage_path else None
             if previous == "PENDING" and folder is not None and (kept := self._undo(folder)) is not None:
-                # a queued extension, cancelled before it ran: the job as it was before it (issue 64, N5)
+                # a queued extension, cancelled before it ran: the job as it was before it (issue 64, N5); its
+                # driver's spec is written again from the record at its next launch
+                (self.job_dir(record) / DRIVER_SPEC).unlink(missing_ok=True)
                 return self._claim(session, record, "PENDING", state=kept["state"], spec=kept["spec"],
                                    error=kept.get("error"), resume=False)
             extension = previous == "RUNNING" and folder is not None and ExtensionUndo(folder).drop()
@@ -585,7 +593,7 @@ class JobRunner:
         starts in between."""
         from sweeper.jobs import apply_extension
 
-        return self._queue_extension(session, record, spec.model_dump(mode="json"),
+        return self._queue_extension(session, record, spec,
                                      lambda folder: apply_extension(self._driver_spec(spec), folder))
 
     def extend_transfer(self, session: Session, record: TransferRecord, spec: TransferSpec) -> list[int] | None:
@@ -594,14 +602,14 @@ class JobRunner:
         more). `TransferError` when the spec changes more than seeds and execution (nothing changed then)."""
         from sweeper.transfer import apply_transfer_extension
 
-        return self._queue_extension(session, record, spec.model_dump(mode="json"),
+        return self._queue_extension(session, record, spec,
                                      lambda folder: apply_transfer_extension(spec, folder))
 
-    def _queue_extension(self, session: Session, record: Record, spec: dict[str, Any],
+    def _queue_extension(self, session: Session, record: Record, spec: SweepSpec | TransferSpec,
                          apply: Callable[[str], list[Any]]) -> list[Any] | None:
-        """`apply(folder)` to a finished job and queue it, keeping what a cancel before it runs puts back
-        (`sweeper.jobs.ExtensionUndo`, issue 64 N5): what was added, [] for nothing, None when the job is not
-        finished (any more)."""
+        """`apply(folder)` to a finished job and queue it with `spec` (its driver's spec written), keeping what a
+        cancel before it runs puts back (`sweeper.jobs.ExtensionUndo`, issue 64 N5): what was added, [] for
+        nothing, None when the job is not finished (any more)."""
         with self._lock:
             session.refresh(record)
             if record.state not in ("SUCCEEDED", "FAILED", "CANCELLED") or not record.storage_path:
@@ -617,8 +625,9 @@ class JobRunner:
                 undo.drop()
                 return added
             if not self._claim(session, record, "SUCCEEDED", "FAILED", "CANCELLED", state="PENDING", pid=None,
-                               error=None, spec=spec, resume=True):
+                               error=None, spec=spec.model_dump(mode="json"), resume=True):
                 return None
+            self.write_spec(record, spec)
             return added
 
     def _claim(self, session: Session, record: Record, *states: str, **values: Any) -> bool:

@@ -8,21 +8,24 @@ import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi.exceptions import RequestValidationError
 
-from sweeper import SweepError
+from sweeper import SweepSpec
 from sweeper.demand import TrialMemory
-from sweeper.search import RegisteredTrainer, resolve_trainer
+from sweeper.search import RegisteredTrainer
 from sweeper.settings import TRAINERS_ENV
+from sweeper.specs import CommandBackend
 from trials.core import SERVICE_SECRET_ENV
 
 from .settings import Settings
 
-__all__ = ["TrustedHosts", "check_memory", "check_rest_paths", "check_rest_spec", "check_rungs", "check_work",
-           "expand_trainer",
-           "forget_secret_env",
+if TYPE_CHECKING:
+    from sweeper.transfer import TransferSpec
+
+__all__ = ["TrustedHosts", "check_launch", "check_memory", "check_rest_paths", "check_rest_spec", "check_rungs",
+           "check_work", "forget_secret_env",
            "install_log_redaction", "scrub_env"]
 
 # Fields of a command backend that only a registered trainer may set over REST.
@@ -143,43 +146,41 @@ def check_capacity_at_submission(spec: Any, cpus: float, gpus: float, local_ray:
         raise _refuse(loc, str(exc)) from None
 
 
-def check_rest_spec(spec: Mapping[str, Any], trainers: Mapping[str, RegisteredTrainer],
+def check_rest_spec(spec: SweepSpec | TransferSpec, trainers: Mapping[str, RegisteredTrainer],
                     data_paths: Sequence[Path] = ()) -> None:
-    """Refuse, as a 422 naming the field, what a token holder may not ask for: a free-form command (or its env or
-    working directory), an unregistered trainer, a Ray cluster of its own choosing, a path on the server outside
-    the registered locations."""
-    check_rest_paths(spec.get("trial") or {}, data_paths)
-    backend = spec.get("backend") or {}
-    if backend.get("name") == "command":
+    """Refuse, as a 422 naming the field, what a token holder may not ask for in a typed spec: a free-form command
+    (or its env or working directory), an unregistered trainer, a Ray cluster of its own choosing, a path on the
+    server outside the registered locations. A transfer has no backend of its own: it runs its sweep's."""
+    check_rest_paths(spec.trial, data_paths)
+    backend = spec.backend if isinstance(spec, SweepSpec) else None
+    if isinstance(backend, CommandBackend):
         for field in _OPERATOR_ONLY:
-            if backend.get(field):
+            if getattr(backend, field):
                 raise _refuse(("backend", field), (
                     f"free-form trainer {field}s are not accepted over REST (a token is not a shell); name a trainer "
                     f"the operator registered in {TRAINERS_ENV} with backend.trainer, or run the sweep with the "
                     "local CLI (scalesweep sweep run)"))
-        name = backend.get("trainer")
-        if name not in trainers:
+        if backend.trainer not in trainers:
             known = sorted(trainers)
             where = f"registered: {known}" if known else f"none is registered (the operator sets {TRAINERS_ENV})"
-            raise _refuse(("backend", "trainer"), f"no registered trainer {name!r}; {where}")
-    if (spec.get("execution") or {}).get("ray_address"):
+            raise _refuse(("backend", "trainer"), f"no registered trainer {backend.trainer!r}; {where}")
+    if spec.execution is not None and spec.execution.ray_address:
         raise _refuse(("execution", "ray_address"), "the Ray cluster is the operator's choice "
                       "(SCALESWEEP_RAY_ADDRESS); remove execution.ray_address")
 
 
-def expand_trainer(spec: dict[str, Any], trainers: Mapping[str, RegisteredTrainer]) -> dict[str, Any]:
-    """The spec a driver runs: a named trainer's command, env and cwd filled in from the registry. A command
-    backend without a registered trainer is refused here too (a record stored before trainers were required)."""
+def check_launch(spec: Mapping[str, Any], trainers: Mapping[str, RegisteredTrainer]) -> None:
+    """Refuse to start a stored job (RuntimeError) whose command backend the registry does not cover: a free-form
+    command (a record stored before trainers were required) or a trainer the operator removed since."""
     backend = spec.get("backend") or {}
     if backend.get("name") != "command":
-        return spec
+        return
     if not backend.get("trainer"):
         raise RuntimeError(f"the command backend runs only registered trainers ({TRAINERS_ENV}); this spec has a "
                            "free-form command")
-    try:
-        return {**spec, "backend": resolve_trainer(backend, trainers)}
-    except SweepError as exc:  # the operator removed the trainer since the sweep was submitted
-        raise RuntimeError(str(exc)) from None
+    if backend["trainer"] not in trainers:
+        known = sorted(trainers) or f"none: the operator registers trainers with {TRAINERS_ENV}"
+        raise RuntimeError(f"backend.trainer: no registered trainer {backend['trainer']!r}; registered: {known}")
 
 
 class _RedactingFactory:

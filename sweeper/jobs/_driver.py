@@ -54,7 +54,7 @@ from ..jobfiles import (
     write_json,
 )
 from ..ledger import SweepLedger, resolve_tracking_uri
-from ..search import FINISHED, Planner, TrialRequest, checkpoint_path, load_trainers, resolve_trainer, run_tune
+from ..search import FINISHED, Planner, TrialRequest, checkpoint_path, load_trainers, run_tune, with_trainer
 from ..selection import SweepSelection
 from ..specs import CommandBackend, EarlyStoppingSpec, SweepSpec, load_spec
 from ._emergency import CancelDeadline
@@ -359,15 +359,10 @@ class _Driver:
 
 
 def _with_trainer(spec: SweepSpec) -> SweepSpec:
-    """A spec whose command backend names a registered trainer, with the trainer's command filled in from
-    $SCALESWEEP_TRAINERS (the service fills it in itself before it starts a driver)."""
-    backend = spec.backend
-    if not isinstance(backend, CommandBackend) or backend.command is not None:
-        return spec
-    resolved = resolve_trainer(backend.model_dump(mode="json"), load_trainers())
-    # The spec was validated where it came in: only the resolved backend is new, and only it is checked.
-    return spec.model_copy(update={"backend": CommandBackend.model_validate(resolved)})
-
+    """`spec` with a registered trainer's command filled in from $SCALESWEEP_TRAINERS (`with_trainer`); a spec the
+    service wrote has it filled in already, and is returned as it is (the registry is read only when needed)."""
+    named = isinstance(spec.backend, CommandBackend) and spec.backend.command is None
+    return with_trainer(spec, load_trainers()) if named else spec
 
 
 @dataclass

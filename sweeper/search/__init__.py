@@ -7,7 +7,8 @@
 - `_tune_stage`: the Tune stage (`run_tune`: start or attach to Ray, run Tune, turn signals into a cancel);
 - `_trainable`: one trial attempt inside a Ray worker (`run_trial_attempt`), through a backend looked up by name
   (`BACKENDS`);
-- `_trainers`: the registered trainers a command backend may name (`load_trainers`, `resolve_trainer`).
+- `_trainers`: the registered trainers a command backend may name (`load_trainers`, `resolve_trainer`,
+  `with_trainer`).
 
 Ray, Tune and Optuna are imported inside the calls that need them.
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 from ._hooks import DriverHooks
 from ._planner import FINISHED, SAMPLERS, Planner, TrialRequest, list_search_methods
 from ._trainable import BACKENDS, checkpoint_path, list_backends
-from ._trainers import RegisteredTrainer, load_trainers, resolve_trainer
+from ._trainers import RegisteredTrainer, load_trainers, resolve_trainer, with_trainer
 from ._tune_stage import remove_left_sessions, run_tune
 
 __all__ = [
@@ -35,4 +36,5 @@ __all__ = [
     "remove_left_sessions",
     "resolve_trainer",
     "run_tune",
+    "with_trainer",
 ]

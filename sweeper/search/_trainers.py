@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -33,7 +33,10 @@ from trials.core import read_mapping, validation_messages
 from ..errors import SweepError
 from ..settings import TRAINERS_ENV, DriverSettings
 
-__all__ = ["RegisteredTrainer", "load_trainers", "resolve_trainer"]
+if TYPE_CHECKING:
+    from ..specs import SweepSpec
+
+__all__ = ["RegisteredTrainer", "load_trainers", "resolve_trainer", "with_trainer"]
 
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 
@@ -98,3 +101,17 @@ def resolve_trainer(backend: Mapping[str, Any], trainers: Mapping[str, Registere
         timeout = entry.timeout_s if timeout is None else min(float(timeout), entry.timeout_s)
     return {**dict(backend), "command": list(entry.command), "env": dict(entry.env), "cwd": entry.cwd,
             "timeout_s": timeout}
+
+
+def with_trainer(spec: SweepSpec, trainers: Mapping[str, RegisteredTrainer]) -> SweepSpec:
+    """`spec` with its registered trainer's command filled in from `trainers` (`resolve_trainer`): the one fill-in,
+    done where the spec enters its first process (the service for a REST job, `run_sweep` for a local file). A spec
+    with no trainer to fill in (the builtin backend, a command given) is returned as it is. The spec was validated
+    where it came in: only the resolved backend is new, and only it is checked."""
+    from ..specs import CommandBackend
+
+    backend = spec.backend
+    if not isinstance(backend, CommandBackend) or backend.command is not None:
+        return spec
+    resolved = resolve_trainer(backend.model_dump(mode="json"), trainers)
+    return spec.model_copy(update={"backend": CommandBackend.model_validate(resolved)})

@@ -6,7 +6,7 @@ steps-to-target comparison at the first crossing, in steps above the target and 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from scaling import ScalingInputError
@@ -296,27 +296,38 @@ def diagnostics_of(result: ResultRecord) -> dict[str, Any] | None:
     """The diagnostics' section (None without): effective_step per rung: the searched arm against Muon and
     against Muon at the searched arm's mean update size (`muon_effective_step`), at the first crossing, and the
     verdict: is a steps penalty against Muon the step size or the direction?"""
-    plan = result.plan.diagnostics
+
+    def at_rung(d: dict[str, Any], rung: str, target: Any) -> tuple[dict[str, Any], list[str]]:
+        vs_muon = crossing_of(result, rung, d["against"], d["reference"], target)
+        vs_eff = crossing_of(result, rung, d["against"], d["arm"], target)
+        doc: dict[str, Any] = {}
+        for key, comp in ((f"vs_{d['reference']}", vs_muon), (f"vs_{d['arm']}", vs_eff)):
+            doc[key] = comp.to_dict() if isinstance(comp, CrossingComparison) else {"error": comp}
+        if isinstance(vs_muon, CrossingComparison) and isinstance(vs_eff, CrossingComparison):
+            doc["verdict"] = effective_step_verdict(vs_muon.steps[CONTROL_ENDPOINT], vs_eff.steps[CONTROL_ENDPOINT])
+        else:
+            doc["verdict"] = "not judged: " + str(vs_muon if isinstance(vs_muon, str) else vs_eff)
+        return doc, [f"{rung}: effective step: {doc['verdict']}"]
+
+    return _sections_by_rung(result, result.plan.diagnostics, at_rung)
+
+
+def _sections_by_rung(result: ResultRecord, plan: dict[str, Any] | None,
+                      at_rung: Callable[[dict[str, Any], str, Any], tuple[dict[str, Any], list[str]]],
+                      **extra: Any) -> dict[str, Any] | None:
+    """A section per kind of `plan` (None without one): the kind's plan with `at_rung(its plan, rung, the rung's
+    target)` at every rung, judged at the first crossing: (the rung's document, its report lines)."""
     if not plan:
         return None
     rungs = rung_report_of(result)["rungs"]
     out: dict[str, Any] = {}
     for kind, d in plan.items():
         per: dict[str, Any] = {}
+        lines: list[str] = []
         for rung in result.plan.rungs:
-            vs_muon = crossing_of(result, rung, d["against"], d["reference"], rungs[rung]["target"])
-            vs_eff = crossing_of(result, rung, d["against"], d["arm"], rungs[rung]["target"])
-            doc: dict[str, Any] = {}
-            for key, comp in ((f"vs_{d['reference']}", vs_muon), (f"vs_{d['arm']}", vs_eff)):
-                doc[key] = comp.to_dict() if isinstance(comp, CrossingComparison) else {"error": comp}
-            if isinstance(vs_muon, CrossingComparison) and isinstance(vs_eff, CrossingComparison):
-                doc["verdict"] = effective_step_verdict(vs_muon.steps[CONTROL_ENDPOINT],
-                                                        vs_eff.steps[CONTROL_ENDPOINT])
-            else:
-                doc["verdict"] = "not judged: " + str(vs_muon if isinstance(vs_muon, str) else vs_eff)
-            per[rung] = doc
-        out[kind] = {**d, "endpoint": CONTROL_ENDPOINT, "rungs": per,
-                     "lines": [f"{rung}: effective step: {doc['verdict']}" for rung, doc in per.items()]}
+            per[rung], rung_lines = at_rung(d, rung, rungs[rung]["target"])
+            lines += rung_lines
+        out[kind] = {**d, "endpoint": CONTROL_ENDPOINT, **extra, "rungs": per, "lines": lines}
     return out
 
 
@@ -354,23 +365,17 @@ def fixed_arms_of(result: ResultRecord) -> dict[str, Any] | None:
     """The fixed arms' section (None without): per fixed arm (paper_default: periodic at K=3, gamma=0.15) and rung,
     it against every arm at the first crossing (steps ratio, time saving where timed), reported beside the claims,
     not among them."""
-    plan = result.plan.get("fixed_arms")
-    if not plan:
-        return None
-    rungs = rung_report_of(result)["rungs"]
-    out: dict[str, Any] = {}
-    for kind, d in plan.items():
-        per: dict[str, Any] = {}
-        lines = []
-        for rung in result.plan.rungs:
-            per[rung] = {}
-            for other in result.plan.arms:
-                comp = crossing_of(result, rung, d["arm"], other, rungs[rung]["target"])
-                per[rung][other] = comp.to_dict() if isinstance(comp, CrossingComparison) else {"error": comp}
-                lines.append(f"{rung}: {d['arm']} (K={d.get('refresh_every')}, gamma={d.get('gamma')}) against "
-                             f"{other}: {_first_text(comp)}")
-        out[kind] = {**d, "endpoint": CONTROL_ENDPOINT, "judged": False, "rungs": per, "lines": lines}
-    return out
+
+    def at_rung(d: dict[str, Any], rung: str, target: Any) -> tuple[dict[str, Any], list[str]]:
+        doc, lines = {}, []
+        for other in result.plan.arms:
+            comp = crossing_of(result, rung, d["arm"], other, target)
+            doc[other] = comp.to_dict() if isinstance(comp, CrossingComparison) else {"error": comp}
+            lines.append(f"{rung}: {d['arm']} (K={d.get('refresh_every')}, gamma={d.get('gamma')}) against "
+                         f"{other}: {_first_text(comp)}")
+        return doc, lines
+
+    return _sections_by_rung(result, result.plan.get("fixed_arms"), at_rung, judged=False)
 
 
 def _first_text(comp: CrossingComparison | str) -> str:

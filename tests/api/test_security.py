@@ -68,6 +68,11 @@ def test_a_free_form_command_over_rest_is_refused_naming_the_field(api: TestClie
     assert created.status_code == 201, created.text
     assert created.json()["spec"]["backend"]["trainer"] == "envdump"
     assert created.json()["spec"]["backend"]["command"] is None  # the record holds the name, not the command
+    # The driver's spec, written once at submission: the registry's command and the service's tracking store.
+    jobs = api.app.state.jobs  # type: ignore[attr-defined]
+    driver = json.loads((jobs.settings.workdir.resolve() / "sweeps" / created.json()["id"] / "spec.yaml").read_text())
+    assert driver["backend"]["trainer"] == "envdump" and driver["backend"]["command"][1].endswith("env_trainer.py")
+    assert driver["tracking"]["tracking_uri"] == jobs.settings.tracking_uri
 
 
 def test_without_a_registry_no_trainer_runs_over_rest(settings: Settings) -> None:

@@ -14,17 +14,7 @@ from torch import Tensor
 from ..core.errors import InputError
 from ..core.registry import Registry
 
-__all__ = [
-    "DataError",
-    "ImageTextBatch",
-    "ImageTextDataset",
-    "check_dataset_options",
-    "get_dataset",
-    "list_datasets",
-    "register_dataset",
-    "stream_generator",
-    "stream_seed",
-]
+# What this module offers is listed once, on the package's face (`trials.data.__all__`), which names all of it.
 
 
 class DataError(InputError):  # a ValueError, as before

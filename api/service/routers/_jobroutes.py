@@ -19,7 +19,7 @@ from fastapi import Path as PathParam
 from sqlalchemy import Select, and_, func, or_, select
 from sqlalchemy.exc import IntegrityError
 
-from sweeper import SweepError
+from sweeper import SweepError, SweepSpec, TransferSpec
 from sweeper.demand import JobEstimate, TrialMemory
 from sweeper.jobfiles import ESTIMATE_FILE, read_json
 
@@ -242,7 +242,7 @@ class Demand:
     widest_loc: tuple[str | int, ...] | None = None  # that field's location in the body, where not its dotted name
 
 
-def admit(spec: dict[str, Any], demand: Demand, queue: JobsDep, settings: Settings, noun: str) -> None:
+def admit(spec: SweepSpec | TransferSpec, demand: Demand, queue: JobsDep, settings: Settings, noun: str) -> None:
     """Refuse (422, naming the field) what a token holder may not ask for (a free-form command, an unregistered
     trainer, a Ray cluster of its own, a server path outside the registered ones, a rung the operator did not
     offer), work over the limit, a trial whose estimated memory is over the workers' (issue 53, H2) and one that
@@ -299,7 +299,7 @@ def create_job(
     settings: Settings,
     model: type[Job],
     *,
-    spec: dict[str, Any],
+    spec: SweepSpec | TransferSpec,
     demand: Demand,
     owner: str,
     fields: dict[str, Any],
@@ -309,21 +309,23 @@ def create_job(
 ) -> Public:
     """Admit a job (`admit`) and create it, or answer 200 with the one already created under the same
     Idempotency-Key (409 when that key came with another body: another spec or other `fields`). The record is
-    `model(spec=spec, owner=owner, **fields)`, PENDING; the job queue is woken to start it."""
+    `model(spec=<spec's JSON>, owner=owner, **fields)`, PENDING; its driver's spec is written (`JobRunner.write_spec`)
+    and the job queue is woken to start it."""
     noun, prefix = _KINDS[model]
     admit(spec, demand, queue, settings, noun)
+    spec_doc = spec.model_dump(mode="json")
     idempotency_key = (idempotency_key or "").strip() or None  # an empty header is no key at all
     if idempotency_key:
         existing = session.scalars(select(model).where(model.idempotency_key == idempotency_key)).first()
         if existing is not None:
-            if existing.spec != spec or any(getattr(existing, k) != v for k, v in fields.items()):
+            if existing.spec != spec_doc or any(getattr(existing, k) != v for k, v in fields.items()):
                 raise HTTPException(409, f"Idempotency-Key was already used with a different {what or noun}")
             response.status_code = status.HTTP_200_OK
             response.headers["Location"] = f"/v1/{noun}s/{existing.id}"
             return public(settings, existing)
     with queue_room(session, settings, owner):
-        record = model(id=new_id(prefix), state="PENDING", spec=spec, owner=owner, idempotency_key=idempotency_key,
-                       **fields)
+        record = model(id=new_id(prefix), state="PENDING", spec=spec_doc, owner=owner,
+                       idempotency_key=idempotency_key, **fields)
         session.add(record)
         try:
             session.commit()
@@ -331,6 +333,8 @@ def create_job(
             session.rollback()
             raise HTTPException(409, f"Idempotency-Key is being used by another request; retry to get its {noun}") \
                 from None
+        with contextlib.suppress(OSError):  # a spec not written here is written by the launch
+            queue.write_spec(record, spec)
     queue.wake()
     response.headers["Location"] = f"/v1/{noun}s/{record.id}"
     return public(settings, record)

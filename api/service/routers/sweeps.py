@@ -98,7 +98,7 @@ def create_sweep(
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> SweepPublic:
     # a token is not a shell: registered trainers only, no server path outside the registered locations
-    return jobs.create_job(response, session, queue, settings, SweepRecord, spec=spec.model_dump(mode="json"),
+    return jobs.create_job(response, session, queue, settings, SweepRecord, spec=spec,
                            demand=_demand(spec), owner=owner, fields={"name": spec.name},
                            idempotency_key=idempotency_key, public=_public, what="sweep spec")
 
@@ -114,7 +114,7 @@ def plan_sweep(session: SessionDep, settings: SettingsDep, queue: JobsDep, _owne
                budget_hours: jobs.BudgetQuery = None) -> dict[str, Any]:
     # The create route's refusals first (what a token may ask for, the work and memory caps): a plan of a sweep
     # the service would refuse is refused alike. Nothing is stored and nothing starts.
-    jobs.admit(spec.model_dump(mode="json"), _demand(spec), queue, settings, "sweep")
+    jobs.admit(spec, _demand(spec), queue, settings, "sweep")
     return jobs.plan_job(session, None, lambda spread: sweep_estimate(spec, measure=False,
                                                                        budget_hours=budget_hours))
 
@@ -296,7 +296,7 @@ def get_report(sweep_id: str, request: Request, settings: SettingsDep, results: 
 def extend_sweep(sweep_id: str, settings: SettingsDep, queue: JobsDep, session: SessionDep, owner: Owner,
                  spec: Annotated[SweepSpec, Body()]) -> dict[str, Any]:
     record = _get(session, sweep_id)
-    jobs.admit(spec.model_dump(mode="json"), _demand(spec), queue, settings, "sweep")
+    jobs.admit(spec, _demand(spec), queue, settings, "sweep")
     added = jobs.extend_job(session, settings, queue, owner, record, "sweep",
                             lambda: queue.extend(session, record, spec), SweepError,
                             "the spec adds nothing to the sweep: give more seeds, grid values, search budget or "

@@ -164,7 +164,7 @@ def create_transfer(
         raise HTTPException(409, f"sweep {sweep.id} is {sweep.state}: only a SUCCEEDED sweep can be transferred")
     spec = _spec(body, sweep)  # validated once, here; passed on typed
     # e.g. no Ray cluster of the caller's choosing, no server path outside the registered locations
-    return jobs.create_job(response, session, queue, settings, TransferRecord, spec=spec.model_dump(mode="json"),
+    return jobs.create_job(response, session, queue, settings, TransferRecord, spec=spec,
                            demand=_demand(spec, SweepSpec.model_validate(sweep.spec)), owner=owner,
                            fields={"sweep_id": sweep.id}, idempotency_key=idempotency_key, public=public)
 
@@ -185,7 +185,7 @@ def plan_transfer(session: SessionDep, settings: SettingsDep, queue: JobsDep, _o
         raise RequestValidationError([{"loc": ("body", "sweep_id"), "msg": f"no sweep {body.sweep_id!r}",
                                        "type": "not_found"}])
     spec, base = _spec(body, sweep), SweepSpec.model_validate(sweep.spec)
-    jobs.admit(spec.model_dump(mode="json"), _demand(spec, base), queue, settings, "transfer")
+    jobs.admit(spec, _demand(spec, base), queue, settings, "transfer")
     return jobs.plan_job(session, prior, lambda spread: transfer_estimate(spec, base, measure=False,
                                                                           budget_hours=budget_hours, spread=spread))
 
@@ -235,7 +235,7 @@ def extend_transfer(transfer_id: str, settings: SettingsDep, queue: JobsDep, ses
         raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from None
     sweep = session.get(SweepRecord, record.sweep_id)
     if sweep is not None:
-        jobs.admit(spec.model_dump(mode="json"), _demand(spec, SweepSpec.model_validate(sweep.spec)), queue,
+        jobs.admit(spec, _demand(spec, SweepSpec.model_validate(sweep.spec)), queue,
                    settings, "transfer")
     added = jobs.extend_job(session, settings, queue, owner, record, "transfer",
                             lambda: queue.extend_transfer(session, record, spec), TransferError,
