@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from pydantic import ValidationError
 from sqlalchemy import CursorResult, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -307,7 +308,12 @@ class JobRunner:
             from sweeper.transfer import TransferSpec as Transfer
 
             model = Transfer if isinstance(record, TransferRecord) else SweepSpec
-            self.write_spec(record, model.model_validate(record.spec))
+            try:
+                spec = model.model_validate(record.spec)
+            except ValidationError as exc:  # the job fails with why; the queue goes on
+                raise RuntimeError(f"its stored spec is not a valid {model.__name__} today: "
+                                   f"{exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}") from exc
+            self.write_spec(record, spec)
 
     def _launch(self, session: Session, record: Record) -> None:
         kind = kind_of(record)

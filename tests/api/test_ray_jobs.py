@@ -70,7 +70,8 @@ def test_jobs_are_submitted_watched_and_stopped_through_the_job_client(tmp_path:
     runner, sessions = _runner(tmp_path, client)
     with sessions() as session:
         session.add(SweepRecord(id="sw-1", name="s", state="PENDING", spec={"name": "s"}, owner="me"))
-        session.add(TransferRecord(id="tr-1", sweep_id="sw-1", state="PENDING", spec={"name": "t"}, owner="me"))
+        session.add(TransferRecord(id="tr-1", sweep_id="sw-1", state="PENDING", owner="me",
+                                   spec={"name": "t", "sweep": str(tmp_path / "sweeps" / "sw-1"), "rungs": ["cpu-xs"]}))
         session.commit()
     runner.tick()  # one slot (max_concurrent_sweeps=1): the older job, the sweep, is submitted
     assert len(client.submitted) == 1
@@ -114,6 +115,26 @@ def test_a_job_stopped_from_outside_the_service_fails_with_that_cause(tmp_path: 
                                 "job stop` or the dashboard); its running trials ended CANCELLED. "
                                 "POST /v1/sweeps/sw-3/resume continues it")
         assert runner.resume(session, record) and record.state == "PENDING"  # and it resumes
+
+
+def test_a_stored_spec_that_no_longer_validates_fails_its_job_and_the_queue_goes_on(tmp_path: Path) -> None:
+    """A job queued by an earlier version, stored without its driver's spec file, is validated at launch: a spec
+    that is no longer valid fails that job with the field, and the next job still starts."""
+    client = FakeJobClient()
+    runner, sessions = _runner(tmp_path, client)
+    with sessions() as session:
+        session.add(TransferRecord(id="tr-9", sweep_id="sw-0", state="PENDING", spec={"name": "t"}, owner="me"))
+        session.commit()
+    runner.tick()
+    with sessions() as session:
+        record = session.get(TransferRecord, "tr-9")
+        assert record.state == "FAILED" and client.submitted == []
+        assert record.error.startswith("could not start the driver: its stored spec is not a valid TransferSpec "
+                                       "today: ('sweep',): Field required"), record.error
+        session.add(SweepRecord(id="sw-9", name="s", state="PENDING", spec={"name": "s"}, owner="me"))
+        session.commit()
+    runner.tick()
+    assert [job["submission_id"].split("-")[:2] for job in client.submitted] == [["sw", "9"]]
 
 
 def test_a_cluster_that_refuses_fails_the_job_with_its_reason(tmp_path: Path) -> None:
