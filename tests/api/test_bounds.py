@@ -257,7 +257,7 @@ def test_a_resume_queued_before_a_restart_is_launched_with_resume_after_it(setti
         for sweep_id in ids:  # two finished sweeps, their drivers' last status SUCCEEDED an hour ago
             record = session.get(SweepRecord, sweep_id)
             folder = settings.workdir.resolve() / "sweeps" / sweep_id
-            folder.mkdir(parents=True)
+            folder.mkdir(parents=True, exist_ok=True)  # the driver's spec is already there
             (folder / "sweep.json").write_text(json.dumps({"sweep_id": sweep_id, "tracking_uri": "sqlite://",
                                                            "experiment": "e", "parent_run_id": "p"}))
             (folder / "status.json").write_text(json.dumps({"state": "SUCCEEDED", "sweep_id": sweep_id}))
