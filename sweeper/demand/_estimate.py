@@ -29,14 +29,18 @@ from ..errors import SweepError
 from ._calibration import StepCost, machine, step_cost, worker_start
 from ._memory import TrialMemory, trial_memory
 
-__all__ = ["JOB_OVERHEAD_S", "TRIAL_OVERHEAD_S", "UNKNOWN_DETECTABLE", "JobEstimate", "PlanStage",
-           "available_memory", "check_budget", "detectable_saving", "estimate_job", "job_slots", "sweep_estimate",
-           "sweep_stages"]
+__all__ = ["JOB_OVERHEAD_PER_START", "JOB_OVERHEAD_S", "TRIAL_OVERHEAD_S", "UNKNOWN_DETECTABLE", "JobEstimate",
+           "PlanStage", "available_memory", "check_budget", "detectable_saving", "estimate_job", "job_slots",
+           "sweep_estimate", "sweep_stages"]
 
-# Measured on the 2-core machine (docs/benchmarks.md), one tiny sweep: its driver's start and MLflow store (8 s),
-# Ray's start (9 s) and the finish stage (selection, figures: 7 s). A trial's own overhead on a started worker
-# (a Tune step, its MLflow child run): about 1 s.
-JOB_OVERHEAD_S = 24.0
+# The driver's own time (its start and MLflow store, Ray's start, the finish stage's selection and figures) is
+# process starts and imports, so it moves with the machine's load as a worker's start does: JOB_OVERHEAD_S +
+# JOB_OVERHEAD_PER_START x the measured worker start. Two tiny sweeps on the 2-core Xeon (docs/benchmarks.md, "The
+# planner's calibration"), one run each: under load 8 a worker's start was about 20 s and the driver's time 24 s;
+# on the quiet machine 4.5 s and about 10.5 s. A trial's own overhead on a started worker (a Tune step, its MLflow
+# child run): about 1 s.
+JOB_OVERHEAD_S = 6.6
+JOB_OVERHEAD_PER_START = 0.87
 TRIAL_OVERHEAD_S = 1.0
 UNKNOWN_DETECTABLE = "unknown until a pilot"
 DEFAULT_ALPHA = 0.05  # the transfer's claims use it where the spec sets no rounds.alpha
@@ -256,10 +260,10 @@ def _makespan(durations: Sequence[float], slots: int, start: float = 0.0) -> flo
 def estimate_job(kind: str, name: str, stages: Sequence[PlanStage], *, slots: int, seeds: int,
                  alpha: float = DEFAULT_ALPHA, spread: Mapping[str, float] | None = None, comparisons: int = 1,
                  measure: bool = True, builtin: bool = True, budget_hours: float | None = None,
-                 extra_overhead_s: float = 0.0) -> JobEstimate:
+                 extra_overhead_starts: float = 0.0) -> JobEstimate:
     """Price `stages` on this machine (module docstring); refuse a trial over the available memory, and an
     estimate over `budget_hours`. With `builtin` off (a command trainer) nothing is timed: no estimate. A job
-    kind's own driver time beyond a sweep driver's is `extra_overhead_s`."""
+    kind's own driver time beyond a sweep driver's is `extra_overhead_starts` worker starts."""
     memory: dict[str, TrialMemory] = {}
     for s in stages:
         mem = trial_memory(s.trial)
@@ -290,7 +294,7 @@ def estimate_job(kind: str, name: str, stages: Sequence[PlanStage], *, slots: in
                       worker_start_s=start_s, worker_start_source=start_source)
     if any(c is None for c in costs.values()) or start_s is None:
         return est
-    est.job_overhead_s = JOB_OVERHEAD_S + extra_overhead_s
+    est.job_overhead_s = JOB_OVERHEAD_S + (JOB_OVERHEAD_PER_START + extra_overhead_starts) * start_s
     wall = est.job_overhead_s
     for phase in sorted({s.phase for s in stages}):
         lanes: dict[tuple[int, bool], list[float]] = {}

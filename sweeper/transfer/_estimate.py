@@ -24,9 +24,10 @@ __all__ = ["base_sweep_spec", "prior_spread", "transfer_estimate", "transfer_sta
 
 # The timing stage's block where the chosen K is not known yet (before the sweep chose): the paper's K.
 _DEFAULT_BLOCK = 3
-# A transfer's driver reads its source sweep back from MLflow and plans before its stages: 5 s measured on the
-# 2-core machine (docs/benchmarks.md, "The planner's calibration"), beside the sweep driver's own time.
-SOURCE_READ_S = 5.0
+# A transfer's driver reads its source sweep back from MLflow and plans before its stages, beside the sweep driver's
+# own time: 5 s measured on the 2-core machine when a worker's start took 20 s (docs/benchmarks.md, "The planner's
+# calibration"), counted in worker starts so it moves with the load as they do.
+SOURCE_READ_STARTS = 0.25
 
 
 def base_sweep_spec(spec: TransferSpec) -> SweepSpec:
@@ -118,7 +119,7 @@ def transfer_estimate(spec: TransferSpec, base: SweepSpec | None = None, *, meas
                         slots=job_slots(spec.execution or base.execution), seeds=len(spec.seeds or base.seeds),
                         alpha=alpha, spread=spread, comparisons=max(1, (len(spec.arms) - 1) * len(rungs)),
                         measure=measure, builtin=base.backend.name == "builtin", budget_hours=budget_hours,
-                        extra_overhead_s=SOURCE_READ_S)
+                        extra_overhead_starts=SOURCE_READ_STARTS)
 
 
 def prior_spread(folder: str | Path) -> dict[str, float]:

@@ -65,7 +65,7 @@ def test_a_calibration_is_measured_once_then_read_from_the_cache(measured: list[
 
 
 def test_the_estimate_packs_trials_on_the_slots(measured: list[dict[str, Any]]) -> None:
-    from sweeper.demand._estimate import JOB_OVERHEAD_S, TRIAL_OVERHEAD_S
+    from sweeper.demand._estimate import JOB_OVERHEAD_PER_START, JOB_OVERHEAD_S, TRIAL_OVERHEAD_S
 
     est = sweep_estimate(load_spec(_spec()))
     # Two search points and AdamW on two seeds: 6 trials of 24 steps, 3 evaluations and 3 tracking evaluations
@@ -75,7 +75,8 @@ def test_the_estimate_packs_trials_on_the_slots(measured: list[dict[str, Any]]) 
         ("search", "periodic", 4, 24, 3, 3), ("baseline", "adamw", 2, 24, 3, 3)]
     one = TRIAL_OVERHEAD_S + SETUP_S + 24 * STEP_S + 6 * EVAL_S
     assert est.stage_seconds(0) == pytest.approx(one)
-    assert est.wall_s == pytest.approx(JOB_OVERHEAD_S + WORKER_S + 3 * one)  # 6 like trials on 2 slots
+    driver = JOB_OVERHEAD_S + JOB_OVERHEAD_PER_START * WORKER_S  # the driver's own time moves with a worker's start
+    assert est.wall_s == pytest.approx(driver + WORKER_S + 3 * one)  # 6 like trials on 2 slots
     assert est.machine_hours == pytest.approx(est.wall_s / 3600)
     assert est.detectable == ["unknown until a pilot"]
     doc = est.to_dict()

@@ -56,6 +56,7 @@ def _attempt(root: Path, store_uri: str, capsys: pytest.CaptureFixture[str]) -> 
     """Plan (measuring the calibration now), run, and compare, for the sweep and then its transfer: the ratios."""
     from sweeper.demand import step_cost
 
+    root.mkdir(parents=True, exist_ok=True)
     sweep = write_spec(root / "sweep.yaml", {
         "name": "plan-sweep", "rung": "cpu-xs", "horizon": 24,
         "search": {"space": {"K": [3], "gamma": [0.15, 0.25]}}, "baselines": ["adamw"],
