@@ -52,6 +52,8 @@ STUDIES = (
     "tests/api/test_end_to_end.py",  # 41 s at d56d647, 1.47
     "tests/trials/test_run.py",  # 60 s, 1.02: real trials (63 s alone on 2026-12-06, 24 s of it MiniLM
     # and shapes-cnn)
+    "tests/sweeper/test_plan_real.py",  # about 145 s under load: a real calibration, sweep and transfer against
+    # their estimates; moved here on 2026-12-07, when the rest lane ended 4 min 24 s after this one (26:07, 21:43)
     "tests/sweeper/test_workers.py",  # 21 + 16 + 15 s at d56d647: 2-worker sweeps; the plain one's checks then went
     # into the killed rank's sweep (59 s alone for the file, 2026-12-06, under load 3)
     # tests/api/test_cancel_tree.py (24 s and a short one at d56d647, 0.91 cores: a service restarted under a
