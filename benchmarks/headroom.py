@@ -49,12 +49,6 @@ DEFAULT_RUNGS = "cpu-xs1,cpu-xs,cpu-s,cpu-m,cpu-l"
 # Full evaluations at these fractions of each trial's horizon: the end decides, the two before it show whether the
 # run still improves (the steps to plateau).
 EVAL_FRACTIONS = (1 / 2, 3 / 4, 1.0)
-# Read from every record at its last eval step: (column, where in the result, how many decimals).
-COLUMNS = (("val_loss", "val_loss", 4), ("fd_scenes_cnn", "fd", 1), ("fd_infinity", "fd_infinity", 1),
-           ("alignment", "alignment", 3), ("alignment.count", "alignment.count", 3),
-           ("alignment.position", "alignment.position", 3), ("alignment.kind", "alignment.kind", 3),
-           ("alignment.colour", "alignment.colour", 3), ("alignment.size", "alignment.size", 3),
-           ("alignment.relation", "alignment.relation", 3))
 
 
 @functools.cache
@@ -142,22 +136,6 @@ def _records(where: Path | list[Path]) -> list[dict[str, Any]]:
     """The records of a folder (every `*.json`), or exactly the files listed."""
     files = sorted(where.glob("*.json")) if isinstance(where, Path) else where
     return [json.loads(p.read_text()) for p in files]
-
-
-def derive_table(folder: Path) -> list[dict[str, Any]]:
-    """One row per rung (smallest first): seeds, steps, and mean / sample SD per column over the seeds."""
-    records = _records(folder)
-    rows = []
-    for rung in sorted({r["rung"] for r in records}, key=lambda r: block_parameters(r)):
-        mine = [r for r in records if r["rung"] == rung]
-        row: dict[str, Any] = {"rung": rung, "block_parameters": mine[0]["block_parameters"], "seeds": len(mine),
-                               "steps": mine[0]["config"]["steps"]}
-        for column, where, _ in COLUMNS:
-            values = [v for v in (_last(r, where) for r in mine) if v is not None]
-            row[column] = (statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0,
-                           len(values)) if values else None
-        rows.append(row)
-    return rows
 
 
 # ----------------------------------------------------------------------------------------------------------

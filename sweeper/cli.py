@@ -117,12 +117,12 @@ def budget_hours(raw: str | None) -> float | None:
     return value
 
 
-def print_plan(args: argparse.Namespace, estimate: Any) -> int:
-    """A priced plan as JSON (--json) or as text lines."""
+def print_document(args: argparse.Namespace, found: Any) -> int:
+    """A view's or a priced plan's document as JSON under --json, else its text lines."""
     if args.json:
-        print(json.dumps(estimate.to_dict(), indent=2, default=str))
+        print(json.dumps(found.to_dict(), indent=2, default=str))
     else:
-        print("\n".join(estimate.lines()))
+        print("\n".join(found.lines()))
     return 0
 
 
@@ -252,7 +252,7 @@ def _plan(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.spec)
     hours = budget_hours(args.budget_hours)
-    return print_plan(args, sweep_estimate(spec, budget_hours=hours))
+    return print_document(args, sweep_estimate(spec, budget_hours=hours))
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -284,21 +284,12 @@ def _load(args: argparse.Namespace, sweep: str | None = None) -> Any:
     return load_sweep_result(sweep or args.sweep, tracking_uri=args.tracking_uri, experiment=args.experiment)
 
 
-def _print(args: argparse.Namespace, found: Any) -> int:
-    """A view's document as JSON under --json, else its text lines."""
-    if args.json:
-        print(json.dumps(found.to_dict(), indent=2, default=str))
-    else:
-        print("\n".join(found.lines()))
-    return 0
-
-
 def _importance(args: argparse.Namespace) -> int:
-    return _print(args, _load(args).importance(evaluator=args.evaluator, n_boot=args.n_boot))
+    return print_document(args, _load(args).importance(evaluator=args.evaluator, n_boot=args.n_boot))
 
 
 def _front(args: argparse.Namespace) -> int:
-    return _print(args, _load(args).front())
+    return print_document(args, _load(args).front())
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -306,7 +297,7 @@ def _compare(args: argparse.Namespace) -> int:
     from .jobs import write_comparison_report
 
     comparison = compare_sweeps(_load(args), _load(args, args.other))
-    _print(args, comparison)
+    print_document(args, comparison)
     if args.out:
         _written(write_comparison_report(comparison, args.out))
     return 0

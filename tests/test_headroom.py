@@ -41,7 +41,7 @@ def test_steps_grow_with_size_and_every_trial_validates(headroom: Any) -> None:
         assert cfg.resolved_eval_steps == [4120, 6180, 8240]  # 1/2, 3/4 and the end
 
 
-def test_the_table_is_the_mean_and_spread_over_seeds_at_the_last_eval_step(headroom: Any, tmp_path: Path) -> None:
+def test_the_table_is_the_mean_and_interval_over_seeds_at_the_last_eval_step(headroom: Any, tmp_path: Path) -> None:
     def record(rung: str, seed: int, val: float, fd: float, share: float) -> None:
         result = {"val_loss": {"10": 9.0, "20": val}, "fd": {"10": 999.0, "20": fd}, "fd_infinity": {},
                   "alignment": {"20": {"alignment": share, "alignment.colour": 1.0}}}
@@ -51,13 +51,15 @@ def test_the_table_is_the_mean_and_spread_over_seeds_at_the_last_eval_step(headr
 
     record("cpu-xs", 0, 0.10, 50.0, 0.2)
     record("cpu-xs", 1, 0.12, 54.0, 0.4)
-    record("cpu-3xs", 0, 0.30, 90.0, 0.0)
-    rows = headroom.derive_table(tmp_path)
-    assert [r["rung"] for r in rows] == ["cpu-3xs", "cpu-xs"]  # smallest first
-    xs = rows[1]
-    assert xs["seeds"] == 2 and xs["val_loss"][0] == pytest.approx(0.11) and xs["fd_scenes_cnn"][0] == 52.0
-    assert xs["fd_scenes_cnn"][1] == pytest.approx(2 * 2**0.5) and xs["alignment"][0] == pytest.approx(0.3)
-    assert rows[0]["fd_scenes_cnn"] == (90.0, 0.0, 1) and xs["fd_infinity"] is None
+    record("cpu-xs1", 0, 0.30, 90.0, 0.0)
+    _, _, rows = headroom.headroom_tables(tmp_path, n_boot=10)["rungs"]
+    assert list(rows) == [("cpu-xs1",), ("cpu-xs",)]  # smallest first
+    xs = rows[("cpu-xs",)]
+    assert xs["seeds"][0] == (2,) and xs["val loss"][0][0] == pytest.approx(0.11)
+    fd, lo, hi = xs["FD (scenes-cnn, 1024)"][0]  # the last eval step's, with a t interval (1 df: 12.706 x se 2)
+    assert fd == 52.0 and (lo, hi) == pytest.approx((52.0 - 12.7062 * 2, 52.0 + 12.7062 * 2), abs=1e-3)
+    assert xs["alignment (all correct)"][0][0] == pytest.approx(0.3) and "FD-infinity" not in xs
+    assert rows[("cpu-xs1",)]["FD (scenes-cnn, 1024)"] == ((90.0,), "90.0 (one run)")
 
 
 def _ladder(headroom: Any, folder: Path, values: Any, seeds: int = 3) -> None:

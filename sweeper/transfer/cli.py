@@ -112,14 +112,14 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from ..cli import budget_hours, print_plan
+    from ..cli import budget_hours, print_document
     from ._estimate import prior_spread, transfer_estimate
     from ._spec import load_transfer_spec
 
     spec = load_transfer_spec(args.spec)
     hours = budget_hours(args.budget_hours)
     spread = prior_spread(args.prior) if args.prior else None
-    return print_plan(args, transfer_estimate(spec, budget_hours=hours, spread=spread))
+    return print_document(args, transfer_estimate(spec, budget_hours=hours, spread=spread))
 
 
 def _extend(args: argparse.Namespace) -> int:
