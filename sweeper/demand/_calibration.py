@@ -26,11 +26,16 @@ import hashlib
 import json
 import os
 import platform
+import subprocess
+import sys
+import time
 import warnings
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
+
+from ..errors import SweepError
 
 __all__ = ["CALIBRATION_STEPS", "StepCost", "calibration_dir", "calibration_key", "machine", "step_cost",
            "worker_start"]
@@ -175,10 +180,6 @@ def worker_start(*, measure: bool = True) -> tuple[float | None, Source | None]:
     """(seconds a trial worker takes to start, where the figure came from): new Python processes, one per core,
     importing what a trial worker imports, timed until the last is done, cached per machine; (None, None) when
     missing and `measure` is off."""
-    import subprocess
-    import sys
-    import time
-
     parts = machine()
     digest = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
     path = calibration_dir() / f"worker-start-{digest}.json"
@@ -192,9 +193,19 @@ def worker_start(*, measure: bool = True) -> tuple[float | None, Source | None]:
     clock = time.perf_counter()
     procs = [subprocess.Popen([sys.executable, "-c", _WORKER_IMPORTS], stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL) for _ in range(parts["cores"])]
-    for proc in procs:
-        proc.wait(timeout=600)
-    seconds = time.perf_counter() - clock
+    try:
+        for proc in procs:
+            proc.wait(timeout=600)
+        seconds = time.perf_counter() - clock
+    finally:  # a timeout or an interrupt leaves no importer behind
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    failed = [p for p in procs if p.returncode != 0]
+    if failed:  # a worker that cannot import would make a start of no time at all: not a measurement
+        raise SweepError(f"measuring a trial worker's start: `{sys.executable} -c {_WORKER_IMPORTS!r}` exited "
+                           f"{failed[0].returncode} (run it to see why)")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps({"worker_start_s": seconds, "machine": parts,

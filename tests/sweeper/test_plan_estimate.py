@@ -185,3 +185,17 @@ def test_no_estimate_without_a_cached_calibration(measured: list[dict[str, Any]]
     assert isinstance(est, JobEstimate) and est.wall_s is None and not measured
     assert "no cached calibration for rung cpu-xs" in (est.no_estimate() or "")
     assert "sweep plan SPEC" in "\n".join(est.lines())
+
+
+def test_a_worker_start_that_fails_to_import_is_refused_not_cached(monkeypatch: pytest.MonkeyPatch,
+                                                                   tmp_path: Path) -> None:
+    """A start measured from processes that died at once would price every job's workers at nothing."""
+    import sweeper.demand._calibration as calibration
+    from sweeper import SweepError
+
+    worker_start = calibration.worker_start
+    monkeypatch.setenv("SCALESWEEP_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(calibration, "_WORKER_IMPORTS", "raise SystemExit(3)")
+    with pytest.raises(SweepError, match=r"measuring a trial worker's start: .* exited 3"):
+        worker_start()
+    assert worker_start(measure=False) == (None, None)  # nothing cached
